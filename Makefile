@@ -1,0 +1,37 @@
+# Front door. `make demo` runs the two-host demo in the lab; `make test` runs
+# every test (unit, C, and end to end in the lab). Both install what they need.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+SELENA := $(VENV)/bin/selena
+TDF ?= 10
+
+.PHONY: all deps test unit lint demo clean
+
+all: test
+
+# Host prerequisites: Debian/Ubuntu packages plus a virtualenv with selena.
+deps: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	./.ci/host-deps
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $@
+
+lint: deps
+	$(VENV)/bin/ruff check .
+
+unit: deps
+	$(VENV)/bin/pytest -m 'not lab'
+
+test: deps lint
+	$(MAKE) -C xen-patches check
+	$(VENV)/bin/pytest
+
+demo: deps
+	$(SELENA) lab build
+	$(SELENA) lab demo --tdf $(TDF)
+
+clean:
+	rm -rf $(VENV) xen-patches/build xen-patches/out guest-agent/build

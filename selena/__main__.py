@@ -1,0 +1,5 @@
+import sys
+
+from selena.cli import main
+
+sys.exit(main())

@@ -1,0 +1,39 @@
+"""Exception classes. Every error selena raises derives from SelenaError.
+
+Subsystems add their own subclasses here so callers (and the CLI) can catch
+them precisely. Messages must name the offending item.
+"""
+
+
+class SelenaError(Exception):
+    """Base class of every selena error."""
+
+
+class CommandError(SelenaError):
+    """An external command failed (non-zero exit) or could not be started."""
+
+    def __init__(self, argv: list[str], returncode: int | None, stderr: str, reason: str = ""):
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+        shown = " ".join(self.argv)
+        if reason:
+            msg = f"command `{shown}` {reason}"
+        else:
+            msg = f"command `{shown}` exited with status {returncode}"
+        tail = stderr.strip().splitlines()[-5:]
+        if tail:
+            msg += ": " + " | ".join(tail)
+        super().__init__(msg)
+
+
+class CommandTimeout(CommandError):
+    """An external command did not finish within its time limit."""
+
+
+class LabError(SelenaError):
+    """The QEMU lab could not be built, booted or driven."""
+
+
+class ValidationError(SelenaError):
+    """A topology or scenario is invalid; nothing was created."""

@@ -1,0 +1,235 @@
+"""The single door to the shell.
+
+Every external command selena runs (xl, selena-tdf, ip, tc, ovs-vsctl, qemu,
+apt-get, ...) goes through a Runner so it is logged with its duration, can be
+recorded for replay, and can be swapped for a FakeRunner in unit tests that
+assert the exact commands generated.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from selena.errors import CommandError, CommandTimeout
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+@dataclass
+class Runner:
+    """Runs commands for real. `history` keeps every result, in order."""
+
+    dry_run: bool = False
+    history: list[CommandResult] = field(default_factory=list)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        input: str | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+    ) -> CommandResult:
+        """Run argv to completion, capturing output.
+
+        With check=True a non-zero exit raises CommandError carrying the
+        command, status and the tail of stderr: errors are never only logged.
+        """
+        args = tuple(str(a) for a in argv)
+        if self.dry_run:
+            log.info("dry-run: %s", " ".join(args))
+            result = CommandResult(args, 0, "", "", 0.0)
+            self.history.append(result)
+            return result
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(
+                args,
+                input=input,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=_merged_env(env),
+                cwd=cwd,
+            )
+        except FileNotFoundError as exc:
+            raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
+        except subprocess.TimeoutExpired as exc:
+            stderr = _text(exc.stderr)
+            raise CommandTimeout(list(args), None, stderr, f"timed out after {timeout} s") from exc
+        result = CommandResult(
+            args, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start
+        )
+        self._record(result)
+        if check and proc.returncode != 0:
+            raise CommandError(list(args), proc.returncode, proc.stderr)
+        return result
+
+    def stream(
+        self,
+        argv: Sequence[str],
+        on_line: Callable[[str], None],
+        *,
+        check: bool = True,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        stdin: int | None = subprocess.DEVNULL,
+    ) -> CommandResult:
+        """Run argv, handing each output line (stdout and stderr merged) to on_line.
+
+        For long-running commands whose progress a person watches. The whole
+        output is also kept in the result. On timeout the process group is
+        killed so nothing is left behind.
+        """
+        args = tuple(str(a) for a in argv)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                args,
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=_merged_env(env),
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
+        assert proc.stdout is not None
+        lines: list[str] = []
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        pending = b""
+        try:
+            while True:
+                remaining = None if timeout is None else timeout - (time.monotonic() - start)
+                if remaining is not None and remaining <= 0:
+                    _kill_group(proc)
+                    tail = "".join(lines[-20:])
+                    raise CommandTimeout(list(args), None, tail, f"timed out after {timeout} s")
+                if not sel.select(timeout=remaining if remaining is None else min(remaining, 1.0)):
+                    continue
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                for raw in complete:
+                    line = raw.decode("utf-8", "replace") + "\n"
+                    lines.append(line)
+                    on_line(line)
+            if pending:
+                line = pending.decode("utf-8", "replace")
+                lines.append(line)
+                on_line(line)
+            proc.wait()
+        except BaseException:
+            # Ctrl-C or a failing callback must not leave the child running.
+            _kill_group(proc)
+            raise
+        finally:
+            sel.close()
+            proc.stdout.close()
+        output = "".join(lines)
+        result = CommandResult(args, proc.returncode, output, "", time.monotonic() - start)
+        self._record(result)
+        if check and proc.returncode != 0:
+            raise CommandError(list(args), proc.returncode, output)
+        return result
+
+    def _record(self, result: CommandResult) -> None:
+        self.history.append(result)
+        log.debug(
+            "ran %s -> %d in %.3f s", " ".join(result.argv), result.returncode, result.duration
+        )
+
+
+@dataclass
+class FakeRunner(Runner):
+    """A runner for unit tests: records argv lists and answers from a script.
+
+    `responses` maps a command prefix (tuple of leading argv items) to the
+    result to give; unmatched commands succeed with empty output.
+    """
+
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+    responses: dict[tuple[str, ...], tuple[int, str, str]] = field(default_factory=dict)
+
+    def respond(self, prefix: Sequence[str], returncode: int = 0, stdout: str = "",
+                stderr: str = "") -> None:
+        self.responses[tuple(prefix)] = (returncode, stdout, stderr)
+
+    def _answer(self, args: tuple[str, ...]) -> tuple[int, str, str]:
+        best: tuple[str, ...] | None = None
+        for prefix in self.responses:
+            if args[: len(prefix)] == prefix and (best is None or len(prefix) > len(best)):
+                best = prefix
+        return self.responses[best] if best is not None else (0, "", "")
+
+    def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
+            timeout: float | None = None, env: Mapping[str, str] | None = None,
+            cwd: str | Path | None = None) -> CommandResult:
+        args = tuple(str(a) for a in argv)
+        self.calls.append(args)
+        rc, out, err = self._answer(args)
+        result = CommandResult(args, rc, out, err, 0.0)
+        self._record(result)
+        if check and rc != 0:
+            raise CommandError(list(args), rc, err)
+        return result
+
+    def stream(self, argv: Sequence[str], on_line: Callable[[str], None], *,
+               check: bool = True, timeout: float | None = None,
+               env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+               stdin: int | None = subprocess.DEVNULL) -> CommandResult:
+        result = self.run(argv, check=check)
+        for line in result.stdout.splitlines(keepends=True):
+            on_line(line)
+        return result
+
+
+def _merged_env(extra: Mapping[str, str] | None) -> dict[str, str] | None:
+    if extra is None:
+        return None
+    env = dict(os.environ)
+    env.update(extra)
+    return env
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", "replace")
+    return data
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, 9)
+    except ProcessLookupError:
+        pass
+    proc.wait()

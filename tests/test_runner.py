@@ -1,0 +1,48 @@
+import sys
+
+import pytest
+
+from selena.errors import CommandError, CommandTimeout
+from selena.runner import FakeRunner, Runner
+
+
+def test_run_captures_output_and_records_history():
+    runner = Runner()
+    result = runner.run([sys.executable, "-c", "print('hi')"])
+    assert result.stdout == "hi\n"
+    assert result.returncode == 0
+    assert runner.history[-1] is result
+
+
+def test_failure_raises_with_command_and_stderr():
+    runner = Runner()
+    with pytest.raises(CommandError) as info:
+        runner.run([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"])
+    assert info.value.returncode == 3
+    assert "boom" in str(info.value)
+    assert "exited with status 3" in str(info.value)
+
+
+def test_missing_program_is_a_command_error():
+    with pytest.raises(CommandError, match="cannot start"):
+        Runner().run(["/nonexistent/selena-test-binary"])
+
+
+def test_stream_delivers_lines_and_times_out():
+    seen: list[str] = []
+    result = Runner().stream([sys.executable, "-c", "print('a'); print('b')"], seen.append)
+    assert seen == ["a\n", "b\n"]
+    assert result.stdout == "a\nb\n"
+    with pytest.raises(CommandTimeout):
+        Runner().stream([sys.executable, "-c", "import time; time.sleep(30)"], seen.append,
+                        timeout=0.5)
+
+
+def test_fake_runner_answers_by_longest_prefix():
+    fake = FakeRunner()
+    fake.respond(["xl", "list"], stdout="Domain-0 0\n")
+    fake.respond(["xl"], returncode=1, stderr="nope")
+    assert fake.run(["xl", "list", "-l"]).stdout == "Domain-0 0\n"
+    with pytest.raises(CommandError):
+        fake.run(["xl", "create", "x.cfg"])
+    assert fake.calls == [("xl", "list", "-l"), ("xl", "create", "x.cfg")]
