@@ -160,6 +160,23 @@ class Runner:
             raise CommandError(list(args), proc.returncode, output)
         return result
 
+    def interactive(self, argv: Sequence[str], *, cwd: str | Path | None = None) -> int:
+        """Run argv attached to this terminal (e.g. a shell); returns its status."""
+        args = tuple(str(a) for a in argv)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(args, cwd=cwd)
+        except FileNotFoundError as exc:
+            raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
+        try:
+            rc = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        self._record(CommandResult(args, rc, "", "", time.monotonic() - start))
+        return rc
+
     def _record(self, result: CommandResult) -> None:
         self.history.append(result)
         log.debug(

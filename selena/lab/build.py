@@ -1,0 +1,332 @@
+"""Builds the lab's artefacts, each cached by the hash of its inputs.
+
+Artefacts (under cache_dir()/lab/):
+- the patched hypervisor, via `make -C xen-patches` (its own cache);
+- the Debian kernel package, shared by Dom0 and the guests;
+- the Dom0 base image: a debootstrap'd bookworm root with the Xen tools, Open
+  vSwitch, iproute2/tc, iperf3 and python3, plus the kernel modules Dom0 needs,
+  packed as a gzip'd cpio (slow to build: minutes; rebuilt only when its
+  package list or kernel changes);
+- the tiny-host guest initramfs (busybox, xen-netfront, the guest agent);
+- the Dom0 overlay: a small cpio with the init script, the selena package
+  from the current tree, selena-tdf and the guest templates (about a second).
+Linux accepts concatenated gzip'd cpio archives as one initramfs, so Dom0
+boots base + overlay and the slow part is reused across code changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from selena.errors import LabError
+from selena.paths import cache_dir, project_root
+from selena.runner import Runner
+
+log = logging.getLogger(__name__)
+
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+
+DOM0_PACKAGES = (
+    "xen-utils-4.17", "xenstore-utils", "iproute2", "kmod", "busybox", "procps",
+    "iperf3", "bridge-utils", "openvswitch-switch", "ethtool", "iputils-ping",
+    "python3", "python3-jinja2", "python3-yaml",
+)
+
+# Modules Dom0 needs (their dependencies are added from modules.dep).
+DOM0_MODULES = (
+    "xen-evtchn", "xen-gntdev", "xen-gntalloc", "xen-privcmd", "xenfs",
+    "xen-netback", "xen-blkback", "bridge", "openvswitch", "sch_netem",
+    "sch_htb", "sch_tbf", "ifb", "9p", "9pnet_virtio", "virtio_pci", "veth",
+    "cls_u32", "cls_matchall", "act_mirred",
+)
+
+GUEST_MODULES = ("xen-netfront", "sch_netem", "sch_htb", "sch_tbf")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LabArtefacts:
+    xen: Path            # multiboot ELF for QEMU -kernel
+    kernel: Path         # vmlinuz, for Dom0 and guests
+    dom0_initrd: Path    # base + overlay, concatenated
+    tiny_host_initrd: Path
+    build_seconds: dict[str, float]
+
+
+def _hash(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def _hash_files(paths: Iterable[Path]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        h.update(str(path).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _tree_files(root: Path, suffixes: tuple[str, ...] | None = None) -> list[Path]:
+    if not root.exists():
+        return []
+    return sorted(
+        p for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+        and (suffixes is None or p.suffix in suffixes)
+    )
+
+
+class LabBuilder:
+    """Builds (or finds in the cache) everything `selena lab run` boots."""
+
+    def __init__(self, runner: Runner | None = None, progress: Progress | None = None):
+        self.runner = runner or Runner()
+        self.progress = progress or (lambda msg: log.info("%s", msg))
+        self.root = cache_dir() / "lab"
+        self.src = project_root()
+        self.timings: dict[str, float] = {}
+
+    # -- steps -------------------------------------------------------------
+
+    def build(self) -> LabArtefacts:
+        start = time.monotonic()
+        xen = self.hypervisor()
+        kernel_deb = self.kernel_package()
+        kernel_root = self.kernel_tree(kernel_deb)
+        kernel = next((kernel_root / "boot").glob("vmlinuz-*"))
+        base = self.dom0_base(kernel_root)
+        tiny = self.tiny_host(kernel_root)
+        overlay = self.dom0_overlay(kernel, tiny)
+        dom0_initrd = self._concat(base, overlay)
+        self.timings["total"] = time.monotonic() - start
+        return LabArtefacts(xen, kernel, dom0_initrd, tiny, dict(self.timings))
+
+    def hypervisor(self) -> Path:
+        self.progress("[1/5] patched Xen hypervisor (make -C xen-patches)")
+        t = time.monotonic()
+        self.runner.stream(["make", "-s", "-C", str(self.src / "xen-patches")],
+                           lambda line: self.progress("      " + line.rstrip()))
+        self.timings["xen"] = time.monotonic() - t
+        return self.src / "xen-patches" / "out" / "xen"
+
+    def kernel_package(self) -> Path:
+        """The Debian kernel .deb that linux-image-amd64 currently points at."""
+        self.progress("[2/5] Debian kernel package")
+        out = self.runner.run(["apt-cache", "depends", "linux-image-amd64"]).stdout
+        names = [ln.split(":", 1)[1].strip() for ln in out.splitlines()
+                 if ln.strip().startswith("Depends:") and "linux-image-" in ln]
+        if not names:
+            raise LabError("cannot resolve linux-image-amd64 (run apt-get update)")
+        name = names[0]
+        pkgdir = self.root / "kernel"
+        pkgdir.mkdir(parents=True, exist_ok=True)
+        existing = sorted(pkgdir.glob(f"{name}_*.deb"))
+        if existing:
+            return existing[-1]
+        self.runner.run(["apt-get", "download", "-q", name], cwd=pkgdir)
+        found = sorted(pkgdir.glob(f"{name}_*.deb"))
+        if not found:
+            raise LabError(f"apt-get download {name} produced no .deb in {pkgdir}")
+        return found[-1]
+
+    def kernel_tree(self, deb: Path) -> Path:
+        dest = self.root / "kernel" / deb.stem
+        if (dest / ".complete").exists():
+            return dest
+        shutil.rmtree(dest, ignore_errors=True)
+        self.runner.run(["dpkg-deb", "-x", str(deb), str(dest)])
+        version = self._kernel_version(dest)
+        self.runner.run(["depmod", "-b", str(dest), version])
+        (dest / ".complete").touch()
+        return dest
+
+    def dom0_base(self, kernel_root: Path) -> Path:
+        key = _hash(SUITE, MIRROR, " ".join(DOM0_PACKAGES), " ".join(DOM0_MODULES),
+                    kernel_root.name, "dom0-base-v1")
+        target = self.root / f"dom0-base-{key}.cpio.gz"
+        if target.exists():
+            self.progress(f"[3/5] Dom0 base image: cached ({target.name})")
+            return target
+        t = time.monotonic()
+        self.progress("[3/5] Dom0 base image: debootstrap (a few minutes)")
+        tarball = self.root / f"dom0-debs-{_hash(SUITE, ' '.join(DOM0_PACKAGES))}.tgz"
+        include = "--include=" + ",".join(DOM0_PACKAGES)
+        with tempfile.TemporaryDirectory(dir=self.root) as tmp:
+            rootfs = Path(tmp) / "root"
+            if not tarball.exists():
+                self.progress("      downloading packages")
+                partial = tarball.with_suffix(".partial")
+                self.runner.run(["debootstrap", "--variant=minbase", include,
+                                 f"--make-tarball={partial}", SUITE, str(rootfs), MIRROR],
+                                timeout=1800)
+                partial.rename(tarball)
+                shutil.rmtree(rootfs, ignore_errors=True)
+            self.progress("      installing packages")
+            self.runner.run(["debootstrap", "--variant=minbase", include,
+                             f"--unpack-tarball={tarball}", SUITE, str(rootfs), MIRROR],
+                            timeout=1800)
+            self.progress("      adding kernel modules")
+            self._install_modules(kernel_root, rootfs, DOM0_MODULES)
+            self._trim(rootfs)
+            self.progress("      packing")
+            self._pack(rootfs, target)
+        self.timings["dom0_base"] = time.monotonic() - t
+        return target
+
+    def tiny_host(self, kernel_root: Path) -> Path:
+        """The tiny-host guest initramfs: busybox, netfront, agent, init."""
+        tpl = self.src / "guest-templates" / "tiny-host"
+        agent = self.src / "guest-agent" / "build" / "selena-agent"
+        tools = self.src / "guest-templates" / "build" / "bin"
+        self._make_optional(self.src / "guest-agent")
+        self._make_optional(self.src / "guest-templates", "tools")
+        inputs = _tree_files(tpl) + ([agent] if agent.exists() else []) + _tree_files(tools)
+        key = _hash(_hash_files(inputs), kernel_root.name, " ".join(GUEST_MODULES))
+        target = self.root / f"tiny-host-{key}.cpio.gz"
+        if target.exists():
+            self.progress(f"[4/5] tiny-host guest: cached ({target.name})")
+            return target
+        self.progress("[4/5] tiny-host guest initramfs")
+        busybox = Path("/bin/busybox")
+        if not busybox.exists():
+            raise LabError("busybox-static is not installed (/bin/busybox missing)")
+        with tempfile.TemporaryDirectory(dir=self.root) as tmp:
+            root = Path(tmp) / "root"
+            for d in ("bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev", "tmp",
+                      "run", "etc", "root", "var/log"):
+                (root / d).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(busybox, root / "bin" / "busybox")
+            self.runner.run(["chroot", str(root), "/bin/busybox", "--install", "-s"])
+            shutil.copy2(tpl / "init", root / "init")
+            os.chmod(root / "init", 0o755)
+            if agent.exists():
+                shutil.copy2(agent, root / "sbin" / "selena-agent")
+            for tool in _tree_files(tools):
+                shutil.copy2(tool, root / "usr" / "bin" / tool.name)
+            self._install_modules(kernel_root, root, GUEST_MODULES)
+            self._pack(root, target)
+        return target
+
+    def dom0_overlay(self, kernel: Path, tiny_initrd: Path) -> Path:
+        """Init script, selena from this tree, selena-tdf and guest templates."""
+        lab_files = Path(__file__).parent
+        tdf_tool = self.src / "xen-patches" / "out" / "selena-tdf"
+        inputs = _tree_files(self.src / "selena", (".py", ".j2", ".sh", ".yaml"))
+        inputs += [tdf_tool, kernel, tiny_initrd]
+        key = _hash(_hash_files(inputs))
+        target = self.root / f"dom0-overlay-{key}.cpio.gz"
+        if target.exists():
+            self.progress(f"[5/5] Dom0 overlay: cached ({target.name})")
+            return target
+        self.progress("[5/5] Dom0 overlay (selena, selena-tdf, templates)")
+        with tempfile.TemporaryDirectory(dir=self.root) as tmp:
+            root = Path(tmp) / "root"
+            shutil.copy2(lab_files / "dom0-init.sh", _mkparent(root / "init"))
+            os.chmod(root / "init", 0o755)
+            site = root / "usr/lib/python3/dist-packages"
+            shutil.copytree(self.src / "selena", site / "selena",
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            launcher = _mkparent(root / "usr/local/bin/selena")
+            launcher.write_text("#!/usr/bin/python3\nimport sys\n\nfrom selena.cli import main\n\n"
+                                "sys.exit(main())\n")
+            launcher.chmod(0o755)
+            if not tdf_tool.exists():
+                raise LabError(f"{tdf_tool} is missing: run make -C xen-patches")
+            shutil.copy2(tdf_tool, root / "usr/local/bin/selena-tdf")
+            tdir = root / "usr/share/selena/templates/tiny-host"
+            tdir.mkdir(parents=True)
+            shutil.copy2(kernel, tdir / "vmlinuz")
+            shutil.copy2(tiny_initrd, tdir / "initrd.gz")
+            shutil.copy2(self.src / "guest-templates/tiny-host/template.yaml",
+                         tdir / "template.yaml")
+            self._pack(root, target)
+        return target
+
+    # -- helpers -------------------------------------------------------------
+
+    def _make_optional(self, directory: Path, *targets: str) -> None:
+        """Build a part that may not exist yet in this tree (agent, tools)."""
+        makefile = directory / "Makefile"
+        if makefile.exists():
+            self.runner.run(["make", "-s", "-C", str(directory), *targets])
+
+    def _kernel_version(self, kernel_root: Path) -> str:
+        versions = [p.name for p in (kernel_root / "lib/modules").iterdir()]
+        if len(versions) != 1:
+            raise LabError(f"expected one kernel in {kernel_root}, found {versions}")
+        return versions[0]
+
+    def _install_modules(self, kernel_root: Path, rootfs: Path, wanted: Iterable[str]) -> None:
+        version = self._kernel_version(kernel_root)
+        moddir = kernel_root / "lib/modules" / version
+        deps: dict[str, list[str]] = {}
+        by_name: dict[str, str] = {}
+        for line in (moddir / "modules.dep").read_text().splitlines():
+            path, _, rest = line.partition(":")
+            deps[path] = rest.split()
+            name = Path(path).name.removesuffix(".ko").replace("_", "-")
+            by_name[name] = path
+        needed: set[str] = set()
+        stack = []
+        for mod in wanted:
+            path = by_name.get(mod.replace("_", "-"))
+            if path is None:
+                raise LabError(f"kernel module {mod} not found in {version}")
+            stack.append(path)
+        while stack:
+            path = stack.pop()
+            if path not in needed:
+                needed.add(path)
+                stack.extend(deps.get(path, []))
+        dest = rootfs / "lib/modules" / version
+        for path in needed:
+            shutil.copy2(moddir / path, _mkparent(dest / path))
+        for meta in ("modules.order", "modules.builtin", "modules.builtin.modinfo"):
+            if (moddir / meta).exists():
+                shutil.copy2(moddir / meta, _mkparent(dest / meta))
+        self.runner.run(["depmod", "-b", str(rootfs), version])
+
+    def _trim(self, rootfs: Path) -> None:
+        for sub in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info",
+                    "var/cache/apt/archives", "var/lib/apt/lists"):
+            shutil.rmtree(rootfs / sub, ignore_errors=True)
+
+    def _pack(self, rootfs: Path, target: Path) -> None:
+        partial = target.with_suffix(".partial")
+        self.runner.run(["sh", "-c", "find . -mindepth 1 | cpio -o -H newc --quiet | gzip -1 > "
+                         + _shquote(str(partial))], cwd=rootfs, timeout=1800)
+        partial.rename(target)
+
+    def _concat(self, *parts: Path) -> Path:
+        key = _hash(*(p.name for p in parts))
+        target = self.root / f"dom0-initrd-{key}.cpio.gz"
+        if not target.exists():
+            partial = target.with_suffix(".partial")
+            with partial.open("wb") as out:
+                for part in parts:
+                    with part.open("rb") as src:
+                        shutil.copyfileobj(src, out, 1 << 20)
+            partial.rename(target)
+        return target
+
+
+def _mkparent(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _shquote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"

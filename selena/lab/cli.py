@@ -1,0 +1,78 @@
+"""`selena lab ...`: build and use the QEMU lab."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from selena.lab.build import LabBuilder
+from selena.lab.qemu import Lab
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    lab = subparsers.add_parser("lab", help="the QEMU lab: patched Xen + Debian Dom0")
+    sub = lab.add_subparsers(dest="lab_command", metavar="LAB_COMMAND")
+
+    build = sub.add_parser("build", help="build (or find cached) every lab artefact")
+    build.set_defaults(func=cmd_build)
+
+    run = sub.add_parser("run", help="boot the lab and run COMMAND in Dom0")
+    run.add_argument("--tdf", type=float, default=None,
+                     help="exported to COMMAND as SELENA_TDF")
+    run.add_argument("--timeout", type=float, default=3600.0,
+                     help="real seconds before the lab is stopped (default 3600)")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    run.set_defaults(func=cmd_run)
+
+    shell = sub.add_parser("shell", help="an interactive Dom0 shell")
+    shell.set_defaults(func=cmd_shell)
+
+    bench = sub.add_parser("bench", help="print lab build, boot and guest figures")
+    bench.set_defaults(func=cmd_bench)
+
+    def lab_help(args: argparse.Namespace) -> int:
+        lab.print_help()
+        return 2
+
+    lab.set_defaults(func=lab_help)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    start = time.monotonic()
+    art = LabBuilder(progress=_progress).build()
+    print(f"lab ready in {time.monotonic() - start:.1f} s")
+    print(f"  xen:         {art.xen}")
+    print(f"  kernel:      {art.kernel}")
+    print(f"  dom0 initrd: {art.dom0_initrd}")
+    print(f"  tiny-host:   {art.tiny_host_initrd}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        print("selena lab run: give a command after --", file=sys.stderr)
+        return 2
+    lab = Lab(progress=_progress)
+    result = lab.run(command, tdf=args.tdf, timeout=args.timeout,
+                     on_output=lambda line: print(line, end="", flush=True))
+    _progress(f"lab: command exited {result.returncode} (boot {result.boot_seconds:.1f} s, "
+              f"total {result.total_seconds:.1f} s)")
+    return result.returncode
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    return Lab(progress=_progress).shell()
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from selena.lab.bench import run_bench
+
+    return run_bench(_progress)

@@ -1,0 +1,71 @@
+#!/bin/sh
+# /init of the lab's Dom0 (an initramfs under Xen in QEMU).
+# Kernel command line: selena.run=ID runs /selena-src/build/lab-run/ID/cmd.sh
+# and powers off; without it an interactive shell is started on the console.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/lib/xen-4.17/bin
+export HOME=/root LANG=C.UTF-8
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /dev/shm /run /tmp /var/run
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /dev/shm
+ln -sf /run /var/run 2>/dev/null
+hostname selena-lab-dom0
+
+# Minbase has no init system: busybox powers off (Xen then stops, QEMU exits).
+off() { sync; busybox poweroff -f; sleep 30; }
+fail() { echo "SELENA-LAB-FAIL $*"; off; }
+
+for m in xenfs xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xen-netback xen-blkback \
+         bridge openvswitch sch_netem sch_htb sch_tbf ifb veth virtio_pci 9pnet_virtio 9p; do
+    modprobe "$m" || echo "selena-lab: modprobe $m failed"
+done
+mount -t xenfs xenfs /proc/xen || fail "cannot mount xenfs (not running under Xen?)"
+
+mkdir -p /var/run/xen /var/log/xen/console /var/lib/xen /var/run/xenstored
+oxenstored --pid-file /run/xenstored.pid || xenstored --pid-file /run/xenstored.pid \
+    || fail "cannot start xenstored"
+xen-init-dom0 || fail "xen-init-dom0 failed"
+xenconsoled --log=guest --log-dir=/var/log/xen/console --timestamp=guest &
+
+# Open vSwitch with the kernel datapath.
+mkdir -p /etc/openvswitch /var/run/openvswitch /var/log/openvswitch
+ovsdb-tool create /etc/openvswitch/conf.db /usr/share/openvswitch/vswitch.ovsschema
+ovsdb-server --remote=punix:/var/run/openvswitch/db.sock --pidfile --detach \
+    --log-file=/var/log/openvswitch/ovsdb-server.log
+ovs-vsctl --no-wait init
+ovs-vswitchd --pidfile --detach --log-file=/var/log/openvswitch/ovs-vswitchd.log
+ip link set lo up
+
+mkdir -p /selena-src
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 selena /selena-src \
+    || echo "selena-lab: no project share (9p) mounted"
+
+run_id=""
+for arg in $(cat /proc/cmdline); do
+    case "$arg" in
+        selena.run=*) run_id="${arg#selena.run=}" ;;
+    esac
+done
+
+if [ -n "$run_id" ]; then
+    dir="/selena-src/build/lab-run/$run_id"
+    [ -f "$dir/cmd.sh" ] || fail "no command file $dir/cmd.sh"
+    cd /selena-src
+    echo "SELENA-LAB-BEGIN"
+    sh "$dir/cmd.sh" </dev/null
+    rc=$?
+    echo "$rc" > "$dir/status"
+    sync
+    echo "SELENA-LAB-EXIT $rc"
+else
+    echo "SELENA-LAB-SHELL (exit the shell to power off)"
+    cd /selena-src 2>/dev/null || cd /
+    setsid sh -c 'exec sh -i </dev/hvc0 >/dev/hvc0 2>&1'
+fi
+# Leave no guest running, then power off (Xen stops and QEMU exits).
+for d in $(xl list 2>/dev/null | awk 'NR > 2 {print $1}'); do xl destroy "$d"; done
+off
