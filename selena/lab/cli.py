@@ -32,6 +32,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     shell = sub.add_parser("shell", help="an interactive Dom0 shell")
     shell.set_defaults(func=cmd_shell)
 
+    clock = sub.add_parser("check-clock",
+                           help="prove in a lab guest that clocks and timers follow the TDF")
+    clock.add_argument("--tdf", type=float, action="append", required=True,
+                       help="TDF to check, decimals allowed (repeatable)")
+    clock.add_argument("--no-change", action="store_true",
+                       help="skip changing the TDF of the running guest")
+    clock.set_defaults(func=cmd_check_clock)
+
     bench = sub.add_parser("bench", help="print lab build, boot and guest figures")
     bench.set_defaults(func=cmd_bench)
 
@@ -65,6 +73,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                      on_output=lambda line: print(line, end="", flush=True))
     _progress(f"lab: command exited {result.returncode} (boot {result.boot_seconds:.1f} s, "
               f"total {result.total_seconds:.1f} s)")
+    return result.returncode
+
+
+def cmd_check_clock(args: argparse.Namespace) -> int:
+    command = ["python3", "-m", "selena.lab.check_clock"]
+    for tdf in args.tdf:
+        command += ["--tdf", f"{tdf:g}"]
+    if args.no_change:
+        command.append("--no-change")
+    result = Lab(progress=_progress).run(
+        command, on_output=lambda line: print(line, end="", flush=True))
     return result.returncode
 
 
