@@ -47,6 +47,8 @@ DOM0_MODULES = (
     "xen-netback", "xen-blkback", "bridge", "openvswitch", "sch_netem",
     "sch_htb", "sch_tbf", "ifb", "9p", "9pnet_virtio", "virtio_pci", "veth",
     "cls_u32", "cls_matchall", "act_mirred",
+    # libcrc32c (needed by openvswitch) soft-depends on a crc32c implementation.
+    "crc32c_generic",
 )
 
 GUEST_MODULES = ("xen-netfront", "sch_netem", "sch_htb", "sch_tbf")

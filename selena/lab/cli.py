@@ -40,6 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="skip changing the TDF of the running guest")
     clock.set_defaults(func=cmd_check_clock)
 
+    demo = sub.add_parser("demo", help="the two-host demo in the lab at a TDF")
+    demo.add_argument("--tdf", type=float, default=10.0, help="time dilation factor (default 10)")
+    demo.set_defaults(func=cmd_demo)
+
     bench = sub.add_parser("bench", help="print lab build, boot and guest figures")
     bench.set_defaults(func=cmd_bench)
 
@@ -84,6 +88,13 @@ def cmd_check_clock(args: argparse.Namespace) -> int:
         command.append("--no-change")
     result = Lab(progress=_progress).run(
         command, on_output=lambda line: print(line, end="", flush=True))
+    return result.returncode
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    result = Lab(progress=_progress).run(
+        ["python3", "-m", "selena.lab.demo", "--tdf", f"{args.tdf:g}"],
+        on_output=lambda line: print(line, end="", flush=True))
     return result.returncode
 
 

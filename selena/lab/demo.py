@@ -1,0 +1,150 @@
+"""The two-host demo, run in the lab's Dom0.
+
+Two tiny-host guests, h1 (10.0.0.1) and h2 (10.0.0.2), on one Open vSwitch
+bridge in Dom0, both dilated by the same TDF before they first run. The link
+is shaped in Dom0 with the TDF semantics selena uses everywhere: Dom0 runs in
+real time, so the one-way delay d configured for the link becomes netem
+delay d x TDF on the Dom0 side of each guest's vif (each direction is delayed
+once, so the round trip adds 2d of guest time). h1 pings h2; the guest-measured
+round-trip time should be 2d, whatever the TDF, while the experiment takes TDF
+times longer in real time.
+
+Run in Dom0: python3 -m selena.lab.demo --tdf 10
+From the host: selena lab demo --tdf 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TEMPLATE_DIR = Path("/usr/share/selena/templates/tiny-host")
+CONSOLE_DIR = Path("/var/log/xen/console")
+BRIDGE = "sl-demo0"
+DELAY_MS = 5.0
+PINGS = 10
+HOSTS = (("selena-demo-h1", "10.0.0.1", "00:16:3e:5e:1e:01"),
+         ("selena-demo-h2", "10.0.0.2", "00:16:3e:5e:1e:02"))
+RTT = re.compile(r"min/avg/max = ([\d.]+)/([\d.]+)/([\d.]+) ms")
+
+
+class DemoFailed(Exception):
+    pass
+
+
+def sh(*argv: str) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise DemoFailed(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def config(name: str, ip: str, mac: str, init: str | None) -> str:
+    extra = f"console=hvc0 clocksource=xen tsc=unstable quiet selena.ip={ip}/24"
+    if init:
+        extra += f" {init}"
+    return "\n".join([
+        f'name = "{name}"', 'type = "pv"',
+        f'kernel = "{TEMPLATE_DIR / "vmlinuz"}"', f'ramdisk = "{TEMPLATE_DIR / "initrd.gz"}"',
+        f'extra = "{extra}"', "memory = 128", "vcpus = 1",
+        f"vif = [ 'mac={mac},bridge={BRIDGE},script=vif-openvswitch' ]",
+        'on_poweroff = "destroy"', 'on_crash = "destroy"', "",
+    ])
+
+
+def cleanup() -> None:
+    for name, _, _ in HOSTS:
+        subprocess.run(["xl", "destroy", name], capture_output=True)
+    subprocess.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE], capture_output=True)
+
+
+def run(tdf: float) -> int:
+    cleanup()
+    sh("ovs-vsctl", "add-br", BRIDGE, "--", "set", "bridge", BRIDGE,
+       "external_ids:selena-experiment=demo")
+    domids = []
+    try:
+        for i, (name, ip, mac) in enumerate(HOSTS):
+            init = (f"selena.init=/bin/ping selena.args=-c,{PINGS},-i,0.5,-W,5,{HOSTS[1][1]}"
+                    if i == 0 else None)
+            cfg = Path("/tmp") / f"{name}.cfg"
+            cfg.write_text(config(name, ip, mac, init))
+            log = CONSOLE_DIR / f"guest-{name}.log"
+            if log.exists():
+                log.unlink()
+            sh("xl", "create", "-p", "-q", str(cfg))
+            domid = sh("xl", "domid", name).strip()
+            sh("selena-tdf", "set", domid, f"{tdf:g}")
+            domids.append(domid)
+        # Dom0 shapes in real time: scale the guest-time delay by the TDF.
+        netem_delay_us = int(DELAY_MS * 1000 * tdf)
+        for domid in domids:
+            vif = f"vif{domid}.0"
+            sh("tc", "qdisc", "add", "dev", vif, "root", "netem", "delay", f"{netem_delay_us}us")
+        start = time.monotonic()
+        # h2 first, so it answers from h1's first ping on.
+        sh("xl", "unpause", domids[1])
+        h2_log = CONSOLE_DIR / f"guest-{HOSTS[1][0]}.log"
+        while "SELENA-GUEST-READY" not in (h2_log.read_text(errors="replace")
+                                           if h2_log.exists() else ""):
+            if time.monotonic() - start > 60 + 10 * tdf:
+                raise DemoFailed("h2 did not boot")
+            time.sleep(0.2)
+        sh("xl", "unpause", domids[0])
+        h1_log = CONSOLE_DIR / f"guest-{HOSTS[0][0]}.log"
+        deadline = start + 120 + 30 * tdf
+        text = ""
+        while time.monotonic() < deadline:
+            text = h1_log.read_text(errors="replace") if h1_log.exists() else ""
+            if "SELENA-GUEST-EXIT" in text:
+                break
+            time.sleep(0.2)
+        real = time.monotonic() - start
+        if not RTT.search(text):
+            h2_log = CONSOLE_DIR / f"guest-{HOSTS[1][0]}.log"
+            diag = [subprocess.run(c, capture_output=True, text=True).stdout for c in
+                    (["ovs-vsctl", "show"], ["ip", "-br", "link"], ["tc", "qdisc"],
+                     ["xl", "list"])]
+            diag.append(h2_log.read_text(errors="replace")[-1500:] if h2_log.exists() else "")
+            print("diagnostics:\n" + "\n".join(diag))
+    finally:
+        cleanup()
+    lines = [ln.split("] ", 1)[-1] for ln in text.splitlines()]
+    body = [ln for ln in lines if "bytes from" in ln or "packets" in ln or "round-trip" in ln]
+    print(f"two-host demo: h1 -> h2 over a link with {DELAY_MS:g} ms one-way delay, TDF {tdf:g}")
+    print("\n".join("  h1$ " + ln for ln in body) or "  (no ping output)")
+    m = RTT.search(text)
+    if not m:
+        print("FAILED: h1 printed no ping summary; console tail:\n" + "\n".join(lines[-20:]))
+        return 1
+    avg = float(m.group(2))
+    times = sorted(float(t) for t in re.findall(r"time=([\d.]+) ms", text))
+    median = times[len(times) // 2]
+    expected = 2 * DELAY_MS
+    print(f"guest-measured RTT: median {median:.3f} ms, avg {avg:.3f} ms "
+          f"(configured: {expected:g} ms); real time for the run {real:.1f} s")
+    # The first ping also resolves ARP; the median is the link's steady state.
+    ok = expected <= median <= expected * 1.5
+    print("RESULT: " + ("RTT matches the configured delay" if ok else
+                        "RTT OUT OF RANGE (raise the TDF for more headroom)"))
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="selena two-host demo (run in Dom0)")
+    parser.add_argument("--tdf", type=float, default=float(os.environ.get("SELENA_TDF", "10")))
+    args = parser.parse_args(argv)
+    try:
+        return run(args.tdf)
+    except DemoFailed as exc:
+        print(f"FAILED: {exc}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
