@@ -6,7 +6,7 @@ VENV := .venv
 SELENA := $(VENV)/bin/selena
 TDF ?= 10
 
-.PHONY: all deps test unit lint demo clean
+.PHONY: all deps test unit lint demo bench clean
 
 all: test
 
@@ -25,13 +25,18 @@ lint: deps
 unit: deps
 	$(VENV)/bin/pytest -m 'not lab'
 
+# Builds what the lab boots (cached by input hash), then every test: unit,
+# the C checks of xen-patches, and the end-to-end lab tests.
 test: deps lint
-	$(MAKE) -C xen-patches check
-	$(VENV)/bin/pytest
+	$(SELENA) lab build
+	$(VENV)/bin/pytest -v
 
 demo: deps
 	$(SELENA) lab build
 	$(SELENA) lab demo --tdf $(TDF)
+
+bench: deps
+	$(SELENA) lab bench
 
 clean:
 	rm -rf $(VENV) xen-patches/build xen-patches/out guest-agent/build

@@ -17,6 +17,7 @@ boots base + overlay and the slow part is reused across code changes.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -63,6 +64,18 @@ class LabArtefacts:
     dom0_initrd: Path    # base + overlay, concatenated
     tiny_host_initrd: Path
     build_seconds: dict[str, float]
+
+
+def build_times_file() -> Path:
+    """How long each artefact took when it was last built cold (seconds)."""
+    return cache_dir() / "lab" / "build-times.json"
+
+
+def _record_build_time(step: str, seconds: float) -> None:
+    path = build_times_file()
+    times = json.loads(path.read_text()) if path.exists() else {}
+    times[step] = round(seconds, 1)
+    path.write_text(json.dumps(times, indent=1) + "\n")
 
 
 def _hash(*parts: bytes | str) -> str:
@@ -170,7 +183,7 @@ class LabBuilder:
             rootfs = Path(tmp) / "root"
             if not tarball.exists():
                 self.progress("      downloading packages")
-                partial = tarball.with_suffix(".partial")
+                partial = tarball.with_name(tarball.stem + ".partial.tgz")
                 self.runner.run(["debootstrap", "--variant=minbase", include,
                                  f"--make-tarball={partial}", SUITE, str(rootfs), MIRROR],
                                 timeout=1800)
@@ -186,6 +199,7 @@ class LabBuilder:
             self.progress("      packing")
             self._pack(rootfs, target)
         self.timings["dom0_base"] = time.monotonic() - t
+        _record_build_time("dom0_base", self.timings["dom0_base"])
         return target
 
     def tiny_host(self, kernel_root: Path) -> Path:

@@ -1,0 +1,107 @@
+"""`selena lab bench`: figures for the lab (printed, never asserted).
+
+- lab cold build time: what the last cold build of each artefact took;
+- boot-to-Dom0: QEMU start until Dom0 runs a command;
+- tiny guest: `xl create` until the guest's init runs, in real time, at TDF 1
+  and 10, and the guest's memory (configured, and used as the guest sees it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from selena.lab.build import LabBuilder, build_times_file
+from selena.lab.qemu import Lab
+
+TEMPLATE_DIR = Path("/usr/share/selena/templates/tiny-host")
+CONSOLE_DIR = Path("/var/log/xen/console")
+
+
+def run_bench(progress: Callable[[str], None]) -> int:
+    t = time.monotonic()
+    builder = LabBuilder(progress=progress)
+    art = builder.build()
+    check_seconds = time.monotonic() - t
+    lab = Lab(artefacts=art, progress=progress)
+    result = lab.run(["python3", "-m", "selena.lab.bench", "--in-dom0"], timeout=900)
+    times = json.loads(build_times_file().read_text()) if build_times_file().exists() else {}
+    xen_seconds = _xen_build_seconds()
+    print("selena lab bench")
+    print(f"  lab cold build: patched Xen {xen_seconds or '?'} s, "
+          f"Dom0 base image {times.get('dom0_base', '?')} s "
+          "(as last measured when built)")
+    print(f"  lab rebuild with nothing changed: {check_seconds:.1f} s")
+    print(f"  boot to Dom0 command: {result.boot_seconds:.1f} s (QEMU {_accel()})")
+    print(result.output, end="")
+    return result.returncode
+
+
+def _xen_build_seconds() -> str | None:
+    found = Path(__file__).resolve().parents[2] / "xen-patches" / "out" / "build-seconds"
+    return found.read_text().strip() if found.exists() else None
+
+
+def _accel() -> str:
+    from selena.lab.qemu import kvm_usable
+
+    return "KVM" if kvm_usable() else "TCG software emulation"
+
+
+def guest_bench(tdf: float) -> tuple[float, int, int]:
+    """Create a tiny-host guest printing /proc/meminfo; (boot s, configured MB, used MB)."""
+    name = f"selena-bench-{int(tdf * 1000)}"
+    cfg = Path("/tmp") / f"{name}.cfg"
+    cfg.write_text("\n".join([
+        f'name = "{name}"', 'type = "pv"', f'kernel = "{TEMPLATE_DIR / "vmlinuz"}"',
+        f'ramdisk = "{TEMPLATE_DIR / "initrd.gz"}"',
+        'extra = "console=hvc0 clocksource=xen tsc=unstable quiet '
+        'selena.init=/bin/cat selena.args=/proc/meminfo"',
+        "memory = 128", 'on_poweroff = "destroy"', "",
+    ]))
+    log = CONSOLE_DIR / f"guest-{name}.log"
+    log.unlink(missing_ok=True)
+    start = time.monotonic()
+    subprocess.run(["xl", "create", "-p", "-q", str(cfg)], check=True)
+    domid = subprocess.run(["xl", "domid", name], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    subprocess.run(["selena-tdf", "set", domid, f"{tdf:g}"], check=True)
+    subprocess.run(["xl", "unpause", name], check=True)
+    booted = None
+    text = ""
+    while time.monotonic() - start < 300:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if booted is None and "SELENA-GUEST-BEGIN" in text:
+            booted = time.monotonic() - start
+        if "SELENA-GUEST-EXIT" in text:
+            break
+        time.sleep(0.05)
+    subprocess.run(["xl", "destroy", name], capture_output=True)
+    total = _meminfo(text, "MemTotal")
+    available = _meminfo(text, "MemAvailable")
+    return (booted or float("nan"), 128, (total - available) // 1024)
+
+
+def _meminfo(text: str, key: str) -> int:
+    m = re.search(rf"{key}:\s+(\d+) kB", text)
+    return int(m.group(1)) if m else 0
+
+
+def main_in_dom0() -> int:
+    for tdf in (1.0, 10.0):
+        boot, configured, used = guest_bench(tdf)
+        print(f"  tiny guest at TDF {tdf:g}: xl create to init {boot:.1f} s real "
+              f"(about {boot / tdf:.2f} s virtual); memory {configured} MB configured, "
+              f"{used} MB used after boot")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--in-dom0"]:
+        sys.exit(main_in_dom0())
+    sys.exit(2)

@@ -1,0 +1,65 @@
+"""End to end in the lab: real Xen (patched), real Dom0, real guests."""
+
+import re
+
+import pytest
+
+from selena.lab import Lab
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def lab():
+    return Lab()
+
+
+def test_dom0_runs_commands_shares_files_and_has_the_tools(lab, tmp_path_factory):
+    marker = "build/lab-e2e-marker.txt"
+    script = f"""
+set -x
+xl list
+selena-tdf get 0
+selena-tdf get 4242; echo "missing-domain-rc=$?"
+selena-tdf set 0 2; echo "self-dilation-rc=$?"
+selena-tdf set 1 0.5; echo "range-rc=$?"
+ovs-vsctl add-br sl-e2e0 && ip link add sl-e2e-v type veth peer name sl-e2e-p \\
+  && tc qdisc add dev sl-e2e-v root netem delay 10ms && tc qdisc show dev sl-e2e-v
+python3 -c 'import selena, jinja2, yaml; print("python-ok", selena.__version__)'
+echo from-dom0 > {marker}
+exit 3
+"""
+    result = lab.run(["sh", "-c", script], timeout=900)
+    out = result.output
+    assert result.returncode == 3
+    assert re.search(r"^Domain-0\s+0\s", out, re.M)
+    assert re.search(r"^1$", out, re.M), "Dom0 runs at TDF 1"
+    assert "no such domain: 4242" in out and "missing-domain-rc=1" in out
+    assert "self-dilation-rc=1" in out and "not privileged" in out
+    assert "TDF out of range: 0.5" in out and "range-rc=2" in out
+    assert "netem" in out and "delay 10ms" in out
+    assert "python-ok" in out
+    written = lab.share / marker
+    assert written.read_text() == "from-dom0\n"
+    written.unlink()
+
+
+def test_check_clock_at_integer_decimal_and_unit_tdf(lab):
+    result = lab.run(["python3", "-m", "selena.lab.check_clock",
+                      "--tdf", "10", "--tdf", "2.5", "--tdf", "1"], timeout=1500)
+    assert result.returncode == 0, result.output
+    assert "all clocks and timers follow the TDF" in result.output
+    for tdf in ("10", "2.5", "1"):
+        assert f"TDF {tdf} (changes" in result.output
+    rates = re.findall(r"^CLOCK_MONOTONIC rate\s+([\d.]+)\s+([\d.]+)", result.output, re.M)
+    assert [float(e) for _, e in rates] == [0.1, 0.4, 1.0]
+    for measured, expected in rates:
+        assert abs(float(measured) - float(expected)) / float(expected) < 0.01
+
+
+def test_two_host_demo_guest_rtt_matches_link_delay_at_tdf_10(lab):
+    result = lab.run(["python3", "-m", "selena.lab.demo", "--tdf", "10"], timeout=900)
+    assert result.returncode == 0, result.output
+    assert "10 packets transmitted, 10 packets received" in result.output
+    median = float(re.search(r"median ([\d.]+) ms", result.output).group(1))
+    assert 10.0 <= median <= 15.0

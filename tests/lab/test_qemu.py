@@ -1,0 +1,70 @@
+"""Unit tests of the lab's QEMU command line and console protocol (no QEMU run)."""
+
+from pathlib import Path
+
+import pytest
+
+from selena.errors import LabError
+from selena.lab.build import LabArtefacts
+from selena.lab.qemu import Lab, command_script, qemu_argv
+from selena.runner import FakeRunner
+
+ART = LabArtefacts(Path("/c/xen"), Path("/c/vmlinuz"), Path("/c/dom0.cpio.gz"),
+                   Path("/c/tiny.cpio.gz"), {})
+
+
+def test_qemu_argv_boots_patched_xen_with_dom0_and_share():
+    argv = qemu_argv(ART, Path("/src"), "run1")
+    assert argv[0] == "qemu-system-x86_64"
+    assert argv[argv.index("-kernel") + 1] == "/c/xen"
+    assert argv[argv.index("-cpu") + 1] == "qemu64"
+    modules = argv[argv.index("-initrd") + 1]
+    assert modules.startswith("/c/vmlinuz console=hvc0")
+    assert "selena.run=run1" in modules
+    assert modules.endswith(",/c/dom0.cpio.gz")
+    assert "local,path=/src,mount_tag=selena,security_model=none,id=selena" in argv
+    assert "dom0_mem=1536M,max:1536M" in argv[argv.index("-append") + 1]
+
+
+def test_qemu_argv_rejects_commas_in_artefact_paths():
+    bad = LabArtefacts(Path("/c/xen"), Path("/c/a,b"), Path("/c/d"), Path("/c/t"), {})
+    with pytest.raises(LabError, match="comma"):
+        qemu_argv(bad, Path("/src"), "x")
+
+
+def test_command_script_quotes_argv_and_exports_tdf():
+    script = command_script(["echo", "a b", "$HOME"], 2.5)
+    assert "export SELENA_TDF=2.5" in script
+    assert "echo 'a b' '$HOME'" in script
+    assert "SELENA_TDF" not in command_script("true", None)
+
+
+def _lab_with_console(console: str, tmp_path: Path) -> Lab:
+    fake = FakeRunner()
+    fake.respond(["qemu-system-x86_64"], stdout=console)
+    lab = Lab(runner=fake, artefacts=ART)
+    lab.share = tmp_path
+    return lab
+
+
+def test_run_returns_command_output_and_status(tmp_path):
+    lab = _lab_with_console("(XEN) booting\nSELENA-LAB-BEGIN\nhello\r\nSELENA-LAB-EXIT 3\n",
+                            tmp_path)
+    result = lab.run(["true"])
+    assert result.returncode == 3
+    assert result.output == "hello\n"
+    # the per-run command file is removed afterwards
+    assert list((tmp_path / "build" / "lab-run").iterdir()) == []
+
+
+def test_dom0_failure_is_reported_with_console_tail(tmp_path):
+    lab = _lab_with_console("(XEN) boot\nSELENA-LAB-FAIL cannot mount xenfs\n", tmp_path)
+    with pytest.raises(LabError, match="cannot mount xenfs") as info:
+        lab.run(["true"])
+    assert "(XEN) boot" in str(info.value)
+
+
+def test_crash_before_the_command_is_reported(tmp_path):
+    lab = _lab_with_console("(XEN) Hardware Dom0 crashed\n", tmp_path)
+    with pytest.raises(LabError, match="before Dom0 ran the command"):
+        lab.run(["true"])
