@@ -37,3 +37,20 @@ class LabError(SelenaError):
 
 class ValidationError(SelenaError):
     """A topology or scenario is invalid; nothing was created."""
+
+
+class UnitError(ValidationError):
+    """A value with a unit (rate, time, size, ratio) could not be parsed."""
+
+
+class TopologyError(ValidationError):
+    """A topology or scenario is invalid; `problems` lists every offending item."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        shown = "\n  ".join(self.problems)
+        super().__init__(f"{len(self.problems)} problem(s) in the topology:\n  {shown}")
+
+
+class ScenarioError(SelenaError):
+    """A scenario or experiment description file is malformed."""

@@ -1,0 +1,15 @@
+"""The topology model: plain dataclasses, no I/O, nothing about Xen."""
+
+from selena.model.topology import (
+    DEFAULT_TEMPLATES,
+    Endpoint,
+    Hub,
+    Interface,
+    Link,
+    Node,
+    NodeKind,
+    Topology,
+)
+
+__all__ = ["DEFAULT_TEMPLATES", "Endpoint", "Hub", "Interface", "Link", "Node", "NodeKind",
+           "Topology"]

@@ -1,0 +1,167 @@
+"""Nodes, interfaces, links and hubs of an experiment, and the Pythonic API to build them."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass, field
+
+from selena import units
+
+
+class NodeKind(enum.Enum):
+    HOST = "host"
+    SWITCH = "switch"
+    CONTROLLER = "controller"
+
+
+DEFAULT_TEMPLATES = {
+    NodeKind.HOST: "tiny-host",
+    NodeKind.SWITCH: "ovs-switch",
+    NodeKind.CONTROLLER: "of-controller",
+}
+
+
+@dataclass
+class Interface:
+    index: int
+    mac: str | None = None          # None: derived deterministically from the experiment
+    ip: str | None = None           # "10.0.1.2/24"
+    gateway: str | None = None
+    txqueuelen: int = 1000
+
+
+@dataclass
+class Node:
+    name: str
+    kind: NodeKind
+    template: str
+    id: int
+    vcpus: int = 1
+    cpus: str | None = None         # pinning mask, e.g. "4,5,6,7" or "2-3"
+    memory_mb: int = 128
+    interfaces: list[Interface] = field(default_factory=list)
+
+    def interface(self, index: int) -> Interface | None:
+        return next((i for i in self.interfaces if i.index == index), None)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    node: str
+    iface: int
+
+    def __str__(self) -> str:
+        return f"{self.node}:eth{self.iface}"
+
+
+@dataclass
+class Link:
+    """A point-to-point link. `delay_s` is one-way: each direction adds it once."""
+
+    a: Endpoint
+    b: Endpoint
+    rate_bps: float | None = None
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    loss: float = 0.0
+    queue_packets: int | None = None
+
+    def __str__(self) -> str:
+        return f"link {self.a}--{self.b}"
+
+
+@dataclass
+class Hub:
+    """One shared L2 segment joining several interfaces."""
+
+    name: str
+    endpoints: list[Endpoint] = field(default_factory=list)
+
+
+NodeRef = "Node | str | tuple[Node | str, int]"
+
+
+@dataclass
+class Topology:
+    name: str
+    tdf: float = 1.0
+    nodes: dict[str, Node] = field(default_factory=dict)
+    links: list[Link] = field(default_factory=list)
+    hubs: list[Hub] = field(default_factory=list)
+
+    # -- building ----------------------------------------------------------------
+
+    def add_node(self, name: str, kind: NodeKind, *, template: str | None = None,
+                 id: int | None = None, vcpus: int = 1, cpus: str | None = None,
+                 memory: str | int = "128M") -> Node:
+        """Add a node; errors about it are reported by validation, not here."""
+        node = Node(
+            name=name, kind=kind, template=template or DEFAULT_TEMPLATES[kind],
+            id=len(self.nodes) if id is None else id, vcpus=vcpus, cpus=cpus,
+            memory_mb=units.size_bytes(memory) // (1024 * 1024) if isinstance(memory, str)
+            else memory,
+        )
+        # Duplicate names are kept apart so validation can name them.
+        key = name if name not in self.nodes else f"{name}#{len(self.nodes)}"
+        self.nodes[key] = node
+        return node
+
+    def add_host(self, name: str, ip: str | None = None, *, mac: str | None = None,
+                 gateway: str | None = None, **kwargs: object) -> Node:
+        node = self.add_node(name, NodeKind.HOST, **kwargs)  # type: ignore[arg-type]
+        if ip is not None or mac is not None:
+            node.interfaces.append(Interface(0, mac=mac, ip=ip, gateway=gateway))
+        return node
+
+    def add_switch(self, name: str, **kwargs: object) -> Node:
+        return self.add_node(name, NodeKind.SWITCH, **kwargs)  # type: ignore[arg-type]
+
+    def add_link(self, a: Node | str | tuple[Node | str, int],
+                 b: Node | str | tuple[Node | str, int], *,
+                 rate: str | float | None = None, delay: str | float = 0,
+                 jitter: str | float = 0, loss: str | float = 0,
+                 queue: int | None = None) -> Link:
+        """Link two nodes. A node alone uses its first unlinked interface, or a new one."""
+        link = Link(self._endpoint(a), self._endpoint(b),
+                    rate_bps=None if rate is None else units.rate_bps(rate),
+                    delay_s=units.seconds(delay), jitter_s=units.seconds(jitter),
+                    loss=units.ratio(loss), queue_packets=queue)
+        self.links.append(link)
+        return link
+
+    def add_hub(self, name: str, *members: Node | str | tuple[Node | str, int]) -> Hub:
+        hub = Hub(name, [self._endpoint(m) for m in members])
+        self.hubs.append(hub)
+        return hub
+
+    def _endpoint(self, ref: Node | str | tuple[Node | str, int]) -> Endpoint:
+        if isinstance(ref, tuple):
+            node, index = ref
+            return Endpoint(node.name if isinstance(node, Node) else node, index)
+        name = ref.name if isinstance(ref, Node) else ref
+        node_obj = self.nodes.get(name)
+        if node_obj is None:
+            return Endpoint(name, 0)  # validation reports the unknown node
+        used = {e.iface for e in self.endpoints() if e.node == name}
+        for iface in node_obj.interfaces:
+            if iface.index not in used:
+                return Endpoint(name, iface.index)
+        index = max((i.index for i in node_obj.interfaces), default=-1) + 1
+        node_obj.interfaces.append(Interface(index))
+        return Endpoint(name, index)
+
+    # -- reading -----------------------------------------------------------------
+
+    def endpoints(self) -> list[Endpoint]:
+        found = [e for link in self.links for e in (link.a, link.b)]
+        found += [e for hub in self.hubs for e in hub.endpoints]
+        return found
+
+    def mac_of(self, node: Node, iface: Interface) -> str:
+        """The interface's MAC: explicit, or derived from experiment/node/index (stable)."""
+        if iface.mac and iface.mac.upper() != "RANDOM":
+            return iface.mac.lower()
+        digest = hashlib.sha256(f"{self.name}/{node.name}/{iface.index}".encode()).digest()
+        # 00:16:3e is Xen's OUI; locally unique within the experiment.
+        return "00:16:3e:" + ":".join(f"{b:02x}" for b in digest[:3])

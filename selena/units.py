@@ -1,0 +1,81 @@
+"""Parsing of the units researchers write: rates, times, sizes, ratios.
+
+Strings carry their unit ("1Gbit", "0.2ms", "512M", "1%"); bare numbers are
+in the base unit (bit/s, seconds, bytes, ratio). Every error names the value
+and what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+
+from selena.errors import UnitError
+
+_NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+
+_RATE_UNITS = {
+    "": 1, "bit": 1, "bps": 1,
+    "k": 1e3, "kbit": 1e3, "kbps": 1e3,
+    "m": 1e6, "mbit": 1e6, "mbps": 1e6,
+    "g": 1e9, "gbit": 1e9, "gbps": 1e9,
+    "t": 1e12, "tbit": 1e12, "tbps": 1e12,
+}
+_TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_SIZE_UNITS = {
+    "": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024,
+    "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
+    "g": 1024**3, "gb": 1000**3, "gib": 1024**3,
+}
+
+
+def _split(value: str, what: str) -> tuple[float, str]:
+    m = re.fullmatch(_NUMBER + r"\s*([a-zA-Zµ/]*)", value.strip())
+    if not m:
+        raise UnitError(f"{what} {value!r} is not a number with a unit")
+    return float(m.group(1)), m.group(2).lower().removesuffix("/s")
+
+
+def rate_bps(value: str | float | int) -> float:
+    """A link rate in bit/s: "1Gbit", "100Mbit", "10M", or a number of bit/s."""
+    if isinstance(value, int | float):
+        return float(value)
+    number, unit = _split(value, "rate")
+    if unit not in _RATE_UNITS:
+        raise UnitError(f"rate {value!r}: unknown unit {unit!r} (use bit, kbit, Mbit, Gbit)")
+    return number * _RATE_UNITS[unit]
+
+
+def seconds(value: str | float | int) -> float:
+    """A duration in seconds: "0.2ms", "10us", "1s", or a number of seconds."""
+    if isinstance(value, int | float):
+        return float(value)
+    number, unit = _split(value, "time")
+    if unit not in _TIME_UNITS:
+        raise UnitError(f"time {value!r}: unknown unit {unit!r} (use s, ms, us, ns)")
+    return number * _TIME_UNITS[unit]
+
+
+def size_bytes(value: str | int) -> int:
+    """A memory size in bytes: "512M" and "32MiB" are binary, "1GB" decimal."""
+    if isinstance(value, int):
+        return value
+    number, unit = _split(value, "size")
+    if unit not in _SIZE_UNITS:
+        raise UnitError(f"size {value!r}: unknown unit {unit!r} (use K, M, G, MiB, GB)")
+    return int(number * _SIZE_UNITS[unit])
+
+
+def ratio(value: str | float | int) -> float:
+    """A loss ratio: "1%" or 0.01."""
+    if isinstance(value, int | float):
+        return float(value)
+    text = value.strip()
+    if text.endswith("%"):
+        try:
+            return float(text[:-1]) / 100
+        except ValueError:
+            raise UnitError(f"ratio {value!r} is not a percentage") from None
+    try:
+        return float(text)
+    except ValueError:
+        raise UnitError(f"ratio {value!r} is not a number or percentage") from None

@@ -1,0 +1,35 @@
+from selena.model import Endpoint, NodeKind, Topology
+
+
+def test_pythonic_api_builds_links_on_new_interfaces():
+    topo = Topology("demo", tdf=10)
+    h1 = topo.add_host("h1", ip="10.0.1.2/24")
+    h2 = topo.add_host("h2", ip="10.0.1.3/24")
+    s1 = topo.add_switch("s1")
+    l1 = topo.add_link(h1, s1, rate="1Gbit", delay="0.2ms")
+    l2 = topo.add_link(h2, s1, rate="1Gbit", delay="0.2ms", loss="1%", queue=100)
+    assert l1.a == Endpoint("h1", 0) and l1.b == Endpoint("s1", 0)
+    assert l2.b == Endpoint("s1", 1)
+    assert [i.index for i in s1.interfaces] == [0, 1]
+    assert l1.rate_bps == 1e9 and l1.delay_s == 0.0002
+    assert l2.loss == 0.01 and l2.queue_packets == 100
+    assert s1.kind is NodeKind.SWITCH and s1.template == "ovs-switch"
+    assert h1.template == "tiny-host" and h1.memory_mb == 128
+
+
+def test_a_second_link_on_a_host_gets_a_second_interface():
+    topo = Topology("t")
+    h = topo.add_host("h", ip="10.0.0.1/24")
+    a, b = topo.add_switch("a"), topo.add_switch("b")
+    topo.add_link(h, a)
+    link = topo.add_link(h, b)
+    assert link.a == Endpoint("h", 1)
+
+
+def test_derived_macs_are_stable_and_explicit_ones_kept():
+    topo = Topology("t")
+    h = topo.add_host("h", ip="10.0.0.1/24")
+    g = topo.add_host("g", ip="10.0.0.2/24", mac="02:00:00:00:00:AA")
+    mac = topo.mac_of(h, h.interfaces[0])
+    assert mac.startswith("00:16:3e:") and mac == Topology("t").mac_of(h, h.interfaces[0])
+    assert topo.mac_of(g, g.interfaces[0]) == "02:00:00:00:00:aa"

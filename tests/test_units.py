@@ -1,0 +1,39 @@
+import pytest
+
+from selena import units
+from selena.errors import UnitError
+
+
+@pytest.mark.parametrize("text,bps", [("1Gbit", 1e9), ("100Mbit", 1e8), ("10M", 1e7),
+                                      ("2.5gbps", 2.5e9), ("64kbit", 64e3), (1500, 1500.0)])
+def test_rates(text, bps):
+    assert units.rate_bps(text) == bps
+
+
+@pytest.mark.parametrize("text,secs", [("0.2ms", 2e-4), ("10us", 1e-5), ("1s", 1.0),
+                                       ("5", 5.0), (0.01, 0.01)])
+def test_times(text, secs):
+    assert units.seconds(text) == pytest.approx(secs)
+
+
+def test_sizes_are_binary_unless_decimal_unit():
+    assert units.size_bytes("512M") == 512 * 1024**2
+    assert units.size_bytes("32MiB") == 32 * 1024**2
+    assert units.size_bytes("1GB") == 10**9
+
+
+def test_ratios():
+    assert units.ratio("1%") == pytest.approx(0.01)
+    assert units.ratio(0.2) == 0.2
+
+
+@pytest.mark.parametrize("call,value,message", [
+    (units.rate_bps, "fast", "rate 'fast' is not a number"),
+    (units.rate_bps, "10 furlongs", "unknown unit 'furlongs'"),
+    (units.seconds, "3 days", "unknown unit 'days'"),
+    (units.size_bytes, "12 parsecs", "unknown unit 'parsecs'"),
+    (units.ratio, "lots%", "not a percentage"),
+])
+def test_bad_units_name_the_value(call, value, message):
+    with pytest.raises(UnitError, match=message):
+        call(value)
