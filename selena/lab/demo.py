@@ -23,6 +23,9 @@ import sys
 import time
 from pathlib import Path
 
+from selena.model import Topology
+from selena.shaping import shaping_commands
+
 TEMPLATE_DIR = Path("/usr/share/selena/templates/tiny-host")
 CONSOLE_DIR = Path("/var/log/xen/console")
 BRIDGE = "sl-demo0"
@@ -81,11 +84,13 @@ def run(tdf: float) -> int:
             domid = sh("xl", "domid", name).strip()
             sh("selena-tdf", "set", domid, f"{tdf:g}")
             domids.append(domid)
-        # Dom0 shapes in real time: scale the guest-time delay by the TDF.
-        netem_delay_us = int(DELAY_MS * 1000 * tdf)
+        # Dom0 shapes in real time: selena.shaping scales the delay by the TDF.
+        topo = Topology("demo", tdf=tdf)
+        link = topo.add_link(topo.add_host("h1", ip="10.0.0.1/24"),
+                             topo.add_host("h2", ip="10.0.0.2/24"), delay=DELAY_MS / 1000)
         for domid in domids:
-            vif = f"vif{domid}.0"
-            sh("tc", "qdisc", "add", "dev", vif, "root", "netem", "delay", f"{netem_delay_us}us")
+            for command in shaping_commands(f"vif{domid}.0", link, tdf):
+                sh(*command)
         start = time.monotonic()
         # h2 first, so it answers from h1's first ping on.
         sh("xl", "unpause", domids[1])

@@ -1,0 +1,31 @@
+"""Shaping of one direction of a link, at a placement and a TDF."""
+
+from __future__ import annotations
+
+import enum
+
+from selena.model import Link
+from selena.shaping.htb import htb_commands
+from selena.shaping.netem import netem_args
+
+
+class Placement(enum.Enum):
+    DOM0 = "dom0"     # Dom0 side of the vif: real time, so time parameters are scaled
+    GUEST = "guest"   # inside the guest on egress: already dilated, nothing scaled
+
+
+def shaping_commands(dev: str, link: Link, tdf: float,
+                     placement: Placement = Placement.DOM0) -> list[list[str]]:
+    """The exact tc commands shaping traffic leaving `dev` for one direction of `link`."""
+    scale = tdf if placement is Placement.DOM0 else 1.0
+    netem = netem_args(link.delay_s * scale, link.jitter_s * scale, link.loss,
+                       link.queue_packets)
+    commands: list[list[str]] = []
+    if link.rate_bps is not None:
+        commands += htb_commands(dev, link.rate_bps / scale)
+        parent = ["parent", "1:1", "handle", "10:"]
+    else:
+        parent = ["root", "handle", "1:"]
+    if netem:
+        commands.append(["tc", "qdisc", "replace", "dev", dev, *parent, "netem", *netem])
+    return commands
