@@ -1,0 +1,1 @@
+"""Backends that turn a plan into running guests (xl now, XenAPI later)."""

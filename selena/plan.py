@@ -1,0 +1,112 @@
+"""Topology -> Plan: what the backend must create, with nothing created yet.
+
+The plan names every Dom0 object (domains, bridges, vifs) so that creation,
+status and cleanup agree, and renders each guest's xl configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from selena.model import Link, Topology
+from selena.shaping import Placement, shaping_commands
+
+TEMPLATE_ROOT = Path("/usr/share/selena/templates")
+GUEST_CMDLINE = "console=hvc0 clocksource=xen tsc=unstable quiet"
+IFNAMSIZ = 15
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("selena.backends", "templates"),
+    undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
+)
+
+
+@dataclass(frozen=True)
+class VifPlan:
+    name: str          # Dom0-side interface name, at most 15 characters
+    mac: str
+    bridge: str
+    script: str
+
+
+@dataclass
+class GuestPlan:
+    node: str
+    domain_name: str
+    kernel: str
+    ramdisk: str
+    cmdline: str
+    memory_mb: int
+    vcpus: int
+    cpus: str | None
+    vifs: list[VifPlan] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    bridge: str
+    kind: str          # "ovs" or "linux"
+    members: tuple[str, ...]
+
+
+@dataclass
+class Plan:
+    experiment: str
+    tdf: float
+    guests: list[GuestPlan]
+    segments: list[SegmentPlan]
+    shaping: list[list[str]]
+
+    def xl_config(self, guest: GuestPlan) -> str:
+        return _ENV.get_template("xl.cfg.j2").render(experiment=self.experiment, guest=guest)
+
+
+def short_id(experiment: str) -> str:
+    """A 4-hex tag for Dom0 interface names, which are limited to 15 characters."""
+    return hashlib.sha256(experiment.encode()).hexdigest()[:4]
+
+
+def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
+              placement: Placement = Placement.DOM0,
+              template_root: Path = TEMPLATE_ROOT) -> Plan:
+    """Plan a validated topology (see selena.validate)."""
+    tag = short_id(topo.name)
+    guests: dict[str, GuestPlan] = {}
+    vif_names: dict[tuple[str, int], str] = {}
+    for node in topo.nodes.values():
+        tdir = template_root / node.template
+        guests[node.name] = GuestPlan(
+            node=node.name, domain_name=f"selena-{topo.name}-{node.name}",
+            kernel=str(tdir / "vmlinuz"), ramdisk=str(tdir / "initrd.gz"),
+            cmdline=GUEST_CMDLINE, memory_mb=node.memory_mb, vcpus=node.vcpus, cpus=node.cpus)
+        for iface in node.interfaces:
+            vif_names[(node.name, iface.index)] = f"sv{tag}{node.id}.{iface.index}"[:IFNAMSIZ]
+    segments: list[SegmentPlan] = []
+    shaping: list[list[str]] = []
+    script = "vif-openvswitch" if bridge_kind == "ovs" else "vif-bridge"
+    members_of: list[tuple[str, list[tuple[str, int]], Link | None]] = []
+    for i, link in enumerate(topo.links):
+        members_of.append((f"sl{tag}l{i}", [(link.a.node, link.a.iface),
+                                             (link.b.node, link.b.iface)], link))
+    for i, hub in enumerate(topo.hubs):
+        members_of.append((f"sl{tag}h{i}", [(e.node, e.iface) for e in hub.endpoints], None))
+    for bridge, members, link in members_of:
+        for node_name, index in members:
+            node = topo.nodes[node_name]
+            iface = node.interface(index)
+            assert iface is not None, "validate() before make_plan()"
+            vif = VifPlan(vif_names[(node_name, index)], topo.mac_of(node, iface), bridge,
+                          script)
+            guests[node_name].vifs.append(vif)
+            if link is not None and placement is Placement.DOM0:
+                # Dom0 egress on a vif is the direction towards that guest.
+                shaping += shaping_commands(vif.name, link, topo.tdf, placement)
+        segments.append(SegmentPlan(bridge, bridge_kind,
+                                    tuple(vif_names[m] for m in members)))
+    for guest in guests.values():
+        guest.vifs.sort(key=lambda v: v.name)
+    return Plan(topo.name, topo.tdf, list(guests.values()), segments, shaping)

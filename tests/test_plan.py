@@ -1,0 +1,47 @@
+from selena.model import Topology
+from selena.plan import make_plan, short_id
+from selena.topologies import fat_tree
+
+
+def demo():
+    topo = Topology("demo", tdf=10)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24", mac="02:00:00:00:00:01")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24", mac="02:00:00:00:00:02")
+    topo.add_link(h1, h2, rate="100Mbit", delay="5ms")
+    return topo
+
+
+def test_plan_names_every_dom0_object_within_ifnamsiz():
+    plan = make_plan(demo())
+    tag = short_id("demo")
+    assert [g.domain_name for g in plan.guests] == ["selena-demo-h1", "selena-demo-h2"]
+    assert plan.segments[0].bridge == f"sl{tag}l0"
+    assert plan.segments[0].members == (f"sv{tag}0.0", f"sv{tag}1.0")
+    assert all(len(v.name) <= 15 for g in plan.guests for v in g.vifs)
+
+
+def test_xl_config_renders_guest_and_vif():
+    plan = make_plan(demo())
+    cfg = plan.xl_config(plan.guests[0])
+    tag = short_id("demo")
+    assert 'name = "selena-demo-h1"' in cfg
+    assert 'type = "pv"' in cfg and "memory = 128" in cfg
+    assert 'kernel = "/usr/share/selena/templates/tiny-host/vmlinuz"' in cfg
+    assert "clocksource=xen tsc=unstable" in cfg
+    assert (f"vif = [ 'mac=02:00:00:00:00:01,bridge=sl{tag}l0,script=vif-openvswitch,"
+            f"vifname=sv{tag}0.0' ]") in cfg
+
+
+def test_dom0_shaping_covers_both_directions_at_the_tdf():
+    plan = make_plan(demo())
+    netem = [c for c in plan.shaping if "netem" in c]
+    assert len(netem) == 2 and all("50000us" in c for c in netem)
+    rates = [c[c.index("rate") + 1] for c in plan.shaping if "rate" in c]
+    assert rates == ["10000000bit", "10000000bit"]
+
+
+def test_fat_tree_k4_has_the_right_size():
+    topo = fat_tree(4)
+    hosts = [n for n in topo.nodes.values() if n.kind.value == "host"]
+    assert len(hosts) == 16 and len(topo.nodes) - 16 == 20
+    assert len(topo.links) == 16 + 16 + 16
