@@ -54,3 +54,7 @@ class TopologyError(ValidationError):
 
 class ScenarioError(SelenaError):
     """A scenario or experiment description file is malformed."""
+
+
+class BackendError(SelenaError):
+    """The virtualization backend could not create, find or remove an object."""

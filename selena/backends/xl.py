@@ -1,0 +1,209 @@
+"""The xl backend: creates a plan's guests paused, sets their TDF, wires and
+shapes their links in Dom0, then unpauses them all together.
+
+Everything created is tagged: domains by the `selena-` name prefix and the
+Xenstore marker /local/domain/<domid>/selena/experiment, OVS bridges by
+external_ids:selena-experiment, Linux bridges by the state file. Each object is
+recorded in the experiment's state file as soon as it exists, so a deploy that
+fails (or is interrupted) is rolled back, and `destroy`/`clean` remove exactly
+what selena created and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from selena.errors import BackendError, CommandError
+from selena.plan import GuestPlan, Plan
+from selena.runner import Runner
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STATE_DIR = Path("/run/selena")
+MARKER = "selena/experiment"
+OFFLOADS = ("tso", "gso", "gro", "tx", "rx", "sg")
+
+
+@dataclass
+class DeployState:
+    experiment: str
+    tdf: float
+    domains: dict[str, int] = field(default_factory=dict)     # domain name -> domid
+    bridges: dict[str, str] = field(default_factory=dict)     # bridge -> "ovs" | "linux"
+
+    @classmethod
+    def load(cls, path: Path) -> DeployState:
+        data = json.loads(path.read_text())
+        return cls(data["experiment"], data["tdf"], dict(data["domains"]),
+                   dict(data["bridges"]))
+
+
+class XlBackend:
+    def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR,
+                 offloads: bool = False):
+        self.runner = runner or Runner()
+        self.state_dir = state_dir
+        self.offloads = offloads
+
+    # -- deploy --------------------------------------------------------------------
+
+    def deploy(self, plan: Plan, progress: Callable[[str], None] | None = None) -> DeployState:
+        say = progress or (lambda msg: log.info("%s", msg))
+        if self._state_path(plan.experiment).exists():
+            say(f"experiment {plan.experiment} exists: destroying it first")
+            self.destroy(plan.experiment)
+        state = DeployState(plan.experiment, plan.tdf)
+        self._save(state)
+        try:
+            for seg in plan.segments:
+                self._create_bridge(state, seg.bridge, seg.kind)
+            for n, guest in enumerate(plan.guests, start=1):
+                self._create_guest(state, plan, guest)
+                say(f"created {guest.domain_name} ({n} of {len(plan.guests)}, paused)")
+            for command in plan.shaping:
+                self.runner.run(command)
+            if not self.offloads:
+                for guest in plan.guests:
+                    for vif in guest.vifs:
+                        self.runner.run(["ethtool", "-K", vif.name,
+                                         *[x for o in OFFLOADS for x in (o, "off")]],
+                                        check=False)
+            for domid in state.domains.values():
+                self.runner.run(["xl", "unpause", str(domid)])
+            say(f"{len(state.domains)} of {len(plan.guests)} guests running at TDF {plan.tdf:g}")
+        except BaseException:
+            say(f"deploy of {plan.experiment} failed: removing what it created")
+            self._teardown(state)
+            raise
+        return state
+
+    def _create_bridge(self, state: DeployState, bridge: str, kind: str) -> None:
+        if kind == "ovs":
+            self.runner.run(["ovs-vsctl", "add-br", bridge, "--", "set", "bridge", bridge,
+                             f"external_ids:selena-experiment={state.experiment}"])
+        else:
+            self.runner.run(["ip", "link", "add", bridge, "type", "bridge"])
+            self.runner.run(["ip", "link", "set", bridge, "up"])
+        state.bridges[bridge] = kind
+        self._save(state)
+
+    def _create_guest(self, state: DeployState, plan: Plan, guest: GuestPlan) -> None:
+        cfg = self.state_dir / plan.experiment / f"{guest.node}.cfg"
+        cfg.parent.mkdir(parents=True, exist_ok=True)
+        cfg.write_text(plan.xl_config(guest))
+        self.runner.run(["xl", "create", "-p", "-q", str(cfg)])
+        out = self.runner.run(["xl", "domid", guest.domain_name]).stdout.strip()
+        try:
+            domid = int(out)
+        except ValueError:
+            raise BackendError(f"xl domid {guest.domain_name} printed {out!r}") from None
+        state.domains[guest.domain_name] = domid
+        self._save(state)
+        self.runner.run(["xenstore-write", f"/local/domain/{domid}/{MARKER}", state.experiment])
+        self.runner.run(["selena-tdf", "set", str(domid), f"{plan.tdf:g}"])
+
+    # -- teardown ------------------------------------------------------------------
+
+    def destroy(self, experiment: str) -> None:
+        path = self._state_path(experiment)
+        if not path.exists():
+            raise BackendError(f"no experiment named {experiment!r} is deployed")
+        self._teardown(DeployState.load(path))
+
+    def clean(self) -> list[str]:
+        """Remove every selena-tagged object on this host; returns what was removed."""
+        removed: list[str] = []
+        experiments = {p.stem for p in self.state_dir.glob("*.json")}
+        for exp in sorted(experiments):
+            state = DeployState.load(self._state_path(exp))
+            removed += list(state.domains) + list(state.bridges)
+            self._teardown(state)
+        # Objects whose state file was lost (crash): trust only the tags.
+        for name, domid in self._tagged_domains().items():
+            self._destroy_domain(name, domid, None)
+            removed.append(name)
+        for bridge in self._tagged_ovs_bridges():
+            self.runner.run(["ovs-vsctl", "--if-exists", "del-br", bridge])
+            removed.append(bridge)
+        return removed
+
+    def _teardown(self, state: DeployState) -> None:
+        errors: list[str] = []
+        for name, domid in list(state.domains.items()):
+            try:
+                self._destroy_domain(name, domid, state.experiment)
+            except CommandError as exc:
+                errors.append(str(exc))
+        for bridge, kind in list(state.bridges.items()):
+            try:
+                if kind == "ovs":
+                    if self._ovs_tag(bridge) == state.experiment:
+                        self.runner.run(["ovs-vsctl", "--if-exists", "del-br", bridge])
+                else:
+                    self.runner.run(["ip", "link", "del", bridge], check=False)
+            except CommandError as exc:
+                errors.append(str(exc))
+        self._state_path(state.experiment).unlink(missing_ok=True)
+        if errors:
+            raise BackendError("cleanup incomplete:\n  " + "\n  ".join(errors))
+
+    def _destroy_domain(self, name: str, domid: int, experiment: str | None) -> None:
+        """Destroy a domain only if it still is the one selena created."""
+        if not name.startswith("selena-"):
+            return
+        found = self.runner.run(["xl", "domid", name], check=False)
+        if found.returncode != 0 or found.stdout.strip() != str(domid):
+            return  # gone, or the name now belongs to another domain
+        marker = self.runner.run(["xenstore-read", f"/local/domain/{domid}/{MARKER}"],
+                                 check=False)
+        if marker.returncode != 0:
+            return
+        if experiment is not None and marker.stdout.strip() != experiment:
+            return
+        self.runner.run(["xl", "destroy", str(domid)])
+
+    def _tagged_domains(self) -> dict[str, int]:
+        listing = self.runner.run(["xl", "list"]).stdout.splitlines()[1:]
+        tagged = {}
+        for line in listing:
+            parts = line.split()
+            if len(parts) >= 2 and parts[0].startswith("selena-") and parts[1].isdigit():
+                domid = int(parts[1])
+                marker = self.runner.run(["xenstore-read", f"/local/domain/{domid}/{MARKER}"],
+                                         check=False)
+                if marker.returncode == 0:
+                    tagged[parts[0]] = domid
+        return tagged
+
+    def _tagged_ovs_bridges(self) -> list[str]:
+        out = self.runner.run(["ovs-vsctl", "--bare", "--columns=name,external_ids",
+                               "find", "bridge", "external_ids:selena-experiment!=\"\""],
+                              check=False)
+        if out.returncode != 0:
+            return []
+        return [ln.strip() for ln in out.stdout.splitlines()
+                if ln.strip() and "=" not in ln]
+
+    def _ovs_tag(self, bridge: str) -> str | None:
+        out = self.runner.run(["ovs-vsctl", "--if-exists", "get", "bridge", bridge,
+                               "external_ids:selena-experiment"], check=False)
+        text = out.stdout.strip().strip('"')
+        return text or None
+
+    # -- status --------------------------------------------------------------------
+
+    def status(self) -> list[dict[str, object]]:
+        return [asdict(DeployState.load(p)) for p in sorted(self.state_dir.glob("*.json"))]
+
+    def _state_path(self, experiment: str) -> Path:
+        return self.state_dir / f"{experiment}.json"
+
+    def _save(self, state: DeployState) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self._state_path(state.experiment).with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=1))
+        tmp.replace(self._state_path(state.experiment))

@@ -1,0 +1,92 @@
+"""The xl backend's command sequences, against a fake runner."""
+
+import pytest
+
+from selena.backends.xl import XlBackend
+from selena.errors import CommandError
+from selena.model import Topology
+from selena.plan import make_plan, short_id
+from selena.runner import FakeRunner
+
+TAG = short_id("demo")
+
+
+def demo_plan(tdf=10):
+    topo = Topology("demo", tdf=tdf)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    topo.add_link(h1, h2, delay="5ms")
+    return make_plan(topo)
+
+
+def fake_xen():
+    fake = FakeRunner()
+    fake.respond(["xl", "domid", "selena-demo-h1"], stdout="5\n")
+    fake.respond(["xl", "domid", "selena-demo-h2"], stdout="6\n")
+    fake.respond(["xenstore-read", "/local/domain/5/selena/experiment"], stdout="demo\n")
+    fake.respond(["xenstore-read", "/local/domain/6/selena/experiment"], stdout="demo\n")
+    fake.respond(["ovs-vsctl", "--if-exists", "get", "bridge"], stdout='"demo"\n')
+    return fake
+
+
+def test_deploy_creates_paused_sets_tdf_wires_shapes_then_unpauses_all(tmp_path):
+    fake = fake_xen()
+    state = XlBackend(fake, tmp_path).deploy(demo_plan())
+    calls = [" ".join(c) for c in fake.calls]
+    assert calls[0] == (f"ovs-vsctl add-br sl{TAG}l0 -- set bridge sl{TAG}l0 "
+                        "external_ids:selena-experiment=demo")
+    create = calls.index(f"xl create -p -q {tmp_path}/demo/h1.cfg")
+    assert calls[create + 2] == "xenstore-write /local/domain/5/selena/experiment demo"
+    assert calls[create + 3] == "selena-tdf set 5 10"
+    netem = [c for c in calls if "netem" in c]
+    assert netem == [f"tc qdisc replace dev sv{TAG}0.0 root handle 1: netem delay 50000us",
+                     f"tc qdisc replace dev sv{TAG}1.0 root handle 1: netem delay 50000us"]
+    # unpausing comes last, all together
+    assert calls[-2:] == ["xl unpause 5", "xl unpause 6"]
+    assert state.domains == {"selena-demo-h1": 5, "selena-demo-h2": 6}
+    assert (tmp_path / "demo.json").exists()
+    assert "vifname=sv" in (tmp_path / "demo" / "h1.cfg").read_text()
+
+
+def test_failure_mid_deploy_removes_exactly_what_was_created(tmp_path):
+    fake = fake_xen()
+    fake.respond(["selena-tdf", "set", "6"], returncode=1, stderr="TDF out of range")
+    with pytest.raises(CommandError, match="TDF out of range"):
+        XlBackend(fake, tmp_path).deploy(demo_plan())
+    calls = [" ".join(c) for c in fake.calls]
+    assert "xl destroy 5" in calls and "xl destroy 6" in calls
+    assert f"ovs-vsctl --if-exists del-br sl{TAG}l0" in calls
+    assert not any(c.startswith("xl unpause") for c in calls)
+    assert not (tmp_path / "demo.json").exists()
+
+
+def test_redeploy_is_idempotent(tmp_path):
+    fake = fake_xen()
+    backend = XlBackend(fake, tmp_path)
+    backend.deploy(demo_plan())
+    fake.calls.clear()
+    backend.deploy(demo_plan())
+    calls = [" ".join(c) for c in fake.calls]
+    # the old guests go first, then everything is created again
+    assert calls.index("xl destroy 5") < calls.index(f"xl create -p -q {tmp_path}/demo/h1.cfg")
+
+
+def test_clean_leaves_foreign_domains_and_bridges_alone(tmp_path):
+    fake = fake_xen()
+    fake.respond(["xl", "list"], stdout=(
+        "Name  ID Mem VCPUs State Time(s)\nDomain-0 0 1536 2 r----- 1.0\n"
+        "selena-other-x 7 128 1 -b---- 1.0\nselena-lookalike 8 128 1 -b---- 1.0\n"
+        "webserver 9 512 1 -b---- 1.0\n"))
+    fake.respond(["xenstore-read", "/local/domain/7/selena/experiment"], stdout="other\n")
+    fake.respond(["xenstore-read", "/local/domain/8/selena/experiment"], returncode=1)
+    fake.respond(["xl", "domid", "selena-other-x"], stdout="7\n")
+    fake.respond(["ovs-vsctl", "--bare", "--columns=name,external_ids", "find"],
+                 stdout="slcrash0\nselena-experiment=other\n\n")
+    removed = XlBackend(fake, tmp_path).clean()
+    calls = [" ".join(c) for c in fake.calls]
+    assert "xl destroy 7" in calls                      # tagged, state file lost
+    assert "xl destroy 8" not in calls                  # selena- name but no marker
+    assert "xl destroy 9" not in calls and "xl destroy 0" not in calls
+    assert "ovs-vsctl --if-exists del-br slcrash0" in calls
+    assert removed == ["selena-other-x", "slcrash0"]
+    assert not any("del-br br0" in c or "ip link del" in c for c in calls)
