@@ -64,6 +64,8 @@ class SelenaScript:
     topology: Topology
     actions: list[Action] = field(default_factory=list)
     _names: dict[int, str] = field(default_factory=dict)
+    # The file's globals after it ran (a clean-API file defines `topology` or `build`).
+    namespace_after_run: dict[str, object] = field(default_factory=dict)
 
     def newNode(self, node_id: int, name: str, node_type: NodeType,  # noqa: N802
                 interfaces: list[tuple], vcpus: int = 1, cpu_mask: str | None = None,
@@ -123,7 +125,8 @@ def load_selena_file(path: str | Path, name: str | None = None, tdf: float = 1.0
     """Execute a SELENA-style description file and return what it describes."""
     path = Path(path)
     script = SelenaScript(Topology(name or path.stem.replace("_", "-"), tdf=tdf))
-    namespace: dict[str, object] = {"__file__": str(path), "__name__": "__selena_scenario__"}
+    namespace = script.namespace_after_run
+    namespace.update({"__file__": str(path), "__name__": "__selena_scenario__"})
     namespace.update(script.namespace())
     try:
         code = compile(path.read_text(), str(path), "exec")

@@ -1,0 +1,119 @@
+"""`selena validate | deploy | status | destroy | clean`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from selena import loader
+from selena.backends.xl import DEFAULT_STATE_DIR, XlBackend
+from selena.plan import TEMPLATE_ROOT, make_plan
+from selena.runner import Runner
+from selena.shaping import Placement
+from selena.validate import validate
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    def scenario_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("scenario", help="a scenario .py file, or a --topo spec like linear,3")
+        p.add_argument("--tdf", type=float, default=None, help="override the experiment's TDF")
+        p.add_argument("--link", default=None,
+                       help="Mininet-style link spec for every link: tc,bw=10,delay=5ms "
+                            "(bw in Mbit/s, loss in %%)")
+
+    p = subparsers.add_parser("validate", help="check a scenario; create nothing")
+    scenario_args(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = subparsers.add_parser("deploy", help="create, wire, shape and start a topology")
+    scenario_args(p)
+    p.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
+    p.add_argument("--shaping", choices=("dom0", "guest"), default="dom0")
+    p.add_argument("--offload", action="store_true",
+                   help="keep TSO/GSO/GRO/checksum offloads on (off by default)")
+    p.set_defaults(func=cmd_deploy)
+
+    p = subparsers.add_parser("status", help="deployed experiments")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = subparsers.add_parser("destroy", help="remove one experiment")
+    p.add_argument("experiment")
+    p.set_defaults(func=cmd_destroy)
+
+    p = subparsers.add_parser("clean", help="remove everything selena created on this host")
+    p.set_defaults(func=cmd_clean)
+
+
+def _templates() -> set[str] | None:
+    if not TEMPLATE_ROOT.is_dir():
+        return None
+    return {p.name for p in TEMPLATE_ROOT.iterdir() if (p / "template.yaml").exists()}
+
+
+def _host_free_mb(runner: Runner) -> int | None:
+    if not shutil.which("xl"):
+        return None
+    info = runner.run(["xl", "info"], check=False).stdout
+    for line in info.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "free_memory":
+            return int(value.strip())
+    return None
+
+
+def _load_checked(args: argparse.Namespace, runner: Runner):
+    topo, actions = loader.load(args.scenario, tdf=args.tdf, link_spec=args.link)
+    templates = _templates()
+    validate(topo, templates=templates, host_free_mb=_host_free_mb(runner))
+    return topo, actions, templates
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    topo, actions, templates = _load_checked(args, Runner())
+    hosts = sum(1 for n in topo.nodes.values() if n.kind.value == "host")
+    print(f"{args.scenario}: valid: experiment {topo.name}, TDF {topo.tdf:g}, {hosts} hosts, "
+          f"{len(topo.nodes) - hosts} other nodes, {len(topo.links)} links, "
+          f"{len(topo.hubs)} hubs, {len(actions)} scenario actions")
+    if templates is None:
+        print("  (guest templates not checked: none installed on this host)")
+    return 0
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    runner = Runner()
+    topo, _, _ = _load_checked(args, runner)
+    plan = make_plan(topo, bridge_kind=args.bridge, placement=Placement(args.shaping))
+    backend = XlBackend(runner, DEFAULT_STATE_DIR, offloads=args.offload)
+    state = backend.deploy(plan, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    for name, domid in state.domains.items():
+        print(f"{name}\t{domid}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    states = XlBackend(state_dir=DEFAULT_STATE_DIR).status()
+    if args.json:
+        print(json.dumps(states, indent=1))
+        return 0
+    if not states:
+        print("no experiments deployed")
+    for s in states:
+        print(f"{s['experiment']}: TDF {s['tdf']:g}, {len(s['domains'])} guests, "
+              f"{len(s['bridges'])} bridges")
+    return 0
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    XlBackend(state_dir=DEFAULT_STATE_DIR).destroy(args.experiment)
+    print(f"destroyed {args.experiment}")
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    removed = XlBackend(state_dir=Path(DEFAULT_STATE_DIR)).clean()
+    print("removed: " + (", ".join(removed) if removed else "nothing"))
+    return 0
