@@ -10,6 +10,7 @@ from pathlib import Path
 
 from selena import loader
 from selena.backends.xl import DEFAULT_STATE_DIR, XlBackend
+from selena.errors import BackendError
 from selena.plan import TEMPLATE_ROOT, make_plan
 from selena.runner import Runner
 from selena.shaping import Placement
@@ -86,6 +87,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_deploy(args: argparse.Namespace) -> int:
     runner = Runner()
     topo, _, _ = _load_checked(args, runner)
+    if args.shaping == "guest":
+        # Guest-side tc commands are pushed by the guest agent, which does not exist yet.
+        raise BackendError("--shaping guest needs the guest agent (not available yet); "
+                           "use --shaping dom0")
     plan = make_plan(topo, bridge_kind=args.bridge, placement=Placement(args.shaping))
     backend = XlBackend(runner, DEFAULT_STATE_DIR, offloads=args.offload)
     state = backend.deploy(plan, progress=lambda m: print(m, file=sys.stderr, flush=True))

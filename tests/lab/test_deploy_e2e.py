@@ -1,0 +1,45 @@
+"""End to end in the lab: deploy the two-host topology, then clean up exactly."""
+
+import re
+
+import pytest
+
+from selena.lab import Lab
+
+pytestmark = pytest.mark.lab
+
+SCRIPT = r"""
+snap() {
+    ovs-vsctl list-br
+    ip -o link | awk -F': ' '{print $2}' | sort
+    tc qdisc show | sort
+    xl list | awk 'NR > 1 {print $1}' | sort
+}
+ovs-vsctl add-br foreign0          # someone else's bridge: must survive
+snap > /tmp/before
+for tdf in 10 1; do
+    selena deploy scenarios/two_hosts.py --tdf $tdf || exit 1
+    xl list
+    echo "tdf-of-h1=$(selena-tdf get $(xl domid selena-twohosts-h1))"
+    tc qdisc show | grep netem
+    selena status
+    if [ $tdf = 10 ]; then selena clean; else selena destroy twohosts; fi
+    snap > /tmp/after
+    diff /tmp/before /tmp/after && echo "dom0-restored-after-tdf-$tdf"
+done
+ovs-vsctl br-exists foreign0 && echo foreign-bridge-kept
+"""
+
+
+def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0():
+    result = Lab().run(["sh", "-c", SCRIPT], timeout=900)
+    out = result.output
+    assert result.returncode == 0, out
+    assert len(re.findall(r"^selena-twohosts-h[12]\s+\d+\s+128\s", out, re.M)) == 4
+    assert "tdf-of-h1=10" in out and "tdf-of-h1=1" in out
+    # 5 ms one-way delay: 50 ms of real delay at TDF 10, 5 ms at TDF 1, on both vifs
+    assert len(re.findall(r"netem .* delay 50ms", out)) == 2
+    assert len(re.findall(r"netem .* delay 5ms", out)) == 2
+    assert "twohosts: TDF 10, 2 guests, 1 bridges" in out
+    assert "dom0-restored-after-tdf-10" in out and "dom0-restored-after-tdf-1" in out
+    assert "foreign-bridge-kept" in out
