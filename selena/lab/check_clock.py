@@ -22,14 +22,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TEMPLATE_DIR = Path("/usr/share/selena/templates/tiny-host")
-CONSOLE_DIR = Path("/var/log/xen/console")
+from selena.errors import SelenaError
+from selena.lab.dom0 import console_log, create_paused, sh, tiny_guest_config, try_sh
+
 GUEST = "selena-clockcheck"
 CLOCK_TOLERANCE = 0.01
 TIMER_TOLERANCE = 0.02
@@ -62,35 +62,15 @@ class CheckFailed(Exception):
     pass
 
 
-def sh(*argv: str) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CheckFailed(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 def guest_config(sample_seconds: int) -> str:
-    extra = ("console=hvc0 clocksource=xen tsc=unstable quiet "
-             f"selena.init=/usr/bin/clockcheck selena.args={sample_seconds},{TIMER_MS}")
-    return "\n".join([
-        f'name = "{GUEST}"', 'type = "pv"',
-        f'kernel = "{TEMPLATE_DIR / "vmlinuz"}"', f'ramdisk = "{TEMPLATE_DIR / "initrd.gz"}"',
-        f'extra = "{extra}"', "memory = 128", "vcpus = 1", 'on_poweroff = "destroy"',
-        'on_crash = "destroy"', "",
-    ])
+    return tiny_guest_config(
+        GUEST, f"selena.init=/usr/bin/clockcheck selena.args={sample_seconds},{TIMER_MS}")
 
 
 def run_guest(tdf: float, change_to: float | None, timeout: float) -> Run:
     total_virtual = sum(SEGMENT_VIRTUAL_S) + 1.0
-    cfg = Path("/tmp") / f"{GUEST}.cfg"
-    cfg.write_text(guest_config(int(total_virtual + 0.999)))
-    log = CONSOLE_DIR / f"guest-{GUEST}.log"
-    if log.exists():
-        log.unlink()
-    subprocess.run(["xl", "destroy", GUEST], capture_output=True)
-    sh("xl", "create", "-p", "-q", str(cfg))
-    domid = sh("xl", "domid", GUEST).strip()
-    sh("selena-tdf", "set", domid, f"{tdf:g}")
+    domid = create_paused(GUEST, guest_config(int(total_virtual + 0.999)), tdf)
+    log = console_log(GUEST)
     got = sh("selena-tdf", "get", domid).strip()
     if float(got) != tdf:
         raise CheckFailed(f"selena-tdf get returned {got}, expected {tdf:g}")
@@ -125,7 +105,7 @@ def run_guest(tdf: float, change_to: float | None, timeout: float) -> Run:
                 run.changes.append((time.monotonic(), new))
             time.sleep(0.002)
     finally:
-        subprocess.run(["xl", "destroy", GUEST], capture_output=True)
+        try_sh("xl", "destroy", GUEST)
     if not run.done:
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no console log)"
         raise CheckFailed(f"guest did not finish within {timeout:.0f} s; console:\n{tail}")
@@ -256,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         change_to = None if args.no_change else (2.0 if tdf != 2.0 else 4.0)
         try:
             failures += [f"TDF {tdf:g}: {f}" for f in check(tdf, change_to, args.timeout)]
-        except CheckFailed as exc:
+        except (CheckFailed, SelenaError) as exc:
             failures.append(f"TDF {tdf:g}: {exc}")
     if failures:
         print("\nFAILED:\n  " + "\n  ".join(failures))

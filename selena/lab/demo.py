@@ -18,16 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
 import time
-from pathlib import Path
 
+from selena.errors import SelenaError
+from selena.lab.dom0 import console_log, create_paused, sh, tiny_guest_config, try_sh
 from selena.model import Topology
 from selena.shaping import shaping_commands
 
-TEMPLATE_DIR = Path("/usr/share/selena/templates/tiny-host")
-CONSOLE_DIR = Path("/var/log/xen/console")
 BRIDGE = "sl-demo0"
 DELAY_MS = 5.0
 PINGS = 10
@@ -40,30 +38,16 @@ class DemoFailed(Exception):
     pass
 
 
-def sh(*argv: str) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise DemoFailed(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 def config(name: str, ip: str, mac: str, init: str | None) -> str:
-    extra = f"console=hvc0 clocksource=xen tsc=unstable quiet selena.ip={ip}/24"
-    if init:
-        extra += f" {init}"
-    return "\n".join([
-        f'name = "{name}"', 'type = "pv"',
-        f'kernel = "{TEMPLATE_DIR / "vmlinuz"}"', f'ramdisk = "{TEMPLATE_DIR / "initrd.gz"}"',
-        f'extra = "{extra}"', "memory = 128", "vcpus = 1",
-        f"vif = [ 'mac={mac},bridge={BRIDGE},script=vif-openvswitch' ]",
-        'on_poweroff = "destroy"', 'on_crash = "destroy"', "",
-    ])
+    extra = f"selena.ip={ip}/24" + (f" {init}" if init else "")
+    return tiny_guest_config(name, extra,
+                             vifs=(f"mac={mac},bridge={BRIDGE},script=vif-openvswitch",))
 
 
 def cleanup() -> None:
     for name, _, _ in HOSTS:
-        subprocess.run(["xl", "destroy", name], capture_output=True)
-    subprocess.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE], capture_output=True)
+        try_sh("xl", "destroy", name)
+    try_sh("ovs-vsctl", "--if-exists", "del-br", BRIDGE)
 
 
 def run(tdf: float) -> int:
@@ -75,15 +59,7 @@ def run(tdf: float) -> int:
         for i, (name, ip, mac) in enumerate(HOSTS):
             init = (f"selena.init=/bin/ping selena.args=-c,{PINGS},-i,0.5,-W,5,{HOSTS[1][1]}"
                     if i == 0 else None)
-            cfg = Path("/tmp") / f"{name}.cfg"
-            cfg.write_text(config(name, ip, mac, init))
-            log = CONSOLE_DIR / f"guest-{name}.log"
-            if log.exists():
-                log.unlink()
-            sh("xl", "create", "-p", "-q", str(cfg))
-            domid = sh("xl", "domid", name).strip()
-            sh("selena-tdf", "set", domid, f"{tdf:g}")
-            domids.append(domid)
+            domids.append(create_paused(name, config(name, ip, mac, init), tdf))
         # Dom0 shapes in real time: selena.shaping scales the delay by the TDF.
         topo = Topology("demo", tdf=tdf)
         link = topo.add_link(topo.add_host("h1", ip="10.0.0.1/24"),
@@ -94,14 +70,14 @@ def run(tdf: float) -> int:
         start = time.monotonic()
         # h2 first, so it answers from h1's first ping on.
         sh("xl", "unpause", domids[1])
-        h2_log = CONSOLE_DIR / f"guest-{HOSTS[1][0]}.log"
+        h2_log = console_log(HOSTS[1][0])
         while "SELENA-GUEST-READY" not in (h2_log.read_text(errors="replace")
                                            if h2_log.exists() else ""):
             if time.monotonic() - start > 60 + 10 * tdf:
                 raise DemoFailed("h2 did not boot")
             time.sleep(0.2)
         sh("xl", "unpause", domids[0])
-        h1_log = CONSOLE_DIR / f"guest-{HOSTS[0][0]}.log"
+        h1_log = console_log(HOSTS[0][0])
         deadline = start + 120 + 30 * tdf
         text = ""
         while time.monotonic() < deadline:
@@ -111,8 +87,7 @@ def run(tdf: float) -> int:
             time.sleep(0.2)
         real = time.monotonic() - start
         if not RTT.search(text):
-            h2_log = CONSOLE_DIR / f"guest-{HOSTS[1][0]}.log"
-            diag = [subprocess.run(c, capture_output=True, text=True).stdout for c in
+            diag = [try_sh(*c).stdout for c in
                     (["ovs-vsctl", "show"], ["ip", "-br", "link"], ["tc", "qdisc"],
                      ["xl", "list"])]
             diag.append(h2_log.read_text(errors="replace")[-1500:] if h2_log.exists() else "")
@@ -146,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return run(args.tdf)
-    except DemoFailed as exc:
+    except (DemoFailed, SelenaError) as exc:
         print(f"FAILED: {exc}")
         return 1
 

@@ -1,0 +1,57 @@
+"""Helpers for the lab's Dom0-side programs (check-clock, demo, bench).
+
+They run inside Dom0 and drive xl and selena-tdf through the one Runner, like
+every other part of selena.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from selena.runner import CommandResult, Runner
+
+TEMPLATE_DIR = Path("/usr/share/selena/templates/tiny-host")
+CONSOLE_DIR = Path("/var/log/xen/console")
+GUEST_CMDLINE = "console=hvc0 clocksource=xen tsc=unstable quiet"
+
+RUNNER = Runner()
+
+
+def sh(*argv: str) -> str:
+    """Run a command; its stdout. Raises CommandError (naming it) on failure."""
+    return RUNNER.run(argv).stdout
+
+
+def try_sh(*argv: str) -> CommandResult:
+    """Run a command whose failure is expected and harmless (e.g. cleanup)."""
+    return RUNNER.run(argv, check=False)
+
+
+def console_log(name: str) -> Path:
+    return CONSOLE_DIR / f"guest-{name}.log"
+
+
+def tiny_guest_config(name: str, extra: str, *, memory_mb: int = 128,
+                      vifs: tuple[str, ...] = ()) -> str:
+    """An xl config for a tiny-host guest with `extra` on its kernel command line."""
+    lines = [
+        f'name = "{name}"', 'type = "pv"',
+        f'kernel = "{TEMPLATE_DIR / "vmlinuz"}"', f'ramdisk = "{TEMPLATE_DIR / "initrd.gz"}"',
+        f'extra = "{GUEST_CMDLINE} {extra}"', f"memory = {memory_mb}", "vcpus = 1",
+        'on_poweroff = "destroy"', 'on_crash = "destroy"',
+    ]
+    if vifs:
+        lines.append("vif = [ " + ", ".join(f"'{v}'" for v in vifs) + " ]")
+    return "\n".join(lines) + "\n"
+
+
+def create_paused(name: str, config: str, tdf: float) -> str:
+    """Create a guest paused, with a fresh console log, and set its TDF; its domid."""
+    try_sh("xl", "destroy", name)
+    console_log(name).unlink(missing_ok=True)
+    cfg = Path("/tmp") / f"{name}.cfg"
+    cfg.write_text(config)
+    sh("xl", "create", "-p", "-q", str(cfg))
+    domid = sh("xl", "domid", name).strip()
+    sh("selena-tdf", "set", domid, f"{tdf:g}")
+    return domid
