@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -55,21 +54,10 @@ def _templates() -> set[str] | None:
     return {p.name for p in TEMPLATE_ROOT.iterdir() if (p / "template.yaml").exists()}
 
 
-def _host_free_mb(runner: Runner) -> int | None:
-    if not shutil.which("xl"):
-        return None
-    info = runner.run(["xl", "info"], check=False).stdout
-    for line in info.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "free_memory":
-            return int(value.strip())
-    return None
-
-
 def _load_checked(args: argparse.Namespace, runner: Runner):
     topo, actions = loader.load(args.scenario, tdf=args.tdf, link_spec=args.link)
     templates = _templates()
-    validate(topo, templates=templates, host_free_mb=_host_free_mb(runner))
+    validate(topo, templates=templates, host_free_mb=XlBackend(runner).host_free_mb())
     return topo, actions, templates
 
 

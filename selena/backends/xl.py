@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from selena.backends.base import Backend
 from selena.errors import BackendError, CommandError
 from selena.plan import GuestPlan, Plan
 from selena.runner import Runner
@@ -42,7 +43,7 @@ class DeployState:
                    dict(data["bridges"]))
 
 
-class XlBackend:
+class XlBackend(Backend):
     def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR,
                  offloads: bool = False):
         self.runner = runner or Runner()
@@ -195,6 +196,18 @@ class XlBackend:
         return text or None
 
     # -- status --------------------------------------------------------------------
+
+    def host_free_mb(self) -> int | None:
+        """`xl info` free_memory (MB); None when xl is missing or does not say."""
+        try:
+            info = self.runner.run(["xl", "info"], check=False).stdout
+        except CommandError:
+            return None  # no xl on this host: nothing to check against
+        for line in info.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "free_memory" and value.strip().isdigit():
+                return int(value.strip())
+        return None
 
     def status(self) -> list[dict[str, object]]:
         return [asdict(DeployState.load(p)) for p in sorted(self.state_dir.glob("*.json"))]

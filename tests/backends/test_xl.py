@@ -90,3 +90,15 @@ def test_clean_leaves_foreign_domains_and_bridges_alone(tmp_path):
     assert "ovs-vsctl --if-exists del-br slcrash0" in calls
     assert removed == ["selena-other-x", "slcrash0"]
     assert not any("del-br br0" in c or "ip link del" in c for c in calls)
+
+
+def test_xl_backend_implements_the_backend_interface():
+    from selena.backends.base import Backend
+    assert isinstance(XlBackend(FakeRunner()), Backend)
+
+
+def test_host_free_memory_comes_from_xl_info(tmp_path):
+    fake = FakeRunner()
+    fake.respond(["xl", "info"], stdout="host : lab\nfree_memory            : 1830\n")
+    assert XlBackend(fake, tmp_path).host_free_mb() == 1830
+    assert XlBackend(FakeRunner(), tmp_path).host_free_mb() is None   # xl says nothing
