@@ -181,18 +181,18 @@ class XlBackend(Backend):
         return tagged
 
     def _tagged_ovs_bridges(self) -> list[str]:
-        out = self.runner.run(["ovs-vsctl", "--bare", "--columns=name,external_ids",
-                               "find", "bridge", "external_ids:selena-experiment!=\"\""],
-                              check=False)
+        # Ask each bridge for its tag rather than trusting `find` semantics for
+        # a missing map key: a foreign bridge must never look tagged.
+        out = self.runner.run(["ovs-vsctl", "list-br"], check=False)
         if out.returncode != 0:
             return []
-        return [ln.strip() for ln in out.stdout.splitlines()
-                if ln.strip() and "=" not in ln]
+        return [br for br in (ln.strip() for ln in out.stdout.splitlines())
+                if br and self._ovs_tag(br) is not None]
 
     def _ovs_tag(self, bridge: str) -> str | None:
-        out = self.runner.run(["ovs-vsctl", "--if-exists", "get", "bridge", bridge,
-                               "external_ids:selena-experiment"], check=False)
-        text = out.stdout.strip().strip('"')
+        out = self.runner.run(["ovs-vsctl", "br-get-external-id", bridge,
+                               "selena-experiment"], check=False)
+        text = out.stdout.strip().strip('"') if out.returncode == 0 else ""
         return text or None
 
     # -- status --------------------------------------------------------------------

@@ -25,7 +25,7 @@ def fake_xen():
     fake.respond(["xl", "domid", "selena-demo-h2"], stdout="6\n")
     fake.respond(["xenstore-read", "/local/domain/5/selena/experiment"], stdout="demo\n")
     fake.respond(["xenstore-read", "/local/domain/6/selena/experiment"], stdout="demo\n")
-    fake.respond(["ovs-vsctl", "--if-exists", "get", "bridge"], stdout='"demo"\n')
+    fake.respond(["ovs-vsctl", "br-get-external-id"], stdout="demo\n")
     return fake
 
 
@@ -80,8 +80,9 @@ def test_clean_leaves_foreign_domains_and_bridges_alone(tmp_path):
     fake.respond(["xenstore-read", "/local/domain/7/selena/experiment"], stdout="other\n")
     fake.respond(["xenstore-read", "/local/domain/8/selena/experiment"], returncode=1)
     fake.respond(["xl", "domid", "selena-other-x"], stdout="7\n")
-    fake.respond(["ovs-vsctl", "--bare", "--columns=name,external_ids", "find"],
-                 stdout="slcrash0\nselena-experiment=other\n\n")
+    fake.respond(["ovs-vsctl", "list-br"], stdout="br0\nslcrash0\n")
+    fake.respond(["ovs-vsctl", "br-get-external-id", "br0"], stdout="")
+    fake.respond(["ovs-vsctl", "br-get-external-id", "slcrash0"], stdout="other\n")
     removed = XlBackend(fake, tmp_path).clean()
     calls = [" ".join(c) for c in fake.calls]
     assert "xl destroy 7" in calls                      # tagged, state file lost
@@ -90,6 +91,18 @@ def test_clean_leaves_foreign_domains_and_bridges_alone(tmp_path):
     assert "ovs-vsctl --if-exists del-br slcrash0" in calls
     assert removed == ["selena-other-x", "slcrash0"]
     assert not any("del-br br0" in c or "ip link del" in c for c in calls)
+
+
+def test_destroy_keeps_a_recorded_bridge_whose_tag_changed(tmp_path):
+    fake = fake_xen()
+    backend = XlBackend(fake, tmp_path)
+    backend.deploy(demo_plan())
+    fake.responses[("ovs-vsctl", "br-get-external-id")] = (0, "someone-else\n", "")
+    fake.calls.clear()
+    backend.destroy("demo")
+    calls = [" ".join(c) for c in fake.calls]
+    assert "xl destroy 5" in calls
+    assert not any("del-br" in c for c in calls)
 
 
 def test_xl_backend_implements_the_backend_interface():
