@@ -1,7 +1,7 @@
 """Benchmark: validate and plan a k=16 fat tree (1024 hosts, 320 switches).
 
 Prints figures; the target is under 1 s for validate + plan. Run:
-    python3 scenarios/bench_plan.py
+    PYTHONPATH=. python3 scenarios/bench_plan.py   (or .venv/bin/python, where selena is installed)
 """
 
 import time
