@@ -13,6 +13,7 @@ netmask, gateway).
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import ipaddress
 from dataclasses import dataclass, field
@@ -132,13 +133,37 @@ def load_selena_file(path: str | Path, name: str | None = None, tdf: float = 1.0
         code = compile(path.read_text(), str(path), "exec")
     except SyntaxError as exc:
         raise ScenarioError(f"{path}:{exc.lineno}: {exc.msg}") from None
-    exec(code, namespace)  # noqa: S102 - the user's own experiment description
+    token = _ACTIVE.set(script)
+    try:
+        exec(code, namespace)  # noqa: S102 - the user's own experiment description
+    finally:
+        _ACTIVE.reset(token)
     return script
 
 
+# The importable functions (`from selena.compat import newNode`) act on the
+# script being loaded by load_selena_file, or on DEFAULT outside of it, so a
+# file that imports them explicitly describes the same thing as one that
+# relies on the injected names.
 DEFAULT = SelenaScript(Topology("selena"))
-newNode = DEFAULT.newNode  # noqa: N816
-newLink = DEFAULT.newLink  # noqa: N816
-setArp = DEFAULT.setArp  # noqa: N816
-pushCmd = DEFAULT.pushCmd  # noqa: N816
-pushOFRule = DEFAULT.pushOFRule  # noqa: N816
+_ACTIVE: contextvars.ContextVar[SelenaScript] = contextvars.ContextVar("selena_script")
+
+
+def newNode(*args, **kwargs):  # noqa: N802 - the paper's name
+    return _ACTIVE.get(DEFAULT).newNode(*args, **kwargs)
+
+
+def newLink(*args, **kwargs):  # noqa: N802
+    return _ACTIVE.get(DEFAULT).newLink(*args, **kwargs)
+
+
+def setArp(*args, **kwargs):  # noqa: N802
+    return _ACTIVE.get(DEFAULT).setArp(*args, **kwargs)
+
+
+def pushCmd(*args, **kwargs):  # noqa: N802
+    return _ACTIVE.get(DEFAULT).pushCmd(*args, **kwargs)
+
+
+def pushOFRule(*args, **kwargs):  # noqa: N802
+    return _ACTIVE.get(DEFAULT).pushOFRule(*args, **kwargs)

@@ -41,3 +41,15 @@ def test_syntax_errors_name_file_and_line(tmp_path):
     bad.write_text("newNode(0,\n")
     with pytest.raises(ScenarioError, match="broken.py:"):
         load_selena_file(bad)
+
+
+def test_explicit_imports_describe_the_loaded_file_not_a_global(tmp_path):
+    from selena import compat
+    before = len(compat.DEFAULT.topology.nodes)
+    f = tmp_path / "imports.py"
+    f.write_text("from selena.compat import NodeType, newNode, newLink, pushCmd\n"
+                 + LISTING.read_text())
+    script = load_selena_file(f)
+    assert set(script.topology.nodes) == {"H1", "H2", "Switch"}
+    assert len(script.topology.links) == 2 and script.actions
+    assert len(compat.DEFAULT.topology.nodes) == before
