@@ -7,6 +7,7 @@ and what was expected.
 
 from __future__ import annotations
 
+import math
 import re
 
 from selena.errors import UnitError
@@ -28,6 +29,13 @@ _SIZE_UNITS = {
 }
 
 
+def _number(value: float | int, what: str) -> float:
+    """A plain number given instead of a string: no bools, NaN or infinity."""
+    if isinstance(value, bool) or not math.isfinite(value):
+        raise UnitError(f"{what} {value!r} is not a finite number")
+    return float(value)
+
+
 def _split(value: str, what: str) -> tuple[float, str]:
     m = re.fullmatch(_NUMBER + r"\s*([a-zA-Zµ/]*)", value.strip())
     if not m:
@@ -38,7 +46,7 @@ def _split(value: str, what: str) -> tuple[float, str]:
 def rate_bps(value: str | float | int) -> float:
     """A link rate in bit/s: "1Gbit", "100Mbit", "10M", or a number of bit/s."""
     if isinstance(value, int | float):
-        return float(value)
+        return _number(value, "rate")
     number, unit = _split(value, "rate")
     if unit not in _RATE_UNITS:
         raise UnitError(f"rate {value!r}: unknown unit {unit!r} (use bit, kbit, Mbit, Gbit)")
@@ -48,7 +56,7 @@ def rate_bps(value: str | float | int) -> float:
 def seconds(value: str | float | int) -> float:
     """A duration in seconds: "0.2ms", "10us", "1s", or a number of seconds."""
     if isinstance(value, int | float):
-        return float(value)
+        return _number(value, "time")
     number, unit = _split(value, "time")
     if unit not in _TIME_UNITS:
         raise UnitError(f"time {value!r}: unknown unit {unit!r} (use s, ms, us, ns)")
@@ -68,7 +76,7 @@ def size_bytes(value: str | int) -> int:
 def ratio(value: str | float | int) -> float:
     """A loss ratio: "1%" or 0.01."""
     if isinstance(value, int | float):
-        return float(value)
+        return _number(value, "ratio")
     text = value.strip()
     if text.endswith("%"):
         try:

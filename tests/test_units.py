@@ -37,3 +37,12 @@ def test_ratios():
 def test_bad_units_name_the_value(call, value, message):
     with pytest.raises(UnitError, match=message):
         call(value)
+
+
+@pytest.mark.parametrize("fn,value", [
+    (units.rate_bps, float("nan")), (units.rate_bps, True),
+    (units.seconds, float("inf")), (units.ratio, float("nan")),
+])
+def test_plain_numbers_must_be_finite(fn, value):
+    with pytest.raises(UnitError, match="is not a finite number"):
+        fn(value)
