@@ -32,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     scenario_args(p)
     p.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
     p.add_argument("--shaping", choices=("dom0", "guest"), default="dom0")
+    p.add_argument("--wait", type=float, default=120.0, metavar="SECONDS",
+                   help="wait this long for the guests to boot, showing n of N up "
+                        "(0: do not wait; default 120)")
     p.add_argument("--offload", action="store_true",
                    help="keep TSO/GSO/GRO/checksum offloads on (off by default)")
     p.set_defaults(func=cmd_deploy)
@@ -81,7 +84,15 @@ def cmd_deploy(args: argparse.Namespace) -> int:
                            "use --shaping dom0")
     plan = make_plan(topo, bridge_kind=args.bridge, placement=Placement(args.shaping))
     backend = XlBackend(runner, DEFAULT_STATE_DIR, offloads=args.offload)
-    state = backend.deploy(plan, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    state = backend.deploy(plan, progress=say)
+    if args.wait > 0:
+        late = backend.wait_up(state, args.wait, progress=say)
+        if late:
+            # The guests keep running: slow boots (high TDF under emulation) are not failures.
+            say(f"not up after {args.wait:g} s (still booting?): {', '.join(late)}")
     for name, domid in state.domains.items():
         print(f"{name}\t{domid}")
     return 0

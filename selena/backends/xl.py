@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -106,6 +107,35 @@ class XlBackend(Backend):
         self._save(state)
         self.runner.run(["xenstore-write", f"/local/domain/{domid}/{MARKER}", state.experiment])
         self.runner.run(["selena-tdf", "set", str(domid), f"{plan.tdf:g}"])
+
+    # -- boot progress -------------------------------------------------------------
+
+    def wait_up(self, state: DeployState, timeout: float,
+                progress: Callable[[str], None] | None = None, poll: float = 1.0,
+                clock: Callable[[], float] = time.monotonic,
+                sleep: Callable[[float], None] = time.sleep) -> list[str]:
+        """Wait until every guest's kernel has connected its first vif.
+
+        The netfront driver setting its Xenstore state to 4 (Connected) is the
+        earliest sign, visible from Dom0 for any guest OS and without the guest
+        agent, that a guest has booted. Returns the guests not up by the timeout.
+        """
+        say = progress or (lambda msg: log.info("%s", msg))
+        pending = dict(state.domains)
+        total = len(pending)
+        deadline = clock() + timeout
+        while pending:
+            for name, domid in list(pending.items()):
+                out = self.runner.run(
+                    ["xenstore-read", f"/local/domain/{domid}/device/vif/0/state"],
+                    check=False)
+                if out.returncode == 0 and out.stdout.strip() == "4":
+                    del pending[name]
+                    say(f"{name} up ({total - len(pending)} of {total} up)")
+            if not pending or clock() >= deadline:
+                break
+            sleep(poll)
+        return sorted(pending)
 
     # -- teardown ------------------------------------------------------------------
 

@@ -115,3 +115,25 @@ def test_host_free_memory_comes_from_xl_info(tmp_path):
     fake.respond(["xl", "info"], stdout="host : lab\nfree_memory            : 1830\n")
     assert XlBackend(fake, tmp_path).host_free_mb() == 1830
     assert XlBackend(FakeRunner(), tmp_path).host_free_mb() is None   # xl says nothing
+
+
+def test_wait_up_reports_n_of_n_and_the_late_ones(tmp_path):
+    fake = fake_xen()
+    state = XlBackend(fake, tmp_path).deploy(demo_plan())
+    fake.respond(["xenstore-read", "/local/domain/5/device/vif/0/state"], stdout="4\n")
+    fake.respond(["xenstore-read", "/local/domain/6/device/vif/0/state"], stdout="1\n")
+    now = [0.0]
+    said: list[str] = []
+
+    def sleep(s):
+        now[0] += s
+
+    late = XlBackend(fake, tmp_path).wait_up(state, 3.0, said.append, poll=1.0,
+                                             clock=lambda: now[0], sleep=sleep)
+    assert late == ["selena-demo-h2"]
+    assert said == ["selena-demo-h1 up (1 of 2 up)"]
+    assert now[0] == 3.0
+    fake.respond(["xenstore-read", "/local/domain/6/device/vif/0/state"], stdout="4\n")
+    said.clear()
+    assert XlBackend(fake, tmp_path).wait_up(state, 3.0, said.append, sleep=sleep) == []
+    assert said[-1] == "selena-demo-h2 up (2 of 2 up)"
