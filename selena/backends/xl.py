@@ -167,6 +167,7 @@ class XlBackend(Backend):
         for name, domid in list(state.domains.items()):
             try:
                 self._destroy_domain(name, domid, state.experiment)
+                del state.domains[name]
             except CommandError as exc:
                 errors.append(str(exc))
         for bridge, kind in list(state.bridges.items()):
@@ -176,11 +177,14 @@ class XlBackend(Backend):
                         self.runner.run(["ovs-vsctl", "--if-exists", "del-br", bridge])
                 else:
                     self.runner.run(["ip", "link", "del", bridge], check=False)
+                del state.bridges[bridge]
             except CommandError as exc:
                 errors.append(str(exc))
-        self._state_path(state.experiment).unlink(missing_ok=True)
         if errors:
+            # Keep what could not be removed on record, so destroy can be retried.
+            self._save(state)
             raise BackendError("cleanup incomplete:\n  " + "\n  ".join(errors))
+        self._state_path(state.experiment).unlink(missing_ok=True)
 
     def _destroy_domain(self, name: str, domid: int, experiment: str | None) -> None:
         """Destroy a domain only if it still is the one selena created."""

@@ -137,3 +137,19 @@ def test_wait_up_reports_n_of_n_and_the_late_ones(tmp_path):
     said.clear()
     assert XlBackend(fake, tmp_path).wait_up(state, 3.0, said.append, sleep=sleep) == []
     assert said[-1] == "selena-demo-h2 up (2 of 2 up)"
+
+
+def test_a_failed_teardown_keeps_only_the_leftovers_on_record(tmp_path):
+    from selena.backends.xl import DeployState
+    from selena.errors import BackendError
+    fake = fake_xen()
+    backend = XlBackend(fake, tmp_path)
+    backend.deploy(demo_plan())
+    fake.respond(["xl", "destroy", "6"], returncode=1, stderr="domain busy")
+    with pytest.raises(BackendError, match="domain busy"):
+        backend.destroy("demo")
+    left = DeployState.load(tmp_path / "demo.json")
+    assert left.domains == {"selena-demo-h2": 6} and left.bridges == {}
+    del fake.responses[("xl", "destroy", "6")]
+    backend.destroy("demo")
+    assert not (tmp_path / "demo.json").exists()
