@@ -10,12 +10,18 @@ def _host_ip(i: int) -> str:
     return f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}/8"
 
 
+def _at_least(what: str, value: int, low: int) -> None:
+    if value < low:
+        raise ValueError(f"{what} must be >= {low}, got {value}")
+
+
 def _hosts(topo: Topology, count: int, start: int = 1) -> list[Node]:
     return [topo.add_host(f"h{i}", ip=_host_ip(i)) for i in range(start, start + count)]
 
 
 def star(n: int, name: str = "star", tdf: float = 1.0, **link: object) -> Topology:
     """n hosts on one switch (Mininet's `single`)."""
+    _at_least("star n", n, 1)
     topo = Topology(name, tdf=tdf)
     s = topo.add_switch("s1")
     for h in _hosts(topo, n):
@@ -25,6 +31,7 @@ def star(n: int, name: str = "star", tdf: float = 1.0, **link: object) -> Topolo
 
 def linear(n: int, name: str = "linear", tdf: float = 1.0, **link: object) -> Topology:
     """n switches in a line, one host on each."""
+    _at_least("linear n", n, 1)
     topo = Topology(name, tdf=tdf)
     switches = [topo.add_switch(f"s{i}") for i in range(1, n + 1)]
     for h, s in zip(_hosts(topo, n), switches, strict=True):
@@ -37,6 +44,8 @@ def linear(n: int, name: str = "linear", tdf: float = 1.0, **link: object) -> To
 def tree(depth: int, fanout: int, name: str = "tree", tdf: float = 1.0,
          **link: object) -> Topology:
     """A switch tree of the given depth; fanout hosts under each leaf switch."""
+    _at_least("tree depth", depth, 1)
+    _at_least("tree fanout", fanout, 1)
     topo = Topology(name, tdf=tdf)
     counter = {"s": 0, "h": 0}
 
