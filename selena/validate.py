@@ -42,6 +42,8 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
         add(f"TDF {topo.tdf!r} has more than three decimals")
 
     nodes = list(topo.nodes.values())
+    if not nodes:
+        add(f"experiment {topo.name}: the topology has no nodes")
     for name, count in Counter(n.name for n in nodes).items():
         if count > 1:
             add(f"node name {name!r} is used {count} times")

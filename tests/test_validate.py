@@ -97,7 +97,13 @@ def _tdf_decimals(t):
     t.tdf = 2.0005
 
 
+def _no_nodes(t):
+    t.nodes.clear()
+    t.links.clear()
+
+
 @pytest.mark.parametrize("mutate,message", [
+    (_no_nodes, "experiment exp: the topology has no nodes"),
     (_dup_name, "node name 'h1' is used 2 times"),
     (_dup_ip, "IP 10.0.1.2 is used by 2 interfaces"),
     (_dup_mac, "MAC 02:00:00:00:00:01 is used by 2 interfaces"),
