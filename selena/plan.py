@@ -31,6 +31,7 @@ class VifPlan:
     mac: str
     bridge: str
     script: str
+    index: int = 0     # the guest's interface index: xl's vif order makes it ethN
 
 
 @dataclass
@@ -100,7 +101,7 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
             iface = node.interface(index)
             assert iface is not None, "validate() before make_plan()"
             vif = VifPlan(vif_names[(node_name, index)], topo.mac_of(node, iface), bridge,
-                          script)
+                          script, index)
             guests[node_name].vifs.append(vif)
             if link is not None and placement is Placement.DOM0:
                 # Dom0 egress on a vif is the direction towards that guest.
@@ -108,5 +109,6 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
         segments.append(SegmentPlan(bridge, bridge_kind,
                                     tuple(vif_names[m] for m in members)))
     for guest in guests.values():
-        guest.vifs.sort(key=lambda v: v.name)
+        # Numerically: the n-th vif in the xl config becomes the guest's eth<n>.
+        guest.vifs.sort(key=lambda v: v.index)
     return Plan(topo.name, topo.tdf, list(guests.values()), segments, shaping)

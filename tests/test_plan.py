@@ -45,3 +45,10 @@ def test_fat_tree_k4_has_the_right_size():
     hosts = [n for n in topo.nodes.values() if n.kind.value == "host"]
     assert len(hosts) == 16 and len(topo.nodes) - 16 == 20
     assert len(topo.links) == 16 + 16 + 16
+
+
+def test_vifs_follow_interface_order_past_ten_interfaces():
+    plan = make_plan(fat_tree(16))
+    core = next(g for g in plan.guests if g.node == "c0")
+    assert [v.index for v in core.vifs] == list(range(16))
+    assert core.vifs[2].name.endswith(".2") and core.vifs[10].name.endswith(".10")
