@@ -92,6 +92,9 @@ def _check_node(topo: Topology, node: Node, templates: set[str] | None, add) -> 
         add(f"{where}: name must be letters, digits, '.', '_', '-' (max 32)")
     if templates is not None and node.template not in templates:
         add(f"{where}: unknown template {node.template!r} (have: {', '.join(sorted(templates))})")
+    # Dom0 vif names embed the id and interface index within 15 characters.
+    if not 0 <= node.id <= 99_999:
+        add(f"{where}: id {node.id} out of range (0 to 99999)")
     if not 1 <= node.vcpus <= 128:
         add(f"{where}: vcpus {node.vcpus} out of range (1 to 128)")
     if node.cpus is not None and not CPUS_RE.match(node.cpus):
@@ -102,6 +105,8 @@ def _check_node(topo: Topology, node: Node, templates: set[str] | None, add) -> 
         if count > 1:
             add(f"{where}: interface eth{iface} defined {count} times")
     for iface in node.interfaces:
+        if not 0 <= iface.index <= 99:
+            add(f"{where}: interface index {iface.index} out of range (0 to 99)")
         if iface.mac and iface.mac.upper() != "RANDOM":
             if not MAC_RE.match(iface.mac):
                 add(f"{where} eth{iface.index}: malformed MAC {iface.mac!r}")

@@ -97,6 +97,14 @@ def _tdf_decimals(t):
     t.tdf = 2.0005
 
 
+def _huge_id(t):
+    t.nodes["h1"].id = 123456
+
+
+def _huge_iface(t):
+    t.nodes["h1"].interfaces[0].index = 100
+
+
 def _no_nodes(t):
     t.nodes.clear()
     t.links.clear()
@@ -104,6 +112,8 @@ def _no_nodes(t):
 
 @pytest.mark.parametrize("mutate,message", [
     (_no_nodes, "experiment exp: the topology has no nodes"),
+    (_huge_id, "node h1: id 123456 out of range (0 to 99999)"),
+    (_huge_iface, "node h1: interface index 100 out of range (0 to 99)"),
     (_dup_name, "node name 'h1' is used 2 times"),
     (_dup_ip, "IP 10.0.1.2 is used by 2 interfaces"),
     (_dup_mac, "MAC 02:00:00:00:00:01 is used by 2 interfaces"),
