@@ -43,34 +43,33 @@ def _split(value: str, what: str) -> tuple[float, str]:
     return float(m.group(1)), m.group(2).lower().removesuffix("/s")
 
 
+def _scaled(value: str, what: str, table: dict[str, float], hint: str) -> float:
+    """A "number unit" string in the base unit of `table`."""
+    number, unit = _split(value, what)
+    if unit not in table:
+        raise UnitError(f"{what} {value!r}: unknown unit {unit!r} (use {hint})")
+    return number * table[unit]
+
+
 def rate_bps(value: str | float | int) -> float:
     """A link rate in bit/s: "1Gbit", "100Mbit", "10M", or a number of bit/s."""
     if isinstance(value, int | float):
         return _number(value, "rate")
-    number, unit = _split(value, "rate")
-    if unit not in _RATE_UNITS:
-        raise UnitError(f"rate {value!r}: unknown unit {unit!r} (use bit, kbit, Mbit, Gbit)")
-    return number * _RATE_UNITS[unit]
+    return _scaled(value, "rate", _RATE_UNITS, "bit, kbit, Mbit, Gbit")
 
 
 def seconds(value: str | float | int) -> float:
     """A duration in seconds: "0.2ms", "10us", "1s", or a number of seconds."""
     if isinstance(value, int | float):
         return _number(value, "time")
-    number, unit = _split(value, "time")
-    if unit not in _TIME_UNITS:
-        raise UnitError(f"time {value!r}: unknown unit {unit!r} (use s, ms, us, ns)")
-    return number * _TIME_UNITS[unit]
+    return _scaled(value, "time", _TIME_UNITS, "s, ms, us, ns")
 
 
 def size_bytes(value: str | int) -> int:
     """A memory size in bytes: "512M" and "32MiB" are binary, "1GB" decimal."""
     if isinstance(value, int):
         return value
-    number, unit = _split(value, "size")
-    if unit not in _SIZE_UNITS:
-        raise UnitError(f"size {value!r}: unknown unit {unit!r} (use K, M, G, MiB, GB)")
-    return int(number * _SIZE_UNITS[unit])
+    return int(_scaled(value, "size", _SIZE_UNITS, "K, M, G, MiB, GB"))
 
 
 def ratio(value: str | float | int) -> float:
