@@ -8,6 +8,8 @@ writes its exit status next to it, then powers off (Xen stops, QEMU exits).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import shlex
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from selena.errors import CommandTimeout, LabError
 from selena.lab.build import LabArtefacts, LabBuilder
-from selena.paths import project_root
+from selena.paths import cache_dir, project_root
 from selena.runner import Runner
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,25 @@ def _tdf_text(tdf: float) -> str:
     return f"{tdf:g}"
 
 
+@contextlib.contextmanager
+def one_lab_at_a_time(progress: Callable[[str], None]):
+    """Hold the machine-wide lab lock while a lab runs.
+
+    Two emulated machines on a small host starve each other, and the time
+    measurements the lab exists for (clock rates, RTTs) then fail; so labs
+    queue instead of running side by side.
+    """
+    lock_path = cache_dir() / "lab.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"another lab is running; waiting for {lock_path}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 class Lab:
     """One lab: its artefacts and how to boot them."""
 
@@ -155,9 +176,11 @@ class Lab:
                 if on_output:
                     on_output(line)
 
-        self.progress(f"booting the lab ({accel}); command: {command!r}")
         try:
-            self.runner.stream(argv, on_line, check=False, timeout=timeout)
+            with one_lab_at_a_time(self.progress):
+                self.progress(f"booting the lab ({accel}); command: {command!r}")
+                start = time.monotonic()  # boot time excludes waiting for the lock
+                self.runner.stream(argv, on_line, check=False, timeout=timeout)
         except CommandTimeout as exc:
             raise LabError(self._explain(f"timed out after {timeout:.0f} s", tail)) from exc
         finally:
@@ -177,7 +200,8 @@ class Lab:
         art = self.artefacts
         argv = qemu_argv(art, self.share, None, accel="kvm" if kvm_usable() else "tcg",
                          interactive=True)
-        return self.runner.interactive(argv)
+        with one_lab_at_a_time(self.progress):
+            return self.runner.interactive(argv)
 
     @staticmethod
     def _explain(what: str, tail: deque[str]) -> str:

@@ -68,3 +68,31 @@ def test_crash_before_the_command_is_reported(tmp_path):
     lab = _lab_with_console("(XEN) Hardware Dom0 crashed\n", tmp_path)
     with pytest.raises(LabError, match="before Dom0 ran the command"):
         lab.run(["true"])
+
+
+def test_second_lab_waits_for_the_first(tmp_path, monkeypatch):
+    import fcntl
+    import threading
+
+    from selena.lab.qemu import one_lab_at_a_time
+
+    monkeypatch.setenv("SELENA_CACHE", str(tmp_path))
+    messages: list[str] = []
+    order: list[str] = []
+    holder = open(tmp_path / "lab.lock", "w")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+
+    def second() -> None:
+        with one_lab_at_a_time(messages.append):
+            order.append("second")
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    thread.join(0.5)
+    assert thread.is_alive(), "the second lab must wait while the first holds the lock"
+    assert messages and "another lab is running" in messages[0]
+    order.append("first done")
+    fcntl.flock(holder, fcntl.LOCK_UN)
+    holder.close()
+    thread.join(5)
+    assert order == ["first done", "second"]
