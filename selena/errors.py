@@ -58,3 +58,30 @@ class ScenarioError(SelenaError):
 
 class BackendError(SelenaError):
     """The virtualization backend could not create, find or remove an object."""
+
+
+class ControlError(SelenaError):
+    """The Xenstore control channel to the guest agents failed."""
+
+
+class XenstoreError(ControlError):
+    """Xenstore refused a request; `code` is its error name (ENOENT, EACCES...)."""
+
+    def __init__(self, code: str, op: str, path: str):
+        self.code = code
+        self.op = op
+        self.path = path
+        super().__init__(f"xenstore {op} {path}: {code}")
+
+
+class ProtocolMismatch(ControlError):
+    """A guest agent speaks another control-protocol version, or said nonsense."""
+
+
+class GuestLost(ControlError):
+    """A guest died, hung (no heartbeat) or never started its agent."""
+
+    def __init__(self, guest: str, why: str):
+        self.guest = guest
+        self.why = why
+        super().__init__(f"guest {guest} lost: {why}")

@@ -1,0 +1,927 @@
+/*
+ * selena guest agent: runs the commands Dom0 writes into this guest's
+ * Xenstore directory and reports their state and output there
+ * (PROTOCOL.md). Single-threaded: one poll() loop over the xenbus device,
+ * SIGCHLD, a heartbeat timer and the commands' output pipes.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "spec.h"
+#include "xs.h"
+
+#define MAX_CMDS 64
+#define CHUNK_BYTES 2048
+#define WINDOW_CHUNKS 16
+#define EOF_GRACE_NS 2000000000ull  /* after exit, wait this long for pipe EOF */
+#define NET_WAIT_NS 10000000000ull
+#define WATCH_TOKEN "selena-cmd"
+
+struct stream {
+    int fd;             /* -1 once at EOF */
+    unsigned int seq;   /* chunks written */
+    unsigned int acked; /* chunks Dom0 has consumed */
+};
+
+struct cmd {
+    int used;
+    char id[CMD_ID_MAX + 1];
+    pid_t pid;
+    int exited;
+    int status;
+    struct stream out[2];
+    uint64_t start_rt, start_mono, end_rt, end_mono, deadline_mono;
+    const char *kill_reason;
+};
+
+static struct xs_conn xs;
+static struct cmd cmds[MAX_CMDS];
+static char home[64];      /* /local/domain/<id>/selena */
+static sigset_t sigchld_set;
+
+static void logmsg(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("selena-agent: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static uint64_t now_ns(clockid_t clk)
+{
+    struct timespec ts;
+
+    clock_gettime(clk, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int put(const char *suffix, const char *value)
+{
+    char path[256];
+    int rc;
+
+    snprintf(path, sizeof(path), "%s/%s", home, suffix);
+    rc = xs_write_str(&xs, path, value);
+    if ( rc )
+        logmsg("write %s: %s", path, xs_errname(rc));
+    return rc;
+}
+
+static int get(const char *suffix, char **value, size_t *len)
+{
+    char path[256];
+
+    snprintf(path, sizeof(path), "%s/%s", home, suffix);
+    return xs_read(&xs, path, value, len);
+}
+
+static void set_state(const char *id, const char *fmt, ...)
+{
+    char suffix[128], value[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(value, sizeof(value), fmt, ap);
+    va_end(ap);
+    snprintf(suffix, sizeof(suffix), "out/%s/state", id);
+    put(suffix, value);
+}
+
+static void report_failed(const char *id, const char *reason, const char *detail)
+{
+    char esc[512];
+
+    set_state(id, "failed reason=%s detail=%s", reason,
+              escape(detail, esc, sizeof(esc)));
+}
+
+static struct cmd *find_cmd(const char *id)
+{
+    unsigned int i;
+
+    for ( i = 0; i < MAX_CMDS; i++ )
+        if ( cmds[i].used && strcmp(cmds[i].id, id) == 0 )
+            return &cmds[i];
+    return NULL;
+}
+
+static int set_nonblock(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+
+    return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+/* Fork and exec; returns the pid, or -errno with the exec failure. */
+static pid_t spawn(const struct spec *s, int out_fd, int err_fd)
+{
+    int errpipe[2], child_errno = 0;
+    pid_t pid;
+    ssize_t n;
+
+    if ( pipe2(errpipe, O_CLOEXEC) )
+        return -errno;
+    pid = fork();
+    if ( pid < 0 )
+    {
+        int err = -errno;
+
+        close(errpipe[0]);
+        close(errpipe[1]);
+        return err;
+    }
+    if ( pid == 0 )
+    {
+        int devnull = open("/dev/null", O_RDONLY);
+        unsigned int i;
+
+        sigprocmask(SIG_UNBLOCK, &sigchld_set, NULL);
+        signal(SIGPIPE, SIG_DFL);
+        setsid(); /* its own process group, so kill reaches its children */
+        if ( devnull >= 0 )
+            dup2(devnull, 0);
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        for ( i = 0; i < s->envc; i++ )
+            putenv(s->env[i]);
+        if ( chdir(s->cwd ? s->cwd : "/") == 0 )
+        {
+            if ( s->shell )
+                execl("/bin/sh", "sh", "-c", s->shell, (char *)NULL);
+            else
+                execvp(s->argv[0], s->argv);
+        }
+        child_errno = errno;
+        n = write(errpipe[1], &child_errno, sizeof(child_errno));
+        (void)n;
+        _exit(127);
+    }
+    close(errpipe[1]);
+    do
+        n = read(errpipe[0], &child_errno, sizeof(child_errno));
+    while ( n < 0 && errno == EINTR );
+    close(errpipe[0]);
+    if ( n == sizeof(child_errno) )
+    {
+        waitpid(pid, NULL, 0);
+        return -child_errno;
+    }
+    return pid;
+}
+
+static void start_command(const char *id)
+{
+    char suffix[128], detail[256];
+    char *buf;
+    size_t len;
+    const char *reason;
+    struct spec s;
+    struct cmd *c = NULL;
+    int outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
+    unsigned int i;
+    pid_t pid;
+    int rc;
+
+    snprintf(suffix, sizeof(suffix), "cmd/%s", id);
+    rc = get(suffix, &buf, &len);
+    if ( rc )
+        return; /* removed meanwhile */
+    rc = spec_parse(buf, len, &s, &reason, detail, sizeof(detail));
+    free(buf);
+    if ( rc )
+    {
+        report_failed(id, reason, detail);
+        return;
+    }
+    for ( i = 0; i < MAX_CMDS && !c; i++ )
+        if ( !cmds[i].used )
+            c = &cmds[i];
+    if ( !c )
+    {
+        report_failed(id, "busy", "too many commands running");
+        goto out;
+    }
+    if ( pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC) )
+    {
+        report_failed(id, "exec", strerror(errno));
+        goto out;
+    }
+    memset(c, 0, sizeof(*c));
+    c->start_rt = now_ns(CLOCK_REALTIME);
+    c->start_mono = now_ns(CLOCK_MONOTONIC);
+    pid = spawn(&s, outp[1], errp[1]);
+    if ( pid < 0 )
+    {
+        snprintf(detail, sizeof(detail), "%s: %s",
+                 s.shell ? "/bin/sh" : s.argv[0], strerror((int)-pid));
+        report_failed(id, "exec", detail);
+        goto out;
+    }
+    c->used = 1;
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    c->pid = pid;
+    c->out[0].fd = outp[0];
+    c->out[1].fd = errp[0];
+    outp[0] = errp[0] = -1;
+    set_nonblock(c->out[0].fd);
+    set_nonblock(c->out[1].fd);
+    if ( s.timeout_ns )
+        c->deadline_mono = c->start_mono + s.timeout_ns;
+    set_state(id, "running pid=%d start=%llu", (int)pid,
+              (unsigned long long)c->start_rt);
+ out:
+    for ( i = 0; i < 2; i++ )
+    {
+        if ( outp[i] >= 0 )
+            close(outp[i]);
+        if ( errp[i] >= 0 )
+            close(errp[i]);
+    }
+    spec_free(&s);
+}
+
+/* Is this command id finished or being handled already? */
+static int known(const char *id)
+{
+    char suffix[128];
+    char *val;
+    int rc;
+
+    if ( find_cmd(id) )
+        return 1;
+    snprintf(suffix, sizeof(suffix), "out/%s/state", id);
+    rc = get(suffix, &val, NULL);
+    if ( rc == 0 )
+        free(val);
+    return rc != -ENOENT;
+}
+
+static void rescan(void)
+{
+    char path[128];
+    char *names, *p;
+    size_t len;
+
+    snprintf(path, sizeof(path), "%s/cmd", home);
+    if ( xs_directory(&xs, path, &names, &len) )
+        return;
+    for ( p = names; p < names + len; p += strlen(p) + 1 )
+    {
+        if ( !*p )
+            continue;
+        if ( !valid_cmd_id(p) )
+        {
+            logmsg("ignoring command with invalid id");
+            continue;
+        }
+        if ( !known(p) )
+            start_command(p);
+    }
+    free(names);
+}
+
+static void read_ack(struct cmd *c)
+{
+    char suffix[128];
+    char *val;
+    unsigned int a, b;
+
+    snprintf(suffix, sizeof(suffix), "cmd/%s/ack", c->id);
+    if ( get(suffix, &val, NULL) )
+        return;
+    if ( sscanf(val, "%u %u", &a, &b) == 2 )
+    {
+        if ( a > c->out[0].acked && a <= c->out[0].seq )
+            c->out[0].acked = a;
+        if ( b > c->out[1].acked && b <= c->out[1].seq )
+            c->out[1].acked = b;
+    }
+    free(val);
+}
+
+static void read_kill(struct cmd *c)
+{
+    char suffix[128];
+    char *val, *end;
+    long sig;
+
+    snprintf(suffix, sizeof(suffix), "cmd/%s/kill", c->id);
+    if ( get(suffix, &val, NULL) )
+        return;
+    sig = strtol(val, &end, 10);
+    if ( end != val && *end == '\0' && sig > 0 && sig < 65 && !c->exited )
+    {
+        if ( !c->kill_reason )
+            c->kill_reason = "kill";
+        kill(-c->pid, (int)sig);
+    }
+    free(val);
+}
+
+/* A watch event under <home>/cmd (absolute or relative path). */
+static void handle_event(const char *path)
+{
+    const char *rest = NULL, *slash;
+    char id[CMD_ID_MAX + 1];
+    struct cmd *c;
+    size_t n;
+
+    /* Absolute or relative (as the watch was registered), either way. */
+    if ( strncmp(path, home, strlen(home)) == 0 )
+        rest = path + strlen(home);
+    else if ( (rest = strstr(path, "selena/cmd")) != NULL )
+        rest += strlen("selena");
+    if ( !rest || strncmp(rest, "/cmd", 4) != 0 )
+        return;
+    rest += 4;
+    if ( *rest == '\0' )
+    {
+        rescan();
+        return;
+    }
+    rest++;
+    slash = strchr(rest, '/');
+    n = slash ? (size_t)(slash - rest) : strlen(rest);
+    if ( n == 0 || n > CMD_ID_MAX )
+        return;
+    memcpy(id, rest, n);
+    id[n] = '\0';
+    c = find_cmd(id);
+    if ( !slash )
+    {
+        if ( !c )
+            rescan();
+        return;
+    }
+    if ( !c )
+        return;
+    if ( strcmp(slash, "/ack") == 0 )
+        read_ack(c);
+    else if ( strcmp(slash, "/kill") == 0 )
+        read_kill(c);
+}
+
+static int window_open(const struct stream *s)
+{
+    return s->fd >= 0 && s->seq - s->acked < WINDOW_CHUNKS;
+}
+
+/* Move one chunk from a pipe to Xenstore; at EOF close the pipe. */
+static void pump_stream(struct cmd *c, unsigned int which, int at_grace)
+{
+    static const char *const names[] = { "stdout", "stderr" };
+    struct stream *s = &c->out[which];
+    char buf[CHUNK_BYTES], suffix[128];
+    ssize_t n;
+
+    if ( !window_open(s) )
+        return;
+    n = read(s->fd, buf, sizeof(buf));
+    if ( n < 0 && (errno == EAGAIN || errno == EINTR) )
+    {
+        /* Exited, and whoever still holds the pipe is not the command. */
+        if ( !at_grace )
+            return;
+        n = 0;
+    }
+    if ( n <= 0 )
+    {
+        close(s->fd);
+        s->fd = -1;
+        return;
+    }
+    snprintf(suffix, sizeof(suffix), "out/%s/%s/%u", c->id, names[which], s->seq);
+    {
+        char path[256];
+
+        snprintf(path, sizeof(path), "%s/%s", home, suffix);
+        if ( xs_write(&xs, path, buf, (size_t)n) == 0 )
+            s->seq++;
+        else
+            logmsg("lost %zd bytes of %s output", n, c->id);
+    }
+}
+
+static void finish_if_done(struct cmd *c)
+{
+    unsigned long long dur;
+
+    if ( !c->exited || c->out[0].fd >= 0 || c->out[1].fd >= 0 )
+        return;
+    dur = (unsigned long long)(c->end_mono - c->start_mono);
+    if ( WIFSIGNALED(c->status) )
+        set_state(c->id,
+                  "killed signal=%d reason=%s start=%llu end=%llu dur=%llu "
+                  "stdout=%u stderr=%u", WTERMSIG(c->status),
+                  c->kill_reason ? c->kill_reason : "signal",
+                  (unsigned long long)c->start_rt,
+                  (unsigned long long)c->end_rt, dur, c->out[0].seq,
+                  c->out[1].seq);
+    else
+        set_state(c->id,
+                  "exited code=%d start=%llu end=%llu dur=%llu stdout=%u "
+                  "stderr=%u", WEXITSTATUS(c->status),
+                  (unsigned long long)c->start_rt,
+                  (unsigned long long)c->end_rt, dur, c->out[0].seq,
+                  c->out[1].seq);
+    c->used = 0;
+}
+
+static void reap(void)
+{
+    int status;
+    pid_t pid;
+    unsigned int i;
+
+    while ( (pid = waitpid(-1, &status, WNOHANG)) > 0 )
+        for ( i = 0; i < MAX_CMDS; i++ )
+            if ( cmds[i].used && cmds[i].pid == pid )
+            {
+                cmds[i].exited = 1;
+                cmds[i].status = status;
+                cmds[i].end_rt = now_ns(CLOCK_REALTIME);
+                cmds[i].end_mono = now_ns(CLOCK_MONOTONIC);
+            }
+}
+
+static void enforce_timeouts(uint64_t mono)
+{
+    unsigned int i;
+
+    for ( i = 0; i < MAX_CMDS; i++ )
+    {
+        struct cmd *c = &cmds[i];
+
+        if ( c->used && !c->exited && c->deadline_mono &&
+             mono >= c->deadline_mono && !c->kill_reason )
+        {
+            c->kill_reason = "timeout";
+            kill(-c->pid, SIGKILL);
+        }
+    }
+}
+
+/* ---- boot-time network configuration ---- */
+
+static int ifname_of(const char *mac, char *name, size_t len)
+{
+    DIR *d = opendir("/sys/class/net");
+    struct dirent *e;
+    int found = 0;
+
+    if ( !d )
+        return 0;
+    while ( !found && (e = readdir(d)) )
+    {
+        char path[300], addr[32];
+        FILE *f;
+
+        if ( e->d_name[0] == '.' )
+            continue;
+        snprintf(path, sizeof(path), "/sys/class/net/%s/address", e->d_name);
+        f = fopen(path, "r");
+        if ( !f )
+            continue;
+        if ( fgets(addr, sizeof(addr), f) && strncasecmp(addr, mac, 17) == 0 &&
+             strlen(e->d_name) < len )
+        {
+            memcpy(name, e->d_name, strlen(e->d_name) + 1);
+            found = 1;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
+static int run_argv(char *const argv[])
+{
+    int status;
+    pid_t pid = fork();
+
+    if ( pid < 0 )
+        return -1;
+    if ( pid == 0 )
+    {
+        sigprocmask(SIG_UNBLOCK, &sigchld_set, NULL);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    if ( waitpid(pid, &status, 0) < 0 )
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static int apply_directive(const struct net_directive *d, char *detail, size_t dlen)
+{
+    char ifname[64] = "";
+    uint64_t deadline = now_ns(CLOCK_MONOTONIC) + NET_WAIT_NS;
+    int rc = 0;
+
+    if ( d->kind != NET_ROUTE )
+    {
+        struct timespec pause = { 0, 100000000 };
+
+        while ( !ifname_of(d->mac, ifname, sizeof(ifname)) )
+        {
+            if ( now_ns(CLOCK_MONOTONIC) > deadline )
+            {
+                snprintf(detail, dlen, "no interface with MAC %s", d->mac);
+                return -1;
+            }
+            nanosleep(&pause, NULL);
+        }
+    }
+    switch ( d->kind )
+    {
+    case NET_ADDR:
+    {
+        char *const add[] = { "ip", "addr", "add", (char *)d->arg1, "dev", ifname, NULL };
+        char *const up[] = { "ip", "link", "set", ifname, "up", NULL };
+
+        rc = run_argv(add) || run_argv(up);
+        break;
+    }
+    case NET_MTU:
+    {
+        char *const a[] = { "ip", "link", "set", ifname, "mtu", (char *)d->arg1, NULL };
+
+        rc = run_argv(a);
+        break;
+    }
+    case NET_TXQUEUELEN:
+    {
+        char *const a[] = { "ip", "link", "set", ifname, "qlen", (char *)d->arg1, NULL };
+
+        rc = run_argv(a);
+        break;
+    }
+    case NET_ROUTE:
+    {
+        char *const a[] = { "ip", "route", "replace", (char *)d->arg1, "via",
+                            (char *)d->arg2, NULL };
+
+        rc = run_argv(a);
+        break;
+    }
+    case NET_ARP:
+    {
+        char *const a[] = { "ip", "neigh", "replace", (char *)d->arg1, "lladdr",
+                            (char *)d->arg2, "dev", ifname, "nud", "permanent", NULL };
+        /* busybox ip has no "neigh replace"; its arp applet does the same. */
+        char *const b[] = { "arp", "-i", ifname, "-s", (char *)d->arg1,
+                            (char *)d->arg2, NULL };
+
+        rc = run_argv(a) && run_argv(b);
+        break;
+    }
+    }
+    if ( rc )
+        snprintf(detail, dlen, "ip failed (status %d)", rc);
+    return rc ? -1 : 0;
+}
+
+static void configure_network(void)
+{
+    char *buf, *line, *next, detail[200], esc[600];
+    size_t len;
+    unsigned int index = 0;
+
+    if ( get("net", &buf, &len) )
+    {
+        put("agent/net", "ok");
+        return;
+    }
+    for ( line = buf; line && *line; line = next )
+    {
+        struct net_directive d;
+        size_t n;
+
+        next = strchr(line, '\n');
+        n = next ? (size_t)(next - line) : strlen(line);
+        if ( next )
+            next++;
+        if ( n == 0 )
+            continue;
+        if ( net_parse_line(line, n, &d, detail, sizeof(detail)) ||
+             apply_directive(&d, detail, sizeof(detail)) )
+        {
+            char value[700];
+
+            snprintf(value, sizeof(value), "failed %u %s", index,
+                     escape(detail, esc, sizeof(esc)));
+            put("agent/net", value);
+            free(buf);
+            return;
+        }
+        index++;
+    }
+    free(buf);
+    put("agent/net", "ok");
+}
+
+/* ---- main loop ---- */
+
+static void heartbeat(void)
+{
+    static unsigned long long seq;
+    char value[64];
+
+    snprintf(value, sizeof(value), "%llu %llu", ++seq,
+             (unsigned long long)now_ns(CLOCK_REALTIME));
+    put("agent/heartbeat", value);
+}
+
+static int next_timeout_ms(uint64_t mono)
+{
+    uint64_t soonest = UINT64_MAX;
+    unsigned int i;
+
+    for ( i = 0; i < MAX_CMDS; i++ )
+    {
+        const struct cmd *c = &cmds[i];
+        uint64_t t = UINT64_MAX;
+
+        if ( !c->used )
+            continue;
+        if ( c->exited )
+            t = c->end_mono + EOF_GRACE_NS;
+        else if ( c->deadline_mono && !c->kill_reason )
+            t = c->deadline_mono;
+        if ( t < soonest )
+            soonest = t;
+    }
+    if ( soonest == UINT64_MAX )
+        return -1;
+    if ( soonest <= mono )
+        return 0;
+    return (int)((soonest - mono) / 1000000ull + 1);
+}
+
+static int serve(void)
+{
+    struct itimerspec every_second = { { 1, 0 }, { 1, 0 } };
+    int sfd, tfd;
+
+    sfd = signalfd(-1, &sigchld_set, SFD_CLOEXEC | SFD_NONBLOCK);
+    tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if ( sfd < 0 || tfd < 0 || timerfd_settime(tfd, 0, &every_second, NULL) )
+    {
+        logmsg("signalfd/timerfd: %s", strerror(errno));
+        return 1;
+    }
+    heartbeat();
+    for ( ;; )
+    {
+        struct pollfd pfd[3 + 2 * MAX_CMDS];
+        struct cmd *owner[3 + 2 * MAX_CMDS];
+        unsigned int which[3 + 2 * MAX_CMDS];
+        unsigned int n = 0, i;
+        struct xs_event ev;
+        uint64_t mono;
+        int rc;
+
+        while ( xs_next_event(&xs, &ev) )
+        {
+            if ( strcmp(ev.token, WATCH_TOKEN) == 0 )
+                handle_event(ev.path);
+            free(ev.path);
+            free(ev.token);
+        }
+        if ( xs.ev_dropped )
+        {
+            /* Lost events: re-read everything that events would announce. */
+            xs.ev_dropped = 0;
+            rescan();
+            for ( i = 0; i < MAX_CMDS; i++ )
+                if ( cmds[i].used )
+                {
+                    read_ack(&cmds[i]);
+                    read_kill(&cmds[i]);
+                }
+        }
+        mono = now_ns(CLOCK_MONOTONIC);
+        enforce_timeouts(mono);
+        for ( i = 0; i < MAX_CMDS; i++ )
+        {
+            struct cmd *c = &cmds[i];
+            unsigned int k;
+
+            if ( !c->used )
+                continue;
+            for ( k = 0; k < 2; k++ )
+                if ( c->exited && mono >= c->end_mono + EOF_GRACE_NS )
+                    pump_stream(c, k, 1);
+            finish_if_done(c);
+        }
+
+        pfd[n++] = (struct pollfd){ .fd = xs.fd, .events = POLLIN };
+        pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+        pfd[n++] = (struct pollfd){ .fd = tfd, .events = POLLIN };
+        for ( i = 0; i < MAX_CMDS; i++ )
+        {
+            unsigned int k;
+
+            if ( !cmds[i].used )
+                continue;
+            for ( k = 0; k < 2; k++ )
+                if ( window_open(&cmds[i].out[k]) )
+                {
+                    owner[n] = &cmds[i];
+                    which[n] = k;
+                    pfd[n++] = (struct pollfd){ .fd = cmds[i].out[k].fd,
+                                                .events = POLLIN };
+                }
+        }
+        if ( xs.ev_count )
+            continue;
+        rc = poll(pfd, n, next_timeout_ms(mono));
+        if ( rc < 0 && errno != EINTR )
+        {
+            logmsg("poll: %s", strerror(errno));
+            return 1;
+        }
+        if ( rc <= 0 )
+            continue;
+        if ( pfd[0].revents )
+        {
+            rc = xs_pump(&xs);
+            if ( rc )
+            {
+                logmsg("xenbus: %s", strerror(-rc));
+                return 1;
+            }
+        }
+        if ( pfd[1].revents )
+        {
+            struct signalfd_siginfo si;
+
+            while ( read(sfd, &si, sizeof(si)) == sizeof(si) )
+                ;
+            reap();
+        }
+        if ( pfd[2].revents )
+        {
+            uint64_t ticks;
+
+            if ( read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks) )
+                heartbeat();
+        }
+        for ( i = 3; i < n; i++ )
+            if ( pfd[i].revents )
+                pump_stream(owner[i], which[i], 0);
+    }
+}
+
+static int open_xenbus(const char *device)
+{
+    struct timespec pause = { 0, 100000000 };
+    unsigned int tries;
+    int rc = -ENOENT;
+
+    /* The device node can appear a moment after init starts us. */
+    for ( tries = 0; tries < 100; tries++ )
+    {
+        rc = xs_open(&xs, device);
+        if ( rc == 0 )
+            return 0;
+        nanosleep(&pause, NULL);
+    }
+    logmsg("cannot open %s: %s", device, strerror(-rc));
+    return rc;
+}
+
+/* `selena-agent xs read|write|rm|ls PATH [VALUE]`: a Xenstore client for
+ * tests inside guests (permission checks); prints the error name on failure. */
+static int xs_tool(int argc, char **argv, const char *device)
+{
+    char *val = NULL;
+    size_t len = 0;
+    int rc;
+
+    if ( argc < 2 || open_xenbus(device) )
+        return 2;
+    if ( strcmp(argv[0], "read") == 0 )
+        rc = xs_read(&xs, argv[1], &val, &len);
+    else if ( strcmp(argv[0], "ls") == 0 )
+        rc = xs_directory(&xs, argv[1], &val, &len);
+    else if ( strcmp(argv[0], "write") == 0 && argc == 3 )
+        rc = xs_write_str(&xs, argv[1], argv[2]);
+    else if ( strcmp(argv[0], "rm") == 0 )
+        rc = xs_rm(&xs, argv[1]);
+    else
+    {
+        fprintf(stderr, "usage: selena-agent xs read|ls|rm PATH | write PATH VALUE\n");
+        return 2;
+    }
+    if ( rc )
+    {
+        printf("%s\n", xs_errname(rc));
+        return 1;
+    }
+    if ( val )
+    {
+        size_t i;
+
+        for ( i = 0; i < len; i++ )
+            putchar(val[i] ? val[i] : '\n');
+        if ( len && val[len - 1] )
+            putchar('\n');
+        free(val);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *device = "/dev/xen/xenbus";
+    char *val;
+    char path[128];
+    size_t len;
+    int rc;
+
+    if ( argc > 2 && strcmp(argv[1], "--device") == 0 )
+    {
+        device = argv[2];
+        argc -= 2;
+        argv += 2;
+    }
+    sigemptyset(&sigchld_set);
+    sigaddset(&sigchld_set, SIGCHLD);
+    if ( argc > 1 && strcmp(argv[1], "xs") == 0 )
+        return xs_tool(argc - 2, argv + 2, device);
+    if ( argc > 1 )
+    {
+        fprintf(stderr, "usage: selena-agent [--device PATH] [xs ...]\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    sigprocmask(SIG_BLOCK, &sigchld_set, NULL);
+    if ( open_xenbus(device) )
+        return 1;
+
+    /* Absolute paths when the toolstack wrote our domid; otherwise Xenstore
+     * resolves relative paths against our own domain. */
+    snprintf(home, sizeof(home), "selena");
+    if ( xs_read(&xs, "domid", &val, &len) == 0 )
+    {
+        if ( len > 0 && len < 8 )
+            snprintf(home, sizeof(home), "/local/domain/%.*s/selena", (int)len, val);
+        free(val);
+    }
+
+    rc = get("version", &val, &len);
+    if ( rc == -ENOENT || rc == -EACCES )
+    {
+        logmsg("no selena control keys in %s; nothing to do", home);
+        return 0;
+    }
+    if ( rc )
+    {
+        logmsg("reading %s/version: %s", home, xs_errname(rc));
+        return 1;
+    }
+    put("agent/version", "1");
+    if ( len != 1 || val[0] != '0' + PROTOCOL_VERSION )
+    {
+        char msg[80];
+
+        snprintf(msg, sizeof(msg), "failed version %.*s", (int)(len < 16 ? len : 16), val);
+        put("agent/state", msg);
+        logmsg("controller speaks protocol %.*s, I speak %d",
+               (int)(len < 16 ? len : 16), val, PROTOCOL_VERSION);
+        free(val);
+        return 1;
+    }
+    free(val);
+    put("agent/state", "starting");
+    configure_network();
+    snprintf(path, sizeof(path), "%s/cmd", home);
+    rc = xs_watch(&xs, path, WATCH_TOKEN);
+    if ( rc )
+    {
+        logmsg("watch %s: %s", path, xs_errname(rc));
+        put("agent/state", "failed watch");
+        return 1;
+    }
+    put("agent/state", "ready");
+    rescan();
+    return serve();
+}

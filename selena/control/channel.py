@@ -1,0 +1,327 @@
+"""The controller side of the control channel: commands to guest agents and
+their results back, over one Xenstore connection with watches.
+
+A pump thread reacts to watch events on each guest's `out` and `agent`
+directories: it moves output chunks into memory, acknowledges them (the
+agent's flow control), and completes commands. Callers submit commands and
+wait on handles from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from selena.control.protocol import (
+    PROTOCOL_VERSION,
+    CommandSpec,
+    CommandState,
+    parse_state,
+)
+from selena.control.xenstore import XenstoreConnection
+from selena.errors import ControlError, GuestLost, ProtocolMismatch, XenstoreError
+
+log = logging.getLogger(__name__)
+
+STREAMS = ("stdout", "stderr")
+
+
+def base_path(domid: int) -> str:
+    return f"/local/domain/{domid}/selena"
+
+
+@dataclass
+class CommandResult:
+    guest: str
+    id: str
+    command: str
+    state: str                      # exited | killed | failed | lost
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None       # killed: kill|timeout|signal; failed/lost: why
+    detail: str = ""
+    start_ns: int | None = None     # guest CLOCK_REALTIME (virtual time)
+    end_ns: int | None = None
+    dur_ns: int | None = None       # guest CLOCK_MONOTONIC
+    stdout: bytes = b""
+    stderr: bytes = b""
+    submitted: float = 0.0          # Dom0 wall clock (real time)
+    finished: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "exited" and self.exit_code == 0
+
+    def summary(self) -> str:
+        if self.state == "exited":
+            return f"exited {self.exit_code}"
+        if self.state == "killed":
+            return f"killed by signal {self.signal} ({self.reason})"
+        return f"{self.state} ({self.reason}: {self.detail})" if self.detail else self.state
+
+
+@dataclass
+class CommandHandle:
+    guest: str
+    id: str
+    spec: CommandSpec
+    submitted: float
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
+    _result: CommandResult | None = field(default=None, repr=False)
+    # Collected so far (pump thread only).
+    _out: list[bytearray] = field(default_factory=lambda: [bytearray(), bytearray()],
+                                  repr=False)
+    _next: list[int] = field(default_factory=lambda: [0, 0], repr=False)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+
+@dataclass
+class _Guest:
+    name: str
+    domid: int
+    base: str
+    active: dict[str, CommandHandle] = field(default_factory=dict)
+    dirty: bool = True
+    heartbeat: bytes | None = None
+    heartbeat_seen: float = 0.0
+    lost: str | None = None
+
+
+class Controller:
+    """Runs commands in guests through their agents.
+
+    lost_after: real seconds without a heartbeat change before a guest is
+    declared lost (default max(10, 5 x TDF): the agent beats every guest second).
+    """
+
+    def __init__(self, xs: XenstoreConnection, tdf: float = 1.0,
+                 lost_after: float | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.xs = xs
+        self.tdf = tdf
+        self.lost_after = lost_after if lost_after is not None else max(10.0, 5.0 * tdf)
+        self.clock = clock
+        self._guests: dict[str, _Guest] = {}
+        self._cond = threading.Condition()
+        self._stop = False
+        self._pump_error: BaseException | None = None
+        self._pump = threading.Thread(target=self._pump_loop, name="selena-control",
+                                      daemon=True)
+        self._pump.start()
+
+    # -- guests --------------------------------------------------------------------
+
+    def add_guest(self, name: str, domid: int) -> None:
+        guest = _Guest(name, domid, base_path(domid), heartbeat_seen=self.clock())
+        with self._cond:
+            self._guests[name] = guest
+
+        def mark(_path: str, _token: str) -> None:
+            with self._cond:
+                guest.dirty = True
+                self._cond.notify_all()
+
+        self.xs.watch(f"{guest.base}/out", f"selena-out-{name}", mark)
+        self.xs.watch(f"{guest.base}/agent", f"selena-agent-{name}", mark)
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait until every agent reports ready with our protocol version."""
+        deadline = self.clock() + timeout
+        pending = set(self._guests)
+        while pending:
+            for name in sorted(pending):
+                if self._agent_ready(self._guests[name]):
+                    pending.discard(name)
+            if not pending:
+                return
+            if self.clock() >= deadline:
+                name = sorted(pending)[0]
+                raise GuestLost(name, f"its agent was not ready after {timeout:g} s "
+                                      f"(also not ready: {', '.join(sorted(pending)[1:]) or '-'})")
+            with self._cond:
+                self._cond.wait(0.5)
+
+    def _agent_ready(self, guest: _Guest) -> bool:
+        try:
+            state = self.xs.read_or_none(f"{guest.base}/agent/state")
+        except XenstoreError as exc:
+            raise GuestLost(guest.name, f"cannot read its agent state: {exc}") from None
+        if state is None:
+            if self.xs.read_or_none(f"{guest.base}/version") is None:
+                raise GuestLost(guest.name, "its domain or control keys are gone")
+            return False
+        text = state.decode(errors="replace")
+        if text.startswith("failed"):
+            raise ProtocolMismatch(f"guest {guest.name}: agent {text}")
+        if text != "ready":
+            return False
+        version = (self.xs.read_or_none(f"{guest.base}/agent/version") or b"").decode()
+        if version != str(PROTOCOL_VERSION):
+            raise ProtocolMismatch(f"guest {guest.name}: agent speaks protocol {version!r}, "
+                                   f"selena speaks {PROTOCOL_VERSION}")
+        return True
+
+    # -- commands ------------------------------------------------------------------
+
+    def submit(self, guest_name: str, spec: CommandSpec) -> CommandHandle:
+        guest = self._guest(guest_name)
+        if guest.lost:
+            raise GuestLost(guest_name, guest.lost)
+        text = spec.encode()
+        handle = CommandHandle(guest_name, uuid.uuid4().hex[:16], spec, time.time())
+        with self._cond:
+            guest.active[handle.id] = handle
+        self.xs.write(f"{guest.base}/cmd/{handle.id}", text)
+        return handle
+
+    def kill(self, handle: CommandHandle, signal: int = 15) -> None:
+        if handle.done:
+            return
+        guest = self._guest(handle.guest)
+        self.xs.write(f"{guest.base}/cmd/{handle.id}/kill", str(int(signal)))
+
+    def wait(self, handle: CommandHandle, timeout: float | None = None) -> CommandResult:
+        """Wait for a command's final state; timeout in real seconds."""
+        if not handle._done.wait(timeout):
+            raise ControlError(f"command {handle.spec.describe()!r} on {handle.guest} still "
+                               f"running after {timeout:g} s")
+        if self._pump_error is not None and handle._result is None:
+            raise ControlError(f"control channel failed: {self._pump_error}")
+        assert handle._result is not None
+        return handle._result
+
+    def run(self, guest_name: str, spec: CommandSpec,
+            timeout: float | None = None) -> CommandResult:
+        return self.wait(self.submit(guest_name, spec), timeout)
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._pump.join(timeout=10)
+
+    def _guest(self, name: str) -> _Guest:
+        try:
+            return self._guests[name]
+        except KeyError:
+            raise ControlError(f"no guest named {name!r} is attached") from None
+
+    # -- pump ----------------------------------------------------------------------
+
+    def _pump_loop(self) -> None:
+        next_liveness = self.clock()
+        try:
+            while True:
+                with self._cond:
+                    if self._stop:
+                        return
+                    dirty = [g for g in self._guests.values() if g.dirty and g.active]
+                    if not dirty and self.clock() < next_liveness:
+                        self._cond.wait(max(0.0, min(1.0, next_liveness - self.clock())))
+                        continue
+                    for g in dirty:
+                        g.dirty = False
+                for guest in dirty:
+                    self._collect(guest)
+                if self.clock() >= next_liveness:
+                    next_liveness = self.clock() + 1.0
+                    for guest in list(self._guests.values()):
+                        self._check_alive(guest)
+        except BaseException as exc:  # surfaced to every waiter, not swallowed
+            log.exception("control channel pump failed")
+            self._pump_error = exc
+            for guest in list(self._guests.values()):
+                for handle in list(guest.active.values()):
+                    handle._done.set()
+
+    def _collect(self, guest: _Guest) -> None:
+        for handle in list(guest.active.values()):
+            try:
+                self._collect_one(guest, handle)
+            except XenstoreError as exc:
+                if exc.code == "ENOENT" or exc.code == "EACCES":
+                    self._lose(guest, f"its control keys vanished ({exc})")
+                    return
+                raise
+
+    def _collect_one(self, guest: _Guest, handle: CommandHandle) -> None:
+        out = f"{guest.base}/out/{handle.id}"
+        raw = self.xs.read_or_none(f"{out}/state")
+        if raw is None:
+            return                              # queued: the agent has not seen it yet
+        state = parse_state(raw.decode(errors="replace"))
+        moved = False
+        for i, stream in enumerate(STREAMS):
+            while True:
+                chunk_path = f"{out}/{stream}/{handle._next[i]}"
+                data = self.xs.read_or_none(chunk_path)
+                if data is None:
+                    break
+                handle._out[i] += data
+                self.xs.rm(chunk_path)
+                handle._next[i] += 1
+                moved = True
+        if moved and not state.final:
+            self.xs.write(f"{guest.base}/cmd/{handle.id}/ack",
+                          f"{handle._next[0]} {handle._next[1]}")
+        if not state.final:
+            return
+        if state.state != "failed" and (handle._next[0] < state.stdout_chunks
+                                        or handle._next[1] < state.stderr_chunks):
+            # Final state is written after every chunk; a missing one was lost.
+            raise ProtocolMismatch(f"guest {guest.name}: command {handle.id} ended with "
+                                   f"{state.stdout_chunks}/{state.stderr_chunks} chunks, "
+                                   f"found {handle._next[0]}/{handle._next[1]}")
+        self._finish(guest, handle, state)
+
+    def _finish(self, guest: _Guest, handle: CommandHandle, state: CommandState) -> None:
+        result = CommandResult(
+            guest=guest.name, id=handle.id, command=handle.spec.describe(), state=state.state,
+            exit_code=state.code, signal=state.signal, reason=state.reason,
+            detail=state.detail, start_ns=state.start_ns, end_ns=state.end_ns,
+            dur_ns=state.dur_ns, stdout=bytes(handle._out[0]), stderr=bytes(handle._out[1]),
+            submitted=handle.submitted, finished=time.time())
+        self.xs.rm(f"{guest.base}/cmd/{handle.id}")
+        self.xs.rm(f"{guest.base}/out/{handle.id}")
+        self._complete(guest, handle, result)
+
+    def _complete(self, guest: _Guest, handle: CommandHandle, result: CommandResult) -> None:
+        with self._cond:
+            guest.active.pop(handle.id, None)
+        handle._result = result
+        handle._done.set()
+
+    def _check_alive(self, guest: _Guest) -> None:
+        if guest.lost:
+            return
+        try:
+            beat = self.xs.read_or_none(f"{guest.base}/agent/heartbeat")
+            exists = beat is not None or self.xs.read_or_none(f"{guest.base}/version") is not None
+        except XenstoreError as exc:
+            beat, exists = None, exc.code != "EACCES"
+        now = self.clock()
+        if not exists:
+            self._lose(guest, "its domain is gone")
+            return
+        if beat != guest.heartbeat:
+            guest.heartbeat, guest.heartbeat_seen = beat, now
+        elif guest.active and now - guest.heartbeat_seen > self.lost_after:
+            self._lose(guest, f"no heartbeat for {now - guest.heartbeat_seen:.0f} s "
+                              f"(limit {self.lost_after:g} s)")
+
+    def _lose(self, guest: _Guest, why: str) -> None:
+        log.warning("guest %s lost: %s", guest.name, why)
+        guest.lost = why
+        for handle in list(guest.active.values()):
+            self._complete(guest, handle, CommandResult(
+                guest=guest.name, id=handle.id, command=handle.spec.describe(), state="lost",
+                reason="lost", detail=why, stdout=bytes(handle._out[0]),
+                stderr=bytes(handle._out[1]), submitted=handle.submitted,
+                finished=time.time()))

@@ -1,0 +1,182 @@
+"""Values of the control protocol (guest-agent/PROTOCOL.md), version 1.
+
+Pure functions: encoding command specs and network directives for Dom0 to
+write, parsing the states the agent writes back.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+
+from selena.errors import ProtocolMismatch, ValidationError
+
+PROTOCOL_VERSION = 1
+SPEC_MAX_BYTES = 4096
+MAX_ARGS = 128
+MAX_ENV = 64
+CMD_ID = re.compile(r"[A-Za-z0-9_-]{1,32}\Z")
+MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}\Z")
+FINAL_STATES = ("exited", "killed", "failed")
+
+
+def escape(value: str | bytes) -> str:
+    """Percent-escape %, space, control bytes, DEL and non-ASCII bytes."""
+    raw = value.encode() if isinstance(value, str) else value
+    return "".join(chr(b) if 0x20 < b < 0x7f and b != 0x25 else f"%{b:02X}" for b in raw)
+
+
+def unescape(text: str) -> bytes:
+    out = bytearray()
+    i = 0
+    raw = text.encode()
+    while i < len(raw):
+        b = raw[i]
+        if b == 0x25:
+            pair = raw[i + 1:i + 3]
+            try:
+                value = int(pair, 16) if len(pair) == 2 else -1
+            except ValueError:
+                value = -1
+            if value <= 0:
+                raise ProtocolMismatch(f"bad escape in {text!r}")
+            out.append(value)
+            i += 3
+        else:
+            out.append(b)
+            i += 1
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """What to run in a guest: an argv (no shell) or one shell command line."""
+
+    argv: tuple[str, ...] = ()
+    shell: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    timeout_ns: int = 0         # in the guest's (virtual) time; 0: none
+
+    def encode(self) -> str:
+        if bool(self.argv) == (self.shell is not None):
+            raise ValidationError("a command needs either an argv or a shell line, not both")
+        if self.argv and not self.argv[0]:
+            raise ValidationError("a command's program name is empty")
+        if len(self.argv) > MAX_ARGS:
+            raise ValidationError(f"a command has {len(self.argv)} arguments (at most {MAX_ARGS})")
+        if len(self.env) > MAX_ENV:
+            raise ValidationError(f"a command has {len(self.env)} environment entries "
+                                  f"(at most {MAX_ENV})")
+        if self.timeout_ns < 0:
+            raise ValidationError(f"negative command timeout {self.timeout_ns} ns")
+        lines = [f"selena-cmd {PROTOCOL_VERSION}"]
+        if self.timeout_ns:
+            lines.append(f"timeout {int(self.timeout_ns)}")
+        if self.cwd is not None:
+            if not self.cwd.startswith("/"):
+                raise ValidationError(f"command working directory {self.cwd!r} is not absolute")
+            lines.append(f"cwd {escape(self.cwd)}")
+        for name, value in self.env.items():
+            if not name or "=" in name:
+                raise ValidationError(f"bad environment variable name {name!r}")
+            lines.append(f"env {escape(f'{name}={value}')}")
+        for value in [*self.argv, self.shell]:
+            if value is not None and "\0" in value:
+                raise ValidationError(f"command text {value!r} contains a NUL byte")
+        lines += [f"arg {escape(a)}" for a in self.argv]
+        if self.shell is not None:
+            lines.append(f"shell {escape(self.shell)}")
+        text = "\n".join(lines) + "\n"
+        if len(text.encode()) > SPEC_MAX_BYTES:
+            raise ValidationError(f"command is {len(text.encode())} bytes encoded "
+                                  f"(at most {SPEC_MAX_BYTES}): {self.describe()[:80]}")
+        return text
+
+    def describe(self) -> str:
+        return self.shell if self.shell is not None else " ".join(self.argv)
+
+
+@dataclass(frozen=True)
+class CommandState:
+    """One value of $S/out/<id>/state."""
+
+    state: str                  # running | exited | killed | failed
+    code: int | None = None     # exit code (exited)
+    signal: int | None = None   # killed
+    reason: str | None = None   # killed: kill|timeout|signal; failed: bad-spec|exec|...
+    detail: str = ""
+    start_ns: int | None = None     # guest CLOCK_REALTIME
+    end_ns: int | None = None
+    dur_ns: int | None = None       # guest CLOCK_MONOTONIC
+    stdout_chunks: int = 0
+    stderr_chunks: int = 0
+    pid: int | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+def parse_state(text: str) -> CommandState:
+    word, _, rest = text.strip().partition(" ")
+    fields: dict[str, str] = {}
+    for part in rest.split():
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ProtocolMismatch(f"malformed command state {text!r}")
+        fields[key] = value
+
+    def num(key: str) -> int | None:
+        if key not in fields:
+            return None
+        try:
+            return int(fields[key])
+        except ValueError:
+            raise ProtocolMismatch(f"non-numeric {key} in command state {text!r}") from None
+
+    if word == "running":
+        return CommandState("running", pid=num("pid"), start_ns=num("start"))
+    if word in ("exited", "killed"):
+        for key in ("start", "end", "dur", "stdout", "stderr"):
+            if key not in fields:
+                raise ProtocolMismatch(f"command state {text!r} lacks {key}")
+        return CommandState(word, code=num("code"), signal=num("signal"),
+                            reason=fields.get("reason"), start_ns=num("start"),
+                            end_ns=num("end"), dur_ns=num("dur"),
+                            stdout_chunks=num("stdout") or 0, stderr_chunks=num("stderr") or 0)
+    if word == "failed":
+        detail = unescape(fields.get("detail", "")).decode(errors="replace")
+        return CommandState("failed", reason=fields.get("reason", "?"), detail=detail)
+    raise ProtocolMismatch(f"unknown command state {text!r}")
+
+
+def net_directives(addresses: list[tuple[str, str]], *, gateway: str | None = None,
+                   txqueuelen: list[tuple[str, int]] | None = None,
+                   arp: list[tuple[str, str, str]] | None = None) -> str:
+    """Boot-time network directives: addresses [(mac, "ip/prefix")], default
+    gateway, per-interface queue lengths [(mac, packets)], static ARP entries
+    [(ip, neighbour mac, via mac)]."""
+    lines = []
+    for mac, cidr in addresses:
+        _check_mac(mac)
+        ipaddress.ip_interface(cidr)
+        lines.append(f"addr {mac} {cidr}")
+    for mac, qlen in txqueuelen or []:
+        _check_mac(mac)
+        lines.append(f"txqueuelen {mac} {int(qlen)}")
+    for ip, mac, via in arp or []:
+        ipaddress.ip_address(ip)
+        _check_mac(mac)
+        _check_mac(via)
+        lines.append(f"arp {ip} {mac} {via}")
+    if gateway:
+        ipaddress.ip_address(gateway)
+        lines.append(f"route default {gateway}")
+    return "\n".join(lines)
+
+
+def _check_mac(mac: str) -> None:
+    if not MAC.match(mac):
+        raise ValidationError(f"bad MAC address {mac!r}")

@@ -1,0 +1,231 @@
+"""A persistent Xenstore connection speaking the wire protocol itself.
+
+One socket to xenstored for the whole controller, a reader thread that
+matches replies to requests by id and hands watch events to callbacks. No
+subprocess per operation: `xenstore-write` costs a fork and exec each time,
+and the control channel sends thousands of small requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from selena.errors import ControlError, XenstoreError
+
+log = logging.getLogger(__name__)
+
+XS_DIRECTORY, XS_READ, XS_GET_PERMS, XS_WATCH, XS_UNWATCH = 1, 2, 3, 4, 5
+XS_WRITE, XS_MKDIR, XS_RM, XS_SET_PERMS, XS_WATCH_EVENT, XS_ERROR = 11, 12, 13, 14, 15, 16
+HEADER = struct.Struct("<IIII")        # type, req_id, tx_id, len
+PAYLOAD_MAX = 4096
+SOCKET_PATHS = ("/run/xenstored/socket", "/var/run/xenstored/socket")
+
+WatchCallback = Callable[[str, str], None]   # (path, token); runs on the reader thread
+
+
+def default_socket() -> str:
+    env = os.environ.get("SELENA_XENSTORE_SOCKET")
+    if env:
+        return env
+    for path in SOCKET_PATHS:
+        if Path(path).exists():
+            return path
+    raise ControlError("no xenstored socket (tried " + ", ".join(SOCKET_PATHS)
+                       + "); is this Dom0 with xenstored running?")
+
+
+class _Pending:
+    __slots__ = ("done", "type", "payload")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.type = 0
+        self.payload = b""
+
+
+class XenstoreConnection:
+    """Thread-safe; requests may come from any thread except a watch callback."""
+
+    def __init__(self, path: str | None = None, timeout: float = 30.0):
+        self.path = path or default_socket()
+        self.timeout = timeout
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.connect(self.path)
+        except OSError as exc:
+            self._sock.close()
+            raise ControlError(f"cannot connect to xenstored at {self.path}: {exc}") from None
+        self._send_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._pending: dict[int, _Pending] = {}
+        self._watches: dict[str, WatchCallback] = {}
+        self._next_id = 1
+        self._closed = False
+        self._error: str | None = None
+        self._reader = threading.Thread(target=self._read_loop, name="xenstore-reader",
+                                        daemon=True)
+        self._reader.start()
+
+    # -- operations ----------------------------------------------------------------
+
+    def read(self, path: str) -> bytes:
+        return self._request(XS_READ, "read", path, _z(path))
+
+    def read_or_none(self, path: str) -> bytes | None:
+        try:
+            return self.read(path)
+        except XenstoreError as exc:
+            if exc.code == "ENOENT":
+                return None
+            raise
+
+    def write(self, path: str, value: bytes | str) -> None:
+        data = value.encode() if isinstance(value, str) else value
+        self._request(XS_WRITE, "write", path, _z(path) + data)
+
+    def mkdir(self, path: str) -> None:
+        self._request(XS_MKDIR, "mkdir", path, _z(path))
+
+    def rm(self, path: str) -> None:
+        """Remove a node and its children; a missing node is not an error."""
+        try:
+            self._request(XS_RM, "rm", path, _z(path))
+        except XenstoreError as exc:
+            if exc.code != "ENOENT":
+                raise
+
+    def directory(self, path: str) -> list[str]:
+        reply = self._request(XS_DIRECTORY, "directory", path, _z(path))
+        return [p.decode() for p in reply.split(b"\0") if p]
+
+    def set_perms(self, path: str, perms: list[str]) -> None:
+        """perms like ["n0", "r5"]: owner 0 with no default access, read for 5."""
+        payload = _z(path) + b"".join(_z(p) for p in perms)
+        self._request(XS_SET_PERMS, "set-perms", path, payload)
+
+    def get_perms(self, path: str) -> list[str]:
+        reply = self._request(XS_GET_PERMS, "get-perms", path, _z(path))
+        return [p.decode() for p in reply.split(b"\0") if p]
+
+    def watch(self, path: str, token: str, callback: WatchCallback) -> None:
+        """Xenstore fires a watch once at registration, then on every change at
+        or below `path` (including removals)."""
+        with self._lock:
+            self._watches[token] = callback
+        try:
+            self._request(XS_WATCH, "watch", path, _z(path) + _z(token))
+        except BaseException:
+            with self._lock:
+                self._watches.pop(token, None)
+            raise
+
+    def unwatch(self, path: str, token: str) -> None:
+        try:
+            self._request(XS_UNWATCH, "unwatch", path, _z(path) + _z(token))
+        finally:
+            with self._lock:
+                self._watches.pop(token, None)
+
+    def close(self) -> None:
+        self._closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        self._reader.join(timeout=5)
+
+    def __enter__(self) -> XenstoreConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- wire ----------------------------------------------------------------------
+
+    def _request(self, xs_type: int, op: str, path: str, payload: bytes) -> bytes:
+        if len(payload) > PAYLOAD_MAX:
+            raise XenstoreError("E2BIG", op, path)
+        if threading.current_thread() is self._reader:
+            raise ControlError("a Xenstore request from a watch callback would deadlock")
+        pending = _Pending()
+        with self._lock:
+            if self._error:
+                raise ControlError(f"xenstore connection lost: {self._error}")
+            req_id = self._next_id
+            self._next_id = (self._next_id % 0xFFFFFFF0) + 1
+            self._pending[req_id] = pending
+        try:
+            with self._send_lock:
+                self._sock.sendall(HEADER.pack(xs_type, req_id, 0, len(payload)) + payload)
+            if not pending.done.wait(self.timeout):
+                raise ControlError(f"xenstore {op} {path}: no reply within {self.timeout:g} s")
+        except OSError as exc:
+            raise ControlError(f"xenstore {op} {path}: {exc}") from None
+        finally:
+            with self._lock:
+                self._pending.pop(req_id, None)
+        if pending.type == XS_ERROR:
+            raise XenstoreError(pending.payload.rstrip(b"\0").decode(errors="replace"), op, path)
+        if pending.type == -1:
+            raise ControlError(f"xenstore {op} {path}: connection lost: {self._error}")
+        return pending.payload
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("xenstored closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def _read_loop(self) -> None:
+        try:
+            while True:
+                xs_type, req_id, _tx, length = HEADER.unpack(self._recv_exact(HEADER.size))
+                if length > PAYLOAD_MAX:
+                    raise ConnectionError(f"reply of {length} bytes exceeds the protocol")
+                payload = self._recv_exact(length) if length else b""
+                if xs_type == XS_WATCH_EVENT:
+                    self._dispatch_watch(payload)
+                    continue
+                with self._lock:
+                    pending = self._pending.get(req_id)
+                if pending is None:
+                    log.warning("xenstore reply to unknown request %d dropped", req_id)
+                    continue
+                pending.type, pending.payload = xs_type, payload
+                pending.done.set()
+        except (OSError, ConnectionError, struct.error) as exc:
+            with self._lock:
+                self._error = str(exc) if not self._closed else "closed"
+                waiting = list(self._pending.values())
+            for pending in waiting:
+                pending.type = -1
+                pending.done.set()
+
+    def _dispatch_watch(self, payload: bytes) -> None:
+        parts = payload.split(b"\0")
+        if len(parts) < 2:
+            log.warning("malformed watch event %r dropped", payload[:80])
+            return
+        path, token = parts[0].decode(errors="replace"), parts[1].decode(errors="replace")
+        with self._lock:
+            callback = self._watches.get(token)
+        if callback is None:
+            return
+        try:
+            callback(path, token)
+        except Exception:  # a broken callback must not kill the reader
+            log.exception("watch callback for %s failed", token)
+
+
+def _z(text: str) -> bytes:
+    return text.encode() + b"\0"

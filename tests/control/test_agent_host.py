@@ -1,0 +1,176 @@
+"""The real agent binary against the controller, on the host, through a fake
+xenstored that enforces Xenstore permissions. The same behaviours are checked
+against real Xen in tests/lab/test_control_e2e.py."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from selena.control.channel import Controller, base_path
+from selena.control.keys import control_keys
+from selena.control.protocol import CommandSpec
+from selena.control.xenstore import XenstoreConnection
+from selena.errors import ProtocolMismatch
+
+GUESTS = {"h1": 5, "h2": 6}
+
+
+def apply_keys(xs: XenstoreConnection, domid: int, **kw) -> None:
+    for key in control_keys(domid, "exp", **kw):
+        xs.write(key.path, key.value)
+        xs.set_perms(key.path, list(key.perms))
+
+
+@pytest.fixture
+def channel(xenstored, agent_binary):
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    agents = []
+    for domid in GUESTS.values():
+        xenstored.add_domain(domid)
+        apply_keys(dom0, domid)
+    for domid in GUESTS.values():
+        sock = xenstored.listen(domid)
+        agents.append(subprocess.Popen([str(agent_binary), "--device", sock]))
+    ctl = Controller(dom0, tdf=1.0)
+    for name, domid in GUESTS.items():
+        ctl.add_guest(name, domid)
+    ctl.wait_ready(timeout=10)
+    yield ctl, dom0, xenstored, agent_binary
+    ctl.close()
+    for proc in agents:
+        proc.kill()
+        proc.wait()
+    dom0.close()
+
+
+def run(ctl: Controller, guest: str, timeout: float = 20, **kw):
+    return ctl.run(guest, CommandSpec(**kw), timeout=timeout)
+
+
+def test_argv_command_output_exit_code_and_guest_timestamps(channel):
+    ctl, *_ = channel
+    before = time.time_ns()
+    result = run(ctl, "h1", argv=("sh", "-c", "echo out; echo err >&2; exit 3"))
+    assert result.state == "exited" and result.exit_code == 3
+    assert result.stdout == b"out\n" and result.stderr == b"err\n"
+    assert before <= result.start_ns <= result.end_ns <= time.time_ns()
+    assert result.dur_ns is not None and result.dur_ns >= 0
+
+
+def test_shell_env_cwd_and_awkward_bytes_survive_the_round_trip(channel, tmp_path):
+    ctl, *_ = channel
+    result = run(ctl, "h2", shell="printf '%s|%s|' \"$GREETING\" \"$(pwd)\"; printf '%s' \"$1\"",
+                 env={"GREETING": "hé llo %20\ttab"}, cwd=str(tmp_path))
+    assert result.ok, result
+    assert result.stdout.decode() == f"hé llo %20\ttab|{tmp_path}|"
+    args = ("printf", "%s\\n", "a b", "%41", "line\nbreak", "ünï")
+    assert run(ctl, "h1", argv=args).stdout.decode() == "a b\n%41\nline\nbreak\nünï\n"
+
+
+def test_output_larger_than_64k_arrives_whole_and_in_order(channel):
+    ctl, dom0, xenstored, _ = channel
+    result = run(ctl, "h1", shell="seq 1 60000; seq 1 3000 >&2", timeout=60)
+    assert result.ok
+    assert len(result.stdout) > 64 * 1024
+    assert result.stdout.decode().split() == [str(i) for i in range(1, 60001)]
+    assert result.stderr.decode().split() == [str(i) for i in range(1, 3001)]
+    # Everything was cleaned up behind it.
+    assert dom0.directory(f"{base_path(5)}/out") == []
+    assert dom0.directory(f"{base_path(5)}/cmd") == []
+
+
+def test_parallel_commands_on_two_guests(channel):
+    ctl, *_ = channel
+    handles = [ctl.submit(g, CommandSpec(shell=f"sleep 0.3; echo {g}{i}"))
+               for i in range(5) for g in GUESTS]
+    results = [ctl.wait(h, timeout=30) for h in handles]
+    assert sorted(r.stdout.decode().strip() for r in results) == \
+        sorted(f"{g}{i}" for i in range(5) for g in GUESTS)
+
+
+def test_timeout_kills_the_command_in_guest_time(channel):
+    ctl, *_ = channel
+    start = time.monotonic()
+    result = run(ctl, "h1", shell="echo started; sleep 30", timeout_ns=500_000_000)
+    assert result.state == "killed" and result.reason == "timeout" and result.signal == 9
+    assert result.stdout == b"started\n"
+    assert time.monotonic() - start < 10
+
+
+def test_kill_reaches_the_whole_process_group(channel):
+    ctl, *_ = channel
+    handle = ctl.submit("h2", CommandSpec(shell="sleep 60 & sleep 60; echo never"))
+    time.sleep(0.5)
+    ctl.kill(handle, 15)
+    result = ctl.wait(handle, timeout=10)
+    assert result.state == "killed" and result.signal == 15 and result.reason == "kill"
+    assert b"never" not in result.stdout
+
+
+def test_unknown_program_and_bad_spec_fail_without_killing_the_agent(channel):
+    ctl, dom0, *_ = channel
+    result = run(ctl, "h1", argv=("/no/such/program",))
+    assert result.state == "failed" and result.reason == "exec"
+    assert "/no/such/program" in result.detail
+    # Written behind the controller's back: an unknown version and garbage.
+    for cid, text in (("v9", "selena-cmd 9\narg true\n"), ("junk", "\x01\x02 garbage")):
+        dom0.write(f"{base_path(5)}/cmd/{cid}", text)
+    deadline = time.monotonic() + 5
+    states = {}
+    while time.monotonic() < deadline and len(states) < 2:
+        for cid in ("v9", "junk"):
+            raw = dom0.read_or_none(f"{base_path(5)}/out/{cid}/state")
+            if raw:
+                states[cid] = raw.decode()
+        time.sleep(0.05)
+    assert states["v9"].startswith("failed reason=version")
+    assert states["junk"].startswith("failed reason=bad-spec")
+    assert run(ctl, "h1", argv=("true",)).ok     # still serving
+
+
+def test_guest_cannot_forge_commands_or_read_other_guests(channel):
+    ctl, dom0, xenstored, agent = channel
+    sock5 = f"{xenstored.dir}/xs-dom5.sock"
+
+    def as_guest(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(agent), "--device", sock5, "xs", *args],
+                              capture_output=True, text=True, timeout=10)
+
+    forged = as_guest("write", f"{base_path(5)}/cmd/evil", "selena-cmd 1\narg true\n")
+    assert forged.returncode == 1 and forged.stdout.strip() == "EACCES"
+    assert as_guest("write", f"{base_path(5)}/version", "2").stdout.strip() == "EACCES"
+    assert as_guest("read", f"{base_path(6)}/version").stdout.strip() == "EACCES"
+    assert as_guest("ls", f"{base_path(6)}/out").stdout.strip() == "EACCES"
+    own = as_guest("write", f"{base_path(5)}/out/mine", "x")
+    assert own.returncode == 0
+    assert dom0.read_or_none(f"{base_path(5)}/cmd/evil") is None
+
+
+def test_lost_guest_is_reported(channel):
+    ctl, dom0, xenstored, _ = channel
+    handle = ctl.submit("h2", CommandSpec(shell="sleep 60"))
+    time.sleep(0.3)
+    xenstored.remove_domain(6)
+    result = ctl.wait(handle, timeout=10)
+    assert result.state == "lost" and "gone" in result.detail
+
+
+def test_controller_refuses_an_agent_of_another_version(xenstored, agent_binary):
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    xenstored.add_domain(7)
+    apply_keys(dom0, 7)
+    dom0.write(f"{base_path(7)}/version", "2")
+    proc = subprocess.Popen([str(agent_binary), "--device", xenstored.listen(7)])
+    ctl = Controller(dom0)
+    try:
+        ctl.add_guest("old", 7)
+        with pytest.raises(ProtocolMismatch, match="old"):
+            ctl.wait_ready(timeout=5)
+        assert proc.wait(timeout=5) == 1
+    finally:
+        ctl.close()
+        proc.kill()
+        dom0.close()
