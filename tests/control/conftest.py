@@ -6,7 +6,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from fake_xenstored import FakeXenstored
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -59,7 +59,7 @@ class FakeXenstored:
     def create(self, domid: int, path: str) -> Node | str:
         parts = [p for p in path.split("/") if p]
         node = self.root
-        for i, part in enumerate(parts):
+        for part in parts:
             child = node.children.get(part)
             if child is None:
                 if not self.can(domid, node, "w"):
