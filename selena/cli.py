@@ -15,7 +15,7 @@ import sys
 from selena import __version__
 from selena.errors import SelenaError
 
-SUBCOMMAND_MODULES: list[str] = ["selena.core_cli", "selena.lab.cli"]
+SUBCOMMAND_MODULES: list[str] = ["selena.core_cli", "selena.run_cli", "selena.lab.cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,6 +3,8 @@ Mininet-style `--topo` spec, with an optional `--link` spec for every link."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from selena import topologies
@@ -80,9 +82,24 @@ def _apply_link(existing, link: dict[str, object]) -> None:
         existing.queue_packets = int(link["queue"])  # type: ignore[call-overload]
 
 
+@dataclass
+class Scenario:
+    topology: Topology
+    actions: list[Action]
+    run: Callable[..., object] | None      # the file's `run(exp)`, if it has one
+
+
 def load(source: str, *, tdf: float | None = None,
          link_spec: str | None = None) -> tuple[Topology, list[Action]]:
     """Load a scenario file or a `--topo` spec; apply --tdf and --link overrides."""
+    scenario = load_scenario(source, tdf=tdf, link_spec=link_spec)
+    return scenario.topology, scenario.actions
+
+
+def load_scenario(source: str, *, tdf: float | None = None,
+                  link_spec: str | None = None) -> Scenario:
+    """A scenario: topology, SELENA-style actions, and the run function."""
+    run_fn = None
     link = parse_link_spec(link_spec) if link_spec else {}
     path = Path(source)
     if path.suffix == ".py":
@@ -100,8 +117,12 @@ def load(source: str, *, tdf: float | None = None,
         for existing in topo.links:
             _apply_link(existing, link)
         actions = script.actions
+        candidate = namespace.get("run")
+        if candidate is not None and not callable(candidate):
+            raise ScenarioError(f"{source}: `run` must be a function run(exp)")
+        run_fn = candidate  # type: ignore[assignment]
     else:
         topo, actions = parse_topo_spec(source, link), []
     if tdf is not None:
         topo.tdf = tdf
-    return topo, actions
+    return Scenario(topo, actions, run_fn)  # type: ignore[arg-type]

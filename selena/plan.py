@@ -12,6 +12,8 @@ from pathlib import Path
 
 import jinja2
 
+from selena.control.protocol import net_directives
+from selena.errors import ValidationError
 from selena.model import Link, Topology
 from selena.shaping import Placement, shaping_commands
 
@@ -45,6 +47,14 @@ class GuestPlan:
     vcpus: int
     cpus: str | None
     vifs: list[VifPlan] = field(default_factory=list)
+    # Boot-time network directives for the guest agent (PROTOCOL.md, `$S/net`).
+    net: str = ""
+    static_arp: list[tuple[str, str, str]] = field(default_factory=list)  # ip, mac, via mac
+
+    def render_net(self, addresses: list[tuple[str, str]], gateway: str | None,
+                   txqueuelen: list[tuple[str, int]]) -> None:
+        self.net = net_directives(addresses, gateway=gateway, txqueuelen=txqueuelen,
+                                  arp=self.static_arp)
 
 
 @dataclass(frozen=True)
@@ -111,4 +121,36 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
     for guest in guests.values():
         # Numerically: the n-th vif in the xl config becomes the guest's eth<n>.
         guest.vifs.sort(key=lambda v: v.index)
+        _plan_net(topo, guest)
     return Plan(topo.name, topo.tdf, list(guests.values()), segments, shaping)
+
+
+def _plan_net(topo: Topology, guest: GuestPlan) -> None:
+    """Addresses, queue lengths and gateway of the interfaces that got a vif
+    (the agent waits for each named MAC, so unwired interfaces are left out)."""
+    node = topo.nodes[guest.node]
+    wired = {vif.index: vif.mac for vif in guest.vifs}
+    addresses, qlens = [], []
+    gateway = None
+    for iface in node.interfaces:
+        mac = wired.get(iface.index)
+        if mac is None:
+            continue
+        if iface.ip:
+            addresses.append((mac, iface.ip))
+        qlens.append((mac, iface.txqueuelen))
+        gateway = gateway or iface.gateway
+    guest.render_net(addresses, gateway, qlens)
+
+
+def add_static_arp(plan: Plan, topo: Topology, node: str, iface_index: int,
+                   ip: str, mac: str) -> None:
+    """The paper's setArp: a permanent neighbour entry, applied at boot."""
+    guest = next((g for g in plan.guests if g.node == node), None)
+    if guest is None:
+        raise ValidationError(f"setArp: no node named {node!r}")
+    via = next((v.mac for v in guest.vifs if v.index == iface_index), None)
+    if via is None:
+        raise ValidationError(f"setArp on {node}: interface eth{iface_index} is not wired")
+    guest.static_arp.append((ip, mac, via))
+    _plan_net(topo, guest)

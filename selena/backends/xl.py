@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from selena.backends.base import Backend
+from selena.control.keys import control_keys, key_commands
 from selena.errors import BackendError, CommandError
 from selena.plan import GuestPlan, Plan
 from selena.runner import Runner
@@ -105,7 +106,9 @@ class XlBackend(Backend):
             raise BackendError(f"xl domid {guest.domain_name} printed {out!r}") from None
         state.domains[guest.domain_name] = domid
         self._save(state)
-        self.runner.run(["xenstore-write", f"/local/domain/{domid}/{MARKER}", state.experiment])
+        # The experiment marker and the agent's control keys, before it runs.
+        for command in key_commands(control_keys(domid, state.experiment, guest.net)):
+            self.runner.run(command)
         self.runner.run(["selena-tdf", "set", str(domid), f"{plan.tdf:g}"])
 
     # -- boot progress -------------------------------------------------------------

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from selena.errors import LabError
 from selena.paths import cache_dir, project_root
+from selena.provenance import patch_series_hash
 from selena.runner import Runner
 
 log = logging.getLogger(__name__)
@@ -241,7 +242,8 @@ class LabBuilder:
         lab_files = Path(__file__).parent
         tdf_tool = self.src / "xen-patches" / "out" / "selena-tdf"
         inputs = _tree_files(self.src / "selena", (".py", ".j2", ".sh", ".yaml"))
-        inputs += [tdf_tool, kernel, tiny_initrd]
+        inputs += [tdf_tool, kernel, tiny_initrd, self.src / "xen-patches" / "series"]
+        inputs += sorted((self.src / "xen-patches").glob("*.patch"))
         key = _hash(_hash_files(inputs))
         target = self.root / f"dom0-overlay-{key}.cpio.gz"
         if target.exists():
@@ -262,6 +264,9 @@ class LabBuilder:
             if not tdf_tool.exists():
                 raise LabError(f"{tdf_tool} is missing: run make -C xen-patches")
             shutil.copy2(tdf_tool, root / "usr/local/bin/selena-tdf")
+            # Results bundles name the patch series the hypervisor was built from.
+            _mkparent(root / "usr/share/selena/xen-patches.sha256").write_text(
+                patch_series_hash() + "\n")
             tdir = root / "usr/share/selena/templates/tiny-host"
             tdir.mkdir(parents=True)
             shutil.copy2(kernel, tdir / "vmlinuz")

@@ -36,8 +36,17 @@ def test_deploy_creates_paused_sets_tdf_wires_shapes_then_unpauses_all(tmp_path)
     assert calls[0] == (f"ovs-vsctl add-br sl{TAG}l0 -- set bridge sl{TAG}l0 "
                         "external_ids:selena-experiment=demo")
     create = calls.index(f"xl create -p -q {tmp_path}/demo/h1.cfg")
-    assert calls[create + 2] == "xenstore-write /local/domain/5/selena/experiment demo"
-    assert calls[create + 3] == "selena-tdf set 5 10"
+    keys = fake.calls[create + 2]
+    assert keys[0] == "xenstore-write"
+    written = dict(zip(keys[1::2], keys[2::2], strict=True))
+    assert written["/local/domain/5/selena/experiment"] == "demo"
+    assert written["/local/domain/5/selena/version"] == "1"
+    assert written["/local/domain/5/selena/net"].splitlines()[0] == \
+        "addr 02:2a:97:00:00:00 10.0.0.1/24"
+    chmods = calls[create + 3:create + 10]
+    assert "xenstore-chmod /local/domain/5/selena/cmd n0 r5" in chmods
+    assert "xenstore-chmod /local/domain/5/selena/out n5" in chmods
+    assert calls[create + 10] == "selena-tdf set 5 10"
     netem = [c for c in calls if "netem" in c]
     assert netem == [f"tc qdisc replace dev sv{TAG}0.0 root handle 1: netem delay 50000us",
                      f"tc qdisc replace dev sv{TAG}1.0 root handle 1: netem delay 50000us"]

@@ -1,0 +1,37 @@
+"""Three hosts on one hub, driven over the Xenstore control channel.
+
+Shows (and the lab tests check) what the scenario API offers: commands with
+output of any size, virtual-time scheduling, timeouts, kills, the guests'
+inability to forge commands or read each other's keys, and a node crash
+reported as lost.
+
+    selena run scenarios/agent_commands.py --tdf 5 --out results/agent
+"""
+
+from selena.model import Topology
+
+topology = Topology("agentcmds", tdf=5)
+hosts = [topology.add_host(f"h{i}", ip=f"10.0.0.{i}/24") for i in (1, 2, 3)]
+topology.add_hub("lan", *hosts)
+
+
+def run(exp):
+    exp.cmd("h1", "echo hello from h1; echo to stderr >&2", check=True)
+    exp.cmd("h1", ["ping", "-c", "3", "-W", "5", "10.0.0.2"], check=True)
+    exp.cmd("h3", "seq 1 100000", check=True)                    # ~580 KB of output
+    exp.parallel(lambda: exp.cmd("h2", "sleep 1; echo parallel-a"),
+                 lambda: exp.cmd("h3", "sleep 1; echo parallel-b"))
+    late = exp.at(3.0, exp.cmd, "h2", "echo at-three")          # virtual seconds
+    exp.cmd("h2", "echo started; sleep 100", timeout=2)          # killed by the timeout
+    victim = exp.start("h1", "sleep 100")
+    exp.sleep(1)
+    exp.kill(victim)
+    exp.wait(victim)
+    me, other = exp.domid("h1"), exp.domid("h2")
+    exp.cmd("h1", f"selena-agent xs write /local/domain/{me}/selena/cmd/forged x")
+    exp.cmd("h1", f"selena-agent xs read /local/domain/{other}/selena/version")
+    late.result()
+    doomed = exp.start("h3", "sleep 100")
+    exp.sleep(1)
+    exp.crash("h3")
+    exp.wait(doomed)

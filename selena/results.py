@@ -1,0 +1,58 @@
+"""The results bundle of a scenario run:
+
+    <out>/meta.json                 TDF, versions, topology hash, host, timing
+    <out>/nodes/<node>/<n>.json     one command: text, state, exit, guest times
+    <out>/nodes/<node>/<n>.stdout   its standard output, byte for byte
+    <out>/nodes/<node>/<n>.stderr
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import platform
+import socket
+from pathlib import Path
+from typing import Any
+
+from selena import __version__
+from selena.engine import Recorded
+from selena.model import Topology
+from selena.provenance import patch_series_hash
+
+
+def topology_hash(topo: Topology) -> str:
+    data = dataclasses.asdict(topo)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def write_bundle(out: Path, *, topo: Topology, records: list[Recorded],
+                 environment: dict[str, Any], started: float, finished: float) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    per_node: dict[str, int] = {}
+    commands = []
+    for rec in sorted(records, key=lambda r: r.seq):
+        r = rec.result
+        per_node[r.guest] = per_node.get(r.guest, 0) + 1
+        n = per_node[r.guest]
+        node_dir = out / "nodes" / r.guest
+        node_dir.mkdir(parents=True, exist_ok=True)
+        (node_dir / f"{n}.stdout").write_bytes(r.stdout)
+        (node_dir / f"{n}.stderr").write_bytes(r.stderr)
+        info = {k: v for k, v in dataclasses.asdict(r).items() if k not in ("stdout", "stderr")}
+        info.update(seq=rec.seq, at_virtual=rec.at_virtual, stdout_bytes=len(r.stdout),
+                    stderr_bytes=len(r.stderr))
+        (node_dir / f"{n}.json").write_text(json.dumps(info, indent=1) + "\n")
+        commands.append({"node": r.guest, "n": n, "command": r.command, "state": r.state,
+                         "exit_code": r.exit_code})
+    meta = {
+        "experiment": topo.name, "tdf": topo.tdf, "selena_version": __version__,
+        "xen_patch_series_sha256": patch_series_hash(),
+        "topology_sha256": topology_hash(topo),
+        "host": socket.gethostname(), "platform": platform.platform(),
+        "started": started, "finished": finished, "real_seconds": finished - started,
+        "nodes": sorted(topo.nodes), "commands": commands, **environment,
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return out

@@ -1,0 +1,68 @@
+"""End to end in the lab: `selena run` drives three real guests through their
+agents over real Xenstore (oxenstored) and writes a results bundle."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from selena.lab import Lab
+from selena.paths import project_root
+
+pytestmark = pytest.mark.lab
+
+OUT = "build/results/test-agent-commands"
+
+
+def _cmd(bundle: Path, node: str, n: int) -> tuple[dict, bytes, bytes]:
+    base = bundle / "nodes" / node
+    return (json.loads((base / f"{n}.json").read_text()), (base / f"{n}.stdout").read_bytes(),
+            (base / f"{n}.stderr").read_bytes())
+
+
+def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss():
+    bundle = project_root() / OUT
+    script = (f"rm -rf {OUT}; selena run scenarios/agent_commands.py --tdf 5 --out {OUT}; "
+              "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-listed")
+    result = Lab().run(["sh", "-c", script], timeout=1200)
+    out = result.output
+    assert result.returncode == 0, out
+    assert "run-status=0" in out, out
+    assert "0\nleftovers-listed" in out, out            # torn down without --keep
+
+    meta = json.loads((bundle / "meta.json").read_text())
+    assert meta["tdf"] == 5 and meta["nodes"] == ["h1", "h2", "h3"]
+    assert meta["xen_version"].startswith("4.17")
+    assert len(meta["xen_patch_series_sha256"]) == 64
+    assert meta["guest_kernel"]
+
+    info, stdout, stderr = _cmd(bundle, "h1", 1)
+    assert info["state"] == "exited" and info["exit_code"] == 0
+    assert stdout == b"hello from h1\n" and stderr == b"to stderr\n"
+    assert info["start_ns"] <= info["end_ns"]
+    info, stdout, _ = _cmd(bundle, "h1", 2)                   # ping over the hub
+    assert info["exit_code"] == 0 and b"3 packets received" in stdout
+
+    info, stdout, _ = _cmd(bundle, "h3", 1)                   # > 64 KB of output
+    assert len(stdout) > 64 * 1024
+    assert stdout.decode().split() == [str(i) for i in range(1, 100001)]
+
+    assert _cmd(bundle, "h2", 1)[1] == b"parallel-a\n"
+    assert _cmd(bundle, "h3", 2)[1] == b"parallel-b\n"
+    timed_out = next(i for i in range(1, 5) if _cmd(bundle, "h2", i)[0]["reason"] == "timeout")
+    info, stdout, _ = _cmd(bundle, "h2", timed_out)
+    assert info["state"] == "killed" and info["signal"] == 9 and stdout == b"started\n"
+    # 2 virtual seconds of timeout, measured on the guest's own dilated clock.
+    assert 2.0e9 <= info["dur_ns"] < 3.0e9
+    at_three = next(_cmd(bundle, "h2", i)[0] for i in range(1, 5)
+                    if _cmd(bundle, "h2", i)[1] == b"at-three\n")
+    assert at_three["at_virtual"] >= 3.0
+
+    info, _, _ = _cmd(bundle, "h1", 3)
+    assert info["state"] == "killed" and info["reason"] == "kill" and info["signal"] == 15
+    # The guest may neither forge a command for itself nor read another guest.
+    assert _cmd(bundle, "h1", 4)[1] == b"EACCES\n"
+    assert _cmd(bundle, "h1", 5)[1] == b"EACCES\n"
+
+    info, _, _ = _cmd(bundle, "h3", 3)
+    assert info["state"] == "lost" and "gone" in info["detail"]
