@@ -9,7 +9,6 @@ from pathlib import Path
 
 from selena import loader
 from selena.backends.xl import DEFAULT_STATE_DIR, XlBackend
-from selena.errors import BackendError
 from selena.plan import TEMPLATE_ROOT, make_plan
 from selena.runner import Runner
 from selena.shaping import Placement
@@ -78,10 +77,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_deploy(args: argparse.Namespace) -> int:
     runner = Runner()
     topo, _, _ = _load_checked(args, runner)
-    if args.shaping == "guest":
-        # Guest-side tc commands are pushed by the guest agent, which does not exist yet.
-        raise BackendError("--shaping guest needs the guest agent (not available yet); "
-                           "use --shaping dom0")
     plan = make_plan(topo, bridge_kind=args.bridge, placement=Placement(args.shaping))
     backend = XlBackend(runner, DEFAULT_STATE_DIR, offloads=args.offload)
     def say(msg: str) -> None:
@@ -93,9 +88,33 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         if late:
             # The guests keep running: slow boots (high TDF under emulation) are not failures.
             say(f"not up after {args.wait:g} s (still booting?): {', '.join(late)}")
+    if args.shaping == "guest":
+        _shape_in_guests(plan, state, max(args.wait, 600.0), say)
     for name, domid in state.domains.items():
         print(f"{name}\t{domid}")
     return 0
+
+
+def _shape_in_guests(plan, state, timeout: float, say) -> None:
+    """The agents apply guest-side shaping; on failure the deploy is undone."""
+    from selena.control.channel import Controller
+    from selena.control.xenstore import XenstoreConnection
+    from selena.shaping.guest import apply_guest_shaping
+
+    try:
+        with XenstoreConnection() as xs:
+            ctl = Controller(xs, tdf=plan.tdf)
+            try:
+                for guest in plan.guests:
+                    ctl.add_guest(guest.node, state.domains[guest.domain_name])
+                ctl.wait_ready(timeout)
+                apply_guest_shaping(ctl, plan, progress=say)
+            finally:
+                ctl.close()
+    except BaseException:
+        say(f"guest-side shaping failed: removing {plan.experiment}")
+        XlBackend(Runner(), DEFAULT_STATE_DIR).destroy(plan.experiment)
+        raise
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ status and cleanup agree, and renders each guest's xl configuration.
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +50,9 @@ class GuestPlan:
     vifs: list[VifPlan] = field(default_factory=list)
     # Boot-time network directives for the guest agent (PROTOCOL.md, `$S/net`).
     net: str = ""
+    # Guest-side shaping (Placement.GUEST): per interface MAC, the tc commands
+    # with the guest's device name as "$DEV".
+    guest_shaping: list[tuple[str, list[list[str]]]] = field(default_factory=list)
     static_arp: list[tuple[str, str, str]] = field(default_factory=list)  # ip, mac, via mac
 
     def render_net(self, addresses: list[tuple[str, str]], gateway: str | None,
@@ -116,6 +120,11 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
             if link is not None and placement is Placement.DOM0:
                 # Dom0 egress on a vif is the direction towards that guest.
                 shaping += shaping_commands(vif.name, link, topo.tdf, placement)
+            elif link is not None:
+                # Guest egress is the direction away from that guest.
+                commands = shaping_commands("$DEV", link, topo.tdf, placement)
+                if commands:
+                    guests[node_name].guest_shaping.append((vif.mac, commands))
         segments.append(SegmentPlan(bridge, bridge_kind,
                                     tuple(vif_names[m] for m in members)))
     for guest in guests.values():
@@ -154,3 +163,18 @@ def add_static_arp(plan: Plan, topo: Topology, node: str, iface_index: int,
         raise ValidationError(f"setArp on {node}: interface eth{iface_index} is not wired")
     guest.static_arp.append((ip, mac, via))
     _plan_net(topo, guest)
+
+
+def guest_shaping_script(guest: GuestPlan) -> str | None:
+    """A shell script for the guest agent applying the guest-side shaping;
+    interfaces are found by MAC (names depend on frontend order)."""
+    if not guest.guest_shaping:
+        return None
+    lines = ["set -e"]
+    for mac, commands in guest.guest_shaping:
+        lines.append(f'DEV=$(for d in /sys/class/net/*; do [ "$(cat $d/address)" = "{mac}" ] '
+                     '&& echo "${d##*/}"; done; true)')
+        lines.append(f'[ -n "$DEV" ] || {{ echo "no interface with MAC {mac}" >&2; exit 1; }}')
+        for argv in commands:
+            lines.append(" ".join('"$DEV"' if a == "$DEV" else shlex.quote(a) for a in argv))
+    return "\n".join(lines) + "\n"

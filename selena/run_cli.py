@@ -20,6 +20,8 @@ from selena.errors import SelenaError
 from selena.plan import TEMPLATE_ROOT, add_static_arp, make_plan
 from selena.results import write_bundle
 from selena.runner import Runner
+from selena.shaping import Placement
+from selena.shaping.guest import apply_guest_shaping
 from selena.validate import validate
 
 
@@ -32,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="results directory (default results/<experiment>-<time>)")
     p.add_argument("--keep", action="store_true", help="leave the experiment running")
     p.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
+    p.add_argument("--shaping", choices=("dom0", "guest"), default="dom0",
+                   help="where links are shaped: Dom0 side of each vif (scaled by the TDF) "
+                        "or inside the guests on egress (unscaled)")
     p.add_argument("--ready-timeout", type=float, default=600.0, metavar="SECONDS",
                    help="real seconds to wait for every guest agent (default 600)")
     p.set_defaults(func=cmd_run)
@@ -49,7 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                  if TEMPLATE_ROOT.is_dir() else None)
     backend = XlBackend(runner, DEFAULT_STATE_DIR)
     validate(topo, templates=templates, host_free_mb=backend.host_free_mb())
-    plan = make_plan(topo, bridge_kind=args.bridge)
+    plan = make_plan(topo, bridge_kind=args.bridge, placement=Placement(args.shaping))
     for action in scenario.actions:
         if isinstance(action, SetArp):
             wired = [v.index for g in plan.guests if g.node == action.node for v in g.vifs]
@@ -69,6 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             ctl.add_guest(node, domid)
         say(f"waiting for {len(domids)} guest agents")
         ctl.wait_ready(args.ready_timeout)
+        apply_guest_shaping(ctl, plan, progress=say)
         environment = _environment(runner, ctl, next(iter(domids)))
         exp = Experiment(ctl, topo.tdf, domids,
                          crash=lambda node: runner.run(["xl", "destroy", str(domids[node])]))

@@ -44,8 +44,3 @@ def test_bad_specs_are_named(capsys):
     assert "bad value for bw: 'fast'" in capsys.readouterr().err
     assert main(["validate", "missing.py"]) == 1
     assert "no such scenario file: missing.py" in capsys.readouterr().err
-
-
-def test_guest_side_shaping_is_refused_until_the_agent_exists(capsys):
-    assert main(["deploy", "linear,2", "--shaping", "guest"]) == 1
-    assert "--shaping guest needs the guest agent" in capsys.readouterr().err

@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -54,6 +55,8 @@ DOM0_MODULES = (
 )
 
 GUEST_MODULES = ("xen-netfront", "sch_netem", "sch_htb", "sch_tbf")
+# Dynamic host programs copied into guests with their libraries.
+GUEST_HOST_BINARIES = ("iperf3", "tc")
 
 Progress = Callable[[str], None]
 
@@ -211,6 +214,8 @@ class LabBuilder:
         self._make_optional(self.src / "guest-agent")
         self._make_optional(self.src / "guest-templates", "tools")
         inputs = _tree_files(tpl) + ([agent] if agent.exists() else []) + _tree_files(tools)
+        host_binaries = _host_binaries_with_libs(self.runner, GUEST_HOST_BINARIES)
+        inputs += host_binaries
         key = _hash(_hash_files(inputs), kernel_root.name, " ".join(GUEST_MODULES))
         target = self.root / f"tiny-host-{key}.cpio.gz"
         if target.exists():
@@ -233,6 +238,13 @@ class LabBuilder:
                 shutil.copy2(agent, root / "sbin" / "selena-agent")
             for tool in _tree_files(tools):
                 shutil.copy2(tool, root / "usr" / "bin" / tool.name)
+            for path in host_binaries:
+                # Same path in the guest, so the dynamic loader finds the libraries;
+                # replace (never write through) a busybox applet link of that name.
+                dest = _mkparent(root / path.relative_to("/"))
+                if dest.is_symlink() or dest.exists():
+                    dest.unlink()
+                shutil.copy2(path, dest)
             self._install_modules(kernel_root, root, GUEST_MODULES)
             self._pack(root, target)
         return target
@@ -342,6 +354,23 @@ class LabBuilder:
                         shutil.copyfileobj(src, out, 1 << 20)
             partial.rename(target)
         return target
+
+
+def _host_binaries_with_libs(runner: Runner, names: Iterable[str]) -> list[Path]:
+    """Host programs for the guests and every shared library they load
+    (resolved through ldd), as absolute paths."""
+    found: list[Path] = []
+    for name in names:
+        binary = shutil.which(name)
+        if binary is None:
+            raise LabError(f"{name} is not installed on this host (.ci/host-deps installs it)")
+        found.append(Path(binary))
+        out = runner.run(["ldd", binary]).stdout
+        for line in out.splitlines():
+            match = re.search(r"(/\S+) \(0x", line)
+            if match:
+                found.append(Path(match.group(1)))
+    return sorted(set(found))
 
 
 def _mkparent(path: Path) -> Path:

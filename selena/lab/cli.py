@@ -47,6 +47,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="print lab build, boot and guest figures")
     bench.set_defaults(func=cmd_bench)
 
+    ctl = sub.add_parser("bench-control",
+                         help="control-channel round trips vs. subprocess xenstore tools")
+    ctl.add_argument("--commands", type=int, default=1000)
+    ctl.add_argument("--baseline-commands", type=int, default=200,
+                     help="commands for the (much slower) subprocess approach")
+    ctl.add_argument("--guests", type=int, default=8)
+    ctl.set_defaults(func=cmd_bench_control)
+
     def lab_help(args: argparse.Namespace) -> int:
         lab.print_help()
         return 2
@@ -106,3 +114,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from selena.lab.bench import run_bench
 
     return run_bench(_progress)
+
+
+def cmd_bench_control(args: argparse.Namespace) -> int:
+    result = Lab(progress=_progress).run(
+        ["python3", "-m", "selena.lab.bench_control", "--commands", str(args.commands),
+         "--baseline-commands", str(args.baseline_commands), "--guests", str(args.guests)],
+        timeout=3600, on_output=lambda line: print(line, end="", flush=True))
+    return result.returncode

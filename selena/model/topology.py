@@ -45,6 +45,13 @@ class Node:
     def interface(self, index: int) -> Interface | None:
         return next((i for i in self.interfaces if i.index == index), None)
 
+    def add_interface(self, index: int, ip: str | None = None, *, mac: str | None = None,
+                      gateway: str | None = None, txqueuelen: int = 1000) -> Interface:
+        """Another interface (ethN by index); validate() reports duplicates."""
+        iface = Interface(index, mac=mac, ip=ip, gateway=gateway, txqueuelen=txqueuelen)
+        self.interfaces.append(iface)
+        return iface
+
 
 @dataclass(frozen=True)
 class Endpoint:

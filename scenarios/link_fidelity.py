@@ -1,0 +1,46 @@
+"""Link fidelity, measured inside the guests (Mininet-style fidelity check).
+
+h1 has two links: to h2 at 100 Mbit/s (no added delay), to h3 with 10 ms of
+one-way delay (no rate limit). Guests measure throughput with iperf3 and the
+round trip with ping; the expected figures are 100 Mbit/s of link rate and
+an RTT of 2 x 10 ms. Dom0 enforces both in real time, scaled by the TDF.
+
+    selena run scenarios/link_fidelity.py --tdf 20 --out results/fidelity
+"""
+
+import json
+import re
+import statistics
+
+from selena.model import Topology
+
+RATE_MBIT = 100
+DELAY_MS = 10
+
+topology = Topology("fidelity", tdf=20)
+h1 = topology.add_host("h1")
+h2 = topology.add_host("h2")
+h3 = topology.add_host("h3")
+h1.add_interface(0, ip="10.0.1.1/24")
+h1.add_interface(1, ip="10.0.2.1/24")
+h2.add_interface(0, ip="10.0.1.2/24")
+h3.add_interface(0, ip="10.0.2.3/24")
+topology.add_link((h1, 0), (h2, 0), rate=f"{RATE_MBIT}Mbit")
+topology.add_link((h1, 1), (h3, 0), delay=f"{DELAY_MS}ms")
+
+
+def run(exp):
+    exp.cmd("h1", "ping -c 2 -W 5 10.0.2.3; ping -c 2 -W 5 10.0.1.2")   # warm ARP caches
+    ping = exp.cmd("h1", "ping -c 20 -i 0.2 10.0.2.3", check=True)
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", ping.stdout.decode())]
+    server = exp.start("h2", ["iperf3", "-s", "-1"])
+    exp.sleep(1)
+    client = exp.cmd("h1", ["iperf3", "-c", "10.0.1.2", "-t", "5", "-O", "1", "-J"], check=True)
+    exp.wait(server)
+    report = json.loads(client.stdout)
+    received = report["end"]["sum_received"]["bits_per_second"] / 1e6
+    median = statistics.median(rtts)
+    print(f"RTT median {median:.2f} ms over {len(rtts)} pings "
+          f"(configured {2 * DELAY_MS} ms: {100 * (median / (2 * DELAY_MS) - 1):+.1f}%)")
+    print(f"TCP throughput {received:.1f} Mbit/s (link {RATE_MBIT} Mbit/s: "
+          f"{100 * (received / RATE_MBIT - 1):+.1f}%)")
