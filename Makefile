@@ -36,7 +36,11 @@ demo: deps
 	$(SELENA) lab demo --tdf $(TDF)
 
 bench: deps
+	$(VENV)/bin/python scenarios/bench_plan.py
+	$(SELENA) lab build
 	$(SELENA) lab bench
+	$(SELENA) lab bench-deploy
+	$(SELENA) lab bench-control
 
 clean:
 	rm -rf $(VENV) xen-patches/build xen-patches/out guest-agent/build

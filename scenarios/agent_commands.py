@@ -13,6 +13,7 @@ from selena.model import Topology
 topology = Topology("agentcmds", tdf=5)
 hosts = [topology.add_host(f"h{i}", ip=f"10.0.0.{i}/24") for i in (1, 2, 3)]
 topology.add_hub("lan", *hosts)
+topology.add_static_arp("h1", 0, "10.0.0.99", "02:00:00:00:00:99")   # as setArp does
 
 
 def run(exp):
@@ -31,6 +32,7 @@ def run(exp):
     exp.cmd("h1", f"selena-agent xs write /local/domain/{me}/selena/cmd/forged x")
     exp.cmd("h1", f"selena-agent xs read /local/domain/{other}/selena/version")
     late.result()
+    exp.cmd("h1", "cat /proc/net/arp")
     doomed = exp.start("h3", "sleep 100")
     exp.sleep(1)
     exp.crash("h3")

@@ -70,7 +70,7 @@ class SelenaScript:
 
     def newNode(self, node_id: int, name: str, node_type: NodeType,  # noqa: N802
                 interfaces: list[tuple], vcpus: int = 1, cpu_mask: str | None = None,
-                memory: str = "128M") -> None:
+                memory: str | None = None) -> None:
         if not isinstance(node_type, NodeType):
             raise ScenarioError(f"newNode({node_id}, {name!r}): type must be a NodeType, "
                                 f"got {node_type!r}")

@@ -130,6 +130,14 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
     for guest in guests.values():
         # Numerically: the n-th vif in the xl config becomes the guest's eth<n>.
         guest.vifs.sort(key=lambda v: v.index)
+    for node_name, index, ip, mac in topo.static_arp:
+        guest = guests.get(node_name)
+        via = next((v.mac for v in guest.vifs if v.index == index), None) if guest else None
+        if via is None:
+            raise ValidationError(f"static ARP entry {ip} on {node_name} eth{index}: "
+                                  "no such node or the interface is not wired")
+        guest.static_arp.append((ip, mac, via))
+    for guest in guests.values():
         _plan_net(topo, guest)
     return Plan(topo.name, topo.tdf, list(guests.values()), segments, shaping)
 
@@ -150,19 +158,6 @@ def _plan_net(topo: Topology, guest: GuestPlan) -> None:
         qlens.append((mac, iface.txqueuelen))
         gateway = gateway or iface.gateway
     guest.render_net(addresses, gateway, qlens)
-
-
-def add_static_arp(plan: Plan, topo: Topology, node: str, iface_index: int,
-                   ip: str, mac: str) -> None:
-    """The paper's setArp: a permanent neighbour entry, applied at boot."""
-    guest = next((g for g in plan.guests if g.node == node), None)
-    if guest is None:
-        raise ValidationError(f"setArp: no node named {node!r}")
-    via = next((v.mac for v in guest.vifs if v.index == iface_index), None)
-    if via is None:
-        raise ValidationError(f"setArp on {node}: interface eth{iface_index} is not wired")
-    guest.static_arp.append((ip, mac, via))
-    _plan_net(topo, guest)
 
 
 def guest_shaping_script(guest: GuestPlan) -> str | None:

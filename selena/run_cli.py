@@ -17,7 +17,7 @@ from selena.control.protocol import CommandSpec
 from selena.control.xenstore import XenstoreConnection
 from selena.engine import Experiment, arp_interface_index, run_actions
 from selena.errors import SelenaError
-from selena.plan import TEMPLATE_ROOT, add_static_arp, make_plan
+from selena.plan import TEMPLATE_ROOT, make_plan
 from selena.results import write_bundle
 from selena.runner import Runner
 from selena.shaping import Placement
@@ -53,13 +53,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     templates = ({p.name for p in TEMPLATE_ROOT.iterdir() if (p / "template.yaml").exists()}
                  if TEMPLATE_ROOT.is_dir() else None)
     backend = XlBackend(runner, DEFAULT_STATE_DIR)
-    validate(topo, templates=templates, host_free_mb=backend.host_free_mb())
-    plan = make_plan(topo, bridge_kind=args.bridge, placement=Placement(args.shaping))
     for action in scenario.actions:
         if isinstance(action, SetArp):
-            wired = [v.index for g in plan.guests if g.node == action.node for v in g.vifs]
-            add_static_arp(plan, topo, action.node, arp_interface_index(action.iface, wired),
-                           action.ip, action.mac)
+            index = arp_interface_index(action.iface, topo.wired_interfaces(action.node))
+            topo.add_static_arp(action.node, index, action.ip, action.mac)
+    validate(topo, templates=templates, host_free_mb=backend.host_free_mb())
+    plan = make_plan(topo, bridge_kind=args.bridge, placement=Placement(args.shaping))
     out = args.out or Path("results") / f"{topo.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     started = time.time()

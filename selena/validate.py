@@ -69,6 +69,18 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
         for ep in hub.endpoints:
             _check_endpoint(f"hub {hub.name}", ep.node, ep.iface, by_name, add)
             used[(ep.node, ep.iface)] += 1
+    for node_name, index, ip, mac in topo.static_arp:
+        where = f"static ARP entry on {node_name} eth{index}"
+        if node_name not in by_name:
+            add(f"{where}: no node named {node_name!r}")
+        elif (node_name, index) not in used:
+            add(f"{where}: the interface is not attached to a link or hub")
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            add(f"{where}: malformed IP address {ip!r}")
+        if not MAC_RE.match(mac):
+            add(f"{where}: malformed MAC address {mac!r}")
     for pair, count in pairs.items():
         if count > 1:
             ends = "--".join(f"{n}:eth{i}" for n, i in sorted(pair))

@@ -25,7 +25,7 @@ def test_xl_config_renders_guest_and_vif():
     cfg = plan.xl_config(plan.guests[0])
     tag = short_id("demo")
     assert 'name = "selena-demo-h1"' in cfg
-    assert 'type = "pv"' in cfg and "memory = 128" in cfg
+    assert 'type = "pv"' in cfg and "memory = 32" in cfg
     assert 'kernel = "/usr/share/selena/templates/tiny-host/vmlinuz"' in cfg
     assert "clocksource=xen tsc=unstable" in cfg
     assert (f"vif = [ 'mac=02:00:00:00:00:01,bridge=sl{tag}l0,script=vif-openvswitch,"

@@ -105,6 +105,18 @@ def _huge_iface(t):
     t.nodes["h1"].interfaces[0].index = 100
 
 
+def _arp_bad_mac(t):
+    t.add_static_arp("h1", 0, "10.0.1.9", "nonsense")
+
+
+def _arp_unwired(t):
+    t.add_static_arp("h1", 3, "10.0.1.9", "02:00:00:00:00:09")
+
+
+def _arp_bad_ip(t):
+    t.add_static_arp("h2", 0, "10.0.1", "02:00:00:00:00:09")
+
+
 def _no_nodes(t):
     t.nodes.clear()
     t.links.clear()
@@ -130,9 +142,12 @@ def _no_nodes(t):
     (_dup_iface, "node h1: interface eth0 defined 2 times"),
     (_bad_cpus, "node h1: cpu mask 'four'"),
     (_bad_template, "node h1: unknown template 'windows-95'"),
-    (_too_much_memory, "guests need 4128 MB of memory in total; the host can give 1024 MB"),
+    (_too_much_memory, "guests need 4032 MB of memory in total; the host can give 1024 MB"),
     (_tdf, "TDF 0.5 is out of range"),
     (_tdf_decimals, "TDF 2.0005 has more than three decimals"),
+    (_arp_bad_mac, "static ARP entry on h1 eth0: malformed MAC address 'nonsense'"),
+    (_arp_unwired, "static ARP entry on h1 eth3: the interface is not attached"),
+    (_arp_bad_ip, "static ARP entry on h2 eth0: malformed IP address '10.0.1'"),
 ])
 def test_bad_topologies_are_rejected_naming_the_item(mutate, message):
     topo = two_hosts()

@@ -366,8 +366,9 @@ static void handle_event(const char *path)
     c = find_cmd(id);
     if ( !slash )
     {
-        if ( !c )
-            rescan();
+        /* A new command (or one Dom0 just removed: its spec is gone then). */
+        if ( !c && valid_cmd_id(id) && !known(id) )
+            start_command(id);
         return;
     }
     if ( !c )

@@ -30,6 +30,13 @@ log = logging.getLogger(__name__)
 STREAMS = ("stdout", "stderr")
 
 
+def _is_new_chunk(handle: CommandHandle, rest: str) -> bool:
+    stream, _, index = rest.partition("/")
+    if stream not in STREAMS or not index.isdigit():
+        return False
+    return int(index) >= handle._next[STREAMS.index(stream)]
+
+
 def base_path(domid: int) -> str:
     return f"/local/domain/{domid}/selena"
 
@@ -76,6 +83,7 @@ class CommandHandle:
     _out: list[bytearray] = field(default_factory=lambda: [bytearray(), bytearray()],
                                   repr=False)
     _next: list[int] = field(default_factory=lambda: [0, 0], repr=False)
+    _state: CommandState | None = field(default=None, repr=False)
 
     @property
     def done(self) -> bool:
@@ -88,7 +96,9 @@ class _Guest:
     domid: int
     base: str
     active: dict[str, CommandHandle] = field(default_factory=dict)
-    dirty: bool = True
+    # Paths (relative to base) that watch events reported changed; None in the
+    # set means "re-read everything" (a watch fired on a directory).
+    changed: set[str | None] = field(default_factory=lambda: {None})
     heartbeat: bytes | None = None
     heartbeat_seen: float = 0.0
     lost: str | None = None
@@ -123,13 +133,19 @@ class Controller:
         with self._cond:
             self._guests[name] = guest
 
-        def mark(_path: str, _token: str) -> None:
+        prefix = f"{guest.base}/out/"
+
+        def mark(path: str, _token: str) -> None:
             with self._cond:
-                guest.dirty = True
+                guest.changed.add(path[len(prefix):] if path.startswith(prefix) else None)
                 self._cond.notify_all()
 
+        def agent_changed(_path: str, _token: str) -> None:
+            with self._cond:
+                self._cond.notify_all()     # wait_ready() re-reads the agent's state
+
         self.xs.watch(f"{guest.base}/out", f"selena-out-{name}", mark)
-        self.xs.watch(f"{guest.base}/agent", f"selena-agent-{name}", mark)
+        self.xs.watch(f"{guest.base}/agent", f"selena-agent-{name}", agent_changed)
 
     def wait_ready(self, timeout: float) -> None:
         """Wait until every agent reports ready with our protocol version."""
@@ -222,14 +238,15 @@ class Controller:
                 with self._cond:
                     if self._stop:
                         return
-                    dirty = [g for g in self._guests.values() if g.dirty and g.active]
-                    if not dirty and self.clock() < next_liveness:
+                    work = [(g, g.changed) for g in self._guests.values()
+                            if g.changed and g.active]
+                    if not work and self.clock() < next_liveness:
                         self._cond.wait(max(0.0, min(1.0, next_liveness - self.clock())))
                         continue
-                    for g in dirty:
-                        g.dirty = False
-                for guest in dirty:
-                    self._collect(guest)
+                    for g, _ in work:
+                        g.changed = set()
+                for guest, changed in work:
+                    self._collect(guest, changed)
                 if self.clock() >= next_liveness:
                     next_liveness = self.clock() + 1.0
                     for guest in list(self._guests.values()):
@@ -241,25 +258,43 @@ class Controller:
                 for handle in list(guest.active.values()):
                     handle._done.set()
 
-    def _collect(self, guest: _Guest) -> None:
+    def _collect(self, guest: _Guest, changed: set[str | None]) -> None:
+        everything = None in changed
+        touched: dict[str, set[str]] = {}
+        for rel in changed:
+            if rel is not None:
+                cid, _, rest = rel.partition("/")
+                touched.setdefault(cid, set()).add(rest)
         for handle in list(guest.active.values()):
+            what = touched.get(handle.id, set())
+            if not everything and not what:
+                continue
+            read_state = everything or "" in what or "state" in what
+            # A chunk event for a chunk already consumed is our own removal.
+            new_chunks = everything or "" in what or any(
+                _is_new_chunk(handle, rest) for rest in what)
             try:
-                self._collect_one(guest, handle)
+                self._collect_one(guest, handle, read_state, new_chunks)
             except XenstoreError as exc:
                 if exc.code == "ENOENT" or exc.code == "EACCES":
                     self._lose(guest, f"its control keys vanished ({exc})")
                     return
                 raise
 
-    def _collect_one(self, guest: _Guest, handle: CommandHandle) -> None:
+    def _collect_one(self, guest: _Guest, handle: CommandHandle, read_state: bool = True,
+                     read_chunks: bool = True) -> None:
         out = f"{guest.base}/out/{handle.id}"
-        raw = self.xs.read_or_none(f"{out}/state")
-        if raw is None:
-            return                              # queued: the agent has not seen it yet
-        state = parse_state(raw.decode(errors="replace"))
+        if read_state or handle._state is None:
+            raw = self.xs.read_or_none(f"{out}/state")
+            if raw is None:
+                return                          # queued: the agent has not seen it yet
+            handle._state = parse_state(raw.decode(errors="replace"))
+        state = handle._state
+        if state.final:
+            read_chunks = True                  # the counts say what is still to come
         moved = False
         for i, stream in enumerate(STREAMS):
-            while True:
+            while read_chunks:
                 chunk_path = f"{out}/{stream}/{handle._next[i]}"
                 data = self.xs.read_or_none(chunk_path)
                 if data is None:

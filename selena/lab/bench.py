@@ -16,7 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from selena.lab.build import LabBuilder, build_times_file
-from selena.lab.dom0 import console_log, create_paused, sh, tiny_guest_config, try_sh
+from selena.lab.dom0 import (
+    console_log,
+    create_paused,
+    sh,
+    template_memory_mb,
+    tiny_guest_config,
+    try_sh,
+)
 from selena.lab.qemu import Lab
 
 
@@ -73,7 +80,7 @@ def guest_bench(tdf: float) -> tuple[float, int, int]:
     try_sh("xl", "destroy", name)
     total = _meminfo(text, "MemTotal")
     available = _meminfo(text, "MemAvailable")
-    return (booted or float("nan"), 128, (total - available) // 1024)
+    return (booted or float("nan"), template_memory_mb(), (total - available) // 1024)
 
 
 

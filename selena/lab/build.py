@@ -54,7 +54,6 @@ DOM0_MODULES = (
     "crc32c_generic",
 )
 
-GUEST_MODULES = ("xen-netfront", "sch_netem", "sch_htb", "sch_tbf")
 # Dynamic host programs copied into guests with their libraries.
 GUEST_HOST_BINARIES = ("iperf3", "tc")
 
@@ -127,14 +126,16 @@ class LabBuilder:
         kernel_root = self.kernel_tree(kernel_deb)
         kernel = next((kernel_root / "boot").glob("vmlinuz-*"))
         base = self.dom0_base(kernel_root)
-        tiny = self.tiny_host(kernel_root)
-        overlay = self.dom0_overlay(kernel, tiny)
+        guest_kernel = self.guest_kernel(kernel_deb)
+        tiny = self.tiny_host()
+        tools = self.tools_host()
+        overlay = self.dom0_overlay(guest_kernel, {"tiny-host": tiny, "tools-host": tools})
         dom0_initrd = self._concat(base, overlay)
         self.timings["total"] = time.monotonic() - start
         return LabArtefacts(xen, kernel, dom0_initrd, tiny, dict(self.timings))
 
     def hypervisor(self) -> Path:
-        self.progress("[1/5] patched Xen hypervisor (make -C xen-patches)")
+        self.progress("[1/6] patched Xen hypervisor (make -C xen-patches)")
         t = time.monotonic()
         self.runner.stream(["make", "-s", "-C", str(self.src / "xen-patches")],
                            lambda line: self.progress("      " + line.rstrip()))
@@ -143,7 +144,7 @@ class LabBuilder:
 
     def kernel_package(self) -> Path:
         """The Debian kernel .deb that linux-image-amd64 currently points at."""
-        self.progress("[2/5] Debian kernel package")
+        self.progress("[2/6] Debian kernel package")
         out = self.runner.run(["apt-cache", "depends", "linux-image-amd64"]).stdout
         names = [ln.split(":", 1)[1].strip() for ln in out.splitlines()
                  if ln.strip().startswith("Depends:") and "linux-image-" in ln]
@@ -172,15 +173,46 @@ class LabBuilder:
         (dest / ".complete").touch()
         return dest
 
+    def guest_kernel(self, dom0_kernel_deb: Path) -> Path:
+        """A trimmed Xen PV kernel for tiny guests (everything built in), from
+        Debian's linux-source of the same version as Dom0's kernel."""
+        kdir = self.src / "guest-templates" / "kernel"
+        version = dom0_kernel_deb.stem.split("_")[1]            # e.g. 6.1.192-2
+        series = ".".join(version.split(".")[:2])               # 6.1
+        package = f"linux-source-{series}"
+        srcdir = self.root / "kernel-src"
+        srcdir.mkdir(parents=True, exist_ok=True)
+        debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
+        if not debs:
+            self.progress(f"      downloading {package}={version} (about 140 MB)")
+            self.runner.run(["apt-get", "download", "-q", f"{package}={version}"], cwd=srcdir)
+            debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
+            if not debs:
+                raise LabError(f"apt-get download {package}={version} produced no .deb")
+        key = _hash(debs[-1].name, _hash_files(_tree_files(kdir)))
+        target = self.root / f"guest-vmlinuz-{key}"
+        if target.exists():
+            self.progress(f"[4/6] guest kernel: cached ({target.name})")
+            return target
+        self.progress(f"[4/6] guest kernel from {debs[-1].name} (tinyconfig + "
+                      "tiny-pv.config; several minutes on 2 cores)")
+        t = time.monotonic()
+        self.runner.stream([str(kdir / "build-kernel.sh"), str(debs[-1]),
+                            str(kdir / "tiny-pv.config"), str(target)],
+                           lambda line: self.progress("      " + line.rstrip()))
+        self.timings["guest_kernel"] = time.monotonic() - t
+        _record_build_time("guest_kernel", self.timings["guest_kernel"])
+        return target
+
     def dom0_base(self, kernel_root: Path) -> Path:
         key = _hash(SUITE, MIRROR, " ".join(DOM0_PACKAGES), " ".join(DOM0_MODULES),
                     kernel_root.name, "dom0-base-v1")
         target = self.root / f"dom0-base-{key}.cpio.gz"
         if target.exists():
-            self.progress(f"[3/5] Dom0 base image: cached ({target.name})")
+            self.progress(f"[3/6] Dom0 base image: cached ({target.name})")
             return target
         t = time.monotonic()
-        self.progress("[3/5] Dom0 base image: debootstrap (a few minutes)")
+        self.progress("[3/6] Dom0 base image: debootstrap (a few minutes)")
         tarball = self.root / f"dom0-debs-{_hash(SUITE, ' '.join(DOM0_PACKAGES))}.tgz"
         include = "--include=" + ",".join(DOM0_PACKAGES)
         with tempfile.TemporaryDirectory(dir=self.root) as tmp:
@@ -206,22 +238,30 @@ class LabBuilder:
         _record_build_time("dom0_base", self.timings["dom0_base"])
         return target
 
-    def tiny_host(self, kernel_root: Path) -> Path:
-        """The tiny-host guest initramfs: busybox, netfront, agent, init."""
-        tpl = self.src / "guest-templates" / "tiny-host"
+    def tiny_host(self) -> Path:
+        """The tiny-host guest initramfs: busybox, the agent, init (its kernel
+        has every driver built in, so no modules)."""
+        return self.host_initrd("tiny-host", ())
+
+    def tools_host(self) -> Path:
+        """tiny-host plus iperf3 and tc with their shared libraries."""
+        return self.host_initrd("tools-host", GUEST_HOST_BINARIES)
+
+    def host_initrd(self, template: str, host_programs: tuple[str, ...]) -> Path:
+        tpl = self.src / "guest-templates" / "tiny-host"       # the shared init
         agent = self.src / "guest-agent" / "build" / "selena-agent"
         tools = self.src / "guest-templates" / "build" / "bin"
         self._make_optional(self.src / "guest-agent")
         self._make_optional(self.src / "guest-templates", "tools")
         inputs = _tree_files(tpl) + ([agent] if agent.exists() else []) + _tree_files(tools)
-        host_binaries = _host_binaries_with_libs(self.runner, GUEST_HOST_BINARIES)
+        host_binaries = _host_binaries_with_libs(self.runner, host_programs)
         inputs += host_binaries
-        key = _hash(_hash_files(inputs), kernel_root.name, " ".join(GUEST_MODULES))
-        target = self.root / f"tiny-host-{key}.cpio.gz"
+        key = _hash(_hash_files(inputs), template, "host-initrd-v2")
+        target = self.root / f"{template}-{key}.cpio.gz"
         if target.exists():
-            self.progress(f"[4/5] tiny-host guest: cached ({target.name})")
+            self.progress(f"[5/6] {template} guest: cached ({target.name})")
             return target
-        self.progress("[4/5] tiny-host guest initramfs")
+        self.progress(f"[5/6] {template} guest initramfs")
         busybox = Path("/bin/busybox")
         if not busybox.exists():
             raise LabError("busybox-static is not installed (/bin/busybox missing)")
@@ -245,23 +285,23 @@ class LabBuilder:
                 if dest.is_symlink() or dest.exists():
                     dest.unlink()
                 shutil.copy2(path, dest)
-            self._install_modules(kernel_root, root, GUEST_MODULES)
             self._pack(root, target)
         return target
 
-    def dom0_overlay(self, kernel: Path, tiny_initrd: Path) -> Path:
+    def dom0_overlay(self, kernel: Path, initrds: dict[str, Path]) -> Path:
         """Init script, selena from this tree, selena-tdf and guest templates."""
         lab_files = Path(__file__).parent
         tdf_tool = self.src / "xen-patches" / "out" / "selena-tdf"
         inputs = _tree_files(self.src / "selena", (".py", ".j2", ".sh", ".yaml"))
-        inputs += [tdf_tool, kernel, tiny_initrd, self.src / "xen-patches" / "series"]
+        inputs += [tdf_tool, kernel, *initrds.values(), self.src / "xen-patches" / "series"]
+        inputs += [self.src / "guest-templates" / t / "template.yaml" for t in initrds]
         inputs += sorted((self.src / "xen-patches").glob("*.patch"))
         key = _hash(_hash_files(inputs))
         target = self.root / f"dom0-overlay-{key}.cpio.gz"
         if target.exists():
-            self.progress(f"[5/5] Dom0 overlay: cached ({target.name})")
+            self.progress(f"[6/6] Dom0 overlay: cached ({target.name})")
             return target
-        self.progress("[5/5] Dom0 overlay (selena, selena-tdf, templates)")
+        self.progress("[6/6] Dom0 overlay (selena, selena-tdf, templates)")
         with tempfile.TemporaryDirectory(dir=self.root) as tmp:
             root = Path(tmp) / "root"
             shutil.copy2(lab_files / "dom0-init.sh", _mkparent(root / "init"))
@@ -279,12 +319,13 @@ class LabBuilder:
             # Results bundles name the patch series the hypervisor was built from.
             _mkparent(root / "usr/share/selena/xen-patches.sha256").write_text(
                 patch_series_hash() + "\n")
-            tdir = root / "usr/share/selena/templates/tiny-host"
-            tdir.mkdir(parents=True)
-            shutil.copy2(kernel, tdir / "vmlinuz")
-            shutil.copy2(tiny_initrd, tdir / "initrd.gz")
-            shutil.copy2(self.src / "guest-templates/tiny-host/template.yaml",
-                         tdir / "template.yaml")
+            for template, initrd in initrds.items():
+                tdir = root / "usr/share/selena/templates" / template
+                tdir.mkdir(parents=True)
+                shutil.copy2(kernel, tdir / "vmlinuz")
+                shutil.copy2(initrd, tdir / "initrd.gz")
+                shutil.copy2(self.src / "guest-templates" / template / "template.yaml",
+                             tdir / "template.yaml")
             self._pack(root, target)
         return target
 

@@ -55,6 +55,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ctl.add_argument("--guests", type=int, default=8)
     ctl.set_defaults(func=cmd_bench_control)
 
+    dep = sub.add_parser("bench-deploy", help="selena deploy of N guests vs. raw xl create")
+    dep.add_argument("--sizes", default="1,4,8", help="guest counts (default 1,4,8)")
+    dep.set_defaults(func=cmd_bench_deploy)
+
     def lab_help(args: argparse.Namespace) -> int:
         lab.print_help()
         return 2
@@ -120,5 +124,12 @@ def cmd_bench_control(args: argparse.Namespace) -> int:
     result = Lab(progress=_progress).run(
         ["python3", "-m", "selena.lab.bench_control", "--commands", str(args.commands),
          "--baseline-commands", str(args.baseline_commands), "--guests", str(args.guests)],
+        timeout=3600, on_output=lambda line: print(line, end="", flush=True))
+    return result.returncode
+
+
+def cmd_bench_deploy(args: argparse.Namespace) -> int:
+    result = Lab(progress=_progress).run(
+        ["python3", "-m", "selena.lab.bench_deploy", "--sizes", args.sizes],
         timeout=3600, on_output=lambda line: print(line, end="", flush=True))
     return result.returncode

@@ -31,9 +31,20 @@ def console_log(name: str) -> Path:
     return CONSOLE_DIR / f"guest-{name}.log"
 
 
-def tiny_guest_config(name: str, extra: str, *, memory_mb: int = 128,
+def template_memory_mb() -> int:
+    """The tiny-host template's own memory size (template.yaml)."""
+    import yaml
+
+    data = yaml.safe_load((TEMPLATE_DIR / "template.yaml").read_text())
+    return int(data["memory_mb"])
+
+
+def tiny_guest_config(name: str, extra: str, *, memory_mb: int | None = None,
                       vifs: tuple[str, ...] = ()) -> str:
-    """An xl config for a tiny-host guest with `extra` on its kernel command line."""
+    """An xl config for a tiny-host guest with `extra` on its kernel command line
+    (memory: the template's unless given)."""
+    if memory_mb is None:
+        memory_mb = template_memory_mb()
     lines = [
         f'name = "{name}"', 'type = "pv"',
         f'kernel = "{TEMPLATE_DIR / "vmlinuz"}"', f'ramdisk = "{TEMPLATE_DIR / "initrd.gz"}"',

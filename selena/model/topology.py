@@ -20,6 +20,10 @@ DEFAULT_TEMPLATES = {
     NodeKind.SWITCH: "ovs-switch",
     NodeKind.CONTROLLER: "of-controller",
 }
+# What a template needs by default (its template.yaml says the same);
+# other templates get DEFAULT_MEMORY_MB.
+TEMPLATE_MEMORY_MB = {"tiny-host": 32, "tools-host": 64}
+DEFAULT_MEMORY_MB = 128
 
 
 @dataclass
@@ -96,21 +100,41 @@ class Topology:
     nodes: dict[str, Node] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
     hubs: list[Hub] = field(default_factory=list)
+    # Permanent neighbour entries set at boot (the paper's setArp):
+    # (node, interface index, IP, MAC).
+    static_arp: list[tuple[str, int, str, str]] = field(default_factory=list)
     # Interfaces already attached, per node: keeps add_link O(1) on large topologies.
     _attached: dict[str, set[int]] = field(default_factory=dict, init=False, repr=False,
                                            compare=False)
 
     # -- building ----------------------------------------------------------------
 
+    def wired_interfaces(self, node: Node | str) -> list[int]:
+        """Indexes of the node's interfaces attached to a link or hub."""
+        name = node.name if isinstance(node, Node) else node
+        return sorted(self._attached.get(name, ()))
+
+    def add_static_arp(self, node: Node | str, iface: int, ip: str, mac: str) -> None:
+        """A permanent ARP entry on node's interface `iface`, applied at boot."""
+        name = node.name if isinstance(node, Node) else node
+        self.static_arp.append((name, iface, ip, mac))
+
     def add_node(self, name: str, kind: NodeKind, *, template: str | None = None,
                  id: int | None = None, vcpus: int = 1, cpus: str | None = None,
-                 memory: str | int = "128M") -> Node:
-        """Add a node; errors about it are reported by validation, not here."""
+                 memory: str | int | None = None) -> Node:
+        """Add a node; errors about it are reported by validation, not here.
+        memory: "64M" or MB; None gives the template's default (TEMPLATE_MEMORY_MB)."""
+        template = template or DEFAULT_TEMPLATES[kind]
+        if memory is None:
+            memory_mb = TEMPLATE_MEMORY_MB.get(template, DEFAULT_MEMORY_MB)
+        elif isinstance(memory, str):
+            memory_mb = units.size_bytes(memory) // (1024 * 1024)
+        else:
+            memory_mb = memory
         node = Node(
-            name=name, kind=kind, template=template or DEFAULT_TEMPLATES[kind],
+            name=name, kind=kind, template=template,
             id=len(self.nodes) if id is None else id, vcpus=vcpus, cpus=cpus,
-            memory_mb=units.size_bytes(memory) // (1024 * 1024) if isinstance(memory, str)
-            else memory,
+            memory_mb=memory_mb,
         )
         # Duplicate names are kept apart so validation can name them.
         key = name if name not in self.nodes else f"{name}#{len(self.nodes)}"

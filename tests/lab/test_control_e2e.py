@@ -64,5 +64,9 @@ def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss():
     assert _cmd(bundle, "h1", 4)[1] == b"EACCES\n"
     assert _cmd(bundle, "h1", 5)[1] == b"EACCES\n"
 
+    arp = _cmd(bundle, "h1", 6)[1].decode()       # static entry from the boot-time config
+    assert any(line.split()[:4] == ["10.0.0.99", "0x1", "0x6", "02:00:00:00:00:99"]
+               for line in arp.splitlines()), arp
+
     info, _, _ = _cmd(bundle, "h3", 3)
     assert info["state"] == "lost" and "gone" in info["detail"]

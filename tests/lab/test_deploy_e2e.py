@@ -35,7 +35,7 @@ def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0():
     result = Lab().run(["sh", "-c", SCRIPT], timeout=900)
     out = result.output
     assert result.returncode == 0, out
-    assert len(re.findall(r"^selena-twohosts-h[12]\s+\d+\s+128\s", out, re.M)) == 4
+    assert len(re.findall(r"^selena-twohosts-h[12]\s+\d+\s+32\s", out, re.M)) == 4
     assert "tdf-of-h1=10" in out and "tdf-of-h1=1" in out
     # 5 ms one-way delay: 50 ms of real delay at TDF 10, 5 ms at TDF 1, on both vifs
     assert len(re.findall(r"netem .* delay 50ms", out)) == 2

@@ -14,7 +14,9 @@ def test_pythonic_api_builds_links_on_new_interfaces():
     assert l1.rate_bps == 1e9 and l1.delay_s == 0.0002
     assert l2.loss == 0.01 and l2.queue_packets == 100
     assert s1.kind is NodeKind.SWITCH and s1.template == "ovs-switch"
-    assert h1.template == "tiny-host" and h1.memory_mb == 128
+    assert h1.template == "tiny-host" and h1.memory_mb == 32   # its template needs no more
+    assert s1.memory_mb == 128 and topo.add_host("h9", memory="64M").memory_mb == 64
+    assert topo.add_host("h8", template="tools-host").memory_mb == 64
 
 
 def test_a_second_link_on_a_host_gets_a_second_interface():

@@ -1,0 +1,70 @@
+"""Encoding of command specs and network directives; parsing of states."""
+
+import pytest
+
+from selena.control.protocol import (
+    CommandSpec,
+    escape,
+    net_directives,
+    parse_state,
+    unescape,
+)
+from selena.errors import ProtocolMismatch, ValidationError
+
+
+def test_escape_round_trip_and_exact_form():
+    raw = "a b%c\n\tü"
+    assert escape(raw) == "a%20b%25c%0A%09%C3%BC"
+    assert unescape(escape(raw)).decode() == raw
+    for bad in ("%2", "%zz", "%00"):
+        with pytest.raises(ProtocolMismatch):
+            unescape(bad)
+
+
+def test_spec_encoding():
+    spec = CommandSpec(argv=("echo", "a b"), env={"K": "v 1"}, cwd="/tmp",
+                       timeout_ns=2_000_000_000)
+    assert spec.encode() == ("selena-cmd 1\ntimeout 2000000000\ncwd /tmp\nenv K=v%201\n"
+                             "arg echo\narg a%20b\n")
+    assert CommandSpec(shell="x && y").encode() == "selena-cmd 1\nshell x%20&&%20y\n"
+
+
+@pytest.mark.parametrize("spec,message", [
+    (CommandSpec(), "either an argv or a shell"),
+    (CommandSpec(argv=("a",), shell="b"), "either an argv or a shell"),
+    (CommandSpec(argv=("",)), "program name is empty"),
+    (CommandSpec(argv=("x",) * 129), "129 arguments"),
+    (CommandSpec(argv=("x",), cwd="rel"), "not absolute"),
+    (CommandSpec(argv=("x",), env={"A=B": "c"}), "bad environment variable name"),
+    (CommandSpec(shell="a\0b"), "NUL byte"),
+    (CommandSpec(shell="x" * 5000), "at most 4096"),
+    (CommandSpec(argv=("x",), timeout_ns=-1), "negative command timeout"),
+])
+def test_bad_specs_are_refused_before_sending(spec, message):
+    with pytest.raises(ValidationError, match=message):
+        spec.encode()
+
+
+def test_states_parse_into_the_state_machine():
+    running = parse_state("running pid=42 start=100")
+    assert running.state == "running" and running.pid == 42 and not running.final
+    exited = parse_state("exited code=3 start=1 end=5 dur=4 stdout=2 stderr=0")
+    assert exited.final and exited.code == 3 and exited.stdout_chunks == 2
+    killed = parse_state("killed signal=9 reason=timeout start=1 end=2 dur=1 stdout=0 stderr=1")
+    assert killed.signal == 9 and killed.reason == "timeout" and killed.stderr_chunks == 1
+    failed = parse_state("failed reason=exec detail=/x:%20No%20such%20file")
+    assert failed.final and failed.reason == "exec" and failed.detail == "/x: No such file"
+    for bad in ("exploded", "exited code=1", "running pid=x start=1", "exited nonsense"):
+        with pytest.raises(ProtocolMismatch):
+            parse_state(bad)
+
+
+def test_net_directives():
+    text = net_directives([("02:00:00:00:00:01", "10.0.0.1/24")], gateway="10.0.0.254",
+                          txqueuelen=[("02:00:00:00:00:01", 100)],
+                          arp=[("10.0.0.2", "02:00:00:00:00:02", "02:00:00:00:00:01")])
+    assert text.splitlines() == [
+        "addr 02:00:00:00:00:01 10.0.0.1/24", "txqueuelen 02:00:00:00:00:01 100",
+        "arp 10.0.0.2 02:00:00:00:00:02 02:00:00:00:00:01", "route default 10.0.0.254"]
+    with pytest.raises(ValidationError, match="bad MAC"):
+        net_directives([("nope", "10.0.0.1/24")])

@@ -1,0 +1,26 @@
+"""The agent builds static, its parser tests pass under ASan/UBSan, and a
+short libFuzzer run over the parsers finds nothing."""
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT_DIR = ROOT / "guest-agent"
+
+
+def test_agent_is_a_static_binary_with_no_runtime_dependencies():
+    subprocess.run(["make", "-s", "-C", str(AGENT_DIR)], check=True)
+    binary = AGENT_DIR / "build" / "selena-agent"
+    described = subprocess.run(["file", "-b", str(binary)], capture_output=True,
+                               text=True).stdout
+    assert "statically linked" in described, described
+    ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    assert "not a dynamic executable" in (ldd.stdout + ldd.stderr)
+
+
+def test_parser_unit_tests_and_a_short_fuzz_run_pass():
+    done = subprocess.run(["make", "-s", "-C", str(AGENT_DIR), "check", "FUZZ_SECONDS=10"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "test_spec: all checks passed" in done.stdout
+    assert "Done" in done.stderr and "ERROR" not in done.stderr   # libFuzzer's summary
