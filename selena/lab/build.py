@@ -90,9 +90,13 @@ def _hash(*parts: bytes | str) -> str:
 
 
 def _hash_files(paths: Iterable[Path]) -> str:
+    """Content and name of each file; names inside the tree are relative to it,
+    so every clone of the same commit finds the same cached artefacts."""
+    root = project_root()
     h = hashlib.sha256()
     for path in sorted(paths):
-        h.update(str(path).encode())
+        name = path.relative_to(root) if path.is_relative_to(root) else path
+        h.update(str(name).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
