@@ -36,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(0: do not wait; default 120)")
     p.add_argument("--offload", action="store_true",
                    help="keep TSO/GSO/GRO/checksum offloads on (off by default)")
+    p.add_argument("--warm", action="store_true",
+                   help="reuse idle guests of the same template from the warm pool")
     p.set_defaults(func=cmd_deploy)
 
     p = subparsers.add_parser("status", help="deployed experiments")
@@ -44,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("destroy", help="remove one experiment")
     p.add_argument("experiment")
+    p.add_argument("--pool", action="store_true",
+                   help="keep its guests, paused and unwired, for a later --warm deploy")
     p.set_defaults(func=cmd_destroy)
 
     p = subparsers.add_parser("clean", help="remove everything selena created on this host")
@@ -82,7 +86,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    state = backend.deploy(plan, progress=say)
+    state = backend.deploy(plan, progress=say, warm=args.warm)
     if args.wait > 0:
         late = backend.wait_up(state, args.wait, progress=say)
         if late:
@@ -131,8 +135,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
-    XlBackend(state_dir=DEFAULT_STATE_DIR).destroy(args.experiment)
-    print(f"destroyed {args.experiment}")
+    XlBackend(state_dir=DEFAULT_STATE_DIR).destroy(args.experiment, pool=args.pool)
+    print(f"{'pooled the guests of' if args.pool else 'destroyed'} {args.experiment}")
     return 0
 
 

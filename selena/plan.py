@@ -48,6 +48,7 @@ class GuestPlan:
     vcpus: int
     cpus: str | None
     vifs: list[VifPlan] = field(default_factory=list)
+    template: str = ""
     # Boot-time network directives for the guest agent (PROTOCOL.md, `$S/net`).
     net: str = ""
     # Guest-side shaping (Placement.GUEST): per interface MAC, the tc commands
@@ -97,7 +98,8 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
         guests[node.name] = GuestPlan(
             node=node.name, domain_name=f"selena-{topo.name}-{node.name}",
             kernel=str(tdir / "vmlinuz"), ramdisk=str(tdir / "initrd.gz"),
-            cmdline=GUEST_CMDLINE, memory_mb=node.memory_mb, vcpus=node.vcpus, cpus=node.cpus)
+            cmdline=GUEST_CMDLINE, memory_mb=node.memory_mb, vcpus=node.vcpus, cpus=node.cpus,
+            template=node.template)
         for iface in node.interfaces:
             vif_names[(node.name, iface.index)] = f"sv{tag}{node.id}.{iface.index}"[:IFNAMSIZ]
     segments: list[SegmentPlan] = []
@@ -140,6 +142,11 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
     for guest in guests.values():
         _plan_net(topo, guest)
     return Plan(topo.name, topo.tdf, list(guests.values()), segments, shaping)
+
+
+def pool_key(guest: GuestPlan) -> str:
+    """Guests with equal keys are interchangeable in the warm pool."""
+    return f"{guest.template}-m{guest.memory_mb}-c{guest.vcpus}"
 
 
 def _plan_net(topo: Topology, guest: GuestPlan) -> None:

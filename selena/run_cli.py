@@ -33,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="results directory (default results/<experiment>-<time>)")
     p.add_argument("--keep", action="store_true", help="leave the experiment running")
+    p.add_argument("--warm", action="store_true",
+                   help="reuse pooled guests and return them to the pool afterwards")
     p.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
     p.add_argument("--shaping", choices=("dom0", "guest"), default="dom0",
                    help="where links are shaped: Dom0 side of each vif (scaled by the TDF) "
@@ -62,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / f"{topo.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     started = time.time()
-    state = backend.deploy(plan, progress=say)
+    state = backend.deploy(plan, progress=say, warm=args.warm)
     error: BaseException | None = None
     xs = ctl = None
     try:
@@ -101,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.keep:
             say(f"kept experiment {topo.name} (selena destroy {topo.name})")
         else:
-            backend.destroy(topo.name)
+            backend.destroy(topo.name, pool=args.warm)
     if error is not None:
         say(f"scenario failed: {error}")
         return 1

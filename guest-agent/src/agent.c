@@ -30,6 +30,7 @@
 #define EOF_GRACE_NS 2000000000ull  /* after exit, wait this long for pipe EOF */
 #define NET_WAIT_NS 10000000000ull
 #define WATCH_TOKEN "selena-cmd"
+#define VERSION_TOKEN "selena-version"
 
 struct stream {
     int fd;             /* -1 once at EOF */
@@ -52,6 +53,8 @@ static struct xs_conn xs;
 static struct cmd cmds[MAX_CMDS];
 static char home[64];      /* /local/domain/<id>/selena */
 static sigset_t sigchld_set;
+
+static void version_changed(void);
 
 static void logmsg(const char *fmt, ...)
 {
@@ -638,6 +641,29 @@ static void configure_network(void)
     put("agent/net", "ok");
 }
 
+/*
+ * Warm start: no command of the previous experiment survives into the next.
+ * (Its interfaces do not either: Dom0 detaches them before pooling us.)
+ */
+static void forget_previous_experiment(void)
+{
+    unsigned int i;
+
+    for ( i = 0; i < MAX_CMDS; i++ )
+    {
+        if ( !cmds[i].used )
+            continue;
+        if ( !cmds[i].exited )
+            kill(-cmds[i].pid, SIGKILL);
+        if ( cmds[i].out[0].fd >= 0 )
+            close(cmds[i].out[0].fd);
+        if ( cmds[i].out[1].fd >= 0 )
+            close(cmds[i].out[1].fd);
+        cmds[i].used = 0;
+    }
+    reap();
+}
+
 /* ---- main loop ---- */
 
 static void heartbeat(void)
@@ -645,9 +671,13 @@ static void heartbeat(void)
     static unsigned long long seq;
     char value[64];
 
+    char path[256];
+
     snprintf(value, sizeof(value), "%llu %llu", ++seq,
              (unsigned long long)now_ns(CLOCK_REALTIME));
-    put("agent/heartbeat", value);
+    /* Quietly: between experiments (warm pool) our keys do not exist. */
+    snprintf(path, sizeof(path), "%s/agent/heartbeat", home);
+    xs_write_str(&xs, path, value);
 }
 
 static int next_timeout_ms(uint64_t mono)
@@ -703,6 +733,8 @@ static int serve(void)
         {
             if ( strcmp(ev.token, WATCH_TOKEN) == 0 )
                 handle_event(ev.path);
+            else if ( strcmp(ev.token, VERSION_TOKEN) == 0 )
+                version_changed();
             free(ev.path);
             free(ev.token);
         }
@@ -789,6 +821,66 @@ static int serve(void)
             if ( pfd[i].revents )
                 pump_stream(owner[i], which[i], 0);
     }
+}
+
+/*
+ * (Re)start serving an experiment: check the controller's version, apply the
+ * network directives, report ready. Dom0 re-creates our keys when it reuses
+ * this guest from its warm pool; then commands of the previous experiment are
+ * killed and old addresses flushed first. Returns 0, -1 when there are no
+ * control keys (nothing to serve), or 1 on a fatal mismatch.
+ */
+static int start_session(int first)
+{
+    char *val;
+    size_t len;
+    int rc = get("version", &val, &len);
+
+    if ( rc == -ENOENT || rc == -EACCES )
+    {
+        if ( first )
+            logmsg("no selena control keys in %s; nothing to do", home);
+        return -1;
+    }
+    if ( rc )
+    {
+        logmsg("reading %s/version: %s", home, xs_errname(rc));
+        return 1;
+    }
+    put("agent/version", "1");
+    if ( len != 1 || val[0] != '0' + PROTOCOL_VERSION )
+    {
+        char msg[80];
+
+        snprintf(msg, sizeof(msg), "failed version %.*s", (int)(len < 16 ? len : 16), val);
+        put("agent/state", msg);
+        logmsg("controller speaks protocol %.*s, I speak %d",
+               (int)(len < 16 ? len : 16), val, PROTOCOL_VERSION);
+        free(val);
+        return 1;
+    }
+    free(val);
+    put("agent/state", "starting");
+    if ( !first )
+        forget_previous_experiment();
+    configure_network();
+    put("agent/state", "ready");
+    rescan();
+    return 0;
+}
+
+/* Dom0 re-created our keys (warm start): a new session when our state is gone. */
+static void version_changed(void)
+{
+    char *val;
+
+    if ( get("agent/state", &val, NULL) == 0 )
+    {
+        free(val);
+        return;
+    }
+    if ( start_session(0) > 0 )
+        logmsg("cannot serve the new experiment");
 }
 
 static int open_xenbus(const char *device)
@@ -888,41 +980,20 @@ int main(int argc, char **argv)
         free(val);
     }
 
-    rc = get("version", &val, &len);
-    if ( rc == -ENOENT || rc == -EACCES )
-    {
-        logmsg("no selena control keys in %s; nothing to do", home);
-        return 0;
-    }
-    if ( rc )
-    {
-        logmsg("reading %s/version: %s", home, xs_errname(rc));
-        return 1;
-    }
-    put("agent/version", "1");
-    if ( len != 1 || val[0] != '0' + PROTOCOL_VERSION )
-    {
-        char msg[80];
-
-        snprintf(msg, sizeof(msg), "failed version %.*s", (int)(len < 16 ? len : 16), val);
-        put("agent/state", msg);
-        logmsg("controller speaks protocol %.*s, I speak %d",
-               (int)(len < 16 ? len : 16), val, PROTOCOL_VERSION);
-        free(val);
-        return 1;
-    }
-    free(val);
-    put("agent/state", "starting");
-    configure_network();
     snprintf(path, sizeof(path), "%s/cmd", home);
     rc = xs_watch(&xs, path, WATCH_TOKEN);
+    if ( rc == 0 )
+    {
+        snprintf(path, sizeof(path), "%s/version", home);
+        rc = xs_watch(&xs, path, VERSION_TOKEN);
+    }
     if ( rc )
     {
         logmsg("watch %s: %s", path, xs_errname(rc));
-        put("agent/state", "failed watch");
         return 1;
     }
-    put("agent/state", "ready");
-    rescan();
+    rc = start_session(1);
+    if ( rc != 0 )
+        return rc < 0 ? 0 : rc;
     return serve();
 }

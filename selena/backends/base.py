@@ -14,12 +14,15 @@ from selena.plan import Plan
 
 class Backend(abc.ABC):
     @abc.abstractmethod
-    def deploy(self, plan: Plan, progress: Callable[[str], None] | None = None) -> Any:
-        """Create paused, set TDF, wire, shape, then unpause all; roll back on failure."""
+    def deploy(self, plan: Plan, progress: Callable[[str], None] | None = None,
+               warm: bool = False) -> Any:
+        """Create paused (or reuse pooled guests when warm), set TDF, wire,
+        shape, then unpause all; roll back on failure."""
 
     @abc.abstractmethod
-    def destroy(self, experiment: str) -> None:
-        """Remove one experiment's recorded and still-tagged objects."""
+    def destroy(self, experiment: str, pool: bool = False) -> None:
+        """Remove one experiment's recorded and still-tagged objects (its guests
+        into the warm pool when pool=True)."""
 
     @abc.abstractmethod
     def clean(self) -> list[str]:

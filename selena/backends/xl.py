@@ -21,13 +21,17 @@ from pathlib import Path
 from selena.backends.base import Backend
 from selena.control.keys import control_keys, key_commands
 from selena.errors import BackendError, CommandError
-from selena.plan import GuestPlan, Plan
+from selena.plan import GuestPlan, Plan, pool_key
 from selena.runner import Runner
 
 log = logging.getLogger(__name__)
 
 DEFAULT_STATE_DIR = Path("/run/selena")
 MARKER = "selena/experiment"
+# Warm pool (SELENA's warm start): idle guests named selena-pool-<key>-<n>,
+# paused, with no vifs, still tagged so `clean` removes them.
+POOL_PREFIX = "selena-pool-"
+POOL_MARKER = "pool"
 OFFLOADS = ("tso", "gso", "gro", "tx", "rx", "sg")
 
 
@@ -37,12 +41,13 @@ class DeployState:
     tdf: float
     domains: dict[str, int] = field(default_factory=dict)     # domain name -> domid
     bridges: dict[str, str] = field(default_factory=dict)     # bridge -> "ovs" | "linux"
+    pool_keys: dict[str, str] = field(default_factory=dict)   # domain name -> plan.pool_key
 
     @classmethod
     def load(cls, path: Path) -> DeployState:
         data = json.loads(path.read_text())
         return cls(data["experiment"], data["tdf"], dict(data["domains"]),
-                   dict(data["bridges"]))
+                   dict(data["bridges"]), dict(data.get("pool_keys", {})))
 
 
 class XlBackend(Backend):
@@ -54,8 +59,12 @@ class XlBackend(Backend):
 
     # -- deploy --------------------------------------------------------------------
 
-    def deploy(self, plan: Plan, progress: Callable[[str], None] | None = None) -> DeployState:
+    def deploy(self, plan: Plan, progress: Callable[[str], None] | None = None,
+               warm: bool = False) -> DeployState:
+        """warm: reuse guests of the same template, memory and vCPUs from the
+        pool; their interfaces and bridges are rebuilt like new ones."""
         say = progress or (lambda msg: log.info("%s", msg))
+        pool = self._pooled() if warm else {}
         if self._state_path(plan.experiment).exists():
             say(f"experiment {plan.experiment} exists: destroying it first")
             self.destroy(plan.experiment)
@@ -65,8 +74,14 @@ class XlBackend(Backend):
             for seg in plan.segments:
                 self._create_bridge(state, seg.bridge, seg.kind)
             for n, guest in enumerate(plan.guests, start=1):
-                self._create_guest(state, plan, guest)
-                say(f"created {guest.domain_name} ({n} of {len(plan.guests)}, paused)")
+                idle = pool.get(pool_key(guest), [])
+                if idle:
+                    self._reuse_guest(state, plan, guest, *idle.pop())
+                    say(f"reused a pooled guest as {guest.domain_name} "
+                        f"({n} of {len(plan.guests)}, paused)")
+                else:
+                    self._create_guest(state, plan, guest)
+                    say(f"created {guest.domain_name} ({n} of {len(plan.guests)}, paused)")
             for command in plan.shaping:
                 self.runner.run(command)
             if not self.offloads:
@@ -105,11 +120,41 @@ class XlBackend(Backend):
         except ValueError:
             raise BackendError(f"xl domid {guest.domain_name} printed {out!r}") from None
         state.domains[guest.domain_name] = domid
+        state.pool_keys[guest.domain_name] = pool_key(guest)
         self._save(state)
+        self._prepare(state, plan, guest, domid)
+
+    def _prepare(self, state: DeployState, plan: Plan, guest: GuestPlan, domid: int) -> None:
         # The experiment marker and the agent's control keys, before it runs.
         for command in key_commands(control_keys(domid, state.experiment, guest.net)):
             self.runner.run(command)
         self.runner.run(["selena-tdf", "set", str(domid), f"{plan.tdf:g}"])
+
+    def _reuse_guest(self, state: DeployState, plan: Plan, guest: GuestPlan,
+                     pooled_name: str, domid: int) -> None:
+        """A pooled guest (paused, no vifs) becomes this plan's guest."""
+        self.runner.run(["xl", "rename", pooled_name, guest.domain_name])
+        state.domains[guest.domain_name] = domid
+        state.pool_keys[guest.domain_name] = pool_key(guest)
+        self._save(state)
+        for vif in guest.vifs:
+            self.runner.run(["xl", "network-attach", str(domid), f"mac={vif.mac}",
+                             f"bridge={vif.bridge}", f"script={vif.script}",
+                             f"vifname={vif.name}"])
+        if guest.cpus:
+            self.runner.run(["xl", "vcpu-pin", str(domid), "all", guest.cpus])
+        self._prepare(state, plan, guest, domid)
+
+    def _pooled(self) -> dict[str, list[tuple[str, int]]]:
+        """Idle pooled guests by pool key: [(domain name, domid)]."""
+        pool: dict[str, list[tuple[str, int]]] = {}
+        for name, domid in self._tagged_domains().items():
+            if name.startswith(POOL_PREFIX):
+                key = name[len(POOL_PREFIX):].rsplit("-", 1)[0]
+                pool.setdefault(key, []).append((name, domid))
+        for idle in pool.values():
+            idle.sort(reverse=True)     # pop() takes the lowest-numbered
+        return pool
 
     # -- boot progress -------------------------------------------------------------
 
@@ -142,11 +187,13 @@ class XlBackend(Backend):
 
     # -- teardown ------------------------------------------------------------------
 
-    def destroy(self, experiment: str) -> None:
+    def destroy(self, experiment: str, pool: bool = False) -> None:
+        """Remove an experiment; with pool=True its guests go to the warm pool
+        (vifs detached, control keys removed, paused) instead of being destroyed."""
         path = self._state_path(experiment)
         if not path.exists():
             raise BackendError(f"no experiment named {experiment!r} is deployed")
-        self._teardown(DeployState.load(path))
+        self._teardown(DeployState.load(path), pool=pool)
 
     def clean(self) -> list[str]:
         """Remove every selena-tagged object on this host; returns what was removed."""
@@ -165,11 +212,15 @@ class XlBackend(Backend):
             removed.append(bridge)
         return removed
 
-    def _teardown(self, state: DeployState) -> None:
+    def _teardown(self, state: DeployState, pool: bool = False) -> None:
         errors: list[str] = []
         for name, domid in list(state.domains.items()):
             try:
-                self._destroy_domain(name, domid, state.experiment)
+                key = state.pool_keys.get(name)
+                if pool and key and self._is_ours(name, domid, state.experiment):
+                    self._release_to_pool(name, domid, key)
+                else:
+                    self._destroy_domain(name, domid, state.experiment)
                 del state.domains[name]
             except CommandError as exc:
                 errors.append(str(exc))
@@ -189,20 +240,37 @@ class XlBackend(Backend):
             raise BackendError("cleanup incomplete:\n  " + "\n  ".join(errors))
         self._state_path(state.experiment).unlink(missing_ok=True)
 
-    def _destroy_domain(self, name: str, domid: int, experiment: str | None) -> None:
-        """Destroy a domain only if it still is the one selena created."""
+    def _is_ours(self, name: str, domid: int, experiment: str | None) -> bool:
+        """Is the domain still the one selena created (name, domid and marker)?"""
         if not name.startswith("selena-"):
-            return
+            return False
         found = self.runner.run(["xl", "domid", name], check=False)
         if found.returncode != 0 or found.stdout.strip() != str(domid):
-            return  # gone, or the name now belongs to another domain
+            return False  # gone, or the name now belongs to another domain
         marker = self.runner.run(["xenstore-read", f"/local/domain/{domid}/{MARKER}"],
                                  check=False)
         if marker.returncode != 0:
-            return
-        if experiment is not None and marker.stdout.strip() != experiment:
-            return
-        self.runner.run(["xl", "destroy", str(domid)])
+            return False
+        return experiment is None or marker.stdout.strip() == experiment
+
+    def _destroy_domain(self, name: str, domid: int, experiment: str | None) -> None:
+        """Destroy a domain only if it still is the one selena created."""
+        if self._is_ours(name, domid, experiment):
+            self.runner.run(["xl", "destroy", str(domid)])
+
+    def _release_to_pool(self, name: str, domid: int, key: str) -> None:
+        # Detach while the guest runs: its netfront must acknowledge the removal.
+        listing = self.runner.run(["xl", "network-list", str(domid)]).stdout.splitlines()
+        for line in listing[1:]:
+            devid = line.split()[0] if line.split() else ""
+            if devid.isdigit():
+                self.runner.run(["xl", "network-detach", str(domid), devid])
+        self.runner.run(["xenstore-rm", f"/local/domain/{domid}/selena"])
+        self.runner.run(["xenstore-write", f"/local/domain/{domid}/{MARKER}", POOL_MARKER])
+        self.runner.run(["xl", "pause", str(domid)])
+        taken = {n for n in self._tagged_domains() if n.startswith(f"{POOL_PREFIX}{key}-")}
+        index = next(i for i in range(len(taken) + 1) if f"{POOL_PREFIX}{key}-{i}" not in taken)
+        self.runner.run(["xl", "rename", name, f"{POOL_PREFIX}{key}-{index}"])
 
     def _tagged_domains(self) -> dict[str, int]:
         listing = self.runner.run(["xl", "list"]).stdout.splitlines()[1:]

@@ -22,20 +22,26 @@ def control_keys(domid: int, experiment: str, net: str = "") -> list[Key]:
     base = base_path(domid)
     dom0_owned = ("n0", f"r{domid}")
     guest_owned = (f"n{domid}",)
+    # `version` comes last: a running agent (a guest reused from the warm pool)
+    # starts its new session when it appears, so everything else must be ready.
     return [
         Key(base, "", dom0_owned),
         Key(f"{base}/experiment", experiment, dom0_owned),
-        Key(f"{base}/version", str(PROTOCOL_VERSION), dom0_owned),
         Key(f"{base}/net", net, dom0_owned),
         Key(f"{base}/cmd", "", dom0_owned),
         Key(f"{base}/agent", "", guest_owned),
         Key(f"{base}/out", "", guest_owned),
+        Key(f"{base}/version", str(PROTOCOL_VERSION), dom0_owned),
     ]
 
 
 def key_commands(keys: list[Key]) -> list[list[str]]:
-    """The same keys as xenstore-write/xenstore-chmod commands for the runner."""
+    """The same keys as xenstore-write/xenstore-chmod commands for the runner,
+    the last key written only once all others have their permissions."""
+    *rest, last = keys
     write = ["xenstore-write"]
-    for key in keys:
+    for key in rest:
         write += [key.path, key.value]
-    return [write] + [["xenstore-chmod", key.path, *key.perms] for key in keys]
+    return ([write] + [["xenstore-chmod", key.path, *key.perms] for key in rest]
+            + [["xenstore-write", last.path, last.value],
+               ["xenstore-chmod", last.path, *last.perms]])

@@ -40,13 +40,16 @@ def test_deploy_creates_paused_sets_tdf_wires_shapes_then_unpauses_all(tmp_path)
     assert keys[0] == "xenstore-write"
     written = dict(zip(keys[1::2], keys[2::2], strict=True))
     assert written["/local/domain/5/selena/experiment"] == "demo"
-    assert written["/local/domain/5/selena/version"] == "1"
     assert written["/local/domain/5/selena/net"].splitlines()[0] == \
         "addr 02:2a:97:00:00:00 10.0.0.1/24"
-    chmods = calls[create + 3:create + 10]
+    chmods = calls[create + 3:create + 9]
     assert "xenstore-chmod /local/domain/5/selena/cmd n0 r5" in chmods
     assert "xenstore-chmod /local/domain/5/selena/out n5" in chmods
-    assert calls[create + 10] == "selena-tdf set 5 10"
+    # The version key, which starts an agent's session, only once the rest is in place.
+    assert calls[create + 9:create + 11] == [
+        "xenstore-write /local/domain/5/selena/version 1",
+        "xenstore-chmod /local/domain/5/selena/version n0 r5"]
+    assert calls[create + 11] == "selena-tdf set 5 10"
     netem = [c for c in calls if "netem" in c]
     assert netem == [f"tc qdisc replace dev sv{TAG}0.0 root handle 1: netem delay 50000us",
                      f"tc qdisc replace dev sv{TAG}1.0 root handle 1: netem delay 50000us"]
@@ -162,3 +165,44 @@ def test_a_failed_teardown_keeps_only_the_leftovers_on_record(tmp_path):
     del fake.responses[("xl", "destroy", "6")]
     backend.destroy("demo")
     assert not (tmp_path / "demo.json").exists()
+
+
+def test_destroy_into_the_pool_unwires_untags_pauses_and_renames(tmp_path):
+    fake = fake_xen()
+    backend = XlBackend(fake, tmp_path)
+    backend.deploy(demo_plan())
+    fake.respond(["xl", "network-list", "5"], stdout=(
+        "Idx BE Mac Addr.         handle state evt-ch   tx-/rx-ring-ref BE-path\n"
+        "0   0  02:2a:97:00:00:00 0      4     -1        768/769  /local/domain/0/...\n"))
+    fake.calls.clear()
+    backend.destroy("demo", pool=True)
+    calls = [" ".join(c) for c in fake.calls]
+    actions = [c for c in calls if not c.startswith(("xl list", "xenstore-read", "xl domid"))]
+    detach = actions.index("xl network-detach 5 0")
+    assert actions[detach + 1:detach + 5] == [
+        "xenstore-rm /local/domain/5/selena",
+        "xenstore-write /local/domain/5/selena/experiment pool",
+        "xl pause 5",
+        "xl rename selena-demo-h1 selena-pool-tiny-host-m32-c1-0"]
+    assert not any(c.startswith("xl destroy") for c in calls)
+    assert f"ovs-vsctl --if-exists del-br sl{TAG}l0" in calls    # bridges always go
+
+
+def test_warm_deploy_reuses_a_pooled_guest_and_creates_the_rest(tmp_path):
+    fake = fake_xen()
+    fake.respond(["xl", "list"], stdout=(
+        "Name  ID Mem VCPUs State Time(s)\nDomain-0 0 1536 2 r----- 1.0\n"
+        "selena-pool-tiny-host-m32-c1-0 9 32 1 --p--- 1.0\n"
+        "selena-pool-tools-host-m64-c1-0 11 64 1 --p--- 1.0\n"))
+    fake.respond(["xenstore-read", "/local/domain/9/selena/experiment"], stdout="pool\n")
+    fake.respond(["xenstore-read", "/local/domain/11/selena/experiment"], stdout="pool\n")
+    state = XlBackend(fake, tmp_path).deploy(demo_plan(), warm=True)
+    calls = [" ".join(c) for c in fake.calls]
+    assert "xl rename selena-pool-tiny-host-m32-c1-0 selena-demo-h1" in calls
+    assert any(c.startswith("xl network-attach 9 mac=02:2a:97:00:00:00 bridge=") and
+               f"vifname=sv{TAG}0.0" in c for c in calls)
+    assert f"xl create -p -q {tmp_path}/demo/h2.cfg" in calls      # the pool had one only
+    assert "xl rename selena-pool-tools-host-m64-c1-0" not in " ".join(calls)
+    assert "selena-tdf set 9 10" in calls
+    assert state.domains == {"selena-demo-h1": 9, "selena-demo-h2": 6}
+    assert calls[-2:] == ["xl unpause 9", "xl unpause 6"]

@@ -174,3 +174,23 @@ def test_controller_refuses_an_agent_of_another_version(xenstored, agent_binary)
         ctl.close()
         proc.kill()
         dom0.close()
+
+
+def test_a_pooled_guest_serves_the_next_experiment_when_its_keys_return(channel):
+    ctl, dom0, xenstored, _ = channel
+    old = ctl.submit("h1", CommandSpec(argv=("sleep", "61.25")))
+    time.sleep(0.5)
+    # What the backend does to pool the guest, then to reuse it.
+    dom0.rm(base_path(5))
+    assert ctl.wait(old, timeout=10).state == "lost"
+    apply_keys(dom0, 5)
+    fresh = Controller(dom0)
+    try:
+        fresh.add_guest("next", 5)
+        fresh.wait_ready(timeout=10)
+        assert fresh.run("next", CommandSpec(argv=("echo", "again")), timeout=10).stdout \
+            == b"again\n"
+    finally:
+        fresh.close()
+    leftovers = subprocess.run(["pgrep", "-f", "sleep 61.25"], capture_output=True, text=True)
+    assert leftovers.stdout.strip() == "", "the old experiment's command was not killed"
