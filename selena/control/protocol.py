@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from selena.errors import ProtocolMismatch, ValidationError
 
 PROTOCOL_VERSION = 1
-SPEC_MAX_BYTES = 4096
+# A Xenstore request carries at most 4096 bytes, the key's path included.
+SPEC_MAX_BYTES = 4096 - 128
 MAX_ARGS = 128
 MAX_ENV = 64
 CMD_ID = re.compile(r"[A-Za-z0-9_-]{1,32}\Z")
