@@ -9,6 +9,7 @@ from pathlib import Path
 
 from selena import loader
 from selena.backends.xl import DEFAULT_STATE_DIR, XlBackend
+from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, make_plan
 from selena.runner import Runner
 from selena.shaping import Placement
@@ -63,7 +64,8 @@ def _templates() -> set[str] | None:
 def _load_checked(args: argparse.Namespace, runner: Runner):
     topo, actions = loader.load(args.scenario, tdf=args.tdf, link_spec=args.link)
     templates = _templates()
-    validate(topo, templates=templates, host_free_mb=XlBackend(runner).host_free_mb())
+    validate(topo, templates=templates, host_free_mb=XlBackend(runner).host_free_mb(),
+             switch_profiles=switch_profiles())
     return topo, actions, templates
 
 
@@ -92,17 +94,20 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         if late:
             # The guests keep running: slow boots (high TDF under emulation) are not failures.
             say(f"not up after {args.wait:g} s (still booting?): {', '.join(late)}")
-    if args.shaping == "guest":
-        _shape_in_guests(plan, state, max(args.wait, 600.0), say)
+    has_switches = any(n.kind.value == "switch" for n in topo.nodes.values())
+    if args.shaping == "guest" or has_switches:
+        _configure_guests(topo, plan, state, max(args.wait, 600.0), say)
     for name, domid in state.domains.items():
         print(f"{name}\t{domid}")
     return 0
 
 
-def _shape_in_guests(plan, state, timeout: float, say) -> None:
-    """The agents apply guest-side shaping; on failure the deploy is undone."""
+def _configure_guests(topo, plan, state, timeout: float, say) -> None:
+    """Through the agents: guest-side shaping, then the switches' bridges
+    (and switch models). On failure the deploy is undone."""
     from selena.control.channel import Controller
     from selena.control.xenstore import XenstoreConnection
+    from selena.openflow import Switches
     from selena.shaping.guest import apply_guest_shaping
 
     try:
@@ -113,10 +118,11 @@ def _shape_in_guests(plan, state, timeout: float, say) -> None:
                     ctl.add_guest(guest.node, state.domains[guest.domain_name])
                 ctl.wait_ready(timeout)
                 apply_guest_shaping(ctl, plan, progress=say)
+                Switches(ctl, topo).configure(progress=say)
             finally:
                 ctl.close()
     except BaseException:
-        say(f"guest-side shaping failed: removing {plan.experiment}")
+        say(f"configuring the guests failed: removing {plan.experiment}")
         XlBackend(Runner(), DEFAULT_STATE_DIR).destroy(plan.experiment)
         raise
 

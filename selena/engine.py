@@ -16,12 +16,16 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from selena.compat import Action, PushCmd, PushOFRule, SetArp
 from selena.control.channel import CommandHandle, CommandResult, Controller
 from selena.control.protocol import CommandSpec
 from selena.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from selena.openflow import Switches
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +49,13 @@ class Experiment:
 
     def __init__(self, controller: Controller, tdf: float, domids: dict[str, int],
                  crash: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 out_dir: Path | None = None, switches: Switches | None = None):
         self.controller = controller
         self.tdf = tdf
+        # Where the results bundle goes: scenarios may write derived files here.
+        self.out_dir = out_dir
+        self.switches = switches
         self.domids = dict(domids)
         self._crash = crash
         self._clock = clock
@@ -123,6 +131,13 @@ class Experiment:
 
     def kill(self, handle: CommandHandle, signal: int = 15) -> None:
         self.controller.kill(handle, signal)
+
+    def set_switch_model(self, node: str, profile: str | None) -> None:
+        """Emulate another switch control plane on `node` from now on (None:
+        Open vSwitch's own); its flow table is emptied."""
+        if self.switches is None:
+            raise ScenarioError("this experiment has no OpenFlow switches")
+        self.switches.set_profile(node, profile)
 
     def domid(self, node: str) -> int:
         return self.domids[node]

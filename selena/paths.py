@@ -20,3 +20,18 @@ def cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".cache"
     return base / "selena"
+
+
+def switch_profiles_dir() -> Path:
+    """The switch-model profiles: the source tree's, or those installed in a
+    lab Dom0 (/usr/share/selena/switch-model/profiles)."""
+    tree = project_root() / "switch-model" / "profiles"
+    return tree if tree.is_dir() else Path("/usr/share/selena/switch-model/profiles")
+
+
+def switch_profiles() -> set[str] | None:
+    """Names of the available switch-model profiles (None: none installed)."""
+    directory = switch_profiles_dir()
+    if not directory.is_dir():
+        return None
+    return {p.stem for p in directory.glob("*.yaml")}

@@ -17,6 +17,8 @@ from selena.control.protocol import CommandSpec
 from selena.control.xenstore import XenstoreConnection
 from selena.engine import Experiment, arp_interface_index, run_actions
 from selena.errors import SelenaError
+from selena.openflow import Switches
+from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, make_plan
 from selena.results import write_bundle
 from selena.runner import Runner
@@ -59,7 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if isinstance(action, SetArp):
             index = arp_interface_index(action.iface, topo.wired_interfaces(action.node))
             topo.add_static_arp(action.node, index, action.ip, action.mac)
-    validate(topo, templates=templates, host_free_mb=backend.host_free_mb())
+    validate(topo, templates=templates, host_free_mb=backend.host_free_mb(),
+             switch_profiles=switch_profiles())
     plan = make_plan(topo, bridge_kind=args.bridge, placement=Placement(args.shaping))
     out = args.out or Path("results") / f"{topo.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -76,9 +79,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         say(f"waiting for {len(domids)} guest agents")
         ctl.wait_ready(args.ready_timeout)
         apply_guest_shaping(ctl, plan, progress=say)
+        switches = Switches(ctl, topo)
+        switches.configure(progress=say)
         environment = _environment(runner, ctl, next(iter(domids)))
         exp = Experiment(ctl, topo.tdf, domids,
-                         crash=lambda node: runner.run(["xl", "destroy", str(domids[node])]))
+                         crash=lambda node: runner.run(["xl", "destroy", str(domids[node])]),
+                         out_dir=out, switches=switches)
         say(f"running {args.scenario} at TDF {topo.tdf:g}")
         try:
             run_actions(exp, scenario.actions)

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from selena.errors import TopologyError
-from selena.model import Link, Node, Topology
+from selena.model import Link, Node, NodeKind, Topology
 
 TDF_MIN, TDF_MAX = 1.0, 1000.0
 RATE_MAX_BPS = 400e9
@@ -25,11 +25,13 @@ CPUS_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 
 
 def validate(topo: Topology, *, templates: Iterable[str] | None = None,
-             host_free_mb: int | None = None) -> None:
+             host_free_mb: int | None = None,
+             switch_profiles: Iterable[str] | None = None) -> None:
     """Raise TopologyError listing every problem; return None if the topology is sound.
 
     `templates` are the guest templates available; `host_free_mb` the memory
-    the host can give guests (both unchecked when None).
+    the host can give guests; `switch_profiles` the switch-model profiles
+    (each unchecked when None).
     """
     problems: list[str] = []
     add = problems.append
@@ -56,6 +58,9 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
 
     _check_addresses(topo, nodes, add)
     by_name = {n.name: n for n in nodes}
+    profiles = set(switch_profiles) if switch_profiles is not None else None
+    for node in nodes:
+        _check_openflow(node, by_name, profiles, add)
     pairs: Counter[frozenset[tuple[str, int]]] = Counter()
     used: Counter[tuple[str, int]] = Counter()
     for link in topo.links:
@@ -126,6 +131,54 @@ def _check_node(topo: Topology, node: Node, templates: set[str] | None, add) -> 
                 add(f"{where} eth{iface.index}: MAC {iface.mac} is multicast")
         if not 0 <= iface.txqueuelen <= 100_000:
             add(f"{where} eth{iface.index}: tx queue length {iface.txqueuelen} out of range")
+
+
+def _check_openflow(node: Node, by_name: dict[str, Node], profiles: set[str] | None,
+                    add) -> None:
+    where = f"node {node.name}"
+    if node.controller is None:
+        if node.switch_model is not None:
+            add(f"{where}: switch_model {node.switch_model!r} needs a controller "
+                "(the model sits on the OpenFlow channel)")
+        return
+    if node.kind is not NodeKind.SWITCH:
+        add(f"{where}: only switches have a controller")
+        return
+    controller = by_name.get(node.controller)
+    if controller is None:
+        add(f"{where}: controller {node.controller!r} is not a node of this topology")
+        return
+    if controller.kind is not NodeKind.CONTROLLER:
+        add(f"{where}: controller {node.controller!r} is a {controller.kind.value}, "
+            "not a controller node (add_controller)")
+        return
+    if profiles is not None and node.switch_model is not None \
+            and node.switch_model not in profiles:
+        add(f"{where}: unknown switch_model profile {node.switch_model!r} "
+            f"(have: {', '.join(sorted(profiles))})")
+    management = [i for i in node.interfaces if i.ip]
+    if len(management) != 1:
+        add(f"{where}: an OpenFlow switch needs exactly one interface with an IP address "
+            f"(its management port toward {controller.name}); it has {len(management)}")
+        return
+    if controller_address(node, controller) is None:
+        add(f"{where}: its management address {management[0].ip} shares no subnet with "
+            f"controller {controller.name}")
+
+
+def controller_address(switch: Node, controller: Node) -> str | None:
+    """The controller's address on the switch's management subnet."""
+    own = next((i.ip for i in switch.interfaces if i.ip), None)
+    if own is None:
+        return None
+    try:
+        network = ipaddress.ip_interface(own).network
+        for iface in controller.interfaces:
+            if iface.ip and ipaddress.ip_interface(iface.ip).ip in network:
+                return str(ipaddress.ip_interface(iface.ip).ip)
+    except ValueError:
+        return None     # malformed addresses are reported on their own
+    return None
 
 
 def _check_addresses(topo: Topology, nodes: list[Node], add) -> None:

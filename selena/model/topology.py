@@ -22,7 +22,8 @@ DEFAULT_TEMPLATES = {
 }
 # What a template needs by default (its template.yaml says the same);
 # other templates get DEFAULT_MEMORY_MB.
-TEMPLATE_MEMORY_MB = {"tiny-host": 32, "tools-host": 64}
+TEMPLATE_MEMORY_MB = {"tiny-host": 32, "tools-host": 64, "ovs-switch": 160,
+                      "of-controller": 256}
 DEFAULT_MEMORY_MB = 128
 
 
@@ -45,6 +46,11 @@ class Node:
     cpus: str | None = None         # pinning mask, e.g. "4,5,6,7" or "2-3"
     memory_mb: int = 128
     interfaces: list[Interface] = field(default_factory=list)
+    # OpenFlow switches: the controller node they connect to (none: a plain
+    # learning switch) and the switch-model profile emulating a hardware
+    # switch's control plane on that channel (none: Open vSwitch's own).
+    controller: str | None = None
+    switch_model: str | None = None
 
     def interface(self, index: int) -> Interface | None:
         return next((i for i in self.interfaces if i.index == index), None)
@@ -148,8 +154,24 @@ class Topology:
             node.interfaces.append(Interface(0, mac=mac, ip=ip, gateway=gateway))
         return node
 
-    def add_switch(self, name: str, **kwargs: object) -> Node:
-        return self.add_node(name, NodeKind.SWITCH, **kwargs)  # type: ignore[arg-type]
+    def add_switch(self, name: str, *, controller: Node | str | None = None,
+                   switch_model: str | None = None, **kwargs: object) -> Node:
+        """An Open vSwitch guest. With a controller it is an OpenFlow switch
+        (its interface with an IP address is the management port toward the
+        controller, the others are datapath ports); switch_model names a
+        profile in switch-model/profiles (e.g. "pica8-p3290")."""
+        node = self.add_node(name, NodeKind.SWITCH, **kwargs)  # type: ignore[arg-type]
+        node.controller = controller.name if isinstance(controller, Node) else controller
+        node.switch_model = switch_model
+        return node
+
+    def add_controller(self, name: str, ip: str | None = None, **kwargs: object) -> Node:
+        """An OpenFlow controller guest (of-controller: os-ken with selena's
+        reactive learning switch, listening on TCP 6653)."""
+        node = self.add_node(name, NodeKind.CONTROLLER, **kwargs)  # type: ignore[arg-type]
+        if ip is not None:
+            node.interfaces.append(Interface(0, ip=ip))
+        return node
 
     def add_link(self, a: Node | str | tuple[Node | str, int],
                  b: Node | str | tuple[Node | str, int], *,

@@ -1,0 +1,160 @@
+"""OpenFlow switches in switch guests: the Open vSwitch bridge, its datapath
+ports and controller, and the switch model on the OpenFlow channel.
+
+The ovs-switch template boots with ovsdb-server and ovs-vswitchd running and
+no bridge. Once its agent is up, selena runs the script rendered here: one
+bridge `br0` whose ports are the switch's interfaces without an IP address
+(port number = interface index + 1, so flows can name them), found by MAC.
+With a controller the bridge is fail-secure and OpenFlow 1.0/1.3, and talks
+either straight to the controller or, with a switch_model profile, to the
+model listening on 127.0.0.1:6653, which forwards to the controller and
+enforces the profile. Without a controller the bridge is a standalone
+learning switch. The model runs in the guest, so its delays and rate limits
+are in the guest's (dilated) time.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from selena.control.channel import CommandHandle, Controller
+from selena.control.protocol import CommandSpec
+from selena.errors import BackendError
+from selena.model import NodeKind, Topology
+from selena.validate import controller_address
+
+log = logging.getLogger(__name__)
+
+OPENFLOW_PORT = 6653
+MODEL_LISTEN = f"127.0.0.1:{OPENFLOW_PORT}"
+MODEL_DIR = "/opt/selena/switch-model"
+BRIDGE = "br0"
+# Real seconds for a switch guest to set up its bridge (emulation is slow).
+SETUP_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class SwitchSetup:
+    node: str
+    datapath_id: str                        # 16 hex digits, from the node id
+    ports: tuple[tuple[int, str], ...]      # (OpenFlow port number, MAC)
+    controller: str | None                  # "tcp:IP:PORT" of the controller
+    profile: str | None                     # switch-model profile, None: no model
+
+
+def switch_setups(topo: Topology) -> list[SwitchSetup]:
+    """Every switch's setup, from a validated topology."""
+    setups = []
+    for node in topo.nodes.values():
+        if node.kind is not NodeKind.SWITCH:
+            continue
+        wired = set(topo.wired_interfaces(node))
+        ports = tuple((iface.index + 1, topo.mac_of(node, iface))
+                      for iface in sorted(node.interfaces, key=lambda i: i.index)
+                      if iface.ip is None and iface.index in wired)
+        target = None
+        if node.controller is not None:
+            address = controller_address(node, topo.nodes[node.controller])
+            target = f"tcp:{address}:{OPENFLOW_PORT}"
+        setups.append(SwitchSetup(node.name, f"{node.id + 1:016x}", ports, target,
+                                  node.switch_model if target else None))
+    return setups
+
+
+def bridge_script(setup: SwitchSetup) -> str:
+    """Shell script for the switch's agent: bridge, ports, controller."""
+    q = shlex.quote
+    lines = ["set -e",
+             f"ovs-vsctl --may-exist add-br {BRIDGE} -- set bridge {BRIDGE} "
+             f"other-config:datapath-id={setup.datapath_id} "
+             "other-config:disable-in-band=true protocols=OpenFlow10,OpenFlow13 "
+             f"fail-mode={'secure' if setup.controller else 'standalone'}"]
+    for number, mac in setup.ports:
+        lines.append(f'DEV=$(for d in /sys/class/net/*; do [ "$(cat $d/address)" = {q(mac)} ] '
+                     '&& echo "${d##*/}"; done; true)')
+        lines.append(f'[ -n "$DEV" ] || {{ echo "no interface with MAC {mac}" >&2; exit 1; }}')
+        lines.append('ip link set "$DEV" up')
+        lines.append(f'ovs-vsctl --may-exist add-port {BRIDGE} "$DEV" '
+                     f'-- set interface "$DEV" ofport_request={number}')
+    lines.append(f"ip link set {BRIDGE} up")
+    if setup.controller:
+        target = f"tcp:{MODEL_LISTEN}" if setup.profile else setup.controller
+        # Reconnect quickly after a model restart (default backoff is 8 s).
+        lines.append(f"ovs-vsctl set-controller {BRIDGE} {q(target)} -- "
+                     f"set controller {BRIDGE} max_backoff=1000")
+    return "\n".join(lines) + "\n"
+
+
+def model_command(setup: SwitchSetup, profile: str | None = None) -> CommandSpec:
+    """The switch model proxy for this switch (runs until killed)."""
+    profile = profile or setup.profile
+    if not setup.controller or not profile:
+        raise BackendError(f"switch {setup.node}: no controller or switch model profile")
+    upstream = setup.controller.removeprefix("tcp:")
+    return CommandSpec(argv=("python3", "-m", "ofmodel", "proxy", "--listen", MODEL_LISTEN,
+                             "--controller", upstream, "--profile",
+                             f"{MODEL_DIR}/profiles/{profile}.yaml"),
+                       env={"PYTHONPATH": MODEL_DIR})
+
+
+class Switches:
+    """Sets up every switch of a running experiment and keeps its model."""
+
+    def __init__(self, ctl: Controller, topo: Topology):
+        self.ctl = ctl
+        self.setups = {s.node: s for s in switch_setups(topo)}
+        self.models: dict[str, CommandHandle] = {}
+
+    def configure(self, progress: Callable[[str], None] | None = None) -> None:
+        for setup in self.setups.values():
+            if setup.profile:
+                self.models[setup.node] = self.ctl.submit(setup.node, model_command(setup))
+        handles = [(node, self.ctl.submit(node, CommandSpec(shell=bridge_script(s))))
+                   for node, s in self.setups.items()]
+        for node, handle in handles:
+            self._check(node, self.ctl.wait(handle, SETUP_TIMEOUT_S), "bridge setup")
+            if progress:
+                setup = self.setups[node]
+                how = (f"switch model {setup.profile}" if setup.profile
+                       else "controller" if setup.controller else "standalone")
+                progress(f"switch {node}: {len(setup.ports)} ports, {how}")
+        self.check_models()
+
+    def set_profile(self, node: str, profile: str | None) -> None:
+        """Restart node's switch model with another profile (None: OVS talks
+        to the controller directly) and empty its flow table, so flows of the
+        next phase are set up under the new profile."""
+        setup = self.setups.get(node)
+        if setup is None or setup.controller is None:
+            raise BackendError(f"{node} is not an OpenFlow switch of this experiment")
+        old = self.models.pop(node, None)
+        if old is not None:
+            self.ctl.kill(old)
+            self.ctl.wait(old, SETUP_TIMEOUT_S)
+        if profile:
+            self.models[node] = self.ctl.submit(node, model_command(setup, profile))
+        target = f"tcp:{MODEL_LISTEN}" if profile else setup.controller
+        script = (f"ovs-vsctl set-controller {BRIDGE} {shlex.quote(target)} -- "
+                  f"set controller {BRIDGE} max_backoff=1000\n"
+                  f"ovs-ofctl -O OpenFlow13 del-flows {BRIDGE}\n")
+        result = self.ctl.wait(self.ctl.submit(node, CommandSpec(shell=script)), SETUP_TIMEOUT_S)
+        self._check(node, result, f"switching to profile {profile}")
+        log.info("switch %s: model profile now %s", node, profile)
+
+    def check_models(self) -> None:
+        """Raise if a switch model has exited (it runs until killed)."""
+        for node, handle in self.models.items():
+            if handle.done:
+                result = self.ctl.wait(handle, 0)
+                raise BackendError(f"switch {node}: the switch model stopped "
+                                   f"({result.summary()}): "
+                                   f"{result.stderr.decode(errors='replace').strip()[-300:]}")
+
+    @staticmethod
+    def _check(node: str, result, what: str) -> None:
+        if not result.ok:
+            raise BackendError(f"switch {node}: {what} failed ({result.summary()}): "
+                               f"{result.stderr.decode(errors='replace').strip()[-300:]}")

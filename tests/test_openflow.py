@@ -1,0 +1,182 @@
+"""OpenFlow switch setup: validation of controllers and switch models, the
+bridge scripts and model commands rendered for switch guests, and the
+sequence the Switches helper drives through the control channel."""
+
+from __future__ import annotations
+
+import pytest
+
+from selena.control.channel import CommandHandle, CommandResult
+from selena.errors import BackendError, TopologyError
+from selena.model import Topology
+from selena.openflow import MODEL_LISTEN, Switches, bridge_script, model_command, switch_setups
+from selena.validate import validate
+
+PROFILES = {"ideal", "pica8-p3290"}
+
+
+def fig11(model: str | None = "pica8-p3290") -> Topology:
+    topo = Topology("fig11", tdf=10)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    c0 = topo.add_controller("c0", ip="10.9.0.2/24")
+    s1 = topo.add_switch("s1", controller=c0, switch_model=model)
+    s1.add_interface(0, "10.9.0.1/24")
+    topo.add_link(s1, c0)          # eth0: management
+    topo.add_link(h1, s1)          # s1 eth1
+    topo.add_link(h2, s1)          # s1 eth2
+    return topo
+
+
+def test_switch_setup_names_ports_controller_and_profile():
+    topo = fig11()
+    validate(topo, switch_profiles=PROFILES)
+    (setup,) = switch_setups(topo)
+    s1 = topo.nodes["s1"]
+    assert setup.node == "s1"
+    assert setup.controller == "tcp:10.9.0.2:6653"
+    assert setup.profile == "pica8-p3290"
+    # Datapath ports only (not the management interface), numbered index + 1.
+    assert setup.ports == ((2, topo.mac_of(s1, s1.interface(1))),
+                           (3, topo.mac_of(s1, s1.interface(2))))
+    assert setup.datapath_id == f"{s1.id + 1:016x}"
+
+
+def test_bridge_script_points_ovs_at_the_model_or_the_controller():
+    with_model = bridge_script(switch_setups(fig11())[0])
+    assert "fail-mode=secure" in with_model
+    assert f"set-controller br0 tcp:{MODEL_LISTEN}" in with_model
+    assert with_model.count("ovs-vsctl --may-exist add-port br0") == 2
+    assert "ofport_request=2" in with_model and "ofport_request=3" in with_model
+    direct = bridge_script(switch_setups(fig11(model=None))[0])
+    assert "set-controller br0 tcp:10.9.0.2:6653" in direct
+
+
+def test_a_switch_without_controller_is_a_standalone_learning_switch():
+    topo = Topology("plain")
+    h1 = topo.add_host("h1", ip="10.0.0.1/24")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    s1 = topo.add_switch("s1")
+    topo.add_link(h1, s1)
+    topo.add_link(h2, s1)
+    validate(topo)
+    script = bridge_script(switch_setups(topo)[0])
+    assert "fail-mode=standalone" in script
+    assert "set-controller" not in script
+    with pytest.raises(BackendError, match="no controller"):
+        model_command(switch_setups(topo)[0], "ideal")
+
+
+def test_model_command_runs_the_proxy_toward_the_controller():
+    spec = model_command(switch_setups(fig11())[0])
+    assert spec.argv[:4] == ("python3", "-m", "ofmodel", "proxy")
+    argv = list(spec.argv)
+    assert argv[argv.index("--listen") + 1] == MODEL_LISTEN
+    assert argv[argv.index("--controller") + 1] == "10.9.0.2:6653"
+    assert argv[argv.index("--profile") + 1].endswith("/profiles/pica8-p3290.yaml")
+    other = model_command(switch_setups(fig11())[0], "ideal")
+    assert other.argv[-1].endswith("/profiles/ideal.yaml")
+
+
+def _bad(mutate) -> str:
+    topo = fig11()
+    mutate(topo)
+    with pytest.raises(TopologyError) as info:
+        validate(topo, switch_profiles=PROFILES)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda t: setattr(t.nodes["s1"], "switch_model", "hp-5406"),
+     "node s1: unknown switch_model profile 'hp-5406' (have: ideal, pica8-p3290)"),
+    (lambda t: setattr(t.nodes["s1"], "controller", "c9"),
+     "node s1: controller 'c9' is not a node of this topology"),
+    (lambda t: setattr(t.nodes["s1"], "controller", "h1"),
+     "node s1: controller 'h1' is a host, not a controller node"),
+    (lambda t: setattr(t.nodes["h1"], "controller", "c0"),
+     "node h1: only switches have a controller"),
+    (lambda t: setattr(t.nodes["s1"].interface(0), "ip", None),
+     "node s1: an OpenFlow switch needs exactly one interface with an IP address"),
+    (lambda t: setattr(t.nodes["s1"].interface(1), "ip", "10.0.0.9/24"),
+     "node s1: an OpenFlow switch needs exactly one interface with an IP address"),
+    (lambda t: setattr(t.nodes["c0"].interface(0), "ip", "10.8.0.2/24"),
+     "node s1: its management address 10.9.0.1/24 shares no subnet with controller c0"),
+])
+def test_bad_openflow_settings_are_rejected_naming_the_node(mutate, message):
+    assert message in _bad(mutate)
+
+
+def test_a_switch_model_needs_a_controller():
+    topo = Topology("t")
+    topo.add_host("h1", ip="10.0.0.1/24")
+    topo.add_switch("s1", switch_model="ideal")
+    topo.add_link("h1", "s1")
+    with pytest.raises(TopologyError, match="node s1: switch_model 'ideal' needs a controller"):
+        validate(topo)
+
+
+class FakeController:
+    """Records what Switches submits; every command exits with `exit_code`
+    except the model, which runs until killed."""
+
+    def __init__(self, exit_code: int = 0):
+        self.exit_code = exit_code
+        self.submitted: list[tuple[str, object]] = []
+        self.killed: list[str] = []
+
+    def submit(self, node, spec):
+        self.submitted.append((node, spec))
+        handle = CommandHandle(node, f"c{len(self.submitted)}", spec, 0.0)
+        if spec.argv[:3] != ("python3", "-m", "ofmodel"):
+            handle._result = CommandResult(node, handle.id, spec.describe(), "exited",
+                                           exit_code=self.exit_code, stderr=b"ovs-vsctl: boom")
+            handle._done.set()
+        return handle
+
+    def wait(self, handle, timeout=None):
+        assert handle._done.wait(1), "waited for a command that never ends"
+        return handle._result
+
+    def kill(self, handle, signal=15):
+        self.killed.append(handle.id)
+        handle._result = CommandResult(handle.guest, handle.id, "model", "killed", signal=15)
+        handle._done.set()
+
+
+def test_switches_start_the_model_before_the_bridge_and_swap_profiles():
+    ctl = FakeController()
+    switches = Switches(ctl, fig11())
+    lines: list[str] = []
+    switches.configure(progress=lines.append)
+    (node, model), (_, bridge) = ctl.submitted
+    assert node == "s1" and model.argv[-1].endswith("pica8-p3290.yaml")
+    assert "add-br br0" in bridge.shell
+    assert lines == ["switch s1: 2 ports, switch model pica8-p3290"]
+
+    switches.set_profile("s1", "ideal")
+    assert ctl.killed == ["c1"]
+    _, new_model = ctl.submitted[2]
+    assert new_model.argv[-1].endswith("ideal.yaml")
+    _, flush = ctl.submitted[3]
+    assert "del-flows br0" in flush.shell and f"tcp:{MODEL_LISTEN}" in flush.shell
+
+    switches.set_profile("s1", None)
+    _, direct = ctl.submitted[-1]
+    assert "tcp:10.9.0.2:6653" in direct.shell
+    with pytest.raises(BackendError, match="h1 is not an OpenFlow switch"):
+        switches.set_profile("h1", "ideal")
+
+
+def test_a_failed_bridge_setup_or_a_dead_model_is_an_error():
+    with pytest.raises(BackendError, match="switch s1: bridge setup failed .*boom"):
+        Switches(FakeController(exit_code=1), fig11()).configure()
+
+    ctl = FakeController()
+    switches = Switches(ctl, fig11())
+    switches.configure()
+    model = switches.models["s1"]
+    model._result = CommandResult("s1", model.id, "model", "exited", exit_code=2,
+                                  stderr=b"profile: bad field")
+    model._done.set()
+    with pytest.raises(BackendError, match="the switch model stopped .*bad field"):
+        switches.check_models()
