@@ -38,7 +38,8 @@ def run_bench(progress: Callable[[str], None]) -> int:
     xen_seconds = _xen_build_seconds()
     print("selena lab bench")
     print(f"  lab cold build: patched Xen {xen_seconds or '?'} s, "
-          f"Dom0 base image {times.get('dom0_base', '?')} s "
+          f"Dom0 base image {times.get('dom0_base', '?')} s, "
+          f"guest kernel {times.get('guest_kernel', '?')} s "
           "(as last measured when built)")
     print(f"  lab rebuild with nothing changed: {check_seconds:.1f} s")
     print(f"  boot to Dom0 command: {result.boot_seconds:.1f} s (QEMU {_accel()})")
