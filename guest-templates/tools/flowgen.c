@@ -611,8 +611,8 @@ static int run_client(int argc, char **argv)
     struct client_opts o;
     struct flow *flows;
     struct pollfd *pfds;
-    size_t *owner;
-    size_t nflows, next = 0, ndone = 0, i;
+    size_t *active;
+    size_t nflows, next = 0, nactive = 0, i;
     int64_t t0 = 0, timeout_ns;
 
     parse_client(argc, argv, &o);
@@ -631,56 +631,61 @@ static int run_client(int argc, char **argv)
     raise_fd_limit();
     timeout_ns = (int64_t)(o.timeout * NS_PER_S);
     pfds = malloc((nflows ? nflows : 1) * sizeof(*pfds));
-    owner = malloc((nflows ? nflows : 1) * sizeof(*owner));
-    if ( !pfds || !owner )
+    active = malloc((nflows ? nflows : 1) * sizeof(*active));
+    if ( !pfds || !active )
     {
         fprintf(stderr, "flowgen: out of memory\n");
         return 1;
     }
 
-    while ( ndone < nflows )
+    /*
+     * active[] holds the started flows that have not ended, so each round
+     * costs O(live flows), not O(all flows so far).
+     */
+    while ( next < nflows || nactive > 0 )
     {
         int64_t now = now_ns(), wake = INT64_MAX;
         struct timespec ts;
-        size_t np = 0;
+        size_t np = 0, kept = 0;
         int rc;
 
         /* Start every flow that is due (all at once if we fell behind). */
         while ( next < nflows && (next == 0 ||
                                   now >= t0 + flows[next].offset_ns) )
         {
-            start_flow(&flows[next], &o);
+            struct flow *f = &flows[next];
+
+            start_flow(f, &o);
             if ( next == 0 )
-                t0 = flows[0].start_ns;
-            if ( flows[next].state == SENDING )
-                pump_send(&flows[next], &o);
+                t0 = f->start_ns;
+            if ( f->state == SENDING )
+                pump_send(f, &o);
+            if ( f->state != DONE )
+                active[nactive++] = next;
             next++;
             now = now_ns();
         }
         if ( next < nflows )
             wake = t0 + flows[next].offset_ns;
 
-        /* Time out stale flows; poll the live ones. */
-        ndone = 0;
-        for ( i = 0; i < next; i++ )
+        /* Time out stale flows, drop ended ones, poll the rest. */
+        for ( i = 0; i < nactive; i++ )
         {
-            struct flow *f = &flows[i];
+            struct flow *f = &flows[active[i]];
 
             if ( f->state != DONE && now - f->start_ns >= timeout_ns )
                 finish(f, -1);
             if ( f->state == DONE )
-            {
-                ndone++;
                 continue;
-            }
+            active[kept++] = active[i];
             if ( f->start_ns + timeout_ns < wake )
                 wake = f->start_ns + timeout_ns;
             pfds[np].fd = f->fd;
             pfds[np].events = f->state == WAITING_EOF ? POLLIN : POLLOUT;
-            pfds[np].revents = 0;
-            owner[np++] = i;
+            pfds[np++].revents = 0;
         }
-        if ( ndone == nflows )
+        nactive = kept;
+        if ( next == nflows && nactive == 0 )
             break;
 
         if ( wake < now )
@@ -695,7 +700,7 @@ static int run_client(int argc, char **argv)
         }
         for ( i = 0; rc > 0 && i < np; i++ )
             if ( pfds[i].revents )
-                handle_event(&flows[owner[i]], pfds[i].revents, &o);
+                handle_event(&flows[active[i]], pfds[i].revents, &o);
     }
 
     print_results(flows, nflows);
