@@ -4,6 +4,10 @@ CDFs, summary statistics, and the CDF table and plot of Figure 11.
     records = read_flowgen_csv(Path("h1.stdout"))                  # list[FlowRecord]
     analyze({"ideal": ideal_records, "pica8-p3290": pica8_records}, out_dir)
 
+or from a shell:
+
+    python -m selena.analysis.fct --out results/fct ideal=ideal.csv pica8-p3290=pica8.csv
+
 writes into `out_dir`:
 
     fct_cdf.csv       profile,fct_s,cdf     one row per distinct FCT of each series
@@ -19,6 +23,7 @@ CDF. Percentiles interpolate linearly between order statistics (numpy's default)
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import logging
@@ -281,3 +286,36 @@ def analyze(series: Mapping[str, Sequence[FlowRecord]], out_dir: Path, *, plot: 
                  "%.1f%% > 1 s, %.1f%% > 3 s", profile, s.n, s.failed, s.median_s, s.p90_s,
                  s.p99_s, 100 * s.over_1s, 100 * s.over_3s)
     return summaries
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m selena.analysis.fct",
+        description="FCT CDF table, summary and plot from flowgen client CSV files")
+    parser.add_argument("series", nargs="+", metavar="PROFILE=CSV",
+                        help="a series name and the flowgen output it comes from")
+    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument("--title", default="Flow completion time CDF")
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    paths: dict[str, Path] = {}
+    for item in args.series:
+        profile, sep, path = item.partition("=")
+        if not sep or not profile or not path:
+            parser.error(f"expected PROFILE=CSV, got {item!r}")
+        paths[profile] = Path(path)
+    try:
+        series = {profile: read_flowgen_csv(path) for profile, path in paths.items()}
+        analyze(series, args.out, plot=not args.no_plot, title=args.title)
+    except OSError as exc:
+        log.error("%s: %s", exc.filename, exc.strerror)
+        return 1
+    except AnalysisError as exc:
+        log.error("%s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

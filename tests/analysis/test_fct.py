@@ -4,6 +4,7 @@ table and the PNG plot."""
 from __future__ import annotations
 
 import csv
+import logging
 import math
 import sys
 from pathlib import Path
@@ -148,3 +149,22 @@ def test_without_matplotlib_the_plot_says_how_to_install_it(
     # everything but the plot still works
     fct.analyze({"ideal": fct.parse_flowgen_csv(FLOWGEN_OUTPUT)}, tmp_path, plot=False)
     assert (tmp_path / "fct_cdf.csv").exists() and not (tmp_path / "p.png").exists()
+
+
+def test_command_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    ideal = tmp_path / "ideal.csv"
+    ideal.write_text(FLOWGEN_OUTPUT)
+    out = tmp_path / "out"
+    assert fct.main(["--out", str(out), "--no-plot", f"ideal={ideal}"]) == 0
+    assert set(fct.read_cdf_csv(out / "fct_cdf.csv")) == {"ideal"}
+    assert "ideal: 3 flows ok, 2 failed" in caplog.text
+    bad = tmp_path / "bad.csv"
+    bad.write_text(FLOWGEN_OUTPUT + "oops\n")
+    assert fct.main(["--out", str(out), f"bad={bad}"]) == 1
+    assert f"{bad}, line 7" in caplog.text
+    assert fct.main(["--out", str(out), f"gone={tmp_path / 'gone.csv'}"]) == 1
+    assert "No such file" in caplog.text
+    with pytest.raises(SystemExit) as usage:
+        fct.main(["--out", str(out), "no-equals-sign"])
+    assert usage.value.code == 2
