@@ -85,3 +85,17 @@ class GuestLost(ControlError):
         self.guest = guest
         self.why = why
         super().__init__(f"guest {guest} lost: {why}")
+
+
+class AnalysisError(SelenaError):
+    """Results could not be analysed or plotted (bad input, missing plotting library)."""
+
+
+class FlowCsvError(AnalysisError):
+    """A flowgen CSV is malformed; `source` and `line` (1-based) name the offending row."""
+
+    def __init__(self, source: str, line: int, why: str):
+        self.source = source
+        self.line = line
+        self.why = why
+        super().__init__(f"{source}, line {line}: {why}")

@@ -1,0 +1,1 @@
+"""Analysis of experiment results (flow completion times, ...)."""
