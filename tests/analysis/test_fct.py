@@ -117,7 +117,6 @@ def test_read_cdf_csv_rejects_other_files(tmp_path: Path) -> None:
 
 
 def test_analyze_writes_table_summary_and_png(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     ideal = fct.parse_flowgen_csv(FLOWGEN_OUTPUT)
     pica8 = [FlowRecord(i, 0, 1, f, 1000000, "ok") for i, f in enumerate([0.02, 1.03, 3.2])]
     summaries = fct.analyze({"ideal": ideal, "pica8-p3290": pica8}, tmp_path)
@@ -133,7 +132,6 @@ def test_analyze_writes_table_summary_and_png(tmp_path: Path) -> None:
 
 
 def test_plot_copes_with_empty_and_zero_series(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     path = fct.plot_cdf({"none": [], "zero": [0.0, 0.5]}, tmp_path / "p.png")
     assert path.read_bytes().startswith(b"\x89PNG")
 
