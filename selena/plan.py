@@ -172,11 +172,16 @@ def guest_shaping_script(guest: GuestPlan) -> str | None:
     interfaces are found by MAC (names depend on frontend order)."""
     if not guest.guest_shaping:
         return None
-    lines = ["set -e"]
+    # iproute2's tc by path: busybox's shell runs its own (limited) tc applet
+    # for a bare `tc`, whatever PATH says.
+    lines = ["set -e", 'TC=/usr/sbin/tc; [ -x "$TC" ] || TC=/sbin/tc']
     for mac, commands in guest.guest_shaping:
         lines.append(f'DEV=$(for d in /sys/class/net/*; do [ "$(cat $d/address)" = "{mac}" ] '
                      '&& echo "${d##*/}"; done; true)')
         lines.append(f'[ -n "$DEV" ] || {{ echo "no interface with MAC {mac}" >&2; exit 1; }}')
         for argv in commands:
-            lines.append(" ".join('"$DEV"' if a == "$DEV" else shlex.quote(a) for a in argv))
+            words = ['"$DEV"' if a == "$DEV" else shlex.quote(a) for a in argv]
+            if argv[0] == "tc":
+                words[0] = '"$TC"'
+            lines.append(" ".join(words))
     return "\n".join(lines) + "\n"

@@ -25,7 +25,9 @@ def test_guest_placement_shapes_egress_in_each_guest_unscaled():
     assert any("rate 100000000bit" in c for c in text)     # not divided by the TDF
     assert any("netem delay 10000us" in c for c in text)   # not multiplied by it
     script = guest_shaping_script(h1)
-    assert f'= "{mac}"' in script and 'tc qdisc replace dev "$DEV"' in script
+    assert f'= "{mac}"' in script and '"$TC" qdisc replace dev "$DEV"' in script
+    # iproute2's tc by path: a bare `tc` in busybox's shell is busybox's applet.
+    assert 'TC=/usr/sbin/tc' in script
     assert subprocess.run(["sh", "-n", "-c", script]).returncode == 0
 
 
@@ -39,7 +41,7 @@ def test_dom0_placement_leaves_guests_alone_and_scales():
 def test_script_finds_the_device_by_mac_and_fails_clearly_without_it(tmp_path):
     script = guest_shaping_script(plan_at(1, Placement.GUEST).guests[0])
     # Run only the lookup part against a fake /sys/class/net.
-    lookup = script.splitlines()[:3]
+    lookup = script.splitlines()[:4]
     fake = tmp_path / "net"
     (fake / "eth0").mkdir(parents=True)
     (fake / "eth0" / "address").write_text("02:00:00:00:00:99\n")
