@@ -178,9 +178,7 @@ class SelenaLearningSwitch(app_manager.OSKenApp):
         else:
             # OpenFlow 1.0: misses go to the controller anyway; ask for whole packets.
             dp.send_msg(parser.OFPSetConfig(dp, ofp.OFPC_FRAG_NORMAL, 0xFFFF))
-        self.logger.info(
-            "switch %016x connected (OpenFlow 0x%02x)", dp.id, ofp.OFP_VERSION
-        )
+        self.logger.info("switch %016x connected (OpenFlow 0x%02x)", dp.id, ofp.OFP_VERSION)
 
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
     def state_change_handler(self, ev: Any) -> None:
@@ -265,15 +263,10 @@ class SelenaLearningSwitch(app_manager.OSKenApp):
             fields["dport"] = l4.dst_port
         match = self._ip_match(dp, in_port, fields)
         actions = [dp.ofproto_parser.OFPActionOutput(out_port)]
-        desc = "flow in_port=%d %s %s%s -> %s%s out=%d" % (
-            in_port,
-            {IPPROTO_TCP: "tcp", IPPROTO_UDP: "udp"}.get(ip.proto, f"ip_proto={ip.proto}"),
-            ip.src,
-            f":{fields['sport']}" if "sport" in fields else "",
-            ip.dst,
-            f":{fields['dport']}" if "dport" in fields else "",
-            out_port,
-        )
+        name = {IPPROTO_TCP: "tcp", IPPROTO_UDP: "udp"}.get(ip.proto, f"ip_proto={ip.proto}")
+        sport = f":{fields['sport']}" if "sport" in fields else ""
+        dport = f":{fields['dport']}" if "dport" in fields else ""
+        desc = f"flow in_port={in_port} {name} {ip.src}{sport} -> {ip.dst}{dport} out={out_port}"
         self._send_flow_mod(dp, self._flow_mod(dp, match, actions), desc)
 
     def _ip_match(self, dp: Any, in_port: int, f: dict[str, Any]) -> Any:
