@@ -51,8 +51,9 @@ cp "$here/apps/selena_learning.py" "$out/apps/"
 cat > "$out/bin/osken-manager" <<'EOF'
 #!/bin/sh
 # osken-manager from the site-packages beside this directory (build-site.sh).
+# No .pyc writes: in the guest they would only take RAM (the root is the initramfs).
 top=$(cd "$(dirname "$0")/.." && pwd)
-PYTHONPATH="$top/site-packages${PYTHONPATH:+:$PYTHONPATH}" \
+PYTHONPATH="$top/site-packages${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 \
     exec "${PYTHON:-python3}" -m os_ken.cmd.manager "$@"
 EOF
 chmod 755 "$out/bin/osken-manager"
