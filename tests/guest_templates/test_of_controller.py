@@ -65,7 +65,7 @@ def wait_for(what: str, check: Callable[[], T], timeout: float = TIMEOUT) -> T:
 
 
 def stop_pid(pid: int, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL, one process we started (by its PID only)."""
+    """SIGTERM, then SIGKILL, a daemon we started (by its PID only; not our child)."""
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -228,7 +228,11 @@ def site() -> Path:
             pytest.fail(f"build-site.sh failed:\n{done.stdout}{done.stderr}", pytrace=False)
         (tmp / ".complete").write_text(done.stdout)
         shutil.rmtree(out, ignore_errors=True)
-        tmp.rename(out)
+        try:
+            tmp.rename(out)
+        except OSError:
+            if not (out / ".complete").exists():  # else a concurrent run won the race
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
@@ -250,8 +254,14 @@ class Controller:
         return self.proc.poll() is None
 
     def stop(self) -> None:
-        stop_pid(self.proc.pid)
-        self.proc.wait(timeout=10)
+        # our child: wait() reaps it (a zombie would still answer kill(pid, 0))
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
 
 
 def start_controller(
