@@ -32,8 +32,10 @@ OPENFLOW_PORT = 6653
 MODEL_LISTEN = f"127.0.0.1:{OPENFLOW_PORT}"
 MODEL_DIR = "/opt/selena/switch-model"
 BRIDGE = "br0"
-# Real seconds for a switch guest to set up its bridge (emulation is slow).
+# Real seconds for a switch guest to set up its bridge (emulation is slow),
+# plus the guest seconds it may wait for its controller (x TDF).
 SETUP_TIMEOUT_S = 300.0
+CONNECT_TRIES = 1200          # 0.1 s each, in guest time: 120 s
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,16 @@ def bridge_script(setup: SwitchSetup) -> str:
         # Reconnect quickly after a model restart (default backoff is 8 s).
         lines.append(f"ovs-vsctl set-controller {BRIDGE} {q(target)} -- "
                      f"set controller {BRIDGE} max_backoff=1000")
+        lines.append(_wait_connected(target))
     return "\n".join(lines) + "\n"
+
+
+def _wait_connected(target: str) -> str:
+    """Shell: wait (in guest time, bounded) until OVS holds a connection to target."""
+    return (f"n=0; until ovs-vsctl get controller {BRIDGE} is_connected | grep -q true; do "
+            f"n=$((n + 1)); if [ $n -gt {CONNECT_TRIES} ]; then "
+            f"echo \"{BRIDGE} is not connected to {target} after "
+            f"{CONNECT_TRIES // 10} s\" >&2; exit 1; fi; sleep 0.1; done")
 
 
 def model_command(setup: SwitchSetup, profile: str | None = None) -> CommandSpec:
@@ -114,8 +125,9 @@ class Switches:
                 self.models[setup.node] = self.ctl.submit(setup.node, model_command(setup))
         handles = [(node, self.ctl.submit(node, CommandSpec(shell=bridge_script(s))))
                    for node, s in self.setups.items()]
+        limit = SETUP_TIMEOUT_S + CONNECT_TRIES / 10 * self.ctl.tdf
         for node, handle in handles:
-            self._check(node, self.ctl.wait(handle, SETUP_TIMEOUT_S), "bridge setup")
+            self._check(node, self.ctl.wait(handle, limit), "bridge setup")
             if progress:
                 setup = self.setups[node]
                 how = (f"switch model {setup.profile}" if setup.profile
@@ -137,10 +149,11 @@ class Switches:
         if profile:
             self.models[node] = self.ctl.submit(node, model_command(setup, profile))
         target = f"tcp:{MODEL_LISTEN}" if profile else setup.controller
-        script = (f"ovs-vsctl set-controller {BRIDGE} {shlex.quote(target)} -- "
+        script = (f"set -e\novs-vsctl set-controller {BRIDGE} {shlex.quote(target)} -- "
                   f"set controller {BRIDGE} max_backoff=1000\n"
-                  f"ovs-ofctl -O OpenFlow13 del-flows {BRIDGE}\n")
-        result = self.ctl.wait(self.ctl.submit(node, CommandSpec(shell=script)), SETUP_TIMEOUT_S)
+                  f"ovs-ofctl -O OpenFlow13 del-flows {BRIDGE}\n{_wait_connected(target)}\n")
+        limit = SETUP_TIMEOUT_S + CONNECT_TRIES / 10 * self.ctl.tdf
+        result = self.ctl.wait(self.ctl.submit(node, CommandSpec(shell=script)), limit)
         self._check(node, result, f"switching to profile {profile}")
         log.info("switch %s: model profile now %s", node, profile)
 

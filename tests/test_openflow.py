@@ -50,6 +50,8 @@ def test_bridge_script_points_ovs_at_the_model_or_the_controller():
     assert "ofport_request=2" in with_model and "ofport_request=3" in with_model
     direct = bridge_script(switch_setups(fig11(model=None))[0])
     assert "set-controller br0 tcp:10.9.0.2:6653" in direct
+    # The setup waits until OVS holds its controller connection.
+    assert "is_connected" in direct and "is not connected to tcp:10.9.0.2:6653" in direct
 
 
 def test_a_switch_without_controller_is_a_standalone_learning_switch():
@@ -120,6 +122,7 @@ class FakeController:
     except the model, which runs until killed."""
 
     def __init__(self, exit_code: int = 0):
+        self.tdf = 10.0
         self.exit_code = exit_code
         self.submitted: list[tuple[str, object]] = []
         self.killed: list[str] = []

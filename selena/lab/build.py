@@ -54,8 +54,54 @@ DOM0_MODULES = (
     "crc32c_generic",
 )
 
-# Dynamic host programs copied into guests with their libraries.
-GUEST_HOST_BINARIES = ("iperf3", "tc")
+
+
+@dataclass(frozen=True)
+class GuestRecipe:
+    """What a template's initramfs holds on top of busybox, the shared init,
+    the agent and the static tools: host programs (with their shared
+    libraries, at the same paths), host data files or directories, a python3
+    runtime, directories of this tree, and pip-installed packages."""
+
+    name: str
+    host_programs: tuple[str, ...] = ()
+    host_paths: tuple[str, ...] = ()
+    python: bool = False
+    # (directory in this tree, where it goes in the guest)
+    tree_dirs: tuple[tuple[str, str], ...] = ()
+    # requirements file in this tree; the build-site.sh beside it installs
+    # them (and whatever else the template runs) into /opt/selena
+    requirements: str | None = None
+
+
+# Debian's own python3 (not whatever python3 PATH finds first): the guests get
+# its binary and standard library.
+GUEST_PYTHON = "/usr/bin/python3"
+OVS_PROGRAMS = ("ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-ofctl",
+                "ovs-appctl")
+GUEST_RECIPES = {
+    "tiny-host": GuestRecipe("tiny-host"),
+    "tools-host": GuestRecipe("tools-host", host_programs=("iperf3", "tc")),
+    "ovs-switch": GuestRecipe(
+        "ovs-switch", host_programs=(*OVS_PROGRAMS, "tc", GUEST_PYTHON),
+        host_paths=("/usr/share/openvswitch/vswitch.ovsschema",
+                    "/usr/lib/python3/dist-packages/yaml"),
+        python=True,
+        tree_dirs=(("switch-model/ofmodel", "/opt/selena/switch-model/ofmodel"),
+                   ("switch-model/profiles", "/opt/selena/switch-model/profiles"))),
+    # build-site.sh installs os-ken, the app and the osken-manager launcher
+    # into /opt/selena.
+    "of-controller": GuestRecipe(
+        "of-controller", host_programs=(GUEST_PYTHON,), python=True,
+        requirements="guest-templates/of-controller/requirements.txt"),
+}
+# Parts of the standard library no guest program imports (about 40 MB).
+PYTHON_EXTENSIONS_SKIP = ("_curses", "_dbm", "_gdbm", "_sqlite3", "nis.", "readline.",
+                          "_crypt.", "_tkinter", "_test", "xx", "_ctypes_test")
+PYTHON_STDLIB_SKIP = ("test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
+                      "pydoc_data", "config-3*", "__pycache__", "site-packages", "venv",
+                      "*.exe", "sqlite3", "curses", "dbm",
+                      *(f"{name}*.so" for name in PYTHON_EXTENSIONS_SKIP))
 
 Progress = Callable[[str], None]
 
@@ -131,12 +177,11 @@ class LabBuilder:
         kernel = next((kernel_root / "boot").glob("vmlinuz-*"))
         base = self.dom0_base(kernel_root)
         guest_kernel = self.guest_kernel(kernel_deb)
-        tiny = self.tiny_host()
-        tools = self.tools_host()
-        overlay = self.dom0_overlay(guest_kernel, {"tiny-host": tiny, "tools-host": tools})
+        initrds = {name: self.guest_initrd(recipe) for name, recipe in GUEST_RECIPES.items()}
+        overlay = self.dom0_overlay(guest_kernel, initrds)
         dom0_initrd = self._concat(base, overlay)
         self.timings["total"] = time.monotonic() - start
-        return LabArtefacts(xen, kernel, dom0_initrd, tiny, dict(self.timings))
+        return LabArtefacts(xen, kernel, dom0_initrd, initrds["tiny-host"], dict(self.timings))
 
     def hypervisor(self) -> Path:
         self.progress("[1/6] patched Xen hypervisor (make -C xen-patches)")
@@ -245,39 +290,54 @@ class LabBuilder:
     def tiny_host(self) -> Path:
         """The tiny-host guest initramfs: busybox, the agent, init (its kernel
         has every driver built in, so no modules)."""
-        return self.host_initrd("tiny-host", ())
+        return self.guest_initrd(GUEST_RECIPES["tiny-host"])
 
-    def tools_host(self) -> Path:
-        """tiny-host plus iperf3 and tc with their shared libraries."""
-        return self.host_initrd("tools-host", GUEST_HOST_BINARIES)
-
-    def host_initrd(self, template: str, host_programs: tuple[str, ...]) -> Path:
+    def guest_initrd(self, recipe: GuestRecipe) -> Path:
         tpl = self.src / "guest-templates" / "tiny-host"       # the shared init
+        own = self.src / "guest-templates" / recipe.name       # rc, template.yaml
         agent = self.src / "guest-agent" / "build" / "selena-agent"
         tools = self.src / "guest-templates" / "build" / "bin"
         self._make_optional(self.src / "guest-agent")
         self._make_optional(self.src / "guest-templates", "tools")
-        inputs = _tree_files(tpl) + ([agent] if agent.exists() else []) + _tree_files(tools)
-        host_binaries = _host_binaries_with_libs(self.runner, host_programs)
+        inputs = _tree_files(tpl) + _tree_files(own) + _tree_files(tools)
+        inputs += [agent] if agent.exists() else []
+        for src, _ in recipe.tree_dirs:
+            inputs += _tree_files(self.src / src)
+        host_binaries = _host_binaries_with_libs(self.runner, recipe.host_programs)
+        site = self.python_site(recipe) if recipe.requirements else None
+        if recipe.python:
+            # C extensions load libraries too (_ssl: libssl; greenlet: libstdc++).
+            extensions = [p for p in (_python_stdlib_dir() / "lib-dynload").glob("*.so")
+                          if not p.name.startswith(PYTHON_EXTENSIONS_SKIP)]
+            extensions += sorted(site.rglob("*.so")) if site else []
+            host_binaries = sorted(set(host_binaries) | set(
+                _shared_libraries(self.runner, extensions)))
         inputs += host_binaries
-        key = _hash(_hash_files(inputs), template, "host-initrd-v2")
-        target = self.root / f"{template}-{key}.cpio.gz"
+        for path in recipe.host_paths:
+            inputs += _tree_files(Path(path)) if Path(path).is_dir() else [Path(path)]
+        extra = [_python_stdlib_fingerprint()] if recipe.python else []
+        extra += [site.name] if site else []
+        key = _hash(_hash_files(inputs), recipe.name, "guest-initrd-v3", *extra)
+        target = self.root / f"{recipe.name}-{key}.cpio.gz"
         if target.exists():
-            self.progress(f"[5/6] {template} guest: cached ({target.name})")
+            self.progress(f"[5/6] {recipe.name} guest: cached ({target.name})")
             return target
-        self.progress(f"[5/6] {template} guest initramfs")
+        self.progress(f"[5/6] {recipe.name} guest initramfs")
         busybox = Path("/bin/busybox")
         if not busybox.exists():
             raise LabError("busybox-static is not installed (/bin/busybox missing)")
         with tempfile.TemporaryDirectory(dir=self.root) as tmp:
             root = Path(tmp) / "root"
             for d in ("bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev", "tmp",
-                      "run", "etc", "root", "var/log"):
+                      "run", "etc/selena", "root", "var/log", "var/run"):
                 (root / d).mkdir(parents=True, exist_ok=True)
             shutil.copy2(busybox, root / "bin" / "busybox")
             self.runner.run(["chroot", str(root), "/bin/busybox", "--install", "-s"])
             shutil.copy2(tpl / "init", root / "init")
             os.chmod(root / "init", 0o755)
+            if (own / "rc").exists():
+                shutil.copy2(own / "rc", root / "etc/selena/rc")
+                os.chmod(root / "etc/selena/rc", 0o755)
             if agent.exists():
                 shutil.copy2(agent, root / "sbin" / "selena-agent")
             for tool in _tree_files(tools):
@@ -289,7 +349,35 @@ class LabBuilder:
                 if dest.is_symlink() or dest.exists():
                     dest.unlink()
                 shutil.copy2(path, dest)
+            for name in recipe.host_paths:
+                _copy_any(Path(name), root / name.lstrip("/"))
+            if recipe.python:
+                _copy_python_stdlib(root)
+            for src, dest in recipe.tree_dirs:
+                shutil.copytree(self.src / src, root / dest.lstrip("/"),
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            if site is not None:
+                shutil.copytree(site, root / "opt/selena", symlinks=True, dirs_exist_ok=True)
             self._pack(root, target)
+        return target
+
+    def python_site(self, recipe: GuestRecipe) -> Path:
+        """A template's /opt/selena from its build-site.sh (pip packages and
+        its apps), cached by everything in the template's directory."""
+        assert recipe.requirements is not None
+        requirements = self.src / recipe.requirements
+        builder = requirements.parent / "build-site.sh"
+        key = _hash(_hash_files(_tree_files(requirements.parent)), _python_stdlib_fingerprint())
+        target = self.root / f"site-{recipe.name}-{key}"
+        if target.exists():
+            return target
+        self.progress(f"[5/6] {recipe.name}: pip packages ({requirements.name})")
+        partial = target.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        self.runner.run(["sh", str(builder), str(partial)], timeout=1800)
+        if not (partial / "site-packages").is_dir():
+            raise LabError(f"{builder} did not create {partial / 'site-packages'}")
+        partial.rename(target)
         return target
 
     def dom0_overlay(self, kernel: Path, initrds: dict[str, Path]) -> Path:
@@ -300,6 +388,8 @@ class LabBuilder:
         inputs += [tdf_tool, kernel, *initrds.values(), self.src / "xen-patches" / "series"]
         inputs += [self.src / "guest-templates" / t / "template.yaml" for t in initrds]
         inputs += sorted((self.src / "xen-patches").glob("*.patch"))
+        profiles = self.src / "switch-model" / "profiles"
+        inputs += _tree_files(profiles)
         key = _hash(_hash_files(inputs))
         target = self.root / f"dom0-overlay-{key}.cpio.gz"
         if target.exists():
@@ -323,6 +413,9 @@ class LabBuilder:
             # Results bundles name the patch series the hypervisor was built from.
             _mkparent(root / "usr/share/selena/xen-patches.sha256").write_text(
                 patch_series_hash() + "\n")
+            if profiles.is_dir():
+                # Validation in Dom0 checks switch_model names against these.
+                shutil.copytree(profiles, root / "usr/share/selena/switch-model/profiles")
             for template, initrd in initrds.items():
                 tdir = root / "usr/share/selena/templates" / template
                 tdir.mkdir(parents=True)
@@ -401,6 +494,18 @@ class LabBuilder:
         return target
 
 
+def _shared_libraries(runner: Runner, objects: Iterable[Path]) -> list[Path]:
+    """Every shared library the given ELF objects load (through ldd)."""
+    found: set[Path] = set()
+    for obj in objects:
+        out = runner.run(["ldd", str(obj)], check=False).stdout
+        for line in out.splitlines():
+            match = re.search(r"(/\S+) \(0x", line)
+            if match:
+                found.add(Path(match.group(1)))
+    return sorted(found)
+
+
 def _host_binaries_with_libs(runner: Runner, names: Iterable[str]) -> list[Path]:
     """Host programs for the guests and every shared library they load
     (resolved through ldd), as absolute paths."""
@@ -416,6 +521,36 @@ def _host_binaries_with_libs(runner: Runner, names: Iterable[str]) -> list[Path]
             if match:
                 found.append(Path(match.group(1)))
     return sorted(set(found))
+
+
+def _python_stdlib_fingerprint() -> str:
+    """Identifies the host's python3 and standard library (names and sizes)."""
+    lib = _python_stdlib_dir()
+    listing = "\n".join(f"{p.relative_to(lib)} {p.stat().st_size}"
+                        for p in _tree_files(lib) if "test" not in p.parts)
+    return _hash(listing, Path(GUEST_PYTHON).resolve().read_bytes())
+
+
+def _python_stdlib_dir() -> Path:
+    lib = Path("/usr/lib/python3.11")
+    if not (lib / "os.py").exists():
+        raise LabError(f"{lib} is missing: the guests' python3 runtime is Debian bookworm's 3.11")
+    return lib
+
+
+def _copy_python_stdlib(root: Path) -> None:
+    lib = _python_stdlib_dir()
+    shutil.copytree(lib, root / lib.relative_to("/"), symlinks=True,
+                    ignore=shutil.ignore_patterns(*PYTHON_STDLIB_SKIP))
+
+
+def _copy_any(src: Path, dest: Path) -> None:
+    if not src.exists():
+        raise LabError(f"{src} is missing on this host (.ci/host-deps installs it)")
+    if src.is_dir():
+        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copy2(src, _mkparent(dest))
 
 
 def _mkparent(path: Path) -> Path:

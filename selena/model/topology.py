@@ -22,7 +22,7 @@ DEFAULT_TEMPLATES = {
 }
 # What a template needs by default (its template.yaml says the same);
 # other templates get DEFAULT_MEMORY_MB.
-TEMPLATE_MEMORY_MB = {"tiny-host": 32, "tools-host": 64, "ovs-switch": 160,
+TEMPLATE_MEMORY_MB = {"tiny-host": 32, "tools-host": 64, "ovs-switch": 256,
                       "of-controller": 256}
 DEFAULT_MEMORY_MB = 128
 

@@ -15,7 +15,7 @@ def test_pythonic_api_builds_links_on_new_interfaces():
     assert l2.loss == 0.01 and l2.queue_packets == 100
     assert s1.kind is NodeKind.SWITCH and s1.template == "ovs-switch"
     assert h1.template == "tiny-host" and h1.memory_mb == 32   # its template needs no more
-    assert s1.memory_mb == 160 and topo.add_host("h9", memory="64M").memory_mb == 64
+    assert s1.memory_mb == 256 and topo.add_host("h9", memory="64M").memory_mb == 64
     assert topo.add_host("h8", template="tools-host").memory_mb == 64
 
 
