@@ -68,8 +68,10 @@ def run(exp):
         # ARP and MAC learning before the first measured flow.
         ping = exp.cmd("h1", "ping -c 5 -W 3 10.0.0.2")
         if b" 0 packets received" in ping.stdout or not ping.stdout:
+            flows = exp.cmd("s1", "ovs-ofctl -O OpenFlow13 dump-flows br0; ovs-vsctl show")
             raise ScenarioError(f"h1 cannot reach h2 through s1 ({profile}): "
-                                f"{ping.stdout.decode(errors='replace')[-200:]}")
+                                f"{ping.stdout.decode(errors='replace')[-120:]}\n"
+                                f"s1: {flows.stdout.decode(errors='replace')[-1500:]}")
         result = exp.cmd("h1", ["flowgen", "client", "--host", "10.0.0.2",
                                 "--rate", f"{RATE_PER_S:g}", "--size", str(SIZE_BYTES),
                                 "--duration", f"{DURATION_S:g}", "--seed", str(SEED),

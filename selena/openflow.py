@@ -146,15 +146,21 @@ class Switches:
         if old is not None:
             self.ctl.kill(old)
             self.ctl.wait(old, SETUP_TIMEOUT_S)
+        # Empty the table while no controller is connected: the controller
+        # installs its table-miss entry when the switch reconnects.
+        target = f"tcp:{MODEL_LISTEN}" if profile else setup.controller
+        flush = (f"set -e\novs-vsctl del-controller {BRIDGE}\n"
+                 f"ovs-ofctl -O OpenFlow13 del-flows {BRIDGE}\n")
+        result = self.ctl.wait(self.ctl.submit(node, CommandSpec(shell=flush)), SETUP_TIMEOUT_S)
+        self._check(node, result, "emptying the flow table")
         if profile:
             self.models[node] = self.ctl.submit(node, model_command(setup, profile))
-        target = f"tcp:{MODEL_LISTEN}" if profile else setup.controller
         script = (f"set -e\novs-vsctl set-controller {BRIDGE} {shlex.quote(target)} -- "
-                  f"set controller {BRIDGE} max_backoff=1000\n"
-                  f"ovs-ofctl -O OpenFlow13 del-flows {BRIDGE}\n{_wait_connected(target)}\n")
+                  f"set controller {BRIDGE} max_backoff=1000\n{_wait_connected(target)}\n")
         limit = SETUP_TIMEOUT_S + CONNECT_TRIES / 10 * self.ctl.tdf
         result = self.ctl.wait(self.ctl.submit(node, CommandSpec(shell=script)), limit)
         self._check(node, result, f"switching to profile {profile}")
+        self.check_models()
         log.info("switch %s: model profile now %s", node, profile)
 
     def check_models(self) -> None:

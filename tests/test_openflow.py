@@ -158,10 +158,14 @@ def test_switches_start_the_model_before_the_bridge_and_swap_profiles():
 
     switches.set_profile("s1", "ideal")
     assert ctl.killed == ["c1"]
-    _, new_model = ctl.submitted[2]
+    # Old model gone, then the table emptied with no controller attached,
+    # then the new model, then OVS pointed at it.
+    _, flush = ctl.submitted[2]
+    assert "del-controller br0" in flush.shell and "del-flows br0" in flush.shell
+    _, new_model = ctl.submitted[3]
     assert new_model.argv[-1].endswith("ideal.yaml")
-    _, flush = ctl.submitted[3]
-    assert "del-flows br0" in flush.shell and f"tcp:{MODEL_LISTEN}" in flush.shell
+    _, attach = ctl.submitted[4]
+    assert f"set-controller br0 tcp:{MODEL_LISTEN}" in attach.shell
 
     switches.set_profile("s1", None)
     _, direct = ctl.submitted[-1]
