@@ -8,7 +8,8 @@ guest prints on arrival in Dom0's real clock. It then checks:
   1/TDF of Dom0's real clock within 1% (least-squares fit over the samples);
 - every timer (nanosleep, timerfd, select, poll) takes TDF x its virtual
   duration of real time within 2%, plus TIMER_SLACK_REAL_S of real time and
-  TIMER_SLACK_VIRTUAL_S of guest time for TCG emulation and wake-up latency,
+  TIMER_SLACK_VIRTUAL_S of guest time for TCG emulation and wake-up latency
+  (less CONSOLE_LATENCY_S on the early side: the measurement's own error),
   and never fires early in the guest's own view;
 - changing the TDF of the running guest (N -> M -> N) keeps guest time
   monotonic and continuous and the rate follows the new factor (1%).
@@ -35,6 +36,11 @@ CLOCK_TOLERANCE = 0.01
 TIMER_TOLERANCE = 0.02
 TIMER_SLACK_REAL_S = 0.10
 TIMER_SLACK_VIRTUAL_S = 0.01
+# A timer's real duration is measured between the arrivals of two console
+# lines in Dom0; a late first line makes it look short. Early firing itself is
+# checked in the guest's own clock, so the lower bound allows this much
+# arrival latency (a CI run saw 17 ms at TDF 1).
+CONSOLE_LATENCY_S = 0.05
 TIMER_MS = 300
 SEGMENT_VIRTUAL_S = (3.0, 2.0, 2.0)
 SETTLE_REAL_S = 0.5   # samples this close to a TDF change are not used for rates
@@ -188,7 +194,8 @@ def check(tdf: float, change_to: float | None, timeout: float) -> list[str]:
         real = r1 - r0
         expected = tdf * virtual
         slack = TIMER_SLACK_REAL_S + tdf * TIMER_SLACK_VIRTUAL_S
-        ok = expected * (1 - TIMER_TOLERANCE) <= real <= expected * (1 + TIMER_TOLERANCE) + slack
+        ok = (expected * (1 - TIMER_TOLERANCE) - CONSOLE_LATENCY_S <= real
+              <= expected * (1 + TIMER_TOLERANCE) + slack)
         rows.append((f"{kind} {TIMER_MS} ms: real s", real, expected,
                      (real - expected) / expected * 100, ok))
         if (v1 - v0) / 1e9 < virtual:
@@ -202,7 +209,7 @@ def check(tdf: float, change_to: float | None, timeout: float) -> list[str]:
             failures.append(f"{name}: {got:.6f}, expected {want:.6f} ({err:+.3f}%)")
     print(f"samples: {len(run.samples)}; timer tolerance {TIMER_TOLERANCE:.0%} + "
           f"{TIMER_SLACK_REAL_S * 1000:.0f} ms real + {TIMER_SLACK_VIRTUAL_S * 1000:.0f} ms "
-          "virtual (TCG slack)")
+          f"virtual (TCG slack), - {CONSOLE_LATENCY_S * 1000:.0f} ms (console arrival)")
     return failures
 
 
