@@ -83,7 +83,7 @@ GUEST_RECIPES = {
     "tiny-host": GuestRecipe("tiny-host"),
     "tools-host": GuestRecipe("tools-host", host_programs=("iperf3", "tc")),
     "ovs-switch": GuestRecipe(
-        "ovs-switch", host_programs=(*OVS_PROGRAMS, "tc", GUEST_PYTHON),
+        "ovs-switch", host_programs=(*OVS_PROGRAMS, "tc", "unshare", GUEST_PYTHON),
         host_paths=("/usr/share/openvswitch/vswitch.ovsschema",
                     "/usr/lib/python3/dist-packages/yaml"),
         python=True,
