@@ -9,9 +9,10 @@ separate management link. h1 opens 1 MB flows to h2 with exponential
 inter-arrival times for a fixed virtual duration, once per profile; the
 switch model is swapped (and the flow table emptied) between the phases.
 Every new connection needs packet_ins for its SYN and SYN-ACK; with the Pica8
-profile bursts of them exceed the packet_in budget, the dropped SYNs are
-retransmitted after TCP's 1 s (then 3 s) timeout, and the CDF shows those
-steps. With `ideal` no flow waits for a retransmission.
+profile bursts of them exceed the packet_in budget, and a dropped SYN or
+SYN-ACK is retransmitted after TCP's 1 s timeout (a SYN again 2 s later): the
+CDF shows steps at 1, 2 and 3 s. With `ideal` no flow waits for a
+retransmission.
 
     selena run scenarios/switch_model_fct.py --out results/fct
 
