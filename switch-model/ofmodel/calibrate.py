@@ -53,15 +53,23 @@ async def _clear(conn: SwitchConnection) -> None:
 
 
 async def measure_insertion(conn: SwitchConnection, samples: int) -> list[float]:
-    barrier = await _median_rtt(conn, conn.barrier, BASELINE_SAMPLES)
-    found = []
+    round_trips = []
     for i in range(samples):
         start = time.monotonic()
         conn.send(flow_mod(conn.xid(), wire.ADD, ipv4_dst_match(i)))
         arrived, _ = await conn.request(conn.barrier())
-        found.append(max(0.0, arrived - start - barrier))
+        round_trips.append(arrived - start)
     await _clear(conn)
-    return found
+    # A barrier answered after the channel sat idle costs more than one sent
+    # back to back (every process on the path wakes from sleep; about 1 ms
+    # here): the baseline barriers follow an idle gap as long as an insertion.
+    idle = statistics.median(round_trips)
+    baseline = []
+    for _ in range(BASELINE_SAMPLES):
+        await asyncio.sleep(idle)
+        baseline.append(await conn.rtt(conn.barrier()))
+    barrier = statistics.median(baseline)
+    return [max(0.0, rtt - barrier) for rtt in round_trips]
 
 
 async def measure_packet_in_delay(conn: SwitchConnection, echo: float, n: int = 20) -> float:

@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 # Drain a writer once this much is buffered (keeps the fast path cheap).
 DRAIN_BYTES = 1 << 16
+# Timer lateness correction: share of each observed error taken into the
+# estimate, and its bound (a stall must not turn later delays into zero).
+LATENESS_GAIN = 0.3
+MAX_LATENESS_S = 0.002
 
 
 @dataclass
@@ -114,6 +118,10 @@ class Session:
         self.profile = profile
         self.counters = counters
         self.rng = random.Random(profile.seed)
+        # How late asyncio's timers fire here (epoll rounds up to 1 ms, the
+        # loop adds its own latency); learnt from each flow_mod and taken off
+        # the next sleep, so insertion delays are not 0.3-0.6 ms too long.
+        self.timer_lateness = 0.0
         self.sw_reader, self.sw_writer = switch
         self.ctl_reader, self.ctl_writer = controller
         self.table = FlowTable(profile.table_capacity) if profile.table_capacity else None
@@ -170,11 +178,19 @@ class Session:
                     delay = self.profile.flow_mod_delay.sample(self.rng)
                     if delay > 0:
                         await self.sw_writer.drain()
-                        await asyncio.sleep(delay)
+                        await self._hold(delay)
             self.sw_writer.write(msg)
             self.counters.to_switch += 1
             if self.down.empty():
                 await self.sw_writer.drain()
+
+    async def _hold(self, delay: float) -> None:
+        """Sleep for `delay` seconds of this clock, correcting for timer lateness."""
+        due = time.monotonic() + delay
+        await asyncio.sleep(max(0.0, delay - self.timer_lateness))
+        late = time.monotonic() - due
+        self.timer_lateness = min(max(0.0, self.timer_lateness + LATENESS_GAIN * late),
+                                  MAX_LATENESS_S)
 
     def _admit(self, msg: bytes, fm: wire.FlowMod) -> bytes | None:
         """Table admission: the message to forward, or None (error sent)."""

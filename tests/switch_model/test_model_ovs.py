@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ofmodel import wire
-from ofmodel.calibrate import calibrate
+from ofmodel.calibrate import calibrate, measure_insertion
 from ofmodel.ofclient import (
     accept_one,
     delete_all,
@@ -266,8 +266,14 @@ def test_calibration_recovers_a_known_profile_within_10_percent(ovs, tmp_path):
                          packet_in={"max_rate": 40, "burst": 5}, table={"capacity": 200})
     measured = session(ovs, known, lambda conn: calibrate(
         conn, name="measured", samples=30, max_table=300, rate_seconds=3.0))
-    insertion = measured.flow_mod_delay.median_s * 1000
-    assert abs(insertion - 10) <= 1.0, f"flow insertion median {insertion:.2f} ms, want 10"
+    # The model delays a flow_mod before Open vSwitch inserts it, so the
+    # switch calibrate sees takes the profile's 10 ms plus OVS's own
+    # insertion time (0.3-1 ms on this machine, measured in the same run).
+    own_ms = 1000 * statistics.median(session(ovs, profile_file(tmp_path),
+                                              lambda conn: measure_insertion(conn, 30)))
+    insertion = measured.flow_mod_delay.median_s * 1000 - own_ms
+    assert abs(insertion - 10) <= 1.0, (
+        f"flow insertion median {insertion:.2f} ms above OVS's own {own_ms:.2f} ms, want 10")
     assert measured.packet_in_rate is not None
     assert abs(measured.packet_in_rate - 40) <= 4, f"packet_in rate {measured.packet_in_rate}"
     assert measured.table_capacity is not None
