@@ -33,7 +33,8 @@ def test_standalone_switch_forwards_between_two_hosts():
                                     f"--out {out}"], timeout=900)
     assert result.returncode == 0, result.output
     s1 = project_root() / out / "nodes" / "s1"
-    counters = next(p.read_text() for p in s1.glob("*.stdout") if "lookups" in p.read_text())
+    counters = next(text for text in (p.read_text() for p in s1.glob("*.stdout"))
+                    if "lookups" in text)
     lookups = re.search(r"hit:(\d+) missed:(\d+) lost:(\d+)", counters)
     assert lookups, counters
     hit, missed, lost = map(int, lookups.groups())
