@@ -163,12 +163,14 @@ class Runner:
 
     def spawn(self, argv: Sequence[str], *, cwd: str | Path | None = None) -> Process:
         """Start a long-lived process (e.g. the lab's QEMU) in its own process
-        group, stdout and stderr merged into one pipe the caller reads."""
+        group, stdout and stderr merged into one pipe the caller reads. It is
+        killed when this process dies, however that happens."""
         args = tuple(str(a) for a in argv)
         log.debug("spawning %s", " ".join(args))
         try:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+                                    stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
         except FileNotFoundError as exc:
             raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
         self.history.append(CommandResult(args, 0, "", "", 0.0))
@@ -289,6 +291,16 @@ class FakeRunner(Runner):
     def spawn(self, argv: Sequence[str], *, cwd: str | Path | None = None) -> Process:
         """A process whose output is the scripted stdout for argv."""
         return _ScriptedProcess(self.run(argv, check=False).stdout)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the parent dies (Linux prctl)."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _merged_env(extra: Mapping[str, str] | None) -> dict[str, str] | None:

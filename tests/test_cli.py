@@ -192,7 +192,7 @@ def test_run_records_a_failing_run_function_and_tears_down(fake_xen, fake_backen
     assert fake_xen.domains == {}
 
 
-def test_run_listing2_actions_and_pingall(fake_xen, fake_backend, tmp_path, capsys,
+def test_run_listing2_actions_in_order_print_their_output(fake_xen, fake_backend, tmp_path, capsys,
                                           monkeypatch):
     monkeypatch.chdir(tmp_path)
     body = (HOSTS + "topology.add_link(a, b)\n"
@@ -211,3 +211,4 @@ def test_run_listing2_actions_and_pingall(fake_xen, fake_backend, tmp_path, caps
     assert [(c["command"], c["state"]) for c in meta["commands"]] == [
         ("echo one", "exited"), ("echo two", "exited"), ("sleep 30 ", "killed")]
     assert meta["status"] == "ok"
+    assert "H1$ echo two\n  two\n" in out         # what Listing-2 commands printed

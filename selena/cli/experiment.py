@@ -21,6 +21,9 @@ from selena.loader import Scenario, load_scenario, user_error
 from selena.model import NodeKind
 from selena.specs import TOPOS, topo_usage
 
+# Lines of each Listing-2 command's output `selena run` prints.
+ACTION_LINES = 8
+
 
 def tdf_arg(text: str) -> float:
     try:
@@ -227,6 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for rec in sorted(engine.records, key=lambda r: r.seq):
             r = rec.result
             print(f"{r.guest:>10}  {r.summary():<28} {r.command[:60]}")
+        _print_action_outputs(exp, engine.records)
         for metric in engine.metrics.values():
             print(metric.line())
     if exp.bundle is not None:
@@ -241,6 +245,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             report(user_error(failure, exp.scenario.source))
         return 1
     return 0
+
+
+def _print_action_outputs(exp: Experiment, records: list) -> None:
+    """SELENA Listing-2 commands print what they printed (netperf's result,
+    say), as SELENA's own controller showed it."""
+    from selena.compat import PushCmd
+
+    pushed = {c.rstrip().rstrip("&").rstrip() for a in exp.scenario.actions
+              if isinstance(a, PushCmd) for c in a.commands}
+    for rec in sorted(records, key=lambda r: r.seq):
+        r = rec.result
+        if r.command.strip() in pushed and r.stdout.strip():
+            tail = r.stdout.decode(errors="replace").rstrip().splitlines()[-ACTION_LINES:]
+            print(f"{r.guest}$ {r.command}\n" + "\n".join(f"  {line}" for line in tail))
 
 
 def _from_user_code(exc: BaseException) -> bool:

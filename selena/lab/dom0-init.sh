@@ -20,7 +20,8 @@ off() { sync; busybox poweroff -f; sleep 30; }
 fail() { echo "SELENA-LAB-FAIL $*"; off; }
 
 for m in xenfs xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xen-netback xen-blkback \
-         bridge openvswitch sch_netem sch_htb sch_tbf ifb veth virtio_pci 9pnet_virtio 9p; do
+         bridge openvswitch sch_netem sch_htb sch_tbf sch_ingress cls_matchall act_mirred ifb veth \
+         virtio_pci 9pnet_virtio 9p; do
     modprobe "$m" || echo "selena-lab: modprobe $m failed"
 done
 mount -t xenfs xenfs /proc/xen || fail "cannot mount xenfs (not running under Xen?)"

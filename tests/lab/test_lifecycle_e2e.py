@@ -43,12 +43,15 @@ def test_a_plain_python_script_runs_an_experiment(lab):
 
 def test_hosts_ping_each_other_over_ipv6(lab):
     out = f"{OUT}-ipv6"
-    result = lab.run(f"rm -rf {out}; selena run scenarios/ipv6_pair.py --out {out}",
-                     timeout=900)
+    result = lab.run(f"rm -rf {out}; selena run scenarios/ipv6_pair.py --test pingall "
+                     f"--out {out}", timeout=900)
     assert result.returncode == 0, result.output
-    h1 = _outputs(_bundle("ipv6"), "h1")
+    assert "pingall: 0% dropped (2/2 received)" in result.output
+    h1 = [o for o in _outputs(_bundle("ipv6"), "h1") if "-6" in o[0]["command"]]
     assert h1[0][0]["exit_code"] == 0 and "3 packets received" in h1[0][1]
-    assert "3 packets received" in _outputs(_bundle("ipv6"), "h2")[0][1]
+    h2 = [o for o in _outputs(_bundle("ipv6"), "h2") if "-6" in o[0]["command"]]
+    assert "3 packets received" in h2[0][1]
+    h1 = _outputs(_bundle("ipv6"), "h1")
     shown = h1[-1][1]
     assert "inet6 fd00:6::1/64" in shown and "default via fd00:6::fe" in shown
     assert re.search(r"fd00:6::2 .*lladdr \S+ .*PERMANENT", shown), shown

@@ -1,0 +1,81 @@
+"""Changing the TDF of a running experiment (exp.set_tdf): 2 -> 20 -> 5,
+while a ping and an iperf3 run across one shaped link the whole time.
+
+Every link keeps its virtual rate and delay across the changes (Dom0's htb
+rate and netem delay are re-rendered for each TDF while the guests are
+paused), so what the guests measure in each segment should match the
+configuration: a round trip of 2 x 100 ms and 2 Mbit/s of link rate
+(1448/1514 of it as TCP payload). The lab adds about 11 ms of real time to
+each round trip, hence a long delay; and a modest rate it carries in real
+time even at TDF 2.
+
+    selena run scenarios/tdf_change.py --out results/tdf-change
+
+Records per segment rtt_ms_tdf<N> and tcp_mbit_tdf<N>, and how far exp.now()
+moved across each set_tdf call (set_tdf_virtual_s).
+"""
+
+import json
+import re
+
+from selena.model import Topology
+
+RATE_MBIT = 2
+DELAY_MS = 100
+TDFS = (2, 20, 5)
+SEGMENT_S = 6.0            # virtual seconds at each TDF
+PING_INTERVAL_S = 0.5
+MARGIN_S = 1.5             # samples this close to a change are left out
+TCP_SHARE = 1448 / 1514
+
+topology = Topology("tdfchange", tdf=TDFS[0])
+h1 = topology.add_host("h1", ip="10.0.0.1/24", template="tools-host")
+h2 = topology.add_host("h2", ip="10.0.0.2/24", template="tools-host")
+topology.add_link(h1, h2, rate=f"{RATE_MBIT}Mbit", delay=f"{DELAY_MS}ms")
+
+
+def run(exp):
+    exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")                 # ARP before measuring
+    server = exp.start("h2", ["iperf3", "-s", "-1"])
+    exp.sleep(1)
+    total = SEGMENT_S * len(TDFS) + 1
+    ping = exp.start("h1", f"ping -c {int(total / PING_INTERVAL_S)} -i {PING_INTERVAL_S} "
+                           "-W 5 10.0.0.2", timeout=total + 60)
+    ping_start = exp.now()
+    iperf = exp.start("h1", ["iperf3", "-c", "10.0.0.2", "-t", f"{total:g}", "-i", "1", "-J"],
+                      timeout=total + 60)
+    iperf_start = exp.now()
+    bounds = [ping_start]                   # virtual start of each segment
+    for tdf in TDFS[1:]:
+        exp.sleep(bounds[-1] + SEGMENT_S - exp.now())
+        before = exp.now()
+        exp.set_tdf(tdf)
+        after = exp.now()
+        exp.record("set_tdf_virtual_s", after - before, unit="s")
+        bounds.append((before + after) / 2)
+    bounds.append(float("inf"))
+    pings = exp.wait(ping)
+    client = exp.wait(iperf)
+    exp.wait(server)
+
+    def segment(t):
+        for i, tdf in enumerate(TDFS):
+            if bounds[i] + MARGIN_S <= t <= bounds[i + 1] - MARGIN_S:
+                return tdf
+        return None
+
+    rtts = {tdf: [] for tdf in TDFS}
+    for seq, rtt in re.findall(r"seq=(\d+) ttl=\d+ time=([\d.]+) ms", pings.stdout.decode()):
+        tdf = segment(ping_start + int(seq) * PING_INTERVAL_S)
+        if tdf is not None:
+            rtts[tdf].append(float(rtt))
+    rates = {tdf: [] for tdf in TDFS}
+    for interval in json.loads(client.stdout)["intervals"]:
+        s = interval["sum"]
+        first, last = segment(iperf_start + s["start"]), segment(iperf_start + s["end"])
+        if first is not None and first == last and s["start"] >= 2:   # past slow start
+            rates[first].append(s["bits_per_second"] / 1e6)
+    for tdf in TDFS:
+        exp.record(f"rtt_ms_tdf{tdf}", rtts[tdf], expected=2 * DELAY_MS, unit="ms")
+        exp.record(f"tcp_mbit_tdf{tdf}", rates[tdf], expected=RATE_MBIT * TCP_SHARE,
+                   unit="Mbit/s")
