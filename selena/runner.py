@@ -176,6 +176,20 @@ class Runner:
         self.history.append(CommandResult(args, 0, "", "", 0.0))
         return _SpawnedProcess(proc)
 
+    def daemon(self, argv: Sequence[str], log_file: Path) -> int:
+        """Start a process that outlives this one (its own session, output to
+        log_file); its pid. Whoever starts one records it and stops it."""
+        args = tuple(str(a) for a in argv)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(log_file, "ab") as out:
+                proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        except FileNotFoundError as exc:
+            raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
+        self._record(CommandResult(args, 0, f"pid {proc.pid}", "", 0.0))
+        return proc.pid
+
     def interactive(self, argv: Sequence[str], *, cwd: str | Path | None = None) -> int:
         """Run argv attached to this terminal (e.g. a shell); returns its status."""
         args = tuple(str(a) for a in argv)
@@ -291,6 +305,13 @@ class FakeRunner(Runner):
     def spawn(self, argv: Sequence[str], *, cwd: str | Path | None = None) -> Process:
         """A process whose output is the scripted stdout for argv."""
         return _ScriptedProcess(self.run(argv, check=False).stdout)
+
+    def daemon(self, argv: Sequence[str], log_file: Path) -> int:
+        """Recorded like run(); writes the scripted stdout to log_file."""
+        result = self.run(argv, check=False)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        log_file.write_text(result.stdout)
+        return 0
 
 
 def _die_with_parent() -> None:

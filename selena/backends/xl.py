@@ -19,9 +19,12 @@ import dataclasses
 import fcntl
 import json
 import logging
+import os
 import platform
 import re
 import shlex
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -66,6 +69,7 @@ EXPERIMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 # scripts, so a few in flight beat one at a time even on two CPUs.
 DEFAULT_PARALLEL = 4
 VIF_CONNECTED = "4"
+TAP_START_S = 30.0
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("selena.backends", "templates"),
@@ -113,6 +117,7 @@ class DeployState:
     # Dom0-side shaping per vif, in the link's own (virtual) terms, so that a
     # TDF change can re-render it: rate_bps, delay_s, jitter_s, loss, queue.
     shaping: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    tap_pid: int | None = None      # the vif tap (selena/backends/vif_tap.py)
 
     @classmethod
     def load(cls, path: Path) -> DeployState:
@@ -125,7 +130,8 @@ class DeployState:
                         {str(k): str(v) for k, v in dict(data.get("nodes", {})).items()},
                         {str(k): {str(f): (None if x is None else float(x))
                                   for f, x in dict(v).items()}
-                         for k, v in dict(data.get("shaping", {})).items()})
+                         for k, v in dict(data.get("shaping", {})).items()},
+                        None if data.get("tap_pid") is None else int(data["tap_pid"]))
         except OSError as exc:
             raise StateFileError(f"state file {path}: cannot read it: {exc.strerror}") from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -160,10 +166,11 @@ class XlBackend(Backend):
 
     def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR, *,
                  xenstore: XenstoreConnection | None = None, offloads: bool = False,
-                 parallel: int = DEFAULT_PARALLEL):
+                 parallel: int = DEFAULT_PARALLEL, vif_tap: bool = True):
         self.runner = runner or Runner()
         self.state_dir = Path(state_dir)
         self.offloads = offloads
+        self.vif_tap = vif_tap
         self.parallel = max(1, parallel)
         self._xs = xenstore
         self._owns_xs = xenstore is None
@@ -220,7 +227,12 @@ class XlBackend(Backend):
                        "config, create, control keys, TDF, shaping, offloads")
         for guest in plan.guests:
             self._guest_steps(script, plan, guest, None)
-        script.comment("3. start: every guest unpaused together")
+        vifs = [vif.name for guest in plan.guests for vif in guest.vifs]
+        if vifs and self.vif_tap:
+            script.comment("3. the vif tap (selena/backends/vif_tap.py): transmit buffers go "
+                           "back to the guests once Dom0 has each packet")
+            script.background(self._tap_argv(plan.experiment, vifs))
+        script.comment("4. start: every guest unpaused together")
         for guest in plan.guests:
             script.run(["xl", "unpause", script.domid(guest)])
         return script.text()
@@ -254,6 +266,7 @@ class XlBackend(Backend):
                     idle = pool.get(pool_key(guest))
                     reuse[guest.node] = idle.pop() if idle else None
                 self._bring_up(act, plan, reuse, say)
+                self._start_tap(state, plan)
                 for guest in plan.guests:
                     self.runner.run(["xl", "unpause", str(state.domains[guest.domain_name])])
                 say(f"{len(state.domains)} of {len(plan.guests)} guests running at TDF "
@@ -289,6 +302,40 @@ class XlBackend(Backend):
                     future.cancel()
                 wait(futures)       # let the creates in flight finish, then roll back
                 raise failed.exception()  # type: ignore[misc]
+
+    def _tap_argv(self, experiment: str, vifs: list[str]) -> list[str]:
+        return [sys.executable or "python3", "-m", "selena.backends.vif_tap", experiment,
+                str(self.state_dir), *vifs]
+
+    def _start_tap(self, state: DeployState, plan: Plan) -> None:
+        """Start the vif tap of the experiment and wait until it holds every vif."""
+        vifs = [vif.name for guest in plan.guests for vif in guest.vifs]
+        if not vifs or not self.vif_tap:
+            return
+        log_file = self.state_dir / plan.experiment / "vif-tap.log"
+        pid = self.runner.daemon(self._tap_argv(plan.experiment, vifs), log_file)
+        with self._state_lock:
+            state.tap_pid = pid
+            self._save(state)
+        deadline = time.monotonic() + TAP_START_S
+        while "tapping" not in (log_file.read_text() if log_file.exists() else ""):
+            if time.monotonic() > deadline or (pid and not Path(f"/proc/{pid}").exists()):
+                text = log_file.read_text() if log_file.exists() else ""
+                raise BackendError(f"the vif tap of {plan.experiment} did not start: "
+                                   f"{text.strip()[-300:] or 'no output'}")
+            time.sleep(0.05)
+
+    def _stop_tap(self, state: DeployState) -> None:
+        pid = state.tap_pid
+        if not pid:
+            return
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return      # gone already
+        # Only our own tap of this experiment (the pid may have been reused).
+        if b"selena.backends.vif_tap" in cmdline and state.experiment.encode() in cmdline:
+            os.kill(pid, signal.SIGTERM)
 
     def _bridge_steps(self, act: _Actions, experiment: str, bridge: str, kind: str) -> None:
         if kind == "ovs":
@@ -522,6 +569,7 @@ class XlBackend(Backend):
 
     def _teardown(self, state: DeployState, pool: bool = False) -> None:
         errors: list[str] = []
+        self._stop_tap(state)
         for name, domid in list(state.domains.items()):
             try:
                 key = state.pool_keys.get(name)
@@ -744,6 +792,9 @@ class _Script:
     def run(self, argv: Sequence[str], check: bool = True) -> None:
         self.lines.append(" ".join(self._word(a) for a in argv)
                           + ("" if check else " || true"))
+
+    def background(self, argv: Sequence[str]) -> None:
+        self.lines.append(" ".join(self._word(a) for a in argv) + " &")
 
     def write_file(self, path: Path, text: str) -> None:
         self.lines.append(f"mkdir -p {shlex.quote(str(path.parent))}")

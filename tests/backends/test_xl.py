@@ -49,6 +49,10 @@ def test_deploy_creates_paused_sets_tdf_wires_shapes_then_unpauses_all(fake_xen,
     assert netem == [f"tc qdisc replace dev sv{TAG}0.0 root handle 1: netem delay 50000us",
                      f"tc qdisc replace dev sv{TAG}1.0 root handle 1: netem delay 50000us"]
     assert made[-2:] == ["xl unpause 1", "xl unpause 2"]      # last, all together
+    # The vif tap holds both vifs before the guests run (selena/backends/vif_tap.py).
+    tap = next(c for c in fake_xen.calls if "selena.backends.vif_tap" in c)
+    assert tap[3:] == ("demo", str(tmp_path / "state"), f"sv{TAG}0.0", f"sv{TAG}1.0")
+    assert made.index(" ".join(tap)) < made.index("xl unpause 1")
     xs = fake_xen.dom0
     assert xs.read("/local/domain/1/selena/experiment") == b"demo"
     assert fake_xen.domains["selena-demo-h1"].net.splitlines()[:2] == [
@@ -279,6 +283,8 @@ def test_render_prints_every_command_and_config_and_runs_none(fake_xen, tmp_path
     assert any(line.startswith(f"tc class replace dev sv{TAG}0.0 parent 1: classid 1:1 htb "
                                "rate 10000000bit") for line in lines)
     assert lines[-2:] == ['xl unpause "$D1"', 'xl unpause "$D2"']
+    assert any(line.endswith(f"selena.backends.vif_tap demo {tmp_path}/state sv{TAG}0.0 "
+                             f"sv{TAG}1.0 &") for line in lines)
 
 
 def test_set_tdf_pauses_sets_reshapes_and_unpauses_every_guest(fake_xen, tmp_path):
