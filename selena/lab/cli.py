@@ -44,6 +44,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="guest TSC mode (default: Xen's default mode)")
     clock.set_defaults(func=cmd_check_clock)
 
+    bclock = sub.add_parser("bench-clock",
+                            help="ns per clock_gettime and per RDTSC in a guest, "
+                                 "dilated or not, native or emulated TSC")
+    bclock.set_defaults(func=cmd_bench_clock)
+
     demo = sub.add_parser("demo", help="the two-host demo in the lab at a TDF")
     demo.add_argument("--tdf", type=float, default=10.0, help="time dilation factor (default 10)")
     demo.set_defaults(func=cmd_demo)
@@ -110,6 +115,13 @@ def cmd_check_clock(args: argparse.Namespace) -> int:
         command += ["--tsc", args.tsc]
     result = Lab(progress=_progress).run(
         command, on_output=lambda line: print(line, end="", flush=True))
+    return result.returncode
+
+
+def cmd_bench_clock(args: argparse.Namespace) -> int:
+    result = Lab(progress=_progress).run(
+        ["python3", "-m", "selena.lab.bench_clock"],
+        on_output=lambda line: print(line, end="", flush=True))
     return result.returncode
 
 
