@@ -1,4 +1,4 @@
-"""`selena validate | deploy | status | destroy | clean`."""
+"""`selena validate | deploy | status | destroy | pause | resume | clean`."""
 
 from __future__ import annotations
 
@@ -50,6 +50,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pool", action="store_true",
                    help="keep its guests, paused and unwired, for a later --warm deploy")
     p.set_defaults(func=cmd_destroy)
+
+    p = subparsers.add_parser("pause", help="freeze an experiment's virtual time: every guest "
+                              "stops at the same virtual instant")
+    p.add_argument("experiment")
+    p.set_defaults(func=cmd_pause)
+
+    p = subparsers.add_parser("resume", help="restart a paused experiment's virtual time, "
+                              "losing none")
+    p.add_argument("experiment")
+    p.set_defaults(func=cmd_resume)
 
     p = subparsers.add_parser("clean", help="remove everything selena created on this host")
     p.set_defaults(func=cmd_clean)
@@ -143,6 +153,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_destroy(args: argparse.Namespace) -> int:
     XlBackend(state_dir=DEFAULT_STATE_DIR).destroy(args.experiment, pool=args.pool)
     print(f"{'pooled the guests of' if args.pool else 'destroyed'} {args.experiment}")
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    backend = XlBackend(state_dir=DEFAULT_STATE_DIR)
+    backend.freeze(backend.load(args.experiment))
+    print(f"paused {args.experiment}: its virtual time stands still")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    backend = XlBackend(state_dir=DEFAULT_STATE_DIR)
+    backend.thaw(backend.load(args.experiment))
+    print(f"resumed {args.experiment}")
     return 0
 
 

@@ -185,6 +185,33 @@ class XlBackend(Backend):
             sleep(poll)
         return sorted(pending)
 
+    # -- freeze / thaw -------------------------------------------------------------
+
+    def freeze(self, state: DeployState) -> None:
+        """Stop the virtual time of every guest of the experiment at one instant
+        (one `selena-tdf freeze` of them all): they are paused, their clocks and
+        timers stand still, and `xl unpause` cannot run them."""
+        self.runner.run(["selena-tdf", "freeze", *self._own_domids(state)])
+
+    def thaw(self, state: DeployState) -> None:
+        """Restart the virtual time of every guest at one instant: no virtual
+        time is lost, and the guests stay as far apart in time as they were."""
+        self.runner.run(["selena-tdf", "thaw", *self._own_domids(state)])
+
+    def _own_domids(self, state: DeployState) -> list[str]:
+        domids = [str(d) for name, d in sorted(state.domains.items())
+                  if self._is_ours(name, d, state.experiment)]
+        if not domids:
+            raise BackendError(f"experiment {state.experiment} has no running guests")
+        return domids
+
+    def load(self, experiment: str) -> DeployState:
+        """The recorded state of a deployed experiment."""
+        path = self._state_path(experiment)
+        if not path.exists():
+            raise BackendError(f"no experiment named {experiment!r} is deployed")
+        return DeployState.load(path)
+
     # -- teardown ------------------------------------------------------------------
 
     def destroy(self, experiment: str, pool: bool = False) -> None:

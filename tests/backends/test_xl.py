@@ -3,7 +3,7 @@
 import pytest
 
 from selena.backends.xl import XlBackend
-from selena.errors import CommandError
+from selena.errors import BackendError, CommandError
 from selena.model import Topology
 from selena.plan import make_plan, short_id
 from selena.runner import FakeRunner
@@ -115,6 +115,29 @@ def test_destroy_keeps_a_recorded_bridge_whose_tag_changed(tmp_path):
     calls = [" ".join(c) for c in fake.calls]
     assert "xl destroy 5" in calls
     assert not any("del-br" in c for c in calls)
+
+
+def test_freeze_and_thaw_act_on_all_own_guests_in_one_call(tmp_path):
+    fake = fake_xen()
+    backend = XlBackend(fake, tmp_path)
+    backend.deploy(demo_plan())
+    fake.calls.clear()
+    backend.freeze(backend.load("demo"))
+    backend.thaw(backend.load("demo"))
+    tdf_calls = [" ".join(c) for c in fake.calls if c[0] == "selena-tdf"]
+    assert tdf_calls == ["selena-tdf freeze 5 6", "selena-tdf thaw 5 6"]
+
+
+def test_freeze_skips_a_guest_that_is_no_longer_ours(tmp_path):
+    fake = fake_xen()
+    backend = XlBackend(fake, tmp_path)
+    backend.deploy(demo_plan())
+    fake.respond(["xenstore-read", "/local/domain/6/selena/experiment"], stdout="other\n")
+    fake.calls.clear()
+    backend.freeze(backend.load("demo"))
+    assert [list(c) for c in fake.calls if c[0] == "selena-tdf"] == [["selena-tdf", "freeze", "5"]]
+    with pytest.raises(BackendError, match="no experiment named 'nope'"):
+        backend.load("nope")
 
 
 def test_xl_backend_implements_the_backend_interface():
