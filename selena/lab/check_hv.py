@@ -12,9 +12,13 @@
   its clocks run at 1/5 of real time, and neither CLOCK_MONOTONIC nor
   CLOCK_REALTIME jumps across the save (the guest's time stood still while
   it was saved).
+- ticker: a minimal PV guest of our own (xen-patches/tests/tickguest, built on
+  the host by `make -C xen-patches tickguest`; Linux stops the default ticker
+  at boot) counts the ticks of the default 10 ms PV periodic timer at TDF 10:
+  they come 10 ms of guest time apart, so 100 ms of real time apart.
 - privilege: the hardware domain (Dom0) cannot be dilated or frozen.
 
-Run in Dom0: python3 -m selena.lab.check_hv [freeze] [save] [privilege]
+Run in Dom0: python3 -m selena.lab.check_hv [freeze] [save] [ticker] [privilege]
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ SAVE_AFTER_REAL_S = 8.0      # real seconds of samples before the save
 SAVE_FILE = Path("/tmp/selena-save.img")
 RATE_TOLERANCE = 0.02
 MAX_JUMP_S = 0.5             # guest seconds across the save (samples are 0.1 s apart)
+TICK_TDF = 10.0
+TICK_VIRTUAL_NS = 10_000_000  # Xen's default PV periodic timer
+TICK_TOLERANCE = 0.15
+TICKGUEST = Path("xen-patches/build/tickguest")   # relative to the shared tree
 
 
 class CheckError(Exception):
@@ -209,6 +217,42 @@ def check_save_restore() -> list[str]:
     return failures
 
 
+def check_ticker() -> list[str]:
+    failures: list[str] = []
+    name = "selena-tickguest"
+    kernel = TICKGUEST.resolve()
+    if not kernel.exists():
+        return [f"{kernel} is missing: run make -C xen-patches tickguest on the host"]
+    cfg = "\n".join([f'name = "{name}"', 'type = "pv"', f'kernel = "{kernel}"',
+                     "memory = 32", "vcpus = 1", 'on_poweroff = "destroy"',
+                     'on_crash = "destroy"']) + "\n"
+    create_paused(name, cfg, TICK_TDF)
+    console = Console(name)
+    try:
+        sh("xl", "unpause", name)
+        lines = console.wait_for(r"DONE", 120)
+    finally:
+        try_sh("xl", "destroy", name)
+    ticks = [(real, int(m.group(2))) for real, line in lines
+             if (m := re.search(r"\bK (\d+) (\d+)$", line))]
+    if len(ticks) < 10:
+        return [f"only {len(ticks)} ticks seen"]
+    steps = sorted(b[1] - a[1] for a, b in zip(ticks, ticks[1:], strict=False))
+    median = steps[len(steps) // 2]
+    real_per_tick = (ticks[-1][0] - ticks[0][0]) / (len(ticks) - 1)
+    want_real = TICK_VIRTUAL_NS / 1e9 * TICK_TDF
+    print(f"ticker: {len(ticks)} default PV ticks at TDF {TICK_TDF:g}: median "
+          f"{median / 1e6:.3f} ms of guest time apart (shortest {steps[0] / 1e6:.3f} ms), "
+          f"{real_per_tick * 1e3:.1f} ms of real time apart (expected "
+          f"{TICK_VIRTUAL_NS / 1e6:g} and {want_real * 1e3:g} ms)")
+    if abs(median - TICK_VIRTUAL_NS) > TICK_TOLERANCE * TICK_VIRTUAL_NS:
+        failures.append(f"ticks {median / 1e6:.3f} ms of guest time apart, expected 10 ms")
+    if abs(real_per_tick - want_real) > TICK_TOLERANCE * want_real:
+        failures.append(f"ticks {real_per_tick * 1e3:.1f} ms of real time apart, expected "
+                        f"{want_real * 1e3:g} ms")
+    return failures
+
+
 def check_privilege() -> list[str]:
     failures = []
     for argv in (["set", "0", "2"], ["freeze", "0"]):
@@ -220,7 +264,8 @@ def check_privilege() -> list[str]:
     return failures
 
 
-CHECKS = {"freeze": check_freeze, "save": check_save_restore, "privilege": check_privilege}
+CHECKS = {"freeze": check_freeze, "save": check_save_restore, "ticker": check_ticker,
+          "privilege": check_privilege}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,8 @@ on two vCPUs with the native-TSC pvclock path, freeze/thaw, save/restore and
 privilege, in one lab boot (see selena/lab/check_clock.py and check_hv.py)."""
 
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -11,11 +13,16 @@ from selena.lab import Lab
 pytestmark = pytest.mark.lab
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 @pytest.fixture(scope="module")
 def result():
+    subprocess.run(["make", "-s", "-C", str(ROOT / "xen-patches"), "tickguest"], check=True)
     script = ("python3 -m selena.lab.check_clock --tdf 5 --vcpus 2 --tsc native "
               "--change-to 1,8; echo check-clock-rc=$?; "
-              "python3 -m selena.lab.check_hv freeze save privilege; echo check-hv-rc=$?")
+              "python3 -m selena.lab.check_hv freeze save ticker privilege; "
+              "echo check-hv-rc=$?")
     return Lab().run(["sh", "-c", script], timeout=1500)
 
 
@@ -50,6 +57,15 @@ def test_save_restore_keeps_tdf_and_continuous_virtual_time(result):
     assert abs(rate - 0.2) / 0.2 < 0.02
     m = re.search(r"CLOCK_MONOTONIC advanced ([-\d.]+) s and CLOCK_REALTIME ([-\d.]+) s", out)
     assert 0 <= float(m.group(1)) <= 0.5 and 0 <= float(m.group(2)) <= 0.5
+
+
+def test_default_pv_ticker_is_dilated(result):
+    out = result.output
+    m = re.search(r"ticker: (\d+) default PV ticks at TDF 10: median ([\d.]+) ms of guest time "
+                  r"apart .*, ([\d.]+) ms of real time apart", out)
+    assert m, out
+    assert int(m.group(1)) >= 10
+    assert abs(float(m.group(2)) - 10) <= 1.5 and abs(float(m.group(3)) - 100) <= 15
 
 
 def test_dom0_cannot_be_dilated_or_frozen(result):
