@@ -25,5 +25,5 @@ make -s -C "$work/xen-src/xen" "${args[@]}" -j2 > "$work/build.log" 2>&1 || {
     tail -30 "$work/build.log" >&2
     exit 1
 }
-file "$work/xen-src/xen/xen" | grep -q 'ARM aarch64' || { echo "not an arm64 image" >&2; exit 1; }
+file "$work/xen-src/xen/xen-syms" | grep -q 'ARM aarch64' || { echo "not an arm64 image" >&2; exit 1; }
 echo "arm64 hypervisor with the series built in $(( $(date +%s) - start )) s"
