@@ -9,11 +9,10 @@
  *
  * Arguments may be separated by commas (the kernel command line passes them
  * as one word).  Output lines (times in guest nanoseconds):
- *   S <monotonic> <realtime> <gettimeofday>   every 100 ms for SAMPLE_SECONDS
+ *   S <monotonic> <realtime> <gettimeofday> <rdtsc>  every 100 ms
  *   P <monotonic> <steal cpu0> <steal cpu1>...  with S: steal per vCPU (ns,
  *                                              from /proc/stat, 10 ms units)
  *   C <leaf3 ecx kHz> <vtsc> <tsc_mode>       CPUID leaf 0x40000003 (Xen)
- *   R <rdtsc> <monotonic>                      at the first and last sample
  *   W <timeout s> <fd>                         watchdog armed (-1: none)
  *   T0 <kind>@<cpu> <monotonic>                before a TIMER_MS timeout
  *   T1 <kind>@<cpu> <monotonic>                after it
@@ -345,16 +344,14 @@ int main(int argc, char **argv)
         int64_t mono = ns(CLOCK_MONOTONIC);
 
         check_shared(shared);
-        printf("S %lld %lld %lld\n", (long long)mono,
-               (long long)ns(CLOCK_REALTIME), (long long)tod_ns());
+        printf("S %lld %lld %lld %llu\n", (long long)mono,
+               (long long)ns(CLOCK_REALTIME), (long long)tod_ns(),
+               (unsigned long long)rdtsc());
         ncpu = steal(st);
         printf("P %lld", (long long)mono);
         for ( k = 0; k < ncpu; k++ )
             printf(" %lld", (long long)st[k]);
         printf("\n");
-        if ( i == 0 || i == args[0] * 10 )
-            printf("R %llu %lld\n", (unsigned long long)rdtsc(),
-                   (long long)ns(CLOCK_MONOTONIC));
         ping(0);
         if ( i < args[0] * 10 )
             sleep_ms(100);
