@@ -24,8 +24,11 @@
  * runs the timers on its vCPU.  The watchdog (/dev/watchdog, Xen's
  * SCHEDOP_watchdog) is pinged every 500 ms of guest time.
  *
- * gap: reads CLOCK_MONOTONIC back to back for VIRTUAL_MS and prints
- *   GAP <largest step ns> <reads>; a freeze in between must not show.
+ * gap: reads CLOCK_MONOTONIC and the TSC back to back for VIRTUAL_MS and
+ *   prints GAP <largest clock step ns> <reads> <clock step ns> <TSC ticks>,
+ *   the last two for the step that took the most TSC ticks (with a native
+ *   TSC: the most real time, i.e. a freeze in between, which must not show
+ *   in the clock).
  * bench: B <ns per clock_gettime> <ns per rdtsc> (guest time).
  */
 #define _GNU_SOURCE
@@ -267,18 +270,29 @@ static void secondary(int cpu, long seconds, long timer_ms,
 static int gap(long virtual_ms)
 {
     int64_t start = ns(CLOCK_MONOTONIC), prev = start, now, largest = 0;
+    int64_t at_longest = 0;
+    uint64_t tsc_prev = rdtsc(), tsc, longest = 0;
     long reads = 0;
 
     printf("GAPSTART\n");
     fflush(stdout);
     do {
         now = ns(CLOCK_MONOTONIC);
+        tsc = rdtsc();
         if ( now - prev > largest )
             largest = now - prev;
+        /* With a native TSC, the step that took longest in real time. */
+        if ( tsc - tsc_prev > longest )
+        {
+            longest = tsc - tsc_prev;
+            at_longest = now - prev;
+        }
         prev = now;
+        tsc_prev = tsc;
         reads++;
     } while ( now - start < virtual_ms * 1000000LL );
-    printf("GAP %lld %ld\n", (long long)largest, reads);
+    printf("GAP %lld %ld %lld %llu\n", (long long)largest, reads,
+           (long long)at_longest, (unsigned long long)longest);
     printf("DONE\n");
     return 0;
 }

@@ -57,6 +57,7 @@ CONSOLE_LATENCY_S = 0.05
 TIMER_MS = 300
 FIRST_SEGMENT_VIRTUAL_S = 3.0
 SEGMENT_VIRTUAL_S = 2.0
+SEGMENT_MIN_REAL_S = 5.0
 SETTLE_REAL_S = 0.5   # samples this close to a TDF change are not used for rates
 WATCHDOG_S = 2        # guest time; pinged every 0.5 s of guest time
 STEAL_GRANULARITY_NS = 10_000_000   # /proc/stat counts in 10 ms ticks
@@ -84,10 +85,17 @@ class Run:
     watchdog: tuple[int, int] | None = None        # timeout, fd
     cross: dict[int, tuple[int, int]] = field(default_factory=dict)  # cpu: reads, backwards
     done: bool = False
+    tail: str = ""
 
 
 class CheckFailed(Exception):
     pass
+
+
+def segment_virtual_s(tdf: float) -> float:
+    """Guest seconds at a TDF after a change: at least SEGMENT_MIN_REAL_S real
+    seconds, so that enough samples arrive away from the changes under load."""
+    return max(SEGMENT_VIRTUAL_S, SEGMENT_MIN_REAL_S / tdf)
 
 
 def guest_config(sample_seconds: int, vcpus: int, tsc: str | None, watchdog: int) -> str:
@@ -100,7 +108,8 @@ def guest_config(sample_seconds: int, vcpus: int, tsc: str | None, watchdog: int
 
 def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
               tsc: str | None = None, watchdog: int = WATCHDOG_S) -> Run:
-    total_virtual = FIRST_SEGMENT_VIRTUAL_S + SEGMENT_VIRTUAL_S * len(changes) + 1.0
+    total_virtual = (FIRST_SEGMENT_VIRTUAL_S + sum(segment_virtual_s(t) for t in changes)
+                     + 1.0)
     domid = create_paused(GUEST, guest_config(int(total_virtual + 0.999), vcpus, tsc, watchdog),
                           tdf)
     log = console_log(GUEST)
@@ -131,7 +140,7 @@ def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 
                 at = run.samples[0].real + FIRST_SEGMENT_VIRTUAL_S * tdf
                 for new in changes:
                     plan.append((at, new))
-                    at += SEGMENT_VIRTUAL_S * new
+                    at += segment_virtual_s(new) * new
             while plan and time.monotonic() >= plan[0][0]:
                 _, new = plan.pop(0)
                 sh("selena-tdf", "set", domid, f"{new:g}")
@@ -139,6 +148,7 @@ def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 
             time.sleep(0.002)
     finally:
         try_sh("xl", "destroy", GUEST)
+    run.tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
     if not run.done:
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no console log)"
         dead = "" if GUEST in try_sh("xl", "list").stdout else \
@@ -202,12 +212,19 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
     failures: list[str] = []
     segs = segments(run, tdf)
     first_tdf, first = segs[0]
+    if len(first) < 3:
+        raise CheckFailed(f"{len(first)} samples before the first change "
+                          f"({len(run.samples)} in all); console tail:\n{run.tail}")
     for name, attr in (("CLOCK_MONOTONIC", "mono"), ("CLOCK_REALTIME", "realtime"),
                        ("gettimeofday", "tod")):
         rate = fit_rate([(s.real, getattr(s, attr) / 1e9) for s in first])
         rows.append(_row(f"{name} rate", rate, 1 / first_tdf, CLOCK_TOLERANCE))
     for i, (seg_tdf, samples) in enumerate(segs[1:], start=1):
-        rate = fit_rate([(s.real, s.mono / 1e9) for s in samples])
+        try:
+            rate = fit_rate([(s.real, s.mono / 1e9) for s in samples])
+        except CheckFailed as exc:
+            failures.append(f"after change {i} to TDF {seg_tdf:g}: {exc}")
+            continue
         rows.append(_row(f"after change {i} to TDF {seg_tdf:g}: rate", rate, 1 / seg_tdf,
                          CLOCK_TOLERANCE))
     monos = [s.mono for s in run.samples]
