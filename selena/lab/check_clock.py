@@ -86,6 +86,7 @@ class Run:
     cross: dict[int, tuple[int, int]] = field(default_factory=dict)  # cpu: reads, backwards
     done: bool = False
     tail: str = ""
+    issued: list[float] = field(default_factory=list)  # real time each change was issued
 
 
 class CheckFailed(Exception):
@@ -143,8 +144,10 @@ def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 
                     at += segment_virtual_s(new) * new
             while plan and time.monotonic() >= plan[0][0]:
                 _, new = plan.pop(0)
+                issued = time.monotonic()
                 sh("selena-tdf", "set", domid, f"{new:g}")
                 run.changes.append((time.monotonic(), new))
+                run.issued.append(issued)
             time.sleep(0.002)
     finally:
         try_sh("xl", "destroy", GUEST)
@@ -232,14 +235,17 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
     if backwards:
         failures.append(f"guest CLOCK_MONOTONIC went backwards {backwards} time(s)")
     # Continuity: around each change, guest time advanced by what the factors imply.
-    for t_change, new in run.changes:
-        before = [s for s in run.samples if s.real <= t_change]
+    # The change took effect between the command's start and its return.
+    for (t_change, new), t_issued in zip(run.changes, run.issued, strict=True):
+        before = [s for s in run.samples if s.real <= t_issued]
         after = [s for s in run.samples if s.real > t_change]
         if before and after:
             a, b = before[-1], after[0]
             old = _tdf_at(run, tdf, a.real)
-            expected = (t_change - a.real) / old + (b.real - t_change) / new
-            jump = (b.mono - a.mono) / 1e9 - expected
+            advanced = (b.mono - a.mono) / 1e9
+            bounds = [(t - a.real) / old + (b.real - t) / new for t in (t_issued, t_change)]
+            jump = min(advanced - min(bounds), advanced - max(bounds), key=abs) \
+                if not min(bounds) <= advanced <= max(bounds) else 0.0
             if abs(jump) > 0.1:
                 failures.append(f"guest time jumped {jump:+.3f} s at the change to TDF {new:g}")
     rows += _tsc_rows(run, first, tsc, failures)
