@@ -6,9 +6,18 @@ those names and `NodeType` in scope (no import needed). They can also be
 imported explicitly (`from selena.compat import NodeType, newNode, ...`); they
 then build the module's default script, `DEFAULT`.
 
-Units are the paper's: link rate in Mbit/s, latency in milliseconds (one-way,
-as netem applies it); interface tuples are (txqueuelen, MAC or "RANDOM", IP,
-netmask, gateway).
+Conventions the listings imply (README, "SELENA's own style"):
+- units are the paper's: link rate in Mbit/s, latency in milliseconds
+  (one-way, as netem applies it);
+- interface tuples are (txqueuelen, MAC or "RANDOM", IP, netmask, gateway);
+- a node's interfaces are eth1, eth2, ... inside the guest (newNode's first
+  interface is eth1), so a switch's two ports are eth1/eth2, and OpenFlow
+  ports 1/2 once Listing 2 adds them to br0 in that order;
+- a "RANDOM" MAC on an interface with IPv4 address a.b.c.d is
+  fe:ff:ff:bb:cc:dd (b, c, d in hex): the MACs setArp names;
+- NodeType.LINUX_HOST is the tools-host template (busybox plus iperf3, tc,
+  netperf, with netserver started at boot); NodeType.LINUX_OVS is an Open
+  vSwitch guest whose bridge br0 starts with no ports (Listing 2 adds them).
 """
 
 from __future__ import annotations
@@ -20,17 +29,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from selena.errors import ScenarioError
-from selena.model import Interface, NodeKind, Topology
+from selena.model import Interface, Node, NodeKind, Topology
 
 
 class NodeType(enum.Enum):
-    LINUX_HOST = "tiny-host"
+    LINUX_HOST = "tools-host"
     LINUX_OVS = "ovs-switch"
     OF_CONTROLLER = "of-controller"
 
 
 _KIND = {NodeType.LINUX_HOST: NodeKind.HOST, NodeType.LINUX_OVS: NodeKind.SWITCH,
          NodeType.OF_CONTROLLER: NodeKind.CONTROLLER}
+# newNode's first interface is eth1 in the guest.
+FIRST_DEVICE = 1
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,24 @@ class PushOFRule:
 Action = SetArp | PushCmd | PushOFRule
 
 
+def selena_mac(ip: str) -> str:
+    """The MAC of a "RANDOM" interface with IPv4 address a.b.c.d: fe:ff:ff:b:c:d."""
+    b, c, d = ipaddress.IPv4Address(ip).packed[1:]
+    return f"fe:ff:ff:{b:02x}:{c:02x}:{d:02x}"
+
+
+_KIND_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list",
+               tuple: "a tuple"}
+
+
+def _check(value: object, kinds: type | tuple[type, ...], what: str, call: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        types = (kinds,) if isinstance(kinds, type) else kinds
+        want = "a number" if set(types) == {int, float} else " or ".join(
+            _KIND_NAMES.get(k, k.__name__) for k in types)
+        raise ScenarioError(f"{call}: {what} must be {want}, got {value!r}")
+
+
 @dataclass
 class SelenaScript:
     """What a SELENA-style file describes: a topology and its scenario actions."""
@@ -70,34 +99,77 @@ class SelenaScript:
 
     def newNode(self, node_id: int, name: str, node_type: NodeType,  # noqa: N802
                 interfaces: list[tuple], vcpus: int = 1, cpu_mask: str | None = None,
-                memory: str | None = None) -> None:
+                memory: str | int | None = None) -> None:
+        call = f"newNode({node_id!r}, {name!r}, ...)"
+        _check(node_id, int, "the node id", call)
+        _check(name, str, "the name", call)
         if not isinstance(node_type, NodeType):
-            raise ScenarioError(f"newNode({node_id}, {name!r}): type must be a NodeType, "
-                                f"got {node_type!r}")
+            raise ScenarioError(f"{call}: the type must be a NodeType member "
+                                f"({', '.join(t.name for t in NodeType)}), got {node_type!r}")
+        _check(interfaces, (list, tuple), "the interfaces", call)
+        _check(vcpus, int, "vcpus", call)
+        if cpu_mask is not None:
+            _check(cpu_mask, str, "the VCPU mask", call)
+        if memory is not None:
+            _check(memory, (str, int), "the memory", call)
+        if node_id in self._names:
+            raise ScenarioError(f"{call}: node id {node_id} is already {self._names[node_id]!r}")
         node = self.topology.add_node(name, _KIND[node_type], template=node_type.value,
                                       id=node_id, vcpus=vcpus, cpus=cpu_mask, memory=memory)
+        node.first_device = FIRST_DEVICE
+        node.bare_bridge = node_type is NodeType.LINUX_OVS
         for index, spec in enumerate(interfaces):
             node.interfaces.append(_interface(name, index, spec))
         self._names[node_id] = name
 
     def newLink(self, a: tuple[int, int], b: tuple[int, int],  # noqa: N802
                 rate_mbps: float, latency_ms: float) -> None:
+        call = f"newLink({a!r}, {b!r}, ...)"
+        for end in (a, b):
+            if not (isinstance(end, tuple) and len(end) == 2
+                    and all(isinstance(x, int) and not isinstance(x, bool) for x in end)):
+                raise ScenarioError(f"{call}: each end must be (node id, interface number), "
+                                    f"got {end!r}")
+        _check(rate_mbps, (int, float), "the rate (Mbit/s)", call)
+        _check(latency_ms, (int, float), "the latency (ms)", call)
         self.topology.add_link((self._name(a[0]), a[1]), (self._name(b[0]), b[1]),
                                rate=float(rate_mbps) * 1e6, delay=float(latency_ms) / 1000)
 
     def setArp(self, node_id: int, iface: str, ip: str, mac: str) -> None:  # noqa: N802
-        self.actions.append(SetArp(self._name(node_id), iface, ip, mac))
+        call = f"setArp({node_id!r}, {iface!r}, ...)"
+        _check(iface, str, "the interface", call)
+        _check(ip, str, "the IP address", call)
+        _check(mac, str, "the MAC address", call)
+        node = self._node(node_id)
+        self.topology.add_static_arp(node, _device_index(node, iface, call), ip, mac)
+        self.actions.append(SetArp(node.name, iface, ip, mac))
 
     def pushCmd(self, node_id: int, commands: list[str]) -> None:  # noqa: N802
+        call = f"pushCmd({node_id!r}, ...)"
+        _check(commands, (list, tuple), "the commands", call)
+        for command in commands:
+            _check(command, str, "each command", call)
         self.actions.append(PushCmd(self._name(node_id), tuple(commands)))
 
     def pushOFRule(self, node_id: int, bridge: str, action: str, rule: str) -> None:  # noqa: N802
-        self.actions.append(PushOFRule(self._name(node_id), bridge, action, rule))
+        call = f"pushOFRule({node_id!r}, ...)"
+        for what, value in (("the bridge", bridge), ("the action", action), ("the rule", rule)):
+            _check(value, str, what, call)
+        node = self._node(node_id)
+        if node.kind is not NodeKind.SWITCH:
+            raise ScenarioError(f"{call}: node {node.name} is a {node.kind.value}, "
+                                "not a switch (OpenFlow rules need NodeType.LINUX_OVS)")
+        self.actions.append(PushOFRule(node.name, bridge, action, rule))
 
     def _name(self, node_id: int) -> str:
+        return self._node(node_id).name
+
+    def _node(self, node_id: int) -> Node:
+        if isinstance(node_id, bool) or not isinstance(node_id, int):
+            raise ScenarioError(f"a node id must be an int, got {node_id!r}")
         if node_id not in self._names:
             raise ScenarioError(f"node id {node_id} is used before newNode({node_id}, ...)")
-        return self._names[node_id]
+        return self.topology.nodes[self._names[node_id]]
 
     def namespace(self) -> dict[str, object]:
         return {"NodeType": NodeType, "newNode": self.newNode, "newLink": self.newLink,
@@ -105,25 +177,40 @@ class SelenaScript:
                 "pushOFRule": self.pushOFRule}
 
 
+def _device_index(node: Node, device: str, call: str) -> int:
+    """The interface index behind a guest device name (eth1 is the first)."""
+    for iface in node.interfaces:
+        if node.device(iface.index) == device:
+            return iface.index
+    have = ", ".join(node.device(i.index) for i in node.interfaces) or "none"
+    raise ScenarioError(f"{call}: node {node.name} has no interface {device!r} (it has {have}; "
+                        "SELENA numbers a node's interfaces from eth1)")
+
+
 def _interface(node: str, index: int, spec: tuple) -> Interface:
     if not isinstance(spec, tuple) or len(spec) != 5:
         raise ScenarioError(f"newNode {node!r} interface {index}: want (queue length, MAC, IP, "
                             f"netmask, gateway), got {spec!r}")
     qlen, mac, ip, netmask, gateway = spec
+    if isinstance(qlen, bool) or not isinstance(qlen, int):
+        raise ScenarioError(f"newNode {node!r} interface {index}: the queue length must be "
+                            f"an int, got {qlen!r}")
+    random = str(mac).upper() == "RANDOM"
     if not ip:
-        return Interface(index, mac=None if str(mac).upper() == "RANDOM" else mac,
-                         txqueuelen=int(qlen))
+        return Interface(index, mac=None if random else mac, txqueuelen=qlen)
     try:
         prefix = ipaddress.ip_network(f"0.0.0.0/{netmask}").prefixlen
-    except ValueError:
-        raise ScenarioError(
-            f"newNode {node!r} interface {index}: bad netmask {netmask!r}") from None
-    return Interface(index, mac=None if str(mac).upper() == "RANDOM" else mac,
-                     ip=f"{ip}/{prefix}", gateway=gateway or None, txqueuelen=int(qlen))
+        chosen = selena_mac(ip) if random else mac
+    except ValueError as exc:
+        raise ScenarioError(f"newNode {node!r} interface {index}: {exc}") from None
+    return Interface(index, mac=chosen, ip=f"{ip}/{prefix}", gateway=gateway or None,
+                     txqueuelen=qlen)
 
 
 def load_selena_file(path: str | Path, name: str | None = None, tdf: float = 1.0) -> SelenaScript:
-    """Execute a SELENA-style description file and return what it describes."""
+    """Execute a SELENA-style (or clean-API) description file and return what
+    it describes. Errors in the file are raised as they happen; the loader
+    (selena.loader) turns them into messages naming the file and line."""
     path = Path(path)
     script = SelenaScript(Topology(name or path.stem.replace("_", "-"), tdf=tdf))
     namespace = script.namespace_after_run

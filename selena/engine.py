@@ -1,16 +1,17 @@
-"""The scenario engine: runs a scenario's actions and its `run(exp)` function
-against deployed guests, in the guests' virtual time.
+"""The scenario engine: commands in deployed guests, in the guests' virtual
+time. The experiment lifecycle (selena.experiment) creates one per run and
+exposes its API; scenarios never build it themselves.
 
 Virtual time starts when the engine starts (all guests already running) and
 advances at 1/TDF of Dom0's real clock, which is exactly how the patched
-hypervisor advances every guest's clock.
+hypervisor advances every guest's clock. The clock keeps its segments, so a
+TDF change leaves virtual time continuous.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-import shlex
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from selena.compat import Action, PushCmd, PushOFRule, SetArp
 from selena.control.channel import CommandHandle, CommandResult, Controller
 from selena.control.protocol import CommandSpec
-from selena.errors import ScenarioError
+from selena.errors import ControlError, ScenarioError
+from selena.metrics import Metric, make_metric
 
 if TYPE_CHECKING:
     from selena.openflow import Switches
@@ -32,6 +34,71 @@ log = logging.getLogger(__name__)
 # Real seconds allowed beyond a command's own (virtual) timeout before the
 # controller stops waiting: boot-time scheduling noise under emulation.
 WAIT_SLACK_S = 60.0
+# A foreground command (exp.cmd) with no timeout of its own is killed after
+# this many virtual seconds (Experiment(command_timeout=...) changes it;
+# timeout=0 or math.inf on a call means none). Background commands
+# (exp.start) run until they end, are killed or the experiment stops.
+DEFAULT_COMMAND_TIMEOUT_S = 600.0
+# The longest timeout a command may have (virtual seconds): about three years,
+# far inside the agent's 64-bit nanoseconds.
+MAX_TIMEOUT_S = 1e8
+# At the end of a run: how long (real seconds, plus TDF x this in virtual)
+# to wait for a command killed because the scenario left it running.
+STRAGGLER_WAIT_S = 30.0
+
+
+class VirtualClock:
+    """Virtual seconds since the start, at 1/TDF of a real clock, with the TDF
+    changeable: each change opens a new segment at the current instant."""
+
+    def __init__(self, tdf: float, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self._cond = threading.Condition()
+        start = clock()
+        # (real start, virtual start, tdf) of each segment, in order.
+        self._segments: list[tuple[float, float, float]] = [(start, 0.0, tdf)]
+
+    @property
+    def tdf(self) -> float:
+        return self._segments[-1][2]
+
+    @property
+    def started(self) -> float:
+        return self._segments[0][0]
+
+    def now(self) -> float:
+        real0, virtual0, tdf = self._segments[-1]
+        return virtual0 + (self._clock() - real0) / tdf
+
+    def real_elapsed(self) -> float:
+        return self._clock() - self.started
+
+    def set_tdf(self, tdf: float, at: float | None = None) -> tuple[float, float]:
+        """Change the rate from `at` (a real instant of the underlying clock,
+        not before the last change; default now) on; returns (real seconds
+        since the start, virtual seconds) of the change."""
+        with self._cond:
+            real = self._clock() if at is None else max(at, self._segments[-1][0])
+            real0, virtual0, old = self._segments[-1]
+            virtual = virtual0 + (real - real0) / old
+            self._segments.append((real, virtual, tdf))
+            self._cond.notify_all()
+        return real - self.started, virtual
+
+    def timeline(self) -> list[dict[str, float]]:
+        """Each segment: its TDF and where it starts, in real and virtual seconds."""
+        start = self.started
+        return [{"tdf": tdf, "real_s": real - start, "virtual_s": virtual}
+                for real, virtual, tdf in self._segments]
+
+    def sleep_until(self, virtual: float) -> None:
+        """Block until virtual time reaches `virtual` (re-timed on TDF changes)."""
+        with self._cond:
+            while True:
+                remaining = virtual - self.now()
+                if remaining <= 0:
+                    return
+                self._cond.wait(remaining * self.tdf)
 
 
 @dataclass
@@ -43,42 +110,60 @@ class Recorded:
     at_virtual: float           # virtual seconds after the scenario started
 
 
-class Experiment:
-    """What a scenario's `run(exp)` gets: commands, virtual-time scheduling,
-    waiting, and fault injection."""
+@dataclass
+class _Started:
+    handle: CommandHandle
+    virtual_start: float
+    timeout: float | None       # virtual seconds; None: no limit
+    recorded: bool = False
 
-    def __init__(self, controller: Controller, tdf: float, domids: dict[str, int],
-                 crash: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 out_dir: Path | None = None, switches: Switches | None = None):
+
+class Engine:
+    """The scenario API over one experiment's guests: commands, virtual-time
+    scheduling, waiting, metrics and fault injection."""
+
+    def __init__(self, controller: Controller, domids: dict[str, int], clock: VirtualClock,
+                 *, crash: Callable[[str], None] | None = None,
+                 switches: Switches | None = None, out_dir: Path | None = None,
+                 command_timeout: float | None = DEFAULT_COMMAND_TIMEOUT_S,
+                 params: dict[str, object] | None = None):
         self.controller = controller
-        self.tdf = tdf
+        self.domids = dict(domids)
+        self.clock = clock
+        self.switches = switches
         # Where the results bundle goes: scenarios may write derived files here.
         self.out_dir = out_dir
-        self.switches = switches
-        self.domids = dict(domids)
+        self.params = dict(params or {})
+        self.command_timeout = command_timeout
         self._crash = crash
-        self._clock = clock
-        self._start = clock()
         self._seq = 0
         self._lock = threading.Lock()
         self.records: list[Recorded] = []
+        self.metrics: dict[str, Metric] = {}
+        self._started: dict[str, _Started] = {}
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="scenario")
         self._scheduled: list[Future] = []
+
+    @property
+    def tdf(self) -> float:
+        return self.clock.tdf
 
     # -- time ----------------------------------------------------------------------
 
     def now(self) -> float:
         """Virtual seconds since the scenario started."""
-        return (self._clock() - self._start) / self.tdf
+        return self.clock.now()
 
     def sleep(self, virtual_seconds: float) -> None:
-        time.sleep(max(0.0, virtual_seconds) * self.tdf)
+        _check_seconds(virtual_seconds, "sleep")
+        self.clock.sleep_until(self.now() + max(0.0, virtual_seconds))
 
     def at(self, t: float, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
         """Run fn(*args) when virtual time reaches t (seconds after the start)."""
+        _check_seconds(t, "at")
+
         def later() -> Any:
-            self.sleep(t - self.now())
+            self.clock.sleep_until(t)
             return fn(*args, **kwargs)
 
         future = self._pool.submit(later)
@@ -96,7 +181,10 @@ class Experiment:
             env: dict[str, str] | None = None, cwd: str | None = None,
             check: bool = False) -> CommandResult:
         """Run a command in `node` and wait for it. A string runs in /bin/sh; a
-        list is an argv. timeout is in virtual seconds (enforced by the guest)."""
+        list is an argv. timeout is in virtual seconds, enforced by the guest
+        (default: the experiment's command_timeout; 0 or math.inf: none)."""
+        if timeout is None:
+            timeout = self.command_timeout
         result = self.wait(self.start(node, command, timeout=timeout, env=env, cwd=cwd))
         if check and not result.ok:
             raise ScenarioError(f"{node}: `{result.command}` {result.summary()}: "
@@ -105,32 +193,89 @@ class Experiment:
 
     def start(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
               env: dict[str, str] | None = None, cwd: str | None = None) -> CommandHandle:
-        """Start a command in the background; wait() or kill() it later."""
+        """Start a command in the background; wait() or kill() it later
+        (timeout in virtual seconds; None, 0 or math.inf: none)."""
         if node not in self.domids:
             raise ScenarioError(f"no node named {node!r} in this experiment "
                                 f"(have {', '.join(sorted(self.domids))})")
+        if isinstance(command, str):
+            if not command.strip():
+                raise ScenarioError(f"{node}: empty command")
+        elif not command or not all(isinstance(a, str) for a in command):
+            raise ScenarioError(f"{node}: a command is a string or a non-empty list of "
+                                f"strings, got {command!r}")
+        limit = _timeout(timeout)
         spec = CommandSpec(
             argv=() if isinstance(command, str) else tuple(command),
             shell=command if isinstance(command, str) else None,
             env=dict(env or {}), cwd=cwd,
-            timeout_ns=int(timeout * 1e9) if timeout else 0)
+            timeout_ns=round(limit * 1e9) if limit else 0)
         handle = self.controller.submit(node, spec)
-        handle.virtual_start = self.now()   # type: ignore[attr-defined]
-        handle.virtual_timeout = timeout    # type: ignore[attr-defined]
+        with self._lock:
+            self._started[handle.id] = _Started(handle, self.now(), limit)
         return handle
 
     def wait(self, handle: CommandHandle) -> CommandResult:
-        timeout = getattr(handle, "virtual_timeout", None)
-        real_limit = None if timeout is None else timeout * self.tdf + WAIT_SLACK_S
-        result = self.controller.wait(handle, real_limit)
-        with self._lock:
-            self._seq += 1
-            self.records.append(Recorded(self._seq, result,
-                                         getattr(handle, "virtual_start", 0.0)))
+        """Wait for a command started with start() (or cmd's own). The guest
+        enforces a command's timeout on its own clock; Dom0 gives up only
+        WAIT_SLACK_S real seconds after that virtual deadline has passed (it
+        follows TDF changes)."""
+        started = self._started.get(handle.id)
+        timeout = started.timeout if started else None
+        if timeout is None:
+            result = self.controller.wait(handle, None)
+        else:
+            assert started is not None
+            deadline = started.virtual_start + timeout
+            overdue_since: float | None = None
+            while not handle.done:
+                if self.now() < deadline:
+                    overdue_since = None
+                elif overdue_since is None:
+                    overdue_since = time.monotonic()
+                elif time.monotonic() - overdue_since > WAIT_SLACK_S:
+                    break
+                handle._done.wait(1.0)
+            if not handle.done:
+                raise ControlError(f"command {handle.spec.describe()!r} on {handle.guest} still "
+                                   f"running {WAIT_SLACK_S:g} real s after its {timeout:g} s "
+                                   "(virtual) timeout")
+            result = self.controller.wait(handle, None)
+        self._record(handle, result)
         return result
 
     def kill(self, handle: CommandHandle, signal: int = 15) -> None:
         self.controller.kill(handle, signal)
+
+    def _record(self, handle: CommandHandle, result: CommandResult) -> None:
+        with self._lock:
+            started = self._started.get(handle.id)
+            if started is not None:
+                if started.recorded:
+                    return
+                started.recorded = True
+            self._seq += 1
+            self.records.append(Recorded(self._seq, result,
+                                         started.virtual_start if started else 0.0))
+
+    # -- results and faults --------------------------------------------------------
+
+    def record(self, name: str, value: float | Sequence[float], *,
+               expected: float | None = None, unit: str = "") -> Metric:
+        """A named result (a number or samples), with the value expected if the
+        emulation were perfect; goes to metrics.json and the end-of-run summary.
+        Recording a name again adds samples."""
+        metric = make_metric(name, value, expected, unit)
+        with self._lock:
+            existing = self.metrics.get(name)
+            if existing is None:
+                self.metrics[name] = metric
+            else:
+                existing.samples += metric.samples
+                existing.expected = metric.expected if metric.expected is not None \
+                    else existing.expected
+                metric = existing
+        return metric
 
     def set_switch_model(self, node: str, profile: str | None) -> None:
         """Emulate another switch control plane on `node` from now on (None:
@@ -140,23 +285,76 @@ class Experiment:
         self.switches.set_profile(node, profile)
 
     def domid(self, node: str) -> int:
+        if node not in self.domids:
+            raise ScenarioError(f"no node named {node!r} in this experiment")
         return self.domids[node]
 
     def crash(self, node: str) -> None:
         """Fault injection: destroy the node's domain as a power failure would."""
         if self._crash is None:
             raise ScenarioError("this backend cannot crash nodes")
+        if node not in self.domids:
+            raise ScenarioError(f"no node named {node!r} in this experiment")
         self._crash(node)
 
-    def finish(self) -> None:
+    def finish(self, *, raise_errors: bool = True) -> None:
+        """End of the scenario: wait for what `at` scheduled, then record every
+        command the scenario started and never waited for, killing those still
+        running (SIGKILL), so the bundle holds them all."""
+        errors: list[BaseException] = []
         for future in self._scheduled:
-            future.result()
+            try:
+                future.result()
+            except BaseException as exc:  # noqa: BLE001 - reported after the cleanup
+                errors.append(exc)
         self._pool.shutdown(wait=True)
+        with self._lock:
+            left = [s for s in self._started.values() if not s.recorded]
+        for started in left:
+            handle = started.handle
+            if not handle.done:
+                try:
+                    self.controller.kill(handle, 9)
+                except ControlError as exc:
+                    log.warning("could not kill %s on %s: %s", handle.spec.describe(),
+                                handle.guest, exc)
+            try:
+                result = self.controller.wait(handle, STRAGGLER_WAIT_S
+                                              + STRAGGLER_WAIT_S * self.tdf / 10)
+            except ControlError as exc:
+                result = CommandResult(guest=handle.guest, id=handle.id,
+                                       command=handle.spec.describe(), state="lost",
+                                       reason="teardown", detail=str(exc),
+                                       submitted=handle.submitted, finished=time.time())
+            self._record(handle, result)
+        if errors and raise_errors:
+            raise errors[0]
 
 
-def run_actions(exp: Experiment, actions: list[Action]) -> None:
+def _check_seconds(value: object, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ScenarioError(f"{what}: {value!r} is not a number of virtual seconds")
+
+
+def _timeout(timeout: float | None) -> float | None:
+    """A command timeout in virtual seconds, None for none; refuses nonsense."""
+    if timeout is None:
+        return None
+    _check_seconds(timeout, "timeout")
+    if timeout < 0:
+        raise ScenarioError(f"timeout {timeout!r} is negative")
+    if timeout == 0 or math.isinf(timeout):
+        return None
+    if timeout > MAX_TIMEOUT_S:
+        raise ScenarioError(f"timeout {timeout:g} s is longer than {MAX_TIMEOUT_S:g} s "
+                            "(use math.inf for none)")
+    return float(timeout)
+
+
+def run_actions(exp: Any, actions: list[Action]) -> None:
     """SELENA Listing 2 semantics: in file order, each command waited for,
-    except a shell command ending in `&`, which is left running."""
+    except a shell command ending in `&`, which is left running until the
+    others are done."""
     background: list[CommandHandle] = []
     for action in actions:
         if isinstance(action, SetArp):
@@ -173,19 +371,3 @@ def run_actions(exp: Experiment, actions: list[Action]) -> None:
         if not handle.done:
             exp.kill(handle, 15)
         exp.wait(handle)
-
-
-def arp_interface_index(iface: str, wired: Sequence[int]) -> int:
-    """setArp names an interface `ethN`; a single-homed node's only interface
-    is meant whatever its number (the paper's listings number from 1)."""
-    match = re.fullmatch(r"eth(\d+)", iface)
-    if match and int(match.group(1)) in wired:
-        return int(match.group(1))
-    if len(wired) == 1:
-        return wired[0]
-    raise ScenarioError(f"setArp: interface {iface!r} is not one of the node's wired "
-                        f"interfaces ({', '.join(f'eth{i}' for i in wired)})")
-
-
-def describe(command: str | Sequence[str]) -> str:
-    return command if isinstance(command, str) else shlex.join(command)

@@ -4,6 +4,11 @@ Subsystems add their own subclasses here so callers (and the CLI) can catch
 them precisely. Messages must name the offending item.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 
 class SelenaError(Exception):
     """Base class of every selena error."""
@@ -43,21 +48,94 @@ class UnitError(ValidationError):
     """A value with a unit (rate, time, size, ratio) could not be parsed."""
 
 
-class TopologyError(ValidationError):
-    """A topology or scenario is invalid; `problems` lists every offending item."""
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong (or suspicious) in a topology or scenario.
 
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        shown = "\n  ".join(self.problems)
-        super().__init__(f"{len(self.problems)} problem(s) in the topology:\n  {shown}")
+    `kind` groups problems of one sort (a big mistake repeated over a large
+    topology is reported as one line with a count); `where` is the file:line
+    that declared the offending item, when known."""
+
+    kind: str
+    message: str
+    where: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+# Problems of one kind shown in full before they are summarised.
+GROUP_AFTER = 3
+GROUP_EXAMPLES = 3
+
+
+def group_problems(problems: Sequence[Problem]) -> list[str]:
+    """One line per problem, except that a kind with many problems becomes one
+    line with its count and a few examples."""
+    by_kind: dict[str, list[Problem]] = {}
+    for problem in problems:
+        by_kind.setdefault(problem.kind, []).append(problem)
+    lines = []
+    for kind, items in by_kind.items():
+        if len(items) <= GROUP_AFTER:
+            lines += [str(p) for p in items]
+        else:
+            examples = "; ".join(str(p) for p in items[:GROUP_EXAMPLES])
+            lines.append(f"{len(items)} x {kind}, e.g. {examples}; "
+                         f"and {len(items) - GROUP_EXAMPLES} more")
+    return lines
+
+
+class TopologyError(ValidationError):
+    """A topology or scenario is invalid; `problems` lists every offending item
+    (as text, `file:line: ` first when known; `details` has them as Problems)."""
+
+    def __init__(self, problems: Sequence[Problem | str]):
+        self.details = [p if isinstance(p, Problem) else Problem("problem", p)
+                        for p in problems]
+        self.problems = [str(p) for p in self.details]
+        shown = "\n  ".join(group_problems(self.details))
+        super().__init__(f"{len(self.details)} problem(s) in the topology:\n  {shown}")
 
 
 class ScenarioError(SelenaError):
     """A scenario or experiment description file is malformed."""
 
 
+class ScenarioFileError(ScenarioError):
+    """A user's scenario file failed while selena ran it: a mistake of the
+    user's (NameError, bad unit, unknown NodeType member...). It names the
+    file and line; `user_traceback` holds only the frames in the user's own
+    files, never selena's."""
+
+    def __init__(self, where: str, message: str, user_traceback: str = ""):
+        self.where = where
+        self.message = message
+        self.user_traceback = user_traceback
+        super().__init__(f"{where}: {message}")
+
+
+class ExperimentError(SelenaError):
+    """The experiment lifecycle was used out of order (e.g. a command before
+    deploy, or after teardown)."""
+
+
 class BackendError(SelenaError):
     """The virtualization backend could not create, find or remove an object."""
+
+
+class StateFileError(BackendError):
+    """An experiment's state file cannot be read or makes no sense."""
+
+
+class CleanupError(BackendError):
+    """Cleanup removed what it could (`removed`) and names each failure."""
+
+    def __init__(self, removed: list[str], failures: list[str]):
+        self.removed = list(removed)
+        self.failures = list(failures)
+        shown = "\n  ".join(self.failures)
+        super().__init__(f"cleanup incomplete ({len(self.failures)} failure(s)):\n  {shown}")
 
 
 class ControlError(SelenaError):
@@ -85,6 +163,25 @@ class GuestLost(ControlError):
         self.guest = guest
         self.why = why
         super().__init__(f"guest {guest} lost: {why}")
+
+
+class GuestSetupError(ControlError):
+    """A guest's agent could not apply its boot-time network directives."""
+
+    def __init__(self, guest: str, report: str):
+        self.guest = guest
+        self.report = report
+        # "failed <index> <escaped reason>" (PROTOCOL.md, agent/net)
+        parts = report.split(" ", 2)
+        where = f"directive {parts[1]}" if len(parts) > 1 else "its directives"
+        why = parts[2] if len(parts) > 2 else report
+        try:
+            from selena.control.protocol import unescape
+
+            why = unescape(why).decode(errors="replace")
+        except ControlError:
+            pass
+        super().__init__(f"guest {guest}: network setup failed at {where}: {why}")
 
 
 class AnalysisError(SelenaError):

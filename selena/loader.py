@@ -1,128 +1,153 @@
-"""Where topologies come from: a scenario file (clean API or SELENA style) or a
-Mininet-style `--topo` spec, with an optional `--link` spec for every link."""
+"""Where experiments come from: a scenario file (clean API or SELENA style)
+or a Mininet-style `--topo` spec, with an optional `--link` spec for every
+link and a TDF override.
+
+A mistake in a user's file (a NameError, an unknown NodeType member, a bad
+unit...) is reported as a ScenarioFileError naming the file and line, with a
+traceback of the user's own frames only: never a trace through selena.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import builtins
+import difflib
+import os
+import sysconfig
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 
-from selena import topologies
-from selena.compat import Action, SelenaScript, load_selena_file
-from selena.errors import ScenarioError
+from selena import units
+from selena.compat import Action, NodeType, SelenaScript, load_selena_file
+from selena.errors import ScenarioError, ScenarioFileError, SelenaError, UnitError
 from selena.model import Topology
+from selena.specs import apply_link_spec, parse_link_spec, parse_topo_spec
 
-_TOPOS = {
-    "single": lambda a: topologies.star(*a), "star": lambda a: topologies.star(*a),
-    "linear": lambda a: topologies.linear(*a), "tree": lambda a: topologies.tree(*a),
-    "fattree": lambda a: topologies.fat_tree(*a),
-}
-
-
-def parse_link_spec(spec: str) -> dict[str, object]:
-    """Mininet's `tc,bw=10,delay=5ms,jitter=1ms,loss=1,max_queue_size=100`.
-
-    bw is in Mbit/s and loss in percent, as in Mininet.
-    """
-    parts = [p for p in spec.split(",") if p]
-    if parts and parts[0] == "tc":
-        parts = parts[1:]
-    kwargs: dict[str, object] = {}
-    for part in parts:
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise ScenarioError(f"--link {spec!r}: {part!r} is not KEY=VALUE")
-        try:
-            if key == "bw":
-                kwargs["rate"] = float(value) * 1e6
-            elif key in ("delay", "jitter"):
-                kwargs[key] = value
-            elif key == "loss":
-                kwargs["loss"] = float(value) / 100
-            elif key == "max_queue_size":
-                kwargs["queue"] = int(value)
-            else:
-                raise ScenarioError(f"--link {spec!r}: unknown parameter {key!r} "
-                                    "(bw, delay, jitter, loss, max_queue_size)")
-        except ValueError:
-            raise ScenarioError(f"--link {spec!r}: bad value for {key}: {value!r}") from None
-    return kwargs
-
-
-def parse_topo_spec(spec: str, link: dict[str, object]) -> Topology:
-    name, *args = spec.split(",")
-    if name not in _TOPOS:
-        raise ScenarioError(f"--topo {spec!r}: unknown topology {name!r} "
-                            f"(have {', '.join(sorted(_TOPOS))})")
-    try:
-        numbers = [int(a) for a in args]
-    except ValueError:
-        raise ScenarioError(f"--topo {spec!r}: arguments must be integers") from None
-    try:
-        topo = _TOPOS[name](numbers)
-    except (TypeError, ValueError) as exc:
-        raise ScenarioError(f"--topo {spec!r}: {exc}") from None
-    for existing in topo.links:
-        _apply_link(existing, link)
-    return topo
-
-
-def _apply_link(existing, link: dict[str, object]) -> None:
-    from selena import units
-
-    if "rate" in link:
-        existing.rate_bps = units.rate_bps(link["rate"])  # type: ignore[arg-type]
-    if "delay" in link:
-        existing.delay_s = units.seconds(link["delay"])  # type: ignore[arg-type]
-    if "jitter" in link:
-        existing.jitter_s = units.seconds(link["jitter"])  # type: ignore[arg-type]
-    if "loss" in link:
-        existing.loss = float(link["loss"])  # type: ignore[arg-type]
-    if "queue" in link:
-        existing.queue_packets = int(link["queue"])  # type: ignore[call-overload]
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# Frames in selena, the standard library or installed packages are not the
+# user's: a traceback shown to them stops at their own code.
+_NOT_USER = tuple(os.path.abspath(p) + os.sep for p in
+                  {_PACKAGE_DIR, *(sysconfig.get_paths()[k] for k in
+                                   ("stdlib", "platstdlib", "purelib", "platlib"))})
 
 
 @dataclass
 class Scenario:
     topology: Topology
-    actions: list[Action]
-    run: Callable[..., object] | None      # the file's `run(exp)`, if it has one
+    actions: list[Action] = field(default_factory=list)
+    run: Callable[..., object] | None = None     # the file's `run(exp)`, if it has one
+    source: str = ""                             # the file or the --topo spec
+    params: dict[str, object] = field(default_factory=dict)
 
 
-def load(source: str, *, tdf: float | None = None,
-         link_spec: str | None = None) -> tuple[Topology, list[Action]]:
-    """Load a scenario file or a `--topo` spec; apply --tdf and --link overrides."""
-    scenario = load_scenario(source, tdf=tdf, link_spec=link_spec)
-    return scenario.topology, scenario.actions
+def load_scenario(source: str, *, tdf: float | str | None = None,
+                  link_spec: str | None = None,
+                  params: Mapping[str, object] | None = None) -> Scenario:
+    """A scenario: topology, SELENA-style actions, and the run function.
 
-
-def load_scenario(source: str, *, tdf: float | None = None,
-                  link_spec: str | None = None) -> Scenario:
-    """A scenario: topology, SELENA-style actions, and the run function."""
-    run_fn = None
+    `source` is a .py file or a --topo spec; `params` go to the file's
+    `build(**params)` (and are kept for `exp.params`)."""
     link = parse_link_spec(link_spec) if link_spec else {}
+    params = dict(params or {})
     path = Path(source)
     if path.suffix == ".py":
         if not path.exists():
             raise ScenarioError(f"no such scenario file: {source}")
-        script: SelenaScript = load_selena_file(path)
-        namespace = script.namespace_after_run
-        topo = namespace.get("topology")
-        if topo is None and callable(namespace.get("build")):
-            topo = namespace["build"]()  # type: ignore[operator]
-        if topo is None:
-            topo = script.topology
-        if not isinstance(topo, Topology):
-            raise ScenarioError(f"{source}: `topology` must be a selena Topology")
-        for existing in topo.links:
-            _apply_link(existing, link)
-        actions = script.actions
-        candidate = namespace.get("run")
-        if candidate is not None and not callable(candidate):
-            raise ScenarioError(f"{source}: `run` must be a function run(exp)")
-        run_fn = candidate  # type: ignore[assignment]
+        scenario = _load_file(path, params)
+        apply_link_spec(scenario.topology, link)
     else:
-        topo, actions = parse_topo_spec(source, link), []
+        if params:
+            raise ScenarioError(f"--param {', '.join(params)}: a --topo spec takes no "
+                                "parameters (give them in the spec: tree,depth=2)")
+        scenario = Scenario(parse_topo_spec(source, link), source=source)
     if tdf is not None:
-        topo.tdf = tdf
-    return Scenario(topo, actions, run_fn)  # type: ignore[arg-type]
+        try:
+            scenario.topology.tdf = units.tdf(tdf)
+        except UnitError as exc:
+            raise ScenarioError(f"--tdf: {exc}") from None
+    return scenario
+
+
+def _load_file(path: Path, params: dict[str, object]) -> Scenario:
+    try:
+        script: SelenaScript = load_selena_file(path)
+    except ScenarioError as exc:
+        if isinstance(exc, ScenarioFileError) or str(exc).startswith(f"{path}:"):
+            raise
+        raise user_error(exc, path) from None
+    except Exception as exc:  # the user's own code failed: name their line
+        raise user_error(exc, path) from None
+    namespace = script.namespace_after_run
+    topo = namespace.get("topology")
+    build = namespace.get("build")
+    if topo is None and callable(build):
+        try:
+            topo = build(**params)
+        except Exception as exc:
+            raise user_error(exc, path) from None
+    elif params:
+        raise ScenarioError(f"{path}: --param {', '.join(params)} needs a build(**params) "
+                            "function in the scenario")
+    if topo is None:
+        topo = script.topology
+    if not isinstance(topo, Topology):
+        raise ScenarioError(f"{path}: `topology` must be a selena Topology, "
+                            f"got {type(topo).__name__}")
+    candidate = namespace.get("run")
+    if candidate is not None and not callable(candidate):
+        raise ScenarioError(f"{path}: `run` must be a function run(exp)")
+    return Scenario(topo, script.actions, candidate, str(path), params)  # type: ignore[arg-type]
+
+
+def user_error(exc: BaseException, path: Path | str | None = None) -> ScenarioFileError:
+    """The error as the user should see it: their file and line, and their
+    frames only. `path` is the scenario file, used when no frame of the
+    user's is on the traceback (e.g. an error raised by selena directly)."""
+    frames = user_frames(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        where = f"{_shown(last.filename)}:{last.lineno}"
+    elif isinstance(exc, SelenaError) and getattr(exc, "where", None):
+        where = str(exc.where)  # type: ignore[attr-defined]
+    else:
+        where = str(path) if path else "scenario"
+    shown_tb = "".join(traceback.format_list(frames)) if len(frames) > 1 else ""
+    return ScenarioFileError(where, describe(exc), shown_tb)
+
+
+def user_frames(tb: TracebackType | None) -> list[traceback.FrameSummary]:
+    """The frames of a traceback that are not selena's own."""
+    return [f for f in traceback.extract_tb(tb)
+            if not os.path.abspath(f.filename).startswith(_NOT_USER)
+            and not f.filename.startswith("<")]
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line account of an exception, with a hint for common slips."""
+    if isinstance(exc, SelenaError):
+        return str(exc)
+    if isinstance(exc, AttributeError) and getattr(exc, "obj", None) is NodeType:
+        name = getattr(exc, "name", "?")
+        members = [t.name for t in NodeType]
+        close = difflib.get_close_matches(str(name), members, n=1)
+        hint = f"; did you mean NodeType.{close[0]}?" if close else ""
+        return f"NodeType has no member {name} (members: {', '.join(members)}){hint}"
+    if isinstance(exc, NameError) and getattr(exc, "name", None):
+        known = set(dir(builtins))
+        if exc.__traceback__ is not None:
+            tb = exc.__traceback__
+            while tb.tb_next is not None:
+                tb = tb.tb_next
+            known |= set(tb.tb_frame.f_globals) | set(tb.tb_frame.f_locals)
+        close = difflib.get_close_matches(str(exc.name), sorted(known), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"NameError: {exc}{hint}"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _shown(filename: str) -> str:
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith(".." + os.sep) else relative

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import logging
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from selena.control.channel import CommandHandle, Controller
 from selena.control.protocol import CommandSpec
 from selena.errors import BackendError
 from selena.model import NodeKind, Topology
 from selena.validate import controller_address
+
+if TYPE_CHECKING:
+    from selena.control.channel import CommandHandle, Controller
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,8 @@ class SwitchSetup:
     ports: tuple[tuple[int, str], ...]      # (OpenFlow port number, MAC)
     controller: str | None                  # "tcp:IP:PORT" of the controller
     profile: str | None                     # switch-model profile, None: no model
+    bare: bool = False                      # br0 without ports: the scenario adds them
+    stp: bool = False                       # rapid spanning tree (loops of switches)
 
 
 def switch_setups(topo: Topology) -> list[SwitchSetup]:
@@ -62,7 +67,8 @@ def switch_setups(topo: Topology) -> list[SwitchSetup]:
             address = controller_address(node, topo.nodes[node.controller])
             target = f"tcp:{address}:{OPENFLOW_PORT}"
         setups.append(SwitchSetup(node.name, f"{node.id + 1:016x}", ports, target,
-                                  node.switch_model if target else None))
+                                  node.switch_model if target else None,
+                                  bare=node.bare_bridge, stp=node.stp and target is None))
     return setups
 
 
@@ -73,14 +79,16 @@ def bridge_script(setup: SwitchSetup) -> str:
              f"ovs-vsctl --may-exist add-br {BRIDGE} -- set bridge {BRIDGE} "
              f"other-config:datapath-id={setup.datapath_id} "
              "other-config:disable-in-band=true protocols=OpenFlow10,OpenFlow13 "
-             f"fail-mode={'secure' if setup.controller else 'standalone'}"]
+             f"fail-mode={'secure' if setup.controller else 'standalone'}"
+             + (" rstp_enable=true" if setup.stp else "")]
     for number, mac in setup.ports:
         lines.append(f'DEV=$(for d in /sys/class/net/*; do [ "$(cat $d/address)" = {q(mac)} ] '
                      '&& echo "${d##*/}"; done; true)')
         lines.append(f'[ -n "$DEV" ] || {{ echo "no interface with MAC {mac}" >&2; exit 1; }}')
         lines.append('ip link set "$DEV" up')
-        lines.append(f'ovs-vsctl --may-exist add-port {BRIDGE} "$DEV" '
-                     f'-- set interface "$DEV" ofport_request={number}')
+        if not setup.bare:
+            lines.append(f'ovs-vsctl --may-exist add-port {BRIDGE} "$DEV" '
+                         f'-- set interface "$DEV" ofport_request={number}')
     lines.append(f"ip link set {BRIDGE} up")
     if setup.controller:
         target = f"tcp:{MODEL_LISTEN}" if setup.profile else setup.controller
@@ -114,9 +122,9 @@ def model_command(setup: SwitchSetup, profile: str | None = None) -> CommandSpec
 class Switches:
     """Sets up every switch of a running experiment and keeps its model."""
 
-    def __init__(self, ctl: Controller, topo: Topology):
+    def __init__(self, ctl: Controller, setups: Iterable[SwitchSetup]):
         self.ctl = ctl
-        self.setups = {s.node: s for s in switch_setups(topo)}
+        self.setups = {s.node: s for s in setups}
         self.models: dict[str, CommandHandle] = {}
 
     def configure(self, progress: Callable[[str], None] | None = None) -> None:

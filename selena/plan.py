@@ -7,25 +7,23 @@ status and cleanup agree, and renders each guest's xl configuration.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jinja2
-
+from selena import units
 from selena.control.protocol import net_directives
 from selena.errors import ValidationError
 from selena.model import Link, Topology
+from selena.model.cpus import fold_mask
+from selena.openflow import SwitchSetup, switch_setups
 from selena.shaping import Placement, shaping_commands
 
 TEMPLATE_ROOT = Path("/usr/share/selena/templates")
 GUEST_CMDLINE = "console=hvc0 clocksource=xen tsc=unstable quiet"
 IFNAMSIZ = 15
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("selena.backends", "templates"),
-    undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
-)
 
 
 @dataclass(frozen=True)
@@ -56,11 +54,6 @@ class GuestPlan:
     guest_shaping: list[tuple[str, list[list[str]]]] = field(default_factory=list)
     static_arp: list[tuple[str, str, str]] = field(default_factory=list)  # ip, mac, via mac
 
-    def render_net(self, addresses: list[tuple[str, str]], gateway: str | None,
-                   txqueuelen: list[tuple[str, int]]) -> None:
-        self.net = net_directives(addresses, gateway=gateway, txqueuelen=txqueuelen,
-                                  arp=self.static_arp)
-
 
 @dataclass(frozen=True)
 class SegmentPlan:
@@ -75,10 +68,36 @@ class Plan:
     tdf: float
     guests: list[GuestPlan]
     segments: list[SegmentPlan]
-    shaping: list[list[str]]
+    # Dom0-side shaping: each vif with the link it shapes (egress toward its guest).
+    shaped: list[tuple[str, Link]]
+    placement: Placement = Placement.DOM0
+    # Set up through the agents once they run: each switch's bridge.
+    switches: list[SwitchSetup] = field(default_factory=list)
 
-    def xl_config(self, guest: GuestPlan) -> str:
-        return _ENV.get_template("xl.cfg.j2").render(experiment=self.experiment, guest=guest)
+    def guest(self, node: str) -> GuestPlan:
+        for guest in self.guests:
+            if guest.node == node:
+                return guest
+        raise KeyError(node)
+
+    @property
+    def tdf_text(self) -> str:
+        return units.tdf_text(self.tdf)
+
+    @property
+    def shaping(self) -> list[list[str]]:
+        """The Dom0 tc commands at the plan's TDF."""
+        return self.shaping_at(self.tdf)
+
+    def shaping_at(self, tdf: float, vifs: set[str] | None = None) -> list[list[str]]:
+        """The Dom0 tc commands shaping every vif (or those in `vifs`) at
+        `tdf`: rates / TDF and delays x TDF, so each link keeps its virtual
+        rate and delay at any TDF."""
+        commands: list[list[str]] = []
+        for vif, link in self.shaped:
+            if vifs is None or vif in vifs:
+                commands += shaping_commands(vif, link, tdf, self.placement)
+        return commands
 
 
 def short_id(experiment: str) -> str:
@@ -88,8 +107,12 @@ def short_id(experiment: str) -> str:
 
 def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
               placement: Placement = Placement.DOM0,
-              template_root: Path = TEMPLATE_ROOT) -> Plan:
-    """Plan a validated topology (see selena.validate)."""
+              template_root: Path = TEMPLATE_ROOT, host_cpus: int | None = None) -> Plan:
+    """Plan a validated topology (see selena.validate). With `host_cpus`, a
+    pinning mask naming CPUs the host lacks is folded onto it (CPU n ->
+    n mod host_cpus), the rule validation warns about."""
+    if bridge_kind not in ("ovs", "linux"):
+        raise ValidationError(f"bridge kind {bridge_kind!r}: use ovs or linux")
     tag = short_id(topo.name)
     guests: dict[str, GuestPlan] = {}
     vif_names: dict[tuple[str, int], str] = {}
@@ -98,12 +121,14 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
         guests[node.name] = GuestPlan(
             node=node.name, domain_name=f"selena-{topo.name}-{node.name}",
             kernel=str(tdir / "vmlinuz"), ramdisk=str(tdir / "initrd.gz"),
-            cmdline=GUEST_CMDLINE, memory_mb=node.memory_mb, vcpus=node.vcpus, cpus=node.cpus,
+            cmdline=GUEST_CMDLINE, memory_mb=node.memory_mb, vcpus=node.vcpus,
+            cpus=(fold_mask(node.cpus, host_cpus) or node.cpus) if node.cpus and host_cpus
+            else node.cpus,
             template=node.template)
         for iface in node.interfaces:
             vif_names[(node.name, iface.index)] = f"sv{tag}{node.id}.{iface.index}"[:IFNAMSIZ]
     segments: list[SegmentPlan] = []
-    shaping: list[list[str]] = []
+    shaped: list[tuple[str, Link]] = []
     script = "vif-openvswitch" if bridge_kind == "ovs" else "vif-bridge"
     members_of: list[tuple[str, list[tuple[str, int]], Link | None]] = []
     for i, link in enumerate(topo.links):
@@ -121,7 +146,8 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
             guests[node_name].vifs.append(vif)
             if link is not None and placement is Placement.DOM0:
                 # Dom0 egress on a vif is the direction towards that guest.
-                shaping += shaping_commands(vif.name, link, topo.tdf, placement)
+                if shaping_commands(vif.name, link, topo.tdf, placement):
+                    shaped.append((vif.name, link))
             elif link is not None:
                 # Guest egress is the direction away from that guest.
                 commands = shaping_commands("$DEV", link, topo.tdf, placement)
@@ -132,16 +158,19 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
     for guest in guests.values():
         # Numerically: the n-th vif in the xl config becomes the guest's eth<n>.
         guest.vifs.sort(key=lambda v: v.index)
-    for node_name, index, ip, mac in topo.static_arp:
-        guest = guests.get(node_name)
-        via = next((v.mac for v in guest.vifs if v.index == index), None) if guest else None
-        if via is None:
-            raise ValidationError(f"static ARP entry {ip} on {node_name} eth{index}: "
-                                  "no such node or the interface is not wired")
-        guest.static_arp.append((ip, mac, via))
+    for entry in topo.static_arp:
+        guest = guests.get(entry.node)
+        via = next((v.mac for v in guest.vifs if v.index == entry.iface), None) \
+            if guest else None
+        if guest is None or via is None:
+            raise ValidationError(f"static ARP entry {entry.ip} on {entry.node} "
+                                  f"eth{entry.iface}: no such node or the interface is not "
+                                  "wired")
+        guest.static_arp.append((entry.ip, entry.mac.lower(), via))
     for guest in guests.values():
         _plan_net(topo, guest)
-    return Plan(topo.name, topo.tdf, list(guests.values()), segments, shaping)
+    return Plan(topo.name, topo.tdf, list(guests.values()), segments, shaped, placement,
+                switch_setups(topo))
 
 
 def pool_key(guest: GuestPlan) -> str:
@@ -150,21 +179,27 @@ def pool_key(guest: GuestPlan) -> str:
 
 
 def _plan_net(topo: Topology, guest: GuestPlan) -> None:
-    """Addresses, queue lengths and gateway of the interfaces that got a vif
-    (the agent waits for each named MAC, so unwired interfaces are left out)."""
+    """Names, addresses, queue lengths and default routes of the interfaces
+    that got a vif (the agent waits for each named MAC, so unwired interfaces
+    are left out). Each interface is named as the model says (eth<index>, or
+    eth<index + 1> for SELENA-style nodes), whatever order the guest's
+    frontends appear in."""
     node = topo.nodes[guest.node]
     wired = {vif.index: vif.mac for vif in guest.vifs}
-    addresses, qlens = [], []
-    gateway = None
-    for iface in node.interfaces:
+    names, addresses, qlens = [], [], []
+    gateways: dict[int, str] = {}
+    for iface in sorted(node.interfaces, key=lambda i: i.index):
         mac = wired.get(iface.index)
         if mac is None:
             continue
-        if iface.ip:
-            addresses.append((mac, iface.ip))
+        names.append((mac, node.device(iface.index)))
+        addresses += [(mac, address) for address in iface.addresses()]
         qlens.append((mac, iface.txqueuelen))
-        gateway = gateway or iface.gateway
-    guest.render_net(addresses, gateway, qlens)
+        for gateway in (iface.gateway, iface.gateway6):
+            if gateway:
+                gateways.setdefault(ipaddress.ip_address(gateway).version, gateway)
+    guest.net = net_directives(addresses, txqueuelen=qlens, arp=guest.static_arp, names=names,
+                               gateways=[gateways[v] for v in sorted(gateways)])
 
 
 def guest_shaping_script(guest: GuestPlan) -> str | None:

@@ -1,6 +1,9 @@
-"""The results bundle of a scenario run:
+"""The results bundle of a run:
 
-    <out>/meta.json                 TDF, versions, topology hash, host, timing
+    <out>/meta.json                 status (ok, failed, interrupted) and the error,
+                                    TDF and its timeline, versions, topology hash,
+                                    host, timing, every command's state
+    <out>/metrics.json              what the scenario recorded (exp.record)
     <out>/nodes/<node>/<n>.json     one command: text, state, exit, guest times
     <out>/nodes/<node>/<n>.stdout   its standard output, byte for byte
     <out>/nodes/<node>/<n>.stderr
@@ -13,11 +16,13 @@ import hashlib
 import json
 import platform
 import socket
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from selena import __version__
 from selena.engine import Recorded
+from selena.metrics import Metric
 from selena.model import Topology
 from selena.provenance import patch_series_hash
 
@@ -27,8 +32,12 @@ def topology_hash(topo: Topology) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def write_bundle(out: Path, *, topo: Topology, records: list[Recorded],
-                 environment: dict[str, Any], started: float, finished: float) -> Path:
+def write_bundle(out: Path, *, topo: Topology, records: Sequence[Recorded],
+                 environment: Mapping[str, Any], started: float, finished: float,
+                 metrics: Mapping[str, Metric] | None = None,
+                 error: Mapping[str, Any] | None = None) -> Path:
+    """Write the bundle; `error` (type, message, where, traceback, status) is
+    set when the run failed or was interrupted."""
     out.mkdir(parents=True, exist_ok=True)
     per_node: dict[str, int] = {}
     commands = []
@@ -47,12 +56,23 @@ def write_bundle(out: Path, *, topo: Topology, records: list[Recorded],
         commands.append({"node": r.guest, "n": n, "command": r.command, "state": r.state,
                          "exit_code": r.exit_code})
     meta = {
-        "experiment": topo.name, "tdf": topo.tdf, "selena_version": __version__,
+        "experiment": topo.name, "status": (error or {}).get("status", "ok"),
+        "tdf": topo.tdf, "selena_version": __version__,
         "xen_patch_series_sha256": patch_series_hash(),
         "topology_sha256": topology_hash(topo),
         "host": socket.gethostname(), "platform": platform.platform(),
         "started": started, "finished": finished, "real_seconds": finished - started,
         "nodes": sorted(topo.nodes), "commands": commands, **environment,
     }
+    if error:
+        meta["error"] = {k: v for k, v in error.items() if k != "status"}
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    summary = {name: metric.summary() for name, metric in (metrics or {}).items()}
+    (out / "metrics.json").write_text(json.dumps(summary, indent=1) + "\n")
     return out
+
+
+def read_metrics(bundle: Path) -> dict[str, dict[str, Any]]:
+    """metrics.json of a bundle ({} when the run recorded none)."""
+    path = bundle / "metrics.json"
+    return json.loads(path.read_text()) if path.exists() else {}

@@ -13,9 +13,10 @@ import os
 import selectors
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from selena.errors import CommandError, CommandTimeout
 
@@ -160,6 +161,19 @@ class Runner:
             raise CommandError(list(args), proc.returncode, output)
         return result
 
+    def spawn(self, argv: Sequence[str], *, cwd: str | Path | None = None) -> Process:
+        """Start a long-lived process (e.g. the lab's QEMU) in its own process
+        group, stdout and stderr merged into one pipe the caller reads."""
+        args = tuple(str(a) for a in argv)
+        log.debug("spawning %s", " ".join(args))
+        try:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+        except FileNotFoundError as exc:
+            raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
+        self.history.append(CommandResult(args, 0, "", "", 0.0))
+        return _SpawnedProcess(proc)
+
     def interactive(self, argv: Sequence[str], *, cwd: str | Path | None = None) -> int:
         """Run argv attached to this terminal (e.g. a shell); returns its status."""
         args = tuple(str(a) for a in argv)
@@ -182,6 +196,51 @@ class Runner:
         log.debug(
             "ran %s -> %d in %.3f s", " ".join(result.argv), result.returncode, result.duration
         )
+
+
+class Process(Protocol):
+    """A spawned process: its merged output, its end, and a way to stop it."""
+
+    def lines(self) -> Iterator[str]: ...
+
+    def wait(self, timeout: float | None = None) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+
+class _SpawnedProcess:
+    def __init__(self, proc: subprocess.Popen[bytes]):
+        self.proc = proc
+
+    def lines(self) -> Iterator[str]:
+        assert self.proc.stdout is not None
+        for raw in iter(self.proc.stdout.readline, b""):
+            yield raw.decode("utf-8", "replace")
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        _kill_group(self.proc)  # type: ignore[arg-type]
+
+
+class _ScriptedProcess:
+    """FakeRunner's spawned process: prints a script, then ends."""
+
+    def __init__(self, output: str):
+        self.output = output
+
+    def lines(self) -> Iterator[str]:
+        yield from self.output.splitlines(keepends=True)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return 0
+
+    def kill(self) -> None:
+        pass
 
 
 @dataclass
@@ -226,6 +285,10 @@ class FakeRunner(Runner):
         for line in result.stdout.splitlines(keepends=True):
             on_line(line)
         return result
+
+    def spawn(self, argv: Sequence[str], *, cwd: str | Path | None = None) -> Process:
+        """A process whose output is the scripted stdout for argv."""
+        return _ScriptedProcess(self.run(argv, check=False).stdout)
 
 
 def _merged_env(extra: Mapping[str, str] | None) -> dict[str, str] | None:

@@ -1,4 +1,10 @@
-"""Built-in parametrised topologies (Mininet's `--topo` names)."""
+"""Built-in parametrised topologies, with Mininet's names, parameters and
+defaults (`mn --topo NAME[,ARGS]`), plus the k-ary fat tree.
+
+Hosts are h1..hN with 10.0.0.N/8 on eth0, as in Mininet; switches are plain
+Open vSwitch guests (standalone learning bridges). `link` keyword arguments
+(rate, delay, jitter, loss, queue) go to every link.
+"""
 
 from __future__ import annotations
 
@@ -19,31 +25,65 @@ def _hosts(topo: Topology, count: int, start: int = 1) -> list[Node]:
     return [topo.add_host(f"h{i}", ip=_host_ip(i)) for i in range(start, start + count)]
 
 
-def star(n: int, name: str = "star", tdf: float = 1.0, **link: object) -> Topology:
-    """n hosts on one switch (Mininet's `single`)."""
-    _at_least("star n", n, 1)
+def single(k: int = 2, name: str = "single", tdf: float = 1.0, **link: object) -> Topology:
+    """k hosts on one switch (Mininet's `single`)."""
+    _at_least("single k", k, 1)
     topo = Topology(name, tdf=tdf)
     s = topo.add_switch("s1")
-    for h in _hosts(topo, n):
+    for h in _hosts(topo, k):
         topo.add_link(h, s, **link)  # type: ignore[arg-type]
     return topo
 
 
-def linear(n: int, name: str = "linear", tdf: float = 1.0, **link: object) -> Topology:
-    """n switches in a line, one host on each."""
+def star(n: int, name: str = "star", tdf: float = 1.0, **link: object) -> Topology:
+    """n hosts on one switch (`single` by another name)."""
+    _at_least("star n", n, 1)
+    return single(n, name=name, tdf=tdf, **link)
+
+
+def minimal(name: str = "minimal", tdf: float = 1.0, **link: object) -> Topology:
+    """Two hosts on one switch (Mininet's default topology)."""
+    return single(2, name=name, tdf=tdf, **link)
+
+
+def reversed_single(k: int = 2, name: str = "reversed", tdf: float = 1.0,
+                    **link: object) -> Topology:
+    """k hosts on one switch with the port order reversed: h1 on the
+    switch's last port (Mininet's `reversed`)."""
+    _at_least("reversed k", k, 1)
+    topo = Topology(name, tdf=tdf)
+    s = topo.add_switch("s1")
+    for i, h in enumerate(_hosts(topo, k), start=1):
+        s.add_interface(k - i)
+        topo.add_link(h, (s, k - i), **link)  # type: ignore[arg-type]
+    return topo
+
+
+def linear(k: int = 2, n: int = 1, name: str = "linear", tdf: float = 1.0,
+           **link: object) -> Topology:
+    """k switches in a line with n hosts on each (Mininet's `linear`); hosts
+    are h1..hk for n=1 and h<j>s<i> otherwise."""
+    _at_least("linear k", k, 1)
     _at_least("linear n", n, 1)
     topo = Topology(name, tdf=tdf)
-    switches = [topo.add_switch(f"s{i}") for i in range(1, n + 1)]
-    for h, s in zip(_hosts(topo, n), switches, strict=True):
-        topo.add_link(h, s, **link)  # type: ignore[arg-type]
-    for a, b in zip(switches, switches[1:], strict=False):
-        topo.add_link(a, b, **link)  # type: ignore[arg-type]
+    previous = None
+    count = 0
+    for i in range(1, k + 1):
+        switch = topo.add_switch(f"s{i}")
+        for j in range(1, n + 1):
+            count += 1
+            host = topo.add_host(f"h{i}" if n == 1 else f"h{j}s{i}", ip=_host_ip(count))
+            topo.add_link(host, switch, **link)  # type: ignore[arg-type]
+        if previous is not None:
+            topo.add_link(switch, previous, **link)  # type: ignore[arg-type]
+        previous = switch
     return topo
 
 
-def tree(depth: int, fanout: int, name: str = "tree", tdf: float = 1.0,
+def tree(depth: int = 1, fanout: int = 2, name: str = "tree", tdf: float = 1.0,
          **link: object) -> Topology:
-    """A switch tree of the given depth; fanout hosts under each leaf switch."""
+    """A switch tree of the given depth; fanout hosts under each leaf switch
+    (Mininet's `tree`)."""
     _at_least("tree depth", depth, 1)
     _at_least("tree fanout", fanout, 1)
     topo = Topology(name, tdf=tdf)
@@ -63,17 +103,53 @@ def tree(depth: int, fanout: int, name: str = "tree", tdf: float = 1.0,
     return topo
 
 
-def fat_tree(k: int, name: str = "fattree", tdf: float = 1.0, **link: object) -> Topology:
-    """A k-ary fat tree: (k/2)^2 core, k pods of k/2 aggregation + k/2 edge, k^3/4 hosts."""
+def torus(x: int, y: int, n: int = 1, name: str = "torus", tdf: float = 1.0,
+          **link: object) -> Topology:
+    """An x by y grid of switches wrapped at the edges, n hosts on each
+    (Mininet's `torus`). It has loops, so its switches run the rapid spanning
+    tree protocol (Mininet needs `--switch lxbr,stp=1` for the same)."""
+    _at_least("torus x", x, 3)
+    _at_least("torus y", y, 3)
+    _at_least("torus n", n, 1)
+    topo = Topology(name, tdf=tdf)
+    switches: dict[tuple[int, int], Node] = {}
+    count = 0
+    for i in range(1, x + 1):
+        for j in range(1, y + 1):
+            switch = topo.add_switch(f"s{i}x{j}")
+            switch.stp = True
+            switches[i, j] = switch
+            for h in range(1, n + 1):
+                count += 1
+                host = topo.add_host(f"h{i}x{j}" if n == 1 else f"h{i}x{j}_{h}",
+                                     ip=_host_ip(count))
+                topo.add_link(host, switch, **link)  # type: ignore[arg-type]
+    for i in range(1, x + 1):
+        for j in range(1, y + 1):
+            topo.add_link(switches[i, j], switches[i, j % y + 1], **link)  # type: ignore[arg-type]
+            topo.add_link(switches[i, j], switches[i % x + 1, j], **link)  # type: ignore[arg-type]
+    return topo
+
+
+def fat_tree(k: int = 4, name: str = "fattree", tdf: float = 1.0, **link: object) -> Topology:
+    """A k-ary fat tree: (k/2)^2 core, k pods of k/2 aggregation + k/2 edge,
+    k^3/4 hosts. Its many paths are loops for learning bridges, so its
+    switches run the rapid spanning tree protocol."""
     if k < 2 or k % 2:
         raise ValueError(f"fat tree k must be even and >= 2, got {k}")
     half = k // 2
     topo = Topology(name, tdf=tdf)
-    cores = [topo.add_switch(f"c{i}") for i in range(half * half)]
+
+    def switch(switch_name: str) -> Node:
+        node = topo.add_switch(switch_name)
+        node.stp = True
+        return node
+
+    cores = [switch(f"c{i}") for i in range(half * half)]
     host = 0
     for pod in range(k):
-        aggs = [topo.add_switch(f"a{pod}_{i}") for i in range(half)]
-        edges = [topo.add_switch(f"e{pod}_{i}") for i in range(half)]
+        aggs = [switch(f"a{pod}_{i}") for i in range(half)]
+        edges = [switch(f"e{pod}_{i}") for i in range(half)]
         for i, agg in enumerate(aggs):
             for edge in edges:
                 topo.add_link(agg, edge, **link)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal, InvalidOperation
 
 from selena.errors import UnitError
 
@@ -86,3 +87,37 @@ def ratio(value: str | float | int) -> float:
         return float(text)
     except ValueError:
         raise UnitError(f"ratio {value!r} is not a number or percentage") from None
+
+
+# The hypervisor keeps a TDF in thousandths (xen-patches/README.md).
+TDF_MIN, TDF_MAX = 1.0, 1000.0
+
+
+def tdf(value: str | float | int) -> float:
+    """A time dilation factor: a finite number from 1 to 1000 with at most
+    three decimals ("10", "2.5", "1.001"), exactly as the hypervisor keeps it."""
+    text = str(value).strip()
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        raise UnitError(f"TDF {value!r} is not a number") from None
+    if not number.is_finite():
+        raise UnitError(f"TDF {value!r} is not a finite number")
+    if not Decimal(str(TDF_MIN)) <= number <= Decimal(str(TDF_MAX)):
+        raise UnitError(f"TDF {text} is out of range ({TDF_MIN:g} to {TDF_MAX:g})")
+    if number != number.quantize(Decimal("0.001")):
+        raise UnitError(f"TDF {text} has more than three decimals (the hypervisor keeps "
+                        "thousandths)")
+    return float(number)
+
+
+def tdf_thousandths(value: float) -> int:
+    """The TDF as the hypervisor holds it (1000 = real time)."""
+    return int((Decimal(repr(float(value))) * 1000).to_integral_value())
+
+
+def tdf_text(value: float) -> str:
+    """The shortest exact decimal for a valid TDF: 10, 2.5, 1.001, 999.999."""
+    milli = tdf_thousandths(value)
+    whole, frac = divmod(milli, 1000)
+    return f"{whole}" if not frac else f"{whole}.{frac:03d}".rstrip("0")

@@ -1,8 +1,11 @@
 """Validation of a topology before anything is created.
 
-All problems are collected, each naming the offending node, link or field, and
-raised together as one TopologyError: a researcher fixes them in one pass and
-nothing is ever half-created.
+Every problem is collected, each naming the offending node, link or field
+(and the file:line that declared it, when known), and raised together as one
+TopologyError: a researcher fixes them in one pass and nothing is ever
+half-created. Likely mistakes that are still runnable (a loss of 1 meaning
+100%, a delay of whole seconds, a rate in bit/s) come back as warnings;
+strict=True turns them into errors.
 """
 
 from __future__ import annotations
@@ -10,51 +13,67 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from selena.errors import TopologyError
+from selena import units
+from selena.errors import Problem, TopologyError, UnitError
+from selena.hostinfo import HostInfo
 from selena.model import Link, Node, NodeKind, Topology
+from selena.model.cpus import fold_mask, parse_mask
 
-TDF_MIN, TDF_MAX = 1.0, 1000.0
 RATE_MAX_BPS = 400e9
 DELAY_MAX_S = 10.0
 QUEUE_MAX_PACKETS = 1_000_000
-MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
-CPUS_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+# fullmatch everywhere: a trailing newline must not pass.
+MAC_RE = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
+TEMPLATE_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,47}")
+# Warnings: values that are valid but usually a unit slip.
+SUSPICIOUS_LOSS = 0.5
+SUSPICIOUS_DELAY_S = 1.0
+SUSPICIOUS_RATE_BPS = 1e6
+
+Add = Callable[..., None]
 
 
 def validate(topo: Topology, *, templates: Iterable[str] | None = None,
-             host_free_mb: int | None = None,
-             switch_profiles: Iterable[str] | None = None) -> None:
-    """Raise TopologyError listing every problem; return None if the topology is sound.
+             host: HostInfo | None = None, switch_profiles: Iterable[str] | None = None,
+             strict: bool = False) -> list[Problem]:
+    """Raise TopologyError listing every problem; return the warnings.
 
-    `templates` are the guest templates available; `host_free_mb` the memory
-    the host can give guests; `switch_profiles` the switch-model profiles
-    (each unchecked when None).
+    `templates` are the guest templates available, `host` what the host can
+    give (CPUs, memory), `switch_profiles` the switch-model profiles; each
+    unchecked when None. With strict=True warnings are errors too.
     """
-    problems: list[str] = []
-    add = problems.append
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
 
-    if not NAME_RE.match(topo.name):
-        add(f"experiment name {topo.name!r}: use letters, digits, '.', '_', '-' (max 32)")
-    if not TDF_MIN <= topo.tdf <= TDF_MAX:
-        add(f"TDF {topo.tdf:g} is out of range ({TDF_MIN:g} to {TDF_MAX:g})")
-    if round(topo.tdf * 1000) != topo.tdf * 1000:
-        add(f"TDF {topo.tdf!r} has more than three decimals")
+    def add(kind: str, message: str, where: str | None = None) -> None:
+        problems.append(Problem(kind, message, where))
+
+    def warn(kind: str, message: str, where: str | None = None) -> None:
+        warnings.append(Problem(kind, message, where))
+
+    if not NAME_RE.fullmatch(topo.name):
+        add("bad experiment name",
+            f"experiment name {topo.name!r}: use letters, digits, '.', '_', '-' (max 32)")
+    try:
+        units.tdf(topo.tdf)
+    except UnitError as exc:
+        add("bad TDF", str(exc))
 
     nodes = list(topo.nodes.values())
     if not nodes:
-        add(f"experiment {topo.name}: the topology has no nodes")
+        add("empty topology", f"experiment {topo.name}: the topology has no nodes")
     for name, count in Counter(n.name for n in nodes).items():
         if count > 1:
-            add(f"node name {name!r} is used {count} times")
+            add("duplicate node name", f"node name {name!r} is used {count} times")
     for node_id, count in Counter(n.id for n in nodes).items():
         if count > 1:
-            add(f"node id {node_id} is used {count} times")
+            add("duplicate node id", f"node id {node_id} is used {count} times")
     known_templates = set(templates) if templates is not None else None
     for node in nodes:
-        _check_node(topo, node, known_templates, add)
+        _check_node(node, known_templates, host, add, warn)
 
     _check_addresses(topo, nodes, add)
     by_name = {n.name: n for n in nodes}
@@ -64,106 +83,132 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     pairs: Counter[frozenset[tuple[str, int]]] = Counter()
     used: Counter[tuple[str, int]] = Counter()
     for link in topo.links:
-        _check_link(link, by_name, add)
+        _check_link(link, by_name, add, warn)
         pairs[frozenset({(link.a.node, link.a.iface), (link.b.node, link.b.iface)})] += 1
         used[(link.a.node, link.a.iface)] += 1
         used[(link.b.node, link.b.iface)] += 1
     for hub in topo.hubs:
         if len(hub.endpoints) < 2:
-            add(f"hub {hub.name}: needs at least two interfaces")
+            add("hub too small", f"hub {hub.name}: needs at least two interfaces",
+                hub.defined_at)
         for ep in hub.endpoints:
-            _check_endpoint(f"hub {hub.name}", ep.node, ep.iface, by_name, add)
+            _check_endpoint(f"hub {hub.name}", ep.node, ep.iface, by_name, add, hub.defined_at)
             used[(ep.node, ep.iface)] += 1
-    for node_name, index, ip, mac in topo.static_arp:
-        where = f"static ARP entry on {node_name} eth{index}"
-        if node_name not in by_name:
-            add(f"{where}: no node named {node_name!r}")
-        elif (node_name, index) not in used:
-            add(f"{where}: the interface is not attached to a link or hub")
-        try:
-            ipaddress.ip_address(ip)
-        except ValueError:
-            add(f"{where}: malformed IP address {ip!r}")
-        if not MAC_RE.match(mac):
-            add(f"{where}: malformed MAC address {mac!r}")
+    _check_static_arp(topo, by_name, used, add)
     for pair, count in pairs.items():
         if count > 1:
             ends = "--".join(f"{n}:eth{i}" for n, i in sorted(pair))
-            add(f"duplicate link {ends} ({count} times)")
+            add("duplicate link", f"duplicate link {ends} ({count} times)")
     for (node, iface), count in used.items():
         if count > 1 and len({p for p in pairs if (node, iface) in p}) != 1:
-            add(f"interface {node}:eth{iface} is attached to {count} links or hubs")
+            add("interface on several links",
+                f"interface {node}:eth{iface} is attached to {count} links or hubs")
 
-    if host_free_mb is not None:
+    if host is not None and host.free_memory_mb is not None:
         total = sum(n.memory_mb for n in nodes)
-        if total > host_free_mb:
-            add(f"guests need {total} MB of memory in total; the host can give {host_free_mb} MB")
+        if total > host.free_memory_mb:
+            add("not enough memory", f"guests need {total} MB of memory in total; the host "
+                f"can give {host.free_memory_mb} MB")
 
+    if strict:
+        problems += [Problem(w.kind, f"{w.message} (an error with --strict)", w.where)
+                     for w in warnings]
     if problems:
         raise TopologyError(problems)
+    return warnings
 
 
-def _check_node(topo: Topology, node: Node, templates: set[str] | None, add) -> None:
+def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
+                add: Add, warn: Add) -> None:
     where = f"node {node.name}"
-    if not NAME_RE.match(node.name):
-        add(f"{where}: name must be letters, digits, '.', '_', '-' (max 32)")
-    if templates is not None and node.template not in templates:
-        add(f"{where}: unknown template {node.template!r} (have: {', '.join(sorted(templates))})")
+    at = node.defined_at
+    if not NAME_RE.fullmatch(node.name):
+        add("bad node name", f"{where}: name must be letters, digits, '.', '_', '-' (max 32)",
+            at)
+    if not TEMPLATE_RE.fullmatch(node.template):
+        add("bad template name", f"{where}: template name {node.template!r} must be lower-case "
+            "letters, digits, '.', '_', '-'", at)
+    elif templates is not None and node.template not in templates:
+        add("unknown template", f"{where}: unknown template {node.template!r} "
+            f"(have: {', '.join(sorted(templates))})", at)
     # Dom0 vif names embed the id and interface index within 15 characters.
     if not 0 <= node.id <= 99_999:
-        add(f"{where}: id {node.id} out of range (0 to 99999)")
+        add("node id out of range", f"{where}: id {node.id} out of range (0 to 99999)", at)
     if not 1 <= node.vcpus <= 128:
-        add(f"{where}: vcpus {node.vcpus} out of range (1 to 128)")
-    if node.cpus is not None and not CPUS_RE.match(node.cpus):
-        add(f"{where}: cpu mask {node.cpus!r} is not like '4,5,6,7' or '2-3'")
+        add("vcpus out of range", f"{where}: vcpus {node.vcpus} out of range (1 to 128)", at)
+    if node.cpus is not None:
+        try:
+            parse_mask(node.cpus)
+            folded = fold_mask(node.cpus, host.cpus) if host and host.cpus else None
+        except ValueError as exc:
+            add("bad cpu mask", f"{where}: {exc}", at)
+        else:
+            if folded is not None:
+                assert host is not None and host.cpus is not None
+                warn("cpu mask beyond the host",
+                     f"{where}: cpu mask {node.cpus} names CPUs this host lacks (it has "
+                     f"{host.cpus}: 0-{host.cpus - 1}); pinned to {folded} instead "
+                     f"(CPU n -> n mod {host.cpus})", at)
     if not 16 <= node.memory_mb <= 1024 * 1024:
-        add(f"{where}: memory {node.memory_mb} MB out of range (16 MB to 1 TB)")
+        add("memory out of range",
+            f"{where}: memory {node.memory_mb} MB out of range (16 MB to 1 TB)", at)
     for iface, count in Counter(i.index for i in node.interfaces).items():
         if count > 1:
-            add(f"{where}: interface eth{iface} defined {count} times")
+            add("duplicate interface", f"{where}: interface eth{iface} defined {count} times",
+                at)
     for iface in node.interfaces:
         if not 0 <= iface.index <= 99:
-            add(f"{where}: interface index {iface.index} out of range (0 to 99)")
+            add("interface index out of range",
+                f"{where}: interface index {iface.index} out of range (0 to 99)", at)
         if iface.mac and iface.mac.upper() != "RANDOM":
-            if not MAC_RE.match(iface.mac):
-                add(f"{where} eth{iface.index}: malformed MAC {iface.mac!r}")
+            if not MAC_RE.fullmatch(iface.mac):
+                add("malformed MAC", f"{where} eth{iface.index}: malformed MAC {iface.mac!r}",
+                    at)
             elif int(iface.mac.split(":")[0], 16) & 1:
-                add(f"{where} eth{iface.index}: MAC {iface.mac} is multicast")
+                add("multicast MAC", f"{where} eth{iface.index}: MAC {iface.mac} is multicast",
+                    at)
         if not 0 <= iface.txqueuelen <= 100_000:
-            add(f"{where} eth{iface.index}: tx queue length {iface.txqueuelen} out of range")
+            add("queue length out of range",
+                f"{where} eth{iface.index}: tx queue length {iface.txqueuelen} out of range", at)
 
 
 def _check_openflow(node: Node, by_name: dict[str, Node], profiles: set[str] | None,
-                    add) -> None:
+                    add: Add) -> None:
     where = f"node {node.name}"
+    at = node.defined_at
     if node.controller is None:
         if node.switch_model is not None:
-            add(f"{where}: switch_model {node.switch_model!r} needs a controller "
-                "(the model sits on the OpenFlow channel)")
+            add("switch model without controller",
+                f"{where}: switch_model {node.switch_model!r} needs a controller "
+                "(the model sits on the OpenFlow channel)", at)
         return
     if node.kind is not NodeKind.SWITCH:
-        add(f"{where}: only switches have a controller")
+        add("controller on a non-switch", f"{where}: only switches have a controller", at)
         return
     controller = by_name.get(node.controller)
     if controller is None:
-        add(f"{where}: controller {node.controller!r} is not a node of this topology")
+        add("unknown controller",
+            f"{where}: controller {node.controller!r} is not a node of this topology", at)
         return
     if controller.kind is not NodeKind.CONTROLLER:
-        add(f"{where}: controller {node.controller!r} is a {controller.kind.value}, "
-            "not a controller node (add_controller)")
+        add("controller is not a controller",
+            f"{where}: controller {node.controller!r} is a {controller.kind.value}, "
+            "not a controller node (add_controller)", at)
         return
     if profiles is not None and node.switch_model is not None \
             and node.switch_model not in profiles:
-        add(f"{where}: unknown switch_model profile {node.switch_model!r} "
-            f"(have: {', '.join(sorted(profiles))})")
+        add("unknown switch model", f"{where}: unknown switch_model profile "
+            f"{node.switch_model!r} (have: {', '.join(sorted(profiles))})", at)
     management = [i for i in node.interfaces if i.ip]
     if len(management) != 1:
-        add(f"{where}: an OpenFlow switch needs exactly one interface with an IP address "
-            f"(its management port toward {controller.name}); it has {len(management)}")
+        add("switch management port",
+            f"{where}: an OpenFlow switch needs exactly one interface with an IP address "
+            f"(its management port toward {controller.name}); it has {len(management)}", at)
         return
     if controller_address(node, controller) is None:
-        add(f"{where}: its management address {management[0].ip} shares no subnet with "
-            f"controller {controller.name}")
+        add("switch management subnet",
+            f"{where}: its management address {management[0].ip} shares no subnet with "
+            f"controller {controller.name}", at)
 
 
 def controller_address(switch: Node, controller: Node) -> str | None:
@@ -181,74 +226,189 @@ def controller_address(switch: Node, controller: Node) -> str | None:
     return None
 
 
-def _check_addresses(topo: Topology, nodes: list[Node], add) -> None:
+def interface_networks(node: Node, index: int) -> list[ipaddress.IPv4Network |
+                                                     ipaddress.IPv6Network]:
+    """The subnets of a node's interface (malformed addresses left out)."""
+    iface = node.interface(index)
+    found = []
+    for address in iface.addresses() if iface else []:
+        try:
+            found.append(ipaddress.ip_interface(address).network)
+        except ValueError:
+            continue
+    return found
+
+
+def _check_addresses(topo: Topology, nodes: list[Node], add: Add) -> None:
     ips: Counter[str] = Counter()
     macs: Counter[str] = Counter()
     for node in nodes:
+        at = node.defined_at
         for iface in node.interfaces:
             macs[topo.mac_of(node, iface)] += 1
-            if iface.ip is None:
-                continue
             where = f"node {node.name} eth{iface.index}"
-            try:
-                addr = ipaddress.ip_interface(iface.ip)
-            except ValueError:
-                add(f"{where}: malformed IP {iface.ip!r} (want ADDRESS/PREFIX)")
-                continue
-            if "/" not in iface.ip:
-                add(f"{where}: IP {iface.ip} needs a prefix length, e.g. {iface.ip}/24")
-            ips[str(addr.ip)] += 1
-            if iface.gateway:
+            parsed = {}
+            for field_name, address in (("ip", iface.ip), ("ip6", iface.ip6)):
+                if address is None:
+                    continue
                 try:
-                    gw = ipaddress.ip_address(iface.gateway)
-                    if gw not in addr.network:
-                        add(f"{where}: gateway {gw} is outside {addr.network}")
+                    addr = ipaddress.ip_interface(address)
                 except ValueError:
-                    add(f"{where}: malformed gateway {iface.gateway!r}")
+                    add("malformed IP", f"{where}: malformed IP {address!r} "
+                        "(want ADDRESS/PREFIX)", at)
+                    continue
+                if "/" not in address:
+                    add("IP without prefix",
+                        f"{where}: IP {address} needs a prefix length, e.g. {address}/"
+                        f"{24 if addr.version == 4 else 64}", at)
+                if field_name == "ip6" and addr.version != 6:
+                    add("ip6 is not IPv6", f"{where}: ip6 {address} is not an IPv6 address", at)
+                ips[str(addr.ip)] += 1
+                if addr.version in parsed:
+                    add("two IPv6 addresses",
+                        f"{where}: ip and ip6 are both IPv6; give ip an IPv4 address", at)
+                parsed[addr.version] = addr
+            for field_name, gateway in (("gateway", iface.gateway),
+                                        ("gateway6", iface.gateway6)):
+                if not gateway:
+                    continue
+                try:
+                    gw = ipaddress.ip_address(gateway)
+                except ValueError:
+                    add("malformed gateway", f"{where}: malformed {field_name} {gateway!r}", at)
+                    continue
+                own = parsed.get(gw.version)
+                if own is None:
+                    add("gateway without address", f"{where}: {field_name} {gw} but no "
+                        f"IPv{gw.version} address on the interface", at)
+                elif gw not in own.network:
+                    add("gateway outside subnet",
+                        f"{where}: gateway {gw} is outside {own.network}", at)
     for ip, count in ips.items():
         if count > 1:
-            add(f"IP {ip} is used by {count} interfaces")
+            add("duplicate IP", f"IP {ip} is used by {count} interfaces")
     for mac, count in macs.items():
         if count > 1:
-            add(f"MAC {mac} is used by {count} interfaces")
+            add("duplicate MAC", f"MAC {mac} is used by {count} interfaces")
+
+
+def _check_static_arp(topo: Topology, by_name: dict[str, Node],
+                      used: Counter[tuple[str, int]], add: Add) -> None:
+    holders: dict[str, tuple[Node, int]] = {}
+    for node in by_name.values():
+        for iface in node.interfaces:
+            for address in iface.addresses():
+                try:
+                    holders[str(ipaddress.ip_interface(address).ip)] = (node, iface.index)
+                except ValueError:
+                    continue
+    for entry in topo.static_arp:
+        where = f"static ARP entry on {entry.node} eth{entry.iface}"
+        at = entry.defined_at
+        node = by_name.get(entry.node)
+        if node is None:
+            add("ARP entry on unknown node", f"{where}: no node named {entry.node!r}", at)
+        elif node.interface(entry.iface) is None:
+            add("ARP entry on missing interface",
+                f"{where}: node {entry.node} has no interface eth{entry.iface}", at)
+        elif (entry.node, entry.iface) not in used:
+            add("ARP entry on unwired interface",
+                f"{where}: the interface is not attached to a link or hub", at)
+        try:
+            ip = ipaddress.ip_address(entry.ip)
+        except ValueError:
+            add("ARP entry with malformed IP", f"{where}: malformed IP address {entry.ip!r}", at)
+            ip = None
+        if not MAC_RE.fullmatch(entry.mac):
+            add("ARP entry with malformed MAC",
+                f"{where}: malformed MAC address {entry.mac!r}", at)
+            continue
+        if ip is None or node is None or node.interface(entry.iface) is None:
+            continue
+        networks = [n for n in interface_networks(node, entry.iface) if n.version == ip.version]
+        if not networks:
+            add("ARP entry off-link", f"{where}: the interface has no IPv{ip.version} address, "
+                f"so {ip} is not on its link", at)
+        elif not any(ip in n for n in networks):
+            add("ARP entry off-link", f"{where}: {ip} is outside the interface's subnet "
+                f"{', '.join(str(n) for n in networks)}", at)
+        holder = holders.get(str(ip))
+        if holder is not None:
+            other, index = holder
+            iface = other.interface(index)
+            assert iface is not None
+            real = topo.mac_of(other, iface)
+            if real != entry.mac.lower():
+                add("ARP entry with wrong MAC",
+                    f"{where}: MAC {entry.mac} for {ip}, but {other.name} "
+                    f"{other.device(index)}, which holds {ip}, has MAC {real}", at)
 
 
 def _check_endpoint(where: str, node_name: str, iface: int, by_name: dict[str, Node],
-                    add) -> Node | None:
+                    add: Add, at: str | None = None) -> Node | None:
     node = by_name.get(node_name)
     if node is None:
-        add(f"{where}: unknown node {node_name!r}")
+        add("unknown node", f"{where}: unknown node {node_name!r}", at)
         return None
     if node.interface(iface) is None:
-        add(f"{where}: node {node_name} has no interface eth{iface}")
+        add("missing interface", f"{where}: node {node_name} has no interface eth{iface}", at)
         return None
     return node
 
 
-def _check_link(link: Link, by_name: dict[str, Node], add) -> None:
+def _check_link(link: Link, by_name: dict[str, Node], add: Add, warn: Add) -> None:
     where = str(link)
-    a = _check_endpoint(where, link.a.node, link.a.iface, by_name, add)
-    b = _check_endpoint(where, link.b.node, link.b.iface, by_name, add)
+    at = link.defined_at
+    a = _check_endpoint(where, link.a.node, link.a.iface, by_name, add, at)
+    b = _check_endpoint(where, link.b.node, link.b.iface, by_name, add, at)
     if link.a == link.b:
-        add(f"{where}: both ends are the same interface")
+        add("link to itself", f"{where}: both ends are the same interface", at)
     if link.rate_bps is not None and not 1e3 <= link.rate_bps <= RATE_MAX_BPS:
-        add(f"{where}: rate {link.rate_bps:g} bit/s out of range (1 kbit/s to 400 Gbit/s)")
+        add("rate out of range", f"{where}: rate {link.rate_bps:g} bit/s out of range "
+            f"(1 kbit/s to 400 Gbit/s){_bare_rate_hint(link)}", at)
     if not 0 <= link.delay_s <= DELAY_MAX_S:
-        add(f"{where}: delay {link.delay_s:g} s out of range (0 to {DELAY_MAX_S:g} s)")
+        add("delay out of range",
+            f"{where}: delay {link.delay_s:g} s out of range (0 to {DELAY_MAX_S:g} s)", at)
     if not 0 <= link.jitter_s <= link.delay_s:
-        add(f"{where}: jitter {link.jitter_s:g} s must be between 0 and the delay")
+        add("jitter out of range",
+            f"{where}: jitter {link.jitter_s:g} s must be between 0 and the delay", at)
     if not 0 <= link.loss <= 1:
-        add(f"{where}: loss {link.loss:g} out of range (0 to 100%)")
+        add("loss out of range", f"{where}: loss {link.loss:g} out of range (0 to 100%)", at)
     if link.queue_packets is not None and not 1 <= link.queue_packets <= QUEUE_MAX_PACKETS:
-        add(f"{where}: queue {link.queue_packets} packets out of range (1 to {QUEUE_MAX_PACKETS})")
+        add("queue out of range", f"{where}: queue {link.queue_packets} packets out of range "
+            f"(1 to {QUEUE_MAX_PACKETS})", at)
+    _warn_unit_slips(link, warn)
     if a is None or b is None:
         return
-    ia, ib = a.interface(link.a.iface), b.interface(link.b.iface)
-    if ia and ib and ia.ip and ib.ip:
-        try:
-            na = ipaddress.ip_interface(ia.ip).network
-            nb = ipaddress.ip_interface(ib.ip).network
-        except ValueError:
-            return  # reported with the address
-        if na != nb:
-            add(f"{where}: ends are in different subnets ({na} and {nb})")
+    by_family_a = {n.version: n for n in interface_networks(a, link.a.iface)}
+    by_family_b = {n.version: n for n in interface_networks(b, link.b.iface)}
+    for version in sorted(set(by_family_a) & set(by_family_b)):
+        if by_family_a[version] != by_family_b[version]:
+            add("ends in different subnets", f"{where}: ends are in different subnets "
+                f"({by_family_a[version]} and {by_family_b[version]})", at)
+
+
+def _warn_unit_slips(link: Link, warn: Add) -> None:
+    where = str(link)
+    at = link.defined_at
+    given = link.given
+    loss = given.get("loss")
+    if isinstance(loss, int | float) and not isinstance(loss, bool) \
+            and SUSPICIOUS_LOSS <= loss <= 1:
+        warn("likely unit slip", f"{where}: loss={loss!r} is a ratio, so {loss * 100:g}% of "
+             f"packets are lost; for {loss:g} percent write loss=\"{loss:g}%\"", at)
+    if SUSPICIOUS_DELAY_S <= link.delay_s <= DELAY_MAX_S:
+        hint = (f"; for milliseconds write delay=\"{given['delay']}ms\""
+                if isinstance(given.get("delay"), int | float) else "")
+        warn("likely unit slip", f"{where}: delay {link.delay_s:g} s one-way is unusually "
+             f"long{hint}", at)
+    if link.rate_bps is not None and 1e3 <= link.rate_bps < SUSPICIOUS_RATE_BPS:
+        warn("likely unit slip", f"{where}: rate {link.rate_bps:g} bit/s is below 1 Mbit/s"
+             f"{_bare_rate_hint(link)}", at)
+
+
+def _bare_rate_hint(link: Link) -> str:
+    rate = link.given.get("rate")
+    if isinstance(rate, int | float) and not isinstance(rate, bool):
+        return f"; a bare number is bit/s: for Mbit/s write rate=\"{rate:g}Mbit\""
+    return ""

@@ -18,7 +18,16 @@ def test_paper_listings_load_and_validate():
     h1 = topo.nodes["H1"]
     assert (h1.id, h1.vcpus, h1.cpus, h1.memory_mb) == (0, 1, "4,5,6,7", 512)
     assert h1.interfaces[0].ip == "10.0.1.2/24" and h1.interfaces[0].gateway == "10.0.1.1"
-    assert topo.nodes["Switch"].template == NodeType.LINUX_OVS.value
+    assert topo.nodes["Switch"].template == NodeType.LINUX_OVS.value == "ovs-switch"
+    assert h1.template == "tools-host"                  # netperf is in the host template
+    # SELENA's conventions: interfaces are eth1, eth2... in the guest, and a
+    # RANDOM MAC on a.b.c.d is fe:ff:ff:b:c:d (the MACs setArp names).
+    assert h1.device(0) == "eth1" and topo.nodes["Switch"].device(1) == "eth2"
+    assert topo.mac_of(topo.nodes["H2"], topo.nodes["H2"].interfaces[0]) == "fe:ff:ff:00:01:03"
+    assert topo.nodes["Switch"].bare_bridge and not h1.bare_bridge
+    assert [(a.node, a.iface, a.ip, a.mac) for a in topo.static_arp] == [
+        ("H1", 0, "10.0.1.3", "fe:ff:ff:00:01:03"), ("H2", 0, "10.0.1.2", "fe:ff:ff:00:01:02")]
+    assert topo.static_arp[0].defined_at.endswith("paper_listing1.py:36")
     link = topo.links[0]
     assert (link.a.node, link.a.iface, link.b.node, link.b.iface) == ("H1", 0, "Switch", 0)
     # Mbit/s and ms, as in the paper
@@ -26,7 +35,7 @@ def test_paper_listings_load_and_validate():
     assert script.actions[0] == SetArp("H1", "eth1", "10.0.1.3", "fe:ff:ff:00:01:03")
     assert PushOFRule("Switch", "br0", "add-flow", "in_port=1,action=output:2") in script.actions
     assert script.actions[-1] == PushCmd("H1", ("netperf -H 10.0.1.3 -t TCP_STREAM -i10 -D1",))
-    validate(topo, templates={"tiny-host", "ovs-switch"})
+    validate(topo, templates={"tools-host", "ovs-switch"})
 
 
 def test_unknown_node_id_is_named(tmp_path):
@@ -53,3 +62,28 @@ def test_explicit_imports_describe_the_loaded_file_not_a_global(tmp_path):
     assert set(script.topology.nodes) == {"H1", "H2", "Switch"}
     assert len(script.topology.links) == 2 and script.actions
     assert len(compat.DEFAULT.topology.nodes) == before
+
+
+@pytest.mark.parametrize("body,message", [
+    ('newNode(0, "a", "host", [])', "the type must be a NodeType member"),
+    ('newNode("0", "a", NodeType.LINUX_HOST, [])', "the node id must be an integer"),
+    ('newNode(0, "a", NodeType.LINUX_HOST, [(1000, "RANDOM", "10.0.0.1", "255.255.255.0", "")],'
+     ' "two")', "vcpus must be an integer"),
+    ('newNode(0, "a", NodeType.LINUX_HOST, [])\nnewNode(0, "b", NodeType.LINUX_HOST, [])',
+     "node id 0 is already 'a'"),
+    ('newNode(0, "a", NodeType.LINUX_HOST, [(1000, "RANDOM", "10.0.0.1", "255.255.255.0", "")])'
+     '\nsetArp(0, "eth0", "10.0.0.2", "fe:ff:ff:00:00:02")',
+     "node a has no interface 'eth0' (it has eth1; SELENA numbers a node's interfaces from eth1)"),
+    ('newNode(0, "a", NodeType.LINUX_HOST, [])\npushCmd(0, "ls")',
+     "the commands must be a list or a tuple"),
+    ('newNode(0, "a", NodeType.LINUX_HOST, [])\npushOFRule(0, "br0", "add-flow", "x")',
+     "node a is a host, not a switch"),
+    ('newLink((0, 0), (1, 0), "1G", 0.2)', "the rate (Mbit/s) must be a number, got '1G'"),
+    ('newLink((0, 0), (1, 0), 1000, 0.2)', "node id 0 is used before newNode"),
+])
+def test_listing_calls_check_their_arguments(tmp_path, body, message):
+    bad = tmp_path / "bad.py"
+    bad.write_text(body + "\n")
+    with pytest.raises(ScenarioError) as info:
+        load_selena_file(bad)
+    assert message in str(info.value)

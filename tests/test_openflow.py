@@ -148,7 +148,7 @@ class FakeController:
 
 def test_switches_start_the_model_before_the_bridge_and_swap_profiles():
     ctl = FakeController()
-    switches = Switches(ctl, fig11())
+    switches = Switches(ctl, switch_setups(fig11()))
     lines: list[str] = []
     switches.configure(progress=lines.append)
     (node, model), (_, bridge) = ctl.submitted
@@ -176,10 +176,10 @@ def test_switches_start_the_model_before_the_bridge_and_swap_profiles():
 
 def test_a_failed_bridge_setup_or_a_dead_model_is_an_error():
     with pytest.raises(BackendError, match="switch s1: bridge setup failed .*boom"):
-        Switches(FakeController(exit_code=1), fig11()).configure()
+        Switches(FakeController(exit_code=1), switch_setups(fig11())).configure()
 
     ctl = FakeController()
-    switches = Switches(ctl, fig11())
+    switches = Switches(ctl, switch_setups(fig11()))
     switches.configure()
     model = switches.models["s1"]
     model._result = CommandResult("s1", model.id, "model", "exited", exit_code=2,
@@ -187,3 +187,20 @@ def test_a_failed_bridge_setup_or_a_dead_model_is_an_error():
     model._done.set()
     with pytest.raises(BackendError, match="the switch model stopped .*bad field"):
         switches.check_models()
+
+
+def test_bare_and_spanning_tree_switches():
+    from selena.compat import load_selena_file
+    from selena.paths import project_root
+    from selena.topologies import torus
+
+    listing = load_selena_file(project_root() / "scenarios" / "paper_listing1.py").topology
+    (setup,) = switch_setups(listing)
+    script = bridge_script(setup)
+    # SELENA's Listing 2 adds the ports itself: br0 exists, its ports are up, none added.
+    assert setup.bare and "add-br br0" in script and "add-port" not in script
+    assert script.count('ip link set "$DEV" up') == 2
+    loops = switch_setups(torus(3, 3))
+    assert len(loops) == 9 and all(s.stp for s in loops)
+    assert "rstp_enable=true" in bridge_script(loops[0])
+    assert "rstp_enable" not in bridge_script(switch_setups(fig11(None))[0])

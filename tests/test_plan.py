@@ -1,3 +1,7 @@
+import pytest
+
+from selena.backends.xl import xl_config
+from selena.errors import ValidationError
 from selena.model import Topology
 from selena.plan import make_plan, short_id
 from selena.topologies import fat_tree
@@ -22,7 +26,7 @@ def test_plan_names_every_dom0_object_within_ifnamsiz():
 
 def test_xl_config_renders_guest_and_vif():
     plan = make_plan(demo())
-    cfg = plan.xl_config(plan.guests[0])
+    cfg = xl_config(plan, plan.guests[0])
     tag = short_id("demo")
     assert 'name = "selena-demo-h1"' in cfg
     assert 'type = "pv"' in cfg and "memory = 32" in cfg
@@ -52,3 +56,32 @@ def test_vifs_follow_interface_order_past_ten_interfaces():
     core = next(g for g in plan.guests if g.node == "c0")
     assert [v.index for v in core.vifs] == list(range(16))
     assert core.vifs[2].name.endswith(".2") and core.vifs[10].name.endswith(".10")
+
+
+def test_xl_config_refuses_values_that_could_break_out_of_a_string():
+    plan = make_plan(demo())
+    guest = plan.guests[0]
+    guest.kernel = '/k" extra="init=/bin/sh'
+    with pytest.raises(ValidationError, match="cannot go into an xl config"):
+        xl_config(plan, guest)
+
+
+def test_guest_network_names_every_interface_and_both_address_families():
+    topo = Topology("v6", tdf=2)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24", ip6="fd00::1/64", gateway6="fd00::fe")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24", ip6="fd00::2/64", gateway="10.0.0.254")
+    h2.add_interface(1, ip="10.0.1.2/24")
+    h3 = topo.add_host("h3", ip="10.0.1.3/24")
+    topo.add_link(h1, h2)
+    topo.add_link((h2, 1), h3)
+    topo.add_static_arp(h1, 0, "fd00::2", topo.mac_of(h2, h2.interfaces[0]))
+    plan = make_plan(topo)
+    mac1 = topo.mac_of(h1, h1.interfaces[0])
+    mac2 = topo.mac_of(h2, h2.interfaces[0])
+    assert plan.guest("h1").net.splitlines() == [
+        f"name {mac1} eth0", f"addr {mac1} 10.0.0.1/24", f"addr {mac1} fd00::1/64",
+        f"txqueuelen {mac1} 1000", f"arp fd00::2 {mac2} {mac1}", "route default fd00::fe"]
+    h2_net = plan.guest("h2").net.splitlines()
+    assert h2_net[:2] == [f"name {mac2} eth0",
+                          f"name {topo.mac_of(h2, h2.interfaces[1])} eth1"]
+    assert h2_net[-1] == "route default 10.0.0.254"

@@ -3,8 +3,11 @@
 import pytest
 
 from selena.errors import TopologyError
+from selena.hostinfo import HostInfo
 from selena.model import Interface, Topology
 from selena.validate import validate
+
+HOST = HostInfo("xl", cpus=8, free_memory_mb=1024)
 
 
 def two_hosts(**link):
@@ -16,8 +19,8 @@ def two_hosts(**link):
 
 
 def test_a_sound_topology_passes():
-    validate(two_hosts(rate="100Mbit", delay="10ms"), templates={"tiny-host"},
-             host_free_mb=1024)
+    assert validate(two_hosts(rate="100Mbit", delay="10ms"), templates={"tiny-host"},
+                    host=HOST) == []
 
 
 def _dup_name(t):
@@ -110,7 +113,45 @@ def _arp_bad_mac(t):
 
 
 def _arp_unwired(t):
+    t.nodes["h1"].add_interface(3, ip="10.0.3.1/24")
+    t.add_static_arp("h1", 3, "10.0.3.9", "02:00:00:00:00:09")
+
+
+def _arp_missing_iface(t):
     t.add_static_arp("h1", 3, "10.0.1.9", "02:00:00:00:00:09")
+
+
+def _arp_off_link(t):
+    t.add_static_arp("h1", 0, "10.0.2.9", "02:00:00:00:00:09")
+
+
+def _arp_wrong_mac(t):
+    t.add_static_arp("h1", 0, "10.0.1.3", "02:00:00:00:00:09")
+
+
+def _tdf_nan(t):
+    t.tdf = float("nan")
+
+
+def _name_newline(t):
+    t.nodes["h1"].name = "h1\n"
+
+
+def _template_quote(t):
+    t.nodes["h1"].template = 'tiny"host'
+
+
+def _ip6_not_v6(t):
+    t.nodes["h1"].interfaces[0].ip6 = "10.0.9.1/24"
+
+
+def _v6_subnets(t):
+    t.nodes["h1"].interfaces[0].ip6 = "fd00:1::1/64"
+    t.nodes["h2"].interfaces[0].ip6 = "fd00:2::2/64"
+
+
+def _gateway6_without_v6(t):
+    t.nodes["h1"].interfaces[0].gateway6 = "fd00::1"
 
 
 def _arp_bad_ip(t):
@@ -147,13 +188,24 @@ def _no_nodes(t):
     (_tdf_decimals, "TDF 2.0005 has more than three decimals"),
     (_arp_bad_mac, "static ARP entry on h1 eth0: malformed MAC address 'nonsense'"),
     (_arp_unwired, "static ARP entry on h1 eth3: the interface is not attached"),
+    (_arp_missing_iface, "static ARP entry on h1 eth3: node h1 has no interface eth3"),
+    (_arp_off_link, "static ARP entry on h1 eth0: 10.0.2.9 is outside the interface's subnet "
+                    "10.0.1.0/24"),
+    (_arp_wrong_mac, "static ARP entry on h1 eth0: MAC 02:00:00:00:00:09 for 10.0.1.3, but h2 "
+                     "eth0, which holds 10.0.1.3, has MAC 02:"),
+    (_tdf_nan, "TDF nan is not a finite number"),
+    (_name_newline, "node h1\n: name must be letters"),
+    (_template_quote, "template name 'tiny\"host' must be lower-case"),
+    (_ip6_not_v6, "node h1 eth0: ip6 10.0.9.1/24 is not an IPv6 address"),
+    (_v6_subnets, "ends are in different subnets (fd00:1::/64 and fd00:2::/64)"),
+    (_gateway6_without_v6, "gateway6 fd00::1 but no IPv6 address on the interface"),
     (_arp_bad_ip, "static ARP entry on h2 eth0: malformed IP address '10.0.1'"),
 ])
 def test_bad_topologies_are_rejected_naming_the_item(mutate, message):
     topo = two_hosts()
     mutate(topo)
     with pytest.raises(TopologyError) as info:
-        validate(topo, templates={"tiny-host"}, host_free_mb=1024)
+        validate(topo, templates={"tiny-host"}, host=HOST)
     assert any(message in p for p in info.value.problems), info.value.problems
 
 
@@ -177,3 +229,69 @@ def test_all_problems_are_reported_at_once():
     with pytest.raises(TopologyError) as info:
         validate(topo)
     assert len(info.value.problems) == 2
+
+
+def test_problems_name_the_line_that_declared_the_item():
+    topo = two_hosts(delay="20s")
+    with pytest.raises(TopologyError) as info:
+        validate(topo)
+    (problem,) = info.value.problems
+    line = next(i for i, text in enumerate(open(__file__), start=1)
+                if "topo.add_link(h1, h2, **link)" in text)
+    assert problem.startswith(f"tests/test_validate.py:{line}: link h1:eth0--h2:eth0: delay")
+
+
+def test_many_problems_of_one_kind_are_grouped():
+    topo = Topology("big", tdf=10)
+    for i in range(1000):
+        a = topo.add_host(f"a{i}", ip=f"10.{i // 250}.{i % 250}.1/24")
+        b = topo.add_host(f"b{i}", ip=f"10.{i // 250}.{i % 250}.2/24")
+        topo.add_link(a, b, delay="20s")
+    topo.add_link("a0", "nowhere")
+    with pytest.raises(TopologyError) as info:
+        validate(topo)
+    assert len(info.value.problems) == 1001
+    shown = str(info.value).splitlines()
+    assert len(shown) == 3                  # a screenful, not a thousand lines
+    assert shown[0] == "1001 problem(s) in the topology:"
+    assert shown[1].startswith("  1000 x delay out of range, e.g. tests/test_validate.py:")
+    assert shown[1].endswith("; and 997 more")
+    assert shown[2].endswith("link a0:eth1--nowhere:eth0: unknown node 'nowhere'")
+
+
+def test_exact_tdfs_with_three_decimals_pass():
+    for tdf in (1.001, 2.5, 999.999, 1000):
+        topo = two_hosts()
+        topo.tdf = tdf
+        validate(topo)
+
+
+@pytest.mark.parametrize("link,warning", [
+    ({"loss": 1}, "loss=1 is a ratio, so 100% of packets are lost; for 1 percent write "
+                  'loss="1%"'),
+    ({"delay": 2}, 'delay 2 s one-way is unusually long; for milliseconds write delay="2ms"'),
+    ({"rate": 5000}, 'rate 5000 bit/s is below 1 Mbit/s; a bare number is bit/s: for Mbit/s '
+                     'write rate="5000Mbit"'),
+])
+def test_likely_unit_slips_warn_and_fail_with_strict(link, warning):
+    topo = two_hosts(**link)
+    warnings = validate(topo)
+    assert [w.kind for w in warnings] == ["likely unit slip"]
+    assert warning in warnings[0].message
+    with pytest.raises(TopologyError, match="an error with --strict"):
+        validate(topo, strict=True)
+    assert validate(two_hosts(loss="1%", delay="2ms", rate="100Mbit")) == []
+    with pytest.raises(TopologyError, match='rate 100 bit/s out of range .* write rate="100Mbit"'):
+        validate(two_hosts(rate=100))
+
+
+def test_a_cpu_mask_beyond_the_host_is_folded_with_a_warning():
+    topo = two_hosts()
+    topo.nodes["h1"].cpus = "4,5,6,7"
+    (warning,) = validate(topo, host=HostInfo("xl", cpus=2))
+    assert warning.message == ("node h1: cpu mask 4,5,6,7 names CPUs this host lacks (it has "
+                               "2: 0-1); pinned to 0,1 instead (CPU n -> n mod 2)")
+    assert validate(topo, host=HostInfo("xl", cpus=8)) == []
+    from selena.plan import make_plan
+    assert make_plan(topo, host_cpus=2).guest("h1").cpus == "0,1"
+    assert make_plan(topo, host_cpus=8).guest("h1").cpus == "4,5,6,7"

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include "net.h"
 #include "spec.h"
 #include "xs.h"
 
@@ -555,11 +556,21 @@ static int apply_directive(const struct net_directive *d, char *detail, size_t d
     }
     switch ( d->kind )
     {
+    case NET_NAME:
+        if ( net_rename(ifname, d->arg1) )
+        {
+            snprintf(detail, dlen, "cannot rename %s to %s: %s", ifname, d->arg1,
+                     strerror(errno));
+            return -1;
+        }
+        break;
     case NET_ADDR:
     {
         char *const add[] = { "ip", "addr", "add", (char *)d->arg1, "dev", ifname, NULL };
         char *const up[] = { "ip", "link", "set", ifname, "up", NULL };
 
+        if ( strchr(d->arg1, ':') )
+            net_no_dad(ifname);
         rc = run_argv(add) || run_argv(up);
         break;
     }
@@ -579,23 +590,20 @@ static int apply_directive(const struct net_directive *d, char *detail, size_t d
     }
     case NET_ROUTE:
     {
-        char *const a[] = { "ip", "route", "replace", (char *)d->arg1, "via",
-                            (char *)d->arg2, NULL };
+        char *const a[] = { "ip", strchr(d->arg2, ':') ? "-6" : "-4", "route", "replace",
+                            (char *)d->arg1, "via", (char *)d->arg2, NULL };
 
         rc = run_argv(a);
         break;
     }
     case NET_ARP:
-    {
-        char *const a[] = { "ip", "neigh", "replace", (char *)d->arg1, "lladdr",
-                            (char *)d->arg2, "dev", ifname, "nud", "permanent", NULL };
-        /* busybox ip has no "neigh replace"; its arp applet does the same. */
-        char *const b[] = { "arp", "-i", ifname, "-s", (char *)d->arg1,
-                            (char *)d->arg2, NULL };
-
-        rc = run_argv(a) && run_argv(b);
+        if ( net_set_neighbour(ifname, d->arg1, d->arg2) )
+        {
+            snprintf(detail, dlen, "cannot set neighbour %s on %s: %s", d->arg1, ifname,
+                     strerror(errno));
+            return -1;
+        }
         break;
-    }
     }
     if ( rc )
         snprintf(detail, dlen, "ip failed (status %d)", rc);

@@ -286,6 +286,24 @@ static int valid_mac(const char *p, size_t len)
     return 1;
 }
 
+/* An interface name the kernel accepts: 1 to 15 of [A-Za-z0-9_.-]. */
+static int valid_ifname(const char *p, size_t len)
+{
+    size_t i;
+
+    if ( len == 0 || len > 15 )
+        return 0;
+    for ( i = 0; i < len; i++ )
+    {
+        char c = p[i];
+
+        if ( !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+               (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-') )
+            return 0;
+    }
+    return 1;
+}
+
 static int valid_ip(const char *p, size_t len, int with_prefix)
 {
     char buf[64];
@@ -360,7 +378,13 @@ int net_parse_line(const char *line, size_t len, struct net_directive *out,
     memset(out, 0, sizeof(*out));
     if ( n < 1 || n > 4 )
         return fail(detail, detail_len, "malformed directive");
-    if ( keyword_is(w[0], wl[0], "addr") && n == 3 )
+    if ( keyword_is(w[0], wl[0], "name") && n == 3 )
+    {
+        if ( !valid_mac(w[1], wl[1]) || !valid_ifname(w[2], wl[2]) )
+            return fail(detail, detail_len, "name wants <mac> <interface name>");
+        out->kind = NET_NAME;
+    }
+    else if ( keyword_is(w[0], wl[0], "addr") && n == 3 )
     {
         if ( !valid_mac(w[1], wl[1]) || !valid_ip(w[2], wl[2], 1) )
             return fail(detail, detail_len, "addr wants <mac> <ip>/<prefix>");

@@ -45,12 +45,13 @@ char *escape(const char *src, char *dst, size_t dst_len);
 int valid_cmd_id(const char *id);
 
 /* One boot-time network directive. */
-enum net_kind { NET_ADDR, NET_MTU, NET_TXQUEUELEN, NET_ROUTE, NET_ARP };
+enum net_kind { NET_NAME, NET_ADDR, NET_MTU, NET_TXQUEUELEN, NET_ROUTE, NET_ARP };
 
 struct net_directive {
     enum net_kind kind;
-    char mac[18];       /* interface, by MAC (addr/mtu/txqueuelen/arp) */
-    char arg1[64];      /* addr: ip/prefix; mtu/txqlen: number; route: dest; arp: ip */
+    char mac[18];       /* interface, by MAC (name/addr/mtu/txqueuelen/arp) */
+    char arg1[64];      /* name: new name; addr: ip/prefix; mtu/txqlen: number;
+                           route: dest; arp: ip */
     char arg2[64];      /* route: gateway; arp: neighbour's MAC */
 };
 

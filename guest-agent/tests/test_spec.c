@@ -178,6 +178,12 @@ static void test_net_directives(void)
     CHECK(net("arp 10.0.0.2 zz:00:01:00:02:00 02:00:01:00:01:00", &d, detail) != 0);
     CHECK(net("addr  02:00:01:00:01:00 10.0.0.1/24", &d, detail) != 0);
     CHECK(net("reboot now", &d, detail) != 0 && strstr(detail, "unknown"));
+    CHECK(net("name 02:00:01:00:01:00 eth1", &d, detail) == 0 && d.kind == NET_NAME &&
+          strcmp(d.arg1, "eth1") == 0 && strcmp(d.mac, "02:00:01:00:01:00") == 0);
+    CHECK(net("name 02:00:01:00:01:00 eth1/x", &d, detail) != 0);
+    CHECK(net("name 02:00:01:00:01:00 averyverylongname", &d, detail) != 0);
+    CHECK(net("route default fd00::fe", &d, detail) == 0 && d.kind == NET_ROUTE);
+    CHECK(net("arp fd00::2 02:00:01:00:02:00 02:00:01:00:01:00", &d, detail) == 0);
     CHECK(net("addr 02:00:01:00:01:00 fd00::1/64", &d, detail) == 0);
 }
 

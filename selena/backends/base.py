@@ -1,23 +1,86 @@
-"""The interface every backend offers, so the CLI and tests do not depend on xl.
+"""The interface every backend offers, so the experiment lifecycle, the CLI
+and tests do not depend on xl.
 
-A backend turns a Plan into running guests and removes exactly what it made.
+A backend turns a Plan into running guests, tells the lifecycle how to reach
+them (the one Xenstore connection the control channel uses), injects
+faults, and removes exactly what it made. Backends are chosen by name
+(`selena.backends.get_backend("xl")`, `--backend xl`).
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from selena.hostinfo import HostInfo
 from selena.plan import Plan
+
+if TYPE_CHECKING:
+    from selena.control.xenstore import XenstoreConnection
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Deployment:
+    """A running experiment as the lifecycle sees it."""
+
+    experiment: str
+    tdf: float
+    domids: dict[str, int] = field(default_factory=dict)     # node -> domain id
+    backend: str = ""
 
 
 class Backend(abc.ABC):
+    name: str = "?"
+
     @abc.abstractmethod
-    def deploy(self, plan: Plan, progress: Callable[[str], None] | None = None,
-               warm: bool = False) -> Any:
+    def host_info(self) -> HostInfo:
+        """CPUs, free memory and versions of the host (None where unknown)."""
+
+    @abc.abstractmethod
+    def render(self, plan: Plan) -> str:
+        """Every command and configuration a deploy of `plan` would run or
+        write, as a shell script, running none of them (`selena plan`)."""
+
+    @abc.abstractmethod
+    def deploy(self, plan: Plan, progress: Progress | None = None,
+               warm: bool = False) -> Deployment:
         """Create paused (or reuse pooled guests when warm), set TDF, wire,
-        shape, then unpause all; roll back on failure."""
+        shape, then unpause all; on any failure remove what was created."""
+
+    @abc.abstractmethod
+    def wait_up(self, deployment: Deployment, timeout: float,
+                progress: Progress | None = None) -> list[str]:
+        """Wait (real seconds) for the guests to boot; return the nodes not up."""
+
+    @abc.abstractmethod
+    def set_tdf(self, experiment: str, tdf: float,
+                progress: Progress | None = None) -> tuple[float, float]:
+        """Change a running experiment's TDF everywhere the backend applies it
+        (guests and link shaping), all or nothing; returns the monotonic real
+        instants of the first and last guest change."""
+
+    @abc.abstractmethod
+    def freeze(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
+        """Stop every guest's virtual time at one real instant (guests paused,
+        clocks and timers standing still); returns (virtual ns, real ns)."""
+
+    @abc.abstractmethod
+    def thaw(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
+        """Restart every guest's virtual time at one real instant, losing
+        none; returns (virtual ns, real ns)."""
+
+    @abc.abstractmethod
+    def xenstore(self) -> XenstoreConnection:
+        """The Xenstore connection this backend uses; the control channel
+        shares it."""
+
+    @abc.abstractmethod
+    def crash(self, deployment: Deployment, node: str) -> None:
+        """Fault injection: stop a node's guest at once, as a power failure would."""
 
     @abc.abstractmethod
     def destroy(self, experiment: str, pool: bool = False) -> None:
@@ -26,12 +89,14 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def clean(self) -> list[str]:
-        """Remove every selena-tagged object on this host; return their names."""
+        """Remove every selena-tagged object on this host; return their names.
+        Raises CleanupError naming what could not be removed, after trying all."""
 
     @abc.abstractmethod
     def status(self) -> list[dict[str, object]]:
-        """The deployed experiments, as plain data."""
+        """The deployed experiments, as plain data (an `error` key for a state
+        that cannot be read)."""
 
     @abc.abstractmethod
-    def host_free_mb(self) -> int | None:
-        """Memory the host can still give to guests, or None when unknown."""
+    def close(self) -> None:
+        """Release connections (the Xenstore connection, if this backend opened it)."""

@@ -1,28 +1,55 @@
 """The xl backend: creates a plan's guests paused, sets their TDF, wires and
-shapes their links in Dom0, then unpauses them all together.
+shapes their links in Dom0, then unpauses them all together. Every `xl`,
+`selena-tdf`, Dom0 networking command and Xenstore access of selena happens
+here, through one Runner and one Xenstore connection.
 
 Everything created is tagged: domains by the `selena-` name prefix and the
 Xenstore marker /local/domain/<domid>/selena/experiment, OVS bridges by
-external_ids:selena-experiment, Linux bridges by the state file. Each object is
-recorded in the experiment's state file as soon as it exists, so a deploy that
-fails (or is interrupted) is rolled back, and `destroy`/`clean` remove exactly
-what selena created and nothing else.
+external_ids:selena-experiment, Linux bridges by their interface alias
+`selena:<experiment>`. Each object is recorded in the experiment's state file
+as soon as it exists, so a deploy that fails (or is interrupted) is rolled
+back, and `destroy`/`clean` remove exactly what selena created and nothing
+else. A lock file serialises deploy, destroy and clean on one host.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import json
 import logging
+import platform
+import re
+import shlex
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
-from selena.backends.base import Backend
-from selena.control.keys import control_keys, key_commands
-from selena.errors import BackendError, CommandError
+import jinja2
+
+from selena import units
+from selena.backends.base import Backend, Deployment, Progress
+from selena.control.keys import Key, control_keys
+from selena.errors import (
+    BackendError,
+    CleanupError,
+    CommandError,
+    ControlError,
+    StateFileError,
+    ValidationError,
+    XenstoreError,
+)
+from selena.hostinfo import HostInfo
 from selena.plan import GuestPlan, Plan, pool_key
 from selena.runner import Runner
+
+if TYPE_CHECKING:
+    from selena.control.xenstore import XenstoreConnection
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +60,46 @@ MARKER = "selena/experiment"
 POOL_PREFIX = "selena-pool-"
 POOL_MARKER = "pool"
 OFFLOADS = ("tso", "gso", "gro", "tx", "rx", "sg")
+LINUX_BRIDGE_ALIAS = "selena:"
+EXPERIMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
+# Guests created at once: xl spends much of a create waiting for hotplug
+# scripts, so a few in flight beat one at a time even on two CPUs.
+DEFAULT_PARALLEL = 4
+VIF_CONNECTED = "4"
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("selena.backends", "templates"),
+    undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
+)
+# What may appear inside a quoted xl config value (and inside a vif spec,
+# whose fields are split on ',' and '='). Everything rendered passes this
+# check, so no value can end its string or add a setting.
+_XL_VALUE = re.compile(r"[A-Za-z0-9_./:=, +@%-]*")
+_VIF_FIELD = re.compile(r"[A-Za-z0-9_./:@%-]*")
+
+
+def _xl_value(value: object) -> str:
+    text = str(value)
+    if not _XL_VALUE.fullmatch(text):
+        raise ValidationError(f"value {text!r} cannot go into an xl config (quotes, "
+                              "backslashes, newlines and most punctuation are refused)")
+    return text
+
+
+def _vif_field(value: object) -> str:
+    text = str(value)
+    if not _VIF_FIELD.fullmatch(text):
+        raise ValidationError(f"value {text!r} cannot go into an xl vif spec")
+    return text
+
+
+_ENV.filters["xl"] = _xl_value
+_ENV.filters["vif"] = _vif_field
+
+
+def xl_config(plan: Plan, guest: GuestPlan) -> str:
+    """The guest's xl configuration (every value checked as it is rendered)."""
+    return _ENV.get_template("xl.cfg.j2").render(experiment=plan.experiment, guest=guest)
 
 
 @dataclass
@@ -42,108 +109,221 @@ class DeployState:
     domains: dict[str, int] = field(default_factory=dict)     # domain name -> domid
     bridges: dict[str, str] = field(default_factory=dict)     # bridge -> "ovs" | "linux"
     pool_keys: dict[str, str] = field(default_factory=dict)   # domain name -> plan.pool_key
+    nodes: dict[str, str] = field(default_factory=dict)       # node -> domain name
+    # Dom0-side shaping per vif, in the link's own (virtual) terms, so that a
+    # TDF change can re-render it: rate_bps, delay_s, jitter_s, loss, queue.
+    shaping: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> DeployState:
-        data = json.loads(path.read_text())
-        return cls(data["experiment"], data["tdf"], dict(data["domains"]),
-                   dict(data["bridges"]), dict(data.get("pool_keys", {})))
+        try:
+            data = json.loads(path.read_text())
+            state = cls(str(data["experiment"]), float(data["tdf"]),
+                        {str(k): int(v) for k, v in dict(data["domains"]).items()},
+                        {str(k): str(v) for k, v in dict(data["bridges"]).items()},
+                        {str(k): str(v) for k, v in dict(data.get("pool_keys", {})).items()},
+                        {str(k): str(v) for k, v in dict(data.get("nodes", {})).items()},
+                        {str(k): {str(f): (None if x is None else float(x))
+                                  for f, x in dict(v).items()}
+                         for k, v in dict(data.get("shaping", {})).items()})
+        except OSError as exc:
+            raise StateFileError(f"state file {path}: cannot read it: {exc.strerror}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StateFileError(f"state file {path} is corrupt ({type(exc).__name__}: "
+                                 f"{exc}); `selena clean` sweeps by tags instead") from None
+        for kind in state.bridges.values():
+            if kind not in ("ovs", "linux"):
+                raise StateFileError(f"state file {path} is corrupt: unknown bridge kind "
+                                     f"{kind!r}")
+        return state
+
+    def deployment(self) -> Deployment:
+        return Deployment(self.experiment, self.tdf,
+                          {node: self.domains[name] for node, name in self.nodes.items()
+                           if name in self.domains}, "xl")
+
+
+class _Actions(Protocol):
+    """Where deploy steps go: run for real, or printed as a script."""
+
+    def run(self, argv: Sequence[str], check: bool = True) -> None: ...
+
+    def write_file(self, path: Path, text: str) -> None: ...
+
+    def write_keys(self, keys: list[Key]) -> None: ...
+
+    def domid(self, guest: GuestPlan) -> str: ...
 
 
 class XlBackend(Backend):
-    def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR,
-                 offloads: bool = False):
+    name = "xl"
+
+    def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR, *,
+                 xenstore: XenstoreConnection | None = None, offloads: bool = False,
+                 parallel: int = DEFAULT_PARALLEL):
         self.runner = runner or Runner()
-        self.state_dir = state_dir
+        self.state_dir = Path(state_dir)
         self.offloads = offloads
+        self.parallel = max(1, parallel)
+        self._xs = xenstore
+        self._owns_xs = xenstore is None
+        self._state_lock = threading.Lock()
+        self._host_lock = threading.RLock()
+        self._host_lock_depth = 0
+        self._host_lock_file: object = None
+
+    # -- connection and host -------------------------------------------------------
+
+    def xenstore(self) -> XenstoreConnection:
+        if self._xs is None:
+            from selena.control.xenstore import XenstoreConnection
+
+            self._xs = XenstoreConnection()
+        return self._xs
+
+    def close(self) -> None:
+        if self._xs is not None and self._owns_xs:
+            self._xs.close()
+            self._xs = None
+
+    def host_info(self) -> HostInfo:
+        """From `xl info`; fields stay None where xl is missing or silent."""
+        try:
+            out = self.runner.run(["xl", "info"], check=False).stdout
+        except CommandError:
+            return HostInfo("xl", dom0_kernel=platform.release())
+        fields = {k.strip(): v.strip() for k, _, v in
+                  (line.partition(":") for line in out.splitlines())}
+
+        def number(key: str) -> int | None:
+            value = fields.get(key, "")
+            return int(value) if value.isdigit() else None
+
+        xen = None
+        if "xen_major" in fields:
+            xen = (f"Xen {fields['xen_major']}.{fields.get('xen_minor', '?')}"
+                   f"{fields.get('xen_extra', '')}")
+        return HostInfo("xl", cpus=number("nr_cpus"), free_memory_mb=number("free_memory"),
+                        hypervisor=xen, dom0_kernel=platform.release())
 
     # -- deploy --------------------------------------------------------------------
 
-    def deploy(self, plan: Plan, progress: Callable[[str], None] | None = None,
-               warm: bool = False) -> DeployState:
+    def render(self, plan: Plan) -> str:
+        script = _Script(self)
+        script.comment(f"selena plan: experiment {plan.experiment}, TDF {plan.tdf_text}, "
+                       f"{len(plan.guests)} guests, {len(plan.segments)} bridges, shaping in "
+                       f"{plan.placement.value}. Nothing was run.")
+        script.comment("1. bridges, one per link or hub")
+        for seg in plan.segments:
+            self._bridge_steps(script, plan.experiment, seg.bridge, seg.kind)
+        script.comment(f"2. guests, created paused (up to {self.parallel} at a time): "
+                       "config, create, control keys, TDF, shaping, offloads")
+        for guest in plan.guests:
+            self._guest_steps(script, plan, guest, None)
+        script.comment("3. start: every guest unpaused together")
+        for guest in plan.guests:
+            script.run(["xl", "unpause", script.domid(guest)])
+        return script.text()
+
+    def deploy(self, plan: Plan, progress: Progress | None = None,
+               warm: bool = False) -> Deployment:
         """warm: reuse guests of the same template, memory and vCPUs from the
         pool; their interfaces and bridges are rebuilt like new ones."""
         say = progress or (lambda msg: log.info("%s", msg))
-        pool = self._pooled() if warm else {}
-        if self._state_path(plan.experiment).exists():
-            say(f"experiment {plan.experiment} exists: destroying it first")
-            self.destroy(plan.experiment)
-        state = DeployState(plan.experiment, plan.tdf)
-        self._save(state)
-        try:
-            for seg in plan.segments:
-                self._create_bridge(state, seg.bridge, seg.kind)
-            for n, guest in enumerate(plan.guests, start=1):
-                idle = pool.get(pool_key(guest), [])
-                if idle:
-                    self._reuse_guest(state, plan, guest, *idle.pop())
-                    say(f"reused a pooled guest as {guest.domain_name} "
-                        f"({n} of {len(plan.guests)}, paused)")
-                else:
-                    self._create_guest(state, plan, guest)
-                    say(f"created {guest.domain_name} ({n} of {len(plan.guests)}, paused)")
-            for command in plan.shaping:
-                self.runner.run(command)
-            if not self.offloads:
+        with self._locked(say):
+            pool = self._pooled() if warm else {}
+            path = self._state_path(plan.experiment)
+            if path.exists():
+                say(f"experiment {plan.experiment} exists: destroying it first")
+                self._teardown(DeployState.load(path))
+            state = DeployState(plan.experiment, plan.tdf)
+            state.shaping = {vif: {"rate_bps": link.rate_bps, "delay_s": link.delay_s,
+                                   "jitter_s": link.jitter_s, "loss": link.loss,
+                                   "queue": link.queue_packets}
+                             for vif, link in plan.shaped}
+            self._save(state)
+            act = _Exec(self, state)
+            try:
+                for seg in plan.segments:
+                    self._bridge_steps(act, plan.experiment, seg.bridge, seg.kind)
+                    with self._state_lock:
+                        state.bridges[seg.bridge] = seg.kind
+                        self._save(state)
+                reuse: dict[str, tuple[str, int] | None] = {}
                 for guest in plan.guests:
-                    for vif in guest.vifs:
-                        self.runner.run(["ethtool", "-K", vif.name,
-                                         *[x for o in OFFLOADS for x in (o, "off")]],
-                                        check=False)
-            for domid in state.domains.values():
-                self.runner.run(["xl", "unpause", str(domid)])
-            say(f"{len(state.domains)} of {len(plan.guests)} guests running at TDF {plan.tdf:g}")
-        except BaseException:
-            say(f"deploy of {plan.experiment} failed: removing what it created")
-            self._teardown(state)
-            raise
-        return state
+                    idle = pool.get(pool_key(guest))
+                    reuse[guest.node] = idle.pop() if idle else None
+                self._bring_up(act, plan, reuse, say)
+                for guest in plan.guests:
+                    self.runner.run(["xl", "unpause", str(state.domains[guest.domain_name])])
+                say(f"{len(state.domains)} of {len(plan.guests)} guests running at TDF "
+                    f"{plan.tdf_text}")
+            except BaseException:
+                say(f"deploy of {plan.experiment} failed: removing what it created")
+                self._teardown(state)
+                raise
+        return state.deployment()
 
-    def _create_bridge(self, state: DeployState, bridge: str, kind: str) -> None:
+    def _bring_up(self, act: _Exec, plan: Plan,
+                  reuse: dict[str, tuple[str, int] | None], say: Progress) -> None:
+        """Every guest's steps, several guests at a time."""
+        done = [0]
+        count_lock = threading.Lock()
+
+        def one(guest: GuestPlan) -> None:
+            pooled = reuse.get(guest.node)
+            self._guest_steps(act, plan, guest, pooled)
+            with count_lock:
+                done[0] += 1
+                n = done[0]
+            how = "reused a pooled guest as" if pooled else "created"
+            say(f"{how} {guest.domain_name} ({n} of {len(plan.guests)}, paused)")
+
+        workers = min(self.parallel, len(plan.guests)) or 1
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deploy") as pool:
+            futures: list[Future[None]] = [pool.submit(one, g) for g in plan.guests]
+            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in finished if f.exception() is not None), None)
+            if failed is not None:
+                for future in futures:
+                    future.cancel()
+                wait(futures)       # let the creates in flight finish, then roll back
+                raise failed.exception()  # type: ignore[misc]
+
+    def _bridge_steps(self, act: _Actions, experiment: str, bridge: str, kind: str) -> None:
         if kind == "ovs":
-            self.runner.run(["ovs-vsctl", "add-br", bridge, "--", "set", "bridge", bridge,
-                             f"external_ids:selena-experiment={state.experiment}"])
+            act.run(["ovs-vsctl", "add-br", bridge, "--", "set", "bridge", bridge,
+                     f"external_ids:selena-experiment={experiment}"])
         else:
-            self.runner.run(["ip", "link", "add", bridge, "type", "bridge"])
-            self.runner.run(["ip", "link", "set", bridge, "up"])
-        state.bridges[bridge] = kind
-        self._save(state)
+            act.run(["ip", "link", "add", bridge, "type", "bridge"])
+            act.run(["ip", "link", "set", bridge, "alias", f"{LINUX_BRIDGE_ALIAS}{experiment}"])
+            act.run(["ip", "link", "set", bridge, "up"])
 
-    def _create_guest(self, state: DeployState, plan: Plan, guest: GuestPlan) -> None:
-        cfg = self.state_dir / plan.experiment / f"{guest.node}.cfg"
-        cfg.parent.mkdir(parents=True, exist_ok=True)
-        cfg.write_text(plan.xl_config(guest))
-        self.runner.run(["xl", "create", "-p", "-q", str(cfg)])
-        out = self.runner.run(["xl", "domid", guest.domain_name]).stdout.strip()
-        try:
-            domid = int(out)
-        except ValueError:
-            raise BackendError(f"xl domid {guest.domain_name} printed {out!r}") from None
-        state.domains[guest.domain_name] = domid
-        state.pool_keys[guest.domain_name] = pool_key(guest)
-        self._save(state)
-        self._prepare(state, plan, guest, domid)
-
-    def _prepare(self, state: DeployState, plan: Plan, guest: GuestPlan, domid: int) -> None:
+    def _guest_steps(self, act: _Actions, plan: Plan, guest: GuestPlan,
+                     pooled: tuple[str, int] | None) -> None:
+        if pooled is None:
+            cfg = self.state_dir / plan.experiment / f"{guest.node}.cfg"
+            act.write_file(cfg, xl_config(plan, guest))
+            act.run(["xl", "create", "-p", "-q", str(cfg)])
+            domid = act.domid(guest)
+        else:
+            pooled_name, pooled_domid = pooled
+            act.run(["xl", "rename", pooled_name, guest.domain_name])
+            domid = act.domid(guest)
+            for vif in guest.vifs:
+                act.run(["xl", "network-attach", domid, f"mac={vif.mac}", f"bridge={vif.bridge}",
+                         f"script={vif.script}", f"vifname={vif.name}"])
+            if guest.cpus:
+                act.run(["xl", "vcpu-pin", domid, "all", guest.cpus])
         # The experiment marker and the agent's control keys, before it runs.
-        for command in key_commands(control_keys(domid, state.experiment, guest.net)):
-            self.runner.run(command)
-        self.runner.run(["selena-tdf", "set", str(domid), f"{plan.tdf:g}"])
-
-    def _reuse_guest(self, state: DeployState, plan: Plan, guest: GuestPlan,
-                     pooled_name: str, domid: int) -> None:
-        """A pooled guest (paused, no vifs) becomes this plan's guest."""
-        self.runner.run(["xl", "rename", pooled_name, guest.domain_name])
-        state.domains[guest.domain_name] = domid
-        state.pool_keys[guest.domain_name] = pool_key(guest)
-        self._save(state)
-        for vif in guest.vifs:
-            self.runner.run(["xl", "network-attach", str(domid), f"mac={vif.mac}",
-                             f"bridge={vif.bridge}", f"script={vif.script}",
-                             f"vifname={vif.name}"])
-        if guest.cpus:
-            self.runner.run(["xl", "vcpu-pin", str(domid), "all", guest.cpus])
-        self._prepare(state, plan, guest, domid)
+        act.write_keys(control_keys(domid, plan.experiment, guest.net))  # type: ignore[arg-type]
+        act.run(["selena-tdf", "set", domid, plan.tdf_text])
+        for argv in plan.shaping_at(plan.tdf, {vif.name for vif in guest.vifs}):
+            act.run(argv)
+        if not self.offloads:
+            for vif in guest.vifs:
+                act.run(["ethtool", "-K", vif.name, *[x for o in OFFLOADS for x in (o, "off")]],
+                        check=False)
 
     def _pooled(self) -> dict[str, list[tuple[str, int]]]:
         """Idle pooled guests by pool key: [(domain name, domid)]."""
@@ -156,61 +336,163 @@ class XlBackend(Backend):
             idle.sort(reverse=True)     # pop() takes the lowest-numbered
         return pool
 
-    # -- boot progress -------------------------------------------------------------
+    # -- boot progress and faults --------------------------------------------------
 
-    def wait_up(self, state: DeployState, timeout: float,
-                progress: Callable[[str], None] | None = None, poll: float = 1.0,
+    def wait_up(self, deployment: Deployment, timeout: float,
+                progress: Progress | None = None, poll: float = 0.5,
                 clock: Callable[[], float] = time.monotonic,
                 sleep: Callable[[float], None] = time.sleep) -> list[str]:
         """Wait until every guest's kernel has connected its first vif.
 
         The netfront driver setting its Xenstore state to 4 (Connected) is the
         earliest sign, visible from Dom0 for any guest OS and without the guest
-        agent, that a guest has booted. Returns the guests not up by the timeout.
+        agent, that a guest has booted; a guest without interfaces counts as up
+        once its agent has written its state. Returns the nodes not up.
         """
         say = progress or (lambda msg: log.info("%s", msg))
-        pending = dict(state.domains)
+        xs = self.xenstore()
+        pending = dict(deployment.domids)
         total = len(pending)
         deadline = clock() + timeout
         while pending:
-            for name, domid in list(pending.items()):
-                out = self.runner.run(
-                    ["xenstore-read", f"/local/domain/{domid}/device/vif/0/state"],
-                    check=False)
-                if out.returncode == 0 and out.stdout.strip() == "4":
-                    del pending[name]
-                    say(f"{name} up ({total - len(pending)} of {total} up)")
+            for node, domid in sorted(pending.items()):
+                vif = xs.read_or_none(f"/local/domain/{domid}/device/vif/0/state")
+                agent = None if vif is not None else \
+                    xs.read_or_none(f"/local/domain/{domid}/selena/agent/state")
+                if (vif or b"").strip() == VIF_CONNECTED.encode() or \
+                        (vif is None and agent is not None):
+                    del pending[node]
+                    say(f"{node} up ({total - len(pending)} of {total} up)")
             if not pending or clock() >= deadline:
                 break
             sleep(poll)
         return sorted(pending)
 
-    # -- freeze / thaw -------------------------------------------------------------
+    def freeze(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
+        """Stop the virtual time of every guest of the experiment at one real
+        instant (one `selena-tdf freeze` of them all): the guests are paused,
+        their clocks and timers stand still, and `xl unpause` cannot run them.
+        Returns (virtual ns, Xen real ns) of the freeze."""
+        with self._locked(progress):
+            return self._freeze_thaw("freeze", self.state(experiment), progress)
 
-    def freeze(self, state: DeployState) -> None:
-        """Stop the virtual time of every guest of the experiment at one instant
-        (one `selena-tdf freeze` of them all): they are paused, their clocks and
-        timers stand still, and `xl unpause` cannot run them."""
-        self.runner.run(["selena-tdf", "freeze", *self._own_domids(state)])
+    def thaw(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
+        """Restart the virtual time of every guest at one real instant: no
+        virtual time is lost, and the guests stay exactly as far apart in
+        virtual time as they were. Returns (virtual ns, Xen real ns)."""
+        with self._locked(progress):
+            return self._freeze_thaw("thaw", self.state(experiment), progress)
 
-    def thaw(self, state: DeployState) -> None:
-        """Restart the virtual time of every guest at one instant: no virtual
-        time is lost, and the guests stay as far apart in time as they were."""
-        self.runner.run(["selena-tdf", "thaw", *self._own_domids(state)])
-
-    def _own_domids(self, state: DeployState) -> list[str]:
+    def _freeze_thaw(self, op: str, state: DeployState,
+                     progress: Progress | None) -> tuple[int, int]:
+        say = progress or (lambda msg: log.info("%s", msg))
         domids = [str(d) for name, d in sorted(state.domains.items())
                   if self._is_ours(name, d, state.experiment)]
         if not domids:
             raise BackendError(f"experiment {state.experiment} has no running guests")
-        return domids
+        out = self.runner.run(["selena-tdf", op, *domids]).stdout
+        m = re.search(r"at virtual (\d+) ns \(Xen time (\d+) ns\)", out)
+        if m is None:
+            raise BackendError(f"selena-tdf {op} printed {out.strip()!r}")
+        say(f"{state.experiment}: {'froze' if op == 'freeze' else 'thawed'} "
+            f"{len(domids)} guests at once")
+        return int(m.group(1)), int(m.group(2))
 
-    def load(self, experiment: str) -> DeployState:
-        """The recorded state of a deployed experiment."""
-        path = self._state_path(experiment)
-        if not path.exists():
-            raise BackendError(f"no experiment named {experiment!r} is deployed")
-        return DeployState.load(path)
+    def set_tdf(self, experiment: str, tdf: float,
+                progress: Progress | None = None) -> tuple[float, float]:
+        """Change every guest of a running experiment to `tdf` together:
+        all paused, each guest's TDF set, the Dom0 shaping of every vif
+        re-rendered for the new TDF (links keep their virtual rate, delay,
+        jitter and loss), all unpaused. On a failure every guest and qdisc
+        goes back to the old TDF and the error names what failed. Returns the
+        monotonic real instants of the first and the last TDF set."""
+        say = progress or (lambda msg: log.info("%s", msg))
+        new = units.tdf(tdf)
+        with self._locked(say):
+            state = self.state(experiment)
+            old = state.tdf
+            domids = list(state.domains.values())
+            done: list[int] = []
+            paused: list[int] = []
+            first = last = time.monotonic()
+            try:
+                for domid in domids:
+                    self.runner.run(["xl", "pause", str(domid)])
+                    paused.append(domid)
+                first = time.monotonic()
+                for name, domid in state.domains.items():
+                    try:
+                        self.runner.run(["selena-tdf", "set", str(domid), units.tdf_text(new)])
+                    except CommandError as exc:
+                        raise BackendError(f"set-tdf {units.tdf_text(new)}: guest {name} "
+                                           f"(domain {domid}) refused: {exc}") from None
+                    done.append(domid)
+                last = time.monotonic()
+                self._shape(state, new)
+            except BaseException:
+                for domid in done:
+                    self.runner.run(["selena-tdf", "set", str(domid), units.tdf_text(old)],
+                                    check=False)
+                try:
+                    self._shape(state, old)
+                except BackendError as exc:
+                    say(f"restoring the shaping at TDF {units.tdf_text(old)} failed: {exc}")
+                raise
+            finally:
+                for domid in paused:
+                    self.runner.run(["xl", "unpause", str(domid)], check=False)
+            state.tdf = new
+            self._save(state)
+        say(f"{experiment}: TDF {units.tdf_text(old)} -> {units.tdf_text(new)} for "
+            f"{len(domids)} guests and {len(state.shaping)} shaped vifs")
+        return first, last
+
+    def _shape(self, state: DeployState, tdf: float) -> None:
+        from selena.model import Endpoint, Link
+        from selena.shaping import shaping_commands
+
+        for vif, spec in state.shaping.items():
+            queue = spec.get("queue")
+            link = Link(Endpoint("", 0), Endpoint("", 0), rate_bps=spec.get("rate_bps"),
+                        delay_s=spec.get("delay_s") or 0.0,
+                        jitter_s=spec.get("jitter_s") or 0.0, loss=spec.get("loss") or 0.0,
+                        queue_packets=None if queue is None else int(queue))
+            for argv in shaping_commands(vif, link, tdf):
+                try:
+                    self.runner.run(argv)
+                except CommandError as exc:
+                    raise BackendError(f"re-shaping {vif} at TDF {units.tdf_text(tdf)} "
+                                       f"failed: {exc}") from None
+
+    def raw_create_seconds(self, plan: Plan, bridge: str = "sbraw0") -> float:
+        """Benchmark baseline (selena lab bench-deploy): the sum of plain
+        `xl create` times for the plan's guests, one after the other, on a
+        bridge of their own; everything is removed again."""
+        self.runner.run(["ovs-vsctl", "--may-exist", "add-br", bridge])
+        total = 0.0
+        names = []
+        try:
+            for guest in plan.guests:
+                raw = dataclasses.replace(
+                    guest, domain_name=f"raw-{guest.node}",
+                    vifs=[dataclasses.replace(v, name=f"raw{v.name[-6:]}", bridge=bridge)
+                          for v in guest.vifs])
+                cfg = self.state_dir / "raw" / f"{raw.domain_name}.cfg"
+                cfg.parent.mkdir(parents=True, exist_ok=True)
+                cfg.write_text(xl_config(plan, raw))
+                names.append(raw.domain_name)
+                total += self.runner.run(["xl", "create", "-q", str(cfg)]).duration
+        finally:
+            for name in names:
+                self.runner.run(["xl", "destroy", name], check=False)
+            self.runner.run(["ovs-vsctl", "--if-exists", "del-br", bridge], check=False)
+        return total
+
+    def crash(self, deployment: Deployment, node: str) -> None:
+        domid = deployment.domids.get(node)
+        if domid is None:
+            raise BackendError(f"no node named {node!r} in experiment {deployment.experiment}")
+        self.runner.run(["xl", "destroy", str(domid)])
 
     # -- teardown ------------------------------------------------------------------
 
@@ -218,26 +500,55 @@ class XlBackend(Backend):
         """Remove an experiment; with pool=True its guests go to the warm pool
         (vifs detached, control keys removed, paused) instead of being destroyed."""
         path = self._state_path(experiment)
-        if not path.exists():
-            raise BackendError(f"no experiment named {experiment!r} is deployed")
-        self._teardown(DeployState.load(path), pool=pool)
+        with self._locked():
+            if not path.exists():
+                raise BackendError(f"no experiment named {experiment!r} is deployed")
+            self._teardown(DeployState.load(path), pool=pool)
 
     def clean(self) -> list[str]:
-        """Remove every selena-tagged object on this host; returns what was removed."""
+        """Remove every selena-tagged object on this host: each experiment it
+        can, then whatever still carries a tag (crashed deploys, lost or corrupt
+        state files). Failures are collected and raised together at the end."""
         removed: list[str] = []
-        experiments = {p.stem for p in self.state_dir.glob("*.json")}
-        for exp in sorted(experiments):
-            state = DeployState.load(self._state_path(exp))
-            removed += list(state.domains) + list(state.bridges)
-            self._teardown(state)
-        # Objects whose state file was lost (crash): trust only the tags.
-        for name, domid in self._tagged_domains().items():
-            self._destroy_domain(name, domid, None)
-            removed.append(name)
-        for bridge in self._tagged_ovs_bridges():
-            self.runner.run(["ovs-vsctl", "--if-exists", "del-br", bridge])
-            removed.append(bridge)
+        failures: list[str] = []
+        with self._locked():
+            for path in sorted(self.state_dir.glob("*.json")):
+                try:
+                    state = DeployState.load(path)
+                except StateFileError as exc:
+                    failures.append(str(exc))
+                    path.unlink(missing_ok=True)    # its objects are swept by tag below
+                    continue
+                names = list(state.domains) + list(state.bridges)
+                try:
+                    self._teardown(state)
+                    removed += names
+                except (BackendError, CommandError, ControlError) as exc:
+                    failures.append(f"experiment {state.experiment}: {exc}")
+                    removed += [n for n in names
+                                if n not in state.domains and n not in state.bridges]
+            # Objects whose state file was lost or corrupt: trust only the tags.
+            for name, domid in self._tagged_domains().items():
+                self._sweep(removed, failures, name,
+                            lambda d=domid, n=name: self._destroy_domain(n, d, None))
+            for bridge in self._tagged_ovs_bridges():
+                self._sweep(removed, failures, bridge, lambda b=bridge: self.runner.run(
+                    ["ovs-vsctl", "--if-exists", "del-br", b]))
+            for bridge in self._tagged_linux_bridges():
+                self._sweep(removed, failures, bridge,
+                            lambda b=bridge: self.runner.run(["ip", "link", "del", b]))
+        if failures:
+            raise CleanupError(removed, failures)
         return removed
+
+    @staticmethod
+    def _sweep(removed: list[str], failures: list[str], name: str,
+               remove: Callable[[], object]) -> None:
+        try:
+            remove()
+            removed.append(name)
+        except (BackendError, CommandError, ControlError) as exc:
+            failures.append(f"{name}: {exc}")
 
     def _teardown(self, state: DeployState, pool: bool = False) -> None:
         errors: list[str] = []
@@ -249,15 +560,15 @@ class XlBackend(Backend):
                 else:
                     self._destroy_domain(name, domid, state.experiment)
                 del state.domains[name]
-            except CommandError as exc:
+            except (CommandError, ControlError) as exc:
                 errors.append(str(exc))
         for bridge, kind in list(state.bridges.items()):
             try:
                 if kind == "ovs":
                     if self._ovs_tag(bridge) == state.experiment:
                         self.runner.run(["ovs-vsctl", "--if-exists", "del-br", bridge])
-                else:
-                    self.runner.run(["ip", "link", "del", bridge], check=False)
+                elif self._linux_bridge_tag(bridge) == state.experiment:
+                    self.runner.run(["ip", "link", "del", bridge])
                 del state.bridges[bridge]
             except CommandError as exc:
                 errors.append(str(exc))
@@ -266,6 +577,21 @@ class XlBackend(Backend):
             self._save(state)
             raise BackendError("cleanup incomplete:\n  " + "\n  ".join(errors))
         self._state_path(state.experiment).unlink(missing_ok=True)
+        # The xl configs written for this experiment.
+        cfg_dir = self.state_dir / state.experiment
+        for cfg in cfg_dir.glob("*.cfg") if cfg_dir.is_dir() else []:
+            cfg.unlink()
+        with contextlib.suppress(OSError):
+            cfg_dir.rmdir()
+
+    def _marker(self, domid: int) -> str | None:
+        try:
+            value = self.xenstore().read_or_none(f"/local/domain/{domid}/{MARKER}")
+        except XenstoreError as exc:
+            if exc.code == "EACCES":
+                return None
+            raise
+        return None if value is None else value.decode(errors="replace").strip()
 
     def _is_ours(self, name: str, domid: int, experiment: str | None) -> bool:
         """Is the domain still the one selena created (name, domid and marker)?"""
@@ -274,11 +600,10 @@ class XlBackend(Backend):
         found = self.runner.run(["xl", "domid", name], check=False)
         if found.returncode != 0 or found.stdout.strip() != str(domid):
             return False  # gone, or the name now belongs to another domain
-        marker = self.runner.run(["xenstore-read", f"/local/domain/{domid}/{MARKER}"],
-                                 check=False)
-        if marker.returncode != 0:
+        marker = self._marker(domid)
+        if marker is None:
             return False
-        return experiment is None or marker.stdout.strip() == experiment
+        return experiment is None or marker == experiment
 
     def _destroy_domain(self, name: str, domid: int, experiment: str | None) -> None:
         """Destroy a domain only if it still is the one selena created."""
@@ -292,8 +617,9 @@ class XlBackend(Backend):
             devid = line.split()[0] if line.split() else ""
             if devid.isdigit():
                 self.runner.run(["xl", "network-detach", str(domid), devid])
-        self.runner.run(["xenstore-rm", f"/local/domain/{domid}/selena"])
-        self.runner.run(["xenstore-write", f"/local/domain/{domid}/{MARKER}", POOL_MARKER])
+        xs = self.xenstore()
+        xs.rm(f"/local/domain/{domid}/selena")
+        xs.write(f"/local/domain/{domid}/{MARKER}", POOL_MARKER)
         self.runner.run(["xl", "pause", str(domid)])
         taken = {n for n in self._tagged_domains() if n.startswith(f"{POOL_PREFIX}{key}-")}
         index = next(i for i in range(len(taken) + 1) if f"{POOL_PREFIX}{key}-{i}" not in taken)
@@ -306,9 +632,7 @@ class XlBackend(Backend):
             parts = line.split()
             if len(parts) >= 2 and parts[0].startswith("selena-") and parts[1].isdigit():
                 domid = int(parts[1])
-                marker = self.runner.run(["xenstore-read", f"/local/domain/{domid}/{MARKER}"],
-                                         check=False)
-                if marker.returncode == 0:
+                if self._marker(domid) is not None:
                     tagged[parts[0]] = domid
         return tagged
 
@@ -327,28 +651,153 @@ class XlBackend(Backend):
         text = out.stdout.strip().strip('"') if out.returncode == 0 else ""
         return text or None
 
-    # -- status --------------------------------------------------------------------
+    def _tagged_linux_bridges(self) -> list[str]:
+        out = self.runner.run(["ip", "-o", "link", "show", "type", "bridge"], check=False)
+        found = []
+        for line in out.stdout.splitlines() if out.returncode == 0 else []:
+            match = re.match(r"\d+:\s+([^:@\s]+)", line)
+            alias = re.search(r"\balias (\S+)", line)
+            if match and alias and alias.group(1).startswith(LINUX_BRIDGE_ALIAS):
+                found.append(match.group(1))
+        return found
+
+    def _linux_bridge_tag(self, bridge: str) -> str | None:
+        out = self.runner.run(["ip", "-o", "link", "show", "dev", bridge], check=False)
+        alias = re.search(r"\balias (\S+)", out.stdout) if out.returncode == 0 else None
+        if alias is None or not alias.group(1).startswith(LINUX_BRIDGE_ALIAS):
+            return None
+        return alias.group(1)[len(LINUX_BRIDGE_ALIAS):]
+
+    # -- status and state files ----------------------------------------------------
 
     def host_free_mb(self) -> int | None:
-        """`xl info` free_memory (MB); None when xl is missing or does not say."""
-        try:
-            info = self.runner.run(["xl", "info"], check=False).stdout
-        except CommandError:
-            return None  # no xl on this host: nothing to check against
-        for line in info.splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "free_memory" and value.strip().isdigit():
-                return int(value.strip())
-        return None
+        return self.host_info().free_memory_mb
 
     def status(self) -> list[dict[str, object]]:
-        return [asdict(DeployState.load(p)) for p in sorted(self.state_dir.glob("*.json"))]
+        states: list[dict[str, object]] = []
+        for path in sorted(self.state_dir.glob("*.json")):
+            try:
+                states.append(asdict(DeployState.load(path)))
+            except StateFileError as exc:
+                states.append({"experiment": path.stem, "error": str(exc)})
+        return states
+
+    def state(self, experiment: str) -> DeployState:
+        path = self._state_path(experiment)
+        if not path.exists():
+            raise BackendError(f"no experiment named {experiment!r} is deployed")
+        return DeployState.load(path)
 
     def _state_path(self, experiment: str) -> Path:
+        if not EXPERIMENT_RE.fullmatch(experiment):
+            raise BackendError(f"{experiment!r} is not an experiment name (letters, digits, "
+                               "'.', '_', '-'; no paths)")
         return self.state_dir / f"{experiment}.json"
 
     def _save(self, state: DeployState) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self._state_path(state.experiment).with_suffix(".tmp")
+        path = self._state_path(state.experiment)
+        tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(state), indent=1))
-        tmp.replace(self._state_path(state.experiment))
+        tmp.replace(path)
+
+    @contextlib.contextmanager
+    def _locked(self, say: Progress | None = None) -> Iterator[None]:
+        """Hold the host-wide lock of deploy, destroy and clean (re-entrant
+        within this backend)."""
+        with self._host_lock:
+            if self._host_lock_depth == 0:
+                self.state_dir.mkdir(parents=True, exist_ok=True)
+                handle = open(self.state_dir / ".lock", "w")  # noqa: SIM115 - held across yield
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    (say or log.warning)("another selena deploy, destroy or clean is running "
+                                         f"on this host; waiting for {self.state_dir / '.lock'}")
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                self._host_lock_file = handle
+            self._host_lock_depth += 1
+            try:
+                yield
+            finally:
+                self._host_lock_depth -= 1
+                if self._host_lock_depth == 0:
+                    handle = self._host_lock_file
+                    self._host_lock_file = None
+                    handle.close()  # type: ignore[attr-defined]
+
+
+class _Exec:
+    """Runs deploy steps for real, recording each domain as soon as it exists."""
+
+    def __init__(self, backend: XlBackend, state: DeployState):
+        self.backend = backend
+        self.state = state
+
+    def run(self, argv: Sequence[str], check: bool = True) -> None:
+        self.backend.runner.run(argv, check=check)
+
+    def write_file(self, path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def write_keys(self, keys: list[Key]) -> None:
+        xs = self.backend.xenstore()
+        for key in keys:
+            xs.write(key.path, key.value)
+            xs.set_perms(key.path, list(key.perms))
+
+    def domid(self, guest: GuestPlan) -> str:
+        name = guest.domain_name
+        out = self.backend.runner.run(["xl", "domid", name]).stdout.strip()
+        if not out.isdigit():
+            raise BackendError(f"xl domid {name} printed {out!r}")
+        with self.backend._state_lock:
+            self.state.domains[name] = int(out)
+            self.state.nodes[guest.node] = name
+            self.state.pool_keys[name] = pool_key(guest)
+            self.backend._save(self.state)
+        return out
+
+
+class _Script:
+    """Deploy steps printed as the shell script they amount to."""
+
+    def __init__(self, backend: XlBackend):
+        self.backend = backend
+        self.lines: list[str] = []
+        self.vars: dict[str, str] = {}
+
+    def comment(self, text: str) -> None:
+        self.lines.append(f"# {text}")
+
+    def run(self, argv: Sequence[str], check: bool = True) -> None:
+        self.lines.append(" ".join(self._word(a) for a in argv)
+                          + ("" if check else " || true"))
+
+    def write_file(self, path: Path, text: str) -> None:
+        self.lines.append(f"mkdir -p {shlex.quote(str(path.parent))}")
+        self.lines.append(f"cat > {shlex.quote(str(path))} <<'EOF'\n{text.rstrip()}\nEOF")
+
+    def write_keys(self, keys: list[Key]) -> None:
+        for key in keys:
+            self.run(["xenstore-write", key.path, key.value])
+            self.run(["xenstore-chmod", key.path, *key.perms])
+
+    def domid(self, guest: GuestPlan) -> str:
+        var = self.vars.get(guest.node)
+        if var is None:
+            var = f"D{len(self.vars) + 1}"
+            self.vars[guest.node] = var
+            self.lines.append(f"{var}=$(xl domid {shlex.quote(guest.domain_name)})"
+                              f"   # {guest.node}")
+        return f"${var}"
+
+    def _word(self, word: str) -> str:
+        if any(f"${v}" in word for v in self.vars.values()):
+            return f'"{word}"'      # a domid placeholder: let the shell expand it
+        return shlex.quote(word)
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+

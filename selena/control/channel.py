@@ -23,7 +23,13 @@ from selena.control.protocol import (
     parse_state,
 )
 from selena.control.xenstore import XenstoreConnection
-from selena.errors import ControlError, GuestLost, ProtocolMismatch, XenstoreError
+from selena.errors import (
+    ControlError,
+    GuestLost,
+    GuestSetupError,
+    ProtocolMismatch,
+    XenstoreError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +132,13 @@ class Controller:
                                       daemon=True)
         self._pump.start()
 
+    def set_tdf(self, tdf: float) -> None:
+        """The guests now run at `tdf`: heartbeats come every guest second,
+        so the real-time limit before a guest counts as lost follows."""
+        if self.lost_after == max(10.0, 5.0 * self.tdf):
+            self.lost_after = max(10.0, 5.0 * tdf)
+        self.tdf = tdf
+
     # -- guests --------------------------------------------------------------------
 
     def add_guest(self, name: str, domid: int) -> None:
@@ -182,6 +195,9 @@ class Controller:
         if version != str(PROTOCOL_VERSION):
             raise ProtocolMismatch(f"guest {guest.name}: agent speaks protocol {version!r}, "
                                    f"selena speaks {PROTOCOL_VERSION}")
+        net = (self.xs.read_or_none(f"{guest.base}/agent/net") or b"").decode(errors="replace")
+        if net.startswith("failed"):
+            raise GuestSetupError(guest.name, net)
         return True
 
     # -- commands ------------------------------------------------------------------

@@ -16,9 +16,10 @@ class Key:
     perms: tuple[str, ...]      # xenstore-chmod / XS_SET_PERMS form: owner first
 
 
-def control_keys(domid: int, experiment: str, net: str = "") -> list[Key]:
+def control_keys(domid: int | str, experiment: str, net: str = "") -> list[Key]:
     """Dom0-owned keys the guest may only read, then the guest's own two
-    directories, which no other unprivileged domain can touch."""
+    directories, which no other unprivileged domain can touch. (`domid` may
+    be a shell placeholder when `selena plan` prints the keys.)"""
     base = base_path(domid)
     dom0_owned = ("n0", f"r{domid}")
     guest_owned = (f"n{domid}",)
@@ -33,15 +34,3 @@ def control_keys(domid: int, experiment: str, net: str = "") -> list[Key]:
         Key(f"{base}/out", "", guest_owned),
         Key(f"{base}/version", str(PROTOCOL_VERSION), dom0_owned),
     ]
-
-
-def key_commands(keys: list[Key]) -> list[list[str]]:
-    """The same keys as xenstore-write/xenstore-chmod commands for the runner,
-    the last key written only once all others have their permissions."""
-    *rest, last = keys
-    write = ["xenstore-write"]
-    for key in rest:
-        write += [key.path, key.value]
-    return ([write] + [["xenstore-chmod", key.path, *key.perms] for key in rest]
-            + [["xenstore-write", last.path, last.value],
-               ["xenstore-chmod", last.path, *last.perms]])

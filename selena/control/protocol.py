@@ -19,6 +19,7 @@ MAX_ARGS = 128
 MAX_ENV = 64
 CMD_ID = re.compile(r"[A-Za-z0-9_-]{1,32}\Z")
 MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}\Z")
+IFNAME = re.compile(r"[A-Za-z0-9_.-]{1,15}\Z")
 FINAL_STATES = ("exited", "killed", "failed")
 
 
@@ -155,11 +156,20 @@ def parse_state(text: str) -> CommandState:
 
 def net_directives(addresses: list[tuple[str, str]], *, gateway: str | None = None,
                    txqueuelen: list[tuple[str, int]] | None = None,
-                   arp: list[tuple[str, str, str]] | None = None) -> str:
-    """Boot-time network directives: addresses [(mac, "ip/prefix")], default
-    gateway, per-interface queue lengths [(mac, packets)], static ARP entries
-    [(ip, neighbour mac, via mac)]."""
+                   arp: list[tuple[str, str, str]] | None = None,
+                   names: list[tuple[str, str]] | None = None,
+                   gateways: list[str] | None = None) -> str:
+    """Boot-time network directives: interface names [(mac, "eth1")] first,
+    then addresses [(mac, "ip/prefix")] (IPv4 or IPv6), per-interface queue
+    lengths [(mac, packets)], static neighbour entries [(ip, neighbour mac,
+    via mac)] and default routes (`gateway` and/or `gateways`, one per
+    address family)."""
     lines = []
+    for mac, name in names or []:
+        _check_mac(mac)
+        if not IFNAME.match(name):
+            raise ValidationError(f"bad interface name {name!r}")
+        lines.append(f"name {mac} {name}")
     for mac, cidr in addresses:
         _check_mac(mac)
         ipaddress.ip_interface(cidr)
@@ -172,9 +182,9 @@ def net_directives(addresses: list[tuple[str, str]], *, gateway: str | None = No
         _check_mac(mac)
         _check_mac(via)
         lines.append(f"arp {ip} {mac} {via}")
-    if gateway:
-        ipaddress.ip_address(gateway)
-        lines.append(f"route default {gateway}")
+    for gw in ([gateway] if gateway else []) + list(gateways or []):
+        ipaddress.ip_address(gw)
+        lines.append(f"route default {gw}")
     return "\n".join(lines)
 
 

@@ -72,6 +72,10 @@ class GuestRecipe:
     # requirements file in this tree; the build-site.sh beside it installs
     # them (and whatever else the template runs) into /opt/selena
     requirements: str | None = None
+    # Programs from Debian packages the host need not have installed:
+    # (package, archive component, paths inside the package). They are
+    # fetched with a private apt configuration (non-free needs no host change).
+    packaged_programs: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 
 # Debian's own python3 (not whatever python3 PATH finds first): the guests get
@@ -81,7 +85,10 @@ OVS_PROGRAMS = ("ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-
                 "ovs-appctl")
 GUEST_RECIPES = {
     "tiny-host": GuestRecipe("tiny-host"),
-    "tools-host": GuestRecipe("tools-host", host_programs=("iperf3", "tc")),
+    # netperf (non-free in Debian) for SELENA's Listing 2.
+    "tools-host": GuestRecipe("tools-host", host_programs=("iperf3", "tc"),
+                              packaged_programs=(("netperf", "non-free",
+                                                  ("usr/bin/netperf", "usr/bin/netserver")),)),
     "ovs-switch": GuestRecipe(
         "ovs-switch", host_programs=(*OVS_PROGRAMS, "tc", "unshare", GUEST_PYTHON),
         host_paths=("/usr/share/openvswitch/vswitch.ovsschema",
@@ -304,6 +311,17 @@ class LabBuilder:
         for src, _ in recipe.tree_dirs:
             inputs += _tree_files(self.src / src)
         host_binaries = _host_binaries_with_libs(self.runner, recipe.host_programs)
+        packaged: list[tuple[Path, Path]] = []      # (file in an extracted .deb, guest path)
+        for package, component, paths in recipe.packaged_programs:
+            unpacked = self.debian_package(package, component)
+            for rel in paths:
+                if not (unpacked / rel).exists():
+                    raise LabError(f"Debian package {package} has no {rel}")
+                packaged.append((unpacked / rel, Path("/") / rel))
+        if packaged:
+            host_binaries = sorted(set(host_binaries) | set(
+                _shared_libraries(self.runner, [src for src, _ in packaged])))
+            inputs += [src for src, _ in packaged]
         site = self.python_site(recipe) if recipe.requirements else None
         if recipe.python:
             # C extensions load libraries too (_ssl: libssl; greenlet: libstdc++).
@@ -351,6 +369,8 @@ class LabBuilder:
                 shutil.copy2(path, dest)
             for name in recipe.host_paths:
                 _copy_any(Path(name), root / name.lstrip("/"))
+            for src, dest in packaged:
+                shutil.copy2(src, _mkparent(root / dest.relative_to("/")))
             if recipe.python:
                 _copy_python_stdlib(root)
             for src, dest in recipe.tree_dirs:
@@ -360,6 +380,38 @@ class LabBuilder:
                 shutil.copytree(site, root / "opt/selena", symlinks=True, dirs_exist_ok=True)
             self._pack(root, target)
         return target
+
+    def debian_package(self, name: str, component: str = "main") -> Path:
+        """A bookworm package unpacked (dpkg-deb -x) under the cache, fetched
+        with a private apt configuration so that components the host does
+        not use (non-free) need no change to the host's apt sources."""
+        apt = self.root / "apt"
+        options = ["-o", f"Dir::Etc::SourceList={apt / 'sources.list'}",
+                   "-o", f"Dir::Etc::SourceParts={apt / 'sources.list.d'}",
+                   "-o", f"Dir::State::Lists={apt / 'lists'}",
+                   "-o", f"Dir::Cache={apt / 'cache'}", "-o", "Debug::NoLocking=1"]
+        pkgdir = apt / "debs"
+        found = sorted(pkgdir.glob(f"{name}_*.deb"))
+        if not found:
+            for sub in ("sources.list.d", "lists/partial", "cache/archives/partial", "debs"):
+                (apt / sub).mkdir(parents=True, exist_ok=True)
+            (apt / "sources.list").write_text(
+                f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {MIRROR} "
+                f"{SUITE} main contrib non-free\n")
+            self.progress(f"      fetching Debian package {name} ({component})")
+            self.runner.run(["apt-get", *options, "update", "-q"], timeout=600)
+            self.runner.run(["apt-get", *options, "download", "-q", name], cwd=pkgdir,
+                            timeout=600)
+            found = sorted(pkgdir.glob(f"{name}_*.deb"))
+            if not found:
+                raise LabError(f"apt-get download {name} produced no .deb in {pkgdir}")
+        dest = apt / "unpacked" / found[-1].stem
+        if not (dest / ".complete").exists():
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            self.runner.run(["dpkg-deb", "-x", str(found[-1]), str(dest)])
+            (dest / ".complete").touch()
+        return dest
 
     def python_site(self, recipe: GuestRecipe) -> Path:
         """A template's /opt/selena from its build-site.sh (pip packages and

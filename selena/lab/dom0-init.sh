@@ -52,15 +52,30 @@ for arg in $(cat /proc/cmdline); do
 done
 
 if [ -n "$run_id" ]; then
+    # Jobs: build/lab-run/ID/jobs/NNNN.sh, run in order until `stop` exists
+    # and none is left. Between jobs, whatever a job left behind goes.
     dir="/selena-src/build/lab-run/$run_id"
-    [ -f "$dir/cmd.sh" ] || fail "no command file $dir/cmd.sh"
-    cd /selena-src
-    echo "SELENA-LAB-BEGIN"
-    sh "$dir/cmd.sh" </dev/null
-    rc=$?
-    echo "$rc" > "$dir/status"
-    sync
-    echo "SELENA-LAB-EXIT $rc"
+    [ -d "$dir/jobs" ] || fail "no job directory $dir/jobs"
+    echo "SELENA-LAB-READY"
+    while :; do
+        job=$(ls "$dir"/jobs/*.sh 2>/dev/null | head -n 1)
+        if [ -z "$job" ]; then
+            [ -e "$dir/stop" ] && break
+            sleep 0.2
+            continue
+        fi
+        name=$(basename "$job" .sh)
+        mv "$job" "$dir/jobs/$name.run"
+        cd /selena-src
+        echo "SELENA-LAB-BEGIN $name"
+        sh "$dir/jobs/$name.run" </dev/null
+        rc=$?
+        echo "$rc" > "$dir/jobs/$name.status"
+        sync
+        echo "SELENA-LAB-EXIT $name $rc"
+        selena clean >/dev/null 2>&1
+        for d in $(xl list 2>/dev/null | awk 'NR > 2 {print $1}'); do xl destroy "$d"; done
+    done
 else
     echo "SELENA-LAB-SHELL (exit the shell to power off)"
     cd /selena-src 2>/dev/null || cd /

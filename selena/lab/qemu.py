@@ -1,9 +1,10 @@
 """Boots the lab (patched Xen + Debian Dom0 in QEMU) and runs commands in Dom0.
 
 The project tree is shared into Dom0 over virtio-9p at /selena-src, so results
-written there come back. A command is handed over as a script in
-build/lab-run/<id>/cmd.sh; Dom0's init runs it between two console markers and
-writes its exit status next to it, then powers off (Xen stops, QEMU exits).
+written there come back. Commands are handed over as job scripts in
+build/lab-run/<id>/jobs/; Dom0's init runs them one after the other, each
+between two console markers, and powers off (Xen stops, QEMU exits) once
+asked to stop. A session keeps one boot for many commands.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import os
 import shlex
 import shutil
+import threading
 import time
 import uuid
 from collections import deque
@@ -21,20 +23,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from selena.errors import CommandTimeout, LabError
+from selena.errors import LabError
 from selena.lab.build import LabArtefacts, LabBuilder
 from selena.paths import cache_dir, project_root
-from selena.runner import Runner
+from selena.runner import Process, Runner
 
 log = logging.getLogger(__name__)
 
 QEMU = "qemu-system-x86_64"
 QEMU_MEMORY_MB = 4096
 DOM0_MEMORY_MB = 1536
+READY = "SELENA-LAB-READY"
 BEGIN = "SELENA-LAB-BEGIN"
 EXIT = "SELENA-LAB-EXIT "
 FAIL = "SELENA-LAB-FAIL "
 CONSOLE_TAIL_LINES = 40
+BOOT_TIMEOUT_S = 600.0
+POWER_OFF_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -145,55 +150,13 @@ class Lab:
         fails to boot, Dom0 dies, or the time limit passes; QEMU is always
         killed on the way out.
         """
-        art = self.artefacts
-        run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        run_dir = self.share / "build" / "lab-run" / run_id
-        run_dir.mkdir(parents=True)
-        (run_dir / "cmd.sh").write_text(command_script(command, tdf))
-        accel = "kvm" if kvm_usable() else "tcg"
-        argv = qemu_argv(art, self.share, run_id, accel=accel)
-        tail: deque[str] = deque(maxlen=CONSOLE_TAIL_LINES)
-        output: list[str] = []
-        state = {"in_command": False, "rc": None, "fail": None, "begin": None}
-        start = time.monotonic()
+        with self.session(boot_timeout=timeout) as session:
+            return session.run(command, tdf=tdf, timeout=timeout, on_output=on_output)
 
-        def on_line(raw: str) -> None:
-            line = raw.replace("\r", "")
-            tail.append(line.rstrip("\n"))
-            text = line.rstrip("\n")
-            if state["rc"] is not None:
-                return
-            if text.startswith(FAIL):
-                state["fail"] = text[len(FAIL):]
-            elif text.strip() == BEGIN:
-                state["in_command"] = True
-                state["begin"] = time.monotonic()
-            elif state["in_command"] and text.startswith(EXIT):
-                state["rc"] = int(text[len(EXIT):].strip() or 1)
-                state["in_command"] = False
-            elif state["in_command"]:
-                output.append(line)
-                if on_output:
-                    on_output(line)
-
-        try:
-            with one_lab_at_a_time(self.progress):
-                self.progress(f"booting the lab ({accel}); command: {command!r}")
-                start = time.monotonic()  # boot time excludes waiting for the lock
-                self.runner.stream(argv, on_line, check=False, timeout=timeout)
-        except CommandTimeout as exc:
-            raise LabError(self._explain(f"timed out after {timeout:.0f} s", tail)) from exc
-        finally:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        total = time.monotonic() - start
-        if state["fail"]:
-            raise LabError(self._explain(f"Dom0 failed: {state['fail']}", tail))
-        if state["rc"] is None:
-            where = "during the command" if state["begin"] else "before Dom0 ran the command"
-            raise LabError(self._explain(f"the lab stopped {where} (Xen or Dom0 crashed?)",
-                                         tail))
-        boot = (state["begin"] or start) - start
-        return LabResult(int(state["rc"]), "".join(output), boot, total, list(tail))
+    def session(self, boot_timeout: float = BOOT_TIMEOUT_S) -> LabSession:
+        """A booted lab that runs command after command (tests and demos
+        share one boot); use as a context manager."""
+        return LabSession(self, boot_timeout)
 
     def shell(self) -> int:
         """An interactive Dom0 shell on this terminal; exit it to power off."""
@@ -207,6 +170,152 @@ class Lab:
     def _explain(what: str, tail: deque[str]) -> str:
         shown = "\n".join(f"  | {line}" for line in tail)
         return f"lab: {what}; last console lines:\n{shown}"
+
+
+class LabSession:
+    """A lab booted once, running job after job in Dom0.
+
+    Each job is a script under build/lab-run/<id>/jobs/ on the 9p share;
+    Dom0's init runs them in order, each between console markers, removes
+    what a job left behind (`selena clean`, leftover guests) before the next,
+    and powers off once `stop` exists and no job is left. The session holds
+    the machine-wide lab lock from boot to power-off.
+    """
+
+    def __init__(self, lab: Lab, boot_timeout: float = BOOT_TIMEOUT_S):
+        self.lab = lab
+        self.boot_timeout = boot_timeout
+        self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.run_dir = lab.share / "build" / "lab-run" / self.run_id
+        self._cond = threading.Condition()
+        self._tail: deque[str] = deque(maxlen=CONSOLE_TAIL_LINES)
+        self._ready = False
+        self._ended = False
+        self._fail: str | None = None
+        self._current: str | None = None
+        self._outputs: dict[str, list[str]] = {}
+        self._on_output: Callable[[str], None] | None = None
+        self._status: dict[str, int] = {}
+        self._begun: dict[str, float] = {}
+        self._jobs = 0
+        self._proc: Process | None = None
+        self._stack = contextlib.ExitStack()
+        self.boot_seconds = 0.0
+        self.broken: str | None = None
+
+    def __enter__(self) -> LabSession:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        art = self.lab.artefacts
+        (self.run_dir / "jobs").mkdir(parents=True)
+        accel = "kvm" if kvm_usable() else "tcg"
+        self._stack.enter_context(one_lab_at_a_time(self.lab.progress))
+        self._stack.callback(shutil.rmtree, self.run_dir, True)
+        self.lab.progress(f"booting the lab ({accel})")
+        start = time.monotonic()
+        self._proc = self.lab.runner.spawn(qemu_argv(art, self.lab.share, self.run_id,
+                                                     accel=accel))
+        self._stack.callback(self._stop_qemu)
+        threading.Thread(target=self._read, name="lab-console", daemon=True).start()
+        with self._cond:
+            self._cond.wait_for(lambda: self._ready or self._ended or self._fail is not None,
+                                self.boot_timeout)
+        if self._fail is not None:
+            self._broken(f"Dom0 failed: {self._fail}")
+        if not self._ready:
+            self._broken("the lab stopped before Dom0 ran the command (Xen or Dom0 crashed?)"
+                         if self._ended else f"timed out after {self.boot_timeout:.0f} s "
+                                             "waiting for Dom0")
+        self.boot_seconds = time.monotonic() - start
+
+    def run(self, command: Sequence[str] | str, *, tdf: float | None = None,
+            timeout: float = 1800.0,
+            on_output: Callable[[str], None] | None = None) -> LabResult:
+        """Run `command` in Dom0 (cwd /selena-src, SELENA_TDF set if tdf)."""
+        if self.broken:
+            raise LabError(f"lab: this session is broken ({self.broken})")
+        self._jobs += 1
+        name = f"{self._jobs:04d}"
+        started = time.monotonic()
+        with self._cond:
+            self._on_output = on_output
+        job = self.run_dir / "jobs" / f"{name}.sh"
+        job.with_suffix(".tmp").write_text(command_script(command, tdf))
+        job.with_suffix(".tmp").rename(job)       # whole, or not at all
+        with self._cond:
+            self._cond.wait_for(lambda: name in self._status or self._ended
+                                or self._fail is not None, timeout)
+            output = "".join(self._outputs.get(name, []))
+            rc = self._status.get(name)
+        if rc is None:
+            if self._fail is not None:
+                self._broken(f"Dom0 failed: {self._fail}")
+            if self._ended:
+                self._broken("the lab stopped during the command (Xen or Dom0 crashed?)")
+            self._broken(f"timed out after {timeout:.0f} s")
+        boot = self.boot_seconds if self._jobs == 1 else 0.0
+        return LabResult(rc, output, boot, time.monotonic() - started + boot, list(self._tail))
+
+    def close(self) -> None:
+        """Power the lab off (QEMU is killed if it does not stop in time)."""
+        if self.run_dir.is_dir():
+            (self.run_dir / "stop").touch()
+        self._stack.close()
+
+    def _stop_qemu(self) -> None:
+        if self._proc is None:
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: self._ended, 0 if self.broken else POWER_OFF_S)
+        self._proc.kill()
+        self._proc.wait()
+
+    def _broken(self, what: str) -> None:
+        self.broken = what
+        if self._proc is not None:
+            self._proc.kill()
+        raise LabError(Lab._explain(what, self._tail))
+
+    def _read(self) -> None:
+        assert self._proc is not None
+        for raw in self._proc.lines():
+            self._line(raw.replace("\r", "").rstrip("\n"))
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def _line(self, text: str) -> None:
+        callback = None
+        with self._cond:
+            self._tail.append(text)
+            words = text.split()
+            if text.startswith(FAIL):
+                self._fail = text[len(FAIL):]
+            elif text.strip() == READY:
+                self._ready = True
+            elif len(words) == 2 and words[0] == BEGIN and self._current is None:
+                self._current = words[1]
+                self._outputs[self._current] = []
+            elif len(words) == 3 and words[0] == EXIT.strip() and words[1] == self._current:
+                self._status[words[1]] = int(words[2]) if words[2].isdigit() else 1
+                self._current = None
+            elif self._current is not None:
+                self._outputs[self._current].append(text + "\n")
+                callback = self._on_output
+            else:
+                return
+            self._cond.notify_all()
+        if callback is not None:
+            callback(text + "\n")
 
 
 def run_in_lab(command: Sequence[str] | str, tdf: float | None = None, timeout: float = 1800.0,

@@ -8,8 +8,10 @@ from selena.model.topology import (
     Link,
     Node,
     NodeKind,
+    StaticArp,
     Topology,
+    caller_location,
 )
 
 __all__ = ["DEFAULT_TEMPLATES", "Endpoint", "Hub", "Interface", "Link", "Node", "NodeKind",
-           "Topology"]
+           "StaticArp", "Topology", "caller_location"]

@@ -4,9 +4,40 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import os
+import sys
 from dataclasses import dataclass, field
 
 from selena import units
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+_SHOWN: dict[str, str | None] = {}   # code file -> how to name it (None: selena's own)
+
+
+def _shown_name(filename: str) -> str | None:
+    if filename not in _SHOWN:
+        path = os.path.abspath(filename)
+        if path.startswith(_PACKAGE_DIR + os.sep) or filename.startswith("<"):
+            _SHOWN[filename] = None
+        else:
+            relative = os.path.relpath(path)
+            _SHOWN[filename] = path if relative.startswith(".." + os.sep) else relative
+    return _SHOWN[filename]
+
+
+def caller_location() -> str | None:
+    """`file:line` of the innermost caller outside the selena package: where a
+    user's scenario or script declared a node, link or entry, so that
+    validation can point there."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        shown = _shown_name(frame.f_code.co_filename)
+        if shown is not None:
+            return f"{shown}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
 
 
 class NodeKind(enum.Enum):
@@ -31,9 +62,15 @@ DEFAULT_MEMORY_MB = 128
 class Interface:
     index: int
     mac: str | None = None          # None: derived deterministically from the experiment
-    ip: str | None = None           # "10.0.1.2/24"
+    ip: str | None = None           # "10.0.1.2/24" (or an IPv6 address with its prefix)
     gateway: str | None = None
     txqueuelen: int = 1000
+    ip6: str | None = None          # a second, IPv6 address: "fd00::1/64"
+    gateway6: str | None = None
+
+    def addresses(self) -> list[str]:
+        """Every address of the interface, with its prefix length."""
+        return [a for a in (self.ip, self.ip6) if a]
 
 
 @dataclass
@@ -51,14 +88,30 @@ class Node:
     # switch's control plane on that channel (none: Open vSwitch's own).
     controller: str | None = None
     switch_model: str | None = None
+    # The guest names interface index i `eth<i + first_device>`: SELENA's
+    # listings number a node's interfaces from eth1.
+    first_device: int = 0
+    # A switch whose bridge br0 is left without ports: the scenario adds them
+    # itself, as SELENA's Listing 2 does with ovs-vsctl add-port.
+    bare_bridge: bool = False
+    # A standalone switch in a topology with loops runs the rapid spanning
+    # tree protocol (Open vSwitch's RSTP).
+    stp: bool = False
+    defined_at: str | None = field(default=None, compare=False)
+
+    def device(self, index: int) -> str:
+        """The guest's name for interface `index`."""
+        return f"eth{index + self.first_device}"
 
     def interface(self, index: int) -> Interface | None:
         return next((i for i in self.interfaces if i.index == index), None)
 
     def add_interface(self, index: int, ip: str | None = None, *, mac: str | None = None,
-                      gateway: str | None = None, txqueuelen: int = 1000) -> Interface:
+                      gateway: str | None = None, txqueuelen: int = 1000,
+                      ip6: str | None = None, gateway6: str | None = None) -> Interface:
         """Another interface (ethN by index); validate() reports duplicates."""
-        iface = Interface(index, mac=mac, ip=ip, gateway=gateway, txqueuelen=txqueuelen)
+        iface = Interface(index, mac=mac, ip=ip, gateway=gateway, txqueuelen=txqueuelen,
+                          ip6=ip6, gateway6=gateway6)
         self.interfaces.append(iface)
         return iface
 
@@ -83,9 +136,24 @@ class Link:
     jitter_s: float = 0.0
     loss: float = 0.0
     queue_packets: int | None = None
+    defined_at: str | None = field(default=None, compare=False)
+    # The values as the user wrote them ("1%", 0.5, ...): validation warns
+    # about likely unit slips, which the parsed values no longer show.
+    given: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"link {self.a}--{self.b}"
+
+
+@dataclass(frozen=True)
+class StaticArp:
+    """A permanent neighbour entry set at boot (the paper's setArp)."""
+
+    node: str
+    iface: int
+    ip: str
+    mac: str
+    defined_at: str | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -94,6 +162,7 @@ class Hub:
 
     name: str
     endpoints: list[Endpoint] = field(default_factory=list)
+    defined_at: str | None = field(default=None, compare=False)
 
 
 NodeRef = "Node | str | tuple[Node | str, int]"
@@ -106,9 +175,8 @@ class Topology:
     nodes: dict[str, Node] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
     hubs: list[Hub] = field(default_factory=list)
-    # Permanent neighbour entries set at boot (the paper's setArp):
-    # (node, interface index, IP, MAC).
-    static_arp: list[tuple[str, int, str, str]] = field(default_factory=list)
+    # Permanent neighbour entries set at boot (the paper's setArp).
+    static_arp: list[StaticArp] = field(default_factory=list)
     # Interfaces already attached, per node: keeps add_link O(1) on large topologies.
     _attached: dict[str, set[int]] = field(default_factory=dict, init=False, repr=False,
                                            compare=False)
@@ -121,9 +189,11 @@ class Topology:
         return sorted(self._attached.get(name, ()))
 
     def add_static_arp(self, node: Node | str, iface: int, ip: str, mac: str) -> None:
-        """A permanent ARP entry on node's interface `iface`, applied at boot."""
+        """A permanent ARP (IPv4) or neighbour (IPv6) entry on node's interface
+        `iface`, applied at boot; `mac` must be the MAC of the interface that
+        holds `ip`, when that interface is part of the topology."""
         name = node.name if isinstance(node, Node) else node
-        self.static_arp.append((name, iface, ip, mac))
+        self.static_arp.append(StaticArp(name, iface, ip, mac, caller_location()))
 
     def add_node(self, name: str, kind: NodeKind, *, template: str | None = None,
                  id: int | None = None, vcpus: int = 1, cpus: str | None = None,
@@ -140,7 +210,7 @@ class Topology:
         node = Node(
             name=name, kind=kind, template=template,
             id=len(self.nodes) if id is None else id, vcpus=vcpus, cpus=cpus,
-            memory_mb=memory_mb,
+            memory_mb=memory_mb, defined_at=caller_location(),
         )
         # Duplicate names are kept apart so validation can name them.
         key = name if name not in self.nodes else f"{name}#{len(self.nodes)}"
@@ -148,10 +218,13 @@ class Topology:
         return node
 
     def add_host(self, name: str, ip: str | None = None, *, mac: str | None = None,
-                 gateway: str | None = None, **kwargs: object) -> Node:
+                 gateway: str | None = None, ip6: str | None = None,
+                 gateway6: str | None = None, **kwargs: object) -> Node:
+        """A host; ip/ip6 (with gateways) address its first interface, eth0."""
         node = self.add_node(name, NodeKind.HOST, **kwargs)  # type: ignore[arg-type]
-        if ip is not None or mac is not None:
-            node.interfaces.append(Interface(0, mac=mac, ip=ip, gateway=gateway))
+        if ip is not None or mac is not None or ip6 is not None:
+            node.interfaces.append(Interface(0, mac=mac, ip=ip, gateway=gateway, ip6=ip6,
+                                             gateway6=gateway6))
         return node
 
     def add_switch(self, name: str, *, controller: Node | str | None = None,
@@ -182,12 +255,14 @@ class Topology:
         link = Link(self._attach(a), self._attach(b),
                     rate_bps=None if rate is None else units.rate_bps(rate),
                     delay_s=units.seconds(delay), jitter_s=units.seconds(jitter),
-                    loss=units.ratio(loss), queue_packets=queue)
+                    loss=units.ratio(loss), queue_packets=queue,
+                    defined_at=caller_location(),
+                    given={"rate": rate, "delay": delay, "jitter": jitter, "loss": loss})
         self.links.append(link)
         return link
 
     def add_hub(self, name: str, *members: Node | str | tuple[Node | str, int]) -> Hub:
-        hub = Hub(name, [self._attach(m) for m in members])
+        hub = Hub(name, [self._attach(m) for m in members], caller_location())
         self.hubs.append(hub)
         return hub
 

@@ -1,231 +1,345 @@
-"""The xl backend's command sequences, against a fake runner."""
+"""The xl backend against a fake Dom0 (tests/support/fake_xen.py): the
+commands it runs, the Xenstore keys it writes, rollback, the warm pool,
+teardown that removes exactly what selena created, and the plan printer."""
+
+from __future__ import annotations
+
+import threading
+import time
 
 import pytest
+from fake_xen import Domain
 
-from selena.backends.xl import XlBackend
-from selena.errors import BackendError, CommandError
+from selena.backends.base import Backend
+from selena.backends.xl import DeployState, XlBackend
+from selena.errors import BackendError, CleanupError, CommandError, StateFileError
 from selena.model import Topology
 from selena.plan import make_plan, short_id
-from selena.runner import FakeRunner
 
 TAG = short_id("demo")
 
 
-def demo_plan(tdf=10):
-    topo = Topology("demo", tdf=tdf)
-    h1 = topo.add_host("h1", ip="10.0.0.1/24")
-    h2 = topo.add_host("h2", ip="10.0.0.2/24")
-    topo.add_link(h1, h2, delay="5ms")
+def demo_plan(tdf=10, name="demo", hosts=2, **link):
+    topo = Topology(name, tdf=tdf)
+    nodes = [topo.add_host(f"h{i}", ip=f"10.0.0.{i}/24") for i in range(1, hosts + 1)]
+    if hosts == 2:
+        topo.add_link(nodes[0], nodes[1], delay="5ms", **link)
+    else:
+        topo.add_hub("lan", *nodes)
     return make_plan(topo)
 
 
-def fake_xen():
-    fake = FakeRunner()
-    fake.respond(["xl", "domid", "selena-demo-h1"], stdout="5\n")
-    fake.respond(["xl", "domid", "selena-demo-h2"], stdout="6\n")
-    fake.respond(["xenstore-read", "/local/domain/5/selena/experiment"], stdout="demo\n")
-    fake.respond(["xenstore-read", "/local/domain/6/selena/experiment"], stdout="demo\n")
-    fake.respond(["ovs-vsctl", "br-get-external-id"], stdout="demo\n")
-    return fake
+def backend(fake_xen, tmp_path, **kw) -> XlBackend:
+    return XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0, **kw)
 
 
-def test_deploy_creates_paused_sets_tdf_wires_shapes_then_unpauses_all(tmp_path):
-    fake = fake_xen()
-    state = XlBackend(fake, tmp_path).deploy(demo_plan())
-    calls = [" ".join(c) for c in fake.calls]
-    assert calls[0] == (f"ovs-vsctl add-br sl{TAG}l0 -- set bridge sl{TAG}l0 "
-                        "external_ids:selena-experiment=demo")
-    create = calls.index(f"xl create -p -q {tmp_path}/demo/h1.cfg")
-    keys = fake.calls[create + 2]
-    assert keys[0] == "xenstore-write"
-    written = dict(zip(keys[1::2], keys[2::2], strict=True))
-    assert written["/local/domain/5/selena/experiment"] == "demo"
-    assert written["/local/domain/5/selena/net"].splitlines()[0] == \
-        "addr 02:2a:97:00:00:00 10.0.0.1/24"
-    chmods = calls[create + 3:create + 9]
-    assert "xenstore-chmod /local/domain/5/selena/cmd n0 r5" in chmods
-    assert "xenstore-chmod /local/domain/5/selena/out n5" in chmods
-    # The version key, which starts an agent's session, only once the rest is in place.
-    assert calls[create + 9:create + 11] == [
-        "xenstore-write /local/domain/5/selena/version 1",
-        "xenstore-chmod /local/domain/5/selena/version n0 r5"]
-    assert calls[create + 11] == "selena-tdf set 5 10"
-    netem = [c for c in calls if "netem" in c]
+def calls(fake) -> list[str]:
+    return [" ".join(c) for c in fake.calls]
+
+
+def test_deploy_creates_paused_sets_tdf_wires_shapes_then_unpauses_all(fake_xen, tmp_path):
+    dep = backend(fake_xen, tmp_path, parallel=1).deploy(demo_plan())
+    made = calls(fake_xen)
+    assert made[0] == (f"ovs-vsctl add-br sl{TAG}l0 -- set bridge sl{TAG}l0 "
+                       "external_ids:selena-experiment=demo")
+    create = made.index(f"xl create -p -q {tmp_path}/state/demo/h1.cfg")
+    assert made[create + 1] == "xl domid selena-demo-h1"
+    assert made[create + 2] == "selena-tdf set 1 10"
+    netem = [c for c in made if "netem" in c]
     assert netem == [f"tc qdisc replace dev sv{TAG}0.0 root handle 1: netem delay 50000us",
                      f"tc qdisc replace dev sv{TAG}1.0 root handle 1: netem delay 50000us"]
-    # unpausing comes last, all together
-    assert calls[-2:] == ["xl unpause 5", "xl unpause 6"]
-    assert state.domains == {"selena-demo-h1": 5, "selena-demo-h2": 6}
-    assert (tmp_path / "demo.json").exists()
-    assert "vifname=sv" in (tmp_path / "demo" / "h1.cfg").read_text()
+    assert made[-2:] == ["xl unpause 1", "xl unpause 2"]      # last, all together
+    xs = fake_xen.dom0
+    assert xs.read("/local/domain/1/selena/experiment") == b"demo"
+    assert fake_xen.domains["selena-demo-h1"].net.splitlines()[:2] == [
+        "name 02:2a:97:00:00:00 eth0", "addr 02:2a:97:00:00:00 10.0.0.1/24"]
+    assert xs.get_perms("/local/domain/1/selena/cmd") == ["n0", "r1"]
+    assert xs.get_perms("/local/domain/1/selena/out") == ["n1"]
+    assert xs.read("/local/domain/1/selena/version") == b"1"
+    assert dep.domids == {"h1": 1, "h2": 2}
+    state = DeployState.load(tmp_path / "state/demo.json")
+    assert state.nodes == {"h1": "selena-demo-h1", "h2": "selena-demo-h2"}
+    assert "vifname=sv" in (tmp_path / "state/demo/h1.cfg").read_text()
 
 
-def test_failure_mid_deploy_removes_exactly_what_was_created(tmp_path):
-    fake = fake_xen()
-    fake.respond(["selena-tdf", "set", "6"], returncode=1, stderr="TDF out of range")
+def test_guests_are_created_several_at_a_time(fake_xen, tmp_path):
+    inside = [0]
+    most = [0]
+    lock = threading.Lock()
+    create = fake_xen._create
+
+    def slow_create(cfg):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.2)
+        with lock:
+            inside[0] -= 1
+        return create(cfg)
+
+    fake_xen._create = slow_create
+    dep = backend(fake_xen, tmp_path, parallel=4).deploy(demo_plan(hosts=8))
+    assert len(dep.domids) == 8 and most[0] == 4
+
+
+def test_failure_mid_deploy_removes_exactly_what_was_created(fake_xen, tmp_path):
+    fake_xen.fail[("selena-tdf", "set", "2")] = (1, "TDF out of range")
     with pytest.raises(CommandError, match="TDF out of range"):
-        XlBackend(fake, tmp_path).deploy(demo_plan())
-    calls = [" ".join(c) for c in fake.calls]
-    assert "xl destroy 5" in calls and "xl destroy 6" in calls
-    assert f"ovs-vsctl --if-exists del-br sl{TAG}l0" in calls
-    assert not any(c.startswith("xl unpause") for c in calls)
-    assert not (tmp_path / "demo.json").exists()
+        backend(fake_xen, tmp_path).deploy(demo_plan())
+    made = calls(fake_xen)
+    assert "xl destroy 1" in made and "xl destroy 2" in made
+    assert f"ovs-vsctl --if-exists del-br sl{TAG}l0" in made
+    assert not any(c.startswith("xl unpause") for c in made)
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+    assert not (tmp_path / "state/demo.json").exists()
 
 
-def test_redeploy_is_idempotent(tmp_path):
-    fake = fake_xen()
-    backend = XlBackend(fake, tmp_path)
-    backend.deploy(demo_plan())
-    fake.calls.clear()
-    backend.deploy(demo_plan())
-    calls = [" ".join(c) for c in fake.calls]
-    # the old guests go first, then everything is created again
-    assert calls.index("xl destroy 5") < calls.index(f"xl create -p -q {tmp_path}/demo/h1.cfg")
+def test_redeploy_replaces_the_first(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    be.deploy(demo_plan())
+    fake_xen.calls.clear()
+    be.deploy(demo_plan())
+    made = calls(fake_xen)
+    assert made.index("xl destroy 1") < made.index(f"xl create -p -q {tmp_path}/state/demo/h1.cfg")
+    assert set(fake_xen.domains) == {"selena-demo-h1", "selena-demo-h2"}
 
 
-def test_clean_leaves_foreign_domains_and_bridges_alone(tmp_path):
-    fake = fake_xen()
-    fake.respond(["xl", "list"], stdout=(
-        "Name  ID Mem VCPUs State Time(s)\nDomain-0 0 1536 2 r----- 1.0\n"
-        "selena-other-x 7 128 1 -b---- 1.0\nselena-lookalike 8 128 1 -b---- 1.0\n"
-        "webserver 9 512 1 -b---- 1.0\n"))
-    fake.respond(["xenstore-read", "/local/domain/7/selena/experiment"], stdout="other\n")
-    fake.respond(["xenstore-read", "/local/domain/8/selena/experiment"], returncode=1)
-    fake.respond(["xl", "domid", "selena-other-x"], stdout="7\n")
-    fake.respond(["ovs-vsctl", "list-br"], stdout="br0\nslcrash0\n")
-    fake.respond(["ovs-vsctl", "br-get-external-id", "br0"], stdout="")
-    fake.respond(["ovs-vsctl", "br-get-external-id", "slcrash0"], stdout="other\n")
-    removed = XlBackend(fake, tmp_path).clean()
-    calls = [" ".join(c) for c in fake.calls]
-    assert "xl destroy 7" in calls                      # tagged, state file lost
-    assert "xl destroy 8" not in calls                  # selena- name but no marker
-    assert "xl destroy 9" not in calls and "xl destroy 0" not in calls
-    assert "ovs-vsctl --if-exists del-br slcrash0" in calls
-    assert removed == ["selena-other-x", "slcrash0"]
-    assert not any("del-br br0" in c or "ip link del" in c for c in calls)
+def _foreign(fake_xen):
+    """Someone else's domains and bridges, and selena leftovers without state."""
+    store = fake_xen.store
+    for name, domid, marker in (("selena-other-x", 70, "other"), ("selena-lookalike", 71, None),
+                                ("webserver", 72, None)):
+        store.add_domain(domid)
+        fake_xen.domains[name] = Domain(name, domid, 128, paused=False)
+        if marker:
+            fake_xen.dom0.write(f"/local/domain/{domid}/selena/experiment", marker)
+    fake_xen.bridges.update({"br0": None, "slcrash0": "other"})
+    fake_xen.linux_bridges.update({"lxcbr0": None, "slcrashlb": "selena:other",
+                                   "notours": "docker:x"})
 
 
-def test_destroy_keeps_a_recorded_bridge_whose_tag_changed(tmp_path):
-    fake = fake_xen()
-    backend = XlBackend(fake, tmp_path)
-    backend.deploy(demo_plan())
-    fake.responses[("ovs-vsctl", "br-get-external-id")] = (0, "someone-else\n", "")
-    fake.calls.clear()
-    backend.destroy("demo")
-    calls = [" ".join(c) for c in fake.calls]
-    assert "xl destroy 5" in calls
-    assert not any("del-br" in c for c in calls)
+def test_clean_removes_tagged_leftovers_and_leaves_everything_else(fake_xen, tmp_path):
+    _foreign(fake_xen)
+    be = backend(fake_xen, tmp_path)
+    be.deploy(demo_plan())
+    removed = be.clean()
+    assert sorted(removed) == sorted(["selena-demo-h1", "selena-demo-h2", f"sl{TAG}l0",
+                                      "selena-other-x", "slcrash0", "slcrashlb"])
+    assert set(fake_xen.domains) == {"selena-lookalike", "webserver"}
+    assert set(fake_xen.bridges) == {"br0"}
+    assert set(fake_xen.linux_bridges) == {"lxcbr0", "notours"}
 
 
-def test_freeze_and_thaw_act_on_all_own_guests_in_one_call(tmp_path):
-    fake = fake_xen()
-    backend = XlBackend(fake, tmp_path)
-    backend.deploy(demo_plan())
-    fake.calls.clear()
-    backend.freeze(backend.load("demo"))
-    backend.thaw(backend.load("demo"))
-    tdf_calls = [" ".join(c) for c in fake.calls if c[0] == "selena-tdf"]
-    assert tdf_calls == ["selena-tdf freeze 5 6", "selena-tdf thaw 5 6"]
+def test_linux_bridges_are_tagged_and_only_tagged_ones_removed(fake_xen, tmp_path):
+    topo = Topology("lb", tdf=2)
+    topo.add_link(topo.add_host("a", ip="10.0.0.1/24"), topo.add_host("b", ip="10.0.0.2/24"))
+    be = backend(fake_xen, tmp_path)
+    be.deploy(make_plan(topo, bridge_kind="linux"))
+    (bridge,) = fake_xen.linux_bridges
+    assert fake_xen.linux_bridges[bridge] == "selena:lb"
+    fake_xen.linux_bridges[bridge] = "someone-else"      # the name now belongs to another
+    be.destroy("lb")
+    assert bridge in fake_xen.linux_bridges
+    assert f"ip link del {bridge}" not in calls(fake_xen)
 
 
-def test_freeze_skips_a_guest_that_is_no_longer_ours(tmp_path):
-    fake = fake_xen()
-    backend = XlBackend(fake, tmp_path)
-    backend.deploy(demo_plan())
-    fake.respond(["xenstore-read", "/local/domain/6/selena/experiment"], stdout="other\n")
-    fake.calls.clear()
-    backend.freeze(backend.load("demo"))
-    assert [list(c) for c in fake.calls if c[0] == "selena-tdf"] == [["selena-tdf", "freeze", "5"]]
-    with pytest.raises(BackendError, match="no experiment named 'nope'"):
-        backend.load("nope")
+def test_corrupt_state_files_are_named_and_clean_still_sweeps_by_tags(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    be.deploy(demo_plan())
+    (tmp_path / "state/demo.json").write_text("{not json")
+    with pytest.raises(StateFileError, match=r"state file .*demo.json is corrupt"):
+        be.destroy("demo")
+    assert "corrupt" in be.status()[0]["error"]
+    with pytest.raises(CleanupError) as info:
+        be.clean()
+    assert "demo.json is corrupt" in str(info.value)
+    assert sorted(info.value.removed) == ["selena-demo-h1", "selena-demo-h2", f"sl{TAG}l0"]
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+    assert be.clean() == []                 # and the next clean is clean
 
 
-def test_xl_backend_implements_the_backend_interface():
-    from selena.backends.base import Backend
-    assert isinstance(XlBackend(FakeRunner()), Backend)
+def test_clean_goes_on_past_a_failing_experiment_and_reports_it(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    first = be.deploy(demo_plan(name="first"))
+    be.deploy(demo_plan(name="second"))
+    fake_xen.fail[("xl", "destroy", str(first.domids["h1"]))] = (1, "domain busy")
+    with pytest.raises(CleanupError) as info:
+        be.clean()
+    assert "experiment first" in str(info.value) and "domain busy" in str(info.value)
+    assert "selena-second-h1" in info.value.removed
+    assert set(fake_xen.domains) == {"selena-first-h1"}
 
 
-def test_host_free_memory_comes_from_xl_info(tmp_path):
-    fake = FakeRunner()
-    fake.respond(["xl", "info"], stdout="host : lab\nfree_memory            : 1830\n")
-    assert XlBackend(fake, tmp_path).host_free_mb() == 1830
-    assert XlBackend(FakeRunner(), tmp_path).host_free_mb() is None   # xl says nothing
+def test_experiment_names_cannot_reach_outside_the_state_directory(fake_xen, tmp_path):
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text('{"experiment": "x", "tdf": 1, "domains": {}, '
+                       '"bridges": {"eth0": "linux"}}')
+    be = backend(fake_xen, tmp_path)
+    for name in ("../elsewhere", "a/b", "x\n", ""):
+        with pytest.raises(BackendError, match="not an experiment name"):
+            be.destroy(name)
+    assert not any(c.startswith("ip link del") for c in calls(fake_xen))
 
 
-def test_wait_up_reports_n_of_n_and_the_late_ones(tmp_path):
-    fake = fake_xen()
-    state = XlBackend(fake, tmp_path).deploy(demo_plan())
-    fake.respond(["xenstore-read", "/local/domain/5/device/vif/0/state"], stdout="4\n")
-    fake.respond(["xenstore-read", "/local/domain/6/device/vif/0/state"], stdout="1\n")
+def test_destroy_keeps_a_recorded_bridge_whose_tag_changed(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    be.deploy(demo_plan())
+    fake_xen.bridges[f"sl{TAG}l0"] = "someone-else"
+    be.destroy("demo")
+    assert f"sl{TAG}l0" in fake_xen.bridges
+    assert fake_xen.domains == {}
+
+
+def test_a_failed_teardown_keeps_only_the_leftovers_on_record(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    h2 = be.deploy(demo_plan()).domids["h2"]
+    fake_xen.fail[("xl", "destroy", str(h2))] = (1, "domain busy")
+    with pytest.raises(BackendError, match="domain busy"):
+        be.destroy("demo")
+    left = DeployState.load(tmp_path / "state/demo.json")
+    assert left.domains == {"selena-demo-h2": h2} and left.bridges == {}
+    fake_xen.fail.clear()
+    be.destroy("demo")
+    assert not (tmp_path / "state/demo.json").exists()
+
+
+def test_deploys_and_cleans_on_one_host_take_turns(fake_xen, tmp_path):
+    first = backend(fake_xen, tmp_path)
+    second = backend(fake_xen, tmp_path)
+    said: list[str] = []
+    done = threading.Event()
+    with first._locked():
+        thread = threading.Thread(target=lambda: (second.deploy(demo_plan(), said.append),
+                                                  done.set()))
+        thread.start()
+        time.sleep(0.5)
+        assert not done.is_set() and not fake_xen.domains
+        assert any("waiting for" in s for s in said)
+    thread.join(10)
+    assert done.is_set() and len(fake_xen.domains) == 2
+
+
+def test_pool_then_warm_deploy_reuses_the_guests(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    be.deploy(demo_plan())
+    be.destroy("demo", pool=True)
+    pooled = {n: d.domid for n, d in fake_xen.domains.items()}
+    assert set(pooled) == {"selena-pool-tiny-host-m32-c1-0", "selena-pool-tiny-host-m32-c1-1"}
+    assert all(d.paused for d in fake_xen.domains.values())
+    assert fake_xen.dom0.read("/local/domain/1/selena/experiment") == b"pool"
+    assert fake_xen.dom0.read_or_none("/local/domain/1/selena/version") is None
+    assert fake_xen.bridges == {}                                # bridges always go
+    fake_xen.calls.clear()
+    dep = be.deploy(demo_plan(), warm=True)
+    made = calls(fake_xen)
+    assert not any(c.startswith("xl create") for c in made)
+    assert sorted(dep.domids.values()) == sorted(pooled.values())
+    assert any(c.startswith(f"xl network-attach {dep.domids['h1']} mac=02:2a:97:00:00:00")
+               for c in made)
+    assert f"selena-tdf set {dep.domids['h1']} 10" in made
+
+
+def test_host_info_and_wait_up(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    assert isinstance(be, Backend)
+    info = be.host_info()
+    assert (info.cpus, info.free_memory_mb, info.hypervisor) == (2, 4096, "Xen 4.17.5-fake")
+    dep = be.deploy(demo_plan())
+    h1, h2 = dep.domids["h1"], dep.domids["h2"]
+    fake_xen.dom0.write(f"/local/domain/{h1}/device/vif/0/state", "4")
+    fake_xen.dom0.write(f"/local/domain/{h2}/device/vif/0/state", "1")
     now = [0.0]
     said: list[str] = []
 
     def sleep(s):
         now[0] += s
 
-    late = XlBackend(fake, tmp_path).wait_up(state, 3.0, said.append, poll=1.0,
-                                             clock=lambda: now[0], sleep=sleep)
-    assert late == ["selena-demo-h2"]
-    assert said == ["selena-demo-h1 up (1 of 2 up)"]
-    assert now[0] == 3.0
-    fake.respond(["xenstore-read", "/local/domain/6/device/vif/0/state"], stdout="4\n")
+    late = be.wait_up(dep, 3.0, said.append, poll=1.0, clock=lambda: now[0], sleep=sleep)
+    assert late == ["h2"] and said == ["h1 up (1 of 2 up)"] and now[0] == 3.0
+    fake_xen.dom0.write(f"/local/domain/{h2}/device/vif/0/state", "4")
     said.clear()
-    assert XlBackend(fake, tmp_path).wait_up(state, 3.0, said.append, sleep=sleep) == []
-    assert said[-1] == "selena-demo-h2 up (2 of 2 up)"
+    assert be.wait_up(dep, 3.0, said.append, sleep=sleep) == []
+    assert said[-1] == "h2 up (2 of 2 up)"
 
 
-def test_a_failed_teardown_keeps_only_the_leftovers_on_record(tmp_path):
-    from selena.backends.xl import DeployState
-    from selena.errors import BackendError
-    fake = fake_xen()
-    backend = XlBackend(fake, tmp_path)
-    backend.deploy(demo_plan())
-    fake.respond(["xl", "destroy", "6"], returncode=1, stderr="domain busy")
-    with pytest.raises(BackendError, match="domain busy"):
-        backend.destroy("demo")
-    left = DeployState.load(tmp_path / "demo.json")
-    assert left.domains == {"selena-demo-h2": 6} and left.bridges == {}
-    del fake.responses[("xl", "destroy", "6")]
-    backend.destroy("demo")
-    assert not (tmp_path / "demo.json").exists()
+def test_render_prints_every_command_and_config_and_runs_none(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    text = be.render(demo_plan(rate="100Mbit"))
+    assert fake_xen.calls == []
+    lines = text.splitlines()
+    assert lines[0].startswith("# selena plan: experiment demo, TDF 10, 2 guests")
+    assert f"ovs-vsctl add-br sl{TAG}l0 -- set bridge sl{TAG}l0 " \
+           "external_ids:selena-experiment=demo" in lines
+    assert f"cat > {tmp_path}/state/demo/h1.cfg <<'EOF'" in lines
+    assert 'name = "selena-demo-h1"' in lines
+    assert f"xl create -p -q {tmp_path}/state/demo/h1.cfg" in lines
+    assert "D1=$(xl domid selena-demo-h1)   # h1" in lines
+    assert 'xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"' in lines
+    assert 'selena-tdf set "$D1" 10' in lines
+    assert any(line.startswith(f"tc class replace dev sv{TAG}0.0 parent 1: classid 1:1 htb "
+                               "rate 10000000bit") for line in lines)
+    assert lines[-2:] == ['xl unpause "$D1"', 'xl unpause "$D2"']
 
 
-def test_destroy_into_the_pool_unwires_untags_pauses_and_renames(tmp_path):
-    fake = fake_xen()
-    backend = XlBackend(fake, tmp_path)
-    backend.deploy(demo_plan())
-    fake.respond(["xl", "network-list", "5"], stdout=(
-        "Idx BE Mac Addr.         handle state evt-ch   tx-/rx-ring-ref BE-path\n"
-        "0   0  02:2a:97:00:00:00 0      4     -1        768/769  /local/domain/0/...\n"))
-    fake.calls.clear()
-    backend.destroy("demo", pool=True)
-    calls = [" ".join(c) for c in fake.calls]
-    actions = [c for c in calls if not c.startswith(("xl list", "xenstore-read", "xl domid"))]
-    detach = actions.index("xl network-detach 5 0")
-    assert actions[detach + 1:detach + 5] == [
-        "xenstore-rm /local/domain/5/selena",
-        "xenstore-write /local/domain/5/selena/experiment pool",
-        "xl pause 5",
-        "xl rename selena-demo-h1 selena-pool-tiny-host-m32-c1-0"]
-    assert not any(c.startswith("xl destroy") for c in calls)
-    assert f"ovs-vsctl --if-exists del-br sl{TAG}l0" in calls    # bridges always go
+def test_set_tdf_pauses_sets_reshapes_and_unpauses_every_guest(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    dep = be.deploy(demo_plan(tdf=2, rate="2Mbit"))
+    fake_xen.calls.clear()
+    be.set_tdf("demo", 20)
+    made = calls(fake_xen)
+    pauses = [i for i, c in enumerate(made) if c.startswith("xl pause")]
+    sets = [i for i, c in enumerate(made) if c.startswith("selena-tdf set")]
+    unpauses = [i for i, c in enumerate(made) if c.startswith("xl unpause")]
+    assert len(pauses) == len(sets) == len(unpauses) == 2
+    assert max(pauses) < min(sets) and max(sets) < min(unpauses)
+    assert {d.tdf for d in fake_xen.domains.values()} == {"20"}
+    # 5 ms one-way stays 5 ms of virtual time: 100 ms of real delay at TDF 20
+    netem = [c for c in made if "netem" in c]
+    assert len(netem) == 2 and all("delay 100000us" in c for c in netem)
+    rates = [c.split(" rate ")[1].split()[0] for c in made if " rate " in c]
+    assert rates == ["100000bit", "100000bit"]               # 2 Mbit/s / 20
+    assert all(i < min(unpauses) for i, c in enumerate(made) if c.startswith("tc "))
+    assert DeployState.load(tmp_path / "state/demo.json").tdf == 20
+    assert sorted(dep.domids.values()) == sorted(d.domid for d in fake_xen.domains.values())
 
 
-def test_warm_deploy_reuses_a_pooled_guest_and_creates_the_rest(tmp_path):
-    fake = fake_xen()
-    fake.respond(["xl", "list"], stdout=(
-        "Name  ID Mem VCPUs State Time(s)\nDomain-0 0 1536 2 r----- 1.0\n"
-        "selena-pool-tiny-host-m32-c1-0 9 32 1 --p--- 1.0\n"
-        "selena-pool-tools-host-m64-c1-0 11 64 1 --p--- 1.0\n"))
-    fake.respond(["xenstore-read", "/local/domain/9/selena/experiment"], stdout="pool\n")
-    fake.respond(["xenstore-read", "/local/domain/11/selena/experiment"], stdout="pool\n")
-    state = XlBackend(fake, tmp_path).deploy(demo_plan(), warm=True)
-    calls = [" ".join(c) for c in fake.calls]
-    assert "xl rename selena-pool-tiny-host-m32-c1-0 selena-demo-h1" in calls
-    assert any(c.startswith("xl network-attach 9 mac=02:2a:97:00:00:00 bridge=") and
-               f"vifname=sv{TAG}0.0" in c for c in calls)
-    assert f"xl create -p -q {tmp_path}/demo/h2.cfg" in calls      # the pool had one only
-    assert "xl rename selena-pool-tools-host-m64-c1-0" not in " ".join(calls)
-    assert "selena-tdf set 9 10" in calls
-    assert state.domains == {"selena-demo-h1": 9, "selena-demo-h2": 6}
-    assert calls[-2:] == ["xl unpause 9", "xl unpause 6"]
+def test_freeze_and_thaw_act_on_every_guest_in_one_command(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    dep = be.deploy(demo_plan())
+    fake_xen.calls.clear()
+    assert be.freeze("demo") == (5000, 9000)
+    assert all(d.frozen for d in fake_xen.domains.values())
+    assert be.thaw("demo") == (5000, 9000)
+    assert not any(d.frozen for d in fake_xen.domains.values())
+    ids = " ".join(str(d) for _, d in sorted(dep.domids.items()))
+    tdf_calls = [c for c in calls(fake_xen) if c.startswith("selena-tdf")]
+    assert tdf_calls == [f"selena-tdf freeze {ids}", f"selena-tdf thaw {ids}"]
+
+
+def test_freeze_leaves_a_guest_that_is_no_longer_ours_alone(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    dep = be.deploy(demo_plan())
+    h2 = dep.domids["h2"]
+    fake_xen.run(["xl", "destroy", str(h2)])
+    be.freeze("demo")
+    assert [c for c in calls(fake_xen) if c.startswith("selena-tdf freeze")] == \
+        [f"selena-tdf freeze {dep.domids['h1']}"]
+    with pytest.raises(BackendError, match="no experiment named 'nope'"):
+        be.freeze("nope")
+
+
+def test_a_refused_tdf_change_puts_everything_back(fake_xen, tmp_path):
+    from selena.errors import UnitError
+
+    be = backend(fake_xen, tmp_path)
+    dep = be.deploy(demo_plan(tdf=2))
+    fake_xen.calls.clear()
+    with pytest.raises(UnitError, match="more than three decimals"):
+        be.set_tdf("demo", 2.0005)
+    assert fake_xen.calls == []                      # refused before anything changed
+    fake_xen.fail[("selena-tdf", "set", str(dep.domids["h2"]), "5")] = (1, "not privileged")
+    with pytest.raises(BackendError, match="guest selena-demo-h2 .* refused: .*not privileged"):
+        be.set_tdf("demo", 5)
+    assert {d.tdf for d in fake_xen.domains.values()} == {"2"}
+    assert all(not d.paused for d in fake_xen.domains.values())
+    assert DeployState.load(tmp_path / "state/demo.json").tdf == 2

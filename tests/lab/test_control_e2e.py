@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from selena.lab import Lab
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
@@ -20,11 +19,11 @@ def _cmd(bundle: Path, node: str, n: int) -> tuple[dict, bytes, bytes]:
             (base / f"{n}.stderr").read_bytes())
 
 
-def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss():
+def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab):
     bundle = project_root() / OUT
     script = (f"rm -rf {OUT}; selena run scenarios/agent_commands.py --tdf 5 --out {OUT}; "
               "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-listed")
-    result = Lab().run(["sh", "-c", script], timeout=1200)
+    result = lab.run(["sh", "-c", script], timeout=1200)
     out = result.output
     assert result.returncode == 0, out
     assert "run-status=0" in out, out

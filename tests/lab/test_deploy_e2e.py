@@ -4,8 +4,6 @@ import re
 
 import pytest
 
-from selena.lab import Lab
-
 pytestmark = pytest.mark.lab
 
 SCRIPT = r"""
@@ -31,8 +29,8 @@ ovs-vsctl br-exists foreign0 && echo foreign-bridge-kept
 """
 
 
-def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0():
-    result = Lab().run(["sh", "-c", SCRIPT], timeout=900)
+def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0(lab):
+    result = lab.run(["sh", "-c", SCRIPT], timeout=900)
     out = result.output
     assert result.returncode == 0, out
     assert len(re.findall(r"^selena-twohosts-h[12]\s+\d+\s+32\s", out, re.M)) == 4

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from selena.lab import Lab
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
@@ -28,7 +27,7 @@ def _outputs(bundle: Path, node: str) -> list[tuple[dict, str]]:
 
 
 @pytest.mark.parametrize("shaping", ["dom0", "guest"])
-def test_guests_see_100_mbit_and_a_20_ms_round_trip(shaping):
+def test_guests_see_100_mbit_and_a_20_ms_round_trip(lab, shaping):
     """UDP payload within 5% of the 100 Mbit/s link rate, TCP goodput within 5%
     of what TCP can carry over it (1448 of every 1514 bytes), and the median
     RTT within 5% of 2 x 10 ms, all measured inside the guests; with the links
@@ -37,7 +36,7 @@ def test_guests_see_100_mbit_and_a_20_ms_round_trip(shaping):
     out = f"{OUT}-{shaping}"
     script = (f"rm -rf {out}; selena run scenarios/link_fidelity.py --tdf {TDF} "
               f"--shaping {shaping} --out {out}")
-    result = Lab().run(["sh", "-c", script], timeout=1800)
+    result = lab.run(["sh", "-c", script], timeout=1800)
     assert result.returncode == 0, result.output
     if shaping == "guest":
         assert "shaped h1 inside the guest" in result.output, result.output

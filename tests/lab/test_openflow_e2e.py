@@ -15,7 +15,6 @@ import re
 import pytest
 
 from selena.analysis.fct import analyze, parse_flowgen_csv
-from selena.lab import Lab
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
@@ -27,9 +26,9 @@ TDF = 10
 RETRANSMISSION_STEPS_S = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0)
 
 
-def test_standalone_switch_forwards_between_two_hosts():
+def test_standalone_switch_forwards_between_two_hosts(lab):
     out = f"{OUT}-standalone"
-    result = Lab().run(["sh", "-c", f"rm -rf {out}; selena run scenarios/standalone_switch.py "
+    result = lab.run(["sh", "-c", f"rm -rf {out}; selena run scenarios/standalone_switch.py "
                                     f"--out {out}"], timeout=900)
     assert result.returncode == 0, result.output
     s1 = project_root() / out / "nodes" / "s1"
@@ -43,11 +42,11 @@ def test_standalone_switch_forwards_between_two_hosts():
     assert lost == 0 and missed > 0 and hit > 0, counters
 
 
-def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_some(tmp_path):
+def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_some(lab, tmp_path):
     out = f"{OUT}-fct"
     script = (f"rm -rf {out}; SELENA_FCT_DURATION=10 selena run "
               f"scenarios/switch_model_fct.py --tdf {TDF} --out {out}")
-    result = Lab().run(["sh", "-c", script], timeout=2400)
+    result = lab.run(["sh", "-c", script], timeout=2400)
     assert result.returncode == 0, result.output
     assert "switch s1: 2 ports, switch model ideal" in result.output, result.output
     bundle = project_root() / out

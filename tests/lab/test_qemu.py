@@ -13,6 +13,12 @@ ART = LabArtefacts(Path("/c/xen"), Path("/c/vmlinuz"), Path("/c/dom0.cpio.gz"),
                    Path("/c/tiny.cpio.gz"), {})
 
 
+@pytest.fixture(autouse=True)
+def private_lab_lock(tmp_path, monkeypatch):
+    """These tests boot no QEMU: they must not queue behind a real lab."""
+    monkeypatch.setenv("SELENA_CACHE", str(tmp_path / "cache"))
+
+
 def test_qemu_argv_boots_patched_xen_with_dom0_and_share():
     argv = qemu_argv(ART, Path("/src"), "run1")
     assert argv[0] == "qemu-system-x86_64"
@@ -48,13 +54,31 @@ def _lab_with_console(console: str, tmp_path: Path) -> Lab:
 
 
 def test_run_returns_command_output_and_status(tmp_path):
-    lab = _lab_with_console("(XEN) booting\nSELENA-LAB-BEGIN\nhello\r\nSELENA-LAB-EXIT 3\n",
-                            tmp_path)
+    lab = _lab_with_console("(XEN) booting\nSELENA-LAB-READY\nSELENA-LAB-BEGIN 0001\n"
+                            "hello\r\nSELENA-LAB-EXIT 1 2\nSELENA-LAB-EXIT 0001 3\n", tmp_path)
     result = lab.run(["true"])
     assert result.returncode == 3
-    assert result.output == "hello\n"
-    # the per-run command file is removed afterwards
+    # a marker-like line that is not this job's end is output, not the end
+    assert result.output == "hello\nSELENA-LAB-EXIT 1 2\n"
+    # the per-run job directory is removed afterwards
     assert list((tmp_path / "build" / "lab-run").iterdir()) == []
+
+
+def test_a_session_runs_jobs_in_order_on_one_boot(tmp_path):
+    lab = _lab_with_console("SELENA-LAB-READY\nSELENA-LAB-BEGIN 0001\none\n"
+                            "SELENA-LAB-EXIT 0001 0\nSELENA-LAB-BEGIN 0002\ntwo\n"
+                            "SELENA-LAB-EXIT 0002 5\n", tmp_path)
+    seen: list[str] = []
+    with lab.session() as session:
+        first = session.run("echo one", on_output=seen.append)
+        second = session.run(["echo", "two"], tdf=2)
+        with pytest.raises(LabError, match="the lab stopped during the command"):
+            session.run("echo three")
+    assert (first.returncode, first.output, second.returncode, second.output) == \
+        (0, "one\n", 5, "two\n")
+    assert second.boot_seconds == 0.0
+    qemus = [c for c in lab.runner.calls if c[0] == "qemu-system-x86_64"]
+    assert len(qemus) == 1
 
 
 def test_dom0_failure_is_reported_with_console_tail(tmp_path):

@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from selena.lab import Lab
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
@@ -23,8 +22,8 @@ echo "selena-domains-after-clean=$(xl list | grep -c '^selena-')"
 """
 
 
-def test_second_warm_run_reuses_the_pooled_guests():
-    result = Lab().run(["sh", "-c", SCRIPT], timeout=1200)
+def test_second_warm_run_reuses_the_pooled_guests(lab):
+    result = lab.run(["sh", "-c", SCRIPT], timeout=1200)
     out = result.output
     assert result.returncode == 0, out
     first, second = out.split("pool-after-run-1:")[1].split("pool-after-run-2:")

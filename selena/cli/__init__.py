@@ -1,8 +1,9 @@
-"""The `selena` command line.
+"""The `selena` command line: parses, calls the experiment lifecycle (or the
+lab), prints. Nothing here creates guests or runs xl itself.
 
-Each subsystem owns its subcommands: a module listed in SUBCOMMAND_MODULES
-exposes `register(subparsers)`, which adds parsers whose `func` attribute
-takes the parsed arguments and returns an exit status.
+Each verb group is a module listed in SUBCOMMAND_MODULES exposing
+`register(subparsers)`, which adds parsers whose `func` attribute takes the
+parsed arguments and returns an exit status.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import logging
 import sys
 
 from selena import __version__
-from selena.errors import SelenaError
+from selena.errors import ScenarioFileError, SelenaError
 
-SUBCOMMAND_MODULES: list[str] = ["selena.core_cli", "selena.run_cli", "selena.lab.cli"]
+SUBCOMMAND_MODULES: list[str] = ["selena.cli.experiment", "selena.lab.cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +33,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def report(exc: SelenaError) -> None:
+    """An error as a user should see it: one message naming the item; for a
+    mistake in their scenario file, its file:line and their own frames."""
+    print(f"selena: error: {exc}", file=sys.stderr)
+    if isinstance(exc, ScenarioFileError) and exc.user_traceback:
+        print("in your scenario (most recent call last):\n" + exc.user_traceback.rstrip(),
+              file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -43,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except SelenaError as exc:
-        print(f"selena: error: {exc}", file=sys.stderr)
+        report(exc)
         return 1
     except KeyboardInterrupt:
         print("selena: interrupted", file=sys.stderr)

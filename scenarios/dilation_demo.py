@@ -1,0 +1,56 @@
+"""The front door's demo: what time dilation buys.
+
+Two hosts on one link of 20 Mbit/s with 20 ms of one-way delay; inside the
+guests, ping measures the round trip (configured: 2 x 20 ms) and iperf3 the
+TCP throughput (configured: the link rate less headers, 1448 of every 1514
+bytes). `make demo` runs it twice in the lab, at TDF 1 and at TDF N, and
+prints both side by side (selena/lab/demo.py):
+
+    selena run scenarios/dilation_demo.py --tdf 1  --out results/demo-tdf1
+    selena run scenarios/dilation_demo.py --tdf 10 --out results/demo-tdf10
+
+At TDF 1 the emulated lab cannot keep up in real time (each round trip gains
+about 11 ms of real processing time); at TDF 10 that overhead shrinks to a
+tenth in the guests' time. RATE_MBIT and DELAY_MS are parameters
+(`--param rate_mbit=...`).
+"""
+
+import json
+import re
+
+from selena.model import Topology
+
+RATE_MBIT = 20
+DELAY_MS = 20
+PINGS = 20
+IPERF_SECONDS = 5
+# TCP payload per full Ethernet frame: 1448 of 1514 bytes (timestamps on).
+TCP_SHARE = 1448 / 1514
+
+
+def build(rate_mbit=RATE_MBIT, delay_ms=DELAY_MS):
+    topology = Topology("demo", tdf=10)
+    h1 = topology.add_host("h1", ip="10.0.0.1/24", template="tools-host")
+    h2 = topology.add_host("h2", ip="10.0.0.2/24", template="tools-host")
+    topology.add_link(h1, h2, rate=f"{rate_mbit}Mbit", delay=f"{delay_ms}ms")
+    return topology
+
+
+def run(exp):
+    rate = float(exp.params.get("rate_mbit", RATE_MBIT))
+    delay = float(exp.params.get("delay_ms", DELAY_MS))
+    exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")                   # ARP, warm caches
+    ping = exp.cmd("h1", f"ping -c {PINGS} -i 0.2 -W 5 10.0.0.2", check=True)
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", ping.stdout.decode())]
+    exp.record("rtt_ms", rtts, expected=2 * delay, unit="ms")
+
+    server = exp.start("h2", ["iperf3", "-s", "-1"])
+    exp.sleep(1)
+    client = exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-t", str(IPERF_SECONDS), "-O", "1",
+                            "-J"], check=True, timeout=IPERF_SECONDS + 60)
+    exp.wait(server)
+    report = json.loads(client.stdout)
+    # One sample per second of the test (the omitted slow-start second left out).
+    samples = [i["sum"]["bits_per_second"] / 1e6 for i in report["intervals"]
+               if not i["sum"].get("omitted")]
+    exp.record("tcp_mbit", samples, expected=rate * TCP_SHARE, unit="Mbit/s")

@@ -1,0 +1,351 @@
+"""`selena validate | plan | deploy | run | destroy | status | clean`.
+
+Each verb parses its options, drives the experiment lifecycle
+(selena.experiment.Experiment) or the backend, and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from selena import units
+from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
+from selena.cli import report
+from selena.errors import CleanupError, ScenarioError, SelenaError, UnitError
+from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment
+from selena.loader import Scenario, load_scenario, user_error
+from selena.model import NodeKind
+from selena.specs import TOPOS, topo_usage
+
+
+def tdf_arg(text: str) -> float:
+    try:
+        return units.tdf(text)
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def param_arg(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"--param {text!r}: want NAME=VALUE")
+    for convert in (int, float):
+        try:
+            return key, convert(value)
+        except ValueError:
+            continue
+    return key, value
+
+
+def seconds_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be zero or more seconds")
+    return value
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    topo_names = ", ".join(topo_usage(t) for t in TOPOS)
+
+    def scenario_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("scenario", nargs="?",
+                       help="a scenario .py file, or a Mininet-style topology spec "
+                            "(same as --topo)")
+        p.add_argument("--topo", metavar="NAME[,ARGS]",
+                       help=f"a built-in topology, as in mn: {topo_names}")
+        p.add_argument("--tdf", type=tdf_arg, default=None,
+                       help="override the experiment's TDF (1 to 1000, up to three decimals)")
+        p.add_argument("--link", default=None, metavar="tc,bw=..,delay=..",
+                       help="Mininet-style parameters for every link: bw in Mbit/s, delay "
+                            "and jitter with a unit (5ms), loss in %%, max_queue_size in "
+                            "packets; delay is one-way (the round trip adds it twice)")
+        p.add_argument("--param", type=param_arg, action="append", default=[],
+                       metavar="NAME=VALUE", help="passed to the scenario's build(**params) "
+                                                  "and exp.params (repeatable)")
+        p.add_argument("--strict", action="store_true",
+                       help="treat warnings (likely unit slips, CPU masks beyond the host) "
+                            "as errors")
+        p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+
+    def deploy_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
+        p.add_argument("--shaping", choices=("dom0", "guest"), default="dom0",
+                       help="where links are shaped: the Dom0 side of each vif (scaled by "
+                            "the TDF) or inside the guests on egress (unscaled)")
+        p.add_argument("--offload", action="store_true",
+                       help="keep TSO/GSO/GRO/checksum offloads on (off by default)")
+        p.add_argument("--warm", action="store_true",
+                       help="reuse idle guests of the same template from the warm pool")
+
+    p = subparsers.add_parser("validate", help="check a scenario as a run would; create "
+                                               "nothing")
+    scenario_args(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = subparsers.add_parser("plan", help="print every xl config and Dom0 command a "
+                                           "deploy would run; run none")
+    scenario_args(p)
+    deploy_args(p)
+    p.set_defaults(func=cmd_plan)
+
+    p = subparsers.add_parser("deploy", help="create, wire, shape and start a topology")
+    scenario_args(p)
+    deploy_args(p)
+    p.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS",
+                   help="wait this long for the guests and their agents, showing n of N "
+                        "up (0: do not wait unless guests must be configured; default 120)")
+    p.set_defaults(func=cmd_deploy)
+
+    p = subparsers.add_parser("run", help="deploy a scenario, run it, collect results, "
+                                          "tear down")
+    scenario_args(p)
+    deploy_args(p)
+    p.add_argument("--out", type=Path, default=None,
+                   help="results directory (default results/<experiment>-<time>)")
+    p.add_argument("--keep", action="store_true", help="leave the experiment running")
+    p.add_argument("--test", choices=("pingall", "none"), default=None,
+                   help="as mn --test: pingall pings every host from every other")
+    p.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
+                   metavar="SECONDS",
+                   help="real seconds to wait for every guest agent (default 600)")
+    p.add_argument("--command-timeout", type=seconds_arg, default=None, metavar="SECONDS",
+                   help="virtual seconds after which a foreground command is killed "
+                        "(default 600; 0: never)")
+    p.set_defaults(func=cmd_run)
+
+    p = subparsers.add_parser("set-tdf", help="change the TDF of a deployed experiment (guests "
+                                              "and link shaping together)")
+    p.add_argument("experiment")
+    p.add_argument("tdf", type=tdf_arg)
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_set_tdf)
+
+    p = subparsers.add_parser("pause", help="freeze a deployed experiment's virtual time: "
+                                            "every guest stops at the same virtual instant")
+    p.add_argument("experiment")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_pause)
+
+    p = subparsers.add_parser("resume", help="restart a paused experiment's virtual time, "
+                                             "losing none")
+    p.add_argument("experiment")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_resume)
+
+    p = subparsers.add_parser("status", help="deployed experiments")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_status)
+
+    p = subparsers.add_parser("destroy", help="remove one experiment")
+    p.add_argument("experiment")
+    p.add_argument("--pool", action="store_true",
+                   help="keep its guests, paused and unwired, for a later --warm deploy")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_destroy)
+
+    p = subparsers.add_parser("clean", help="remove everything selena created on this host")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_clean)
+
+
+def _scenario(args: argparse.Namespace) -> Scenario:
+    if args.scenario and args.topo:
+        raise ScenarioError(f"give a scenario file or --topo, not both ({args.scenario!r} "
+                            f"and --topo {args.topo!r})")
+    source = args.topo or args.scenario
+    if not source:
+        raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
+    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param))
+
+
+def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
+    return Experiment(_scenario(args), backend=args.backend, strict=args.strict,
+                      bridge=getattr(args, "bridge", "ovs"),
+                      shaping=getattr(args, "shaping", "dom0"),
+                      offloads=getattr(args, "offload", False),
+                      warm=getattr(args, "warm", False), progress=say, **options)  # type: ignore[arg-type]
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    exp = _experiment(args)
+    warnings = exp.check()
+    topo = exp.topology
+    hosts = sum(1 for n in topo.nodes.values() if n.kind is NodeKind.HOST)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"{exp.scenario.source}: valid: experiment {topo.name}, TDF "
+          f"{units.tdf_text(topo.tdf)}, {hosts} hosts, {len(topo.nodes) - hosts} other nodes, "
+          f"{len(topo.links)} links, {len(topo.hubs)} hubs, {len(exp.scenario.actions)} "
+          f"scenario actions" + (f", {len(warnings)} warning(s)" if warnings else ""))
+    if exp.templates is None:
+        print("  (guest templates not checked: none installed on this host)")
+    if exp.host is None or exp.host.cpus is None:
+        print("  (host CPUs and memory not checked: no Xen toolstack answered here)")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    exp = _experiment(args)
+    text = exp.render()
+    for warning in exp.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(text, end="")
+    return 0
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    exp = _experiment(args, keep=True, ready_timeout=max(args.wait, 1.0))
+    needs_agents = bool(exp.plan().switches) or exp.placement.value == "guest"
+    exp.deploy(wait=args.wait > 0 or needs_agents)
+    try:
+        for node, domid in sorted(exp.domids.items()):
+            print(f"{node}\tselena-{exp.topology.name}-{node}\t{domid}")
+    finally:
+        exp.detach()
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    out = args.out or Path("results") / f"{_name(args)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    options: dict[str, object] = {"out": out, "keep": args.keep,
+                                  "ready_timeout": args.ready_timeout}
+    if args.command_timeout is not None:
+        options["command_timeout"] = args.command_timeout or None
+    exp = _experiment(args, **options)
+    started = time.monotonic()
+    failure: BaseException | None = None
+    try:
+        with exp:
+            say(f"running {exp.scenario.source} at TDF {units.tdf_text(exp.tdf)}")
+            if args.test == "pingall":
+                pingall(exp)
+            exp.run_scenario()
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported below
+        failure = exc
+    engine = exp.engine
+    if engine is not None:
+        for rec in sorted(engine.records, key=lambda r: r.seq):
+            r = rec.result
+            print(f"{r.guest:>10}  {r.summary():<28} {r.command[:60]}")
+        for metric in engine.metrics.values():
+            print(metric.line())
+    if exp.bundle is not None:
+        print(f"results: {exp.bundle} (real time {time.monotonic() - started:.1f} s)")
+    if isinstance(failure, KeyboardInterrupt):
+        say("selena: interrupted (the bundle records the commands so far)")
+        return 130
+    if failure is not None:
+        if isinstance(failure, SelenaError) and not _from_user_code(failure):
+            report(failure)
+        else:
+            report(user_error(failure, exp.scenario.source))
+        return 1
+    return 0
+
+
+def _from_user_code(exc: BaseException) -> bool:
+    from selena.loader import user_frames
+
+    return bool(user_frames(exc.__traceback__))
+
+
+def _name(args: argparse.Namespace) -> str:
+    source = args.topo or args.scenario or "run"
+    return Path(source).stem.replace(",", "-").replace("=", "")
+
+
+def pingall(exp: Experiment) -> None:
+    """Mininet's pingall: every host pings every other host's first address once."""
+    hosts = [h for h in exp.hosts if h.IP()]
+    sent = received = 0
+    for src in hosts:
+        line = []
+        for dst in hosts:
+            if dst.name == src.name:
+                continue
+            result = src.cmd(f"ping -c 1 -W 2 {dst.IP()}", timeout=30)
+            sent += 1
+            if result.ok:
+                received += 1
+                line.append(dst.name)
+            else:
+                line.append("X")
+        print(f"{src.name} -> {' '.join(line)}")
+    dropped = 100 * (sent - received) / sent if sent else 0
+    print(f"pingall: {dropped:.0f}% dropped ({received}/{sent} received)")
+    exp.record("pingall_received_pct", 100 - dropped, expected=100.0, unit="%")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    states = get_backend(args.backend).status()
+    if args.json:
+        print(json.dumps(states, indent=1))
+        return 0
+    if not states:
+        print("no experiments deployed")
+    for s in states:
+        if "error" in s:
+            print(f"{s['experiment']}: {s['error']}")
+            continue
+        print(f"{s['experiment']}: TDF {units.tdf_text(float(s['tdf']))}, "  # type: ignore[arg-type]
+              f"{len(s['domains'])} guests, {len(s['bridges'])} bridges")  # type: ignore[arg-type]
+    return 1 if any("error" in s for s in states) else 0
+
+
+def cmd_set_tdf(args: argparse.Namespace) -> int:
+    backend = get_backend(args.backend)
+    try:
+        backend.set_tdf(args.experiment, args.tdf, progress=say)
+    finally:
+        backend.close()
+    print(f"{args.experiment}: TDF {units.tdf_text(args.tdf)}")
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    backend = get_backend(args.backend)
+    try:
+        virt, _ = backend.freeze(args.experiment, progress=say)
+    finally:
+        backend.close()
+    print(f"{args.experiment}: paused at virtual time {virt / 1e9:.6f} s (guest clocks stand "
+          "still until `selena resume`)")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    backend = get_backend(args.backend)
+    try:
+        virt, _ = backend.thaw(args.experiment, progress=say)
+    finally:
+        backend.close()
+    print(f"{args.experiment}: resumed at virtual time {virt / 1e9:.6f} s")
+    return 0
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    get_backend(args.backend).destroy(args.experiment, pool=args.pool)
+    print(f"{'pooled the guests of' if args.pool else 'destroyed'} {args.experiment}")
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    try:
+        removed = get_backend(args.backend).clean()
+    except CleanupError as exc:
+        print("removed: " + (", ".join(exc.removed) if exc.removed else "nothing"))
+        raise
+    print("removed: " + (", ".join(removed) if removed else "nothing"))
+    return 0

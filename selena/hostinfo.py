@@ -1,0 +1,17 @@
+"""What a backend reports about the host it runs guests on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """Facts validation and results bundles need; None where unknown (e.g.
+    `selena validate` on a machine without Xen)."""
+
+    backend: str
+    cpus: int | None = None             # physical CPUs guests can be pinned to
+    free_memory_mb: int | None = None   # memory the host can still give guests
+    hypervisor: str | None = None       # e.g. "Xen 4.17.5-pre"
+    dom0_kernel: str | None = None

@@ -1,0 +1,154 @@
+"""Mininet's command-line habits: `--topo NAME[,ARGS]` and
+`--link tc,bw=..,delay=..,jitter=..,loss=..,max_queue_size=..`, with
+Mininet's meanings (bw in Mbit/s, loss in percent, delay and jitter as tc
+times such as 5ms; delay applied once per direction, so the round trip adds
+twice the delay, as with Mininet's TCLink)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from selena import topologies, units
+from selena.errors import ScenarioError, UnitError
+from selena.model import Link, Topology
+
+# Mininet's names; `star` and `fattree` are selena's own.
+TOPOS: dict[str, Callable[..., Topology]] = {
+    "minimal": topologies.minimal,
+    "single": topologies.single,
+    "reversed": topologies.reversed_single,
+    "linear": topologies.linear,
+    "tree": topologies.tree,
+    "torus": topologies.torus,
+    "star": topologies.star,
+    "fattree": topologies.fat_tree,
+}
+LINK_KEYS = ("bw", "delay", "jitter", "loss", "max_queue_size")
+
+
+def _parameters(builder: Callable[..., Topology]) -> list[str]:
+    """The size parameters of a topology builder, in order (not name/tdf/link)."""
+    return [p.name for p in inspect.signature(builder).parameters.values()
+            if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in ("name", "tdf")]
+
+
+def topo_usage(name: str) -> str:
+    builder = TOPOS[name]
+    params = []
+    for p in inspect.signature(builder).parameters.values():
+        if p.name in _parameters(builder):
+            params.append(p.name if p.default is p.empty else f"{p.name}={p.default}")
+    return f"{name}" + (f",{','.join(params)}" if params else "")
+
+
+def parse_topo_spec(spec: str, link: dict[str, object] | None = None) -> Topology:
+    """`linear`, `linear,3`, `tree,depth=2,fanout=3`, `torus,3,3`..."""
+    name, *args = [part.strip() for part in spec.split(",")]
+    if name not in TOPOS:
+        raise ScenarioError(f"--topo {spec!r}: unknown topology {name!r} "
+                            f"(have {', '.join(topo_usage(t) for t in TOPOS)})")
+    builder = TOPOS[name]
+    allowed = _parameters(builder)
+    positional: list[int] = []
+    keywords: dict[str, int] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        text = value if sep else arg
+        try:
+            number = int(text)
+        except ValueError:
+            raise ScenarioError(f"--topo {spec!r}: {arg!r} is not an integer "
+                                f"(usage: {topo_usage(name)})") from None
+        if not sep:
+            if keywords:
+                raise ScenarioError(f"--topo {spec!r}: a positional argument after a "
+                                    "keyword one")
+            positional.append(number)
+        elif key not in allowed:
+            raise ScenarioError(f"--topo {spec!r}: {name} has no parameter {key!r} "
+                                f"(usage: {topo_usage(name)})")
+        else:
+            keywords[key] = number
+    if len(positional) > len(allowed):
+        raise ScenarioError(f"--topo {spec!r}: too many arguments (usage: {topo_usage(name)})")
+    for key in allowed[:len(positional)]:
+        if key in keywords:
+            raise ScenarioError(f"--topo {spec!r}: {key} given twice")
+    try:
+        topo = builder(*positional, **keywords)
+    except TypeError:
+        raise ScenarioError(f"--topo {spec!r}: missing arguments "
+                            f"(usage: {topo_usage(name)})") from None
+    except ValueError as exc:
+        raise ScenarioError(f"--topo {spec!r}: {exc}") from None
+    apply_link_spec(topo, link or {})
+    return topo
+
+
+def parse_link_spec(spec: str) -> dict[str, object]:
+    """Mininet's `tc,bw=10,delay=5ms,jitter=1ms,loss=1,max_queue_size=100`
+    as add_link keyword arguments (`default` or `tc` alone: no shaping)."""
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if parts and parts[0] in ("tc", "default"):
+        parts = parts[1:]
+    kwargs: dict[str, object] = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ScenarioError(f"--link {spec!r}: {part!r} is not KEY=VALUE "
+                                f"({', '.join(LINK_KEYS)})")
+        try:
+            if key == "bw":
+                kwargs["rate"] = float(value) * 1e6         # Mbit/s, as in Mininet
+            elif key in ("delay", "jitter"):
+                kwargs[key] = _tc_time(spec, key, value)
+            elif key == "loss":
+                percent = float(value)
+                if not 0 <= percent <= 100:
+                    raise ScenarioError(f"--link {spec!r}: loss {value} is not a percentage "
+                                        "from 0 to 100")
+                kwargs["loss"] = f"{value}%"
+            elif key == "max_queue_size":
+                kwargs["queue"] = int(value)
+            else:
+                raise ScenarioError(f"--link {spec!r}: unknown parameter {key!r} "
+                                    f"({', '.join(LINK_KEYS)})")
+        except ValueError:
+            raise ScenarioError(f"--link {spec!r}: bad value for {key}: {value!r}") from None
+    return kwargs
+
+
+def _tc_time(spec: str, key: str, value: str) -> str:
+    try:
+        float(value)
+    except ValueError:
+        pass
+    else:
+        raise ScenarioError(f"--link {spec!r}: {key}={value} has no unit; write e.g. "
+                            f"{key}={value}ms (Mininet's {key} is a tc time: 5ms, 100us, 1s)")
+    try:
+        units.seconds(value)
+    except UnitError as exc:
+        raise ScenarioError(f"--link {spec!r}: {exc}") from None
+    return value
+
+
+def apply_link_spec(topo: Topology, link: dict[str, object]) -> None:
+    """Set the given parameters on every link of the topology."""
+    for existing in topo.links:
+        _apply(existing, link)
+
+
+def _apply(existing: Link, link: dict[str, object]) -> None:
+    if "rate" in link:
+        existing.rate_bps = units.rate_bps(link["rate"])  # type: ignore[arg-type]
+    if "delay" in link:
+        existing.delay_s = units.seconds(link["delay"])  # type: ignore[arg-type]
+    if "jitter" in link:
+        existing.jitter_s = units.seconds(link["jitter"])  # type: ignore[arg-type]
+    if "loss" in link:
+        existing.loss = units.ratio(link["loss"])  # type: ignore[arg-type]
+    if "queue" in link:
+        existing.queue_packets = int(link["queue"])  # type: ignore[call-overload]
+    existing.given.update(link)

@@ -1,0 +1,218 @@
+"""A host-side stand-in for a Xen Dom0, for unit tests of the experiment
+lifecycle: a FakeRunner that answers the xl, ovs-vsctl, ip, tc, ethtool and
+selena-tdf commands the xl backend runs, with a fake xenstored behind it and
+the REAL guest agent started as a process for each guest when it is
+unpaused. The guests have no network devices, so their boot-time network
+directives are dropped before their agent starts.
+
+It is a test double only; the lab runs the same lifecycle against real Xen.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fake_xenstored import FakeXenstored
+
+from selena.control.xenstore import XenstoreConnection
+from selena.runner import CommandResult, FakeRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = ROOT / "guest-agent" / "build" / "selena-agent"
+
+
+@dataclass
+class Domain:
+    name: str
+    domid: int
+    memory_mb: int
+    paused: bool = True
+    agent: subprocess.Popen[bytes] | None = None
+    tdf: str = "1"
+    net: str = ""           # the boot-time network directives Dom0 wrote
+    frozen: bool = False    # selena-tdf freeze
+
+
+@dataclass
+class FakeXen(FakeRunner):
+    """xl and friends over a fake xenstored; `fail` maps an argv prefix to an
+    error (returncode, stderr) to inject."""
+
+    store: FakeXenstored | None = None
+    dom0: XenstoreConnection | None = None
+    domains: dict[str, Domain] = field(default_factory=dict)
+    bridges: dict[str, str | None] = field(default_factory=dict)     # name -> tag
+    linux_bridges: dict[str, str | None] = field(default_factory=dict)
+    fail: dict[tuple[str, ...], tuple[int, str]] = field(default_factory=dict)
+    next_domid: int = 1
+    cpus: int = 2
+    free_memory_mb: int = 4096
+
+    def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
+            timeout: float | None = None, env: Mapping[str, str] | None = None,
+            cwd: str | Path | None = None) -> CommandResult:
+        args = tuple(str(a) for a in argv)
+        self.calls.append(args)
+        rc, out, err = self._inject(args) or self._answer_xen(args)
+        result = CommandResult(args, rc, out, err, 0.0)
+        self._record(result)
+        if check and rc != 0:
+            from selena.errors import CommandError
+            raise CommandError(list(args), rc, err)
+        return result
+
+    def _inject(self, args: tuple[str, ...]) -> tuple[int, str, str] | None:
+        for prefix, (rc, err) in self.fail.items():
+            if args[:len(prefix)] == prefix:
+                return rc, "", err
+        return None
+
+    # -- the commands --------------------------------------------------------------
+
+    def _answer_xen(self, args: tuple[str, ...]) -> tuple[int, str, str]:
+        cmd = args[:2]
+        if cmd == ("xl", "create"):
+            return self._create(Path(args[-1]))
+        if cmd == ("xl", "domid"):
+            dom = self.domains.get(args[2])
+            return (0, f"{dom.domid}\n", "") if dom else (1, "", f"{args[2]} not found")
+        if cmd == ("xl", "unpause"):
+            return self._unpause(int(args[2]))
+        if cmd == ("xl", "pause"):
+            self._by_id(int(args[2])).paused = True
+            return 0, "", ""
+        if cmd == ("xl", "destroy"):
+            return self._destroy(int(args[2]))
+        if cmd == ("xl", "list"):
+            lines = ["Name ID Mem VCPUs State Time(s)", "Domain-0 0 1536 2 r----- 1.0"]
+            lines += [f"{d.name} {d.domid} {d.memory_mb} 1 {'--p---' if d.paused else '-b----'}"
+                      " 1.0" for d in self.domains.values()]
+            return 0, "\n".join(lines) + "\n", ""
+        if cmd == ("xl", "info"):
+            return 0, (f"host : fake\nnr_cpus : {self.cpus}\nfree_memory : "
+                       f"{self.free_memory_mb}\nxen_major : 4\nxen_minor : 17\n"
+                       "xen_extra : .5-fake\n"), ""
+        if cmd == ("xl", "rename"):
+            dom = self.domains.pop(args[2])
+            dom.name = args[3]
+            self.domains[args[3]] = dom
+            return 0, "", ""
+        if cmd == ("xl", "network-list"):
+            return 0, "Idx BE Mac Addr. handle state evt-ch tx-/rx-ring-ref BE-path\n", ""
+        if cmd[0] == "selena-tdf" and args[1] == "set":
+            self._by_id(int(args[2])).tdf = args[3]
+            return 0, "", ""
+        if cmd[0] == "selena-tdf" and args[1] in ("freeze", "thaw"):
+            for domid in args[2:]:
+                self._by_id(int(domid)).frozen = args[1] == "freeze"
+            verb = "froze" if args[1] == "freeze" else "thawed"
+            out = f"{verb} {len(args) - 2} domain(s) at virtual 5000 ns (Xen time 9000 ns)\n"
+            return 0, out, ""
+        if cmd == ("ovs-vsctl", "add-br"):
+            tag = next((a.split("=", 1)[1] for a in args
+                        if a.startswith("external_ids:selena-experiment=")), None)
+            self.bridges[args[2]] = tag
+            return 0, "", ""
+        if cmd == ("ovs-vsctl", "br-get-external-id"):
+            if args[2] not in self.bridges:
+                return 1, "", f"no bridge named {args[2]}"
+            return 0, (self.bridges[args[2]] or "") + "\n", ""
+        if cmd == ("ovs-vsctl", "list-br"):
+            return 0, "".join(f"{b}\n" for b in self.bridges), ""
+        if cmd == ("ovs-vsctl", "--if-exists"):
+            self.bridges.pop(args[3], None)
+            return 0, "", ""
+        if args[:3] == ("ip", "link", "add"):
+            self.linux_bridges[args[3]] = None
+            return 0, "", ""
+        if args[:3] == ("ip", "link", "set") and len(args) > 5 and args[4] == "alias":
+            self.linux_bridges[args[3]] = args[5]
+            return 0, "", ""
+        if args[:3] == ("ip", "link", "del"):
+            self.linux_bridges.pop(args[3], None)
+            return 0, "", ""
+        if args[:3] == ("ip", "-o", "link"):
+            shown = [(n, a) for n, a in self.linux_bridges.items()
+                     if "dev" not in args or n == args[-1]]
+            if "dev" in args and not shown:
+                return 1, "", "Device does not exist"
+            return 0, "".join(f"{i}: {n}: <BROADCAST> mtu 1500 state UP"
+                              + (f" \\    alias {a}" if a else "") + "\n"
+                              for i, (n, a) in enumerate(shown, start=10)), ""
+        return 0, "", ""        # ip link set up, tc, ethtool, network-attach...
+
+    def _create(self, cfg: Path) -> tuple[int, str, str]:
+        text = cfg.read_text()
+        name = re.search(r'^name = "(.*)"$', text, re.M)
+        memory = re.search(r"^memory = (\d+)$", text, re.M)
+        if not name or not memory:
+            return 1, "", f"cannot parse {cfg}"
+        if name.group(1) in self.domains:
+            return 1, "", f"domain {name.group(1)} already exists"
+        domid = self.next_domid
+        self.next_domid += 1
+        assert self.store is not None
+        self.store.add_domain(domid)
+        self.domains[name.group(1)] = Domain(name.group(1), domid, int(memory.group(1)))
+        return 0, "", ""
+
+    def _unpause(self, domid: int) -> tuple[int, str, str]:
+        dom = self._by_id(domid)
+        dom.paused = False
+        if dom.agent is None:
+            assert self.store is not None and self.dom0 is not None
+            # No network devices in these guests: nothing to configure.
+            net = self.dom0.read_or_none(f"/local/domain/{domid}/selena/net")
+            if net is not None:
+                dom.net = net.decode()
+                self.dom0.write(f"/local/domain/{domid}/selena/net", "")
+            dom.agent = subprocess.Popen([str(AGENT), "--device", self.store.listen(domid)],
+                                         start_new_session=True)
+        return 0, "", ""
+
+    def _destroy(self, domid: int) -> tuple[int, str, str]:
+        dom = self._by_id(domid)
+        if dom.agent is not None:
+            _stop(dom.agent)
+        assert self.store is not None
+        self.store.remove_domain(domid)
+        del self.domains[dom.name]
+        return 0, "", ""
+
+    def _by_id(self, domid: int) -> Domain:
+        return next(d for d in self.domains.values() if d.domid == domid)
+
+    def shutdown(self) -> None:
+        for dom in list(self.domains.values()):
+            if dom.agent is not None:
+                _stop(dom.agent)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """The agent and everything it started: its commands run in their own
+    process groups, which a destroyed domain takes with it. The agent goes
+    first, as with a destroyed domain: it must not report its commands' end."""
+    groups = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == proc.pid:          # ppid: a command of this agent
+            groups.append(int(fields[2]))
+    try:
+        proc.send_signal(signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

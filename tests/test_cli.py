@@ -1,0 +1,213 @@
+"""The command line as a user meets it: Mininet habits, SELENA's listings,
+and a table of common mistakes with the message each must produce (naming
+the file and line, never a traceback through selena)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from selena.backends.xl import XlBackend
+from selena.cli import main
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        rc = main(list(argv))
+    except SystemExit as exc:          # argparse errors
+        rc = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_validate_paper_listing(capsys):
+    rc, out, err = run_cli(capsys, "validate", str(SCENARIOS / "paper_listing1.py"))
+    assert rc == 0, err
+    assert "valid: experiment paper-listing1, TDF 1, 2 hosts, 1 other nodes, 2 links" in out
+    assert "8 scenario actions" in out
+
+
+def test_validate_clean_api_file_with_an_exact_decimal_tdf(capsys):
+    rc, out, _ = run_cli(capsys, "validate", str(SCENARIOS / "two_hosts.py"), "--tdf", "1.001")
+    assert rc == 0 and "experiment twohosts, TDF 1.001, 2 hosts" in out
+
+
+@pytest.mark.parametrize("argv,summary", [
+    (["--topo", "linear,3"], "3 hosts, 3 other nodes, 5 links"),
+    (["linear,3", "--link", "tc,bw=10,delay=5ms,loss=1"], "3 hosts, 3 other nodes, 5 links"),
+    (["--topo", "single"], "2 hosts, 1 other nodes, 2 links"),
+    (["--topo", "tree,depth=2,fanout=3"], "9 hosts, 4 other nodes, 12 links"),
+    (["--topo", "minimal"], "2 hosts, 1 other nodes, 2 links"),
+])
+def test_mininet_habits(capsys, argv, summary):
+    rc, out, err = run_cli(capsys, "validate", *argv)
+    assert rc == 0, err
+    assert summary in out
+
+
+def _file(tmp_path: Path, body: str, name: str = "mine.py") -> str:
+    path = tmp_path / name
+    path.write_text(body)
+    return str(path)
+
+
+HOSTS = ("from selena.model import Topology\n"
+         "topology = Topology('mine')\n"
+         "a = topology.add_host('a', ip='10.0.0.1/24')\n"
+         "b = topology.add_host('b', ip='10.0.0.2/24')\n")
+
+MISTAKES = [
+    # (file body, extra argv, exit status, what stderr must say)
+    ("newNode(0, 'H1', NodeType.LINUX_HSOT, [])\n", [], 1,
+     "mine.py:1: NodeType has no member LINUX_HSOT (members: LINUX_HOST, LINUX_OVS, "
+     "OF_CONTROLLER); did you mean NodeType.LINUX_HOST?"),
+    (HOSTS + "topolgy.add_link(a, b)\n", [], 1,
+     "mine.py:5: NameError: name 'topolgy' is not defined; did you mean 'topology'?"),
+    (HOSTS + "topology.add_link(a, b, delay='5mss')\n", [], 1,
+     "mine.py:5: time '5mss': unknown unit 'mss' (use s, ms, us, ns)"),
+    (HOSTS + "topology.add_link(a, b)\n", ["--tdf", "nan"], 2,
+     "argument --tdf: TDF 'nan' is not a finite number"),
+    (HOSTS + "topology.add_link(a, b)\n", ["--tdf", "2.0005"], 2,
+     "TDF 2.0005 has more than three decimals"),
+    (HOSTS + "topology.add_link(a, b, loss=1)\n", ["--strict"], 1,
+     "mine.py:5: link a:eth0--b:eth0: loss=1 is a ratio, so 100% of packets are lost; "
+     "for 1 percent write loss=\"1%\" (an error with --strict)"),
+    ("newNode(0, 'H1', NodeType.LINUX_HOST, [(1000, 'RANDOM', '10.0.1.2', '255.255.255.0', '')])\n"
+     "newNode(1, 'H2', NodeType.LINUX_HOST, [(1000, 'RANDOM', '10.0.1.3', '255.255.255.0', '')])\n"
+     "newLink((0, 0), (1, 0), 100, 1)\n"
+     "setArp(0, 'eth1', '10.0.1.3', 'fe:ff:ff:00:01:99')\n", [], 1,
+     "mine.py:4: static ARP entry on H1 eth0: MAC fe:ff:ff:00:01:99 for 10.0.1.3, but H2 "
+     "eth1, which holds 10.0.1.3, has MAC fe:ff:ff:00:01:03"),
+    ("newNode(0, 'H1', NodeType.LINUX_HOST, [])\npushCmd(0, 'ls -l')\n", [], 1,
+     "mine.py:2: pushCmd(0, ...): the commands must be a list or a tuple, got 'ls -l'"),
+    ("pushOFRule(3, 'br0', 'add-flow', 'actions=drop')\n", [], 1,
+     "mine.py:1: node id 3 is used before newNode(3, ...)"),
+    ("def helper():\n    return 1 / 0\n\nhelper()\n", [], 1,
+     "mine.py:2: ZeroDivisionError: division by zero"),
+    (HOSTS + "topology.add_link(a, b)\n", ["--link", "tc,delay=5"], 1,
+     "--link 'tc,delay=5': delay=5 has no unit; write e.g. delay=5ms"),
+    ("newNode(0, 'H1', NodeType.LINUX_HOST, [(1000, 'RANDOM', '10.0.1.2', '255.255.255.0', '')],"
+     " 1, 'four')\n", [], 1,
+     "mine.py:1: node H1: cpu mask 'four' is not like '4,5,6,7' or '2-3'"),
+]
+
+
+@pytest.mark.parametrize("body,argv,status,message", MISTAKES)
+def test_user_mistakes_get_a_clear_message_and_no_traceback(tmp_path, capsys, monkeypatch,
+                                                            body, argv, status, message):
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(capsys, "validate", _file(tmp_path, body), *argv)
+    assert rc == status
+    assert message in err, err
+    assert "Traceback" not in err and "selena/" not in err
+
+
+def test_a_big_mistake_prints_a_screenful(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    body = ("from selena.topologies import star\n"
+            "topology = star(2000, delay='20s')\n")
+    rc, _, err = run_cli(capsys, "validate", _file(tmp_path, body))
+    assert rc == 1
+    lines = err.splitlines()
+    assert len(lines) < 10, err
+    assert any(line.startswith("  2000 x delay out of range, e.g. ") for line in lines)
+
+
+def test_a_traceback_through_the_users_own_functions_shows_only_their_frames(
+        tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    body = ("def inner():\n    raise ValueError('bad idea')\n\n"
+            "def outer():\n    inner()\n\nouter()\n")
+    rc, _, err = run_cli(capsys, "validate", _file(tmp_path, body))
+    assert rc == 1
+    assert "mine.py:2: ValueError: bad idea" in err
+    assert "in your scenario" in err and 'mine.py", line 5, in outer' in err
+    assert "selena/" not in err
+
+
+def test_warnings_are_printed_but_pass_without_strict(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run_cli(capsys, "validate",
+                           _file(tmp_path, HOSTS + "topology.add_link(a, b, delay=2)\n"))
+    assert rc == 0 and "1 warning(s)" in out
+    assert "warning: mine.py:5: link a:eth0--b:eth0: delay 2 s one-way is unusually long" in err
+
+
+def test_plan_prints_configs_and_commands_and_runs_none(capsys):
+    rc, out, err = run_cli(capsys, "plan", str(SCENARIOS / "two_hosts.py"))
+    assert rc == 0, err
+    assert out.startswith("# selena plan: experiment twohosts, TDF 10, 2 guests, 1 bridges")
+    assert 'name = "selena-twohosts-h1"' in out
+    assert "xl create -p -q /run/selena/twohosts/h1.cfg" in out
+    assert 'selena-tdf set "$D1" 10' in out
+    assert "netem delay 50000us" in out and "rate 10000000bit" in out
+    assert not Path("/run/selena/twohosts").exists()
+
+
+def test_plan_of_a_switch_shows_the_agent_scripts(capsys):
+    rc, out, _ = run_cli(capsys, "plan", "--topo", "single,2")
+    assert rc == 0
+    assert "# switch s1, through its agent:" in out
+    assert "#   ovs-vsctl --may-exist add-br br0" in out
+
+
+def test_bad_specs_and_files_are_named(capsys):
+    assert run_cli(capsys, "validate", "ring,3")[2].count("unknown topology 'ring'") == 1
+    assert "bad value for bw: 'fast'" in run_cli(capsys, "validate", "linear,3", "--link",
+                                                 "tc,bw=fast")[2]
+    assert "no such scenario file: missing.py" in run_cli(capsys, "validate", "missing.py")[2]
+    assert "give a scenario file or --topo" in run_cli(capsys, "validate")[2]
+    assert "not both" in run_cli(capsys, "validate", "x.py", "--topo", "single")[2]
+
+
+# -- selena run against a fake Dom0 ---------------------------------------------------
+
+@pytest.fixture
+def fake_backend(fake_xen, tmp_path, monkeypatch):
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: backend)
+    monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
+    return backend
+
+
+def test_run_records_a_failing_run_function_and_tears_down(fake_xen, fake_backend, tmp_path,
+                                                           capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    body = (HOSTS + "topology.add_link(a, b)\n\n"
+            "def run(exp):\n"
+            "    exp.cmd('a', 'echo one')\n"
+            "    exp.record('answer', 42, expected=42)\n"
+            "    assert exp.cmd('b', 'exit 3').ok, 'b failed'\n")
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, body), "--out", "bundle")
+    assert rc == 1
+    assert "mine.py:10: AssertionError: b failed" in err and "selena/" not in err
+    assert "answer: 42; expected 42, error +0.0%" in out
+    meta = json.loads((tmp_path / "bundle/meta.json").read_text())
+    assert meta["status"] == "failed" and meta["error"]["message"] == "AssertionError: b failed"
+    assert [c["exit_code"] for c in meta["commands"]] == [0, 3]
+    assert fake_xen.domains == {}
+
+
+def test_run_listing2_actions_and_pingall(fake_xen, fake_backend, tmp_path, capsys,
+                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    body = (HOSTS + "topology.add_link(a, b)\n"
+            "from selena.compat import pushCmd\n")
+    # Listing-2 actions need node ids: a SELENA-style file
+    body = ("newNode(0, 'H1', NodeType.LINUX_HOST, [(1000, 'RANDOM', '10.0.1.2', "
+            "'255.255.255.0', '')])\n"
+            "newNode(1, 'H2', NodeType.LINUX_HOST, [(1000, 'RANDOM', '10.0.1.3', "
+            "'255.255.255.0', '')])\n"
+            "newLink((0, 0), (1, 0), 100, 1)\n"
+            "pushCmd(1, ['sleep 30 &'])\n"
+            "pushCmd(0, ['echo one', 'echo two'])\n")
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, body), "--out", "bundle")
+    assert rc == 0, err
+    meta = json.loads((tmp_path / "bundle/meta.json").read_text())
+    assert [(c["command"], c["state"]) for c in meta["commands"]] == [
+        ("echo one", "exited"), ("echo two", "exited"), ("sleep 30 ", "killed")]
+    assert meta["status"] == "ok"

@@ -1,0 +1,212 @@
+"""The experiment lifecycle end to end on the host: validation, the xl
+backend's commands (against a fake Dom0), the real guest agents over a fake
+xenstored, the scenario API, the results bundle and teardown, also when the
+body raises or is interrupted. The lab runs the same lifecycle on real Xen."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from selena.backends.xl import XlBackend
+from selena.errors import ExperimentError, GuestLost, ScenarioError, TopologyError
+from selena.experiment import Experiment
+from selena.model import Topology
+
+TDF = 4.0
+
+
+def pair(name: str = "pair", tdf: float = TDF) -> Topology:
+    topo = Topology(name, tdf=tdf)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    topo.add_link(h1, h2, rate="10Mbit", delay="5ms")
+    return topo
+
+
+def make(fake_xen, tmp_path, topo: Topology | None = None, **kw) -> Experiment:
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    said: list[str] = []
+    kw.setdefault("out", tmp_path / "out")
+    exp = Experiment(topo or pair(), backend=backend, templates=None, progress=said.append,
+                     ready_timeout=20, **kw)
+    exp.said = said  # type: ignore[attr-defined]
+    return exp
+
+
+def calls(fake_xen) -> list[str]:
+    return [" ".join(c) for c in fake_xen.calls]
+
+
+def test_deploy_run_bundle_and_teardown(fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path)
+    with exp:
+        assert set(fake_xen.domains) == {"selena-pair-h1", "selena-pair-h2"}
+        assert {d.tdf for d in fake_xen.domains.values()} == {"4"}
+        assert all(not d.paused for d in fake_xen.domains.values())
+        result = exp["h1"].cmd("echo hello; echo oops >&2")
+        assert result.ok and result.stdout == b"hello\n" and result.stderr == b"oops\n"
+        exp.record("rtt_ms", [10.2, 10.4, 10.1], expected=10.0, unit="ms")
+        assert exp["h2"].IP() == "10.0.0.2"
+    made = calls(fake_xen)
+    # created paused, TDF set, shaped (scaled by the TDF), unpaused together, destroyed
+    creates = [c for c in made if c.startswith("xl create -p")]
+    assert len(creates) == 2
+    assert max(made.index(c) for c in creates) < made.index("xl unpause 1")
+    assert any("netem delay 20000us" in c for c in made)            # 5 ms x TDF 4
+    assert any("htb rate 2500000bit" in c for c in made)            # 10 Mbit/s / TDF 4
+    assert "xl destroy 1" in made and "xl destroy 2" in made
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+    assert not list((tmp_path / "state").glob("*.json"))
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert meta["status"] == "ok" and meta["tdf"] == TDF and "error" not in meta
+    assert meta["xen_version"] == "4.17.5-fake" and meta["host_cpus"] == 2
+    assert meta["tdf_timeline"][0]["tdf"] == TDF
+    assert meta["commands"][-1]["command"] == "echo hello; echo oops >&2"
+    metrics = json.loads((tmp_path / "out/metrics.json").read_text())
+    assert metrics["rtt_ms"]["median"] == pytest.approx(10.2)
+    assert metrics["rtt_ms"]["error_pct"] == pytest.approx(2.0)
+    assert (tmp_path / "out/nodes/h1/1.stdout").read_bytes() == b"hello\n"
+
+
+def test_body_raising_keeps_the_commands_so_far_and_the_error(fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path)
+    with pytest.raises(ZeroDivisionError), exp:
+        exp.cmd("h1", "echo before")
+        exp.start("h2", "sleep 600")            # left running by the failing body
+        1 / 0  # noqa: B018 - the user's bug
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert meta["status"] == "failed"
+    assert meta["error"]["type"] == "ZeroDivisionError"
+    assert meta["error"]["where"].endswith("test_experiment.py:" + str(
+        _line_of("1 / 0  # noqa: B018")))
+    states = {c["command"]: c["state"] for c in meta["commands"]}
+    assert states == {"echo before": "exited", "sleep 600": "killed"}
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+
+
+def test_ctrl_c_in_the_body_is_recorded_and_torn_down(fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path)
+    with pytest.raises(KeyboardInterrupt), exp:
+        exp.cmd("h1", "true")
+        raise KeyboardInterrupt
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert meta["status"] == "interrupted" and meta["error"]["type"] == "KeyboardInterrupt"
+    assert fake_xen.domains == {}
+
+
+def test_invalid_topology_creates_nothing(fake_xen, tmp_path):
+    topo = pair()
+    topo.nodes["h2"].interfaces[0].ip = "10.9.9.9/24"      # another subnet
+    exp = make(fake_xen, tmp_path, topo)
+    with pytest.raises(TopologyError, match="ends are in different subnets"), exp:
+        pass
+    assert not any(c.startswith(("xl create", "ovs-vsctl add-br")) for c in calls(fake_xen))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_setup_after_deploy_is_rolled_back(fake_xen, tmp_path):
+    fake_xen.fail[("xl", "unpause", "2")] = (1, "unpause refused")
+    exp = make(fake_xen, tmp_path)
+    with pytest.raises(Exception, match="unpause refused"), exp:
+        pass
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+    fake_xen.fail.clear()
+    # an agent that never comes up: named, and everything removed
+    exp = make(fake_xen, tmp_path, pair("late"))
+    exp.ready_timeout = 1
+    fake_xen.fail[("xl", "unpause")] = (0, "")        # unpaused, but no agent starts
+    with pytest.raises(GuestLost, match="agent was not ready"), exp:
+        pass
+    assert fake_xen.domains == {}
+
+
+def test_script_style_without_with(fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path, out=None)
+    with pytest.raises(ExperimentError, match="not running"):
+        exp.cmd("h1", "true")
+    exp.deploy()
+    try:
+        assert exp["h1"].cmd(["sh", "-c", "echo $((6 * 7))"]).stdout == b"42\n"
+        with pytest.raises(ScenarioError, match="no node named 'h9'"):
+            exp["h9"]
+        with pytest.raises(ExperimentError, match="already deployed"):
+            exp.deploy()
+    finally:
+        assert exp.close() is None          # no out: no bundle
+    assert fake_xen.domains == {}
+
+
+def test_virtual_time_scheduling_and_default_timeout(fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path, command_timeout=0.25)
+    with exp:
+        start = time.monotonic()
+        late = exp.at(0.25, exp.cmd, "h1", "echo late", timeout=5)   # 1 real s at TDF 4
+        assert late.result(timeout=20).stdout == b"late\n"
+        assert time.monotonic() - start >= 1.0
+        killed = exp.cmd("h2", "sleep 30")          # the default timeout, in virtual time
+        assert killed.state == "killed" and killed.reason == "timeout"
+        assert exp.cmd("h2", "sleep 0.3", timeout=0).ok       # 0: no limit
+        with pytest.raises(ScenarioError, match="negative"):
+            exp.cmd("h1", "true", timeout=-1)
+        results = exp.parallel(lambda: exp.cmd("h1", "sleep 1; echo x", timeout=5),
+                               lambda: exp.cmd("h2", "sleep 1; echo y", timeout=5))
+        assert [r.stdout for r in results] == [b"x\n", b"y\n"]
+
+
+def test_crash_is_reported_lost(fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path)
+    with exp:
+        doomed = exp.start("h2", "sleep 60")
+        exp.cmd("h1", "seq 1 20000")
+        exp.crash("h2")
+        assert exp.wait(doomed).state == "lost"
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert [c["state"] for c in meta["commands"]] == ["exited", "lost"]
+    assert (tmp_path / "out/nodes/h1/1.stdout").read_text().split() == \
+        [str(i) for i in range(1, 20001)]
+
+
+def _line_of(marker: str) -> int:
+    from pathlib import Path
+
+    lines = Path(__file__).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, start=1)
+                if marker in line and "_line_of" not in line)
+
+
+def test_virtual_clock_is_continuous_across_tdf_changes():
+    from selena.engine import VirtualClock
+
+    now = [100.0]
+    clock = VirtualClock(2.0, clock=lambda: now[0])
+    now[0] += 10                        # 5 virtual s at TDF 2
+    assert clock.now() == 5.0
+    assert clock.set_tdf(20.0) == (10.0, 5.0)
+    assert clock.now() == 5.0           # no jump at the change
+    now[0] += 40                        # 2 virtual s at TDF 20
+    assert clock.now() == 7.0
+    clock.set_tdf(5.0, at=now[0] - 20)  # the change happened 20 real s ago
+    assert clock.now() == pytest.approx(6.0 + 4.0)
+    assert [seg["tdf"] for seg in clock.timeline()] == [2.0, 20.0, 5.0]
+
+
+def test_set_tdf_mid_run_keeps_time_commands_and_heartbeat_limits(fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path, pair(tdf=2))
+    with exp:
+        before = exp.now()
+        handle = exp.start("h1", "sleep 0.2; echo done", timeout=30)
+        exp.set_tdf(10)
+        assert exp.now() >= before and exp.now() - before < 1.0
+        assert exp.wait(handle).stdout == b"done\n"
+        assert exp.controller.lost_after == 50.0            # 5 x TDF
+        assert {d.tdf for d in fake_xen.domains.values()} == {"10"}
+        with pytest.raises(ScenarioError, match="set_tdf: TDF 0.5 is out of range"):
+            exp.set_tdf(0.5)
+        exp.set_tdf("2.5")
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert [seg["tdf"] for seg in meta["tdf_timeline"]] == [2.0, 10.0, 2.5]
+    virtual = [seg["virtual_s"] for seg in meta["tdf_timeline"]]
+    assert virtual == sorted(virtual)
