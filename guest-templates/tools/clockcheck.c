@@ -3,24 +3,56 @@
  * console, so that Dom0 can timestamp each line on arrival in real time and
  * compare the guest's view with its own (see selena/lab/check_clock.py).
  *
- *   clockcheck [SAMPLE_SECONDS [TIMER_MS]]
+ *   clockcheck SAMPLE_SECONDS[,TIMER_MS[,VCPUS[,WATCHDOG_S]]]
+ *   clockcheck gap VIRTUAL_MS          (freeze check)
+ *   clockcheck bench ITERATIONS        (cost of clock reads)
  *
- * Output lines (times in guest nanoseconds):
- *   S <monotonic> <realtime> <gettimeofday>   every 100 ms for SAMPLE_SECONDS
- *   T0 <kind> <monotonic>                      before a TIMER_MS timeout
- *   T1 <kind> <monotonic>                      after it
+ * Arguments may be separated by commas (the kernel command line passes them
+ * as one word).  Output lines (times in guest nanoseconds):
+ *   S <monotonic> <realtime> <gettimeofday> <rdtsc>  every 100 ms
+ *   P <monotonic> <steal cpu0> <steal cpu1>...  with S: steal per vCPU (ns,
+ *                                              from /proc/stat, 10 ms units)
+ *   C <leaf3 ecx kHz> <vtsc> <tsc_mode>       CPUID leaf 0x40000003 (Xen)
+ *   W <timeout s> <fd>                         watchdog armed (-1: none)
+ *   T0 <kind>@<cpu> <monotonic>                before a TIMER_MS timeout
+ *   T1 <kind>@<cpu> <monotonic>                after it
+ *   M <cpu> <reads> <backwards>                cross-vCPU monotonicity
  *   DONE
- * kinds: nanosleep, timerfd, select, poll.
+ * kinds: nanosleep, timerfd, select, poll.  With VCPUS > 1 one process per
+ * further vCPU, pinned to it, reads CLOCK_MONOTONIC against a maximum
+ * shared by all vCPUs (a read below it went backwards across vCPUs) and
+ * runs the timers on its vCPU.  The watchdog (/dev/watchdog, Xen's
+ * SCHEDOP_watchdog) is pinged every 500 ms of guest time.
+ *
+ * gap: reads CLOCK_MONOTONIC and the TSC back to back for VIRTUAL_MS and
+ *   prints GAP <largest clock step ns> <reads> <clock step ns> <TSC ticks>,
+ *   the last two for the step that took the most TSC ticks (with a native
+ *   TSC: the most real time, i.e. a freeze in between, which must not show
+ *   in the clock).
+ * bench: B <ns per clock_gettime> <ns per rdtsc> (guest time).
  */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/watchdog.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define MAX_CPUS 8
+
+static int watchdog_fd = -1;
+static int64_t last_ping;
 
 static int64_t ns(clockid_t id)
 {
@@ -38,6 +70,79 @@ static int64_t tod_ns(void)
     return (int64_t)tv.tv_sec * 1000000000LL + (int64_t)tv.tv_usec * 1000;
 }
 
+static uint64_t rdtsc(void)
+{
+    uint32_t lo, hi;
+
+    asm volatile ( "rdtsc" : "=a" (lo), "=d" (hi) );
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* Xen's forced-emulation CPUID (ud2; "xen"; cpuid): Xen's own leaves. */
+static void xen_cpuid(uint32_t leaf, uint32_t sub, uint32_t r[4])
+{
+    asm volatile ( "ud2a; .ascii \"xen\"; cpuid"
+                   : "=a" (r[0]), "=b" (r[1]), "=c" (r[2]), "=d" (r[3])
+                   : "0" (leaf), "2" (sub) );
+}
+
+static void report_cpuid(void)
+{
+    uint32_t r[4], base;
+
+    for ( base = 0x40000000; base < 0x40010000; base += 0x100 )
+    {
+        xen_cpuid(base, 0, r);
+        if ( r[1] == 0x566e6558 && r[2] == 0x65584d4d && r[3] == 0x4d4d566e )
+        {
+            xen_cpuid(base + 3, 0, r);
+            printf("C %u %u %u\n", r[2], r[0] & 1, r[1]);
+            return;
+        }
+    }
+    printf("C 0 0 0\n");
+}
+
+static void ping(int force)
+{
+    int64_t now;
+
+    if ( watchdog_fd < 0 )
+        return;
+    now = ns(CLOCK_MONOTONIC);
+    if ( force || now - last_ping >= 500000000LL )
+    {
+        if ( write(watchdog_fd, "k", 1) != 1 )
+            perror("watchdog ping");
+        last_ping = now;
+    }
+}
+
+static void arm_watchdog(int timeout)
+{
+    if ( timeout > 0 )
+    {
+        watchdog_fd = open("/dev/watchdog", O_WRONLY);
+        if ( watchdog_fd >= 0 &&
+             ioctl(watchdog_fd, WDIOC_SETTIMEOUT, &timeout) < 0 )
+            perror("WDIOC_SETTIMEOUT");
+        ping(1);
+    }
+    printf("W %d %d\n", timeout, watchdog_fd);
+}
+
+static void disarm_watchdog(void)
+{
+    if ( watchdog_fd >= 0 )
+    {
+        /* The magic close stops the watchdog. */
+        if ( write(watchdog_fd, "V", 1) != 1 )
+            perror("watchdog close");
+        close(watchdog_fd);
+        watchdog_fd = -1;
+    }
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -46,15 +151,40 @@ static void sleep_ms(long ms)
         continue;
 }
 
-static void timed(const char *kind, long ms)
+/* Steal time (ns) of each vCPU, from /proc/stat (USER_HZ = 100). */
+static int steal(int64_t out[MAX_CPUS])
 {
-    struct timespec tfs = { 0 };
+    char line[512];
+    FILE *f = fopen("/proc/stat", "r");
+    int n = 0;
+
+    if ( !f )
+        return 0;
+    while ( fgets(line, sizeof(line), f) && n < MAX_CPUS )
+    {
+        unsigned long long v[8];
+        int cpu;
+
+        if ( strncmp(line, "cpu", 3) || line[3] == ' ' )
+            continue;
+        if ( sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu",
+                    &cpu, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                    &v[7]) == 9 && cpu == n )
+            out[n++] = (int64_t)v[7] * 10000000LL;
+    }
+    fclose(f);
+    return n;
+}
+
+static void timed(const char *kind, long ms, int cpu)
+{
     struct itimerspec its = { 0 };
     struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
     uint64_t expirations;
     int fd;
 
-    printf("T0 %s %lld\n", kind, (long long)ns(CLOCK_MONOTONIC));
+    ping(1);
+    printf("T0 %s@%d %lld\n", kind, cpu, (long long)ns(CLOCK_MONOTONIC));
     fflush(stdout);
     switch ( kind[0] )
     {
@@ -77,30 +207,179 @@ static void timed(const char *kind, long ms)
         poll(NULL, 0, (int)ms);
         break;
     }
-    (void)tfs;
-    printf("T1 %s %lld\n", kind, (long long)ns(CLOCK_MONOTONIC));
+    printf("T1 %s@%d %lld\n", kind, cpu, (long long)ns(CLOCK_MONOTONIC));
     fflush(stdout);
+}
+
+static void pin(int cpu)
+{
+    cpu_set_t set;
+
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if ( sched_setaffinity(0, sizeof(set), &set) )
+        perror("sched_setaffinity");
+}
+
+/* Read CLOCK_MONOTONIC against the largest value any vCPU has read. */
+static int check_shared(volatile int64_t *shared)
+{
+    int64_t seen = *shared;
+    int64_t now = ns(CLOCK_MONOTONIC);
+
+    if ( now < seen )
+        return 1;
+    while ( now > seen &&
+            !__atomic_compare_exchange_n(shared, &seen, now, 0,
+                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) )
+        continue;
+    return 0;
+}
+
+static void run_timers(long timer_ms, int cpu)
+{
+    timed("nanosleep", timer_ms, cpu);
+    timed("timerfd", timer_ms, cpu);
+    timed("select", timer_ms, cpu);
+    timed("poll", timer_ms, cpu);
+}
+
+/* A further vCPU: monotonicity against the others, then its timers. */
+static void secondary(int cpu, long seconds, long timer_ms,
+                      volatile int64_t *shared)
+{
+    int64_t end;
+    long reads = 0, backwards = 0;
+
+    pin(cpu);
+    end = ns(CLOCK_MONOTONIC) + seconds * 1000000000LL;
+    while ( ns(CLOCK_MONOTONIC) < end )
+    {
+        int i;
+
+        for ( i = 0; i < 100; i++, reads++ )
+            backwards += check_shared(shared);
+        sleep_ms(1);
+    }
+    printf("M %d %ld %ld\n", cpu, reads, backwards);
+    fflush(stdout);
+    run_timers(timer_ms, cpu);
+    exit(0);
+}
+
+static int gap(long virtual_ms)
+{
+    int64_t start = ns(CLOCK_MONOTONIC), prev = start, now, largest = 0;
+    int64_t at_longest = 0;
+    uint64_t tsc_prev = rdtsc(), tsc, longest = 0;
+    long reads = 0;
+
+    printf("GAPSTART\n");
+    fflush(stdout);
+    do {
+        now = ns(CLOCK_MONOTONIC);
+        tsc = rdtsc();
+        if ( now - prev > largest )
+            largest = now - prev;
+        /* With a native TSC, the step that took longest in real time. */
+        if ( tsc - tsc_prev > longest )
+        {
+            longest = tsc - tsc_prev;
+            at_longest = now - prev;
+        }
+        prev = now;
+        tsc_prev = tsc;
+        reads++;
+    } while ( now - start < virtual_ms * 1000000LL );
+    printf("GAP %lld %ld %lld %llu\n", (long long)largest, reads,
+           (long long)at_longest, (unsigned long long)longest);
+    printf("DONE\n");
+    return 0;
+}
+
+static int bench(long iterations)
+{
+    int64_t t0, t1, t2;
+    volatile uint64_t sink = 0;
+    long i;
+
+    report_cpuid();
+    t0 = ns(CLOCK_MONOTONIC);
+    for ( i = 0; i < iterations; i++ )
+        sink += (uint64_t)ns(CLOCK_MONOTONIC);
+    t1 = ns(CLOCK_MONOTONIC);
+    for ( i = 0; i < iterations; i++ )
+        sink += rdtsc();
+    t2 = ns(CLOCK_MONOTONIC);
+    printf("B %.1f %.1f\n", (double)(t1 - t0) / iterations,
+           (double)(t2 - t1) / iterations);
+    printf("DONE\n");
+    return (int)(sink & 0);
 }
 
 int main(int argc, char **argv)
 {
-    long seconds = argc > 1 ? atol(argv[1]) : 5;
-    long timer_ms = argc > 2 ? atol(argv[2]) : 500;
-    long i;
+    long args[4] = { 5, 500, 1, 0 };
+    char *p;
+    int i, n = 0, cpus;
+    volatile int64_t *shared;
+    int64_t st[MAX_CPUS];
+    pid_t children[MAX_CPUS];
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if ( argc > 2 && !strcmp(argv[1], "gap") )
+        return gap(atol(argv[2]));
+    if ( argc > 2 && !strcmp(argv[1], "bench") )
+        return bench(atol(argv[2]));
+    for ( i = 1; i < argc && n < 4; i++ )
+        for ( p = strtok(argv[i], ","); p && n < 4; p = strtok(NULL, ",") )
+            args[n++] = atol(p);
+    cpus = args[2] < 1 ? 1 : args[2] > MAX_CPUS ? MAX_CPUS : (int)args[2];
+
+    shared = mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if ( shared == MAP_FAILED )
+        return 1;
+    *shared = 0;
+
     printf("READY\n");
-    for ( i = 0; i <= seconds * 10; i++ )
+    report_cpuid();
+    arm_watchdog((int)args[3]);
+    for ( i = 1; i < cpus; i++ )
     {
-        printf("S %lld %lld %lld\n", (long long)ns(CLOCK_MONOTONIC),
-               (long long)ns(CLOCK_REALTIME), (long long)tod_ns());
-        if ( i < seconds * 10 )
+        children[i] = fork();
+        if ( children[i] == 0 )
+            secondary(i, args[0], args[1], shared);
+    }
+    pin(0);
+    for ( i = 0; i <= args[0] * 10; i++ )
+    {
+        int k, ncpu;
+        int64_t mono = ns(CLOCK_MONOTONIC);
+
+        check_shared(shared);
+        printf("S %lld %lld %lld %llu\n", (long long)mono,
+               (long long)ns(CLOCK_REALTIME), (long long)tod_ns(),
+               (unsigned long long)rdtsc());
+        ncpu = steal(st);
+        printf("P %lld", (long long)mono);
+        for ( k = 0; k < ncpu; k++ )
+            printf(" %lld", (long long)st[k]);
+        printf("\n");
+        ping(0);
+        if ( i < args[0] * 10 )
             sleep_ms(100);
     }
-    timed("nanosleep", timer_ms);
-    timed("timerfd", timer_ms);
-    timed("select", timer_ms);
-    timed("poll", timer_ms);
+    run_timers(args[1], 0);
+    for ( i = 1; i < cpus; i++ )
+    {
+        while ( waitpid(children[i], NULL, WNOHANG) == 0 )
+        {
+            ping(0);
+            sleep_ms(100);
+        }
+    }
+    disarm_watchdog();
     printf("DONE\n");
     return 0;
 }

@@ -64,6 +64,16 @@ class Backend(abc.ABC):
         instants of the first and last guest change."""
 
     @abc.abstractmethod
+    def freeze(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
+        """Stop every guest's virtual time at one real instant (guests paused,
+        clocks and timers standing still); returns (virtual ns, real ns)."""
+
+    @abc.abstractmethod
+    def thaw(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
+        """Restart every guest's virtual time at one real instant, losing
+        none; returns (virtual ns, real ns)."""
+
+    @abc.abstractmethod
     def xenstore(self) -> XenstoreConnection:
         """The Xenstore connection this backend uses; the control channel
         shares it."""

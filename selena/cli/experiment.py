@@ -134,6 +134,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     p.set_defaults(func=cmd_set_tdf)
 
+    p = subparsers.add_parser("pause", help="freeze a deployed experiment's virtual time: "
+                                            "every guest stops at the same virtual instant")
+    p.add_argument("experiment")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_pause)
+
+    p = subparsers.add_parser("resume", help="restart a paused experiment's virtual time, "
+                                             "losing none")
+    p.add_argument("experiment")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_resume)
+
     p = subparsers.add_parser("status", help="deployed experiments")
     p.add_argument("--json", action="store_true")
     p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
@@ -317,6 +329,27 @@ def cmd_set_tdf(args: argparse.Namespace) -> int:
     finally:
         backend.close()
     print(f"{args.experiment}: TDF {units.tdf_text(args.tdf)}")
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    backend = get_backend(args.backend)
+    try:
+        virt, _ = backend.freeze(args.experiment, progress=say)
+    finally:
+        backend.close()
+    print(f"{args.experiment}: paused at virtual time {virt / 1e9:.6f} s (guest clocks stand "
+          "still until `selena resume`)")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    backend = get_backend(args.backend)
+    try:
+        virt, _ = backend.thaw(args.experiment, progress=say)
+    finally:
+        backend.close()
+    print(f"{args.experiment}: resumed at virtual time {virt / 1e9:.6f} s")
     return 0
 
 

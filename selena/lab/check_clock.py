@@ -11,11 +11,24 @@ guest prints on arrival in Dom0's real clock. It then checks:
   TIMER_SLACK_VIRTUAL_S of guest time for TCG emulation and wake-up latency
   (less CONSOLE_LATENCY_S on the early side: the measurement's own error),
   and never fires early in the guest's own view;
-- changing the TDF of the running guest (N -> M -> N) keeps guest time
-  monotonic and continuous and the rate follows the new factor (1%).
+- changing the TDF of the running guest (N -> 2 -> N, or any sequence
+  with --change-to) keeps guest time monotonic and continuous and the rate
+  follows the new factor (1%);
+- steal time (per vCPU, from the guest's /proc/stat) never decreases and
+  never exceeds the virtual time elapsed, across the changes;
+- a guest with an armed watchdog (2 s of guest time, pinged every 0.5 s)
+  survives the run: raising the TDF x5 kills it unless the hypervisor
+  re-arms the watchdog in virtual time;
+- with --vcpus K: clocks read on every vCPU are monotonic across vCPUs and
+  timers on every vCPU take TDF x their duration;
+- the TSC the guest reads ticks, per second of guest time, at the frequency
+  CPUID leaf 0x40000003 reports (1%): no raw TSC escapes dilation (with
+  --tsc emulate or the default mode, the TSC is emulated; --tsc native is
+  the opt-out that reads the raw TSC, checked against the dilated CPUID).
 
-Run in Dom0: python3 -m selena.lab.check_clock --tdf 10
-From the host: selena lab check-clock --tdf 10
+Run in Dom0: python3 -m selena.lab.check_clock --tdf 10 [--vcpus 2]
+    [--tsc native|emulate] [--change-to 2,10,1]
+From the host: selena lab check-clock --tdf 10 ...
 """
 
 from __future__ import annotations
@@ -42,10 +55,15 @@ TIMER_SLACK_VIRTUAL_S = 0.01
 # arrival latency (a CI run saw 17 ms at TDF 1).
 CONSOLE_LATENCY_S = 0.05
 TIMER_MS = 300
-SEGMENT_VIRTUAL_S = (3.0, 2.0, 2.0)
+FIRST_SEGMENT_VIRTUAL_S = 3.0
+SEGMENT_VIRTUAL_S = 2.0
+SEGMENT_MIN_REAL_S = 5.0
 SETTLE_REAL_S = 0.5   # samples this close to a TDF change are not used for rates
+WATCHDOG_S = 2        # guest time; pinged every 0.5 s of guest time
+STEAL_GRANULARITY_NS = 10_000_000   # /proc/stat counts in 10 ms ticks
+TSC_TOLERANCE = 0.01
 
-LINE = re.compile(r"\b(S|T0|T1) (.*)$")
+LINE = re.compile(r"\b(S|P|C|W|M|T0|T1) (.*)$")
 
 
 @dataclass
@@ -54,28 +72,47 @@ class Sample:
     mono: int
     realtime: int
     tod: int
+    tsc: int
 
 
 @dataclass
 class Run:
     samples: list[Sample] = field(default_factory=list)
+    steal: list[tuple[int, list[int]]] = field(default_factory=list)  # (mono, per vCPU)
     timers: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
     changes: list[tuple[float, float]] = field(default_factory=list)  # (real time, new tdf)
+    cpuid: tuple[int, int, int] | None = None      # leaf 3: kHz, vtsc, tsc_mode
+    watchdog: tuple[int, int] | None = None        # timeout, fd
+    cross: dict[int, tuple[int, int]] = field(default_factory=dict)  # cpu: reads, backwards
     done: bool = False
+    tail: str = ""
+    issued: list[float] = field(default_factory=list)  # real time each change was issued
 
 
 class CheckFailed(Exception):
     pass
 
 
-def guest_config(sample_seconds: int) -> str:
+def segment_virtual_s(tdf: float) -> float:
+    """Guest seconds at a TDF after a change: at least SEGMENT_MIN_REAL_S real
+    seconds, so that enough samples arrive away from the changes under load."""
+    return max(SEGMENT_VIRTUAL_S, SEGMENT_MIN_REAL_S / tdf)
+
+
+def guest_config(sample_seconds: int, vcpus: int, tsc: str | None, watchdog: int) -> str:
+    lines = (f'tsc_mode = "{ "native" if tsc == "native" else "always_emulate"}"',) if tsc else ()
     return tiny_guest_config(
-        GUEST, f"selena.init=/usr/bin/clockcheck selena.args={sample_seconds},{TIMER_MS}")
+        GUEST, f"selena.init=/usr/bin/clockcheck "
+        f"selena.args={sample_seconds},{TIMER_MS},{vcpus},{watchdog}",
+        vcpus=vcpus, lines=lines)
 
 
-def run_guest(tdf: float, change_to: float | None, timeout: float) -> Run:
-    total_virtual = sum(SEGMENT_VIRTUAL_S) + 1.0
-    domid = create_paused(GUEST, guest_config(int(total_virtual + 0.999)), tdf)
+def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
+              tsc: str | None = None, watchdog: int = WATCHDOG_S) -> Run:
+    total_virtual = (FIRST_SEGMENT_VIRTUAL_S + sum(segment_virtual_s(t) for t in changes)
+                     + 1.0)
+    domid = create_paused(GUEST, guest_config(int(total_virtual + 0.999), vcpus, tsc, watchdog),
+                          tdf)
     log = console_log(GUEST)
     got = sh("selena-tdf", "get", domid).strip()
     if float(got) != tdf:
@@ -83,7 +120,7 @@ def run_guest(tdf: float, change_to: float | None, timeout: float) -> Run:
     sh("xl", "unpause", GUEST)
     run = Run()
     plan: list[tuple[float, float]] = []
-    planned = change_to is None
+    planned = not changes
     start = time.monotonic()
     buf = b""
     pos = 0
@@ -99,22 +136,27 @@ def run_guest(tdf: float, change_to: float | None, timeout: float) -> Run:
                 *lines, buf = buf.split(b"\n")
                 for raw in lines:
                     _parse(run, now, raw.decode("utf-8", "replace"))
-            if run.samples and not planned and change_to is not None:
+            if run.samples and not planned:
                 planned = True
-                t0 = run.samples[0].real
-                first = SEGMENT_VIRTUAL_S[0] * tdf
-                plan = [(t0 + first, change_to),
-                        (t0 + first + SEGMENT_VIRTUAL_S[1] * change_to, tdf)]
+                at = run.samples[0].real + FIRST_SEGMENT_VIRTUAL_S * tdf
+                for new in changes:
+                    plan.append((at, new))
+                    at += segment_virtual_s(new) * new
             while plan and time.monotonic() >= plan[0][0]:
                 _, new = plan.pop(0)
+                issued = time.monotonic()
                 sh("selena-tdf", "set", domid, f"{new:g}")
                 run.changes.append((time.monotonic(), new))
+                run.issued.append(issued)
             time.sleep(0.002)
     finally:
         try_sh("xl", "destroy", GUEST)
+    run.tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
     if not run.done:
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no console log)"
-        raise CheckFailed(f"guest did not finish within {timeout:.0f} s; console:\n{tail}")
+        dead = "" if GUEST in try_sh("xl", "list").stdout else \
+            " (the domain is gone: its watchdog may have fired, see xl dmesg)"
+        raise CheckFailed(f"guest did not finish within {timeout:.0f} s{dead}; console:\n{tail}")
     return run
 
 
@@ -126,10 +168,21 @@ def _parse(run: Run, now: float, line: str) -> None:
     if not m:
         return
     kind, rest = m.group(1), m.group(2).split()
-    if kind == "S" and len(rest) == 3:
-        run.samples.append(Sample(now, int(rest[0]), int(rest[1]), int(rest[2])))
-    elif kind in ("T0", "T1") and len(rest) == 2:
-        run.timers.setdefault(rest[0], {})[kind] = (now, int(rest[1]))
+    try:
+        if kind == "S" and len(rest) == 4:
+            run.samples.append(Sample(now, *(int(x) for x in rest)))
+        elif kind == "P" and len(rest) >= 2:
+            run.steal.append((int(rest[0]), [int(x) for x in rest[1:]]))
+        elif kind == "C" and len(rest) == 3:
+            run.cpuid = (int(rest[0]), int(rest[1]), int(rest[2]))
+        elif kind == "W" and len(rest) == 2:
+            run.watchdog = (int(rest[0]), int(rest[1]))
+        elif kind == "M" and len(rest) == 3:
+            run.cross[int(rest[0])] = (int(rest[1]), int(rest[2]))
+        elif kind in ("T0", "T1") and len(rest) == 2:
+            run.timers.setdefault(rest[0], {})[kind] = (now, int(rest[1]))
+    except ValueError:
+        return  # a line garbled by kernel messages on the console
 
 
 def fit_rate(points: list[tuple[float, float]]) -> float:
@@ -155,18 +208,26 @@ def segments(run: Run, base_tdf: float) -> list[tuple[float, list[Sample]]]:
     return result
 
 
-def check(tdf: float, change_to: float | None, timeout: float) -> list[str]:
-    run = run_guest(tdf, change_to, timeout)
+def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
+          tsc: str | None = None, watchdog: int = WATCHDOG_S) -> list[str]:
+    run = run_guest(tdf, changes, timeout, vcpus=vcpus, tsc=tsc, watchdog=watchdog)
     rows: list[tuple[str, float, float, float, bool]] = []
     failures: list[str] = []
     segs = segments(run, tdf)
     first_tdf, first = segs[0]
+    if len(first) < 3:
+        raise CheckFailed(f"{len(first)} samples before the first change "
+                          f"({len(run.samples)} in all); console tail:\n{run.tail}")
     for name, attr in (("CLOCK_MONOTONIC", "mono"), ("CLOCK_REALTIME", "realtime"),
                        ("gettimeofday", "tod")):
         rate = fit_rate([(s.real, getattr(s, attr) / 1e9) for s in first])
         rows.append(_row(f"{name} rate", rate, 1 / first_tdf, CLOCK_TOLERANCE))
     for i, (seg_tdf, samples) in enumerate(segs[1:], start=1):
-        rate = fit_rate([(s.real, s.mono / 1e9) for s in samples])
+        try:
+            rate = fit_rate([(s.real, s.mono / 1e9) for s in samples])
+        except CheckFailed as exc:
+            failures.append(f"after change {i} to TDF {seg_tdf:g}: {exc}")
+            continue
         rows.append(_row(f"after change {i} to TDF {seg_tdf:g}: rate", rate, 1 / seg_tdf,
                          CLOCK_TOLERANCE))
     monos = [s.mono for s in run.samples]
@@ -174,43 +235,122 @@ def check(tdf: float, change_to: float | None, timeout: float) -> list[str]:
     if backwards:
         failures.append(f"guest CLOCK_MONOTONIC went backwards {backwards} time(s)")
     # Continuity: around each change, guest time advanced by what the factors imply.
-    for t_change, new in run.changes:
-        before = [s for s in run.samples if s.real <= t_change]
+    # The change took effect between the command's start and its return.
+    for (t_change, new), t_issued in zip(run.changes, run.issued, strict=True):
+        before = [s for s in run.samples if s.real <= t_issued]
         after = [s for s in run.samples if s.real > t_change]
         if before and after:
             a, b = before[-1], after[0]
             old = _tdf_at(run, tdf, a.real)
-            expected = (t_change - a.real) / old + (b.real - t_change) / new
-            jump = (b.mono - a.mono) / 1e9 - expected
+            advanced = (b.mono - a.mono) / 1e9
+            bounds = [(t - a.real) / old + (b.real - t) / new for t in (t_issued, t_change)]
+            jump = min(advanced - min(bounds), advanced - max(bounds), key=abs) \
+                if not min(bounds) <= advanced <= max(bounds) else 0.0
             if abs(jump) > 0.1:
                 failures.append(f"guest time jumped {jump:+.3f} s at the change to TDF {new:g}")
-    for kind in ("nanosleep", "timerfd", "select", "poll"):
-        marks = run.timers.get(kind, {})
-        if "T0" not in marks or "T1" not in marks:
-            failures.append(f"timer {kind}: no result")
-            continue
-        (r0, v0), (r1, v1) = marks["T0"], marks["T1"]
-        virtual = TIMER_MS / 1000
-        real = r1 - r0
-        expected = tdf * virtual
-        slack = TIMER_SLACK_REAL_S + tdf * TIMER_SLACK_VIRTUAL_S
-        ok = (expected * (1 - TIMER_TOLERANCE) - CONSOLE_LATENCY_S <= real
-              <= expected * (1 + TIMER_TOLERANCE) + slack)
-        rows.append((f"{kind} {TIMER_MS} ms: real s", real, expected,
-                     (real - expected) / expected * 100, ok))
-        if (v1 - v0) / 1e9 < virtual:
-            failures.append(f"timer {kind} fired early in guest time: {(v1 - v0) / 1e9:.4f} s")
-    print(f"\nTDF {tdf:g}" + (f" (changes {tdf:g} -> {change_to:g} -> {tdf:g})"
-                            if change_to else ""))
+    rows += _tsc_rows(run, first, tsc, failures)
+    for cpu in range(vcpus):
+        for kind in ("nanosleep", "timerfd", "select", "poll"):
+            marks = run.timers.get(f"{kind}@{cpu}", {})
+            if "T0" not in marks or "T1" not in marks:
+                failures.append(f"timer {kind} on vCPU {cpu}: no result")
+                continue
+            (r0, v0), (r1, v1) = marks["T0"], marks["T1"]
+            virtual = TIMER_MS / 1000
+            real = r1 - r0
+            at = _tdf_at(run, tdf, r0)      # the timers run after the last change
+            expected = at * virtual
+            slack = TIMER_SLACK_REAL_S + at * TIMER_SLACK_VIRTUAL_S
+            ok = (expected * (1 - TIMER_TOLERANCE) - CONSOLE_LATENCY_S <= real
+                  <= expected * (1 + TIMER_TOLERANCE) + slack)
+            rows.append((f"{kind} {TIMER_MS} ms vCPU {cpu}: real s", real, expected,
+                         (real - expected) / expected * 100, ok))
+            if (v1 - v0) / 1e9 < virtual:
+                failures.append(f"timer {kind} on vCPU {cpu} fired early in guest time: "
+                                f"{(v1 - v0) / 1e9:.4f} s")
+    checks = _steal_checks(run, vcpus) + _cross_checks(run, vcpus)
+    checks.append(_watchdog_check(run, tdf, watchdog))
+    sequence = " -> ".join(f"{t:g}" for t in [tdf, *changes])
+    print(f"\nTDF {tdf:g}" + (f" (changes {sequence})" if changes else "")
+          + f"; {vcpus} vCPU(s); TSC {tsc or 'default mode'}")
     print(f"{'measure':<36} {'measured':>12} {'expected':>12} {'error %':>9}  ok")
     for name, got, want, err, ok in rows:
         print(f"{name:<36} {got:>12.6f} {want:>12.6f} {err:>+9.3f}  {'yes' if ok else 'NO'}")
         if not ok:
             failures.append(f"{name}: {got:.6f}, expected {want:.6f} ({err:+.3f}%)")
+    for name, detail, ok in checks:
+        print(f"{name:<36} {detail:>34}  {'yes' if ok else 'NO'}")
+        if not ok:
+            failures.append(f"{name}: {detail}")
     print(f"samples: {len(run.samples)}; timer tolerance {TIMER_TOLERANCE:.0%} + "
           f"{TIMER_SLACK_REAL_S * 1000:.0f} ms real + {TIMER_SLACK_VIRTUAL_S * 1000:.0f} ms "
           f"virtual (TCG slack), - {CONSOLE_LATENCY_S * 1000:.0f} ms (console arrival)")
     return failures
+
+
+def _tsc_rows(run: Run, first: list[Sample], tsc: str | None,
+              failures: list[str]) -> list[tuple[str, float, float, float, bool]]:
+    """The TSC per second of guest time against CPUID leaf 0x40000003."""
+    if run.cpuid is None or run.cpuid[0] == 0:
+        failures.append("no CPUID leaf 0x40000003 from the guest")
+        return []
+    khz, vtsc, _mode = run.cpuid
+    want_vtsc = 0 if tsc == "native" else 1
+    if vtsc != want_vtsc:
+        failures.append(f"CPUID says the TSC is {'emulated' if vtsc else 'native'}, expected "
+                        f"{'emulated' if want_vtsc else 'native'}")
+    a, b = first[0], first[-1]
+    rate_khz = (b.tsc - a.tsc) / ((b.mono - a.mono) / 1e9) / 1000
+    return [_row("TSC kHz per guest second", rate_khz, float(khz), TSC_TOLERANCE)]
+
+
+def _steal_checks(run: Run, vcpus: int) -> list[tuple[str, str, bool]]:
+    """Steal per vCPU never decreases, and never grows by more than the guest
+    time elapsed, between any two samples (so across the changes). Totals
+    include the time a vCPU spent offline before the guest booted it, so
+    increments, not totals, are compared with elapsed time."""
+    if not run.steal:
+        return [("steal time", "no samples", False)]
+    checks = []
+    for cpu in range(vcpus):
+        series = [(mono, st[cpu]) for mono, st in run.steal if len(st) > cpu]
+        if len(series) < 2:
+            checks.append((f"steal vCPU {cpu}", "no samples", False))
+            continue
+        pairs = list(zip(series, series[1:], strict=False))
+        drops = sum(1 for (_, a), (_, b) in pairs if b < a)
+        excess = max((b - a) - (mb - ma) for (ma, a), (mb, b) in pairs)
+        grown = series[-1][1] - series[0][1]
+        elapsed = series[-1][0] - series[0][0]
+        checks.append((f"steal vCPU {cpu} monotonic", f"{drops} decrease(s) in {len(series)}",
+                       drops == 0))
+        checks.append((f"steal vCPU {cpu} <= elapsed",
+                       f"+{grown / 1e9:.2f} s in {elapsed / 1e9:.2f} s",
+                       excess <= STEAL_GRANULARITY_NS and grown <= elapsed))
+    return checks
+
+
+def _cross_checks(run: Run, vcpus: int) -> list[tuple[str, str, bool]]:
+    checks = []
+    for cpu in range(1, vcpus):
+        if cpu not in run.cross:
+            checks.append((f"monotonic across vCPUs ({cpu})", "no result", False))
+            continue
+        reads, back = run.cross[cpu]
+        checks.append((f"monotonic across vCPUs ({cpu})", f"{back} backwards in {reads} reads",
+                       back == 0 and reads > 0))
+    return checks
+
+
+def _watchdog_check(run: Run, tdf: float, timeout: int) -> tuple[str, str, bool]:
+    if timeout <= 0:
+        return ("watchdog", "not armed (--watchdog 0)", True)
+    if run.watchdog is None or run.watchdog[1] < 0:
+        return ("watchdog", "the guest could not open /dev/watchdog", False)
+    steps = [tdf] + [new for _, new in run.changes]
+    raise_x = max((b / a for a, b in zip(steps, steps[1:], strict=False)), default=1.0)
+    return (f"watchdog {timeout} s survived",
+            f"largest TDF increase x{raise_x:g}", True)
 
 
 def _tdf_at(run: Run, base: float, t: float) -> float:
@@ -226,12 +366,25 @@ def _row(name: str, got: float, want: float, tol: float) -> tuple[str, float, fl
     return (name, got, want, err * 100, abs(err) <= tol)
 
 
+def default_changes(tdf: float) -> list[float]:
+    """N -> 2 -> N (4 for N = 2): both directions, and x5 up from 2 to 10."""
+    return [2.0 if tdf != 2.0 else 4.0, tdf]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tdf", type=float, action="append", required=True,
                         help="TDF to check (repeatable)")
     parser.add_argument("--no-change", action="store_true",
                         help="skip changing the TDF of the running guest")
+    parser.add_argument("--change-to", type=_tdf_list, default=None,
+                        help="TDFs to change the running guest to, in order (e.g. 2,10,1)")
+    parser.add_argument("--vcpus", type=int, default=1, help="guest vCPUs (default 1)")
+    parser.add_argument("--tsc", choices=("native", "emulate"), default=None,
+                        help="xl tsc_mode: native (raw TSC, dilated pvclock scale) or "
+                             "always_emulate; default: Xen's default mode")
+    parser.add_argument("--watchdog", type=int, default=WATCHDOG_S,
+                        help="guest watchdog timeout in guest seconds (0: none)")
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args(argv)
     if os.geteuid() != 0 or not Path("/proc/xen/capabilities").exists():
@@ -240,9 +393,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     failures: list[str] = []
     for tdf in args.tdf:
-        change_to = None if args.no_change else (2.0 if tdf != 2.0 else 4.0)
+        changes = [] if args.no_change else (args.change_to or default_changes(tdf))
         try:
-            failures += [f"TDF {tdf:g}: {f}" for f in check(tdf, change_to, args.timeout)]
+            failures += [f"TDF {tdf:g}: {f}" for f in check(
+                tdf, changes, args.timeout, vcpus=args.vcpus, tsc=args.tsc,
+                watchdog=args.watchdog)]
         except (CheckFailed, SelenaError) as exc:
             failures.append(f"TDF {tdf:g}: {exc}")
     if failures:
@@ -250,6 +405,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print("\nall clocks and timers follow the TDF")
     return 0
+
+
+def _tdf_list(text: str) -> list[float]:
+    values = [float(x) for x in text.split(",") if x.strip()]
+    if not values or any(not 1 <= v <= 1000 for v in values):
+        raise argparse.ArgumentTypeError(f"TDFs from 1 to 1000, comma-separated: {text!r}")
+    return values
 
 
 if __name__ == "__main__":

@@ -40,7 +40,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="TDF to check, decimals allowed (repeatable)")
     clock.add_argument("--no-change", action="store_true",
                        help="skip changing the TDF of the running guest")
+    clock.add_argument("--change-to", help="TDFs to change the running guest to, e.g. 2,10,1")
+    clock.add_argument("--vcpus", type=int, default=1, help="guest vCPUs (default 1)")
+    clock.add_argument("--tsc", choices=("native", "emulate"),
+                       help="guest TSC mode (default: Xen's default mode)")
     clock.set_defaults(func=cmd_check_clock)
+
+    bclock = sub.add_parser("bench-clock",
+                            help="ns per clock_gettime and per RDTSC in a guest, "
+                                 "dilated or not, native or emulated TSC")
+    bclock.set_defaults(func=cmd_bench_clock)
 
     demo = sub.add_parser("demo", help="the shipped demo scenario in the lab at TDF 1 and at "
                                        "TDF N, side by side")
@@ -102,8 +111,21 @@ def cmd_check_clock(args: argparse.Namespace) -> int:
         command += ["--tdf", f"{tdf:g}"]
     if args.no_change:
         command.append("--no-change")
+    if args.change_to:
+        command += ["--change-to", args.change_to]
+    if args.vcpus != 1:
+        command += ["--vcpus", str(args.vcpus)]
+    if args.tsc:
+        command += ["--tsc", args.tsc]
     result = Lab(progress=_progress).run(
         command, on_output=lambda line: print(line, end="", flush=True))
+    return result.returncode
+
+
+def cmd_bench_clock(args: argparse.Namespace) -> int:
+    result = Lab(progress=_progress).run(
+        ["python3", "-m", "selena.lab.bench_clock"],
+        on_output=lambda line: print(line, end="", flush=True))
     return result.returncode
 
 

@@ -40,20 +40,21 @@ def template_memory_mb() -> int:
 
 
 def tiny_guest_config(name: str, extra: str, *, memory_mb: int | None = None,
-                      vifs: tuple[str, ...] = ()) -> str:
+                      vifs: tuple[str, ...] = (), vcpus: int = 1,
+                      lines: tuple[str, ...] = ()) -> str:
     """An xl config for a tiny-host guest with `extra` on its kernel command line
-    (memory: the template's unless given)."""
+    (memory: the template's unless given), `vcpus` vCPUs and further xl `lines`."""
     if memory_mb is None:
         memory_mb = template_memory_mb()
-    lines = [
+    config = [
         f'name = "{name}"', 'type = "pv"',
         f'kernel = "{TEMPLATE_DIR / "vmlinuz"}"', f'ramdisk = "{TEMPLATE_DIR / "initrd.gz"}"',
-        f'extra = "{GUEST_CMDLINE} {extra}"', f"memory = {memory_mb}", "vcpus = 1",
+        f'extra = "{GUEST_CMDLINE} {extra}"', f"memory = {memory_mb}", f"vcpus = {vcpus}",
         'on_poweroff = "destroy"', 'on_crash = "destroy"',
     ]
     if vifs:
-        lines.append("vif = [ " + ", ".join(f"'{v}'" for v in vifs) + " ]")
-    return "\n".join(lines) + "\n"
+        config.append("vif = [ " + ", ".join(f"'{v}'" for v in vifs) + " ]")
+    return "\n".join(config + list(lines)) + "\n"
 
 
 def create_paused(name: str, config: str, tdf: float) -> str:

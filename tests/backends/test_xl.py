@@ -309,6 +309,31 @@ def test_set_tdf_pauses_sets_reshapes_and_unpauses_every_guest(fake_xen, tmp_pat
     assert sorted(dep.domids.values()) == sorted(d.domid for d in fake_xen.domains.values())
 
 
+def test_freeze_and_thaw_act_on_every_guest_in_one_command(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    dep = be.deploy(demo_plan())
+    fake_xen.calls.clear()
+    assert be.freeze("demo") == (5000, 9000)
+    assert all(d.frozen for d in fake_xen.domains.values())
+    assert be.thaw("demo") == (5000, 9000)
+    assert not any(d.frozen for d in fake_xen.domains.values())
+    ids = " ".join(str(d) for _, d in sorted(dep.domids.items()))
+    tdf_calls = [c for c in calls(fake_xen) if c.startswith("selena-tdf")]
+    assert tdf_calls == [f"selena-tdf freeze {ids}", f"selena-tdf thaw {ids}"]
+
+
+def test_freeze_leaves_a_guest_that_is_no_longer_ours_alone(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    dep = be.deploy(demo_plan())
+    h2 = dep.domids["h2"]
+    fake_xen.run(["xl", "destroy", str(h2)])
+    be.freeze("demo")
+    assert [c for c in calls(fake_xen) if c.startswith("selena-tdf freeze")] == \
+        [f"selena-tdf freeze {dep.domids['h1']}"]
+    with pytest.raises(BackendError, match="no experiment named 'nope'"):
+        be.freeze("nope")
+
+
 def test_a_refused_tdf_change_puts_everything_back(fake_xen, tmp_path):
     from selena.errors import UnitError
 

@@ -36,6 +36,7 @@ class Domain:
     agent: subprocess.Popen[bytes] | None = None
     tdf: str = "1"
     net: str = ""           # the boot-time network directives Dom0 wrote
+    frozen: bool = False    # selena-tdf freeze
 
 
 @dataclass
@@ -109,6 +110,12 @@ class FakeXen(FakeRunner):
         if cmd[0] == "selena-tdf" and args[1] == "set":
             self._by_id(int(args[2])).tdf = args[3]
             return 0, "", ""
+        if cmd[0] == "selena-tdf" and args[1] in ("freeze", "thaw"):
+            for domid in args[2:]:
+                self._by_id(int(domid)).frozen = args[1] == "freeze"
+            verb = "froze" if args[1] == "freeze" else "thawed"
+            out = f"{verb} {len(args) - 2} domain(s) at virtual 5000 ns (Xen time 9000 ns)\n"
+            return 0, out, ""
         if cmd == ("ovs-vsctl", "add-br"):
             tag = next((a.split("=", 1)[1] for a in args
                         if a.startswith("external_ids:selena-experiment=")), None)

@@ -14,10 +14,15 @@
  * Rounding is chosen so that a timer converted from a virtual deadline to a
  * real one never fires early in virtual time.
  *
+ * A frozen anchor stops virtual time at virt0 from real0 on: no virtual
+ * deadline after virt0 is ever reached until the anchor is thawed, and
+ * thawing re-anchors at the thaw instant so no virtual time is lost.
+ *
  * This header has no hypervisor dependencies so it can be unit-tested in
- * user space.  Xen links no libgcc, so 128-bit division is done with
- * mulq/divq and saturates instead of faulting: no guest-supplied value can
- * make the hypervisor take a divide error.
+ * user space, and no architecture-specific code: the 64x32 multiply and the
+ * divide by a 32-bit factor are done in 64-bit C arithmetic (Xen links no
+ * libgcc, so no 128-bit division), and they saturate instead of wrapping so
+ * that no guest-supplied value can make the hypervisor overflow.
  */
 #ifndef __XEN_TIME_DILATION_H__
 #define __XEN_TIME_DILATION_H__
@@ -37,31 +42,38 @@
 
 struct tdf_anchor {
     uint32_t milli;   /* factor in thousandths, TDF_MILLI_MIN..TDF_MILLI_MAX */
+    uint32_t frozen;  /* non-zero: virtual time stands still at virt0 */
     int64_t real0;    /* real system time (ns) at the last change */
     int64_t virt0;    /* virtual system time (ns) at the same instant */
 };
 
-/* (a * b) / c rounded down (round_up == 0) or up; saturates at ~0. */
-static inline uint64_t tdf_muldiv(uint64_t a, uint64_t b, uint64_t c,
+/*
+ * (a * b) / c rounded down (round_up == 0) or up; saturates at ~0 when the
+ * result does not fit in 64 bits, and for c == 0.  Generic C: with b and c
+ * below 2^32 every intermediate value fits in 64 bits.
+ */
+static inline uint64_t tdf_muldiv(uint64_t a, uint32_t b, uint32_t c,
                                   int round_up)
 {
-    uint64_t lo, hi, q, r;
+    uint64_t lo = (a & 0xffffffffULL) * b;            /* < 2^64 */
+    uint64_t hi = (a >> 32) * b + (lo >> 32);         /* a * b >> 32 */
+    uint64_t q_hi, q_lo, r;
 
     if ( c == 0 )
         return ~0ULL;
 
-    asm ( "mulq %3" : "=a" (lo), "=d" (hi) : "0" (a), "rm" (b) );
-
-    /* divq faults when the quotient does not fit in 64 bits. */
-    if ( hi >= c )
+    q_hi = hi / c;
+    if ( q_hi > 0xffffffffULL )
         return ~0ULL;
+    r = ((hi % c) << 32) | (lo & 0xffffffffULL);      /* < c * 2^32 */
+    q_lo = r / c;                                     /* < 2^32 */
+    r %= c;
 
-    asm ( "divq %4" : "=a" (q), "=d" (r) : "0" (lo), "1" (hi), "rm" (c) );
+    q_lo |= q_hi << 32;
+    if ( round_up && r )
+        return q_lo == ~0ULL ? ~0ULL : q_lo + 1;
 
-    if ( round_up && r && q != ~0ULL )
-        q++;
-
-    return q;
+    return q_lo;
 }
 
 /* base + delta, clamped to the int64_t range. */
@@ -100,9 +112,18 @@ static inline uint32_t tdf_milli_limit(uint32_t cpu_khz)
     return limit < TDF_MILLI_MAX ? (uint32_t)limit : TDF_MILLI_MAX;
 }
 
+/* A frequency (kHz) as a dilated guest perceives it; saturates at 2^32-1. */
+static inline uint32_t tdf_dilate_khz(uint32_t khz, uint32_t milli)
+{
+    uint64_t f = tdf_muldiv(khz, milli, TDF_MILLI_UNIT, 0);
+
+    return f > 0xffffffffULL ? 0xffffffffU : (uint32_t)f;
+}
+
 static inline void tdf_anchor_init(struct tdf_anchor *a)
 {
     a->milli = TDF_MILLI_UNIT;
+    a->frozen = 0;
     a->real0 = 0;
     a->virt0 = 0;
 }
@@ -110,7 +131,7 @@ static inline void tdf_anchor_init(struct tdf_anchor *a)
 /* An anchor that is an identity: the domain behaves as on unpatched Xen. */
 static inline int tdf_is_identity(const struct tdf_anchor *a)
 {
-    return a->milli == TDF_MILLI_UNIT && a->real0 == a->virt0;
+    return a->milli == TDF_MILLI_UNIT && a->real0 == a->virt0 && !a->frozen;
 }
 
 /* Virtual time (ns) at real system time 'real'. Monotonic in 'real'. */
@@ -121,6 +142,8 @@ static inline int64_t tdf_real_to_virt(const struct tdf_anchor *a,
 
     if ( real >= a->real0 )
     {
+        if ( a->frozen )
+            return a->virt0;
         d = (uint64_t)real - (uint64_t)a->real0;
         return tdf_add_sat(a->virt0,
                            tdf_muldiv(d, TDF_MILLI_UNIT, a->milli, 0));
@@ -132,12 +155,15 @@ static inline int64_t tdf_real_to_virt(const struct tdf_anchor *a,
 /*
  * Real time (ns) at which virtual time reaches 'virt': the earliest real
  * time r with tdf_real_to_virt(r) >= virt, so a timer never fires early.
+ * Never (TDF_S64_MAX) for a deadline after a frozen anchor's virt0.
  */
 static inline int64_t tdf_virt_to_real(const struct tdf_anchor *a,
                                        int64_t virt)
 {
     uint64_t d;
 
+    if ( virt > a->virt0 && a->frozen )
+        return TDF_S64_MAX;
     if ( virt >= a->virt0 )
     {
         d = (uint64_t)virt - (uint64_t)a->virt0;
@@ -165,7 +191,8 @@ static inline uint64_t tdf_real_span_to_virt(const struct tdf_anchor *a,
 /*
  * Change the factor at real time 'now': virtual time continues from where
  * it is.  Going back to 1000 keeps the offset virt0 - real0, so "factor 1"
- * may still be a translation.
+ * may still be a translation.  A frozen anchor stays frozen (at the same
+ * virtual instant) and takes the new factor when thawed.
  */
 static inline void tdf_rebase(struct tdf_anchor *a, int64_t now,
                               uint32_t milli)
@@ -175,6 +202,59 @@ static inline void tdf_rebase(struct tdf_anchor *a, int64_t now,
     a->real0 = now;
     a->virt0 = v;
     a->milli = milli;
+}
+
+/* Stop virtual time at its value at real time 'now'. */
+static inline void tdf_freeze(struct tdf_anchor *a, int64_t now)
+{
+    tdf_rebase(a, now, a->milli);
+    a->frozen = 1;
+}
+
+/* Restart frozen virtual time at real time 'now', from where it stopped. */
+static inline void tdf_thaw(struct tdf_anchor *a, int64_t now)
+{
+    if ( !a->frozen )
+        return;
+    a->real0 = now;
+    a->frozen = 0;
+}
+
+/*
+ * Account the time a vCPU spent in its current run state, in virtual time:
+ * '*entry' is the virtual time at which it entered the state and 'now' the
+ * virtual time at which it leaves it.  Accumulating differences of virtual
+ * instants (each taken with the anchor in force at that instant) counts
+ * every stretch at the factor that was in force, gives nothing while
+ * frozen, keeps every total monotonic, and keeps their sum at most the
+ * virtual time elapsed since the first entry.
+ */
+static inline void tdf_account(uint64_t *total, int64_t *entry, int64_t now)
+{
+    if ( now > *entry )
+    {
+        *total += (uint64_t)now - (uint64_t)*entry;
+        *entry = now;
+    }
+}
+
+/*
+ * A periodic timer kept in virtual time: given the virtual time of its last
+ * event, its period and the virtual time now, whether an event is due now
+ * (then '*last' moves to now) and the virtual time of the next event.
+ */
+static inline int64_t tdf_periodic_next(int64_t *last, uint64_t period,
+                                        int64_t now, int *fire)
+{
+    int64_t next = tdf_add_sat(*last, period);
+
+    *fire = now >= next;
+    if ( *fire )
+    {
+        *last = now;
+        next = tdf_add_sat(now, period);
+    }
+    return next;
 }
 
 /*

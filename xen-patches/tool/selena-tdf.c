@@ -4,6 +4,9 @@
  *
  *   selena-tdf get DOMID
  *   selena-tdf set DOMID TDF      (TDF may be a decimal such as 2.5)
+ *   selena-tdf status DOMID       factor, frozen state, virtual and real now
+ *   selena-tdf freeze DOMID...    stop the domains' virtual time, together
+ *   selena-tdf thaw DOMID...      restart it, together, losing none
  *
  * Issues XEN_DOMCTL_selena_tdf (added by selena's hypervisor patches)
  * through Debian's unmodified libxenctrl, so no Xen library is rebuilt.
@@ -18,13 +21,24 @@
 
 /* Must match xen/include/public/domctl.h as patched. */
 #define XEN_DOMCTL_selena_tdf     0x5e1e
-#define XEN_DOMCTL_SELENA_TDF_GET 0
-#define XEN_DOMCTL_SELENA_TDF_SET 1
+#define XEN_DOMCTL_SELENA_TDF_GET    0
+#define XEN_DOMCTL_SELENA_TDF_SET    1
+#define XEN_DOMCTL_SELENA_TDF_FREEZE 2
+#define XEN_DOMCTL_SELENA_TDF_THAW   3
+#define XEN_SELENA_TDF_F_FROZEN     (1U << 0)
+#define XEN_SELENA_TDF_F_SUSPENDED  (1U << 1)
+#define XEN_SELENA_TDF_F_RESTORED   (1U << 2)
+#define XEN_SELENA_TDF_GROUP_MAX    256
 
 struct selena_tdf_op {
     uint32_t op;
     uint32_t milli;
     uint32_t max_milli;
+    uint32_t flags;
+    uint64_t virt_ns;
+    uint64_t real_ns;
+    uint64_t group;      /* XEN_GUEST_HANDLE_64(uint16) */
+    uint32_t nr_group;
     uint32_t pad;
 };
 
@@ -34,8 +48,11 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: %s get DOMID\n"
-            "       %s set DOMID TDF    (TDF from 1 to 1000, e.g. 10 or 2.5)\n",
-            prog, prog);
+            "       %s set DOMID TDF    (TDF from 1 to 1000, e.g. 10 or 2.5)\n"
+            "       %s status DOMID\n"
+            "       %s freeze DOMID...  (stop virtual time, all at one instant)\n"
+            "       %s thaw DOMID...    (restart it, all at one instant)\n",
+            prog, prog, prog, prog, prog);
     exit(2);
 }
 
@@ -63,9 +80,10 @@ static int explain(int err, uint32_t domid, const struct selena_tdf_op *op)
         break;
     case EPERM:
     case EACCES:
-        fprintf(stderr, "%s: not privileged to %s the TDF of domain %u "
-                "(run as root in Dom0; a domain cannot dilate itself)\n",
-                prog, op->op == XEN_DOMCTL_SELENA_TDF_SET ? "set" : "get",
+        fprintf(stderr, "%s: not privileged to %s the time of domain %u "
+                "(run as root in Dom0; Dom0, the hardware domain and the "
+                "xenstore domain keep real time)\n",
+                prog, op->op == XEN_DOMCTL_SELENA_TDF_GET ? "read" : "change",
                 domid);
         break;
     case ENOSYS:
@@ -89,18 +107,96 @@ static int explain(int err, uint32_t domid, const struct selena_tdf_op *op)
     return 1;
 }
 
-int main(int argc, char **argv)
+static int domctl(xc_interface *xch, uint32_t domid, struct selena_tdf_op *op)
 {
     struct xen_domctl domctl;
-    struct selena_tdf_op op = { 0 };
-    xc_interface *xch;
-    uint32_t domid;
-    char buf[32];
     int rc, err;
 
-    if ( argc < 3 || parse_domid(argv[2], &domid) )
+    memset(&domctl, 0, sizeof(domctl));
+    domctl.cmd = XEN_DOMCTL_selena_tdf;
+    domctl.interface_version = XEN_DOMCTL_INTERFACE_VERSION;
+    domctl.domain = domid;
+    memcpy(&domctl.u, op, sizeof(*op));
+
+    rc = xc_domctl(xch, &domctl);
+    err = errno;
+    memcpy(op, &domctl.u, sizeof(*op));
+    return rc < 0 ? err : 0;
+}
+
+/* FREEZE or THAW domids[0..n) at one instant: one domctl with a group. */
+static int freeze_group(xc_interface *xch, uint32_t *domids, unsigned int n,
+                        uint32_t which)
+{
+    DECLARE_HYPERCALL_BUFFER(uint16_t, group);
+    struct selena_tdf_op op = { .op = which };
+    unsigned int i;
+    int err;
+
+    if ( n > 1 )
+    {
+        group = xc_hypercall_buffer_alloc(xch, group,
+                                          (n - 1) * sizeof(*group));
+        if ( !group )
+        {
+            fprintf(stderr, "%s: out of memory\n", prog);
+            return 1;
+        }
+        for ( i = 1; i < n; i++ )
+            group[i - 1] = domids[i];
+        op.group = HYPERCALL_BUFFER_AS_ARG(group);
+        op.nr_group = n - 1;
+    }
+    err = domctl(xch, domids[0], &op);
+    if ( n > 1 )
+        xc_hypercall_buffer_free(xch, group);
+    if ( err == ESRCH && n > 1 )
+    {
+        fprintf(stderr, "%s: no such domain among:", prog);
+        for ( i = 0; i < n; i++ )
+            fprintf(stderr, " %u", domids[i]);
+        fputc('\n', stderr);
+        return 1;
+    }
+    if ( err )
+        return explain(err, domids[0], &op);
+    printf("%s %u domain(s) at virtual %llu ns (Xen time %llu ns)\n",
+           which == XEN_DOMCTL_SELENA_TDF_FREEZE ? "froze" : "thawed", n,
+           (unsigned long long)op.virt_ns, (unsigned long long)op.real_ns);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct selena_tdf_op op = { 0 };
+    uint32_t domids[XEN_SELENA_TDF_GROUP_MAX + 1];
+    unsigned int n = 0;
+    xc_interface *xch;
+    char buf[32];
+    int err, i, group_op = 0;
+
+    if ( argc < 3 )
         usage();
-    if ( !strcmp(argv[1], "get") && argc == 3 )
+    if ( !strcmp(argv[1], "freeze") || !strcmp(argv[1], "thaw") )
+    {
+        group_op = 1;
+        op.op = argv[1][0] == 'f' ? XEN_DOMCTL_SELENA_TDF_FREEZE
+                                  : XEN_DOMCTL_SELENA_TDF_THAW;
+        if ( argc - 2 > XEN_SELENA_TDF_GROUP_MAX + 1 )
+        {
+            fprintf(stderr, "%s: at most %u domains at once\n", prog,
+                    XEN_SELENA_TDF_GROUP_MAX + 1);
+            return 2;
+        }
+        for ( i = 2; i < argc; i++ )
+            if ( parse_domid(argv[i], &domids[n++]) )
+                usage();
+    }
+    else if ( parse_domid(argv[2], &domids[n++]) )
+        usage();
+    else if ( !strcmp(argv[1], "get") && argc == 3 )
+        op.op = XEN_DOMCTL_SELENA_TDF_GET;
+    else if ( !strcmp(argv[1], "status") && argc == 3 )
         op.op = XEN_DOMCTL_SELENA_TDF_GET;
     else if ( !strcmp(argv[1], "set") && argc == 4 )
     {
@@ -133,24 +229,31 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    memset(&domctl, 0, sizeof(domctl));
-    domctl.cmd = XEN_DOMCTL_selena_tdf;
-    domctl.interface_version = XEN_DOMCTL_INTERFACE_VERSION;
-    domctl.domain = domid;
-    memcpy(&domctl.u, &op, sizeof(op));
+    if ( group_op )
+    {
+        err = freeze_group(xch, domids, n, op.op);
+        xc_interface_close(xch);
+        return err;
+    }
 
-    rc = xc_domctl(xch, &domctl);
-    err = errno;
-    memcpy(&op, &domctl.u, sizeof(op));
+    err = domctl(xch, domids[0], &op);
     xc_interface_close(xch);
-
-    if ( rc < 0 )
-        return explain(err, domid, &op);
+    if ( err )
+        return explain(err, domids[0], &op);
 
     if ( op.op == XEN_DOMCTL_SELENA_TDF_GET )
     {
         tdf_format(op.milli, buf, sizeof(buf));
-        printf("%s\n", buf);
+        if ( !strcmp(argv[1], "get") )
+            printf("%s\n", buf);
+        else
+            printf("tdf %s\nfrozen %s\nsuspended %s\nrestored %s\n"
+                   "virtual_ns %llu\nreal_ns %llu\n", buf,
+                   op.flags & XEN_SELENA_TDF_F_FROZEN ? "yes" : "no",
+                   op.flags & XEN_SELENA_TDF_F_SUSPENDED ? "yes" : "no",
+                   op.flags & XEN_SELENA_TDF_F_RESTORED ? "yes" : "no",
+                   (unsigned long long)op.virt_ns,
+                   (unsigned long long)op.real_ns);
     }
     return 0;
 }

@@ -1,0 +1,304 @@
+"""Hypervisor checks beyond clock rates, run in the lab's Dom0.
+
+- freeze: two tiny-host guests read CLOCK_MONOTONIC back to back at TDF 200
+  (`clockcheck gap`); both are frozen together (`selena-tdf freeze A B`)
+  for FREEZE_REAL_S seconds, then thawed together.  While frozen the
+  hypervisor's virtual time of each stands still (`selena-tdf status`),
+  `xl unpause` does not thaw them, and in each guest the step between the
+  two consecutive clock reads that span the freeze (the pair with the most
+  native-TSC ticks in between, i.e. real time) stays below 1 ms of guest
+  time (FREEZE_REAL_S unfrozen would be 15 ms at TDF 200).
+- save/restore: a guest sampling its clocks at TDF 5 is saved with
+  `xl save` and restored with `xl restore`; the restored domain has TDF 5,
+  its clocks run at 1/5 of real time, and neither CLOCK_MONOTONIC nor
+  CLOCK_REALTIME jumps across the save (the guest's time stood still while
+  it was saved).
+- ticker: a minimal PV guest of our own (xen-patches/tests/tickguest, built on
+  the host by `make -C xen-patches tickguest`; Linux stops the default ticker
+  at boot) counts the ticks of the default 10 ms PV periodic timer at TDF 10:
+  they come 10 ms of guest time apart, so 100 ms of real time apart.
+- privilege: the hardware domain (Dom0) cannot be dilated or frozen.
+
+Run in Dom0: python3 -m selena.lab.check_hv [freeze] [save] [ticker] [privilege]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from selena.errors import SelenaError
+from selena.lab.check_clock import fit_rate
+from selena.lab.dom0 import console_log, create_paused, sh, tiny_guest_config, try_sh
+
+FREEZE_TDF = 200.0
+GAP_VIRTUAL_MS = 100
+FREEZE_REAL_S = 3.0
+MAX_FROZEN_STEP_NS = 1_000_000
+SAVE_TDF = 5.0
+SAVE_SAMPLE_S = 8            # guest seconds of samples (40 s real at TDF 5)
+SAVE_AFTER_REAL_S = 8.0      # real seconds of samples before the save
+SAVE_FILE = Path("/tmp/selena-save.img")
+RATE_TOLERANCE = 0.02
+MAX_JUMP_S = 0.5             # guest seconds across the save (samples are 0.1 s apart)
+TICK_TDF = 10.0
+TICK_VIRTUAL_NS = 10_000_000  # Xen's default PV periodic timer
+TICK_TOLERANCE = 0.15
+TICKGUEST = Path("xen-patches/build/tickguest")   # relative to the shared tree
+
+
+class CheckError(Exception):
+    pass
+
+
+class Console:
+    """New lines of a guest's console log, each with its arrival time."""
+
+    def __init__(self, name: str):
+        self.path = console_log(name)
+        self.pos = 0
+        self.buf = b""
+
+    def lines(self) -> list[tuple[float, str]]:
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as f:
+            f.seek(self.pos)
+            chunk = f.read()
+        self.pos += len(chunk)
+        now = time.monotonic()
+        self.buf += chunk
+        *done, self.buf = self.buf.split(b"\n")
+        return [(now, ln.decode("utf-8", "replace").rstrip("\r")) for ln in done]
+
+    def wait_for(self, pattern: str, timeout: float) -> list[tuple[float, str]]:
+        """Lines up to and including the first matching `pattern`."""
+        seen: list[tuple[float, str]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for item in self.lines():
+                seen.append(item)
+                if re.search(pattern, item[1]):
+                    return seen
+            time.sleep(0.01)
+        tail = "\n".join(line for _, line in seen[-20:])
+        raise CheckError(f"{self.path.name}: no {pattern!r} within {timeout:.0f} s:\n{tail}")
+
+
+def status(domid: str) -> dict[str, str]:
+    out = sh("selena-tdf", "status", domid)
+    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+
+def check_freeze() -> list[str]:
+    failures: list[str] = []
+    names = ["selena-freeze-a", "selena-freeze-b"]
+    domids = []
+    consoles = []
+    for name in names:
+        # A native TSC counts real time: the guest finds the step across the
+        # freeze as the one that took the most TSC ticks.
+        cfg = tiny_guest_config(name, f"selena.init=/usr/bin/clockcheck "
+                                      f"selena.args=gap,{GAP_VIRTUAL_MS}",
+                                lines=('tsc_mode = "native"',))
+        domids.append(create_paused(name, cfg, FREEZE_TDF))
+        consoles.append(Console(name))
+    try:
+        for name in names:
+            sh("xl", "unpause", name)
+        for c in consoles:
+            c.wait_for(r"GAPSTART", 120)
+        time.sleep(1.0)
+        froze = sh("selena-tdf", "freeze", *domids)
+        print(froze.strip())
+        first = [status(d) for d in domids]
+        time.sleep(FREEZE_REAL_S / 2)
+        for name in names:
+            try_sh("xl", "unpause", name)     # must not thaw: the freeze holds its own pause
+        time.sleep(FREEZE_REAL_S / 2)
+        second = [status(d) for d in domids]
+        thawed = sh("selena-tdf", "thaw", *domids)
+        print(thawed.strip())
+        for name, a, b in zip(names, first, second, strict=True):
+            advanced = int(b["virtual_ns"]) - int(a["virtual_ns"])
+            real = (int(b["real_ns"]) - int(a["real_ns"])) / 1e9
+            print(f"freeze {name}: frozen={a['frozen']}/{b['frozen']}, virtual time advanced "
+                  f"{advanced} ns in {real:.2f} s of real time while frozen")
+            if a["frozen"] != "yes" or b["frozen"] != "yes":
+                failures.append(f"{name}: not reported frozen while frozen")
+            if advanced != 0:
+                failures.append(f"{name}: virtual time advanced {advanced} ns while frozen")
+        for name, c in zip(names, consoles, strict=True):
+            lines = c.wait_for(r"\bGAP \d+", 300)
+            m = re.search(r"\bGAP (\d+) (\d+) (\d+) (\d+)", lines[-1][1])
+            if m is None:
+                failures.append(f"{name}: no GAP result: {lines[-1][1]!r}")
+                continue
+            largest, reads, step, ticks = (int(x) for x in m.groups())
+            print(f"freeze {name}: guest clock step across the freeze {step / 1e6:.3f} ms "
+                  f"(the step that took the most real time: {ticks} TSC ticks); largest "
+                  f"step {largest / 1e6:.3f} ms in {reads} reads (limit "
+                  f"{MAX_FROZEN_STEP_NS / 1e6:g} ms; {FREEZE_REAL_S:g} s unfrozen would be "
+                  f"{FREEZE_REAL_S / FREEZE_TDF * 1e3:g} ms)")
+            if step >= MAX_FROZEN_STEP_NS:
+                failures.append(f"{name}: guest clock stepped {step / 1e6:.3f} ms across "
+                                "the freeze")
+    finally:
+        for name in names:
+            try_sh("xl", "destroy", name)
+    return failures
+
+
+def _samples(lines: list[tuple[float, str]]) -> list[tuple[float, int, int]]:
+    out = []
+    for real, line in lines:
+        m = re.search(r"\bS (\d+) (\d+) (\d+) (\d+)$", line)
+        if m:
+            out.append((real, int(m.group(1)), int(m.group(2))))
+    return out
+
+
+def check_save_restore() -> list[str]:
+    failures: list[str] = []
+    name = "selena-save"
+    cfg = tiny_guest_config(name, f"selena.init=/usr/bin/clockcheck "
+                                  f"selena.args={SAVE_SAMPLE_S},100,1,0")
+    create_paused(name, cfg, SAVE_TDF)
+    console = Console(name)
+    try:
+        sh("xl", "unpause", name)
+        lines = console.wait_for(r"\bS \d+", 120)
+        deadline = time.monotonic() + SAVE_AFTER_REAL_S
+        while time.monotonic() < deadline:
+            lines += console.lines()
+            time.sleep(0.05)
+        SAVE_FILE.unlink(missing_ok=True)
+        t0 = time.monotonic()
+        sh("xl", "save", name, str(SAVE_FILE))
+        t1 = time.monotonic()
+        lines += console.lines()
+        before = _samples(lines)
+        # The restored guest writes to a new console log.
+        console_log(name).unlink(missing_ok=True)
+        console = Console(name)
+        sh("xl", "restore", "-p", str(SAVE_FILE))
+        domid = sh("xl", "domid", name).strip()
+        restored = status(domid)
+        sh("xl", "unpause", name)
+        t2 = time.monotonic()
+        running = status(domid)
+        after_lines = console.wait_for(r"DONE", 300)
+        after = _samples(after_lines)
+        print(f"save/restore: xl save {t1 - t0:.1f} s, xl restore {t2 - t1:.1f} s; restored "
+              f"TDF {restored['tdf']} (restored={restored['restored']}, "
+              f"after unpause {running['restored']}); {len(before)} samples before, "
+              f"{len(after)} after")
+        if restored["tdf"] != f"{SAVE_TDF:g}":
+            failures.append(f"restored TDF {restored['tdf']}, expected {SAVE_TDF:g}")
+        if restored["restored"] != "yes" or running["restored"] != "no":
+            failures.append("restored flag: expected yes before the first unpause, no after")
+        if len(before) < 5 or len(after) < 5:
+            failures.append(f"too few samples around the save ({len(before)}, {len(after)})")
+            return failures
+        rate = fit_rate([(r, mono / 1e9) for r, mono, _ in after[1:]])
+        err = (rate - 1 / SAVE_TDF) * SAVE_TDF
+        print(f"save/restore: guest clock rate after restore {rate:.5f} "
+              f"(expected {1 / SAVE_TDF:.5f}, {err * 100:+.2f}%)")
+        if abs(err) > RATE_TOLERANCE:
+            failures.append(f"rate after restore {rate:.5f}, expected {1 / SAVE_TDF:.5f}")
+        mono_jump = (after[0][1] - before[-1][1]) / 1e9
+        real_jump = (after[0][2] - before[-1][2]) / 1e9
+        print(f"save/restore: across the save the guest's CLOCK_MONOTONIC advanced "
+              f"{mono_jump:.3f} s and CLOCK_REALTIME {real_jump:.3f} s "
+              f"(samples 0.1 s apart; {t2 - t0:.1f} s of real time passed)")
+        for clock, jump in (("CLOCK_MONOTONIC", mono_jump), ("CLOCK_REALTIME", real_jump)):
+            if not 0 <= jump <= MAX_JUMP_S:
+                failures.append(f"{clock} jumped {jump:+.3f} s across the save")
+    finally:
+        try_sh("xl", "destroy", name)
+        SAVE_FILE.unlink(missing_ok=True)
+    return failures
+
+
+def check_ticker() -> list[str]:
+    failures: list[str] = []
+    name = "selena-tickguest"
+    kernel = TICKGUEST.resolve()
+    if not kernel.exists():
+        return [f"{kernel} is missing: run make -C xen-patches tickguest on the host"]
+    cfg = "\n".join([f'name = "{name}"', 'type = "pv"', f'kernel = "{kernel}"',
+                     "memory = 32", "vcpus = 1", 'on_poweroff = "destroy"',
+                     'on_crash = "destroy"']) + "\n"
+    create_paused(name, cfg, TICK_TDF)
+    console = Console(name)
+    try:
+        sh("xl", "unpause", name)
+        lines = console.wait_for(r"DONE", 120)
+    finally:
+        try_sh("xl", "destroy", name)
+    ticks = [(real, int(m.group(2))) for real, line in lines
+             if (m := re.search(r"\bK (\d+) (\d+)$", line))]
+    if len(ticks) < 10:
+        return [f"only {len(ticks)} ticks seen"]
+    steps = sorted(b[1] - a[1] for a, b in zip(ticks, ticks[1:], strict=False))
+    median = steps[len(steps) // 2]
+    real_per_tick = (ticks[-1][0] - ticks[0][0]) / (len(ticks) - 1)
+    want_real = TICK_VIRTUAL_NS / 1e9 * TICK_TDF
+    print(f"ticker: {len(ticks)} default PV ticks at TDF {TICK_TDF:g}: median "
+          f"{median / 1e6:.3f} ms of guest time apart (shortest {steps[0] / 1e6:.3f} ms), "
+          f"{real_per_tick * 1e3:.1f} ms of real time apart (expected "
+          f"{TICK_VIRTUAL_NS / 1e6:g} and {want_real * 1e3:g} ms)")
+    if abs(median - TICK_VIRTUAL_NS) > TICK_TOLERANCE * TICK_VIRTUAL_NS:
+        failures.append(f"ticks {median / 1e6:.3f} ms of guest time apart, expected 10 ms")
+    if abs(real_per_tick - want_real) > TICK_TOLERANCE * want_real:
+        failures.append(f"ticks {real_per_tick * 1e3:.1f} ms of real time apart, expected "
+                        f"{want_real * 1e3:g} ms")
+    return failures
+
+
+def check_privilege() -> list[str]:
+    failures = []
+    for argv in (["set", "0", "2"], ["freeze", "0"]):
+        out = try_sh("selena-tdf", *argv)
+        print(f"privilege: selena-tdf {' '.join(argv)} -> rc {out.returncode}: "
+              f"{out.stderr.strip()}")
+        if out.returncode == 0 or "keep real time" not in out.stderr:
+            failures.append(f"selena-tdf {' '.join(argv)} was not refused for Dom0")
+    return failures
+
+
+CHECKS = {"freeze": check_freeze, "save": check_save_restore, "ticker": check_ticker,
+          "privilege": check_privilege}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checks", nargs="*", help=f"of {', '.join(CHECKS)} (default: all)")
+    args = parser.parse_args(argv)
+    unknown = [c for c in args.checks if c not in CHECKS]
+    if unknown:
+        parser.error(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECKS)}")
+    if os.geteuid() != 0 or not Path("/proc/xen/capabilities").exists():
+        print("check_hv must run as root in a Xen Dom0 (use: selena lab run)", file=sys.stderr)
+        return 2
+    failures: list[str] = []
+    for name in args.checks or list(CHECKS):
+        start = time.monotonic()
+        try:
+            failures += [f"{name}: {f}" for f in CHECKS[name]()]
+        except (CheckError, SelenaError, OSError) as exc:
+            failures.append(f"{name}: {exc}")
+        print(f"{name}: {time.monotonic() - start:.1f} s")
+    if failures:
+        print("\nFAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print("\nall hypervisor checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

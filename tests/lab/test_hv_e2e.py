@@ -1,0 +1,74 @@
+"""End to end in the lab: the hypervisor's dilation under run-time changes,
+on two vCPUs with the native-TSC pvclock path, freeze/thaw, save/restore and
+privilege, in one lab boot (see selena/lab/check_clock.py and check_hv.py)."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from selena.lab import Lab
+
+pytestmark = pytest.mark.lab
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def result():
+    subprocess.run(["make", "-s", "-C", str(ROOT / "xen-patches"), "tickguest"], check=True)
+    script = ("python3 -m selena.lab.check_clock --tdf 5 --vcpus 2 --tsc native "
+              "--change-to 1,8; echo check-clock-rc=$?; "
+              "python3 -m selena.lab.check_hv freeze save ticker privilege; "
+              "echo check-hv-rc=$?")
+    return Lab().run(["sh", "-c", script], timeout=1500)
+
+
+def test_two_vcpus_native_tsc_any_change_sequence(result):
+    out = result.output
+    assert "check-clock-rc=0" in out, out
+    assert "TDF 5 (changes 5 -> 1 -> 8); 2 vCPU(s); TSC native" in out
+    rates = re.findall(r"^after change \d to TDF ([\d.]+): rate\s+([\d.]+)\s+([\d.]+)", out, re.M)
+    assert [float(t) for t, _, _ in rates] == [1.0, 8.0]
+    for name in ("monotonic across vCPUs (1)", "steal vCPU 0 monotonic", "steal vCPU 1 <= elapsed",
+                 "TSC kHz per guest second", "nanosleep 300 ms vCPU 1: real s",
+                 "watchdog 2 s survived"):
+        assert re.search(rf"^{re.escape(name)}.*\byes$", out, re.M), name
+    assert "largest TDF increase x8" in out
+
+
+def test_freeze_thaw_group_loses_no_virtual_time(result):
+    out = result.output
+    assert "check-hv-rc=0" in out, out
+    assert "froze 2 domain(s)" in out and "thawed 2 domain(s)" in out
+    for guest in ("selena-freeze-a", "selena-freeze-b"):
+        assert re.search(rf"freeze {guest}: frozen=yes/yes, virtual time advanced 0 ns", out)
+        step = float(re.search(rf"freeze {guest}: guest clock step across the freeze "
+                               r"([\d.]+) ms", out).group(1))
+        assert step < 1.0
+
+
+def test_save_restore_keeps_tdf_and_continuous_virtual_time(result):
+    out = result.output
+    assert re.search(r"restored TDF 5 \(restored=yes, after unpause no\)", out), out
+    rate = float(re.search(r"guest clock rate after restore ([\d.]+)", out).group(1))
+    assert abs(rate - 0.2) / 0.2 < 0.02
+    m = re.search(r"CLOCK_MONOTONIC advanced ([-\d.]+) s and CLOCK_REALTIME ([-\d.]+) s", out)
+    assert 0 <= float(m.group(1)) <= 0.5 and 0 <= float(m.group(2)) <= 0.5
+
+
+def test_default_pv_ticker_is_dilated(result):
+    out = result.output
+    m = re.search(r"ticker: (\d+) default PV ticks at TDF 10: median ([\d.]+) ms of guest time "
+                  r"apart .*, ([\d.]+) ms of real time apart", out)
+    assert m, out
+    assert int(m.group(1)) >= 10
+    assert abs(float(m.group(2)) - 10) <= 1.5 and abs(float(m.group(3)) - 100) <= 15
+
+
+def test_dom0_cannot_be_dilated_or_frozen(result):
+    out = result.output
+    assert re.search(r"privilege: selena-tdf set 0 2 -> rc 1: .*keep real time", out)
+    assert re.search(r"privilege: selena-tdf freeze 0 -> rc 1: .*keep real time", out)

@@ -1,0 +1,68 @@
+"""The Dom0-side checks of check-clock on canned guest output (no lab)."""
+
+from selena.lab.check_clock import (
+    Run,
+    _cross_checks,
+    _parse,
+    _steal_checks,
+    _tsc_rows,
+    _watchdog_check,
+    default_changes,
+)
+
+
+def _run(lines: list[str]) -> Run:
+    run = Run()
+    for i, line in enumerate(lines):
+        _parse(run, float(i), line)
+    return run
+
+
+def test_every_guest_line_is_parsed_and_garbage_ignored():
+    run = _run(["[    1.0] S 100 200 300 400", "P 100 0 10000000", "C 2000000 1 0",
+                "W 2 3", "M 1 500 0", "T0 poll@1 5", "T1 poll@1 9", "S 1 2 x 4", "DONE"])
+    assert [(s.mono, s.tsc) for s in run.samples] == [(100, 400)]
+    assert run.steal == [(100, [0, 10000000])]
+    assert run.cpuid == (2000000, 1, 0) and run.watchdog == (2, 3)
+    assert run.cross == {1: (500, 0)} and run.timers["poll@1"]["T1"] == (6.0, 9)
+    assert run.done
+
+
+def test_steal_that_decreases_or_exceeds_elapsed_time_fails():
+    good = _run([f"P {t * 10**9} {t * 10**8} 0" for t in range(1, 6)])
+    assert all(ok for _, _, ok in _steal_checks(good, 2))
+    falling = _run(["P 1000000000 50000000", "P 2000000000 40000000"])
+    assert [ok for _, _, ok in _steal_checks(falling, 1)] == [False, True]
+    wrapped = _run(["P 1000000000 0", "P 2000000000 18446744073000000000"])
+    assert not all(ok for _, _, ok in _steal_checks(wrapped, 1))
+
+
+def test_cross_vcpu_backwards_reads_fail():
+    assert _cross_checks(_run(["M 1 100 0"]), 2)[0][2]
+    assert not _cross_checks(_run(["M 1 100 2"]), 2)[0][2]
+    assert not _cross_checks(_run([]), 2)[0][2]
+
+
+def test_tsc_rate_must_match_cpuid_and_the_mode():
+    lines = ["C 1000000 1 0", "S 0 0 0 0", "S 1000000000 0 0 1000000000"]
+    failures: list[str] = []
+    run = _run(lines)
+    rows = _tsc_rows(run, run.samples, None, failures)
+    assert rows[0][4] and not failures
+    raw = _run(["C 1000000 1 0", "S 0 0 0 0", "S 1000000000 0 0 10000000000"])
+    assert not _tsc_rows(raw, raw.samples, None, failures)[0][4]
+    _tsc_rows(run, run.samples, "native", failures)
+    assert any("expected native" in f for f in failures)
+
+
+def test_watchdog_must_be_armed_and_reports_the_largest_increase():
+    run = _run(["W 2 3"])
+    run.changes = [(1.0, 2.0), (2.0, 10.0)]
+    name, detail, ok = _watchdog_check(run, 10.0, 2)
+    assert ok and "x5" in detail
+    assert not _watchdog_check(_run(["W 2 -1"]), 10.0, 2)[2]
+
+
+def test_default_changes_go_down_and_back_up():
+    assert default_changes(10.0) == [2.0, 10.0]
+    assert default_changes(2.0) == [4.0, 2.0]

@@ -1,0 +1,41 @@
+/* Entry and Xen ELF notes of tickguest (see tickguest.c). */
+#define NOTE(type, desc_type, desc)           \
+    .pushsection .note.Xen, "a", @note;       \
+    .balign 4;                                \
+    .long 2f - 1f;                            \
+    .long 4f - 3f;                            \
+    .long type;                               \
+1:  .asciz "Xen";                             \
+2:  .balign 4;                                \
+3:  desc_type desc;                           \
+4:  .balign 4;                                \
+    .popsection
+
+NOTE(6, .asciz, "selena-tickguest")   /* XEN_ELFNOTE_GUEST_OS */
+NOTE(5, .asciz, "xen-3.0")            /* XEN_ELFNOTE_XEN_VERSION */
+NOTE(8, .asciz, "generic")            /* XEN_ELFNOTE_LOADER */
+NOTE(3, .quad, 0)                     /* XEN_ELFNOTE_VIRT_BASE */
+NOTE(4, .quad, 0)                     /* XEN_ELFNOTE_PADDR_OFFSET */
+NOTE(1, .quad, _start)                /* XEN_ELFNOTE_ENTRY */
+NOTE(2, .quad, hypercall_page)        /* XEN_ELFNOTE_HYPERCALL_PAGE */
+
+    .section .note.GNU-stack, "", @progbits
+
+    .text
+    .globl _start
+_start:
+    lea stack_top(%rip), %rsp
+    mov %rsi, %rdi                    /* start_info */
+    call start
+1:  jmp 1b
+
+    .balign 4096
+    .globl hypercall_page
+hypercall_page:
+    .fill 4096, 1, 0
+
+    .bss
+    .balign 16
+stack:
+    .fill 16384, 1, 0
+stack_top:
