@@ -367,13 +367,14 @@ class Experiment:
     def crash(self, node: str) -> None:
         self._running().crash(node)
 
-    def set_tdf(self, tdf: float | str) -> None:
+    def set_tdf(self, tdf: float | str) -> float:
         """Change the TDF of every guest at one instant: guests paused together,
         their TDF set, the Dom0 shaping of every link re-rendered (links keep
         their virtual rate and delay), unpaused together. Virtual time stays
         continuous (exp.now()), and sleeps, `at`, command deadlines and the
         heartbeat limit follow. A bad TDF is refused before anything changes;
-        a failure half-way puts every guest and link back at the old TDF."""
+        a failure half-way puts every guest and link back at the old TDF.
+        Returns the real instant (time.monotonic) the guests changed."""
         engine = self._running()
         try:
             new = units.tdf(tdf)
@@ -383,6 +384,7 @@ class Experiment:
         engine.clock.set_tdf(new, at=(first + last) / 2)
         if self.controller is not None:
             self.controller.set_tdf(new)
+        return (first + last) / 2
 
     def domid(self, node: str) -> int:
         return self._running().domid(node)

@@ -53,6 +53,7 @@ class GuestPlan:
     # with the guest's device name as "$DEV".
     guest_shaping: list[tuple[str, list[list[str]]]] = field(default_factory=list)
     static_arp: list[tuple[str, str, str]] = field(default_factory=list)  # ip, mac, via mac
+    tsc_mode: str | None = None     # xl's tsc_mode, None for the default
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,8 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
             cmdline=GUEST_CMDLINE, memory_mb=node.memory_mb, vcpus=node.vcpus,
             cpus=(fold_mask(node.cpus, host_cpus) or node.cpus) if node.cpus and host_cpus
             else node.cpus,
-            template=node.template)
+            template=node.template,
+            tsc_mode={"native": "native", "emulate": "always_emulate"}.get(node.tsc_mode or ""))
         for iface in node.interfaces:
             vif_names[(node.name, iface.index)] = f"sv{tag}{node.id}.{iface.index}"[:IFNAMSIZ]
     segments: list[SegmentPlan] = []

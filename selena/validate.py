@@ -134,6 +134,9 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
     # Dom0 vif names embed the id and interface index within 15 characters.
     if not 0 <= node.id <= 99_999:
         add("node id out of range", f"{where}: id {node.id} out of range (0 to 99999)", at)
+    if node.tsc_mode not in (None, "native", "emulate"):
+        add("bad tsc mode", f"{where}: tsc_mode {node.tsc_mode!r}: use 'native' or 'emulate' "
+            "(or leave it unset)", at)
     if not 1 <= node.vcpus <= 128:
         add("vcpus out of range", f"{where}: vcpus {node.vcpus} out of range (1 to 128)", at)
     if node.cpus is not None:

@@ -85,3 +85,19 @@ def test_guest_network_names_every_interface_and_both_address_families():
     assert h2_net[:2] == [f"name {mac2} eth0",
                           f"name {topo.mac_of(h2, h2.interfaces[1])} eth1"]
     assert h2_net[-1] == "route default 10.0.0.254"
+
+
+def test_tsc_mode_reaches_the_xl_config_and_is_validated():
+    from selena.validate import validate
+
+    topo = demo()
+    topo.nodes["h1"].tsc_mode = "native"
+    topo.nodes["h2"].tsc_mode = "emulate"
+    plan = make_plan(topo)
+    assert 'tsc_mode = "native"' in xl_config(plan, plan.guest("h1"))
+    assert 'tsc_mode = "always_emulate"' in xl_config(plan, plan.guest("h2"))
+    assert "tsc_mode" not in xl_config(make_plan(demo()), make_plan(demo()).guests[0])
+    topo.nodes["h1"].tsc_mode = "raw"
+    from selena.errors import TopologyError
+    with pytest.raises(TopologyError, match="tsc_mode 'raw': use 'native' or 'emulate'"):
+        validate(topo)

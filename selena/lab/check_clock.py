@@ -1,8 +1,9 @@
 """End-to-end proof of time dilation, run in the lab's Dom0.
 
-Creates a tiny-host PV guest running `clockcheck` (guest-templates/tools),
-paused, sets its TDF before it first runs, and timestamps every line the
-guest prints on arrival in Dom0's real clock. It then checks:
+Deploys one tiny-host guest through the experiment lifecycle (created
+paused, its TDF set before it first runs), runs `clockcheck`
+(guest-templates/tools) in it with its output on the guest console, and
+timestamps every line on arrival in Dom0's real clock. It then checks:
 
 - every guest clock (CLOCK_MONOTONIC, CLOCK_REALTIME, gettimeofday) runs at
   1/TDF of Dom0's real clock within 1% (least-squares fit over the samples);
@@ -42,9 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from selena.errors import SelenaError
-from selena.lab.dom0 import console_log, create_paused, sh, tiny_guest_config, try_sh
+from selena.experiment import Experiment
+from selena.lab.dom0 import console_log
+from selena.model import Topology
 
-GUEST = "selena-clockcheck"
+EXPERIMENT = "clockcheck"
+NODE = "g"
+GUEST = f"selena-{EXPERIMENT}-{NODE}"      # its domain, whose console log is read
 CLOCK_TOLERANCE = 0.01
 TIMER_TOLERANCE = 0.02
 TIMER_SLACK_REAL_S = 0.10
@@ -99,33 +104,28 @@ def segment_virtual_s(tdf: float) -> float:
     return max(SEGMENT_VIRTUAL_S, SEGMENT_MIN_REAL_S / tdf)
 
 
-def guest_config(sample_seconds: int, vcpus: int, tsc: str | None, watchdog: int) -> str:
-    lines = (f'tsc_mode = "{ "native" if tsc == "native" else "always_emulate"}"',) if tsc else ()
-    return tiny_guest_config(
-        GUEST, f"selena.init=/usr/bin/clockcheck "
-        f"selena.args={sample_seconds},{TIMER_MS},{vcpus},{watchdog}",
-        vcpus=vcpus, lines=lines)
-
-
 def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
               tsc: str | None = None, watchdog: int = WATCHDOG_S) -> Run:
+    """One guest through the experiment lifecycle, running clockcheck with its
+    output on the guest console; each line is timestamped as it arrives in
+    Dom0's console log, and the TDF changes go through exp.set_tdf."""
     total_virtual = (FIRST_SEGMENT_VIRTUAL_S + sum(segment_virtual_s(t) for t in changes)
                      + 1.0)
-    domid = create_paused(GUEST, guest_config(int(total_virtual + 0.999), vcpus, tsc, watchdog),
-                          tdf)
+    topo = Topology(EXPERIMENT, tdf=tdf)
+    topo.add_host(NODE, vcpus=vcpus, tsc_mode=tsc)
     log = console_log(GUEST)
-    got = sh("selena-tdf", "get", domid).strip()
-    if float(got) != tdf:
-        raise CheckFailed(f"selena-tdf get returned {got}, expected {tdf:g}")
-    sh("xl", "unpause", GUEST)
+    log.unlink(missing_ok=True)
     run = Run()
-    plan: list[tuple[float, float]] = []
-    planned = not changes
-    start = time.monotonic()
-    buf = b""
-    pos = 0
-    try:
-        while time.monotonic() - start < timeout and not run.done:
+    with Experiment(topo, command_timeout=None) as exp:
+        command = (f"exec /usr/bin/clockcheck {int(total_virtual + 0.999)} {TIMER_MS} "
+                   f"{vcpus} {watchdog} >/dev/hvc0 2>&1")
+        handle = exp.start(NODE, command)
+        plan: list[tuple[float, float]] = []
+        planned = not changes
+        start = time.monotonic()
+        buf = b""
+        pos = 0
+        while time.monotonic() - start < timeout and not run.done and not handle.done:
             if log.exists():
                 with log.open("rb") as f:
                     f.seek(pos)
@@ -145,18 +145,18 @@ def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 
             while plan and time.monotonic() >= plan[0][0]:
                 _, new = plan.pop(0)
                 issued = time.monotonic()
-                sh("selena-tdf", "set", domid, f"{new:g}")
-                run.changes.append((time.monotonic(), new))
+                run.changes.append((exp.set_tdf(new), new))
                 run.issued.append(issued)
             time.sleep(0.002)
-    finally:
-        try_sh("xl", "destroy", GUEST)
+        if handle.done and not run.done:
+            result = exp.wait(handle)
+            run.tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            raise CheckFailed(f"clockcheck ended early ({result.summary()}); console:\n"
+                              f"{run.tail}")
     run.tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
     if not run.done:
-        tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no console log)"
-        dead = "" if GUEST in try_sh("xl", "list").stdout else \
-            " (the domain is gone: its watchdog may have fired, see xl dmesg)"
-        raise CheckFailed(f"guest did not finish within {timeout:.0f} s{dead}; console:\n{tail}")
+        raise CheckFailed(f"guest did not finish within {timeout:.0f} s (its watchdog may "
+                          f"have fired, see xl dmesg); console:\n{run.tail[-2000:]}")
     return run
 
 

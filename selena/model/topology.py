@@ -97,6 +97,10 @@ class Node:
     # A standalone switch in a topology with loops runs the rapid spanning
     # tree protocol (Open vSwitch's RSTP).
     stp: bool = False
+    # The guest's TSC: None for the hypervisor's default (emulated, hence
+    # dilated, for a dilated guest), "native" (the opt-out: raw RDTSC, faster)
+    # or "emulate".
+    tsc_mode: str | None = None
     defined_at: str | None = field(default=None, compare=False)
 
     def device(self, index: int) -> str:
@@ -197,7 +201,7 @@ class Topology:
 
     def add_node(self, name: str, kind: NodeKind, *, template: str | None = None,
                  id: int | None = None, vcpus: int = 1, cpus: str | None = None,
-                 memory: str | int | None = None) -> Node:
+                 memory: str | int | None = None, tsc_mode: str | None = None) -> Node:
         """Add a node; errors about it are reported by validation, not here.
         memory: "64M" or MB; None gives the template's default (TEMPLATE_MEMORY_MB)."""
         template = template or DEFAULT_TEMPLATES[kind]
@@ -210,7 +214,7 @@ class Topology:
         node = Node(
             name=name, kind=kind, template=template,
             id=len(self.nodes) if id is None else id, vcpus=vcpus, cpus=cpus,
-            memory_mb=memory_mb, defined_at=caller_location(),
+            memory_mb=memory_mb, defined_at=caller_location(), tsc_mode=tsc_mode,
         )
         # Duplicate names are kept apart so validation can name them.
         key = name if name not in self.nodes else f"{name}#{len(self.nodes)}"
