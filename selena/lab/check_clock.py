@@ -38,6 +38,7 @@ import argparse
 import os
 import re
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,34 +121,38 @@ def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 
         command = (f"exec /usr/bin/clockcheck {int(total_virtual + 0.999)} {TIMER_MS} "
                    f"{vcpus} {watchdog} >/dev/hvc0 2>&1")
         handle = exp.start(NODE, command)
+        # Lines are timestamped by a thread of their own: a TDF change takes
+        # real time (the guests are paused around it), and a line read late
+        # would look like guest time lost.
+        stop = threading.Event()
+        lock = threading.Lock()
+        reader = threading.Thread(target=_follow, args=(log, run, lock, stop), daemon=True)
+        reader.start()
         plan: list[tuple[float, float]] = []
         planned = not changes
         start = time.monotonic()
-        buf = b""
-        pos = 0
-        while time.monotonic() - start < timeout and not run.done and not handle.done:
-            if log.exists():
-                with log.open("rb") as f:
-                    f.seek(pos)
-                    chunk = f.read()
-                    pos += len(chunk)
-                now = time.monotonic()
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for raw in lines:
-                    _parse(run, now, raw.decode("utf-8", "replace"))
-            if run.samples and not planned:
-                planned = True
-                at = run.samples[0].real + FIRST_SEGMENT_VIRTUAL_S * tdf
-                for new in changes:
-                    plan.append((at, new))
-                    at += segment_virtual_s(new) * new
-            while plan and time.monotonic() >= plan[0][0]:
-                _, new = plan.pop(0)
-                issued = time.monotonic()
-                run.changes.append((exp.set_tdf(new), new))
-                run.issued.append(issued)
-            time.sleep(0.002)
+        try:
+            while time.monotonic() - start < timeout and not run.done and not handle.done:
+                with lock:
+                    first = run.samples[0].real if run.samples else None
+                if first is not None and not planned:
+                    planned = True
+                    at = first + FIRST_SEGMENT_VIRTUAL_S * tdf
+                    for new in changes:
+                        plan.append((at, new))
+                        at += segment_virtual_s(new) * new
+                while plan and time.monotonic() >= plan[0][0]:
+                    _, new = plan.pop(0)
+                    issued = time.monotonic()
+                    changed = exp.set_tdf(new)
+                    with lock:
+                        run.changes.append((changed, new))
+                        run.issued.append(issued)
+                time.sleep(0.01)
+            time.sleep(0.2)         # the last lines
+        finally:
+            stop.set()
+            reader.join()
         if handle.done and not run.done:
             result = exp.wait(handle)
             run.tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
@@ -158,6 +163,25 @@ def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 
         raise CheckFailed(f"guest did not finish within {timeout:.0f} s (its watchdog may "
                           f"have fired, see xl dmesg); console:\n{run.tail[-2000:]}")
     return run
+
+
+def _follow(log: Path, run: Run, lock: threading.Lock, stop: threading.Event) -> None:
+    """Parse the console log as it grows, each line timestamped on arrival."""
+    buf = b""
+    pos = 0
+    while not stop.is_set():
+        if log.exists():
+            with log.open("rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+                pos += len(chunk)
+            now = time.monotonic()
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            with lock:
+                for raw in lines:
+                    _parse(run, now, raw.decode("utf-8", "replace"))
+        time.sleep(0.002)
 
 
 def _parse(run: Run, now: float, line: str) -> None:
