@@ -11,6 +11,7 @@ reports as payload is less: UDP with 1472-byte datagrams carries at most
 (95.6 Mbit/s), the same as on a real 100 Mbit/s link without preamble.
 
     selena run scenarios/link_fidelity.py --tdf 30 --out results/fidelity
+    selena run scenarios/link_fidelity.py --tdf 10 --param rate_mbit=20 --out ...
 """
 
 import json
@@ -22,27 +23,30 @@ from selena.model import Topology
 RATE_MBIT = 100
 DELAY_MS = 10
 
-topology = Topology("fidelity", tdf=30)
-# tools-host: the tiny host plus iperf3 and tc.
-h1 = topology.add_host("h1", template="tools-host")
-h2 = topology.add_host("h2", template="tools-host")
-h3 = topology.add_host("h3", template="tools-host")
-h1.add_interface(0, ip="10.0.1.1/24")
-h1.add_interface(1, ip="10.0.2.1/24")
-h2.add_interface(0, ip="10.0.1.2/24")
-h3.add_interface(0, ip="10.0.2.3/24")
-topology.add_link((h1, 0), (h2, 0), rate=f"{RATE_MBIT}Mbit")
-topology.add_link((h1, 1), (h3, 0), delay=f"{DELAY_MS}ms")
+def build(rate_mbit=RATE_MBIT, delay_ms=DELAY_MS):
+    topology = Topology("fidelity", tdf=30)
+    h1 = topology.add_host("h1", template="tools-host")
+    h2 = topology.add_host("h2", template="tools-host")
+    h3 = topology.add_host("h3", template="tools-host")
+    h1.add_interface(0, ip="10.0.1.1/24")
+    h1.add_interface(1, ip="10.0.2.1/24")
+    h2.add_interface(0, ip="10.0.1.2/24")
+    h3.add_interface(0, ip="10.0.2.3/24")
+    topology.add_link((h1, 0), (h2, 0), rate=f"{rate_mbit}Mbit")
+    topology.add_link((h1, 1), (h3, 0), delay=f"{delay_ms}ms")
+    return topology
 
 
 def run(exp):
+    rate_mbit = float(exp.params.get("rate_mbit", RATE_MBIT))
+    delay_ms = float(exp.params.get("delay_ms", DELAY_MS))
     exp.cmd("h1", "ping -c 1 -W 5 10.0.2.3; ping -c 1 -W 5 10.0.1.2")   # warm ARP caches
     ping = exp.cmd("h1", "ping -c 20 -i 0.2 10.0.2.3", check=True)
     rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", ping.stdout.decode())]
     median = statistics.median(rtts)
     print(f"RTT median {median:.2f} ms over {len(rtts)} pings "
-          f"(configured {2 * DELAY_MS} ms: {100 * (median / (2 * DELAY_MS) - 1):+.1f}%)")
-    for name, extra in (("TCP", []), ("UDP", ["-u", "-b", f"{2 * RATE_MBIT}M", "-l", "1472"])):
+          f"(configured {2 * delay_ms:g} ms: {100 * (median / (2 * delay_ms) - 1):+.1f}%)")
+    for name, extra in (("TCP", []), ("UDP", ["-u", "-b", f"{2 * rate_mbit:g}M", "-l", "1472"])):
         server = exp.start("h2", ["iperf3", "-s", "-1"])
         exp.sleep(1)
         client = exp.cmd("h1", ["iperf3", "-c", "10.0.1.2", "-t", "3", "-O", "1", "-J", *extra],
@@ -50,4 +54,4 @@ def run(exp):
         exp.wait(server)
         end = json.loads(client.stdout)["end"]
         received = end["sum_received"]["bits_per_second"]
-        print(f"{name} throughput {received / 1e6:.1f} Mbit/s over a {RATE_MBIT} Mbit/s link")
+        print(f"{name} throughput {received / 1e6:.1f} Mbit/s over a {rate_mbit:g} Mbit/s link")

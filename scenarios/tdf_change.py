@@ -1,4 +1,4 @@
-"""Changing the TDF of a running experiment (exp.set_tdf): 2 -> 20 -> 5,
+"""Changing the TDF of a running experiment (exp.set_tdf): 2 -> 10 -> 5,
 while a ping and an iperf3 run across one shaped link the whole time.
 
 Every link keeps its virtual rate and delay across the changes (Dom0's htb
@@ -22,7 +22,7 @@ from selena.model import Topology
 
 RATE_MBIT = 2
 DELAY_MS = 100
-TDFS = (2, 20, 5)
+TDFS = (2, 10, 5)
 SEGMENT_S = 6.0            # virtual seconds at each TDF
 PING_INTERVAL_S = 0.5
 MARGIN_S = 1.5             # samples this close to a change are left out

@@ -23,7 +23,7 @@ def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab
     bundle = project_root() / OUT
     script = (f"rm -rf {OUT}; selena run scenarios/agent_commands.py --tdf 5 --out {OUT}; "
               "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-listed")
-    result = lab.run(["sh", "-c", script], timeout=1200)
+    result = lab.run(["sh", "-c", script], timeout=600)
     out = result.output
     assert result.returncode == 0, out
     assert "run-status=0" in out, out

@@ -30,7 +30,7 @@ ovs-vsctl br-exists foreign0 && echo foreign-bridge-kept
 
 
 def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0(lab):
-    result = lab.run(["sh", "-c", SCRIPT], timeout=900)
+    result = lab.run(["sh", "-c", SCRIPT], timeout=600)
     out = result.output
     assert result.returncode == 0, out
     assert len(re.findall(r"^selena-twohosts-h[12]\s+\d+\s+32\s", out, re.M)) == 4

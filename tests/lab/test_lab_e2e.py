@@ -22,7 +22,7 @@ python3 -c 'import selena, jinja2, yaml; print("python-ok", selena.__version__)'
 echo from-dom0 > {marker}
 exit 3
 """
-    result = lab.run(["sh", "-c", script], timeout=900)
+    result = lab.run(["sh", "-c", script], timeout=300)
     out = result.output
     assert result.returncode == 3
     assert re.search(r"^Domain-0\s+0\s", out, re.M)
@@ -36,15 +36,3 @@ exit 3
     assert written.read_text() == "from-dom0\n"
     written.unlink()
 
-
-def test_check_clock_at_integer_decimal_and_unit_tdf(lab):
-    result = lab.run(["python3", "-m", "selena.lab.check_clock",
-                      "--tdf", "10", "--tdf", "2.5", "--tdf", "1"], timeout=1500)
-    assert result.returncode == 0, result.output
-    assert "all clocks and timers follow the TDF" in result.output
-    for tdf in ("10", "2.5", "1"):
-        assert f"TDF {tdf} (changes" in result.output
-    rates = re.findall(r"^CLOCK_MONOTONIC rate\s+([\d.]+)\s+([\d.]+)", result.output, re.M)
-    assert [float(e) for _, e in rates] == [0.1, 0.4, 1.0]
-    for measured, expected in rates:
-        assert abs(float(measured) - float(expected)) / float(expected) < 0.01

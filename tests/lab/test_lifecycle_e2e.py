@@ -30,7 +30,7 @@ def test_a_plain_python_script_runs_an_experiment(lab):
     out = f"{OUT}-script"
     result = lab.run(f"rm -rf {out}; python3 scenarios/script_experiment.py --tdf 5 "
                      f"--out {out}; echo script-status=$?; xl list | grep -c selena- ; "
-                     "echo leftovers-counted", timeout=900)
+                     "echo leftovers-counted", timeout=600)
     assert "script-status=0" in result.output, result.output
     assert "0\nleftovers-counted" in result.output           # torn down on leaving `with`
     assert "5 packets transmitted, 5 packets received" in result.output
@@ -44,7 +44,7 @@ def test_a_plain_python_script_runs_an_experiment(lab):
 def test_hosts_ping_each_other_over_ipv6(lab):
     out = f"{OUT}-ipv6"
     result = lab.run(f"rm -rf {out}; selena run scenarios/ipv6_pair.py --test pingall "
-                     f"--out {out}", timeout=900)
+                     f"--out {out}", timeout=600)
     assert result.returncode == 0, result.output
     assert "pingall: 0% dropped (2/2 received)" in result.output
     h1 = [o for o in _outputs(_bundle("ipv6"), "h1") if "-6" in o[0]["command"]]
@@ -60,7 +60,7 @@ def test_hosts_ping_each_other_over_ipv6(lab):
 def test_the_paper_listings_run_as_printed(lab):
     out = f"{OUT}-listing"
     result = lab.run(f"rm -rf {out}; selena run scenarios/paper_listing1.py --out {out}",
-                     timeout=1500)
+                     timeout=900)
     assert result.returncode == 0, result.output
     # Listing 1 pins to CPUs 4-7; the lab has 2: folded with a warning, never a libxl error.
     assert "cpu mask 4,5,6,7 names CPUs this host lacks" in result.output
@@ -78,7 +78,7 @@ def test_the_paper_listings_run_as_printed(lab):
 
 
 def test_the_demo_is_faithful_at_tdf_10_and_shows_tdf_1(lab):
-    result = lab.run(["sh", "-c", demo.commands(10)], timeout=2400)
+    result = lab.run(["sh", "-c", demo.commands(10)], timeout=1200)
     assert "demo-run-tdf1=0" in result.output and "demo-run-tdf10=0" in result.output, \
         result.output
     rows = demo.read_rows(project_root(), 10)

@@ -29,7 +29,7 @@ RETRANSMISSION_STEPS_S = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0)
 def test_standalone_switch_forwards_between_two_hosts(lab):
     out = f"{OUT}-standalone"
     result = lab.run(["sh", "-c", f"rm -rf {out}; selena run scenarios/standalone_switch.py "
-                                    f"--out {out}"], timeout=900)
+                                    f"--out {out}"], timeout=600)
     assert result.returncode == 0, result.output
     s1 = project_root() / out / "nodes" / "s1"
     counters = next(text for text in (p.read_text() for p in s1.glob("*.stdout"))
@@ -46,7 +46,7 @@ def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_some(la
     out = f"{OUT}-fct"
     script = (f"rm -rf {out}; SELENA_FCT_DURATION=10 selena run "
               f"scenarios/switch_model_fct.py --tdf {TDF} --out {out}")
-    result = lab.run(["sh", "-c", script], timeout=2400)
+    result = lab.run(["sh", "-c", script], timeout=1200)
     assert result.returncode == 0, result.output
     assert "switch s1: 2 ports, switch model ideal" in result.output, result.output
     bundle = project_root() / out

@@ -23,7 +23,7 @@ echo "selena-domains-after-clean=$(xl list | grep -c '^selena-')"
 
 
 def test_second_warm_run_reuses_the_pooled_guests(lab):
-    result = lab.run(["sh", "-c", SCRIPT], timeout=1200)
+    result = lab.run(["sh", "-c", SCRIPT], timeout=900)
     out = result.output
     assert result.returncode == 0, out
     first, second = out.split("pool-after-run-1:")[1].split("pool-after-run-2:")
