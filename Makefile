@@ -29,7 +29,7 @@ unit: deps
 # the C checks of xen-patches, and the end-to-end lab tests.
 test: deps lint
 	$(SELENA) lab build
-	$(VENV)/bin/pytest -v
+	$(VENV)/bin/pytest -v --durations=30
 
 demo: deps
 	$(SELENA) lab build

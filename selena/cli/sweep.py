@@ -1,0 +1,116 @@
+"""`selena sweep` (one scenario at several TDFs) and `selena sweep-report`
+(summary, KS tests, recommendation and plots from a sweep's bundles)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from selena import units
+from selena.backends import BACKENDS, DEFAULT_BACKEND
+from selena.cli.experiment import param_arg, say
+from selena.errors import AnalysisError, ScenarioError, SelenaError, UnitError
+from selena.experiment import Experiment
+from selena.loader import user_error
+from selena.sweep import SweepPlan, SweepRun, analyze, plot, run_sweep, write_summary
+
+
+def tdf_list_arg(text: str) -> list[float]:
+    try:
+        return [units.tdf(part) for part in text.split(",") if part.strip()]
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("sweep", help="run a scenario at several TDFs; summary, "
+                                            "KS tests and the smallest faithful TDF")
+    p.add_argument("scenario", help="a scenario .py file")
+    p.add_argument("--tdf", type=tdf_list_arg, required=True, metavar="T1,T2,...",
+                   help="the TDFs to run (e.g. 1,2,5,10)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per TDF (default 1)")
+    p.add_argument("--param", type=param_arg, action="append", default=[],
+                   metavar="NAME=VALUE", help="passed to the scenario's build(**params) "
+                                              "and exp.params (repeatable)")
+    p.add_argument("--out", type=Path, required=True, help="sweep directory")
+    p.add_argument("--shaping", choices=("dom0", "guest"), default="dom0")
+    p.add_argument("--tolerance", type=float, default=5.0, metavar="PERCENT",
+                   help="a metric's median within this of its expected value is ok "
+                        "(default 5)")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_sweep)
+
+    p = subparsers.add_parser("sweep-report", help="summary.csv, KS tests, recommendation "
+                                                   "and plots of a sweep directory")
+    p.add_argument("out", type=Path)
+    p.add_argument("--tolerance", type=float, default=5.0, metavar="PERCENT")
+    p.add_argument("--no-plots", action="store_true")
+    p.set_defaults(func=cmd_sweep_report)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    plan = SweepPlan(args.scenario, args.tdf, args.repeat, dict(args.param))
+    # Validate at every TDF first: a mistake is reported before any guest exists.
+    for tdf in plan.tdfs:
+        _experiment(args, tdf, None).check()
+
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        exp = _experiment(args, run.tdf, bundle)
+        try:
+            with exp:
+                exp.run_scenario()
+        except SelenaError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the scenario's own error, shown as theirs
+            raise user_error(exc, args.scenario) from exc
+
+    outcomes = run_sweep(plan, args.out, run_one, progress=say)
+    failed = [o for o in outcomes if o.status != "ok"]
+    for o in failed:
+        say(f"run {o.run.name} {o.status}: {o.error or 'see its meta.json'}")
+    status = _report(args.out, args.tolerance, not args.no_plots)
+    return 1 if failed or status else 0
+
+
+def cmd_sweep_report(args: argparse.Namespace) -> int:
+    return _report(args.out, args.tolerance, not args.no_plots)
+
+
+def _report(out: Path, tolerance: float, plots: bool) -> int:
+    try:
+        analysis = analyze(out, tolerance_pct=tolerance)
+    except AnalysisError as exc:
+        say(f"selena: {exc}")
+        write_summary_only(out, tolerance)
+        return 2
+    summary = write_summary(analysis.rows, out / "summary.csv")
+    print(analysis.report())
+    print(f"summary: {summary}")
+    if plots:
+        try:
+            for path in plot(analysis, out):
+                print(f"plot: {path}")
+        except AnalysisError as exc:
+            say(f"selena: {exc}")
+    return 0
+
+
+def write_summary_only(out: Path, tolerance: float) -> None:
+    """Without scipy (the lab's Dom0) the per-run rows are still written."""
+    from selena.sweep import load_runs, summary_rows
+
+    try:
+        plan, runs = load_runs(out)
+    except AnalysisError:
+        return
+    path = write_summary(summary_rows(plan, runs, tolerance), out / "summary.csv")
+    print(f"summary: {path}", file=sys.stderr)
+
+
+def _experiment(args: argparse.Namespace, tdf: float, out: Path | None) -> Experiment:
+    if not Path(args.scenario).is_file():
+        raise ScenarioError(f"{args.scenario}: no such scenario file")
+    return Experiment(args.scenario, tdf=tdf, params=dict(args.param), out=out,
+                      shaping=args.shaping, backend=args.backend, progress=say)

@@ -1,0 +1,385 @@
+"""TDF sweeps: the same scenario at several TDFs (and repeats), one results
+bundle per run, then a summary that says which TDF is worth its real time.
+
+Running and analysing are separate. `run_sweep` drives one Experiment per
+run (the same lifecycle as `selena run`) and writes DIR/sweep.json and
+DIR/runs/tdf<T>-r<k>/. `analyze` reads only those bundles, so a sweep run in
+the lab's Dom0 can be analysed (and plotted) on the host:
+
+- one row per run and metric (summary.csv): median, p5, p95, mean, stddev,
+  expected, error %, real seconds and a verdict;
+- per metric, a two-sample Kolmogorov-Smirnov test of each TDF's samples
+  (all repeats pooled) against the highest TDF's;
+- the recommended TDF: the smallest whose samples are indistinguishable
+  from the highest TDF's (p >= 0.05) for every metric and whose runs all
+  have the verdict ok.
+
+Verdict of one run and metric: "failed" when the run failed; "ok" when the
+median is within the tolerance (5 % by default) of the expected value the
+scenario recorded; "degraded (median +12.3 % off expected)" otherwise;
+"unchecked" when the scenario gave no expected value.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from selena import units
+from selena.errors import AnalysisError, ScenarioError, SelenaError
+
+log = logging.getLogger(__name__)
+
+KS_ALPHA = 0.05
+DEFAULT_TOLERANCE_PCT = 5.0
+SUMMARY_COLUMNS = ("scenario", "params", "tdf", "repeat", "metric", "unit", "n", "median",
+                   "p5", "p95", "mean", "stddev", "expected", "error_pct", "real_s", "verdict")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    tdf: float
+    repeat: int
+
+    @property
+    def name(self) -> str:
+        return f"tdf{units.tdf_text(self.tdf)}-r{self.repeat}"
+
+
+@dataclass
+class SweepPlan:
+    scenario: str
+    tdfs: list[float]
+    repeat: int = 1
+    params: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.tdfs:
+            raise ScenarioError("sweep: give at least one TDF (--tdf 1,2,5,10)")
+        tdfs = [units.tdf(t) for t in self.tdfs]
+        dupes = sorted({t for t in tdfs if tdfs.count(t) > 1})
+        if dupes:
+            raise ScenarioError(f"sweep: TDF {', '.join(units.tdf_text(t) for t in dupes)} "
+                                "given twice")
+        self.tdfs = sorted(tdfs)
+        if isinstance(self.repeat, bool) or not isinstance(self.repeat, int) \
+                or not 1 <= self.repeat <= 100:
+            raise ScenarioError(f"sweep: --repeat {self.repeat!r} must be a whole number "
+                                "from 1 to 100")
+
+    def runs(self) -> list[SweepRun]:
+        """Repeats interleave the TDFs (1,2,5,1,2,5), so a drift in the host's
+        load over the sweep spreads across every TDF instead of one."""
+        return [SweepRun(t, r) for r in range(1, self.repeat + 1) for t in self.tdfs]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "tdfs": self.tdfs, "repeat": self.repeat,
+                "params": {k: str(v) for k, v in self.params.items()}}
+
+
+@dataclass
+class RunOutcome:
+    run: SweepRun
+    bundle: Path
+    status: str
+    real_s: float
+    error: str | None = None
+
+
+RunOne = Callable[[SweepRun, Path], None]
+
+
+def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
+              progress: Progress | None = None,
+              clock: Callable[[], float] = time.monotonic) -> list[RunOutcome]:
+    """Every run of the plan, one after another; a failed run is recorded and
+    the sweep goes on (its bundle holds the error). Ctrl-C stops the sweep
+    after the current run's teardown and propagates."""
+    runs = plan.runs()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
+    outcomes: list[RunOutcome] = []
+    started = clock()
+    for k, run in enumerate(runs, start=1):
+        bundle = out / "runs" / run.name
+        if progress:
+            progress(_progress_line(k, len(runs), run, clock() - started, outcomes))
+        t0 = clock()
+        error = None
+        try:
+            run_one(run, bundle)
+        except SelenaError as exc:
+            error = str(exc)
+            log.warning("sweep run %s failed: %s", run.name, exc)
+        real = clock() - t0
+        status = _bundle_status(bundle) or ("failed" if error else "ok")
+        outcomes.append(RunOutcome(run, bundle, status, real, error))
+    return outcomes
+
+
+def _progress_line(k: int, n: int, run: SweepRun, elapsed: float,
+                   done: Sequence[RunOutcome]) -> str:
+    line = (f"run {k} of {n}: TDF {units.tdf_text(run.tdf)}, repeat {run.repeat}; "
+            f"elapsed {elapsed:.0f} s")
+    if done:
+        remaining = _estimate_remaining(done, run, n - k + 1)
+        line += f", about {remaining:.0f} s to go"
+    return line
+
+
+def _estimate_remaining(done: Sequence[RunOutcome], current: SweepRun, left: int) -> float:
+    """Real time grows with the TDF: a run costs about what the last run at
+    its TDF cost, else the mean real seconds per unit of TDF times its TDF.
+    Repeats cycle through the TDFs, so `left` runs average like the ones done."""
+    per_unit_tdf = sum(o.real_s / o.run.tdf for o in done) / len(done)
+    last_at = {o.run.tdf: o.real_s for o in done}
+    guess = last_at.get(current.tdf, per_unit_tdf * current.tdf)
+    mean_done = sum(o.real_s for o in done) / len(done)
+    return guess + mean_done * (left - 1)
+
+
+def _bundle_status(bundle: Path) -> str | None:
+    meta = bundle / "meta.json"
+    if not meta.exists():
+        return None
+    try:
+        return str(json.loads(meta.read_text()).get("status", "ok"))
+    except (OSError, ValueError):
+        return None
+
+
+# --- analysis: reads bundles only ------------------------------------------
+
+@dataclass
+class RunMetrics:
+    run: SweepRun
+    status: str
+    real_s: float
+    metrics: dict[str, dict[str, Any]]
+
+
+@dataclass
+class SweepAnalysis:
+    plan: SweepPlan
+    runs: list[RunMetrics]
+    rows: list[dict[str, Any]]
+    ks: dict[str, dict[float, float]]           # metric -> TDF -> p-value vs highest TDF
+    recommended: float | None
+    reasons: dict[float, list[str]]             # why each TDF was not recommended
+
+    def report(self) -> str:
+        lines = [f"sweep of {self.plan.scenario}: TDF "
+                 f"{', '.join(units.tdf_text(t) for t in self.plan.tdfs)}, "
+                 f"{self.plan.repeat} repeat(s)"]
+        lines.append(f"{'TDF':>6} {'rep':>3} {'metric':<20} {'median':>10} {'expected':>10} "
+                     f"{'error %':>8} {'real s':>8}  verdict")
+        for row in self.rows:
+            lines.append(f"{row['tdf']:>6} {row['repeat']:>3} {row['metric']:<20} "
+                         f"{_fmt(row['median']):>10} {_fmt(row['expected']):>10} "
+                         f"{_fmt(row['error_pct'], '+.1f'):>8} {row['real_s']:>8.1f}  "
+                         f"{row['verdict']}")
+        top = units.tdf_text(self.plan.tdfs[-1])
+        for metric, pvalues in sorted(self.ks.items()):
+            shown = ", ".join(f"TDF {units.tdf_text(t)} p={p:.3g}" for t, p in
+                              sorted(pvalues.items()))
+            lines.append(f"KS against TDF {top}, {metric}: {shown}")
+        for tdf in self.plan.tdfs:
+            if tdf in self.reasons and tdf != self.recommended:
+                lines.append(f"TDF {units.tdf_text(tdf)} not recommended: "
+                             + "; ".join(self.reasons[tdf]))
+        if self.recommended is None:
+            lines.append("recommendation: none of these TDFs was faithful; sweep higher TDFs")
+        else:
+            cost = [r.real_s for r in self.runs if r.run.tdf == self.recommended]
+            lines.append(f"recommendation: TDF {units.tdf_text(self.recommended)} (the smallest "
+                         f"faithful one; {sum(cost) / len(cost):.0f} s of real time per run)")
+        return "\n".join(lines)
+
+
+def _fmt(value: Any, spec: str = ".4g") -> str:
+    return "-" if value is None or value == "" else format(float(value), spec)
+
+
+def verdict(status: str, metric: Mapping[str, Any],
+            tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> str:
+    if status != "ok":
+        return "failed"
+    error = metric.get("error_pct")
+    if metric.get("expected") is None or error is None:
+        return "unchecked"
+    if abs(float(error)) <= tolerance_pct:
+        return "ok"
+    return f"degraded (median {float(error):+.1f} % off expected)"
+
+
+def load_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics]]:
+    try:
+        raw = json.loads((out / "sweep.json").read_text())
+        plan = SweepPlan(raw["scenario"], [float(t) for t in raw["tdfs"]], int(raw["repeat"]),
+                         dict(raw.get("params", {})))
+    except (OSError, ValueError, KeyError, TypeError, ScenarioError) as exc:
+        raise AnalysisError(f"{out}: not a sweep directory (sweep.json: {exc})") from exc
+    found = []
+    for run in plan.runs():
+        bundle = out / "runs" / run.name
+        meta_path = bundle / "meta.json"
+        if not meta_path.exists():
+            continue                      # not run (interrupted sweep): left out
+        try:
+            meta = json.loads(meta_path.read_text())
+            metrics = json.loads((bundle / "metrics.json").read_text()) \
+                if (bundle / "metrics.json").exists() else {}
+        except ValueError as exc:
+            raise AnalysisError(f"{bundle}: unreadable bundle ({exc})") from exc
+        found.append(RunMetrics(run, str(meta.get("status", "ok")),
+                                float(meta.get("real_seconds", 0.0)), metrics))
+    if not found:
+        raise AnalysisError(f"{out}: no finished runs to analyse")
+    return plan, found
+
+
+def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
+            alpha: float = KS_ALPHA) -> SweepAnalysis:
+    plan, runs = load_runs(out)
+    rows = summary_rows(plan, runs, tolerance_pct)
+    metric_names = sorted({name for r in runs for name in r.metrics})
+    top = plan.tdfs[-1]
+    pooled: dict[str, dict[float, list[float]]] = {m: {} for m in metric_names}
+    for r in runs:
+        if r.status != "ok":
+            continue
+        for name, m in r.metrics.items():
+            pooled[name].setdefault(r.run.tdf, []).extend(float(x) for x in m.get("samples", []))
+    ks: dict[str, dict[float, float]] = {}
+    for name, by_tdf in pooled.items():
+        if top not in by_tdf or not by_tdf[top]:
+            continue
+        ks[name] = {t: (1.0 if t == top else ks_pvalue(s, by_tdf[top]))
+                    for t, s in by_tdf.items() if s}
+    reasons: dict[float, list[str]] = {}
+    for tdf in plan.tdfs:
+        why = []
+        at = [r for r in runs if r.run.tdf == tdf]
+        if not at:
+            why.append("not run")
+        for r in at:
+            if r.status != "ok":
+                why.append(f"repeat {r.run.repeat} {r.status}")
+        for row in rows:
+            if row["tdf"] == units.tdf_text(tdf) and row["verdict"] not in ("ok", "unchecked",
+                                                                            "failed"):
+                why.append(f"{row['metric']} repeat {row['repeat']} {row['verdict']}")
+        for name in metric_names:
+            p = ks.get(name, {}).get(tdf)
+            if p is None:
+                why.append(f"{name}: no samples to compare")
+            elif p < alpha:
+                why.append(f"{name} differs from TDF {units.tdf_text(top)} (KS p={p:.3g})")
+        if why:
+            reasons[tdf] = why
+    recommended = next((t for t in plan.tdfs if t not in reasons), None)
+    return SweepAnalysis(plan, runs, rows, ks, recommended, reasons)
+
+
+def summary_rows(plan: SweepPlan, runs: Sequence[RunMetrics],
+                 tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> list[dict[str, Any]]:
+    params = ";".join(f"{k}={v}" for k, v in sorted(plan.params.items()))
+    rows = []
+    for r in sorted(runs, key=lambda r: (r.run.tdf, r.run.repeat)):
+        names = sorted(r.metrics) or [""]
+        for name in names:
+            m = r.metrics.get(name, {})
+            rows.append({
+                "scenario": plan.scenario, "params": params, "tdf": units.tdf_text(r.run.tdf),
+                "repeat": r.run.repeat, "metric": name, "unit": m.get("unit", ""),
+                "n": m.get("n", 0), "median": m.get("median"), "p5": m.get("p5"),
+                "p95": m.get("p95"), "mean": m.get("mean"), "stddev": m.get("stddev"),
+                "expected": m.get("expected"), "error_pct": m.get("error_pct"),
+                "real_s": round(r.real_s, 3),
+                "verdict": verdict(r.status, m, tolerance_pct) if name else
+                "failed" if r.status != "ok" else "unchecked",
+            })
+    return rows
+
+
+def write_summary(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if row.get(k) is None else row.get(k)
+                             for k in SUMMARY_COLUMNS})
+    return path
+
+
+def ks_pvalue(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sample Kolmogorov-Smirnov p-value (scipy's ks_2samp, exact where
+    it can be)."""
+    try:
+        from scipy.stats import ks_2samp
+    except ImportError as exc:
+        raise AnalysisError("the sweep's KS tests need scipy (pip install scipy, or run "
+                            "`selena sweep-report DIR` where it is installed)") from exc
+    return float(ks_2samp(list(a), list(b)).pvalue)
+
+
+def plot(analysis: SweepAnalysis, out: Path) -> list[Path]:
+    """One PNG per metric (box plots per TDF, expected value dashed) and one
+    of real time per run against the TDF."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise AnalysisError("sweep plots need matplotlib (pip install matplotlib)") from exc
+    written = []
+    tdfs = analysis.plan.tdfs
+    names = sorted({n for r in analysis.runs for n in r.metrics})
+    for name in names:
+        data, expected, unit = [], None, ""
+        for tdf in tdfs:
+            samples = [float(x) for r in analysis.runs if r.run.tdf == tdf and r.status == "ok"
+                       for x in r.metrics.get(name, {}).get("samples", [])]
+            data.append(samples or [math.nan])
+        for r in analysis.runs:
+            m = r.metrics.get(name)
+            if m:
+                expected = m.get("expected", expected)
+                unit = m.get("unit", unit) or unit
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.boxplot(data)
+        ax.set_xticks(range(1, len(tdfs) + 1), [units.tdf_text(t) for t in tdfs])
+        if expected is not None:
+            ax.axhline(float(expected), linestyle="--", color="tab:red", label="expected")
+            ax.legend()
+        ax.set_xlabel("TDF")
+        ax.set_ylabel(f"{name} ({unit})" if unit else name)
+        ax.set_title(f"{name} vs TDF")
+        path = out / f"{_safe(name)}.png"
+        fig.savefig(path, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        written.append(path)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([r.run.tdf for r in analysis.runs], [r.real_s for r in analysis.runs], "o")
+    ax.set_xlabel("TDF")
+    ax.set_ylabel("real time per run (s)")
+    ax.set_title("cost of dilation")
+    path = out / "real_time.png"
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    written.append(path)
+    return written
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)

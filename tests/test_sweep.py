@@ -1,0 +1,222 @@
+"""TDF sweeps: the plan, running (a failed run does not stop the sweep),
+and the analysis of bundles (summary rows, verdicts, KS tests, the
+recommended TDF, plots), on synthetic bundles and through the real
+lifecycle against the fake Dom0."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from selena.backends.xl import XlBackend
+from selena.cli import main
+from selena.errors import AnalysisError, BackendError, ScenarioError
+from selena.experiment import Experiment
+from selena.model import Topology
+from selena.sweep import (
+    SUMMARY_COLUMNS,
+    SweepPlan,
+    SweepRun,
+    analyze,
+    plot,
+    run_sweep,
+    verdict,
+    write_summary,
+)
+
+EXPECTED_RTT = 20.0
+
+
+def write_bundle(bundle: Path, *, tdf: float, samples: list[float], status: str = "ok",
+                 real_s: float = 10.0) -> None:
+    bundle.mkdir(parents=True, exist_ok=True)
+    (bundle / "meta.json").write_text(json.dumps({"status": status, "tdf": tdf,
+                                                  "real_seconds": real_s}))
+    ordered = sorted(samples)
+    median = ordered[len(ordered) // 2]
+    (bundle / "metrics.json").write_text(json.dumps({"rtt_ms": {
+        "unit": "ms", "expected": EXPECTED_RTT, "n": len(samples), "samples": samples,
+        "median": median, "mean": sum(samples) / len(samples), "p5": ordered[0],
+        "p95": ordered[-1], "stddev": 0.1,
+        "error_pct": 100 * (median / EXPECTED_RTT - 1)}}))
+
+
+def rtts(tdf: float, seed: int) -> list[float]:
+    """Like the lab: a real-time floor of some ms per round trip, divided by
+    the TDF in the guests' time, plus some noise."""
+    rng = random.Random(seed)
+    return [EXPECTED_RTT + 8.0 / tdf + rng.gauss(0, 0.3) for _ in range(30)]
+
+
+def synthetic_sweep(out: Path, tdfs=(1, 5, 10), repeat: int = 2) -> list:
+    plan = SweepPlan("scenarios/demo.py", list(tdfs), repeat, {"rate_mbit": 20})
+
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        write_bundle(bundle, tdf=run.tdf, samples=rtts(run.tdf, int(run.tdf) * 10 + run.repeat),
+                     real_s=5.0 * run.tdf)
+
+    ticks = iter(range(1000))
+    lines: list[str] = []
+    outcomes = run_sweep(plan, out, run_one, progress=lines.append,
+                         clock=lambda: float(next(ticks)))
+    return outcomes, lines
+
+
+def test_plan_orders_tdfs_interleaves_repeats_and_refuses_bad_input():
+    plan = SweepPlan("s.py", [10, 1, 2.5], 2)
+    assert [(r.tdf, r.repeat) for r in plan.runs()] == \
+        [(1, 1), (2.5, 1), (10, 1), (1, 2), (2.5, 2), (10, 2)]
+    assert plan.runs()[1].name == "tdf2.5-r1"
+    with pytest.raises(ScenarioError, match="TDF 2 given twice"):
+        SweepPlan("s.py", [2, 2.0], 1)
+    with pytest.raises(Exception, match="0.5"):
+        SweepPlan("s.py", [0.5, 2], 1)
+    with pytest.raises(ScenarioError, match="--repeat 0"):
+        SweepPlan("s.py", [1], 0)
+    with pytest.raises(ScenarioError, match="at least one TDF"):
+        SweepPlan("s.py", [], 1)
+
+
+def test_sweep_runs_every_point_with_progress_and_survives_a_failed_run(tmp_path):
+    plan = SweepPlan("s.py", [1, 4], 1)
+    seen = []
+
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        seen.append(run.name)
+        if run.tdf == 1:
+            raise BackendError("xl create h1: out of memory")
+        write_bundle(bundle, tdf=run.tdf, samples=[20.0, 20.1])
+
+    lines: list[str] = []
+    outcomes = run_sweep(plan, tmp_path, run_one, progress=lines.append)
+    assert seen == ["tdf1-r1", "tdf4-r1"]
+    assert [(o.status, o.error) for o in outcomes] == \
+        [("failed", "xl create h1: out of memory"), ("ok", None)]
+    assert lines[0].startswith("run 1 of 2: TDF 1, repeat 1")
+    assert lines[1].startswith("run 2 of 2: TDF 4") and "to go" in lines[1]
+    assert json.loads((tmp_path / "sweep.json").read_text())["tdfs"] == [1, 4]
+
+
+def test_analysis_rows_verdicts_ks_and_the_smallest_faithful_tdf(tmp_path):
+    outcomes, lines = synthetic_sweep(tmp_path)
+    assert len(outcomes) == 6 and "about" in lines[-1]
+    analysis = analyze(tmp_path)
+    assert [(r["tdf"], r["repeat"]) for r in analysis.rows] == \
+        [("1", 1), ("1", 2), ("5", 1), ("5", 2), ("10", 1), ("10", 2)]
+    by_tdf = {r["tdf"]: r for r in analysis.rows}
+    assert by_tdf["1"]["verdict"].startswith("degraded (median +4")   # 28 ms of 20
+    assert by_tdf["5"]["verdict"].startswith("degraded (median +8")   # 21.6 ms
+    assert by_tdf["10"]["verdict"] == "ok"
+    assert by_tdf["10"]["params"] == "rate_mbit=20" and by_tdf["10"]["real_s"] == 50.0
+    ks = analysis.ks["rtt_ms"]
+    assert ks[10.0] == 1.0 and ks[1.0] < 1e-6
+    # 20 + 8/5 against 20 + 8/10 with 0.3 ms of noise: distinguishable too.
+    assert ks[5.0] < 0.05
+    assert analysis.recommended == 10.0
+    text = analysis.report()
+    assert "recommendation: TDF 10" in text and "TDF 1 not recommended" in text
+    assert "KS against TDF 10, rtt_ms" in text
+
+
+def test_indistinguishable_samples_recommend_the_cheaper_tdf(tmp_path):
+    plan = SweepPlan("s.py", [2, 8], 1)
+
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        rng = random.Random(7)                 # the same samples at both TDFs
+        write_bundle(bundle, tdf=run.tdf, samples=[20 + rng.gauss(0, 0.2) for _ in range(20)],
+                     real_s=3.0 * run.tdf)
+
+    run_sweep(plan, tmp_path, run_one)
+    analysis = analyze(tmp_path)
+    assert analysis.ks["rtt_ms"][2.0] == pytest.approx(1.0)
+    assert analysis.recommended == 2.0
+    assert "TDF 2 (the smallest faithful one; 6 s of real time per run)" in analysis.report()
+
+
+def test_no_faithful_tdf_says_so(tmp_path):
+    plan = SweepPlan("s.py", [1, 2], 1)
+    run_sweep(plan, tmp_path, lambda run, bundle: write_bundle(
+        bundle, tdf=run.tdf, samples=rtts(run.tdf, 3)))
+    analysis = analyze(tmp_path)
+    assert analysis.recommended is None          # TDF 2 is still 20 % off
+    assert "none of these TDFs was faithful" in analysis.report()
+
+
+def test_summary_csv_has_every_column_and_plots_are_drawn(tmp_path):
+    synthetic_sweep(tmp_path)
+    analysis = analyze(tmp_path)
+    path = write_summary(analysis.rows, tmp_path / "summary.csv")
+    with path.open() as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames or ()) == SUMMARY_COLUMNS
+        rows = list(reader)
+    assert len(rows) == 6 and rows[0]["metric"] == "rtt_ms" and rows[0]["expected"] == "20.0"
+    pngs = plot(analysis, tmp_path)
+    assert [p.name for p in pngs] == ["rtt_ms.png", "real_time.png"]
+    assert all(p.stat().st_size > 5000 for p in pngs)
+
+
+def test_verdict_rules():
+    assert verdict("failed", {}) == "failed"
+    assert verdict("ok", {"expected": None}) == "unchecked"
+    assert verdict("ok", {"expected": 10, "error_pct": 4.9}) == "ok"
+    assert verdict("ok", {"expected": 10, "error_pct": -7.0}) == \
+        "degraded (median -7.0 % off expected)"
+    assert verdict("ok", {"expected": 10, "error_pct": 7.0}, tolerance_pct=10) == "ok"
+
+
+def test_analysing_a_directory_that_is_no_sweep_names_it(tmp_path):
+    with pytest.raises(AnalysisError, match=f"{tmp_path}: not a sweep directory"):
+        analyze(tmp_path)
+    SweepPlan("s.py", [1], 1)
+    (tmp_path / "sweep.json").write_text(json.dumps({"scenario": "s.py", "tdfs": [1],
+                                                     "repeat": 1}))
+    with pytest.raises(AnalysisError, match="no finished runs"):
+        analyze(tmp_path)
+
+
+def test_cli_refuses_bad_sweeps_before_creating_anything(tmp_path, capsys):
+    assert main(["sweep", str(tmp_path / "missing.py"), "--tdf", "1,2",
+                 "--out", str(tmp_path / "o")]) == 1
+    assert "missing.py: no such scenario file" in capsys.readouterr().err
+    scenario = tmp_path / "s.py"
+    scenario.write_text("from selena.model import Topology\n"
+                        "topology = Topology('s')\n"
+                        "topology.add_host('h1', ip='10.0.0.1/24', memory=-5)\n")
+    assert main(["sweep", str(scenario), "--tdf", "1,1", "--out", str(tmp_path / "o")]) == 1
+    assert "TDF 1 given twice" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(SystemExit):
+        main(["sweep", str(scenario), "--tdf", "1,nan", "--out", str(tmp_path / "o")])
+    assert "nan" in capsys.readouterr().err
+
+
+def test_a_sweep_through_the_lifecycle_on_the_fake_dom0(fake_xen, tmp_path):
+    """Each run is a whole Experiment: deployed at its TDF, the scenario's
+    metric recorded from a real agent's output, bundle written, torn down."""
+    plan = SweepPlan("pair", [2, 4], 1)
+
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        topo = Topology("pair", tdf=run.tdf)
+        h1 = topo.add_host("h1", ip="10.0.0.1/24")
+        h2 = topo.add_host("h2", ip="10.0.0.2/24")
+        topo.add_link(h1, h2, rate="10Mbit", delay="5ms")
+        backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+        with Experiment(topo, backend=backend, templates=None, out=bundle,
+                        ready_timeout=20) as exp:
+            out = exp["h1"].cmd("echo 10; echo 10.2").stdout.decode().split()
+            exp.record("rtt_ms", [float(x) for x in out], expected=10.0, unit="ms")
+        assert fake_xen.domains == {}
+
+    outcomes = run_sweep(plan, tmp_path / "sweep", run_one)
+    assert [o.status for o in outcomes] == ["ok", "ok"]
+    analysis = analyze(tmp_path / "sweep")
+    assert [r["tdf"] for r in analysis.rows] == ["2", "4"]
+    assert all(r["verdict"] == "ok" and r["n"] == 2 for r in analysis.rows)
+    meta = json.loads((tmp_path / "sweep/runs/tdf4-r1/meta.json").read_text())
+    assert meta["tdf"] == 4 and meta["status"] == "ok"
+    assert analysis.recommended == 2.0
