@@ -3,10 +3,10 @@
 Two hosts on one link of 20 Mbit/s with 20 ms of one-way delay; inside the
 guests, ping measures the round trip (configured: 2 x 20 ms) and iperf3 the
 TCP throughput (configured: the link rate less headers, 1448 of every 1514
-bytes). `make demo` runs it twice in the lab, at TDF 1 and at TDF N, and
-prints both side by side (selena/lab/demo.py):
+bytes). `make demo` sweeps it in the lab at TDF 1 and at TDF N and prints
+both side by side with the sweep's verdicts (selena/lab/demo.py):
 
-    selena run scenarios/dilation_demo.py --tdf 1  --out results/demo-tdf1
+    selena sweep scenarios/dilation_demo.py --tdf 1,10 --out results/demo
     selena run scenarios/dilation_demo.py --tdf 10 --out results/demo-tdf10
 
 At TDF 1 the emulated lab cannot keep up in real time (each round trip gains

@@ -175,6 +175,7 @@ class SweepAnalysis:
     ks: dict[str, dict[float, float]]           # metric -> TDF -> p-value vs highest TDF
     recommended: float | None
     reasons: dict[float, list[str]]             # why each TDF was not recommended
+    ks_available: bool = True
 
     def report(self) -> str:
         lines = [f"sweep of {self.plan.scenario}: TDF "
@@ -188,6 +189,10 @@ class SweepAnalysis:
                          f"{_fmt(row['error_pct'], '+.1f'):>8} {row['real_s']:>8.1f}  "
                          f"{row['verdict']}")
         top = units.tdf_text(self.plan.tdfs[-1])
+        if not self.ks_available:
+            lines.append("KS tests and recommendation: scipy is not installed here; run "
+                         "`selena sweep-report DIR` where it is (e.g. on the lab's host)")
+            return "\n".join(lines)
         for metric, pvalues in sorted(self.ks.items()):
             shown = ", ".join(f"TDF {units.tdf_text(t)} p={p:.3g}" for t, p in
                               sorted(pvalues.items()))
@@ -260,6 +265,8 @@ def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
         for name, m in r.metrics.items():
             pooled[name].setdefault(r.run.tdf, []).extend(float(x) for x in m.get("samples", []))
     ks: dict[str, dict[float, float]] = {}
+    if not scipy_available():
+        return SweepAnalysis(plan, runs, rows, ks, None, {}, ks_available=False)
     for name, by_tdf in pooled.items():
         if top not in by_tdf or not by_tdf[top]:
             continue
@@ -319,6 +326,14 @@ def write_summary(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
             writer.writerow({k: "" if row.get(k) is None else row.get(k)
                              for k in SUMMARY_COLUMNS})
     return path
+
+
+def scipy_available() -> bool:
+    try:
+        import scipy.stats  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def ks_pvalue(a: Sequence[float], b: Sequence[float]) -> float:

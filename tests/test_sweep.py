@@ -220,3 +220,12 @@ def test_a_sweep_through_the_lifecycle_on_the_fake_dom0(fake_xen, tmp_path):
     meta = json.loads((tmp_path / "sweep/runs/tdf4-r1/meta.json").read_text())
     assert meta["tdf"] == 4 and meta["status"] == "ok"
     assert analysis.recommended == 2.0
+
+
+def test_without_scipy_the_rows_stay_and_the_ks_part_says_where_to_run_it(tmp_path, monkeypatch):
+    synthetic_sweep(tmp_path)
+    monkeypatch.setattr("selena.sweep.scipy_available", lambda: False)
+    analysis = analyze(tmp_path)
+    assert len(analysis.rows) == 6 and analysis.recommended is None and analysis.ks == {}
+    text = analysis.report()
+    assert "selena sweep-report DIR" in text and "recommendation: none" not in text

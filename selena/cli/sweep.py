@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from selena import units
@@ -70,8 +69,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     failed = [o for o in outcomes if o.status != "ok"]
     for o in failed:
         say(f"run {o.run.name} {o.status}: {o.error or 'see its meta.json'}")
-    status = _report(args.out, args.tolerance, not args.no_plots)
-    return 1 if failed or status else 0
+    _report(args.out, args.tolerance, not args.no_plots)
+    return 1 if failed else 0
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
@@ -79,12 +78,7 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
 
 
 def _report(out: Path, tolerance: float, plots: bool) -> int:
-    try:
-        analysis = analyze(out, tolerance_pct=tolerance)
-    except AnalysisError as exc:
-        say(f"selena: {exc}")
-        write_summary_only(out, tolerance)
-        return 2
+    analysis = analyze(out, tolerance_pct=tolerance)
     summary = write_summary(analysis.rows, out / "summary.csv")
     print(analysis.report())
     print(f"summary: {summary}")
@@ -93,20 +87,8 @@ def _report(out: Path, tolerance: float, plots: bool) -> int:
             for path in plot(analysis, out):
                 print(f"plot: {path}")
         except AnalysisError as exc:
-            say(f"selena: {exc}")
+            say(f"selena: {exc} (no plots)")
     return 0
-
-
-def write_summary_only(out: Path, tolerance: float) -> None:
-    """Without scipy (the lab's Dom0) the per-run rows are still written."""
-    from selena.sweep import load_runs, summary_rows
-
-    try:
-        plan, runs = load_runs(out)
-    except AnalysisError:
-        return
-    path = write_summary(summary_rows(plan, runs, tolerance), out / "summary.csv")
-    print(f"summary: {path}", file=sys.stderr)
 
 
 def _experiment(args: argparse.Namespace, tdf: float, out: Path | None) -> Experiment:

@@ -136,6 +136,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                                 on_output=lambda line: print(line, end="", flush=True))
     text, ok = demo.report(demo.read_rows(project_root(), args.tdf), args.tdf)
     print(text)
+    print(demo.sweep_report(project_root()))
     return 0 if ok else 1
 
 

@@ -1,9 +1,10 @@
 """The front door's demo (`make demo`, `selena lab demo --tdf N`): the
-shipped scenario scenarios/dilation_demo.py run through `selena run` in the
-lab twice, at TDF 1 and at TDF N, and one table side by side: configured
-against guest-measured RTT and TCP throughput, error, real seconds. It
-passes when every error at TDF N is within 5%; the TDF 1 row shows what
-real-time emulation gives on this machine.
+shipped scenario scenarios/dilation_demo.py swept in the lab at TDF 1 and at
+TDF N (`selena sweep --tdf 1,N`), then one table side by side: configured
+against guest-measured RTT and TCP throughput, error, real seconds, and the
+sweep's verdicts, KS tests and recommended TDF (analysed on the host, which
+has scipy). It passes when every error at TDF N is within 5%; the TDF 1 row
+shows what real-time emulation gives on this machine.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ METRICS = (("rtt_ms", "RTT"), ("tcp_mbit", "TCP"))
 
 
 def bundle(tdf: float) -> str:
-    return f"{RESULTS}-tdf{units.tdf_text(tdf)}"
+    return f"{RESULTS}/runs/tdf{units.tdf_text(tdf)}-r1"
 
 
 def tdfs(tdf: float) -> list[float]:
@@ -31,14 +32,10 @@ def tdfs(tdf: float) -> list[float]:
 
 
 def commands(tdf: float) -> str:
-    """What Dom0 runs: the scenario at TDF 1, then at TDF N."""
-    steps = []
-    for t in tdfs(tdf):
-        out = bundle(t)
-        steps.append(f"rm -rf {shlex.quote(out)}; selena run {SCENARIO} --tdf "
-                     f"{units.tdf_text(t)} --out {shlex.quote(out)}; "
-                     f"echo \"demo-run-tdf{units.tdf_text(t)}=$?\"")
-    return "\n".join(steps)
+    """What Dom0 runs: one sweep over TDF 1 and TDF N."""
+    listed = ",".join(units.tdf_text(t) for t in tdfs(tdf))
+    return (f"rm -rf {shlex.quote(RESULTS)}; selena sweep {SCENARIO} --tdf {listed} "
+            f"--out {shlex.quote(RESULTS)} --no-plots; echo \"demo-sweep=$?\"")
 
 
 @dataclass
@@ -96,3 +93,23 @@ def report(rows: list[Row], tdf: float) -> tuple[str, bool]:
         verdict = (f"RESULT: FAILED: at TDF {units.tdf_text(tdf)} not every figure is within "
                    f"{TOLERANCE_PCT:g}% (raise the TDF for more headroom)")
     return "\n".join(lines + [verdict]), ok
+
+
+def sweep_report(share: Path) -> str:
+    """The sweep's own analysis of the demo runs: verdicts, KS, recommendation;
+    summary.csv and plots next to the bundles."""
+    from selena.errors import AnalysisError
+    from selena.sweep import analyze, plot, write_summary
+
+    out = share / RESULTS
+    try:
+        analysis = analyze(out)
+    except AnalysisError as exc:
+        return f"sweep analysis: {exc}"
+    write_summary(analysis.rows, out / "summary.csv")
+    lines = [analysis.report(), f"summary: {out / 'summary.csv'}"]
+    try:
+        lines += [f"plot: {p}" for p in plot(analysis, out)]
+    except AnalysisError as exc:
+        lines.append(str(exc))
+    return "\n".join(lines)
