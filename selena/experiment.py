@@ -48,6 +48,7 @@ from selena.errors import (
     SelenaError,
     UnitError,
 )
+from selena.fidelity import DEFAULT_INTERVAL_S, FidelityReport, Monitor
 from selena.hostinfo import HostInfo
 from selena.loader import Scenario, describe, load_scenario, user_frames
 from selena.metrics import Metric
@@ -117,6 +118,7 @@ class Experiment:
                  command_timeout: float | None = DEFAULT_COMMAND_TIMEOUT_S,
                  params: dict[str, object] | None = None, link: str | None = None,
                  templates: set[str] | None | str = "installed",
+                 monitor: bool = True, monitor_interval: float = DEFAULT_INTERVAL_S,
                  progress: Progress | None = None):
         if isinstance(topology, str | Path):
             scenario = load_scenario(str(topology), tdf=tdf, link_spec=link, params=params)
@@ -148,6 +150,10 @@ class Experiment:
         self.strict = strict
         self.ready_timeout = ready_timeout
         self.command_timeout = command_timeout
+        self.monitor_enabled = monitor
+        self.monitor_interval = monitor_interval
+        self.monitor: Monitor | None = None
+        self.fidelity: FidelityReport | None = None
         self.progress = progress or (lambda msg: log.info("%s", msg))
         self.templates = installed_templates() if templates == "installed" else templates
         if isinstance(backend, Backend):
@@ -262,9 +268,16 @@ class Experiment:
                              crash=lambda node: self.backend.crash(deployment, node),
                              switches=switches, out_dir=self.out,
                              command_timeout=self.command_timeout, params=self.params)
+        if self.monitor_enabled:
+            name = self.topology.name
+            self.monitor = Monitor(lambda: self.backend.load_sample(name),
+                                   self.monitor_interval).start()
 
     def _abort_deploy(self) -> None:
         self.progress(f"setting up the guests failed: removing {self.topology.name}")
+        if self.monitor is not None:
+            self.monitor.stop()
+            self.monitor = None
         self._close_controller()
         try:
             self.backend.destroy(self.topology.name)
@@ -421,6 +434,9 @@ class Experiment:
                 except Exception as exc:  # noqa: BLE001 - a scheduled call of the scenario's
                     late_error = exc
             self.error = error or late_error
+            if self.monitor is not None:
+                self.fidelity = self.monitor.stop()
+                self.monitor = None
             if self.out is not None and self.deployment is not None:
                 self.bundle = self._write_bundle(self.error)
             self._close_controller()
@@ -446,6 +462,9 @@ class Experiment:
         """Leave the experiment running (selena deploy): close the control
         channel and connections, write nothing, tear nothing down."""
         self._closed = True
+        if self.monitor is not None:
+            self.monitor.stop()
+            self.monitor = None
         self._close_controller()
         self.backend.close()
 
@@ -468,7 +487,8 @@ class Experiment:
                             records=engine.records if engine else [],
                             environment=env, started=self.started_at or time.time(),
                             finished=time.time(), metrics=engine.metrics if engine else {},
-                            error=info)
+                            error=info,
+                            fidelity=self.fidelity.to_json() if self.fidelity else None)
 
     def __enter__(self) -> Experiment:
         return self.deploy()

@@ -35,7 +35,8 @@ def topology_hash(topo: Topology) -> str:
 def write_bundle(out: Path, *, topo: Topology, records: Sequence[Recorded],
                  environment: Mapping[str, Any], started: float, finished: float,
                  metrics: Mapping[str, Metric] | None = None,
-                 error: Mapping[str, Any] | None = None) -> Path:
+                 error: Mapping[str, Any] | None = None,
+                 fidelity: Mapping[str, Any] | None = None) -> Path:
     """Write the bundle; `error` (type, message, where, traceback, status) is
     set when the run failed or was interrupted."""
     out.mkdir(parents=True, exist_ok=True)
@@ -66,10 +67,20 @@ def write_bundle(out: Path, *, topo: Topology, records: Sequence[Recorded],
     }
     if error:
         meta["error"] = {k: v for k, v in error.items() if k != "status"}
+    if fidelity is not None:
+        meta["fidelity"] = {"verdict": fidelity.get("verdict"),
+                            "reasons": fidelity.get("reasons", [])}
+        (out / "fidelity.json").write_text(json.dumps(fidelity, indent=1) + "\n")
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     summary = {name: metric.summary() for name, metric in (metrics or {}).items()}
     (out / "metrics.json").write_text(json.dumps(summary, indent=1) + "\n")
     return out
+
+
+def read_fidelity(bundle: Path) -> dict[str, Any] | None:
+    """fidelity.json of a bundle (None when the run had no monitor)."""
+    path = bundle / "fidelity.json"
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def read_metrics(bundle: Path) -> dict[str, dict[str, Any]]:

@@ -14,10 +14,12 @@ the lab's Dom0 can be analysed (and plotted) on the host:
   from the highest TDF's (p >= 0.05) for every metric and whose runs all
   have the verdict ok.
 
-Verdict of one run and metric: "failed" when the run failed; "ok" when the
-median is within the tolerance (5 % by default) of the expected value the
-scenario recorded; "degraded (median +12.3 % off expected)" otherwise;
-"unchecked" when the scenario gave no expected value.
+Verdict of one run and metric: "failed" when the run failed; "degraded
+(...)" when the run's fidelity monitor found the host behind (selena/
+fidelity.py, its reasons in the parentheses) or the median is off the
+expected value the scenario recorded by more than the tolerance (5 % by
+default); "ok" when neither; "unchecked" when the scenario gave no expected
+value and the monitor found nothing wrong.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 from selena import units
 from selena.errors import AnalysisError, ScenarioError, SelenaError
+from selena.results import read_fidelity
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +168,7 @@ class RunMetrics:
     status: str
     real_s: float
     metrics: dict[str, dict[str, Any]]
+    fidelity: dict[str, Any] | None = None
 
 
 @dataclass
@@ -215,9 +219,12 @@ def _fmt(value: Any, spec: str = ".4g") -> str:
 
 
 def verdict(status: str, metric: Mapping[str, Any],
-            tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> str:
+            tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
+            fidelity: Mapping[str, Any] | None = None) -> str:
     if status != "ok":
         return "failed"
+    if fidelity and fidelity.get("verdict") == "degraded":
+        return f"degraded ({'; '.join(fidelity.get('reasons', []))})"
     error = metric.get("error_pct")
     if metric.get("expected") is None or error is None:
         return "unchecked"
@@ -245,8 +252,9 @@ def load_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics]]:
                 if (bundle / "metrics.json").exists() else {}
         except ValueError as exc:
             raise AnalysisError(f"{bundle}: unreadable bundle ({exc})") from exc
+        fidelity = read_fidelity(bundle)
         found.append(RunMetrics(run, str(meta.get("status", "ok")),
-                                float(meta.get("real_seconds", 0.0)), metrics))
+                                float(meta.get("real_seconds", 0.0)), metrics, fidelity))
     if not found:
         raise AnalysisError(f"{out}: no finished runs to analyse")
     return plan, found
@@ -312,8 +320,8 @@ def summary_rows(plan: SweepPlan, runs: Sequence[RunMetrics],
                 "p95": m.get("p95"), "mean": m.get("mean"), "stddev": m.get("stddev"),
                 "expected": m.get("expected"), "error_pct": m.get("error_pct"),
                 "real_s": round(r.real_s, 3),
-                "verdict": verdict(r.status, m, tolerance_pct) if name else
-                "failed" if r.status != "ok" else "unchecked",
+                "verdict": verdict(r.status, m, tolerance_pct, r.fidelity) if name else
+                verdict(r.status, {}, tolerance_pct, r.fidelity),
             })
     return rows
 

@@ -33,6 +33,30 @@ class Deployment:
     backend: str = ""
 
 
+@dataclass
+class QdiscStats:
+    """Counters of the Dom0-side shaping qdiscs of one vif (summed over its
+    qdiscs; backlog is the current queue)."""
+
+    sent_packets: int = 0
+    drops: int = 0
+    overlimits: int = 0
+    backlog_bytes: int = 0
+
+
+@dataclass
+class LoadSample:
+    """One look at how busy the host is, for the fidelity monitor: cumulative
+    CPU seconds of every Dom0 vCPU and of each guest's vCPUs (real time, as
+    the hypervisor counts it), and the shaping qdiscs of every shaped vif."""
+
+    real: float                                         # time.monotonic()
+    dom0_vcpu_s: list[float] = field(default_factory=list)
+    guest_vcpu_s: dict[str, list[float]] = field(default_factory=dict)     # node -> per vCPU
+    qdiscs: dict[str, QdiscStats] = field(default_factory=dict)            # vif -> counters
+    vif_nodes: dict[str, str] = field(default_factory=dict)                # vif -> node
+
+
 class Backend(abc.ABC):
     name: str = "?"
 
@@ -96,6 +120,12 @@ class Backend(abc.ABC):
     def status(self) -> list[dict[str, object]]:
         """The deployed experiments, as plain data (an `error` key for a state
         that cannot be read)."""
+
+    def load_sample(self, experiment: str) -> LoadSample:
+        """CPU and queue counters now (the fidelity monitor samples these)."""
+        from selena.errors import BackendError
+
+        raise BackendError(f"the {self.name} backend cannot sample host load")
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Protocol
 import jinja2
 
 from selena import units
-from selena.backends.base import Backend, Deployment, Progress
+from selena.backends.base import Backend, Deployment, LoadSample, Progress, QdiscStats
 from selena.control.keys import Key, control_keys
 from selena.errors import (
     BackendError,
@@ -118,6 +118,7 @@ class DeployState:
     # TDF change can re-render it: rate_bps, delay_s, jitter_s, loss, queue.
     shaping: dict[str, dict[str, float | None]] = field(default_factory=dict)
     tap_pid: int | None = None      # the vif tap (selena/backends/vif_tap.py)
+    vif_nodes: dict[str, str] = field(default_factory=dict)   # vif -> "h1 eth0"
 
     @classmethod
     def load(cls, path: Path) -> DeployState:
@@ -131,7 +132,8 @@ class DeployState:
                         {str(k): {str(f): (None if x is None else float(x))
                                   for f, x in dict(v).items()}
                          for k, v in dict(data.get("shaping", {})).items()},
-                        None if data.get("tap_pid") is None else int(data["tap_pid"]))
+                        None if data.get("tap_pid") is None else int(data["tap_pid"]),
+                        {str(k): str(v) for k, v in dict(data.get("vif_nodes", {})).items()})
         except OSError as exc:
             raise StateFileError(f"state file {path}: cannot read it: {exc.strerror}") from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -253,6 +255,8 @@ class XlBackend(Backend):
                                    "jitter_s": link.jitter_s, "loss": link.loss,
                                    "queue": link.queue_packets}
                              for vif, link in plan.shaped}
+            state.vif_nodes = {vif.name: f"{guest.node} eth{vif.index}"
+                               for guest in plan.guests for vif in guest.vifs}
             self._save(state)
             act = _Exec(self, state)
             try:
@@ -510,6 +514,28 @@ class XlBackend(Backend):
                 except CommandError as exc:
                     raise BackendError(f"re-shaping {vif} at TDF {units.tdf_text(tdf)} "
                                        f"failed: {exc}") from None
+
+    def load_sample(self, experiment: str) -> LoadSample:
+        """Two commands: `xl vcpu-list` (CPU seconds of Dom0's and the
+        experiment's vCPUs) and `tc -s -j qdisc show` (the shaped vifs)."""
+        state = self.state(experiment)
+        names = {name: node for node, name in state.nodes.items()}
+        try:
+            vcpus = self.runner.run(["xl", "vcpu-list"], timeout=30).stdout
+            qdiscs = self.runner.run(["tc", "-s", "-j", "qdisc", "show"], timeout=30).stdout \
+                if state.shaping else "[]"
+        except CommandError as exc:
+            raise BackendError(f"sampling load of {experiment}: {exc}") from None
+        sample = LoadSample(time.monotonic())
+        for name, cpu_s in parse_vcpu_list(vcpus).items():
+            if name == "Domain-0":
+                sample.dom0_vcpu_s = cpu_s
+            elif name in names:
+                sample.guest_vcpu_s[names[name]] = cpu_s
+        sample.qdiscs = {vif: stats for vif, stats in parse_qdisc_stats(qdiscs).items()
+                         if vif in state.shaping}
+        sample.vif_nodes = {vif: state.vif_nodes.get(vif, "") for vif in sample.qdiscs}
+        return sample
 
     def raw_create_seconds(self, plan: Plan, bridge: str = "sbraw0") -> float:
         """Benchmark baseline (selena lab bench-deploy): the sum of plain
@@ -852,3 +878,39 @@ class _Script:
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
+
+
+def parse_vcpu_list(text: str) -> dict[str, list[float]]:
+    """`xl vcpu-list`: domain name -> CPU seconds of each vCPU, in vCPU order.
+    Columns: Name ID VCPU CPU State Time(s) Affinity..."""
+    found: dict[str, list[float]] = {}
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 6 or not fields[1].isdigit() or not fields[2].isdigit():
+            continue
+        try:
+            seconds = float(fields[5])
+        except ValueError:
+            continue
+        found.setdefault(fields[0], []).append(seconds)
+    return found
+
+
+def parse_qdisc_stats(text: str) -> dict[str, QdiscStats]:
+    """`tc -s -j qdisc show`: device -> counters of its qdiscs. A root qdisc
+    counts what its children queue and send again, so packets and backlog are
+    the largest of them; drops and overlimits happen in one qdisc each and add."""
+    try:
+        entries = json.loads(text or "[]")
+    except ValueError as exc:
+        raise BackendError(f"tc -s -j qdisc show printed no JSON: {exc}") from None
+    found: dict[str, QdiscStats] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or "dev" not in entry:
+            continue
+        stats = found.setdefault(str(entry["dev"]), QdiscStats())
+        stats.sent_packets = max(stats.sent_packets, int(entry.get("packets", 0)))
+        stats.drops += int(entry.get("drops", 0))
+        stats.overlimits += int(entry.get("overlimits", 0))
+        stats.backlog_bytes = max(stats.backlog_bytes, int(entry.get("backlog", 0)))
+    return found

@@ -125,6 +125,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--command-timeout", type=seconds_arg, default=None, metavar="SECONDS",
                    help="virtual seconds after which a foreground command is killed "
                         "(default 600; 0: never)")
+    p.add_argument("--no-monitor", action="store_true",
+                   help="do not sample CPU and queues for the fidelity verdict")
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("set-tdf", help="change the TDF of a deployed experiment (guests "
@@ -174,6 +176,8 @@ def _scenario(args: argparse.Namespace) -> Scenario:
 
 
 def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
+    if getattr(args, "no_monitor", False):
+        options["monitor"] = False
     return Experiment(_scenario(args), backend=args.backend, strict=args.strict,
                       bridge=getattr(args, "bridge", "ovs"),
                       shaping=getattr(args, "shaping", "dom0"),
@@ -245,6 +249,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_action_outputs(exp, engine.records)
         for metric in engine.metrics.values():
             print(metric.line())
+    if exp.fidelity is not None:
+        print(exp.fidelity.line())
     if exp.bundle is not None:
         print(f"results: {exp.bundle} (real time {time.monotonic() - started:.1f} s)")
     if isinstance(failure, KeyboardInterrupt):

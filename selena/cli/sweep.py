@@ -38,6 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a metric's median within this of its expected value is ok "
                         "(default 5)")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--no-monitor", action="store_true",
+                   help="no fidelity monitor (verdicts from the metrics alone)")
     p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     p.set_defaults(func=cmd_sweep)
 
@@ -95,4 +97,5 @@ def _experiment(args: argparse.Namespace, tdf: float, out: Path | None) -> Exper
     if not Path(args.scenario).is_file():
         raise ScenarioError(f"{args.scenario}: no such scenario file")
     return Experiment(args.scenario, tdf=tdf, params=dict(args.param), out=out,
-                      shaping=args.shaping, backend=args.backend, progress=say)
+                      shaping=args.shaping, backend=args.backend, progress=say,
+                      monitor=not args.no_monitor)

@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,11 @@ class FakeXen(FakeRunner):
     next_domid: int = 1
     cpus: int = 2
     free_memory_mb: int = 4096
+    # Share of real time each domain's vCPUs are busy (xl vcpu-list), and
+    # packets each shaped vif's qdisc sends per second (tc -s qdisc).
+    cpu_share: dict[str, float] = field(default_factory=lambda: {"Domain-0": 0.2})
+    vif_packets_per_s: float = 100.0
+    started: float = field(default_factory=time.monotonic)
 
     def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
             timeout: float | None = None, env: Mapping[str, str] | None = None,
@@ -96,6 +102,10 @@ class FakeXen(FakeRunner):
             lines += [f"{d.name} {d.domid} {d.memory_mb} 1 {'--p---' if d.paused else '-b----'}"
                       " 1.0" for d in self.domains.values()]
             return 0, "\n".join(lines) + "\n", ""
+        if cmd == ("xl", "vcpu-list"):
+            return 0, self._vcpu_list(), ""
+        if args[:5] == ("tc", "-s", "-j", "qdisc", "show"):
+            return 0, self._qdisc_stats(), ""
         if cmd == ("xl", "info"):
             return 0, (f"host : fake\nnr_cpus : {self.cpus}\nfree_memory : "
                        f"{self.free_memory_mb}\nxen_major : 4\nxen_minor : 17\n"
@@ -148,6 +158,28 @@ class FakeXen(FakeRunner):
                               + (f" \\    alias {a}" if a else "") + "\n"
                               for i, (n, a) in enumerate(shown, start=10)), ""
         return 0, "", ""        # ip link set up, tc, ethtool, network-attach...
+
+    def _vcpu_list(self) -> str:
+        up = time.monotonic() - self.started
+        lines = ["Name                                ID  VCPU   CPU State   Time(s) "
+                 "Affinity (Hard / Soft)"]
+        rows = [("Domain-0", 0, 2)] + [(d.name, d.domid, 1) for d in self.domains.values()]
+        for name, domid, vcpus in rows:
+            seconds = self.cpu_share.get(name, 0.05) * up
+            for vcpu in range(vcpus):
+                lines.append(f"{name:<35} {domid:>3} {vcpu:>5} {vcpu:>5}   -b-  {seconds:>8.1f}"
+                             "  all / all")
+        return "\n".join(lines) + "\n"
+
+    def _qdisc_stats(self) -> str:
+        import json
+
+        sent = int(self.vif_packets_per_s * (time.monotonic() - self.started))
+        shaped = {c[c.index("dev") + 1] for c in self.calls
+                  if c[:2] == ("tc", "qdisc") and "dev" in c[:-1]}
+        return json.dumps([{"kind": "htb", "handle": "1:", "dev": dev, "packets": sent,
+                            "drops": 0, "overlimits": sent // 10, "backlog": 1514, "qlen": 1}
+                           for dev in sorted(shaped)])
 
     def _create(self, cfg: Path) -> tuple[int, str, str]:
         text = cfg.read_text()
