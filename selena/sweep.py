@@ -113,19 +113,14 @@ def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
     outcomes: list[RunOutcome] = []
     started = clock()
     for k, run in enumerate(runs, start=1):
-        bundle = out / "runs" / run.name
         if progress:
             progress(_progress_line(k, len(runs), run, clock() - started, outcomes))
         t0 = clock()
-        error = None
-        try:
-            run_one(run, bundle)
-        except SelenaError as exc:
-            error = str(exc)
-            log.warning("sweep run %s failed: %s", run.name, exc)
-        real = clock() - t0
-        status = _bundle_status(bundle) or ("failed" if error else "ok")
-        outcomes.append(RunOutcome(run, bundle, status, real, error))
+        outcome = run_sweep_one(run, out, run_one)
+        outcome.real_s = clock() - t0
+        if outcome.error:
+            log.warning("sweep run %s failed: %s", run.name, outcome.error)
+        outcomes.append(outcome)
     return outcomes
 
 
@@ -179,7 +174,7 @@ class SweepAnalysis:
     ks: dict[str, dict[float, float]]           # metric -> TDF -> p-value vs highest TDF
     recommended: float | None
     reasons: dict[float, list[str]]             # why each TDF was not recommended
-    ks_available: bool = True
+    ks_method: str = "scipy"
 
     def report(self) -> str:
         lines = [f"sweep of {self.plan.scenario}: TDF "
@@ -193,10 +188,9 @@ class SweepAnalysis:
                          f"{_fmt(row['error_pct'], '+.1f'):>8} {row['real_s']:>8.1f}  "
                          f"{row['verdict']}")
         top = units.tdf_text(self.plan.tdfs[-1])
-        if not self.ks_available:
-            lines.append("KS tests and recommendation: scipy is not installed here; run "
-                         "`selena sweep-report DIR` where it is (e.g. on the lab's host)")
-            return "\n".join(lines)
+        if self.ks_method != "scipy":
+            lines.append("KS p-values: asymptotic (scipy is not installed here; "
+                         "`selena sweep-report DIR` where it is gives exact ones)")
         for metric, pvalues in sorted(self.ks.items()):
             shown = ", ".join(f"TDF {units.tdf_text(t)} p={p:.3g}" for t, p in
                               sorted(pvalues.items()))
@@ -273,8 +267,6 @@ def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
         for name, m in r.metrics.items():
             pooled[name].setdefault(r.run.tdf, []).extend(float(x) for x in m.get("samples", []))
     ks: dict[str, dict[float, float]] = {}
-    if not scipy_available():
-        return SweepAnalysis(plan, runs, rows, ks, None, {}, ks_available=False)
     for name, by_tdf in pooled.items():
         if top not in by_tdf or not by_tdf[top]:
             continue
@@ -302,7 +294,8 @@ def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
         if why:
             reasons[tdf] = why
     recommended = next((t for t in plan.tdfs if t not in reasons), None)
-    return SweepAnalysis(plan, runs, rows, ks, recommended, reasons)
+    return SweepAnalysis(plan, runs, rows, ks, recommended, reasons,
+                         "scipy" if scipy_available() else "asymptotic")
 
 
 def summary_rows(plan: SweepPlan, runs: Sequence[RunMetrics],
@@ -345,14 +338,42 @@ def scipy_available() -> bool:
 
 
 def ks_pvalue(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sample Kolmogorov-Smirnov p-value (scipy's ks_2samp, exact where
-    it can be)."""
-    try:
+    """Two-sample Kolmogorov-Smirnov p-value: scipy's ks_2samp (exact where
+    it can be) when scipy is installed, else the asymptotic Kolmogorov
+    distribution with Stephens' small-sample correction (the lab's Dom0 has
+    no scipy)."""
+    if scipy_available():
         from scipy.stats import ks_2samp
-    except ImportError as exc:
-        raise AnalysisError("the sweep's KS tests need scipy (pip install scipy, or run "
-                            "`selena sweep-report DIR` where it is installed)") from exc
-    return float(ks_2samp(list(a), list(b)).pvalue)
+
+        return float(ks_2samp(list(a), list(b)).pvalue)
+    return ks_asymptotic(a, b)
+
+
+def ks_statistic(a: Sequence[float], b: Sequence[float]) -> float:
+    """The largest distance between the two empirical CDFs."""
+    xs, ys = sorted(a), sorted(b)
+    i = j = 0
+    d = 0.0
+    while i < len(xs) and j < len(ys):
+        value = min(xs[i], ys[j])
+        while i < len(xs) and xs[i] == value:
+            i += 1
+        while j < len(ys) and ys[j] == value:
+            j += 1
+        d = max(d, abs(i / len(xs) - j / len(ys)))
+    return d
+
+
+def ks_asymptotic(a: Sequence[float], b: Sequence[float]) -> float:
+    if not a or not b:
+        raise AnalysisError("KS test: a sample is empty")
+    d = ks_statistic(a, b)
+    en = math.sqrt(len(a) * len(b) / (len(a) + len(b)))
+    lam = (en + 0.12 + 0.11 / en) * d
+    if lam < 1e-3:
+        return 1.0
+    total = sum(2 * (-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
+    return min(1.0, max(0.0, total))
 
 
 def plot(analysis: SweepAnalysis, out: Path) -> list[Path]:
@@ -406,3 +427,98 @@ def plot(analysis: SweepAnalysis, out: Path) -> list[Path]:
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+# --- choosing the TDF: --auto ------------------------------------------------
+
+@dataclass
+class AutoChoice:
+    chosen: float | None
+    tried: list[float]
+    real_s: dict[float, float]
+    log: list[str]
+
+    def report(self) -> str:
+        lines = list(self.log)
+        if self.chosen is None:
+            lines.append(f"auto: no faithful and stable TDF up to "
+                         f"{units.tdf_text(self.tried[-1])}; raise --max-tdf")
+        else:
+            lines.append(f"auto: TDF {units.tdf_text(self.chosen)} (faithful, and the same "
+                         f"as twice its TDF); a run costs {self.real_s[self.chosen]:.0f} s "
+                         "of real time")
+        return "\n".join(lines)
+
+
+def auto_sweep(scenario: str, out: Path, run_one: RunOne, *, start: float = 1.0,
+               max_tdf: float = 64.0, params: dict[str, object] | None = None,
+               tolerance_pct: float = DEFAULT_TOLERANCE_PCT, alpha: float = KS_ALPHA,
+               progress: Progress | None = None) -> AutoChoice:
+    """VT-Mininet's question, answered by measurement: run at `start`, then
+    double the TDF until two successive TDFs both have the verdict ok and
+    samples indistinguishable from each other (KS p >= alpha for every
+    metric); the lower of the two is chosen."""
+    tried: list[float] = []
+    real: dict[float, float] = {}
+    log_lines: list[str] = []
+    tdf = units.tdf(start)
+    previous_ok = False
+    while tdf <= max_tdf:
+        tried.append(tdf)
+        plan = SweepPlan(scenario, list(tried), 1, dict(params or {}))
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "sweep.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
+        run = SweepRun(tdf, 1)
+        if progress:
+            progress(f"auto: run at TDF {units.tdf_text(tdf)}")
+        outcome = run_sweep_one(run, out, run_one)
+        real[tdf] = outcome.real_s
+        plan_now, runs = load_runs(out)
+        rows = [r for r in summary_rows(plan_now, runs, tolerance_pct)
+                if r["tdf"] == units.tdf_text(tdf)]
+        faithful = outcome.status == "ok" and all(r["verdict"] in ("ok", "unchecked")
+                                                  for r in rows)
+        bad = [f"{r['metric']}: {r['verdict']}" for r in rows
+               if r["verdict"] not in ("ok", "unchecked")]
+        line = f"TDF {units.tdf_text(tdf)}: " + ("ok" if faithful else "; ".join(bad)
+                                                  or outcome.status)
+        if len(tried) > 1:
+            low = tried[-2]
+            pvalues = _pairwise_ks(runs, low, tdf)
+            stable = all(p >= alpha for p in pvalues.values())
+            line += "; against TDF " + units.tdf_text(low) + ": " + (", ".join(
+                f"{m} KS p={p:.3g}" for m, p in sorted(pvalues.items())) or "no samples")
+            log_lines.append(line)
+            if faithful and previous_ok and stable:
+                return AutoChoice(low, tried, real, log_lines)
+        else:
+            log_lines.append(line)
+        previous_ok = faithful
+        tdf = tdf * 2
+    return AutoChoice(None, tried, real, log_lines)
+
+
+def run_sweep_one(run: SweepRun, out: Path, run_one: RunOne) -> RunOutcome:
+    bundle = out / "runs" / run.name
+    begin = time.monotonic()
+    error = None
+    try:
+        run_one(run, bundle)
+    except SelenaError as exc:
+        error = str(exc)
+    return RunOutcome(run, bundle, _bundle_status(bundle) or ("failed" if error else "ok"),
+                      time.monotonic() - begin, error)
+
+
+def _pairwise_ks(runs: Sequence[RunMetrics], a: float, b: float) -> dict[str, float]:
+    def pooled(tdf: float) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        for r in runs:
+            if r.run.tdf == tdf and r.status == "ok":
+                for name, m in r.metrics.items():
+                    found.setdefault(name, []).extend(float(x) for x in m.get("samples", []))
+        return found
+
+    left, right = pooled(a), pooled(b)
+    return {name: ks_pvalue(left[name], right[name]) for name in sorted(left)
+            if left[name] and right.get(name)}

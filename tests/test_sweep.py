@@ -193,6 +193,12 @@ def test_cli_refuses_bad_sweeps_before_creating_anything(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["sweep", str(scenario), "--tdf", "1,nan", "--out", str(tmp_path / "o")])
     assert "nan" in capsys.readouterr().err
+    assert main(["sweep", str(scenario), "--out", str(tmp_path / "o")]) == 1
+    assert "give --tdf T1,T2,... or --auto" in capsys.readouterr().err
+    assert main(["sweep", str(scenario), "--auto", "--tdf", "8", "--max-tdf", "4",
+                 "--out", str(tmp_path / "o")]) == 1
+    assert "--max-tdf 4 is below the start TDF 8" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_sweep_through_the_lifecycle_on_the_fake_dom0(fake_xen, tmp_path):
@@ -222,10 +228,51 @@ def test_a_sweep_through_the_lifecycle_on_the_fake_dom0(fake_xen, tmp_path):
     assert analysis.recommended == 2.0
 
 
-def test_without_scipy_the_rows_stay_and_the_ks_part_says_where_to_run_it(tmp_path, monkeypatch):
+def test_without_scipy_the_asymptotic_ks_agrees_with_scipy(tmp_path, monkeypatch):
+    from scipy.stats import ks_2samp
+
+    from selena.sweep import ks_asymptotic, ks_statistic
+
+    rng = random.Random(1)
+    for shift in (0.0, 0.2, 0.5, 1.0):
+        a = [rng.gauss(0, 1) for _ in range(40)]
+        b = [rng.gauss(shift, 1) for _ in range(30)]
+        exact = ks_2samp(a, b)
+        assert ks_statistic(a, b) == pytest.approx(exact.statistic)
+        assert ks_asymptotic(a, b) == pytest.approx(exact.pvalue, abs=0.03)
     synthetic_sweep(tmp_path)
     monkeypatch.setattr("selena.sweep.scipy_available", lambda: False)
     analysis = analyze(tmp_path)
-    assert len(analysis.rows) == 6 and analysis.recommended is None and analysis.ks == {}
-    text = analysis.report()
-    assert "selena sweep-report DIR" in text and "recommendation: none" not in text
+    assert analysis.ks_method == "asymptotic" and analysis.recommended == 10.0
+    assert "KS p-values: asymptotic" in analysis.report()
+
+
+def test_auto_doubles_the_tdf_until_two_in_a_row_are_faithful_and_alike(tmp_path):
+    from selena.sweep import auto_sweep
+
+    means = {1: 30.0, 2: 24.0, 4: 20.1, 8: 20.0, 16: 20.0}
+    ran = []
+
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        ran.append(run.tdf)
+        rng = random.Random(int(run.tdf))
+        write_bundle(bundle, tdf=run.tdf, real_s=4.0 * run.tdf,
+                     samples=[means[int(run.tdf)] + rng.gauss(0, 0.3) for _ in range(30)])
+
+    choice = auto_sweep("s.py", tmp_path, run_one)
+    assert ran == [1, 2, 4, 8] and choice.chosen == 4.0
+    text = choice.report()
+    assert "TDF 1: rtt_ms: degraded (median +5" in text
+    assert "TDF 8: ok; against TDF 4: rtt_ms KS p=" in text
+    assert "auto: TDF 4 (faithful" in text
+    assert json.loads((tmp_path / "sweep.json").read_text())["tdfs"] == [1, 2, 4, 8]
+    assert analyze(tmp_path).rows[0]["tdf"] == "1"           # a sweep directory like any
+
+
+def test_auto_gives_up_at_the_largest_tdf_and_says_so(tmp_path):
+    from selena.sweep import auto_sweep
+
+    choice = auto_sweep("s.py", tmp_path, lambda run, bundle: write_bundle(
+        bundle, tdf=run.tdf, samples=rtts(run.tdf, 5)), max_tdf=4)
+    assert choice.chosen is None and choice.tried == [1, 2, 4]
+    assert "no faithful and stable TDF up to 4; raise --max-tdf" in choice.report()

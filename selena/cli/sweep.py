@@ -8,11 +8,20 @@ from pathlib import Path
 
 from selena import units
 from selena.backends import BACKENDS, DEFAULT_BACKEND
-from selena.cli.experiment import param_arg, say
+from selena.cli.experiment import param_arg, say, tdf_arg
 from selena.errors import AnalysisError, ScenarioError, SelenaError, UnitError
 from selena.experiment import Experiment
 from selena.loader import user_error
-from selena.sweep import SweepPlan, SweepRun, analyze, plot, run_sweep, write_summary
+from selena.sweep import (
+    RunOne,
+    SweepPlan,
+    SweepRun,
+    analyze,
+    auto_sweep,
+    plot,
+    run_sweep,
+    write_summary,
+)
 
 
 def tdf_list_arg(text: str) -> list[float]:
@@ -26,8 +35,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sweep", help="run a scenario at several TDFs; summary, "
                                             "KS tests and the smallest faithful TDF")
     p.add_argument("scenario", help="a scenario .py file")
-    p.add_argument("--tdf", type=tdf_list_arg, required=True, metavar="T1,T2,...",
+    p.add_argument("--tdf", type=tdf_list_arg, metavar="T1,T2,...",
                    help="the TDFs to run (e.g. 1,2,5,10)")
+    p.add_argument("--auto", action="store_true",
+                   help="start at TDF 1 (or the first --tdf) and double it until two "
+                        "successive TDFs are faithful and alike; print the choice")
+    p.add_argument("--max-tdf", type=tdf_arg, default=64.0, metavar="TDF",
+                   help="where --auto gives up (default 64)")
     p.add_argument("--repeat", type=int, default=1, help="runs per TDF (default 1)")
     p.add_argument("--param", type=param_arg, action="append", default=[],
                    metavar="NAME=VALUE", help="passed to the scenario's build(**params) "
@@ -52,27 +66,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    if args.auto:
+        return cmd_auto(args)
+    if not args.tdf:
+        raise ScenarioError("sweep: give --tdf T1,T2,... or --auto")
     plan = SweepPlan(args.scenario, args.tdf, args.repeat, dict(args.param))
     # Validate at every TDF first: a mistake is reported before any guest exists.
     for tdf in plan.tdfs:
         _experiment(args, tdf, None).check()
 
-    def run_one(run: SweepRun, bundle: Path) -> None:
-        exp = _experiment(args, run.tdf, bundle)
-        try:
-            with exp:
-                exp.run_scenario()
-        except SelenaError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the scenario's own error, shown as theirs
-            raise user_error(exc, args.scenario) from exc
-
-    outcomes = run_sweep(plan, args.out, run_one, progress=say)
+    outcomes = run_sweep(plan, args.out, _run_one(args), progress=say)
     failed = [o for o in outcomes if o.status != "ok"]
     for o in failed:
         say(f"run {o.run.name} {o.status}: {o.error or 'see its meta.json'}")
     _report(args.out, args.tolerance, not args.no_plots)
     return 1 if failed else 0
+
+
+def cmd_auto(args: argparse.Namespace) -> int:
+    start = args.tdf[0] if args.tdf else 1.0
+    max_tdf = args.max_tdf
+    if max_tdf < start:
+        raise ScenarioError(f"sweep --auto: --max-tdf {max_tdf:g} is below the start TDF "
+                            f"{start:g}")
+    _experiment(args, start, None).check()
+    choice = auto_sweep(args.scenario, args.out, _run_one(args), start=start, max_tdf=max_tdf,
+                        params=dict(args.param), tolerance_pct=args.tolerance, progress=say)
+    print(choice.report())
+    _report(args.out, args.tolerance, not args.no_plots)
+    return 0 if choice.chosen is not None else 1
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
@@ -91,6 +113,20 @@ def _report(out: Path, tolerance: float, plots: bool) -> int:
         except AnalysisError as exc:
             say(f"selena: {exc} (no plots)")
     return 0
+
+
+def _run_one(args: argparse.Namespace) -> RunOne:
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        exp = _experiment(args, run.tdf, bundle)
+        try:
+            with exp:
+                exp.run_scenario()
+        except SelenaError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the scenario's own error, shown as theirs
+            raise user_error(exc, args.scenario) from exc
+
+    return run_one
 
 
 def _experiment(args: argparse.Namespace, tdf: float, out: Path | None) -> Experiment:
