@@ -203,6 +203,10 @@ class Controller:
     # -- commands ------------------------------------------------------------------
 
     def submit(self, guest_name: str, spec: CommandSpec) -> CommandHandle:
+        if self._pump_error is not None:
+            raise ControlError(f"control channel failed: {self._pump_error}")
+        if self._stop:
+            raise ControlError("the control channel is closed")
         guest = self._guest(guest_name)
         if guest.lost:
             raise GuestLost(guest_name, guest.lost)
@@ -291,6 +295,10 @@ class Controller:
                 _is_new_chunk(handle, rest) for rest in what)
             try:
                 self._collect_one(guest, handle, read_state, new_chunks)
+            except ProtocolMismatch as exc:
+                # What a guest writes into its own keys can fail only its own
+                # command, never the pump that serves every guest.
+                self._fail(guest, handle, str(exc))
             except XenstoreError as exc:
                 if exc.code == "ENOENT" or exc.code == "EACCES":
                     self._lose(guest, f"its control keys vanished ({exc})")
@@ -341,6 +349,19 @@ class Controller:
             submitted=handle.submitted, finished=time.time())
         self.xs.rm(f"{guest.base}/cmd/{handle.id}")
         self.xs.rm(f"{guest.base}/out/{handle.id}")
+        self._complete(guest, handle, result)
+
+    def _fail(self, guest: _Guest, handle: CommandHandle, why: str) -> None:
+        log.warning("guest %s: command %s failed: %s", guest.name, handle.id, why)
+        result = CommandResult(
+            guest=guest.name, id=handle.id, command=handle.spec.describe(), state="failed",
+            reason="protocol", detail=why, stdout=bytes(handle._out[0]),
+            stderr=bytes(handle._out[1]), submitted=handle.submitted, finished=time.time())
+        for path in (f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}"):
+            try:
+                self.xs.rm(path)
+            except XenstoreError as exc:
+                log.warning("guest %s: removing %s: %s", guest.name, path, exc)
         self._complete(guest, handle, result)
 
     def _complete(self, guest: _Guest, handle: CommandHandle, result: CommandResult) -> None:

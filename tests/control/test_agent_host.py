@@ -13,7 +13,7 @@ from selena.control.channel import Controller, base_path
 from selena.control.keys import control_keys
 from selena.control.protocol import CommandSpec
 from selena.control.xenstore import XenstoreConnection
-from selena.errors import ProtocolMismatch
+from selena.errors import ControlError, ProtocolMismatch
 
 GUESTS = {"h1": 5, "h2": 6}
 
@@ -194,3 +194,31 @@ def test_a_pooled_guest_serves_the_next_experiment_when_its_keys_return(channel)
         fresh.close()
     leftovers = subprocess.run(["pgrep", "-f", "sleep 61.25"], capture_output=True, text=True)
     assert leftovers.stdout.strip() == "", "the old experiment's command was not killed"
+
+
+@pytest.mark.parametrize("garbage", ["nonsense", "exited code=abc", "exited code=0 out=9 err=0"])
+def test_a_guest_writing_garbage_fails_only_its_own_command(channel, garbage):
+    """A hostile or broken guest writes a malformed state (or claims output
+    chunks that do not exist) into its own keys: that command fails with the
+    reason, and the pump keeps serving every guest."""
+    ctl, _dom0, xenstored, agent = channel
+    victim = ctl.submit("h1", CommandSpec(shell="sleep 3"))
+    other = ctl.submit("h2", CommandSpec(shell="sleep 1; echo fine"))
+    time.sleep(0.3)
+    wrote = subprocess.run([str(agent), "--device", f"{xenstored.dir}/xs-dom5.sock", "xs",
+                            "write", f"{base_path(5)}/out/{victim.id}/state", garbage],
+                           capture_output=True, text=True, timeout=10)
+    assert wrote.returncode == 0, wrote.stdout + wrote.stderr
+    result = ctl.wait(victim, timeout=10)
+    assert result.state == "failed" and result.reason == "protocol"
+    assert garbage.split()[0] in result.detail or "chunks" in result.detail
+    assert ctl.wait(other, timeout=10).stdout == b"fine\n"
+    assert run(ctl, "h2", shell="echo still").stdout == b"still\n"
+    assert run(ctl, "h1", shell="echo again").stdout == b"again\n"
+
+
+def test_submit_fails_fast_once_the_channel_is_closed(channel):
+    ctl, *_ = channel
+    ctl.close()
+    with pytest.raises(ControlError, match="closed"):
+        ctl.submit("h1", CommandSpec(shell="true"))
