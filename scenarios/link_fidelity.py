@@ -11,7 +11,8 @@ reports as payload is less: UDP with 1472-byte datagrams carries at most
 (95.6 Mbit/s), the same as on a real 100 Mbit/s link without preamble.
 
     selena run scenarios/link_fidelity.py --tdf 30 --out results/fidelity
-    selena run scenarios/link_fidelity.py --tdf 10 --param rate_mbit=20 --out ...
+    selena run scenarios/link_fidelity.py --tdf 10 --param rate_mbit=20 --param delay_ms=50 \
+        --out results/fidelity-tdf10
 """
 
 import json
@@ -46,7 +47,7 @@ def run(exp):
     median = statistics.median(rtts)
     print(f"RTT median {median:.2f} ms over {len(rtts)} pings "
           f"(configured {2 * delay_ms:g} ms: {100 * (median / (2 * delay_ms) - 1):+.1f}%)")
-    for name, extra in (("TCP", []), ("UDP", ["-u", "-b", f"{2 * rate_mbit:g}M", "-l", "1472"])):
+    for name, extra in (("TCP", []), ("UDP", ["-u", "-b", f"{1.25 * rate_mbit:g}M", "-l", "1472"])):
         server = exp.start("h2", ["iperf3", "-s", "-1"])
         exp.sleep(1)
         client = exp.cmd("h1", ["iperf3", "-c", "10.0.1.2", "-t", "3", "-O", "1", "-J", *extra],
