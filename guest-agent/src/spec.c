@@ -215,9 +215,12 @@ int spec_parse(const char *buf, size_t len, struct spec *out,
 
         if ( keyword_is(line, kwlen, "timeout") )
         {
-            if ( have_timeout || parse_u64(arg, arglen, &out->timeout_ns) )
+            /* Bounded so that start + timeout can never wrap the deadline. */
+            if ( have_timeout || parse_u64(arg, arglen, &out->timeout_ns) ||
+                 out->timeout_ns > SPEC_TIMEOUT_NS_MAX )
             {
-                fail(detail, detail_len, "line %u: bad or repeated timeout", lineno);
+                fail(detail, detail_len, "line %u: bad, repeated or too long timeout",
+                     lineno);
                 goto err;
             }
             have_timeout = 1;

@@ -9,6 +9,8 @@
 #define SPEC_MAX_BYTES 4096
 #define SPEC_MAX_ARGS 128
 #define SPEC_MAX_ENV 64
+/* 10^17 ns: about three years of guest time, far from 2^64 when added. */
+#define SPEC_TIMEOUT_NS_MAX 100000000000000000ull
 #define CMD_ID_MAX 32
 
 struct spec {

@@ -97,6 +97,20 @@ static void test_rejections(void)
     expect_rejected("selena-cmd 1\ntimeout 1\ntimeout 2\narg a", "bad-spec", "timeout");
     expect_rejected("selena-cmd 1\ntimeout 99999999999999999999999\narg a",
                     "bad-spec", "timeout");
+    expect_rejected("selena-cmd 1\ntimeout 18446744073709551615\narg a",
+                    "bad-spec", "too long timeout");
+    expect_rejected("selena-cmd 1\ntimeout 100000000000000001\narg a",
+                    "bad-spec", "too long timeout");
+    {
+        struct spec s;
+        const char *reason;
+        char detail[200];
+
+        CHECK(parse("selena-cmd 1\ntimeout 100000000000000000\narg a\n", &s, &reason,
+                    detail) == 0);
+        CHECK(s.timeout_ns == 100000000000000000ull);
+        spec_free(&s);
+    }
     expect_rejected("selena-cmd 1\narg \narg x", "bad-spec", "empty program");
     expect_rejected("selena-cmd 1\nargonly", "bad-spec", "no argument");
 

@@ -51,6 +51,10 @@ def unescape(text: str) -> bytes:
     return bytes(out)
 
 
+# The agent refuses longer ones (spec.h): start + timeout must not wrap.
+TIMEOUT_NS_MAX = 10**17
+
+
 @dataclass(frozen=True)
 class CommandSpec:
     """What to run in a guest: an argv (no shell) or one shell command line."""
@@ -73,6 +77,9 @@ class CommandSpec:
                                   f"(at most {MAX_ENV})")
         if self.timeout_ns < 0:
             raise ValidationError(f"negative command timeout {self.timeout_ns} ns")
+        if self.timeout_ns > TIMEOUT_NS_MAX:
+            raise ValidationError(f"command timeout {self.timeout_ns} ns is longer than "
+                                  f"{TIMEOUT_NS_MAX} ns (about three years)")
         lines = [f"selena-cmd {PROTOCOL_VERSION}"]
         if self.timeout_ns:
             lines.append(f"timeout {int(self.timeout_ns)}")

@@ -39,6 +39,7 @@ def test_spec_encoding():
     (CommandSpec(shell="a\0b"), "NUL byte"),
     (CommandSpec(shell="x" * 5000), "at most 3968"),
     (CommandSpec(argv=("x",), timeout_ns=-1), "negative command timeout"),
+    (CommandSpec(argv=("x",), timeout_ns=2**64 - 1), "longer than"),
 ])
 def test_bad_specs_are_refused_before_sending(spec, message):
     with pytest.raises(ValidationError, match=message):
