@@ -508,7 +508,7 @@ class XlBackend(Backend):
                         delay_s=spec.get("delay_s") or 0.0,
                         jitter_s=spec.get("jitter_s") or 0.0, loss=spec.get("loss") or 0.0,
                         queue_packets=None if queue is None else int(queue))
-            for argv in shaping_commands(vif, link, tdf):
+            for argv in shaping_commands(vif, link, tdf, reshape=True):
                 try:
                     self.runner.run(argv)
                 except CommandError as exc:

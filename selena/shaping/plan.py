@@ -15,14 +15,16 @@ class Placement(enum.Enum):
 
 
 def shaping_commands(dev: str, link: Link, tdf: float,
-                     placement: Placement = Placement.DOM0) -> list[list[str]]:
-    """The exact tc commands shaping traffic leaving `dev` for one direction of `link`."""
+                     placement: Placement = Placement.DOM0,
+                     reshape: bool = False) -> list[list[str]]:
+    """The exact tc commands shaping traffic leaving `dev` for one direction of
+    `link`; `reshape` for a device these commands shaped before (a TDF change)."""
     scale = tdf if placement is Placement.DOM0 else 1.0
     netem = netem_args(link.delay_s * scale, link.jitter_s * scale, link.loss,
                        link.queue_packets)
     commands: list[list[str]] = []
     if link.rate_bps is not None:
-        commands += htb_commands(dev, link.rate_bps / scale)
+        commands += htb_commands(dev, link.rate_bps / scale, reshape=reshape)
         parent = ["parent", "1:1", "handle", "10:"]
     else:
         parent = ["root", "handle", "1:"]

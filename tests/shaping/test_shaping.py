@@ -43,3 +43,19 @@ def test_an_unshaped_link_needs_no_commands():
 def test_burst_covers_a_full_frame_at_low_rates():
     cmds = shaping_commands("vif1.0", link(rate="1Mbit"), 10)
     assert cmds[1][cmds[1].index("burst") + 1] == "1600b"
+
+
+def test_reshaping_changes_the_class_and_netem_but_leaves_the_htb_root():
+    # The kernel's htb has no change operation: replacing its root with another
+    # htb fails ("Change operation not supported"), so a TDF change must not.
+    first = shaping_commands("vif1.0", link(rate="10Mbit", delay="5ms"), 2)
+    again = shaping_commands("vif1.0", link(rate="10Mbit", delay="5ms"), 10, reshape=True)
+    assert first[0][5:] == ["root", "handle", "1:", "htb", "default", "1"]
+    assert [c[:3] for c in again] == [["tc", "class", "replace"], ["tc", "qdisc", "replace"]]
+    assert "1000000bit" in again[0] and "50000us" in again[1]
+
+
+def test_reshaping_a_delay_only_link_replaces_its_netem_root():
+    assert shaping_commands("vif1.0", link(delay="5ms"), 10, reshape=True) == [
+        ["tc", "qdisc", "replace", "dev", "vif1.0", "root", "handle", "1:",
+         "netem", "delay", "50000us"]]

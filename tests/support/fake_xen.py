@@ -58,6 +58,7 @@ class FakeXen(FakeRunner):
     # packets each shaped vif's qdisc sends per second (tc -s qdisc).
     cpu_share: dict[str, float] = field(default_factory=lambda: {"Domain-0": 0.2})
     vif_packets_per_s: float = 100.0
+    root_qdiscs: dict[str, str] = field(default_factory=dict)    # dev -> kind
     started: float = field(default_factory=time.monotonic)
 
     def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
@@ -106,6 +107,8 @@ class FakeXen(FakeRunner):
             return 0, self._vcpu_list(), ""
         if args[:5] == ("tc", "-s", "-j", "qdisc", "show"):
             return 0, self._qdisc_stats(), ""
+        if args[:3] == ("tc", "qdisc", "replace") and "root" in args:
+            return self._replace_root(args)
         if cmd == ("xl", "info"):
             return 0, (f"host : fake\nnr_cpus : {self.cpus}\nfree_memory : "
                        f"{self.free_memory_mb}\nxen_major : 4\nxen_minor : 17\n"
@@ -158,6 +161,15 @@ class FakeXen(FakeRunner):
                               + (f" \\    alias {a}" if a else "") + "\n"
                               for i, (n, a) in enumerate(shown, start=10)), ""
         return 0, "", ""        # ip link set up, tc, ethtool, network-attach...
+
+    def _replace_root(self, args: tuple[str, ...]) -> tuple[int, str, str]:
+        # Like the kernel: replacing a root qdisc with one of the same kind is a
+        # change, and htb has no change operation.
+        dev, kind = args[args.index("dev") + 1], args[args.index("1:") + 1]
+        if self.root_qdiscs.get(dev) == kind == "htb":
+            return 2, "", "Error: Change operation not supported by specified qdisc.\n"
+        self.root_qdiscs[dev] = kind
+        return 0, "", ""
 
     def _vcpu_list(self) -> str:
         up = time.monotonic() - self.started
