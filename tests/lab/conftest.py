@@ -34,6 +34,25 @@ class SharedLab:
             self.session = None
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that boot a lab of their own run before the shared boot exists:
+    it holds the lab lock for the whole session (one lab at a time)."""
+    own = [item for item in items if item.get_closest_marker("own_lab")]
+    if not own:
+        return
+    rest = [item for item in items if item not in own]
+    first = next((i for i, item in enumerate(rest)
+                  if "lab" in getattr(item, "fixturenames", ())), len(rest))
+    items[:] = rest[:first] + own + rest[first:]
+
+
+@pytest.fixture
+def own_lab(lab: SharedLab) -> None:
+    """For a test that boots its own lab: the shared one is powered off first
+    (the next shared test boots it again)."""
+    lab.close()
+
+
 @pytest.fixture(scope="session")
 def lab():
     shared = SharedLab()

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.own_lab]
 
 
 def _read_until(fd: int, needle: bytes, seen: bytearray, timeout: float) -> bool:
@@ -25,7 +25,7 @@ def _read_until(fd: int, needle: bytes, seen: bytearray, timeout: float) -> bool
     return needle in seen
 
 
-def test_lab_shell_is_interactive_and_powers_off_on_exit():
+def test_lab_shell_is_interactive_and_powers_off_on_exit(own_lab):
     primary, secondary = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "selena", "lab", "shell"],
                             stdin=secondary, stdout=secondary, stderr=secondary,
