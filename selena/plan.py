@@ -16,7 +16,7 @@ from selena import units
 from selena.control.protocol import net_directives
 from selena.errors import ValidationError
 from selena.model import Link, Topology
-from selena.model.cpus import fold_mask
+from selena.model.cpus import credit_cap, fold_mask
 from selena.openflow import SwitchSetup, switch_setups
 from selena.shaping import Placement, shaping_commands
 
@@ -54,6 +54,11 @@ class GuestPlan:
     guest_shaping: list[tuple[str, list[list[str]]]] = field(default_factory=list)
     static_arp: list[tuple[str, str, str]] = field(default_factory=list)  # ip, mac, via mac
     tsc_mode: str | None = None     # xl's tsc_mode, None for the default
+    cpu_time: str = "dilated"       # "real": capped to 100/TDF % per vCPU
+
+    def cpu_cap(self, tdf: float) -> int:
+        """The credit2 cap (percent of one CPU, 0 = none) at `tdf`."""
+        return credit_cap(self.vcpus, tdf, self.cpu_time)
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,8 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
             cpus=(fold_mask(node.cpus, host_cpus) or node.cpus) if node.cpus and host_cpus
             else node.cpus,
             template=node.template,
-            tsc_mode={"native": "native", "emulate": "always_emulate"}.get(node.tsc_mode or ""))
+            tsc_mode={"native": "native", "emulate": "always_emulate"}.get(node.tsc_mode or ""),
+            cpu_time=node.cpu_time)
         for iface in node.interfaces:
             vif_names[(node.name, iface.index)] = f"sv{tag}{node.id}.{iface.index}"[:IFNAMSIZ]
     segments: list[SegmentPlan] = []

@@ -24,6 +24,7 @@ from selena import __version__
 from selena.engine import Recorded
 from selena.metrics import Metric
 from selena.model import Topology
+from selena.model.cpus import credit_cap
 from selena.provenance import patch_series_hash
 
 
@@ -63,7 +64,13 @@ def write_bundle(out: Path, *, topo: Topology, records: Sequence[Recorded],
         "topology_sha256": topology_hash(topo),
         "host": socket.gethostname(), "platform": platform.platform(),
         "started": started, "finished": finished, "real_seconds": finished - started,
-        "nodes": sorted(topo.nodes), "commands": commands, **environment,
+        "nodes": sorted(topo.nodes), "commands": commands,
+        # Each node's CPU time; a "real" node's cap follows the TDF (tdf_timeline).
+        "cpu_time": {node.name: {"mode": node.cpu_time, "vcpus": node.vcpus,
+                                 "cap_percent_at_start": _cap(node.vcpus, topo.tdf,
+                                                              node.cpu_time)}
+                     for node in sorted(topo.nodes.values(), key=lambda n: n.name)},
+        **environment,
     }
     if error:
         meta["error"] = {k: v for k, v in error.items() if k != "status"}
@@ -75,6 +82,13 @@ def write_bundle(out: Path, *, topo: Topology, records: Sequence[Recorded],
     summary = {name: metric.summary() for name, metric in (metrics or {}).items()}
     (out / "metrics.json").write_text(json.dumps(summary, indent=1) + "\n")
     return out
+
+
+def _cap(vcpus: int, tdf: float, cpu_time: str) -> int | None:
+    try:
+        return credit_cap(vcpus, tdf, cpu_time)
+    except ValueError:
+        return None
 
 
 def read_fidelity(bundle: Path) -> dict[str, Any] | None:

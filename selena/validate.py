@@ -19,7 +19,7 @@ from selena import units
 from selena.errors import Problem, TopologyError, UnitError
 from selena.hostinfo import HostInfo
 from selena.model import Link, Node, NodeKind, Topology
-from selena.model.cpus import fold_mask, parse_mask
+from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask, real_cpu_cap
 
 RATE_MAX_BPS = 400e9
 DELAY_MAX_S = 10.0
@@ -63,6 +63,8 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
         add("bad TDF", str(exc))
 
     nodes = list(topo.nodes.values())
+    for node in nodes:
+        _check_cpu_time(node, topo.tdf, add, warn)
     if not nodes:
         add("empty topology", f"experiment {topo.name}: the topology has no nodes")
     for name, count in Counter(n.name for n in nodes).items():
@@ -116,6 +118,30 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     if problems:
         raise TopologyError(problems)
     return warnings
+
+
+def _check_cpu_time(node: Node, tdf: float, add: Add, warn: Add) -> None:
+    where = f"node {node.name}"
+    if node.cpu_time not in CPU_TIME_MODES:
+        add("bad cpu time", f"{where}: cpu_time {node.cpu_time!r}: use "
+            f"{' or '.join(repr(m) for m in CPU_TIME_MODES)}", node.defined_at)
+        return
+    if node.cpu_time != "real" or not 1 <= node.vcpus <= 128:
+        return
+    try:
+        tdf = units.tdf(tdf)
+    except UnitError:
+        return              # reported as a bad TDF
+    try:
+        cap = credit_cap(node.vcpus, tdf, node.cpu_time)
+    except ValueError as exc:
+        add("cpu cap out of range", f"{where}: {exc}", node.defined_at)
+        return
+    exact = real_cpu_cap(node.vcpus, tdf)
+    if cap and abs(cap - exact) / exact > 0.05:
+        warn("coarse cpu cap", f"{where}: cpu_time='real' at TDF {tdf:g} needs {exact:.2f}% "
+             f"of a CPU; Xen's cap is whole percent, so {cap}% ({(cap / exact - 1) * 100:+.0f}%"
+             " CPU speed)", node.defined_at)
 
 
 def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,

@@ -210,3 +210,16 @@ def test_set_tdf_mid_run_keeps_time_commands_and_heartbeat_limits(fake_xen, tmp_
     assert [seg["tdf"] for seg in meta["tdf_timeline"]] == [2.0, 10.0, 2.5]
     virtual = [seg["virtual_s"] for seg in meta["tdf_timeline"]]
     assert virtual == sorted(virtual)
+
+
+def test_real_cpu_time_is_capped_in_the_run_and_recorded_in_meta(fake_xen, tmp_path):
+    topo = pair()
+    topo.nodes["h2"].cpu_time = "real"
+    with make(fake_xen, tmp_path, topo) as exp:
+        assert fake_xen.domains["selena-pair-h2"].cap == 25         # 100 / TDF 4
+        exp.set_tdf(2)
+        assert fake_xen.domains["selena-pair-h2"].cap == 50
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert meta["cpu_time"] == {
+        "h1": {"mode": "dilated", "vcpus": 1, "cap_percent_at_start": 0},
+        "h2": {"mode": "real", "vcpus": 1, "cap_percent_at_start": 25}}

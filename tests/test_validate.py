@@ -295,3 +295,32 @@ def test_a_cpu_mask_beyond_the_host_is_folded_with_a_warning():
     from selena.plan import make_plan
     assert make_plan(topo, host_cpus=2).guest("h1").cpus == "0,1"
     assert make_plan(topo, host_cpus=8).guest("h1").cpus == "4,5,6,7"
+
+
+def test_cpu_time_must_be_dilated_or_real():
+    topo = two_hosts()
+    topo.nodes["h1"].cpu_time = "slow"
+    with pytest.raises(TopologyError, match="node h1: cpu_time 'slow': use 'dilated' or 'real'"):
+        validate(topo)
+
+
+def test_real_cpu_time_needs_a_cap_xen_can_express():
+    topo = two_hosts()
+    topo.tdf = 200
+    topo.nodes["h1"].cpu_time = "real"
+    with pytest.raises(TopologyError, match=r"node h1: cpu_time='real' with 1 vCPU\(s\) at TDF "
+                       r"200 needs a cap of 0.50% .* \(TDF at most 100\)"):
+        validate(topo)
+    topo.nodes["h1"].vcpus = 4                    # 2% of a CPU for the domain: fine
+    assert validate(topo) == []
+
+
+def test_a_coarse_real_cpu_cap_is_a_warning():
+    topo = two_hosts()
+    topo.tdf = 64
+    topo.nodes["h1"].cpu_time = "real"
+    (warning,) = validate(topo)
+    assert warning.message == ("node h1: cpu_time='real' at TDF 64 needs 1.56% of a CPU; "
+                               "Xen's cap is whole percent, so 2% (+28% CPU speed)")
+    topo.tdf = 10
+    assert validate(topo) == []

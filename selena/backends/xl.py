@@ -48,6 +48,7 @@ from selena.errors import (
     XenstoreError,
 )
 from selena.hostinfo import HostInfo
+from selena.model.cpus import credit_cap
 from selena.plan import GuestPlan, Plan, pool_key
 from selena.runner import Runner
 
@@ -119,6 +120,8 @@ class DeployState:
     shaping: dict[str, dict[str, float | None]] = field(default_factory=dict)
     tap_pid: int | None = None      # the vif tap (selena/backends/vif_tap.py)
     vif_nodes: dict[str, str] = field(default_factory=dict)   # vif -> "h1 eth0"
+    # Guests with cpu_time "real": domain name -> vCPUs (their cap follows the TDF).
+    real_cpu: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> DeployState:
@@ -133,7 +136,8 @@ class DeployState:
                                   for f, x in dict(v).items()}
                          for k, v in dict(data.get("shaping", {})).items()},
                         None if data.get("tap_pid") is None else int(data["tap_pid"]),
-                        {str(k): str(v) for k, v in dict(data.get("vif_nodes", {})).items()})
+                        {str(k): str(v) for k, v in dict(data.get("vif_nodes", {})).items()},
+                        {str(k): int(v) for k, v in dict(data.get("real_cpu", {})).items()})
         except OSError as exc:
             raise StateFileError(f"state file {path}: cannot read it: {exc.strerror}") from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -149,6 +153,12 @@ class DeployState:
         return Deployment(self.experiment, self.tdf,
                           {node: self.domains[name] for node, name in self.nodes.items()
                            if name in self.domains}, "xl")
+
+
+def cap_command(domid: int | str, cap: int) -> list[str]:
+    """Cap a domain's CPU time (percent of one CPU, 0 = none). Xen's default
+    scheduler, credit2, enforces it every 10 ms of real time."""
+    return ["xl", "sched-credit2", "-d", str(domid), "-c", str(cap)]
 
 
 class _Actions(Protocol):
@@ -257,6 +267,8 @@ class XlBackend(Backend):
                              for vif, link in plan.shaped}
             state.vif_nodes = {vif.name: f"{guest.node} eth{vif.index}"
                                for guest in plan.guests for vif in guest.vifs}
+            state.real_cpu = {guest.domain_name: guest.vcpus for guest in plan.guests
+                              if guest.cpu_time == "real"}
             self._save(state)
             act = _Exec(self, state)
             try:
@@ -369,6 +381,9 @@ class XlBackend(Backend):
         # The experiment marker and the agent's control keys, before it runs.
         act.write_keys(control_keys(domid, plan.experiment, guest.net))  # type: ignore[arg-type]
         act.run(["selena-tdf", "set", domid, plan.tdf_text])
+        # A pooled guest may carry the cap of its last experiment: always set it.
+        if guest.cpu_time == "real" or pooled is not None:
+            act.run(cap_command(domid, guest.cpu_cap(plan.tdf)))
         for argv in plan.shaping_at(plan.tdf, {vif.name for vif in guest.vifs}):
             act.run(argv)
         if not self.offloads:
@@ -463,6 +478,11 @@ class XlBackend(Backend):
             state = self.state(experiment)
             old = state.tdf
             domids = list(state.domains.values())
+            try:    # refused before anything changes
+                caps = {name: credit_cap(vcpus, new, "real")
+                        for name, vcpus in state.real_cpu.items() if name in state.domains}
+            except ValueError as exc:
+                raise BackendError(f"set-tdf {units.tdf_text(new)}: {exc}") from None
             done: list[int] = []
             paused: list[int] = []
             first = last = time.monotonic()
@@ -480,10 +500,20 @@ class XlBackend(Backend):
                     done.append(domid)
                 last = time.monotonic()
                 self._shape(state, new)
+                for name, cap in caps.items():
+                    try:
+                        self.runner.run(cap_command(state.domains[name], cap))
+                    except CommandError as exc:
+                        raise BackendError(f"set-tdf {units.tdf_text(new)}: capping the CPU "
+                                           f"of {name} at {cap}%: {exc}") from None
             except BaseException:
                 for domid in done:
                     self.runner.run(["selena-tdf", "set", str(domid), units.tdf_text(old)],
                                     check=False)
+                for name, vcpus in state.real_cpu.items():
+                    if name in state.domains:
+                        self.runner.run(cap_command(state.domains[name],
+                                                    credit_cap(vcpus, old, "real")), check=False)
                 try:
                     self._shape(state, old)
                 except BackendError as exc:

@@ -31,3 +31,28 @@ def fold_mask(mask: str, host_cpus: int) -> str | None:
         return None
     folded = sorted({c % host_cpus for c in cpus})
     return ",".join(str(c) for c in folded)
+
+
+# A node's CPU time: "dilated" (SELENA's behaviour: a dilated guest's CPU
+# seems TDF times faster) or "real" (capped to the speed it has at TDF 1).
+CPU_TIME_MODES = ("dilated", "real")
+
+
+def real_cpu_cap(vcpus: int, tdf: float) -> float:
+    """The scheduler cap, in percent of one physical CPU for the whole domain,
+    that gives each of its vCPUs 100/TDF % of a CPU: a virtual second then
+    holds as much CPU time as a real second does at TDF 1."""
+    return 100.0 * vcpus / tdf
+
+
+def credit_cap(vcpus: int, tdf: float, cpu_time: str) -> int:
+    """The cap Xen's credit schedulers are given (whole percent; 0 = no cap).
+    ValueError when Xen cannot express it (under 1%)."""
+    if cpu_time != "real" or tdf <= 1.0:
+        return 0
+    exact = real_cpu_cap(vcpus, tdf)
+    if exact < 1.0:
+        raise ValueError(f"cpu_time='real' with {vcpus} vCPU(s) at TDF {tdf:g} needs a cap "
+                         f"of {exact:.2f}% of a CPU; Xen's smallest is 1% (TDF at most "
+                         f"{100 * vcpus})")
+    return round(exact)

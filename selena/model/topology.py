@@ -101,6 +101,9 @@ class Node:
     # dilated, for a dilated guest), "native" (the opt-out: raw RDTSC, faster)
     # or "emulate".
     tsc_mode: str | None = None
+    # "dilated" (default): the guest's CPU seems TDF times faster, as in
+    # SELENA; "real": capped to 100/TDF % per vCPU, the speed of TDF 1.
+    cpu_time: str = "dilated"
     defined_at: str | None = field(default=None, compare=False)
 
     def device(self, index: int) -> str:
@@ -201,9 +204,11 @@ class Topology:
 
     def add_node(self, name: str, kind: NodeKind, *, template: str | None = None,
                  id: int | None = None, vcpus: int = 1, cpus: str | None = None,
-                 memory: str | int | None = None, tsc_mode: str | None = None) -> Node:
+                 memory: str | int | None = None, tsc_mode: str | None = None,
+                 cpu_time: str = "dilated") -> Node:
         """Add a node; errors about it are reported by validation, not here.
-        memory: "64M" or MB; None gives the template's default (TEMPLATE_MEMORY_MB)."""
+        memory: "64M" or MB; None gives the template's default (TEMPLATE_MEMORY_MB).
+        cpu_time: "dilated" or "real" (see Node.cpu_time)."""
         template = template or DEFAULT_TEMPLATES[kind]
         if memory is None:
             memory_mb = TEMPLATE_MEMORY_MB.get(template, DEFAULT_MEMORY_MB)
@@ -215,6 +220,7 @@ class Topology:
             name=name, kind=kind, template=template,
             id=len(self.nodes) if id is None else id, vcpus=vcpus, cpus=cpus,
             memory_mb=memory_mb, defined_at=caller_location(), tsc_mode=tsc_mode,
+            cpu_time=cpu_time,
         )
         # Duplicate names are kept apart so validation can name them.
         key = name if name not in self.nodes else f"{name}#{len(self.nodes)}"

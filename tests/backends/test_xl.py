@@ -349,3 +349,47 @@ def test_a_refused_tdf_change_puts_everything_back(fake_xen, tmp_path):
     assert {d.tdf for d in fake_xen.domains.values()} == {"2"}
     assert all(not d.paused for d in fake_xen.domains.values())
     assert DeployState.load(tmp_path / "state/demo.json").tdf == 2
+
+
+def cpu_plan(tdf, vcpus=1):
+    topo = Topology("demo", tdf=tdf)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24", cpu_time="real", vcpus=vcpus)
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    topo.add_link(h1, h2, rate="10Mbit")
+    return make_plan(topo)
+
+
+def test_a_real_cpu_guest_is_capped_to_100_over_tdf_and_follows_tdf_changes(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path, parallel=1)
+    dep = be.deploy(cpu_plan(tdf=10, vcpus=2))
+    h1, h2 = dep.domids["h1"], dep.domids["h2"]
+    made = calls(fake_xen)
+    # Capped before the guest first runs; the dilated guest is left alone.
+    assert made.index(f"xl sched-credit2 -d {h1} -c 20") < made.index(f"xl unpause {h1}")
+    assert not any(c.startswith(f"xl sched-credit2 -d {h2}") for c in made)
+    be.set_tdf("demo", 4)
+    assert (fake_xen.domains["selena-demo-h1"].cap, fake_xen.domains["selena-demo-h2"].cap) \
+        == (50, 0)
+    be.set_tdf("demo", 1)
+    assert fake_xen.domains["selena-demo-h1"].cap == 0          # TDF 1: no cap at all
+
+
+def test_a_tdf_the_cap_cannot_express_is_refused_before_anything_changes(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    be.deploy(cpu_plan(tdf=10))
+    fake_xen.calls.clear()
+    with pytest.raises(BackendError, match="needs a cap of 0.50% .* smallest is 1%"):
+        be.set_tdf("demo", 200)
+    assert fake_xen.calls == []
+
+
+def test_a_failed_cap_restores_the_old_tdf_and_cap(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    dep = be.deploy(cpu_plan(tdf=10))
+    fake_xen.fail[("xl", "sched-credit2", "-d", str(dep.domids["h1"]), "-c", "50")] = \
+        (1, "Scheduler is not credit2")
+    with pytest.raises(BackendError, match="capping the CPU of selena-demo-h1 at 50%"):
+        be.set_tdf("demo", 2)
+    assert {d.tdf for d in fake_xen.domains.values()} == {"10"}
+    assert fake_xen.domains["selena-demo-h1"].cap == 10
+    assert all(not d.paused for d in fake_xen.domains.values())

@@ -38,6 +38,7 @@ class Domain:
     tdf: str = "1"
     net: str = ""           # the boot-time network directives Dom0 wrote
     frozen: bool = False    # selena-tdf freeze
+    cap: int = 0            # xl sched-credit2 -c (percent of a CPU, 0 = none)
 
 
 @dataclass
@@ -120,6 +121,9 @@ class FakeXen(FakeRunner):
             return 0, "", ""
         if cmd == ("xl", "network-list"):
             return 0, "Idx BE Mac Addr. handle state evt-ch tx-/rx-ring-ref BE-path\n", ""
+        if cmd == ("xl", "sched-credit2") and args[2:3] == ("-d",) and args[4:5] == ("-c",):
+            self._by_id(int(args[3])).cap = int(args[5])
+            return 0, "", ""
         if cmd[0] == "selena-tdf" and args[1] == "set":
             self._by_id(int(args[2])).tdf = args[3]
             return 0, "", ""

@@ -1,0 +1,27 @@
+"""End to end in the lab: a guest with cpu_time="real" does as much CPU work
+per virtual second at TDF 10 as at TDF 1 (within 10%); a dilated guest does
+about TDF times more (scenarios/cpu_time.py)."""
+
+import json
+
+import pytest
+
+from selena.paths import project_root
+
+pytestmark = pytest.mark.lab
+
+OUT = "build/results/test-cpu-time"
+
+
+def test_real_cpu_time_keeps_the_work_per_virtual_second_of_tdf_1(lab):
+    result = lab.run(f"rm -rf {OUT}; selena run scenarios/cpu_time.py --out {OUT}",
+                     timeout=900)
+    assert result.returncode == 0, result.output
+    bundle = project_root() / OUT
+    meta = json.loads((bundle / "meta.json").read_text())
+    assert meta["cpu_time"]["hreal"] == {"mode": "real", "vcpus": 1, "cap_percent_at_start": 10}
+    assert meta["cpu_time"]["hdil"]["mode"] == "dilated"
+    metrics = json.loads((bundle / "metrics.json").read_text())
+    real, dilated = metrics["real_cpu_ratio"], metrics["dilated_cpu_ratio"]
+    assert abs(real["error_pct"]) <= 10.0, metrics
+    assert 6.0 <= dilated["median"] <= 14.0, metrics
