@@ -1,5 +1,5 @@
 """Changing the TDF of a running experiment (exp.set_tdf): 2 -> 10 -> 5,
-while a ping and an iperf3 run across one shaped link the whole time.
+while a ping and an iperf3 run across two shaped links the whole time.
 
 Every link keeps its virtual rate and delay across the changes (Dom0's htb
 rate and netem delay are re-rendered for each TDF while the guests are
@@ -8,6 +8,12 @@ configuration: a round trip of 2 x 100 ms and 2 Mbit/s of link rate
 (1448/1514 of it as TCP payload). The lab adds about 11 ms of real time to
 each round trip, hence a long delay; and a modest rate it carries in real
 time even at TDF 2.
+
+The ping and the TCP flow take separate links (h1-h3 and h2 -> h1): a
+saturated link's queue adds its own delay to every packet, which is the
+link working as configured, not a wrong delay. The rate is what the
+receiver measures (iperf3 -R: h1 receives), since a sender with a large
+socket buffer reports what it buffered, not what crossed the link.
 
     selena run scenarios/tdf_change.py --out results/tdf-change
 
@@ -29,20 +35,25 @@ MARGIN_S = 1.5             # samples this close to a change are left out
 TCP_SHARE = 1448 / 1514
 
 topology = Topology("tdfchange", tdf=TDFS[0])
-h1 = topology.add_host("h1", ip="10.0.0.1/24", template="tools-host")
-h2 = topology.add_host("h2", ip="10.0.0.2/24", template="tools-host")
-topology.add_link(h1, h2, rate=f"{RATE_MBIT}Mbit", delay=f"{DELAY_MS}ms")
+h1 = topology.add_host("h1", template="tools-host")
+h2 = topology.add_host("h2", ip="10.0.1.2/24", template="tools-host")
+h3 = topology.add_host("h3", ip="10.0.2.3/24", template="tools-host")
+h1.add_interface(0, ip="10.0.1.1/24")
+h1.add_interface(1, ip="10.0.2.1/24")
+topology.add_link((h1, 0), h2, rate=f"{RATE_MBIT}Mbit", delay=f"{DELAY_MS}ms")
+topology.add_link((h1, 1), h3, rate=f"{RATE_MBIT}Mbit", delay=f"{DELAY_MS}ms")
 
 
 def run(exp):
-    exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")                 # ARP before measuring
+    exp.cmd("h1", "ping -c 2 -W 5 10.0.2.3; ping -c 2 -W 5 10.0.1.2")  # ARP first
     server = exp.start("h2", ["iperf3", "-s", "-1"])
     exp.sleep(1)
     total = SEGMENT_S * len(TDFS) + 1
     ping = exp.start("h1", f"ping -c {int(total / PING_INTERVAL_S)} -i {PING_INTERVAL_S} "
-                           "-W 5 10.0.0.2", timeout=total + 60)
+                           "-W 5 10.0.2.3", timeout=total + 60)
     ping_start = exp.now()
-    iperf = exp.start("h1", ["iperf3", "-c", "10.0.0.2", "-t", f"{total:g}", "-i", "1", "-J"],
+    iperf = exp.start("h1", ["iperf3", "-c", "10.0.1.2", "-R", "-t", f"{total:g}", "-i", "1",
+                                "-J"],
                       timeout=total + 60)
     iperf_start = exp.now()
     bounds = [ping_start]                   # virtual start of each segment
