@@ -165,6 +165,10 @@ class Experiment:
             if xenstore is not None:
                 options["xenstore"] = xenstore
             self.backend = get_backend(backend, **options)
+        if not self.backend.dilates and self.topology.tdf != 1.0:
+            self.progress(f"the {self.backend.name} backend runs in real time: TDF 1, not "
+                          f"{units.tdf_text(self.topology.tdf)}")
+            self.topology.tdf = 1.0
         self.warnings: list[Problem] = []
         self.deployment: Deployment | None = None
         self.controller: Controller | None = None
@@ -251,15 +255,18 @@ class Experiment:
         late = self.backend.wait_up(self.deployment, self.ready_timeout, self.progress)
         if late:
             self.progress(f"not booted after {self.ready_timeout:g} s: {', '.join(late)}")
-        self.controller = Controller(self.backend.xenstore(), tdf=self.topology.tdf)
+        self.controller = self.backend.command_channel(self.topology.tdf)
         for node, domid in self.deployment.domids.items():
             self.controller.add_guest(node, domid)
         self.progress(f"waiting for {len(self.deployment.domids)} guest agents")
         self.controller.wait_ready(self.ready_timeout)
         # Unpaused to every agent ready: the guests' boot, in real seconds.
         self.timings["boot_to_agents_s"] = time.monotonic() - begin
-        apply_guest_shaping(self.controller, plan, progress=self.progress)
-        switches = Switches(self.controller, plan.switches)
+        if self.backend.guest_agents:
+            apply_guest_shaping(self.controller, plan, progress=self.progress)
+        # Without agents the backend set the switches up itself.
+        switches = Switches(self.controller,
+                            plan.switches if self.backend.guest_agents else [])
         switches.configure(progress=self.progress)
         self.environment = self._environment()
         deployment = self.deployment

@@ -79,6 +79,8 @@ class Plan:
     placement: Placement = Placement.DOM0
     # Set up through the agents once they run: each switch's bridge.
     switches: list[SwitchSetup] = field(default_factory=list)
+    # What the plan was made from (backends that are not Xen translate it).
+    topology: Topology | None = field(default=None, repr=False, compare=False)
 
     def guest(self, node: str) -> GuestPlan:
         for guest in self.guests:
@@ -178,7 +180,7 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
     for guest in guests.values():
         _plan_net(topo, guest)
     return Plan(topo.name, topo.tdf, list(guests.values()), segments, shaped, placement,
-                switch_setups(topo))
+                switch_setups(topo), topology=topo)
 
 
 def pool_key(guest: GuestPlan) -> str:

@@ -52,9 +52,17 @@ Progress = Callable[[str], None]
 class SweepRun:
     tdf: float
     repeat: int
+    baseline: str | None = None     # a real-time baseline backend ("mininet"), TDF 1
+
+    @property
+    def label(self) -> str:
+        """The run's column in tables and plots: its TDF, or the baseline."""
+        return self.baseline or units.tdf_text(self.tdf)
 
     @property
     def name(self) -> str:
+        if self.baseline:
+            return f"{self.baseline}-r{self.repeat}"
         return f"tdf{units.tdf_text(self.tdf)}-r{self.repeat}"
 
 
@@ -64,6 +72,7 @@ class SweepPlan:
     tdfs: list[float]
     repeat: int = 1
     params: dict[str, object] = field(default_factory=dict)
+    baseline: str | None = None
 
     def __post_init__(self) -> None:
         if not self.tdfs:
@@ -82,11 +91,15 @@ class SweepPlan:
     def runs(self) -> list[SweepRun]:
         """Repeats interleave the TDFs (1,2,5,1,2,5), so a drift in the host's
         load over the sweep spreads across every TDF instead of one."""
-        return [SweepRun(t, r) for r in range(1, self.repeat + 1) for t in self.tdfs]
+        extra = [self.baseline] if self.baseline else []
+        return [SweepRun(1.0, r, b) if b else SweepRun(t, r)
+                for r in range(1, self.repeat + 1) for t, b in
+                [*((t, None) for t in self.tdfs), *((1.0, b) for b in extra)]]
 
     def to_json(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "tdfs": self.tdfs, "repeat": self.repeat,
-                "params": {k: str(v) for k, v in self.params.items()}}
+                "params": {k: str(v) for k, v in self.params.items()},
+                "baseline": self.baseline}
 
 
 @dataclass
@@ -126,7 +139,8 @@ def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
 
 def _progress_line(k: int, n: int, run: SweepRun, elapsed: float,
                    done: Sequence[RunOutcome]) -> str:
-    line = (f"run {k} of {n}: TDF {units.tdf_text(run.tdf)}, repeat {run.repeat}; "
+    what = f"{run.baseline} baseline" if run.baseline else f"TDF {units.tdf_text(run.tdf)}"
+    line = (f"run {k} of {n}: {what}, repeat {run.repeat}; "
             f"elapsed {elapsed:.0f} s")
     if done:
         remaining = _estimate_remaining(done, run, n - k + 1)
@@ -175,6 +189,7 @@ class SweepAnalysis:
     recommended: float | None
     reasons: dict[float, list[str]]             # why each TDF was not recommended
     ks_method: str = "scipy"
+    baseline_ks: dict[str, float] = field(default_factory=dict)   # metric -> p vs highest TDF
 
     def report(self) -> str:
         lines = [f"sweep of {self.plan.scenario}: TDF "
@@ -194,6 +209,8 @@ class SweepAnalysis:
         for metric, pvalues in sorted(self.ks.items()):
             shown = ", ".join(f"TDF {units.tdf_text(t)} p={p:.3g}" for t, p in
                               sorted(pvalues.items()))
+            if metric in self.baseline_ks:
+                shown += f", {self.plan.baseline} p={self.baseline_ks[metric]:.3g}"
             lines.append(f"KS against TDF {top}, {metric}: {shown}")
         for tdf in self.plan.tdfs:
             if tdf in self.reasons and tdf != self.recommended:
@@ -231,7 +248,7 @@ def load_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics]]:
     try:
         raw = json.loads((out / "sweep.json").read_text())
         plan = SweepPlan(raw["scenario"], [float(t) for t in raw["tdfs"]], int(raw["repeat"]),
-                         dict(raw.get("params", {})))
+                         dict(raw.get("params", {})), raw.get("baseline"))
     except (OSError, ValueError, KeyError, TypeError, ScenarioError) as exc:
         raise AnalysisError(f"{out}: not a sweep directory (sweep.json: {exc})") from exc
     found = []
@@ -261,21 +278,28 @@ def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
     metric_names = sorted({name for r in runs for name in r.metrics})
     top = plan.tdfs[-1]
     pooled: dict[str, dict[float, list[float]]] = {m: {} for m in metric_names}
+    base: dict[str, list[float]] = {m: [] for m in metric_names}
     for r in runs:
         if r.status != "ok":
             continue
         for name, m in r.metrics.items():
-            pooled[name].setdefault(r.run.tdf, []).extend(float(x) for x in m.get("samples", []))
+            samples = [float(x) for x in m.get("samples", [])]
+            if r.run.baseline:
+                base[name].extend(samples)
+            else:
+                pooled[name].setdefault(r.run.tdf, []).extend(samples)
     ks: dict[str, dict[float, float]] = {}
     for name, by_tdf in pooled.items():
         if top not in by_tdf or not by_tdf[top]:
             continue
         ks[name] = {t: (1.0 if t == top else ks_pvalue(s, by_tdf[top]))
                     for t, s in by_tdf.items() if s}
+    baseline_ks = {name: ks_pvalue(samples, pooled[name][top]) for name, samples in base.items()
+                   if samples and pooled[name].get(top)}
     reasons: dict[float, list[str]] = {}
     for tdf in plan.tdfs:
         why = []
-        at = [r for r in runs if r.run.tdf == tdf]
+        at = [r for r in runs if r.run.tdf == tdf and not r.run.baseline]
         if not at:
             why.append("not run")
         for r in at:
@@ -295,19 +319,19 @@ def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
             reasons[tdf] = why
     recommended = next((t for t in plan.tdfs if t not in reasons), None)
     return SweepAnalysis(plan, runs, rows, ks, recommended, reasons,
-                         "scipy" if scipy_available() else "asymptotic")
+                         "scipy" if scipy_available() else "asymptotic", baseline_ks)
 
 
 def summary_rows(plan: SweepPlan, runs: Sequence[RunMetrics],
                  tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> list[dict[str, Any]]:
     params = ";".join(f"{k}={v}" for k, v in sorted(plan.params.items()))
     rows = []
-    for r in sorted(runs, key=lambda r: (r.run.tdf, r.run.repeat)):
+    for r in sorted(runs, key=lambda r: (bool(r.run.baseline), r.run.tdf, r.run.repeat)):
         names = sorted(r.metrics) or [""]
         for name in names:
             m = r.metrics.get(name, {})
             rows.append({
-                "scenario": plan.scenario, "params": params, "tdf": units.tdf_text(r.run.tdf),
+                "scenario": plan.scenario, "params": params, "tdf": r.run.label,
                 "repeat": r.run.repeat, "metric": name, "unit": m.get("unit", ""),
                 "n": m.get("n", 0), "median": m.get("median"), "p5": m.get("p5"),
                 "p95": m.get("p95"), "mean": m.get("mean"), "stddev": m.get("stddev"),
@@ -387,12 +411,15 @@ def plot(analysis: SweepAnalysis, out: Path) -> list[Path]:
     except ImportError as exc:
         raise AnalysisError("sweep plots need matplotlib (pip install matplotlib)") from exc
     written = []
-    tdfs = analysis.plan.tdfs
+    # One box per TDF, then the real-time baseline's.
+    columns = [units.tdf_text(t) for t in analysis.plan.tdfs]
+    columns += [analysis.plan.baseline] if analysis.plan.baseline else []
     names = sorted({n for r in analysis.runs for n in r.metrics})
     for name in names:
         data, expected, unit = [], None, ""
-        for tdf in tdfs:
-            samples = [float(x) for r in analysis.runs if r.run.tdf == tdf and r.status == "ok"
+        for column in columns:
+            samples = [float(x) for r in analysis.runs
+                       if r.run.label == column and r.status == "ok"
                        for x in r.metrics.get(name, {}).get("samples", [])]
             data.append(samples or [math.nan])
         for r in analysis.runs:
@@ -402,7 +429,7 @@ def plot(analysis: SweepAnalysis, out: Path) -> list[Path]:
                 unit = m.get("unit", unit) or unit
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.boxplot(data)
-        ax.set_xticks(range(1, len(tdfs) + 1), [units.tdf_text(t) for t in tdfs])
+        ax.set_xticks(range(1, len(columns) + 1), columns)
         if expected is not None:
             ax.axhline(float(expected), linestyle="--", color="tab:red", label="expected")
             ax.legend()
@@ -414,7 +441,13 @@ def plot(analysis: SweepAnalysis, out: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([r.run.tdf for r in analysis.runs], [r.real_s for r in analysis.runs], "o")
+    dilated = [r for r in analysis.runs if not r.run.baseline]
+    ax.plot([r.run.tdf for r in dilated], [r.real_s for r in dilated], "o", label="selena")
+    base = [r for r in analysis.runs if r.run.baseline]
+    if base:
+        ax.plot([1.0] * len(base), [r.real_s for r in base], "s",
+                label=f"{analysis.plan.baseline} (real time)")
+        ax.legend()
     ax.set_xlabel("TDF")
     ax.set_ylabel("real time per run (s)")
     ax.set_title("cost of dilation")

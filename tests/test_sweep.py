@@ -276,3 +276,25 @@ def test_auto_gives_up_at_the_largest_tdf_and_says_so(tmp_path):
         bundle, tdf=run.tdf, samples=rtts(run.tdf, 5)), max_tdf=4)
     assert choice.chosen is None and choice.tried == [1, 2, 4]
     assert "no faithful and stable TDF up to 4; raise --max-tdf" in choice.report()
+
+
+def test_a_real_time_baseline_is_its_own_column_and_never_the_recommendation(tmp_path):
+    plan = SweepPlan("scenarios/demo.py", [1, 10], 2, {}, "mininet")
+    assert [r.name for r in plan.runs()] == ["tdf1-r1", "tdf10-r1", "mininet-r1",
+                                             "tdf1-r2", "tdf10-r2", "mininet-r2"]
+
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        # The baseline, in real time, looks like TDF 1 (the floor undivided).
+        write_bundle(bundle, tdf=run.tdf, samples=rtts(run.tdf, 7 * run.repeat + len(run.label)),
+                     real_s=5.0 * run.tdf)
+
+    lines: list[str] = []
+    run_sweep(plan, tmp_path, run_one, progress=lines.append)
+    assert lines[2].startswith("run 3 of 6: mininet baseline, repeat 1")
+    analysis = analyze(tmp_path)
+    assert [row["tdf"] for row in analysis.rows] == ["1", "1", "10", "10", "mininet", "mininet"]
+    assert analysis.baseline_ks["rtt_ms"] < 0.05          # unlike TDF 10's samples
+    assert set(analysis.ks["rtt_ms"]) == {1.0, 10.0}       # baseline pooled with no TDF
+    assert analysis.recommended == 10
+    assert "mininet p=" in analysis.report()
+    assert (tmp_path / "rtt_ms.png") in plot(analysis, tmp_path)

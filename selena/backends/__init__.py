@@ -10,7 +10,8 @@ from typing import Any
 from selena.backends.base import Backend, Deployment
 from selena.errors import BackendError
 
-BACKENDS = {"xl": "selena.backends.xl:XlBackend"}
+BACKENDS = {"xl": "selena.backends.xl:XlBackend",
+            "mininet": "selena.backends.mininet:MininetBackend"}
 DEFAULT_BACKEND = "xl"
 
 

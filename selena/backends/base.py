@@ -18,6 +18,7 @@ from selena.hostinfo import HostInfo
 from selena.plan import Plan
 
 if TYPE_CHECKING:
+    from selena.control.channel import Controller
     from selena.control.xenstore import XenstoreConnection
 
 Progress = Callable[[str], None]
@@ -59,6 +60,15 @@ class LoadSample:
 
 class Backend(abc.ABC):
     name: str = "?"
+    dilates: bool = True        # guests perceive the TDF (False: real time only)
+    guest_agents: bool = True   # nodes run selena's agent (guest shaping, switch set-up)
+
+    def command_channel(self, tdf: float) -> Controller:
+        """What runs commands in the nodes: the Xenstore control channel to
+        the guest agents, on this backend's connection."""
+        from selena.control.channel import Controller
+
+        return Controller(self.xenstore(), tdf=tdf)
 
     @abc.abstractmethod
     def host_info(self) -> HostInfo:

@@ -79,7 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--strict", action="store_true",
                        help="treat warnings (likely unit slips, CPU masks beyond the host) "
                             "as errors")
-        p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+        p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND,
+                       help="xl (Xen guests, dilated) or mininet (the real-time baseline: "
+                            "the same topology and commands in Mininet on this Dom0)")
 
     def deploy_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
@@ -214,6 +216,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     exp = _experiment(args, keep=True, ready_timeout=max(args.wait, 1.0))
+    if not exp.backend.dilates:
+        raise SelenaError(f"the {exp.backend.name} backend lives as long as one `selena run`; "
+                          "it cannot deploy an experiment that outlives the command")
     needs_agents = bool(exp.plan().switches) or exp.placement.value == "guest"
     exp.deploy(wait=args.wait > 0 or needs_agents)
     try:

@@ -55,6 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-monitor", action="store_true",
                    help="no fidelity monitor (verdicts from the metrics alone)")
     p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.add_argument("--baseline", choices=("mininet",), default=None,
+                   help="also run the scenario in real time with this backend (each "
+                        "repeat), as its own column beside the TDFs")
     p.set_defaults(func=cmd_sweep)
 
     p = subparsers.add_parser("sweep-report", help="summary.csv, KS tests, recommendation "
@@ -70,10 +73,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return cmd_auto(args)
     if not args.tdf:
         raise ScenarioError("sweep: give --tdf T1,T2,... or --auto")
-    plan = SweepPlan(args.scenario, args.tdf, args.repeat, dict(args.param))
+    plan = SweepPlan(args.scenario, args.tdf, args.repeat, dict(args.param), args.baseline)
     # Validate at every TDF first: a mistake is reported before any guest exists.
     for tdf in plan.tdfs:
         _experiment(args, tdf, None).check()
+    if plan.baseline:
+        baseline = _experiment(args, 1.0, None, plan.baseline)
+        baseline.check()
+        baseline.render()       # refuses what the baseline cannot translate
 
     outcomes = run_sweep(plan, args.out, _run_one(args), progress=say)
     failed = [o for o in outcomes if o.status != "ok"]
@@ -117,7 +124,7 @@ def _report(out: Path, tolerance: float, plots: bool) -> int:
 
 def _run_one(args: argparse.Namespace) -> RunOne:
     def run_one(run: SweepRun, bundle: Path) -> None:
-        exp = _experiment(args, run.tdf, bundle)
+        exp = _experiment(args, run.tdf, bundle, run.baseline)
         try:
             with exp:
                 exp.run_scenario()
@@ -129,9 +136,10 @@ def _run_one(args: argparse.Namespace) -> RunOne:
     return run_one
 
 
-def _experiment(args: argparse.Namespace, tdf: float, out: Path | None) -> Experiment:
+def _experiment(args: argparse.Namespace, tdf: float, out: Path | None,
+                backend: str | None = None) -> Experiment:
     if not Path(args.scenario).is_file():
         raise ScenarioError(f"{args.scenario}: no such scenario file")
     return Experiment(args.scenario, tdf=tdf, params=dict(args.param), out=out,
-                      shaping=args.shaping, backend=args.backend, progress=say,
+                      shaping=args.shaping, backend=backend or args.backend, progress=say,
                       monitor=not args.no_monitor)

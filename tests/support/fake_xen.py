@@ -233,6 +233,8 @@ class FakeXen(FakeRunner):
         assert self.store is not None
         self.store.remove_domain(domid)
         del self.domains[dom.name]
+        if not self.domains:        # vifs and their qdiscs go with their domains
+            self.root_qdiscs.clear()
         return 0, "", ""
 
     def _by_id(self, domid: int) -> Domain:

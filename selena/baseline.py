@@ -1,0 +1,174 @@
+"""The real-time baseline: a selena topology translated for Mininet.
+
+Mininet runs the same hosts, links and commands in real time on the same
+Dom0 (hosts are network namespaces, links veth pairs shaped by Mininet's
+TCLink, switches Open vSwitch bridges), so a scenario's metrics can be put
+beside selena's at any TDF. The translation is a pure function of the
+topology and its plan (`translate`), so it is tested without Mininet; the
+mininet backend (selena/backends/mininet.py) builds it.
+
+What translates, one to one:
+  host              -> a Mininet host (its own network namespace)
+  switch            -> an Open vSwitch bridge in standalone mode (OVSBridge),
+                       with rapid spanning tree when the node asks for stp
+  hub               -> the same, a learning bridge joining its members
+  link rate         -> TCLink bw (Mbit/s, htb), on each end's egress
+  link delay/jitter -> TCLink delay/jitter (netem), on each end's egress: a
+                       one-way delay per direction, selena's semantics
+  link loss         -> TCLink loss in percent (selena's loss is a ratio)
+  link queue        -> TCLink max_queue_size (packets)
+  interface names, MACs, IPv4/IPv6 addresses, routes, queue lengths, static
+  neighbour entries -> the same, from the guest's boot-time directives
+Refused, with the node named: OpenFlow controllers and switches with a
+controller or a switch model (Mininet's own controllers are not selena's
+guests), bare bridges, pinned or multi-vCPU nodes (Mininet hosts share the
+Dom0's CPUs; there is nothing to pin), and guest-side shaping.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+from dataclasses import dataclass, field
+
+from selena.errors import BackendError
+from selena.model import Link, NodeKind, Topology
+from selena.plan import Plan
+from selena.shaping import Placement
+
+# Mininet's node names end up in interface names (s1-eth1): short and plain.
+MAX_NAME = 10
+
+
+@dataclass
+class MnLink:
+    node1: str
+    node2: str
+    intf1: str
+    intf2: str
+    mac1: str | None
+    mac2: str | None
+    tc: dict[str, object] = field(default_factory=dict)     # TCLink parameters
+
+
+@dataclass
+class MnNet:
+    hosts: list[str] = field(default_factory=list)
+    switches: list[tuple[str, bool]] = field(default_factory=list)   # (name, stp)
+    links: list[MnLink] = field(default_factory=list)
+    # Per host: shell commands run in its namespace once the network is up.
+    setup: dict[str, list[str]] = field(default_factory=dict)
+
+
+def tc_params(link: Link) -> dict[str, object]:
+    params: dict[str, object] = {}
+    if link.rate_bps is not None:
+        params["bw"] = link.rate_bps / 1e6
+    if link.delay_s:
+        params["delay"] = f"{link.delay_s * 1e6:.0f}us"
+    if link.jitter_s:
+        params["jitter"] = f"{link.jitter_s * 1e6:.0f}us"
+    if link.loss:
+        params["loss"] = link.loss * 100
+    if link.queue_packets is not None:
+        params["max_queue_size"] = link.queue_packets
+    return params
+
+
+def translate(topo: Topology, plan: Plan) -> MnNet:
+    """The Mininet network for a validated topology; BackendError naming
+    every item that has no faithful translation."""
+    problems: list[str] = []
+    if plan.placement is Placement.GUEST:
+        problems.append("--shaping guest: Mininet shapes its links itself (TCLink)")
+    net = MnNet()
+    for node in topo.nodes.values():
+        where = f"node {node.name}"
+        if len(node.name) > MAX_NAME or not node.name.replace("_", "").isalnum():
+            problems.append(f"{where}: Mininet needs a name of at most {MAX_NAME} letters, "
+                            "digits and '_'")
+        if node.kind is NodeKind.HOST:
+            net.hosts.append(node.name)
+        elif node.kind is NodeKind.SWITCH:
+            if node.controller or node.switch_model:
+                problems.append(f"{where}: an OpenFlow switch with a controller or a switch "
+                                "model has no Mininet baseline")
+            if node.bare_bridge:
+                problems.append(f"{where}: a bare bridge (ports added by the scenario) has no "
+                                "Mininet baseline")
+            net.switches.append((node.name, node.stp))
+        else:
+            problems.append(f"{where}: a {node.kind.value} node has no Mininet baseline")
+        if node.vcpus != 1 or node.cpus:
+            problems.append(f"{where}: vcpus/cpus pinning has no Mininet equivalent (hosts "
+                            "share Dom0's CPUs)")
+    vifs = {(g.node, v.index): v for g in plan.guests for v in g.vifs}
+    for link in topo.links:
+        a, b = link.a, link.b
+        if (a.node, a.iface) not in vifs or (b.node, b.iface) not in vifs:
+            continue                                    # reported by validation
+        net.links.append(MnLink(
+            a.node, b.node, topo.nodes[a.node].device(a.iface),
+            topo.nodes[b.node].device(b.iface), vifs[(a.node, a.iface)].mac,
+            vifs[(b.node, b.iface)].mac, tc_params(link)))
+    for hub in topo.hubs:
+        name = f"hub{len(net.switches)}"
+        net.switches.append((name, False))
+        for i, end in enumerate(hub.endpoints, start=1):
+            net.links.append(MnLink(end.node, name, topo.nodes[end.node].device(end.iface),
+                                    f"{name}-eth{i}", vifs[(end.node, end.iface)].mac, None))
+    # Switch ports: Mininet names them itself; the hosts' names are selena's.
+    for link in net.links:
+        for side in (1, 2):
+            node = link.node1 if side == 1 else link.node2
+            if node in dict(net.switches):
+                setattr(link, f"intf{side}", f"{node}-eth{_port(net, link, side)}")
+                setattr(link, f"mac{side}", None)
+    if problems:
+        raise BackendError("the Mininet baseline cannot run this topology:\n  "
+                           + "\n  ".join(problems))
+    for guest in plan.guests:
+        if guest.node in net.hosts:
+            net.setup[guest.node] = net_commands(guest.net, {v.mac: topo.nodes[guest.node]
+                                                             .device(v.index)
+                                                             for v in guest.vifs})
+    return net
+
+
+def _port(net: MnNet, link: MnLink, side: int) -> int:
+    node = link.node1 if side == 1 else link.node2
+    n = 0
+    for other in net.links:
+        for s in (1, 2):
+            if (other.node1 if s == 1 else other.node2) == node:
+                n += 1
+                if other is link and s == side:
+                    return n
+    raise AssertionError("link not in the network")
+
+
+def net_commands(directives: str, names: dict[str, str]) -> list[str]:
+    """Shell commands doing in a namespace what the guest agent does with
+    its boot-time directives (guest-agent/PROTOCOL.md): the interfaces
+    already have their final names."""
+    q = shlex.quote
+    commands = []
+    for line in directives.splitlines():
+        word, *args = line.split()
+        if word == "name":
+            continue
+        if word == "addr":
+            dev, cidr = names[args[0]], args[1]
+            if ipaddress.ip_interface(cidr).version == 6:
+                commands.append(f"sysctl -qw net.ipv6.conf.{dev}.accept_dad=0")
+            commands.append(f"ip addr add {q(cidr)} dev {dev} && ip link set {dev} up")
+        elif word in ("mtu", "txqueuelen"):
+            commands.append(f"ip link set {names[args[0]]} {word} {int(args[1])}")
+        elif word == "route":
+            commands.append(f"ip route replace {q(args[0])} via {q(args[1])}")
+        elif word == "arp":
+            commands.append(f"ip neigh replace {q(args[0])} lladdr {q(args[1])} dev "
+                            f"{names[args[2]]} nud permanent")
+        else:
+            raise BackendError(f"boot directive {line!r} has no Mininet translation")
+    return commands
