@@ -209,6 +209,8 @@ class Experiment:
 
         plan = self.plan()
         text = self.backend.render(plan)
+        if not self.backend.guest_agents:
+            return text
         extra = []
         for guest in plan.guests:
             script = guest_shaping_script(guest)

@@ -134,3 +134,20 @@ def test_the_lifecycle_runs_a_scenario_in_real_time_and_writes_the_bundle(tmp_pa
     assert meta["commands"][-1]["command"] == "echo hello"
     fidelity = json.loads((tmp_path / "out/fidelity.json").read_text())
     assert fidelity["verdict"] in ("ok", "degraded")           # Dom0's CPUs were sampled
+
+
+def test_selena_plan_prints_the_mininet_translation(tmp_path, capsys):
+    from selena.cli import main
+
+    scenario = tmp_path / "star.py"
+    scenario.write_text("from selena.model import Topology\n"
+                        "topology = Topology('star', tdf=10)\n"
+                        "s1 = topology.add_switch('s1')\n"
+                        "h1 = topology.add_host('h1', ip='10.0.0.1/24')\n"
+                        "topology.add_link(h1, s1, rate='10Mbit')\n")
+    assert main(["plan", str(scenario), "--backend", "mininet"]) == 0
+    out = capsys.readouterr().out
+    assert "net.addSwitch('s1', cls=OVSBridge, stp=False)" in out
+    assert "through its agent" not in out
+    assert main(["deploy", str(scenario), "--backend", "mininet"]) != 0
+    assert "lives as long as one `selena run`" in capsys.readouterr().err

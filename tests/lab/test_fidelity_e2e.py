@@ -9,9 +9,9 @@ scenarios/link_fidelity.py --tdf 30` does 100 Mbit/s and 2 x 10 ms."""
 import json
 import re
 import statistics
-from pathlib import Path
 
 import pytest
+from bundles import node_outputs
 
 from selena.paths import project_root
 
@@ -21,15 +21,6 @@ OUT = "build/results/test-fidelity"
 TDF = 10
 RATE_MBIT = 20
 DELAY_MS = 50
-
-
-def _outputs(bundle: Path, node: str) -> list[tuple[dict, str]]:
-    base = bundle / "nodes" / node
-    found = []
-    for info in sorted(base.glob("*.json"), key=lambda p: int(p.stem)):
-        found.append((json.loads(info.read_text()),
-                      (base / f"{info.stem}.stdout").read_text(errors="replace")))
-    return found
 
 
 @pytest.mark.parametrize("shaping", ["dom0", "guest"])
@@ -47,7 +38,7 @@ def test_guests_see_the_link_rate_and_the_round_trip(lab, shaping):
     assert result.returncode == 0, result.output
     if shaping == "guest":
         assert "shaped h1 inside the guest" in result.output, result.output
-    h1 = _outputs(project_root() / out, "h1")
+    h1 = node_outputs(project_root() / out, "h1")
     ping = next(out for info, out in h1 if info["command"].startswith("ping -c 20"))
     rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", ping)]
     assert len(rtts) == 20

@@ -1,0 +1,45 @@
+"""End to end in the lab: the Mininet baseline (Debian's mininet in Dom0)
+runs the same link scenario as selena, in real time, through the same
+lifecycle and results bundle: a ping over a 50 ms link and iperf3 over a
+20 Mbit/s link (scenarios/link_fidelity.py)."""
+
+import json
+import re
+import statistics
+
+import pytest
+from bundles import node_outputs
+
+from selena.paths import project_root
+
+pytestmark = pytest.mark.lab
+
+OUT = "build/results/test-baseline"
+RATE_MBIT = 20
+DELAY_MS = 50
+
+
+def test_mininet_runs_the_link_scenario_in_real_time(lab):
+    result = lab.run(f"rm -rf {OUT}; selena run scenarios/link_fidelity.py --backend mininet "
+                     f"--param rate_mbit={RATE_MBIT} --param delay_ms={DELAY_MS} --out {OUT}",
+                     timeout=600)
+    assert result.returncode == 0, result.output
+    assert "mininet backend runs in real time: TDF 1, not 30" in result.output
+    bundle = project_root() / OUT
+    meta = json.loads((bundle / "meta.json").read_text())
+    assert (meta["backend"], meta["tdf"], meta["status"]) == ("mininet", 1, "ok")
+    h1 = node_outputs(bundle, "h1")
+    ping = next(out for info, out in h1 if info["command"].startswith("ping -c 20"))
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", ping)]
+    assert len(rtts) == 20
+    # TCLink puts the delay on each end's egress: a round trip adds it twice,
+    # never less (real time can only add to it).
+    assert 2 * DELAY_MS * 0.99 <= statistics.median(rtts) <= 2 * DELAY_MS * 1.5, rtts
+    tcp, udp = [json.loads(out)["end"] for info, out in h1
+                if info["command"].startswith("iperf3")]
+    # htb caps the rate (Mbit/s, not bit/s or MB/s); under emulation it may fall short.
+    for name, got in (("tcp", tcp), ("udp", udp)):
+        mbit = got["sum_received"]["bits_per_second"] / 1e6
+        assert 0.3 * RATE_MBIT <= mbit <= 1.03 * RATE_MBIT, (name, mbit)
+    fidelity = json.loads((bundle / "fidelity.json").read_text())
+    assert fidelity["intervals"] >= 5 and fidelity["dom0_busy"], fidelity
