@@ -42,6 +42,8 @@ DOM0_PACKAGES = (
     "xen-utils-4.17", "xenstore-utils", "iproute2", "kmod", "busybox", "procps",
     "iperf3", "bridge-utils", "openvswitch-switch", "ethtool", "iputils-ping",
     "python3", "python3-jinja2", "python3-yaml",
+    # The real-time baseline (selena/backends/mininet.py).
+    "mininet",
 )
 
 # Modules Dom0 needs (their dependencies are added from modules.dep).
