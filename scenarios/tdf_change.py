@@ -29,7 +29,7 @@ from selena.model import Topology
 RATE_MBIT = 2
 DELAY_MS = 100
 TDFS = (2, 10, 5)
-SEGMENT_S = 6.0            # virtual seconds at each TDF
+SEGMENT_S = 8.0            # virtual seconds at each TDF: 4 one-second rate samples
 PING_INTERVAL_S = 0.5
 MARGIN_S = 1.5             # samples this close to a change are left out
 TCP_SHARE = 1448 / 1514
