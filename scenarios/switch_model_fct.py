@@ -67,7 +67,7 @@ def run(exp):
         exp.set_switch_model("s1", profile)
         exp.sleep(SETTLE_S)
         # ARP and MAC learning before the first measured flow.
-        ping = exp.cmd("h1", "ping -c 5 -W 3 10.0.0.2")
+        ping = exp.cmd("h1", "ping -c 4 -i 0.5 -W 3 10.0.0.2")
         if b" 0 packets received" in ping.stdout or not ping.stdout:
             flows = exp.cmd("s1", "ovs-ofctl -O OpenFlow13 dump-flows br0; ovs-vsctl show")
             raise ScenarioError(f"h1 cannot reach h2 through s1 ({profile}): "
