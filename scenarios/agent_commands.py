@@ -1,11 +1,12 @@
 """Three hosts on one hub, driven over the Xenstore control channel.
 
 Shows (and the lab tests check) what the scenario API offers: commands with
-output of any size, virtual-time scheduling, timeouts, kills, the guests'
-inability to forge commands or read each other's keys, and a node crash
-reported as lost.
+output of any size (Dom0 keeps --output-cap bytes of each stream and counts
+the rest), virtual-time scheduling, timeouts, kills, the guests' inability
+to forge commands or read each other's keys, and a node crash reported as
+lost.
 
-    selena run scenarios/agent_commands.py --tdf 5 --out results/agent
+    selena run scenarios/agent_commands.py --tdf 5 --output-cap 512K --out results/agent
 """
 
 from selena.model import Topology
@@ -33,6 +34,7 @@ def run(exp):
     exp.cmd("h1", f"selena-agent xs read /local/domain/{other}/selena/version")
     late.result()
     exp.cmd("h1", "cat /proc/net/arp")
+    exp.cmd("h1", "head -c 2000000 /dev/zero")      # past a --output-cap: kept short, counted
     doomed = exp.start("h3", "sleep 100")
     exp.sleep(1)
     exp.crash("h3")

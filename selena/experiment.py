@@ -38,7 +38,12 @@ from typing import Any
 from selena import units
 from selena.backends import Backend, Deployment, get_backend
 from selena.compat import Action
-from selena.control.channel import CommandHandle, CommandResult, Controller
+from selena.control.channel import (
+    DEFAULT_OUTPUT_CAP,
+    CommandHandle,
+    CommandResult,
+    Controller,
+)
 from selena.control.protocol import CommandSpec
 from selena.engine import DEFAULT_COMMAND_TIMEOUT_S, Engine, VirtualClock, run_actions
 from selena.errors import (
@@ -47,6 +52,7 @@ from selena.errors import (
     ScenarioError,
     SelenaError,
     UnitError,
+    ValidationError,
 )
 from selena.fidelity import DEFAULT_INTERVAL_S, FidelityReport, Monitor
 from selena.hostinfo import HostInfo
@@ -119,6 +125,7 @@ class Experiment:
                  params: dict[str, object] | None = None, link: str | None = None,
                  templates: set[str] | None | str = "installed",
                  monitor: bool = True, monitor_interval: float = DEFAULT_INTERVAL_S,
+                 output_cap: int = DEFAULT_OUTPUT_CAP,
                  progress: Progress | None = None):
         if isinstance(topology, str | Path):
             scenario = load_scenario(str(topology), tdf=tdf, link_spec=link, params=params)
@@ -152,6 +159,9 @@ class Experiment:
         self.command_timeout = command_timeout
         self.monitor_enabled = monitor
         self.monitor_interval = monitor_interval
+        if output_cap < 0:
+            raise ValidationError(f"output cap {output_cap} is negative")
+        self.output_cap = output_cap
         self.monitor: Monitor | None = None
         self.fidelity: FidelityReport | None = None
         self.progress = progress or (lambda msg: log.info("%s", msg))
@@ -257,7 +267,8 @@ class Experiment:
         late = self.backend.wait_up(self.deployment, self.ready_timeout, self.progress)
         if late:
             self.progress(f"not booted after {self.ready_timeout:g} s: {', '.join(late)}")
-        self.controller = self.backend.command_channel(self.topology.tdf)
+        self.controller = self.backend.command_channel(self.topology.tdf,
+                                                       output_cap=self.output_cap)
         for node, domid in self.deployment.domids.items():
             self.controller.add_guest(node, domid)
         self.progress(f"waiting for {len(self.deployment.domids)} guest agents")

@@ -55,8 +55,11 @@ def write_bundle(out: Path, *, topo: Topology, records: Sequence[Recorded],
         info.update(seq=rec.seq, at_virtual=rec.at_virtual, stdout_bytes=len(r.stdout),
                     stderr_bytes=len(r.stderr))
         (node_dir / f"{n}.json").write_text(json.dumps(info, indent=1) + "\n")
-        commands.append({"node": r.guest, "n": n, "command": r.command, "state": r.state,
-                         "exit_code": r.exit_code})
+        entry = {"node": r.guest, "n": n, "command": r.command, "state": r.state,
+                 "exit_code": r.exit_code}
+        if r.truncated:     # past the output cap: stdout/stderr hold only its start
+            entry["dropped_bytes"] = {"stdout": r.stdout_dropped, "stderr": r.stderr_dropped}
+        commands.append(entry)
     meta = {
         "experiment": topo.name, "status": (error or {}).get("status", "ok"),
         "tdf": topo.tdf, "selena_version": __version__,

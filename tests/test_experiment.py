@@ -11,7 +11,7 @@ import time
 import pytest
 
 from selena.backends.xl import XlBackend
-from selena.errors import ExperimentError, GuestLost, ScenarioError, TopologyError
+from selena.errors import ExperimentError, GuestLost, ScenarioError, TopologyError, ValidationError
 from selena.experiment import Experiment
 from selena.model import Topology
 
@@ -223,3 +223,21 @@ def test_real_cpu_time_is_capped_in_the_run_and_recorded_in_meta(fake_xen, tmp_p
     assert meta["cpu_time"] == {
         "h1": {"mode": "dilated", "vcpus": 1, "cap_percent_at_start": 0},
         "h2": {"mode": "real", "vcpus": 1, "cap_percent_at_start": 25}}
+
+
+def test_output_past_the_cap_is_kept_short_and_the_bundle_says_so(fake_xen, tmp_path):
+    with make(fake_xen, tmp_path, output_cap=4096) as exp:
+        result = exp["h1"].cmd("head -c 50000 /dev/zero")
+        assert result.ok and len(result.stdout) == 4096 and result.stdout_dropped == 45904
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    entry = meta["commands"][-1]
+    assert entry["dropped_bytes"] == {"stdout": 45904, "stderr": 0}
+    assert (tmp_path / "out/nodes/h1/1.stdout").stat().st_size == 4096
+    info = json.loads((tmp_path / "out/nodes/h1/1.json").read_text())
+    assert info["stdout_dropped"] == 45904 and info["stdout_bytes"] == 4096
+
+
+def test_a_negative_output_cap_is_refused(fake_xen, tmp_path):
+    with pytest.raises(ValidationError, match="output cap -1 is negative"):
+        make(fake_xen, tmp_path, output_cap=-1)
+    assert fake_xen.domains == {}

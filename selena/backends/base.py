@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from selena.control.channel import DEFAULT_OUTPUT_CAP
 from selena.hostinfo import HostInfo
 from selena.plan import Plan
 
@@ -63,12 +64,13 @@ class Backend(abc.ABC):
     dilates: bool = True        # guests perceive the TDF (False: real time only)
     guest_agents: bool = True   # nodes run selena's agent (guest shaping, switch set-up)
 
-    def command_channel(self, tdf: float) -> Controller:
+    def command_channel(self, tdf: float, output_cap: int = DEFAULT_OUTPUT_CAP) -> Controller:
         """What runs commands in the nodes: the Xenstore control channel to
-        the guest agents, on this backend's connection."""
+        the guest agents, on this backend's connection; `output_cap` bytes of
+        each command's stdout and of its stderr are kept."""
         from selena.control.channel import Controller
 
-        return Controller(self.xenstore(), tdf=tdf)
+        return Controller(self.xenstore(), tdf=tdf, output_cap=output_cap)
 
     @abc.abstractmethod
     def host_info(self) -> HostInfo:

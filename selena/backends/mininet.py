@@ -18,11 +18,11 @@ import subprocess
 import threading
 import time
 import uuid
-from typing import Any
+from typing import IO, Any
 
 from selena.backends.base import Backend, Deployment, LoadSample, Progress
 from selena.baseline import MnNet, translate
-from selena.control.channel import CommandHandle, CommandResult
+from selena.control.channel import DEFAULT_OUTPUT_CAP, CommandHandle, CommandResult
 from selena.control.protocol import CommandSpec
 from selena.errors import BackendError, ControlError, GuestLost
 from selena.hostinfo import HostInfo
@@ -33,13 +33,38 @@ log = logging.getLogger(__name__)
 COMMAND_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+def _read_capped(pipe: IO[bytes], cap: int, into: list[tuple[bytes, int]]) -> None:
+    """Read a pipe to its end, keeping at most `cap` bytes (the rest counted)."""
+    kept, dropped = bytearray(), 0
+    while chunk := os.read(pipe.fileno(), 65536):
+        room = max(0, cap - len(kept))
+        kept += chunk[:room]
+        dropped += max(0, len(chunk) - room)
+    into.append((bytes(kept), dropped))
+
+
+def _read_both(proc: subprocess.Popen[bytes], cap: int) -> list[tuple[bytes, int]]:
+    results: list[list[tuple[bytes, int]]] = [[], []]
+    readers = [threading.Thread(target=_read_capped, args=(pipe, cap, into), daemon=True)
+               for pipe, into in ((proc.stdout, results[0]), (proc.stderr, results[1]))]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    return [into[0] for into in results]
+
+
 class NamespaceChannel:
     """Runs commands in Mininet hosts (the Controller's interface)."""
 
     tdf = 1.0
 
-    def __init__(self, runner_prefix: tuple[str, ...] = ("mnexec", "-a")) -> None:
+    def __init__(self, runner_prefix: tuple[str, ...] = ("mnexec", "-a"),
+                 output_cap: int = DEFAULT_OUTPUT_CAP) -> None:
+        if output_cap < 0:
+            raise ValueError(f"output cap {output_cap} is negative")
         self.prefix = runner_prefix
+        self.output_cap = output_cap
         self._pids: dict[str, int] = {}
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
@@ -91,7 +116,8 @@ class NamespaceChannel:
             timer.start()
 
         def collect() -> None:
-            out, err = proc.communicate()
+            (out, out_dropped), (err, err_dropped) = _read_both(proc, self.output_cap)
+            proc.wait()
             end_ns, ended = time.time_ns(), time.monotonic_ns()
             if timer is not None:
                 timer.cancel()
@@ -100,7 +126,9 @@ class NamespaceChannel:
             code = proc.returncode
             common: dict[str, Any] = dict(start_ns=start_ns, end_ns=end_ns,
                                           dur_ns=ended - began, stdout=out, stderr=err,
-                                          submitted=handle.submitted, finished=time.time())
+                                          submitted=handle.submitted, finished=time.time(),
+                                          stdout_dropped=out_dropped,
+                                          stderr_dropped=err_dropped)
             if code >= 0:
                 result = CommandResult(guest_name, handle.id, spec.describe(), "exited",
                                        exit_code=code, **common)
@@ -242,8 +270,9 @@ class MininetBackend(Backend):
                 progress: Progress | None = None) -> list[str]:
         return []
 
-    def command_channel(self, tdf: float) -> NamespaceChannel:
-        self._channel = NamespaceChannel()
+    def command_channel(self, tdf: float,
+                        output_cap: int = DEFAULT_OUTPUT_CAP) -> NamespaceChannel:
+        self._channel = NamespaceChannel(output_cap=output_cap)
         return self._channel
 
     def set_tdf(self, experiment: str, tdf: float,

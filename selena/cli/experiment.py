@@ -15,6 +15,7 @@ from pathlib import Path
 from selena import units
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
+from selena.control.channel import DEFAULT_OUTPUT_CAP
 from selena.errors import CleanupError, ScenarioError, SelenaError, UnitError
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment
 from selena.loader import Scenario, load_scenario, user_error
@@ -51,6 +52,16 @@ def seconds_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be zero or more seconds")
+    return value
+
+
+def size_arg(text: str) -> int:
+    try:
+        value = units.size_bytes(text)
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be zero or more bytes")
     return value
 
 
@@ -129,6 +140,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default 600; 0: never)")
     p.add_argument("--no-monitor", action="store_true",
                    help="do not sample CPU and queues for the fidelity verdict")
+    p.add_argument("--output-cap", type=size_arg, default=DEFAULT_OUTPUT_CAP, metavar="SIZE",
+                   help="bytes of each command's stdout, and of its stderr, kept in Dom0 "
+                        "and the bundle (e.g. 1M; default 16M); the rest is dropped and "
+                        "counted")
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("set-tdf", help="change the TDF of a deployed experiment (guests "
@@ -232,7 +247,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / f"{_name(args)}-{time.strftime('%Y%m%d-%H%M%S')}"
     options: dict[str, object] = {"out": out, "keep": args.keep,
-                                  "ready_timeout": args.ready_timeout}
+                                  "ready_timeout": args.ready_timeout,
+                                  "output_cap": args.output_cap}
     if args.command_timeout is not None:
         options["command_timeout"] = args.command_timeout or None
     exp = _experiment(args, **options)

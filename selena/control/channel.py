@@ -35,6 +35,12 @@ log = logging.getLogger(__name__)
 
 STREAMS = ("stdout", "stderr")
 
+# What Dom0 keeps of one command's stdout, and again of its stderr: beyond it
+# chunks are still read and acknowledged (so the guest never stalls) but
+# dropped, and the result counts what was dropped (`yes` in a guest once put
+# 27 MB into Dom0 in 7 s).
+DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
+
 
 def _is_new_chunk(handle: CommandHandle, rest: str) -> bool:
     stream, _, index = rest.partition("/")
@@ -64,12 +70,24 @@ class CommandResult:
     stderr: bytes = b""
     submitted: float = 0.0          # Dom0 wall clock (real time)
     finished: float = 0.0
+    stdout_dropped: int = 0         # bytes past the output cap, not kept
+    stderr_dropped: int = 0
 
     @property
     def ok(self) -> bool:
         return self.state == "exited" and self.exit_code == 0
 
+    @property
+    def truncated(self) -> bool:
+        return bool(self.stdout_dropped or self.stderr_dropped)
+
     def summary(self) -> str:
+        if self.truncated:
+            return (f"{self._summary()}, output truncated ({self.stdout_dropped} stdout and "
+                    f"{self.stderr_dropped} stderr bytes past the cap dropped)")
+        return self._summary()
+
+    def _summary(self) -> str:
         if self.state == "exited":
             return f"exited {self.exit_code}"
         if self.state == "killed":
@@ -89,6 +107,7 @@ class CommandHandle:
     _out: list[bytearray] = field(default_factory=lambda: [bytearray(), bytearray()],
                                   repr=False)
     _next: list[int] = field(default_factory=lambda: [0, 0], repr=False)
+    _dropped: list[int] = field(default_factory=lambda: [0, 0], repr=False)
     _state: CommandState | None = field(default=None, repr=False)
 
     @property
@@ -115,12 +134,17 @@ class Controller:
 
     lost_after: real seconds without a heartbeat change before a guest is
     declared lost (default max(10, 5 x TDF): the agent beats every guest second).
+    output_cap: bytes of each command's stdout, and of its stderr, kept in Dom0.
     """
 
     def __init__(self, xs: XenstoreConnection, tdf: float = 1.0,
                  lost_after: float | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 output_cap: int = DEFAULT_OUTPUT_CAP):
+        if output_cap < 0:
+            raise ValueError(f"output cap {output_cap} is negative")
         self.xs = xs
+        self.output_cap = output_cap
         self.tdf = tdf
         self.lost_after = lost_after if lost_after is not None else max(10.0, 5.0 * tdf)
         self.clock = clock
@@ -323,7 +347,7 @@ class Controller:
                 data = self.xs.read_or_none(chunk_path)
                 if data is None:
                     break
-                handle._out[i] += data
+                self._keep(guest, handle, i, data)
                 self.xs.rm(chunk_path)
                 handle._next[i] += 1
                 moved = True
@@ -340,13 +364,26 @@ class Controller:
                                    f"found {handle._next[0]}/{handle._next[1]}")
         self._finish(guest, handle, state)
 
+    def _keep(self, guest: _Guest, handle: CommandHandle, stream: int, data: bytes) -> None:
+        kept = handle._out[stream]
+        room = max(0, self.output_cap - len(kept))
+        if len(data) <= room:
+            kept += data
+            return
+        if not any(handle._dropped):
+            log.warning("guest %s: command %r passed the output cap of %d bytes; the rest "
+                        "is dropped", guest.name, handle.spec.describe(), self.output_cap)
+        kept += data[:room]
+        handle._dropped[stream] += len(data) - room
+
     def _finish(self, guest: _Guest, handle: CommandHandle, state: CommandState) -> None:
         result = CommandResult(
             guest=guest.name, id=handle.id, command=handle.spec.describe(), state=state.state,
             exit_code=state.code, signal=state.signal, reason=state.reason,
             detail=state.detail, start_ns=state.start_ns, end_ns=state.end_ns,
             dur_ns=state.dur_ns, stdout=bytes(handle._out[0]), stderr=bytes(handle._out[1]),
-            submitted=handle.submitted, finished=time.time())
+            submitted=handle.submitted, finished=time.time(),
+            stdout_dropped=handle._dropped[0], stderr_dropped=handle._dropped[1])
         self.xs.rm(f"{guest.base}/cmd/{handle.id}")
         self.xs.rm(f"{guest.base}/out/{handle.id}")
         self._complete(guest, handle, result)
@@ -356,7 +393,8 @@ class Controller:
         result = CommandResult(
             guest=guest.name, id=handle.id, command=handle.spec.describe(), state="failed",
             reason="protocol", detail=why, stdout=bytes(handle._out[0]),
-            stderr=bytes(handle._out[1]), submitted=handle.submitted, finished=time.time())
+            stderr=bytes(handle._out[1]), submitted=handle.submitted, finished=time.time(),
+            stdout_dropped=handle._dropped[0], stderr_dropped=handle._dropped[1])
         for path in (f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}"):
             try:
                 self.xs.rm(path)
@@ -396,4 +434,5 @@ class Controller:
                 guest=guest.name, id=handle.id, command=handle.spec.describe(), state="lost",
                 reason="lost", detail=why, stdout=bytes(handle._out[0]),
                 stderr=bytes(handle._out[1]), submitted=handle.submitted,
-                finished=time.time()))
+                finished=time.time(), stdout_dropped=handle._dropped[0],
+                stderr_dropped=handle._dropped[1]))

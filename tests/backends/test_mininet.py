@@ -11,6 +11,7 @@ import pytest
 from selena.backends.base import Deployment
 from selena.backends.mininet import MininetBackend, NamespaceChannel
 from selena.baseline import translate
+from selena.control.channel import DEFAULT_OUTPUT_CAP
 from selena.control.protocol import CommandSpec
 from selena.errors import BackendError
 from selena.experiment import Experiment
@@ -88,6 +89,16 @@ def test_commands_run_with_exit_codes_output_and_timing():
         ch.submit("h9", CommandSpec(argv=("true",)))
 
 
+def test_output_past_the_cap_is_dropped_and_counted():
+    ch = NamespaceChannel(NO_NAMESPACE, output_cap=1000)
+    ch.add_guest("h1", os.getpid())
+    result = ch.run("h1", CommandSpec(shell="head -c 300000 /dev/zero; echo err >&2"),
+                    timeout=30)
+    assert result.ok and result.stdout == bytes(1000) and result.stderr == b"err\n"
+    assert (result.stdout_dropped, result.stderr_dropped) == (299_000, 0)
+    assert "output truncated (299000 stdout and 0 stderr bytes" in result.summary()
+
+
 def test_timeout_and_kill_end_the_whole_process_group():
     ch = channel()
     began = time.monotonic()
@@ -110,8 +121,8 @@ class InProcessBackend(MininetBackend):
         return Deployment(plan.experiment, 1.0, {n: os.getpid() for n in plan.topology.nodes},
                           self.name)
 
-    def command_channel(self, tdf):
-        self._channel = NamespaceChannel(NO_NAMESPACE)
+    def command_channel(self, tdf, output_cap=DEFAULT_OUTPUT_CAP):
+        self._channel = NamespaceChannel(NO_NAMESPACE, output_cap=output_cap)
         return self._channel
 
     def destroy(self, experiment, pool=False):

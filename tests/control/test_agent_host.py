@@ -82,6 +82,21 @@ def test_output_larger_than_64k_arrives_whole_and_in_order(channel):
     assert dom0.directory(f"{base_path(5)}/cmd") == []
 
 
+def test_output_past_the_cap_is_dropped_counted_and_still_acknowledged(channel):
+    ctl, dom0, _, _ = channel
+    ctl.output_cap = 100_000
+    full = "".join(f"{i}\n" for i in range(1, 60001)).encode()
+    result = run(ctl, "h1", shell="seq 1 60000; seq 1 3000 >&2", timeout=60)
+    # The guest was never held up: every chunk was read, acknowledged, removed.
+    assert result.ok and result.truncated, result
+    assert result.stdout == full[:100_000]
+    assert result.stdout_dropped == len(full) - 100_000 and result.stderr_dropped == 0
+    assert result.stderr.decode().split() == [str(i) for i in range(1, 3001)]
+    assert dom0.directory(f"{base_path(5)}/out") == []
+    # The cap is per command: the next one starts from nothing.
+    assert run(ctl, "h1", argv=("echo", "next")).stdout == b"next\n"
+
+
 def test_parallel_commands_on_two_guests(channel):
     ctl, *_ = channel
     handles = [ctl.submit(g, CommandSpec(shell=f"sleep 0.3; echo {g}{i}"))

@@ -21,7 +21,8 @@ def _cmd(bundle: Path, node: str, n: int) -> tuple[dict, bytes, bytes]:
 
 def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab):
     bundle = project_root() / OUT
-    script = (f"rm -rf {OUT}; selena run scenarios/agent_commands.py --tdf 5 --out {OUT}; "
+    script = (f"rm -rf {OUT}; selena run scenarios/agent_commands.py --tdf 5 "
+              f"--output-cap 512K --out {OUT}; "
               "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-listed")
     result = lab.run(["sh", "-c", script], timeout=600)
     out = result.output
@@ -66,6 +67,13 @@ def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab
     arp = _cmd(bundle, "h1", 6)[1].decode()       # static entry from the boot-time config
     assert any(line.split()[:4] == ["10.0.0.99", "0x1", "0x6", "02:00:00:00:00:99"]
                for line in arp.splitlines()), arp
+
+    # 2 MB of output against a 512 KiB cap: the start kept, the rest counted.
+    info, stdout, _ = _cmd(bundle, "h1", 7)
+    assert info["exit_code"] == 0 and stdout == bytes(512 * 1024), len(stdout)
+    assert info["stdout_dropped"] == 2_000_000 - 512 * 1024
+    capped = [c for c in meta["commands"] if c["node"] == "h1" and c["n"] == 7]
+    assert capped[0]["dropped_bytes"] == {"stdout": 2_000_000 - 512 * 1024, "stderr": 0}
 
     info, _, _ = _cmd(bundle, "h3", 3)
     assert info["state"] == "lost" and "gone" in info["detail"]
