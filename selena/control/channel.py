@@ -49,6 +49,21 @@ def _is_new_chunk(handle: CommandHandle, rest: str) -> bool:
     return int(index) >= handle._next[STREAMS.index(stream)]
 
 
+# Distinct changed paths remembered per guest between two pump passes; past
+# it they collapse into "re-read everything", so a guest creating and deleting
+# keys of its own cannot grow Dom0's memory.
+CHANGE_SET_LIMIT = 256
+
+
+def _note_change(guest: _Guest, rel: str | None) -> None:
+    if None in guest.changed:
+        return                          # everything is re-read anyway
+    if rel is None or len(guest.changed) >= CHANGE_SET_LIMIT:
+        guest.changed = {None}
+    else:
+        guest.changed.add(rel)
+
+
 def base_path(domid: int) -> str:
     return f"/local/domain/{domid}/selena"
 
@@ -174,7 +189,7 @@ class Controller:
 
         def mark(path: str, _token: str) -> None:
             with self._cond:
-                guest.changed.add(path[len(prefix):] if path.startswith(prefix) else None)
+                _note_change(guest, path[len(prefix):] if path.startswith(prefix) else None)
                 self._cond.notify_all()
 
         def agent_changed(_path: str, _token: str) -> None:

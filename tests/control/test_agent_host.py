@@ -9,7 +9,13 @@ import time
 
 import pytest
 
-from selena.control.channel import Controller, base_path
+from selena.control.channel import (
+    CHANGE_SET_LIMIT,
+    Controller,
+    _Guest,
+    _note_change,
+    base_path,
+)
 from selena.control.keys import control_keys
 from selena.control.protocol import CommandSpec
 from selena.control.xenstore import XenstoreConnection
@@ -237,3 +243,37 @@ def test_submit_fails_fast_once_the_channel_is_closed(channel):
     ctl.close()
     with pytest.raises(ControlError, match="closed"):
         ctl.submit("h1", CommandSpec(shell="true"))
+
+
+def test_an_idle_guest_churning_its_keys_cannot_grow_the_change_set():
+    """Watch events for a guest with nothing running are kept until its next
+    command; a guest creating key after key collapses them into one
+    're-read everything' instead of growing Dom0's memory."""
+    guest = _Guest("h1", 5, base_path(5))
+    guest.changed = set()
+    for i in range(CHANGE_SET_LIMIT - 1):
+        _note_change(guest, f"junk{i}")
+    assert len(guest.changed) == CHANGE_SET_LIMIT - 1
+    for i in range(10 * CHANGE_SET_LIMIT):
+        _note_change(guest, f"more{i}")
+        assert len(guest.changed) <= CHANGE_SET_LIMIT
+    assert guest.changed == {None}
+
+
+def test_a_guest_flooding_output_delays_another_guest_by_little(channel):
+    """h1 writes as fast as it can (past the output cap) while h2 answers
+    echo after echo: the pump serves both (it once answered nothing on h2
+    for 10 s)."""
+    ctl, *_ = channel
+    ctl.output_cap = 256 * 1024
+    flood = ctl.submit("h1", CommandSpec(argv=("yes",), timeout_ns=4_000_000_000))
+    time.sleep(0.5)
+    waits = []
+    for _ in range(5):
+        began = time.monotonic()
+        assert run(ctl, "h2", argv=("echo", "hi"), timeout=10).stdout == b"hi\n"
+        waits.append(time.monotonic() - began)
+    result = ctl.wait(flood, timeout=20)
+    assert result.reason == "timeout" and result.stdout_dropped > 0, result
+    assert len(result.stdout) == 256 * 1024
+    assert max(waits) < 2.0, waits
