@@ -6,7 +6,7 @@ the rest), virtual-time scheduling, timeouts, kills, the guests' inability
 to forge commands or read each other's keys, and a node crash reported as
 lost.
 
-    selena run scenarios/agent_commands.py --tdf 5 --output-cap 512K --out results/agent
+    selena run scenarios/agent_commands.py --tdf 5 --output-cap 1M --out results/agent
 """
 
 from selena.model import Topology

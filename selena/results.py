@@ -59,6 +59,8 @@ def write_bundle(out: Path, *, topo: Topology, records: Sequence[Recorded],
                  "exit_code": r.exit_code}
         if r.truncated:     # past the output cap: stdout/stderr hold only its start
             entry["dropped_bytes"] = {"stdout": r.stdout_dropped, "stderr": r.stderr_dropped}
+        if r.lost_bytes:    # the guest could not hand this much over: incomplete
+            entry["lost_bytes"] = r.lost_bytes
         commands.append(entry)
     meta = {
         "experiment": topo.name, "status": (error or {}).get("status", "ok"),

@@ -28,6 +28,13 @@
 #define MAX_CMDS 64
 #define CHUNK_BYTES 2048
 #define WINDOW_CHUNKS 16
+/*
+ * Unacknowledged chunks of all running commands together: each is a Xenstore
+ * entry of this domain, and oxenstored's default quota is 1000 entries per
+ * domain (quota-maxentity), which 64 commands x 2 streams x WINDOW_CHUNKS
+ * would pass; the rest of the quota is left to the commands' other keys.
+ */
+#define TOTAL_WINDOW_CHUNKS 512
 #define EOF_GRACE_NS 2000000000ull  /* after exit, wait this long for pipe EOF */
 #define NET_WAIT_NS 10000000000ull
 #define WATCH_TOKEN "selena-cmd"
@@ -37,6 +44,7 @@ struct stream {
     int fd;             /* -1 once at EOF */
     unsigned int seq;   /* chunks written */
     unsigned int acked; /* chunks Dom0 has consumed */
+    unsigned long long lost; /* bytes whose chunk could not be written */
 };
 
 struct cmd {
@@ -383,9 +391,21 @@ static void handle_event(const char *path)
         read_kill(c);
 }
 
+static unsigned int unacked_chunks(void)
+{
+    unsigned int i, k, total = 0;
+
+    for ( i = 0; i < MAX_CMDS; i++ )
+        if ( cmds[i].used )
+            for ( k = 0; k < 2; k++ )
+                total += cmds[i].out[k].seq - cmds[i].out[k].acked;
+    return total;
+}
+
 static int window_open(const struct stream *s)
 {
-    return s->fd >= 0 && s->seq - s->acked < WINDOW_CHUNKS;
+    return s->fd >= 0 && s->seq - s->acked < WINDOW_CHUNKS &&
+           unacked_chunks() < TOTAL_WINDOW_CHUNKS;
 }
 
 /* Move one chunk from a pipe to Xenstore; at EOF close the pipe. */
@@ -420,32 +440,37 @@ static void pump_stream(struct cmd *c, unsigned int which, int at_grace)
         if ( xs_write(&xs, path, buf, (size_t)n) == 0 )
             s->seq++;
         else
+        {
+            /* Counted into the final state: Dom0 must not see it as whole. */
+            s->lost += (unsigned long long)n;
             logmsg("lost %zd bytes of %s output", n, c->id);
+        }
     }
 }
 
 static void finish_if_done(struct cmd *c)
 {
-    unsigned long long dur;
+    unsigned long long dur, lost;
 
     if ( !c->exited || c->out[0].fd >= 0 || c->out[1].fd >= 0 )
         return;
     dur = (unsigned long long)(c->end_mono - c->start_mono);
+    lost = c->out[0].lost + c->out[1].lost;
     if ( WIFSIGNALED(c->status) )
         set_state(c->id,
                   "killed signal=%d reason=%s start=%llu end=%llu dur=%llu "
-                  "stdout=%u stderr=%u", WTERMSIG(c->status),
+                  "stdout=%u stderr=%u lost=%llu", WTERMSIG(c->status),
                   c->kill_reason ? c->kill_reason : "signal",
                   (unsigned long long)c->start_rt,
                   (unsigned long long)c->end_rt, dur, c->out[0].seq,
-                  c->out[1].seq);
+                  c->out[1].seq, lost);
     else
         set_state(c->id,
                   "exited code=%d start=%llu end=%llu dur=%llu stdout=%u "
-                  "stderr=%u", WEXITSTATUS(c->status),
+                  "stderr=%u lost=%llu", WEXITSTATUS(c->status),
                   (unsigned long long)c->start_rt,
                   (unsigned long long)c->end_rt, dur, c->out[0].seq,
-                  c->out[1].seq);
+                  c->out[1].seq, lost);
     c->used = 0;
 }
 

@@ -87,16 +87,20 @@ class CommandResult:
     finished: float = 0.0
     stdout_dropped: int = 0         # bytes past the output cap, not kept
     stderr_dropped: int = 0
+    lost_bytes: int = 0             # output the guest could not hand over (e.g. EQUOTA)
 
     @property
     def ok(self) -> bool:
-        return self.state == "exited" and self.exit_code == 0
+        # Output lost on the way is a failure, whatever the exit code.
+        return self.state == "exited" and self.exit_code == 0 and not self.lost_bytes
 
     @property
     def truncated(self) -> bool:
         return bool(self.stdout_dropped or self.stderr_dropped)
 
     def summary(self) -> str:
+        if self.lost_bytes:
+            return f"{self._summary()}, {self.lost_bytes} output bytes lost in the guest"
         if self.truncated:
             return (f"{self._summary()}, output truncated ({self.stdout_dropped} stdout and "
                     f"{self.stderr_dropped} stderr bytes past the cap dropped)")
@@ -398,7 +402,8 @@ class Controller:
             detail=state.detail, start_ns=state.start_ns, end_ns=state.end_ns,
             dur_ns=state.dur_ns, stdout=bytes(handle._out[0]), stderr=bytes(handle._out[1]),
             submitted=handle.submitted, finished=time.time(),
-            stdout_dropped=handle._dropped[0], stderr_dropped=handle._dropped[1])
+            stdout_dropped=handle._dropped[0], stderr_dropped=handle._dropped[1],
+            lost_bytes=state.lost_bytes)
         self.xs.rm(f"{guest.base}/cmd/{handle.id}")
         self.xs.rm(f"{guest.base}/out/{handle.id}")
         self._complete(guest, handle, result)

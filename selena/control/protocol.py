@@ -122,6 +122,7 @@ class CommandState:
     stdout_chunks: int = 0
     stderr_chunks: int = 0
     pid: int | None = None
+    lost_bytes: int = 0             # output the agent could not write (optional key)
 
     @property
     def final(self) -> bool:
@@ -154,7 +155,8 @@ def parse_state(text: str) -> CommandState:
         return CommandState(word, code=num("code"), signal=num("signal"),
                             reason=fields.get("reason"), start_ns=num("start"),
                             end_ns=num("end"), dur_ns=num("dur"),
-                            stdout_chunks=num("stdout") or 0, stderr_chunks=num("stderr") or 0)
+                            stdout_chunks=num("stdout") or 0, stderr_chunks=num("stderr") or 0,
+                            lost_bytes=num("lost") or 0)
     if word == "failed":
         detail = unescape(fields.get("detail", "")).decode(errors="replace")
         return CommandState("failed", reason=fields.get("reason", "?"), detail=detail)

@@ -277,3 +277,53 @@ def test_a_guest_flooding_output_delays_another_guest_by_little(channel):
     assert result.reason == "timeout" and result.stdout_dropped > 0, result
     assert len(result.stdout) == 256 * 1024
     assert max(waits) < 2.0, waits
+
+
+def test_a_chunk_the_guest_cannot_write_is_counted_and_fails_the_command(channel):
+    """Xenstore refuses one output chunk (EQUOTA): the agent reports the bytes
+    it lost in the final state, and Dom0 does not take the output as whole."""
+    ctl, _dom0, xenstored, _ = channel
+    refused: list[str] = []
+
+    def refuse_third_chunk(domid: int, path: str) -> str | None:
+        if domid == 5 and path.endswith("/stdout/2") and not refused:
+            refused.append(path)
+            return "EQUOTA"
+        return None
+
+    xenstored.refuse_write = refuse_third_chunk
+    full = "".join(f"{i}\n" for i in range(1, 20001)).encode()
+    result = run(ctl, "h1", shell="seq 1 20000", timeout=60)
+    assert refused, "no chunk write was refused"
+    assert result.state == "exited" and result.exit_code == 0
+    assert not result.ok and 0 < result.lost_bytes <= 2048, result
+    assert len(result.stdout) + result.lost_bytes == len(full)
+    assert "output bytes lost in the guest" in result.summary()
+    xenstored.refuse_write = None
+    assert run(ctl, "h1", argv=("echo", "whole")).ok
+
+
+def test_unacknowledged_chunks_stay_within_the_domain_quota(channel):
+    """40 commands writing output while nobody acknowledges it: the agent
+    stops at 512 chunks in Xenstore in all (16 per stream would be 640),
+    well under oxenstored's 1000 entries per domain."""
+    ctl, dom0, _, _ = channel
+    ctl.close()                                     # nobody reads or acknowledges now
+    base = base_path(5)
+    for i in range(40):
+        dom0.write(f"{base}/cmd/flood{i:02d}", CommandSpec(shell="seq 1 200000").encode())
+    deadline, chunks = time.monotonic() + 30, 0
+    while time.monotonic() < deadline:
+        running = [c for c in dom0.directory(f"{base}/out")
+                   if (dom0.read_or_none(f"{base}/out/{c}/state") or b"").startswith(b"running")]
+        chunks = sum(len(dom0.directory(f"{base}/out/{c}/stdout"))
+                     for c in dom0.directory(f"{base}/out")
+                     if "stdout" in dom0.directory(f"{base}/out/{c}"))
+        if len(running) == 40 and chunks >= 512:
+            break
+        time.sleep(0.2)
+    time.sleep(1)                                   # would it write more?
+    chunks = sum(len(dom0.directory(f"{base}/out/{c}/stdout"))
+                 for c in dom0.directory(f"{base}/out")
+                 if "stdout" in dom0.directory(f"{base}/out/{c}"))
+    assert chunks == 512, chunks

@@ -51,11 +51,15 @@ def test_states_parse_into_the_state_machine():
     assert running.state == "running" and running.pid == 42 and not running.final
     exited = parse_state("exited code=3 start=1 end=5 dur=4 stdout=2 stderr=0")
     assert exited.final and exited.code == 3 and exited.stdout_chunks == 2
+    assert exited.lost_bytes == 0                   # an agent before `lost` existed
+    lost = parse_state("exited code=0 start=1 end=5 dur=4 stdout=2 stderr=0 lost=2048")
+    assert lost.lost_bytes == 2048
     killed = parse_state("killed signal=9 reason=timeout start=1 end=2 dur=1 stdout=0 stderr=1")
     assert killed.signal == 9 and killed.reason == "timeout" and killed.stderr_chunks == 1
     failed = parse_state("failed reason=exec detail=/x:%20No%20such%20file")
     assert failed.final and failed.reason == "exec" and failed.detail == "/x: No such file"
-    for bad in ("exploded", "exited code=1", "running pid=x start=1", "exited nonsense"):
+    for bad in ("exploded", "exited code=1", "running pid=x start=1", "exited nonsense",
+                "exited code=0 start=1 end=5 dur=4 stdout=2 stderr=0 lost=many"):
         with pytest.raises(ProtocolMismatch):
             parse_state(bad)
 

@@ -22,7 +22,7 @@ def _cmd(bundle: Path, node: str, n: int) -> tuple[dict, bytes, bytes]:
 def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab):
     bundle = project_root() / OUT
     script = (f"rm -rf {OUT}; selena run scenarios/agent_commands.py --tdf 5 "
-              f"--output-cap 512K --out {OUT}; "
+              f"--output-cap 1M --out {OUT}; "
               "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-listed")
     result = lab.run(["sh", "-c", script], timeout=600)
     out = result.output
@@ -68,12 +68,12 @@ def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab
     assert any(line.split()[:4] == ["10.0.0.99", "0x1", "0x6", "02:00:00:00:00:99"]
                for line in arp.splitlines()), arp
 
-    # 2 MB of output against a 512 KiB cap: the start kept, the rest counted.
+    # 2 MB of output against a 1 MiB cap: the start kept, the rest counted.
     info, stdout, _ = _cmd(bundle, "h1", 7)
-    assert info["exit_code"] == 0 and stdout == bytes(512 * 1024), len(stdout)
-    assert info["stdout_dropped"] == 2_000_000 - 512 * 1024
+    assert info["exit_code"] == 0 and stdout == bytes(1024 * 1024), len(stdout)
+    assert info["stdout_dropped"] == 2_000_000 - 1024 * 1024
     capped = [c for c in meta["commands"] if c["node"] == "h1" and c["n"] == 7]
-    assert capped[0]["dropped_bytes"] == {"stdout": 2_000_000 - 512 * 1024, "stderr": 0}
+    assert capped[0]["dropped_bytes"] == {"stdout": 2_000_000 - 1024 * 1024, "stderr": 0}
 
     info, _, _ = _cmd(bundle, "h3", 3)
     assert info["state"] == "lost" and "gone" in info["detail"]

@@ -11,6 +11,7 @@ import os
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 HEADER = struct.Struct("<IIII")
@@ -34,6 +35,9 @@ class FakeXenstored:
         self.watches: list[tuple[Conn, str, str, bool]] = []   # conn, abs path, token, relative
         self.servers: list[socket.socket] = []
         self.requests = 0
+        # Fault injection: (domid, path) -> an errno word to refuse that write
+        # with (e.g. "EQUOTA", as oxenstored answers past a domain's quota).
+        self.refuse_write: Callable[[int, str], str | None] | None = None
 
     # -- tree ----------------------------------------------------------------------
 
@@ -192,6 +196,9 @@ class Conn(threading.Thread):
             value = payload[len(parts[0]) + 1:] if xs_type == XS_WRITE else b""
             if self.domid != 0 and len(value) > MAX_VALUE_FOR_GUESTS:
                 return err("E2BIG")
+            refused = xs.refuse_write and xs.refuse_write(self.domid, path)
+            if refused:
+                return err(refused)
             if node is not None and not xs.can(self.domid, node, "w"):
                 return err("EACCES")
             created = node if node is not None else xs.create(self.domid, path)
