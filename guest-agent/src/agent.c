@@ -60,6 +60,14 @@ struct cmd {
 
 static struct xs_conn xs;
 static struct cmd cmds[MAX_CMDS];
+/*
+ * Sessions (setsid) of this experiment's commands, finished ones included: a
+ * background child outlives its command's shell and keeps the session id,
+ * so the next experiment can find and kill it. A ring; the oldest go first.
+ */
+#define SESSION_GROUPS 1024
+static pid_t session_groups[SESSION_GROUPS];
+static unsigned int session_group_count;
 static char home[64];      /* /local/domain/<id>/selena */
 static sigset_t sigchld_set;
 
@@ -249,6 +257,7 @@ static void start_command(const char *id)
     c->used = 1;
     snprintf(c->id, sizeof(c->id), "%s", id);
     c->pid = pid;
+    session_groups[session_group_count++ % SESSION_GROUPS] = pid;
     c->out[0].fd = outp[0];
     c->out[1].fd = errp[0];
     outp[0] = errp[0] = -1;
@@ -338,7 +347,7 @@ static void read_kill(struct cmd *c)
     if ( get(suffix, &val, NULL) )
         return;
     sig = strtol(val, &end, 10);
-    if ( end != val && *end == '\0' && sig > 0 && sig < 65 && !c->exited )
+    if ( end != val && *end == '\0' && sig > 0 && sig < 65 )
     {
         if ( !c->kill_reason )
             c->kill_reason = "kill";
@@ -499,7 +508,8 @@ static void enforce_timeouts(uint64_t mono)
     {
         struct cmd *c = &cmds[i];
 
-        if ( c->used && !c->exited && c->deadline_mono &&
+        /* Also after the shell exited: a child may still hold its output. */
+        if ( c->used && c->deadline_mono &&
              mono >= c->deadline_mono && !c->kill_reason )
         {
             c->kill_reason = "timeout";
@@ -678,6 +688,54 @@ static void configure_network(void)
  * Warm start: no command of the previous experiment survives into the next.
  * (Its interfaces do not either: Dom0 detaches them before pooling us.)
  */
+static int our_session(long sid)
+{
+    unsigned int i, n = session_group_count < SESSION_GROUPS ? session_group_count
+                                                             : SESSION_GROUPS;
+
+    for ( i = 0; i < n; i++ )
+        if ( session_groups[i] == sid )
+            return 1;
+    return 0;
+}
+
+/* SIGKILL every process left in a session of this experiment's commands. */
+static void kill_leftovers(void)
+{
+    DIR *proc = opendir("/proc");
+    struct dirent *entry;
+
+    if ( !proc )
+        return;
+    while ( (entry = readdir(proc)) != NULL )
+    {
+        char path[64], stat[512], *close_paren;
+        long pid = strtol(entry->d_name, NULL, 10), sid;
+        ssize_t n;
+        int fd;
+
+        if ( pid <= 1 || pid == (long)getpid() )
+            continue;
+        snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if ( fd < 0 )
+            continue;
+        n = read(fd, stat, sizeof(stat) - 1);
+        close(fd);
+        if ( n <= 0 )
+            continue;
+        stat[n] = '\0';
+        /* "pid (comm) state ppid pgrp session ...": comm may hold spaces. */
+        close_paren = strrchr(stat, ')');
+        if ( close_paren &&
+             sscanf(close_paren + 1, " %*c %*d %*d %ld", &sid) == 1 &&
+             our_session(sid) )
+            kill((pid_t)pid, SIGKILL);
+    }
+    closedir(proc);
+    session_group_count = 0;
+}
+
 static void forget_previous_experiment(void)
 {
     unsigned int i;
@@ -686,14 +744,14 @@ static void forget_previous_experiment(void)
     {
         if ( !cmds[i].used )
             continue;
-        if ( !cmds[i].exited )
-            kill(-cmds[i].pid, SIGKILL);
+        kill(-cmds[i].pid, SIGKILL);
         if ( cmds[i].out[0].fd >= 0 )
             close(cmds[i].out[0].fd);
         if ( cmds[i].out[1].fd >= 0 )
             close(cmds[i].out[1].fd);
         cmds[i].used = 0;
     }
+    kill_leftovers();
     reap();
 }
 

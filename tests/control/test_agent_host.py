@@ -327,3 +327,46 @@ def test_unacknowledged_chunks_stay_within_the_domain_quota(channel):
                  for c in dom0.directory(f"{base}/out")
                  if "stdout" in dom0.directory(f"{base}/out/{c}"))
     assert chunks == 512, chunks
+
+
+def _running(pattern: str) -> str:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.strip()
+
+
+def test_kill_reaches_a_child_that_outlives_the_commands_shell(channel):
+    """The shell exits at once; its background child keeps the output pipe
+    open, so the command is still running, and a kill must reach the child."""
+    ctl, *_ = channel
+    handle = ctl.submit("h1", CommandSpec(shell="sleep 61.5 & echo started"))
+    time.sleep(0.5)
+    assert _running("sleep 61.5"), "the child did not start"
+    ctl.kill(handle, 9)
+    result = ctl.wait(handle, timeout=10)
+    assert result.stdout == b"started\n"
+    deadline = time.monotonic() + 5
+    while _running("sleep 61.5") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running("sleep 61.5"), "the kill did not reach the shell's child"
+
+
+def test_a_new_session_kills_what_finished_commands_left_behind(channel):
+    """A finished command's background child (detached from its output)
+    lives on through the experiment, and not into the next one on a pooled
+    guest."""
+    ctl, dom0, _, _ = channel
+    result = run(ctl, "h1", shell="sleep 61.75 >/dev/null 2>&1 & echo left")
+    assert result.ok and result.stdout == b"left\n"
+    assert _running("sleep 61.75"), "the child did not outlive its command"
+    dom0.rm(base_path(5))                       # what pooling, then reuse, does
+    apply_keys(dom0, 5)
+    fresh = Controller(dom0)
+    try:
+        fresh.add_guest("next", 5)
+        fresh.wait_ready(timeout=10)
+        assert fresh.run("next", CommandSpec(argv=("echo", "new")), timeout=10).ok
+    finally:
+        fresh.close()
+    deadline = time.monotonic() + 5
+    while _running("sleep 61.75") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running("sleep 61.75"), "the previous experiment's child survived"
