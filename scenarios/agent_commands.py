@@ -3,8 +3,8 @@
 Shows (and the lab tests check) what the scenario API offers: commands with
 output of any size (Dom0 keeps --output-cap bytes of each stream and counts
 the rest), virtual-time scheduling, timeouts, kills, the guests' inability
-to forge commands or read each other's keys, and a node crash reported as
-lost.
+to forge commands or read each other's keys, an agent restarted under its
+command, and a node crash reported as lost.
 
     selena run scenarios/agent_commands.py --tdf 5 --output-cap 1M --out results/agent
 """
@@ -35,6 +35,10 @@ def run(exp):
     late.result()
     exp.cmd("h1", "cat /proc/net/arp")
     exp.cmd("h1", "head -c 2000000 /dev/zero")      # past a --output-cap: kept short, counted
+    # The agent dies under its command; init restarts it, and the successor
+    # fails the orphaned command (reason restarted) and serves on.
+    exp.cmd("h2", "kill -9 $PPID; sleep 30", timeout=60)
+    exp.cmd("h2", "echo after-restart")
     doomed = exp.start("h3", "sleep 100")
     exp.sleep(1)
     exp.crash("h3")

@@ -921,10 +921,46 @@ static int serve(void)
  * killed and old addresses flushed first. Returns 0, -1 when there are no
  * control keys (nothing to serve), or 1 on a fatal mismatch.
  */
+/*
+ * We were restarted within a session (init respawns the agent): the commands
+ * our predecessor was running have no one to report them. Kill what is left
+ * of each and fail it, rather than leave Dom0 waiting.
+ */
+static void fail_orphans(void)
+{
+    char path[128], suffix[160];
+    char *names, *p, *state;
+    size_t len;
+
+    snprintf(path, sizeof(path), "%s/cmd", home);
+    if ( xs_directory(&xs, path, &names, &len) )
+        return;
+    for ( p = names; p < names + len; p += strlen(p) + 1 )
+    {
+        long pid;
+
+        if ( !*p || !valid_cmd_id(p) )
+            continue;
+        snprintf(suffix, sizeof(suffix), "out/%s/state", p);
+        if ( get(suffix, &state, NULL) )
+            continue;
+        if ( sscanf(state, "running pid=%ld", &pid) == 1 )
+        {
+            if ( pid > 1 )
+                kill(-(pid_t)pid, SIGKILL);
+            report_failed(p, "restarted",
+                          "the guest agent restarted while the command ran");
+        }
+        free(state);
+    }
+    free(names);
+}
+
 static int start_session(int first)
 {
     char *val;
     size_t len;
+    int restarted;
     int rc = get("version", &val, &len);
 
     if ( rc == -ENOENT || rc == -EACCES )
@@ -951,10 +987,16 @@ static int start_session(int first)
         return 1;
     }
     free(val);
+    restarted = first && get("agent/state", &val, NULL) == 0;
+    if ( restarted )
+        free(val);
     put("agent/state", "starting");
     if ( !first )
         forget_previous_experiment();
-    configure_network();
+    if ( restarted )
+        fail_orphans();         /* the network was configured by our predecessor */
+    else
+        configure_network();
     put("agent/state", "ready");
     rescan();
     return 0;

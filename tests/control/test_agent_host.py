@@ -4,6 +4,8 @@ against real Xen in tests/lab/test_control_e2e.py."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 
@@ -370,3 +372,28 @@ def test_a_new_session_kills_what_finished_commands_left_behind(channel):
     while _running("sleep 61.75") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _running("sleep 61.75"), "the previous experiment's child survived"
+
+
+def test_a_restarted_agent_fails_what_its_predecessor_ran_and_serves_on(channel):
+    """The agent dies mid-command and init starts another (the templates'
+    respawn loop): the orphaned command is killed and reported failed
+    (reason restarted) instead of leaving Dom0 waiting, the network is not
+    configured twice, and the guest serves the next command."""
+    ctl, dom0, xenstored, agent_binary = channel
+    agent_pid = int(run(ctl, "h1", shell="echo $PPID").stdout)
+    orphan = ctl.submit("h1", CommandSpec(shell="sleep 62.25; echo never"))
+    time.sleep(0.5)
+    assert _running("sleep 62.25")
+    net_before = dom0.read_or_none(f"{base_path(5)}/agent/net")
+    os.kill(agent_pid, signal.SIGKILL)
+    successor = subprocess.Popen([str(agent_binary), "--device",
+                                  f"{xenstored.dir}/xs-dom5.sock"])
+    try:
+        result = ctl.wait(orphan, timeout=15)
+        assert (result.state, result.reason) == ("failed", "restarted"), result
+        assert not _running("sleep 62.25"), "the orphaned command still runs"
+        assert dom0.read_or_none(f"{base_path(5)}/agent/net") == net_before
+        assert run(ctl, "h1", argv=("echo", "served")).stdout == b"served\n"
+    finally:
+        successor.kill()
+        successor.wait()

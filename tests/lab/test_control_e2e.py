@@ -75,5 +75,11 @@ def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab
     capped = [c for c in meta["commands"] if c["node"] == "h1" and c["n"] == 7]
     assert capped[0]["dropped_bytes"] == {"stdout": 2_000_000 - 1024 * 1024, "stderr": 0}
 
+    # h2's agent was killed under its command: init restarted it, and the
+    # successor failed the orphan and served the next command.
+    info, _, _ = _cmd(bundle, "h2", 4)
+    assert (info["state"], info["reason"]) == ("failed", "restarted"), info
+    assert _cmd(bundle, "h2", 5)[1] == b"after-restart\n"
+
     info, _, _ = _cmd(bundle, "h3", 3)
     assert info["state"] == "lost" and "gone" in info["detail"]
