@@ -4,10 +4,13 @@ Shows (and the lab tests check) what the scenario API offers: commands with
 output of any size (Dom0 keeps --output-cap bytes of each stream and counts
 the rest), virtual-time scheduling, timeouts, kills, the guests' inability
 to forge commands or read each other's keys, an agent restarted under its
-command, and a node crash reported as lost.
+command, a command writing garbage over its own state, a guest flooding
+output beside another, and a node crash reported as lost.
 
     selena run scenarios/agent_commands.py --tdf 5 --output-cap 1M --out results/agent
 """
+
+import time
 
 from selena.model import Topology
 
@@ -39,6 +42,20 @@ def run(exp):
     # fails the orphaned command (reason restarted) and serves on.
     exp.cmd("h2", "kill -9 $PPID; sleep 30", timeout=60)
     exp.cmd("h2", "echo after-restart")
+    # A hostile command writes garbage over its own state: only it fails.
+    keys = f"/local/domain/{other}/selena"
+    exp.cmd("h2", f"id=$(selena-agent xs ls {keys}/cmd | head -n 1); "
+                  f"selena-agent xs write {keys}/out/$id/state nonsense; sleep 5", timeout=30)
+    exp.cmd("h2", "echo after-garbage")
+    # h3 floods output (past the cap) while h1 answers echoes beside it.
+    flood = exp.start("h3", "yes", timeout=3)
+    waits = []
+    for _ in range(3):
+        began = time.monotonic()
+        exp.cmd("h1", "echo beside-flood")
+        waits.append(1000 * (time.monotonic() - began))
+    exp.record("echo_beside_flood_real_ms", waits, unit="ms")
+    exp.wait(flood)
     doomed = exp.start("h3", "sleep 100")
     exp.sleep(1)
     exp.crash("h3")

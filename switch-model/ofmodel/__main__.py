@@ -35,7 +35,8 @@ async def _serve(args: argparse.Namespace) -> int:
     c = proxy.counters
     print(f"ofmodel: {c.sessions} sessions; {c.to_switch} messages to the switch, "
           f"{c.to_controller} to the controller; {c.packet_in_dropped} packet_in dropped; "
-          f"{c.table_full} flow_mods refused (table full); {c.malformed} malformed",
+          f"{c.table_full} flow_mods refused (table full); {c.malformed} malformed; "
+          f"{c.failed_sessions} sessions closed on a failure",
           file=sys.stderr, flush=True)
     return 0
 

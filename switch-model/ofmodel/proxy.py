@@ -23,6 +23,13 @@ Semantics (switch-model/README.md says the same):
 - malformed input: a header whose length is below 8 or a stream that ends
   inside a message closes that session (both connections), nothing else;
   messages of unknown type or with short bodies are passed through.
+- backpressure: each direction holds at most QUEUE_MESSAGES messages; past
+  that the model stops reading from the sender (controller -> switch), so a
+  controller sending flow_mods faster than the profile inserts them is
+  slowed by TCP's window as by a real switch's, or drops packet_ins (switch
+  -> controller), as a switch's full control-CPU queue does.
+- a session whose worker fails is closed (both connections) with the
+  reason logged, never left half served.
 All times are asyncio's monotonic clock: in a switch guest, dilated time.
 """
 
@@ -31,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -41,6 +49,12 @@ log = logging.getLogger(__name__)
 
 # Drain a writer once this much is buffered (keeps the fast path cheap).
 DRAIN_BYTES = 1 << 16
+# Messages a session holds per queue (see backpressure above); 300k flow_mods
+# once sat in an unbounded one and the controller never felt the insertion rate.
+QUEUE_MESSAGES = 256
+# Receive buffer of the model's sockets: without a bound, loopback TCP buffers
+# megabytes of a fast controller's messages before its window closes.
+RECEIVE_BUFFER_BYTES = 1 << 16
 # Timer lateness correction: share of each observed error taken into the
 # estimate, and its bound (a stall must not turn later delays into zero).
 LATENESS_GAIN = 0.3
@@ -55,6 +69,7 @@ class Counters:
     packet_in_dropped: int = 0
     table_full: int = 0
     malformed: int = 0
+    failed_sessions: int = 0
 
 
 class TokenBucket:
@@ -129,24 +144,37 @@ class Session:
                        if profile.packet_in_rate else None)
         # Only the rules a profile uses cost anything.
         self.serial_down = not profile.flow_mod_delay.is_zero or self.table is not None
-        self.down: asyncio.Queue[bytes] = asyncio.Queue()
-        self.packet_ins: asyncio.Queue[bytes] = asyncio.Queue()
-        self.replies: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        self.down: asyncio.Queue[bytes] = asyncio.Queue(QUEUE_MESSAGES)
+        self.packet_ins: asyncio.Queue[bytes] = asyncio.Queue(QUEUE_MESSAGES)
+        self.replies: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(QUEUE_MESSAGES)
         self.pending_replies = 0
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(c) for c in (
-            self._from_controller(), self._from_switch(), self._down_worker(),
-            self._packet_in_worker(), self._reply_worker())]
+        for writer in (self.sw_writer, self.ctl_writer):
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+        readers = {asyncio.create_task(self._from_controller()): "from the controller",
+                   asyncio.create_task(self._from_switch()): "from the switch"}
+        workers = {asyncio.create_task(c): name for c, name in (
+            (self._down_worker(), "flow_mod worker"),
+            (self._packet_in_worker(), "packet_in worker"),
+            (self._reply_worker(), "reply worker"))}
+        tasks = {**readers, **workers}
         try:
-            done, _ = await asyncio.wait(tasks[:2], return_when=asyncio.FIRST_COMPLETED)
+            # Readers end at EOF; workers never end unless they fail.
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 exc = task.exception()
                 if isinstance(exc, wire.MalformedMessage):
                     self.counters.malformed += 1
                     log.warning("closing session: malformed OpenFlow message: %s", exc)
+                elif task in workers:
+                    self.counters.failed_sessions += 1
+                    log.error("closing session: its %s stopped: %r", workers[task], exc)
                 elif exc is not None and not isinstance(exc, ConnectionError):
-                    log.error("session failed: %r", exc)
+                    self.counters.failed_sessions += 1
+                    log.error("closing session: reading %s failed: %r", readers[task], exc)
         finally:
             for task in tasks:
                 task.cancel()
@@ -159,7 +187,7 @@ class Session:
     async def _from_controller(self) -> None:
         while (msg := await wire.read_message(self.ctl_reader)) is not None:
             if self.serial_down:
-                self.down.put_nowait(msg)
+                await self.down.put(msg)        # full: stop reading, TCP pushes back
             else:
                 await self._send(self.sw_writer, msg)
                 self.counters.to_switch += 1
@@ -170,7 +198,7 @@ class Session:
             fm = (wire.parse_flow_mod(msg[0], msg)
                   if msg[1] == wire.FLOW_MOD and msg[0] in wire.SUPPORTED else None)
             if fm is not None:
-                admitted = self._admit(msg, fm)
+                admitted = await self._admit(msg, fm)
                 if admitted is None:
                     continue
                 msg = admitted
@@ -192,7 +220,7 @@ class Session:
         self.timer_lateness = min(max(0.0, self.timer_lateness + LATENESS_GAIN * late),
                                   MAX_LATENESS_S)
 
-    def _admit(self, msg: bytes, fm: wire.FlowMod) -> bytes | None:
+    async def _admit(self, msg: bytes, fm: wire.FlowMod) -> bytes | None:
         """Table admission: the message to forward, or None (error sent)."""
         if self.table is None:
             return msg
@@ -202,8 +230,8 @@ class Session:
         if not self.table.admit(version, fm, requested):
             self.counters.table_full += 1
             xid = wire.parse_header(msg).xid
-            self._reply_later(0.0, wire.error(version, xid, types.flow_mod_failed,
-                                              types.table_full, msg))
+            await self._reply_later(0.0, wire.error(version, xid, types.flow_mod_failed,
+                                                    types.table_full, msg))
             return None
         if fm.command in (wire.ADD, wire.MODIFY, wire.MODIFY_STRICT) and not requested:
             msg = wire.with_flags(msg, fm, fm.flags | types.send_flow_rem)
@@ -221,7 +249,10 @@ class Session:
                     self.counters.packet_in_dropped += 1
                     continue
                 if profile.packet_in_delay_s > 0:
-                    self.packet_ins.put_nowait(msg)
+                    if self.packet_ins.full():      # the control CPU's queue overflows
+                        self.counters.packet_in_dropped += 1
+                    else:
+                        self.packet_ins.put_nowait(msg)
                     continue
             elif types is not None and msg_type == wire.FLOW_REMOVED and self.table:
                 key = wire.parse_flow_removed(version, msg)
@@ -229,21 +260,21 @@ class Session:
                     continue                    # asked for by the model, not the controller
             elif types is not None and msg_type == types.barrier_reply \
                     and profile.barrier_delay_s > 0:
-                self._reply_later(profile.barrier_delay_s, msg)
+                await self._reply_later(profile.barrier_delay_s, msg)
                 continue
             elif types is not None and msg_type == types.stats_reply \
                     and profile.stats_delay_s > 0:
-                self._reply_later(profile.stats_delay_s, msg)
+                await self._reply_later(profile.stats_delay_s, msg)
                 continue
             if self.pending_replies:
-                self._reply_later(0.0, msg)     # keep the order behind delayed replies
+                await self._reply_later(0.0, msg)   # keep the order behind delayed replies
             else:
                 await self._send(self.ctl_writer, msg)
                 self.counters.to_controller += 1
 
-    def _reply_later(self, delay: float, msg: bytes) -> None:
+    async def _reply_later(self, delay: float, msg: bytes) -> None:
         self.pending_replies += 1
-        self.replies.put_nowait((time.monotonic() + delay, msg))
+        await self.replies.put((time.monotonic() + delay, msg))
 
     async def _reply_worker(self) -> None:
         while True:
@@ -280,6 +311,7 @@ class Proxy:
         self.profile = profile
         self.controller = controller
         self.counters = Counters()
+        self.sessions: set[Session] = set()
         self.server: asyncio.base_events.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -298,7 +330,12 @@ class Proxy:
         self.counters.sessions += 1
         log.info("switch %s connected; controller %s:%d; profile %s", peer,
                  *self.controller, self.profile.name)
-        await Session(self.profile, self.counters, (reader, writer), upstream).run()
+        session = Session(self.profile, self.counters, (reader, writer), upstream)
+        self.sessions.add(session)
+        try:
+            await session.run()
+        finally:
+            self.sessions.discard(session)
         log.info("switch %s: session closed", peer)
 
     async def close(self) -> None:

@@ -81,5 +81,18 @@ def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab
     assert (info["state"], info["reason"]) == ("failed", "restarted"), info
     assert _cmd(bundle, "h2", 5)[1] == b"after-restart\n"
 
-    info, _, _ = _cmd(bundle, "h3", 3)
+    # A command that wrote garbage over its own state failed alone.
+    info, _, _ = _cmd(bundle, "h2", 6)
+    assert (info["state"], info["reason"]) == ("failed", "protocol"), info
+    assert _cmd(bundle, "h2", 7)[1] == b"after-garbage\n"
+    # h3 flooded output for 3 virtual seconds (15 real) past the cap; h1's
+    # echoes beside it were answered all along (once none came in 10 s).
+    info, stdout, _ = _cmd(bundle, "h3", 3)
+    assert info["reason"] == "timeout" and info["stdout_dropped"] > 0, info
+    assert len(stdout) == 1024 * 1024
+    assert all(_cmd(bundle, "h1", n)[1] == b"beside-flood\n" for n in (8, 9, 10))
+    metrics = json.loads((bundle / "metrics.json").read_text())
+    assert metrics["echo_beside_flood_real_ms"]["max"] < 5000, metrics
+
+    info, _, _ = _cmd(bundle, "h3", 4)
     assert info["state"] == "lost" and "gone" in info["detail"]

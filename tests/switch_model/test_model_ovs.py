@@ -282,3 +282,83 @@ def test_calibration_recovers_a_known_profile_within_10_percent(ovs, tmp_path):
     path = tmp_path / "measured.yaml"
     path.write_text(measured.to_yaml())
     assert load_profile(str(path)).table_capacity == measured.table_capacity
+
+
+def _flow_mods(n: int) -> bytes:
+    return b"".join(flow_mod(i + 1, wire.ADD, ipv4_dst_match(i)) for i in range(n))
+
+
+def test_a_controller_faster_than_the_insertion_rate_is_slowed_by_tcp(tmp_path):
+    """In-process: a controller writes 100k flow_mods at once through a
+    profile inserting one per 5 ms; the model holds at most QUEUE_MESSAGES of
+    them and stops reading, so the controller's own send buffer stays full
+    (it feels the switch's rate) instead of the model queueing them all."""
+    sys.path.insert(0, str(MODEL_DIR))
+    from ofmodel.proxy import QUEUE_MESSAGES, Proxy
+
+    async def main():
+        sent: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def controller(reader, writer):
+            writer.write(_flow_mods(100_000))
+            sent.set_result(writer)
+            await reader.read()
+
+        ctl = await asyncio.start_server(controller, "127.0.0.1", 0)
+        profile = load_profile(str(profile_file(tmp_path, flow_mod={"delay": {
+            "distribution": "constant", "ms": 5}})))
+        proxy = Proxy(profile, ("127.0.0.1", ctl.sockets[0].getsockname()[1]))
+        port = await proxy.start("127.0.0.1", 0)
+        switch_reader, switch = await asyncio.open_connection("127.0.0.1", port)
+        writer = await asyncio.wait_for(sent, 5)
+        await asyncio.sleep(1.5)
+        (session,) = proxy.sessions
+        held, unsent = session.down.qsize(), writer.transport.get_write_buffer_size()
+        arrived = proxy.counters.to_switch
+        switch.close()
+        await proxy.close()
+        ctl.close()
+        return held, unsent, arrived
+
+    held, unsent, arrived = asyncio.run(main())
+    assert held <= QUEUE_MESSAGES
+    assert arrived < 1000                       # about 300 at 5 ms each
+    # A good part of the 100k never left the controller: TCP pushed back
+    # (what did is in the kernel's socket buffers, a few MB on loopback).
+    assert unsent > len(_flow_mods(100_000)) // 4, unsent
+
+
+def test_a_failed_worker_closes_its_session_with_the_reason(tmp_path, caplog):
+    """In-process: the packet_in worker of a session fails; the model closes
+    both connections and logs why, rather than serve the rest half-working."""
+    sys.path.insert(0, str(MODEL_DIR))
+    from ofmodel import proxy as proxy_module
+
+    async def broken(self):
+        raise RuntimeError("worker bug")
+
+    async def main():
+        async def controller(reader, writer):
+            await reader.read()
+            writer.close()
+
+        ctl = await asyncio.start_server(controller, "127.0.0.1", 0)
+        profile = load_profile(str(profile_file(tmp_path)))
+        proxy = proxy_module.Proxy(profile, ("127.0.0.1", ctl.sockets[0].getsockname()[1]))
+        port = await proxy.start("127.0.0.1", 0)
+        reader, switch = await asyncio.open_connection("127.0.0.1", port)
+        closed = await asyncio.wait_for(reader.read(), 5)     # EOF: the session closed
+        switch.close()
+        await proxy.close()
+        ctl.close()
+        return closed, proxy.counters.failed_sessions
+
+    original = proxy_module.Session._packet_in_worker
+    proxy_module.Session._packet_in_worker = broken
+    try:
+        with caplog.at_level("ERROR"):
+            closed, failed = asyncio.run(main())
+    finally:
+        proxy_module.Session._packet_in_worker = original
+    assert closed == b"" and failed == 1
+    assert "packet_in worker stopped: RuntimeError('worker bug')" in caplog.text
