@@ -7,7 +7,7 @@ to forge commands or read each other's keys, an agent restarted under its
 command, a command writing garbage over its own state, a guest flooding
 output beside another, and a node crash reported as lost.
 
-    selena run scenarios/agent_commands.py --tdf 5 --output-cap 1M --out results/agent
+    selena run scenarios/agent_commands.py --tdf 5 --output-cap 640K --out results/agent
 """
 
 import time
@@ -37,7 +37,7 @@ def run(exp):
     exp.cmd("h1", f"selena-agent xs read /local/domain/{other}/selena/version")
     late.result()
     exp.cmd("h1", "cat /proc/net/arp")
-    exp.cmd("h1", "head -c 2000000 /dev/zero")      # past a --output-cap: kept short, counted
+    exp.cmd("h1", "head -c 1000000 /dev/zero")      # past a --output-cap: kept short, counted
     # The agent dies under its command; init restarts it, and the successor
     # fails the orphaned command (reason restarted) and serves on.
     exp.cmd("h2", "kill -9 $PPID; sleep 30", timeout=60)
@@ -48,7 +48,7 @@ def run(exp):
                   f"selena-agent xs write {keys}/out/$id/state nonsense; sleep 5", timeout=30)
     exp.cmd("h2", "echo after-garbage")
     # h3 floods output (past the cap) while h1 answers echoes beside it.
-    flood = exp.start("h3", "yes", timeout=3)
+    flood = exp.start("h3", "yes", timeout=2)
     waits = []
     for _ in range(3):
         began = time.monotonic()

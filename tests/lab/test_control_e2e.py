@@ -22,7 +22,7 @@ def _cmd(bundle: Path, node: str, n: int) -> tuple[dict, bytes, bytes]:
 def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab):
     bundle = project_root() / OUT
     script = (f"rm -rf {OUT}; selena run scenarios/agent_commands.py --tdf 5 "
-              f"--output-cap 1M --out {OUT}; "
+              f"--output-cap 640K --out {OUT}; "
               "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-listed")
     result = lab.run(["sh", "-c", script], timeout=600)
     out = result.output
@@ -68,12 +68,13 @@ def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab
     assert any(line.split()[:4] == ["10.0.0.99", "0x1", "0x6", "02:00:00:00:00:99"]
                for line in arp.splitlines()), arp
 
-    # 2 MB of output against a 1 MiB cap: the start kept, the rest counted.
+    # 1 MB of output against a 640 KiB cap (the 580 KB seq above fits): the
+    # start kept, the rest counted.
     info, stdout, _ = _cmd(bundle, "h1", 7)
-    assert info["exit_code"] == 0 and stdout == bytes(1024 * 1024), len(stdout)
-    assert info["stdout_dropped"] == 2_000_000 - 1024 * 1024
+    assert info["exit_code"] == 0 and stdout == bytes(640 * 1024), len(stdout)
+    assert info["stdout_dropped"] == 1_000_000 - 640 * 1024
     capped = [c for c in meta["commands"] if c["node"] == "h1" and c["n"] == 7]
-    assert capped[0]["dropped_bytes"] == {"stdout": 2_000_000 - 1024 * 1024, "stderr": 0}
+    assert capped[0]["dropped_bytes"] == {"stdout": 1_000_000 - 640 * 1024, "stderr": 0}
 
     # h2's agent was killed under its command: init restarted it, and the
     # successor failed the orphan and served the next command.
@@ -85,11 +86,11 @@ def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab
     info, _, _ = _cmd(bundle, "h2", 6)
     assert (info["state"], info["reason"]) == ("failed", "protocol"), info
     assert _cmd(bundle, "h2", 7)[1] == b"after-garbage\n"
-    # h3 flooded output for 3 virtual seconds (15 real) past the cap; h1's
+    # h3 flooded output for 2 virtual seconds (10 real) past the cap; h1's
     # echoes beside it were answered all along (once none came in 10 s).
     info, stdout, _ = _cmd(bundle, "h3", 3)
     assert info["reason"] == "timeout" and info["stdout_dropped"] > 0, info
-    assert len(stdout) == 1024 * 1024
+    assert len(stdout) == 640 * 1024
     assert all(_cmd(bundle, "h1", n)[1] == b"beside-flood\n" for n in (8, 9, 10))
     metrics = json.loads((bundle / "metrics.json").read_text())
     assert metrics["echo_beside_flood_real_ms"]["max"] < 5000, metrics
