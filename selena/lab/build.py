@@ -148,9 +148,12 @@ def _hash_files(paths: Iterable[Path]) -> str:
     """Content and name of each file; names inside the tree are relative to it,
     so every clone of the same commit finds the same cached artefacts."""
     root = project_root()
+    named = [(path.relative_to(root) if path.is_relative_to(root) else path, path)
+             for path in paths]
     h = hashlib.sha256()
-    for path in sorted(paths):
-        name = path.relative_to(root) if path.is_relative_to(root) else path
+    # In the order of those names, not of the paths: a clone under /tmp put the
+    # tree's files before /usr's and one under /work after them.
+    for name, path in sorted(named):
         h.update(str(name).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]

@@ -125,13 +125,18 @@ def test_second_lab_waits_for_the_first(tmp_path, monkeypatch):
 def test_cache_keys_do_not_depend_on_where_the_tree_is_cloned(tmp_path, monkeypatch):
     from selena.lab import build
 
+    # A file outside the tree (a host binary) between the two clones' paths.
+    host = tmp_path / "m" / "usr-bin-tool"
+    host.parent.mkdir()
+    host.write_bytes(b"\x7fELF")
     keys = []
-    for clone in ("a", "b"):
+    for clone in ("a", "z"):
         root = tmp_path / clone
         (root / "guest-templates").mkdir(parents=True)
         (root / "guest-templates" / "f.config").write_text("CONFIG_X=y\n")
         monkeypatch.setattr(build, "project_root", lambda root=root: root)
-        keys.append(build._hash_files(build._tree_files(root / "guest-templates")))
+        keys.append(build._hash_files([*build._tree_files(root / "guest-templates"), host]))
     assert keys[0] == keys[1]
-    (tmp_path / "b" / "guest-templates" / "f.config").write_text("CONFIG_X=n\n")
-    assert build._hash_files(build._tree_files(tmp_path / "b" / "guest-templates")) != keys[0]
+    (tmp_path / "z" / "guest-templates" / "f.config").write_text("CONFIG_X=n\n")
+    assert build._hash_files([*build._tree_files(tmp_path / "z" / "guest-templates"),
+                              host]) != keys[0]
