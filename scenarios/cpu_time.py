@@ -21,11 +21,16 @@ from selena.model import Topology
 
 TDF = 10
 REPEATS = 3
+ITERATIONS = 30000
 
-topology = Topology("cputime", tdf=TDF)
-dilated = topology.add_host("hdil", ip="10.0.0.1/24")
-real = topology.add_host("hreal", ip="10.0.0.2/24", cpu_time="real")
-topology.add_link(dilated, real)
+
+def build(iterations=ITERATIONS):
+    """The topology; `iterations` (the loop's length) is read by run()."""
+    topology = Topology("cputime", tdf=TDF)
+    dilated = topology.add_host("hdil", ip="10.0.0.1/24")
+    real = topology.add_host("hreal", ip="10.0.0.2/24", cpu_time="real")
+    topology.add_link(dilated, real)
+    return topology
 
 
 def work_per_virtual_s(exp, node, iterations):
@@ -40,7 +45,7 @@ def work_per_virtual_s(exp, node, iterations):
 
 
 def run(exp):
-    iterations = int(exp.params.get("iterations", 30000))
+    iterations = int(exp.params.get("iterations", ITERATIONS))
     rates = {}
     for tdf in (TDF, 1):
         if tdf != TDF:
