@@ -1036,6 +1036,52 @@ static int open_xenbus(const char *device)
 
 /* `selena-agent xs read|write|rm|ls PATH [VALUE]`: a Xenstore client for
  * tests inside guests (permission checks); prints the error name on failure. */
+/*
+ * `selena-agent xs echo PING PONG COUNT`: the control channel's floor for
+ * `selena lab bench-control`. Writes "ready" to PONG, then copies each new
+ * value of PING to PONG, COUNT times: a Xenstore round trip with a watch on
+ * each side and no process started.
+ */
+static int xs_echo(const char *ping, const char *pong, long count)
+{
+    struct pollfd pfd = { .fd = xs.fd, .events = POLLIN };
+    char *last = NULL;
+    int rc = xs_watch(&xs, ping, "selena-echo");
+
+    if ( rc == 0 )
+        rc = xs_write_str(&xs, pong, "ready");
+    while ( rc == 0 && count > 0 )
+    {
+        struct xs_event ev;
+        char *val;
+        size_t len;
+
+        while ( !xs.ev_count && rc == 0 )
+        {
+            if ( poll(&pfd, 1, -1) < 0 && errno != EINTR )
+                rc = -errno;
+            else if ( pfd.revents & POLLIN )
+                rc = xs_pump(&xs);
+        }
+        while ( rc == 0 && xs_next_event(&xs, &ev) )
+        {
+            free(ev.path);
+            free(ev.token);
+        }
+        if ( rc || xs_read(&xs, ping, &val, &len) )
+            continue;               /* not written yet: the watch's first firing */
+        if ( !last || strcmp(val, last) != 0 )
+        {
+            rc = xs_write_str(&xs, pong, val);
+            count--;
+        }
+        free(last);
+        last = val;
+    }
+    free(last);
+    return rc;
+}
+
 static int xs_tool(int argc, char **argv, const char *device)
 {
     char *val = NULL;
@@ -1044,7 +1090,9 @@ static int xs_tool(int argc, char **argv, const char *device)
 
     if ( argc < 2 || open_xenbus(device) )
         return 2;
-    if ( strcmp(argv[0], "read") == 0 )
+    if ( strcmp(argv[0], "echo") == 0 && argc == 4 )
+        rc = xs_echo(argv[1], argv[2], strtol(argv[3], NULL, 10));
+    else if ( strcmp(argv[0], "read") == 0 )
         rc = xs_read(&xs, argv[1], &val, &len);
     else if ( strcmp(argv[0], "ls") == 0 )
         rc = xs_directory(&xs, argv[1], &val, &len);
@@ -1054,7 +1102,8 @@ static int xs_tool(int argc, char **argv, const char *device)
         rc = xs_rm(&xs, argv[1]);
     else
     {
-        fprintf(stderr, "usage: selena-agent xs read|ls|rm PATH | write PATH VALUE\n");
+        fprintf(stderr, "usage: selena-agent xs read|ls|rm PATH | write PATH VALUE | "
+                "echo PING PONG COUNT\n");
         return 2;
     }
     if ( rc )

@@ -3,6 +3,12 @@
 against the subprocess approach (`xenstore-write` + `xenstore-watch` +
 `xenstore-read` per command, as SELENA's controller did) in the same run.
 
+The round trip is then broken down: the channel's floor (a Xenstore write,
+the guest's watch, a write back, from `selena-agent xs echo` in the guest:
+no process started), the guest's own time to run `true` (the agent's
+timestamps), and selena's overhead (the rest), with 1 and 8 guests and with
+one more guest flooding output beside them.
+
 Figures are printed, never asserted.
 """
 
@@ -29,8 +35,13 @@ class _Final(Exception):
     """Stops the xenstore-watch subprocess once the command is final."""
 
 
-def channel_round_trips(ctl: Controller, guests: list[str], total: int) -> list[float]:
-    """`total` commands, spread over the guests, each guest one after another."""
+def channel_round_trips(ctl: Controller, guests: list[str], total: int,
+                        executions: list[float] | None = None) -> list[float]:
+    """`total` commands, spread over the guests, each guest one after another;
+    each command's run time in the guest goes to `executions`, in the order of
+    the round trips returned."""
+    ran: dict[str, list[float]] = {guest: [] for guest in guests}
+
     def worker(guest: str, count: int) -> list[float]:
         times = []
         for _ in range(count):
@@ -39,8 +50,52 @@ def channel_round_trips(ctl: Controller, guests: list[str], total: int) -> list[
             times.append(time.perf_counter() - start)
             if not result.ok:
                 raise RuntimeError(f"`true` on {guest}: {result.summary()}")
+            # TDF 1: guest time is real time.
+            ran[guest].append((result.dur_ns or 0) / 1e9)
         return times
-    return _spread(worker, guests, total)
+    times = _spread(worker, guests, total)
+    if executions is not None:
+        executions.extend(t for guest in guests for t in ran[guest])
+    return times
+
+
+def floor_round_trips(exp: Experiment, guest: str, count: int) -> list[float]:
+    """Xenstore write -> the guest's watch -> its write back, `count` times."""
+    ctl = exp.controller
+    assert ctl is not None
+    base = f"{base_path(exp.domid(guest))}/out/bench-floor"
+    ping, pong = f"{base}/ping", f"{base}/pong"
+    changed = threading.Event()
+    token = f"selena-bench-floor-{guest}"
+    ctl.xs.watch(pong, token, lambda _path, _token: changed.set())
+    responder = exp.start(guest, ["selena-agent", "xs", "echo", ping, pong, str(count)])
+    times = []
+    try:
+        _wait_for(ctl, pong, b"ready", changed, 60)
+        for i in range(1, count + 1):
+            changed.clear()
+            start = time.perf_counter()
+            ctl.xs.write(ping, str(i))
+            _wait_for(ctl, pong, str(i).encode(), changed, 10)
+            times.append(time.perf_counter() - start)
+    finally:
+        ctl.xs.unwatch(pong, token)
+    result = exp.wait(responder)
+    if not result.ok:
+        raise RuntimeError(f"the echo responder on {guest}: {result.summary()}")
+    ctl.xs.rm(base)
+    return times
+
+
+def _wait_for(ctl: Controller, path: str, value: bytes, changed: threading.Event,
+              timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while ctl.xs.read_or_none(path) != value:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RuntimeError(f"{path} never became {value!r}")
+        changed.wait(min(left, 0.5))
+        changed.clear()
 
 
 def subprocess_round_trips(runner: Runner, domids: dict[str, int], total: int) -> list[float]:
@@ -115,6 +170,7 @@ def main_in_dom0(commands: int, baseline_commands: int, guests: int) -> int:
             start = time.perf_counter()
             rtt = subprocess_round_trips(runner, subset, baseline_commands)
             rows.append(("subprocess", n, rtt, time.perf_counter() - start))
+        breakdown = _breakdown(exp, sorted(domids), commands)
     print("  control channel: push-to-exit round trip of `true` (TDF 1)")
     print(f"  {'approach':<14} {'guests':>6} {'commands':>8} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'mean ms':>8} {'cmds/s':>7}")
@@ -125,7 +181,40 @@ def main_in_dom0(commands: int, baseline_commands: int, guests: int) -> int:
     for n in (1, guests):
         ratio = _pct(by[("subprocess", n)], .5) / _pct(by[("watch channel", n)], .5)
         print(f"  p50 ratio subprocess / watch channel with {n} guest(s): {ratio:.1f}x")
+    print("  breakdown of the watch channel's round trip (ms): floor = Xenstore write, "
+          "guest watch, write back; guest = running `true`; selena = the rest")
+    print(f"  {'case':<26} {'floor p50':>9} {'p99':>6} {'guest p50':>9} {'p99':>6} "
+          f"{'selena p50':>10} {'p99':>6} {'total p50':>9} {'p99':>6}")
+    for case, floor, executions, totals in breakdown:
+        base = statistics.median(floor)
+        own = [t - base - e for t, e in zip(totals, executions, strict=False)]
+        print(f"  {case:<26} {_pct(floor, .5):>9.1f} {_pct(floor, .99):>6.1f} "
+              f"{_pct(executions, .5):>9.1f} {_pct(executions, .99):>6.1f} "
+              f"{_pct(own, .5):>10.1f} {_pct(own, .99):>6.1f} "
+              f"{_pct(totals, .5):>9.1f} {_pct(totals, .99):>6.1f}")
     return 0
+
+
+def _breakdown(exp: Experiment, guests: list[str],
+               commands: int) -> list[tuple[str, list[float], list[float], list[float]]]:
+    """Floor, guest execution and total per case: 1 guest, all but one, and all
+    but one beside the last one flooding output."""
+    ctl = exp.controller
+    assert ctl is not None
+    rows = []
+    serving, flooder = guests[:-1] or guests, guests[-1]
+    for case, names, flood in (("1 guest", guests[:1], False),
+                               (f"{len(serving)} guests", serving, False),
+                               (f"{len(serving)} guests + 1 flooding", serving, True)):
+        floor = floor_round_trips(exp, names[0], min(commands, 500))
+        flooding = exp.start(flooder, "yes") if flood else None
+        executions: list[float] = []
+        totals = channel_round_trips(ctl, names, commands, executions)
+        if flooding is not None:
+            exp.kill(flooding)
+            exp.wait(flooding)
+        rows.append((case, floor, executions, totals))
+    return rows
 
 
 if __name__ == "__main__":

@@ -397,3 +397,30 @@ def test_a_restarted_agent_fails_what_its_predecessor_ran_and_serves_on(channel)
     finally:
         successor.kill()
         successor.wait()
+
+
+def test_the_echo_responder_copies_each_ping_to_pong(xenstored, agent_binary):
+    """`selena-agent xs echo`: bench-control's floor, a Xenstore round trip
+    with a watch on each side and no process started per round."""
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    xenstored.add_domain(7)
+    apply_keys(dom0, 7)
+    base = f"{base_path(7)}/out/bench"
+    echo = subprocess.Popen([str(agent_binary), "--device", xenstored.listen(7), "xs", "echo",
+                             f"{base}/ping", f"{base}/pong", "3"])
+    try:
+        def pong_is(value: bytes) -> None:
+            deadline = time.monotonic() + 10
+            while dom0.read_or_none(f"{base}/pong") != value:
+                assert time.monotonic() < deadline, f"pong never became {value!r}"
+                time.sleep(0.01)
+
+        pong_is(b"ready")
+        for i in (1, 2, 3):
+            dom0.write(f"{base}/ping", str(i))
+            pong_is(str(i).encode())
+        assert echo.wait(timeout=10) == 0        # done after COUNT pongs
+    finally:
+        echo.kill()
+        echo.wait()
+        dom0.close()
