@@ -360,14 +360,20 @@ class Controller:
         if state.final:
             read_chunks = True                  # the counts say what is still to come
         moved = False
+        # Once final, the counts say what is left: no read for a chunk that was
+        # never written and no removal of one the final cleanup removes anyway
+        # (each is a Xenstore round trip on the command's path to its result).
+        counted = state.final and state.state != "failed"
+        written = (state.stdout_chunks, state.stderr_chunks)
         for i, stream in enumerate(STREAMS):
-            while read_chunks:
+            while read_chunks and not (counted and handle._next[i] >= written[i]):
                 chunk_path = f"{out}/{stream}/{handle._next[i]}"
                 data = self.xs.read_or_none(chunk_path)
                 if data is None:
                     break
                 self._keep(guest, handle, i, data)
-                self.xs.rm(chunk_path)
+                if not state.final:
+                    self.xs.rm(chunk_path)
                 handle._next[i] += 1
                 moved = True
         if moved and not state.final:
@@ -404,9 +410,11 @@ class Controller:
             submitted=handle.submitted, finished=time.time(),
             stdout_dropped=handle._dropped[0], stderr_dropped=handle._dropped[1],
             lost_bytes=state.lost_bytes)
+        # The waiter has its result before the keys are removed: removal is
+        # housekeeping, not part of the command's round trip.
+        self._complete(guest, handle, result)
         self.xs.rm(f"{guest.base}/cmd/{handle.id}")
         self.xs.rm(f"{guest.base}/out/{handle.id}")
-        self._complete(guest, handle, result)
 
     def _fail(self, guest: _Guest, handle: CommandHandle, why: str) -> None:
         log.warning("guest %s: command %s failed: %s", guest.name, handle.id, why)
