@@ -81,7 +81,7 @@ def test_the_paper_listings_run_as_printed(lab):
 def test_the_demo_sweep_is_faithful_at_tdf_10_and_degraded_at_tdf_1(lab):
     """The front door's demo is a two-point sweep: the table side by side,
     and the sweep's verdicts the right way round (the lab cannot carry the
-    link's 40 ms round trip in real time at TDF 1; at TDF 10 it can)."""
+    link's 80 ms round trip in real time at TDF 1; at TDF 10 it can)."""
     result = lab.run(["sh", "-c", demo.commands(10)], timeout=1200)
     assert "demo-sweep=0" in result.output, result.output
     assert "run 2 of 2: TDF 10" in result.output
