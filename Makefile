@@ -6,7 +6,7 @@ VENV := .venv
 SELENA := $(VENV)/bin/selena
 TDF ?= 10
 
-.PHONY: all deps test unit lint demo bench clean
+.PHONY: all deps test unit lint demo bench reproduce-star clean
 
 all: test
 
@@ -41,6 +41,14 @@ bench: deps
 	$(SELENA) lab bench
 	$(SELENA) lab bench-deploy
 	$(SELENA) lab bench-control
+
+# SELENA's Figures 4 and 5 (star topology), scaled to the lab: a TDF sweep
+# beside Mininet on the same Dom0. Long; not part of `make test`.
+STAR_TDFS ?= 1,5,10
+reproduce-star: deps
+	$(SELENA) lab build
+	$(SELENA) lab run -- selena sweep scenarios/star_throughput.py --tdf $(STAR_TDFS) \
+		--baseline mininet --out build/results/star
 
 clean:
 	rm -rf $(VENV) xen-patches/build xen-patches/out guest-agent/build

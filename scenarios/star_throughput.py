@@ -1,0 +1,107 @@
+"""SELENA's star topology (paper Figures 4 and 5), scaled to the lab.
+
+Clients send long-running TCP flows through one Open vSwitch guest to a
+server (the data sink); a new flow starts every STAGGER_S virtual seconds
+from an idle client, so the aggregate climbs in steps, as in the paper
+(10 clients, a new 1 Gbit/s flow every 10 s up to 10 Gbit/s at t = 90 s).
+
+Scaling rule: the paper's clients had 1 Gbit/s links and the sink 10 Gbit/s
+(no bottleneck at the sink), on a 4-core server where TDF 5 already carried
+940 Mbit/s per client. This lab is a 2-core machine emulated in software,
+which forwards roughly a hundredth of that in real time, so the links are a
+hundredth: CLIENT_MBIT per client, and the sink's link carries every client
+at once (CLIENTS x CLIENT_MBIT). Fewer clients than the paper, because each
+is a VM booted in the emulated machine; the step pattern is the same.
+
+Each flow is measured by its receiver (iperf3 on the sink, one server per
+client; the sender's own figures count its socket buffer). Recorded:
+
+- client_mbit: every client's throughput in 100 ms windows while its flow
+  runs (past its first second of slow start), Figure 4's box plots;
+  expected: the client link rate less headers (1448 of every 1514 bytes).
+- aggregate_mbit_<k>flows: the sink's received rate in 500 ms windows while
+  k flows run, Figure 5's steps; expected: k x the client figure.
+
+    selena sweep scenarios/star_throughput.py --tdf 1,5,10 --baseline mininet \\
+        --out results/star
+"""
+
+import json
+
+from selena.model import Topology
+
+CLIENTS = 3
+CLIENT_MBIT = 10
+STAGGER_S = 4.0          # virtual seconds between flow starts
+LAST_FLOW_S = 6.0        # how long the last flow runs with all others
+WINDOW_S = 0.1           # iperf3's report interval: Figure 4's 100 ms
+AGGREGATE_WINDOW_S = 0.5
+SLOW_START_S = 1.0       # each flow's first second is left out
+TCP_SHARE = 1448 / 1514
+SERVER_IP = "10.0.0.100"
+
+
+def build(clients=CLIENTS, client_mbit=CLIENT_MBIT):
+    clients, client_mbit = int(clients), float(client_mbit)
+    if not 1 <= clients <= 8:
+        raise ValueError(f"clients={clients}: want 1 to 8")
+    topology = Topology("star", tdf=10)
+    switch = topology.add_switch("s1")
+    server = topology.add_host("srv", ip=f"{SERVER_IP}/24", template="tools-host")
+    topology.add_link(server, switch, rate=f"{clients * client_mbit:g}Mbit")
+    for k in range(1, clients + 1):
+        host = topology.add_host(f"h{k}", ip=f"10.0.0.{k}/24", template="tools-host")
+        topology.add_link(host, switch, rate=f"{client_mbit:g}Mbit")
+    return topology
+
+
+def run(exp):
+    clients = int(exp.params.get("clients", CLIENTS))
+    client_mbit = float(exp.params.get("client_mbit", CLIENT_MBIT))
+    names = [f"h{k}" for k in range(1, clients + 1)]
+    # ARP and the switch's MAC table first, so no flow starts with a flood.
+    exp.parallel(*[lambda name=name: exp.cmd(name, f"ping -c 2 -W 5 {SERVER_IP}")
+                   for name in names])
+    servers = [exp.start("srv", ["iperf3", "-s", "-1", "-J", "-i", f"{WINDOW_S:g}",
+                                 "-p", str(5201 + k)])
+               for k in range(clients)]
+    exp.sleep(1)
+    end = STAGGER_S * (clients - 1) + LAST_FLOW_S
+    origin = exp.now()
+    starts, flows = [], []
+    for k, name in enumerate(names):
+        exp.sleep(origin + k * STAGGER_S - exp.now())
+        starts.append(exp.now() - origin)
+        duration = end - k * STAGGER_S
+        flows.append(exp.start(name, ["iperf3", "-c", SERVER_IP, "-p", str(5201 + k),
+                                      "-t", f"{duration:g}", "-i", "0"],
+                               timeout=duration + 60))
+    results = [exp.wait(handle) for handle in flows + servers]
+    for result in results:
+        if not result.ok:
+            raise RuntimeError(f"`{result.command}` {result.summary()}: "
+                               f"{result.stderr.decode(errors='replace')[-300:]}")
+    reports = [json.loads(result.stdout) for result in results[clients:]]
+
+    expected = client_mbit * TCP_SHARE
+    per_client: list[float] = []
+    bins: dict[int, float] = {}          # aggregate window -> bits received
+    for start, report in zip(starts, reports, strict=True):
+        for interval in report["intervals"]:
+            s = interval["sum"]
+            begin = start + s["start"]
+            if s["seconds"] < WINDOW_S / 2:     # the last, partial report
+                continue
+            if s["start"] >= SLOW_START_S:
+                per_client.append(s["bits_per_second"] / 1e6)
+            window = int((begin + s["seconds"] / 2) // AGGREGATE_WINDOW_S)
+            bins[window] = bins.get(window, 0.0) + s["bytes"] * 8
+    exp.record("client_mbit", per_client, expected=expected, unit="Mbit/s")
+    for k in range(1, clients + 1):
+        # Windows while exactly k flows ran, each past its slow start.
+        low = starts[k - 1] + SLOW_START_S
+        high = starts[k] if k < clients else end - AGGREGATE_WINDOW_S
+        samples = [bits / AGGREGATE_WINDOW_S / 1e6 for window, bits in sorted(bins.items())
+                   if low <= window * AGGREGATE_WINDOW_S
+                   and (window + 1) * AGGREGATE_WINDOW_S <= high]
+        exp.record(f"aggregate_mbit_{k}flows", samples, expected=k * expected, unit="Mbit/s")

@@ -1,0 +1,100 @@
+"""scenarios/star_throughput.py without a lab: the topology it builds and how
+it turns the sink's iperf3 reports into Figure 4's per-client samples and
+Figure 5's aggregate steps (a fake experiment replays receiver reports)."""
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+spec = importlib.util.spec_from_file_location(
+    "star_throughput", Path(__file__).parents[2] / "scenarios" / "star_throughput.py")
+assert spec and spec.loader
+star = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(star)
+
+
+@dataclass
+class Handle:
+    node: str
+    argv: list
+
+
+class FakeExperiment:
+    """Virtual time advances only by sleep; a sink server's report says every
+    100 ms window received `mbit` (its client's rate)."""
+
+    def __init__(self, rates: dict[str, float], params: dict | None = None) -> None:
+        self.rates, self.params = rates, params or {}
+        self.t, self.metrics, self.started = 0.0, {}, []
+
+    def now(self):
+        return self.t
+
+    def sleep(self, seconds):
+        self.t += max(0.0, seconds)
+
+    def parallel(self, *calls):
+        return [call() for call in calls]
+
+    def cmd(self, node, command, **_):
+        return SimpleNamespace(ok=True)
+
+    def start(self, node, argv, **_):
+        handle = Handle(node, list(argv))
+        self.started.append((self.t, handle))
+        return handle
+
+    def wait(self, handle):
+        argv = handle.argv
+        port = argv[argv.index("-p") + 1]
+        if "-s" not in argv:
+            return SimpleNamespace(ok=True, command=" ".join(argv), stdout=b"")
+        client = next(h for _, h in self.started if "-c" in h.argv
+                      and h.argv[h.argv.index("-p") + 1] == port)
+        duration = float(client.argv[client.argv.index("-t") + 1])
+        mbit = self.rates[client.node]
+        steps = round(duration / star.WINDOW_S)
+        intervals = [{"sum": {"start": i * star.WINDOW_S, "seconds": star.WINDOW_S,
+                              "bytes": mbit * 1e6 * star.WINDOW_S / 8,
+                              "bits_per_second": mbit * 1e6}} for i in range(steps)]
+        # iperf3's last report is a sliver of a window: left out.
+        intervals.append({"sum": {"start": duration, "seconds": 0.001, "bytes": 10,
+                                  "bits_per_second": 80_000}})
+        return SimpleNamespace(ok=True, command=" ".join(argv),
+                               stdout=json.dumps({"intervals": intervals}).encode())
+
+    def record(self, name, samples, *, expected=None, unit=""):
+        self.metrics[name] = (list(samples), expected)
+
+
+def test_the_sink_link_carries_every_client_and_clients_have_their_own_rate():
+    topology = star.build(clients=3, client_mbit=10)
+    rates = sorted(link.rate_bps for link in topology.links)
+    assert rates == [10e6, 10e6, 10e6, 30e6]
+    assert set(topology.nodes) == {"s1", "srv", "h1", "h2", "h3"}
+
+
+def test_flows_start_staggered_and_each_step_counts_the_flows_running():
+    exp = FakeExperiment({"h1": 9.0, "h2": 8.0, "h3": 7.0})
+    star.run(exp)
+    clients = [(t, h) for t, h in exp.started if "-c" in h.argv]
+    gaps = [b[0] - a[0] for a, b in zip(clients, clients[1:], strict=False)]
+    assert gaps == [star.STAGGER_S, star.STAGGER_S]
+    per_client, expected = exp.metrics["client_mbit"]
+    assert expected == pytest.approx(10 * 1448 / 1514)
+    # Each flow's first second (slow start) and the sliver are left out.
+    assert sorted(set(per_client)) == [7.0, 8.0, 9.0]
+    assert per_client.count(9.0) == round((14 - star.SLOW_START_S) / star.WINDOW_S)
+    for k, total in ((1, 9.0), (2, 17.0), (3, 24.0)):
+        samples, want = exp.metrics[f"aggregate_mbit_{k}flows"]
+        assert samples and all(s == pytest.approx(total) for s in samples), (k, samples)
+        assert want == pytest.approx(k * 10 * 1448 / 1514)
+
+
+def test_a_bad_client_count_is_refused_naming_it():
+    with pytest.raises(ValueError, match="clients=0"):
+        star.build(clients=0)
