@@ -1,5 +1,5 @@
-"""Changing the TDF of a running experiment (exp.set_tdf): 2 -> 10 -> 5
-(or any sequence: --param tdfs=2,20,5),
+"""Changing the TDF of a running experiment (exp.set_tdf): 2 -> 20 -> 5
+(or any sequence: --param tdfs=2,10,5),
 while a ping and an iperf3 run across two shaped links the whole time.
 
 Every link keeps its virtual rate and delay across the changes (Dom0's htb
@@ -17,7 +17,7 @@ receiver measures (iperf3 -R: h1 receives), since a sender with a large
 socket buffer reports what it buffered, not what crossed the link.
 
     selena run scenarios/tdf_change.py --out results/tdf-change
-    selena run scenarios/tdf_change.py --param tdfs=2,20,5 --out results/tdf-20
+    selena run scenarios/tdf_change.py --param tdfs=2,10,5 --out results/tdf-10
 
 Records per segment rtt_ms_tdf<N> and tcp_mbit_tdf<N>, and how far exp.now()
 moved across each set_tdf call (set_tdf_virtual_s).
@@ -30,7 +30,7 @@ from selena.model import Topology
 
 RATE_MBIT = 2
 DELAY_MS = 100
-DEFAULT_TDFS = "2,10,5"  # --param tdfs=2,20,5 for another sequence
+DEFAULT_TDFS = "2,20,5"  # --param tdfs=... for another sequence
 SEGMENT_S = 8.0            # virtual seconds at each TDF: 4 one-second rate samples
 PING_INTERVAL_S = 0.5
 MARGIN_S = 1.5             # samples this close to a change are left out
