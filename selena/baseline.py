@@ -118,12 +118,16 @@ def translate(topo: Topology, plan: Plan) -> MnNet:
             net.links.append(MnLink(end.node, name, topo.nodes[end.node].device(end.iface),
                                     f"{name}-eth{i}", vifs[(end.node, end.iface)].mac, None))
     # Switch ports: Mininet names them itself; the hosts' names are selena's.
+    # A port gets a locally administered MAC of its own: Mininet's veth pair
+    # takes both addresses or none ("None" is invalid lladdr otherwise).
+    numbers = {name: i for i, (name, _) in enumerate(net.switches, start=1)}
     for link in net.links:
         for side in (1, 2):
             node = link.node1 if side == 1 else link.node2
-            if node in dict(net.switches):
-                setattr(link, f"intf{side}", f"{node}-eth{_port(net, link, side)}")
-                setattr(link, f"mac{side}", None)
+            if node in numbers:
+                port = _port(net, link, side)
+                setattr(link, f"intf{side}", f"{node}-eth{port}")
+                setattr(link, f"mac{side}", _switch_port_mac(numbers[node], port))
     if problems:
         raise BackendError("the Mininet baseline cannot run this topology:\n  "
                            + "\n  ".join(problems))
@@ -133,6 +137,14 @@ def translate(topo: Topology, plan: Plan) -> MnNet:
                                                              .device(v.index)
                                                              for v in guest.vifs})
     return net
+
+
+def _switch_port_mac(switch: int, port: int) -> str:
+    """02:... is locally administered, outside Xen's 00:16:3e the guests use."""
+    if switch > 0xffff or port > 0xff:
+        raise BackendError(f"the Mininet baseline numbers at most 65535 switches of 255 "
+                           f"ports (switch {switch}, port {port})")
+    return f"02:4d:4e:{switch >> 8:02x}:{switch & 0xff:02x}:{port:02x}"
 
 
 def _port(net: MnNet, link: MnLink, side: int) -> int:

@@ -39,7 +39,9 @@ def test_links_switches_and_addresses_translate_one_to_one():
     assert net.hosts == ["h1", "h2"] and net.switches == [("s1", False)]
     first, second = net.links
     assert (first.node1, first.intf1, first.node2, first.intf2) == ("h1", "eth0", "s1", "s1-eth1")
-    assert second.intf2 == "s1-eth2" and first.mac2 is None
+    assert second.intf2 == "s1-eth2"
+    # Switch ports get MACs of their own (Mininet's veth pair wants both or none).
+    assert (first.mac2, second.mac2) == ("02:4d:4e:00:01:01", "02:4d:4e:00:01:02")
     # one-way delay on each end's egress, as selena; loss in percent
     assert first.tc == {"bw": 10.0, "delay": "5000us", "loss": 1.0, "max_queue_size": 50}
     assert second.tc == {"delay": "1000us", "jitter": "100us"}
