@@ -16,7 +16,8 @@ import sys
 from selena import __version__
 from selena.errors import ScenarioFileError, SelenaError
 
-SUBCOMMAND_MODULES: list[str] = ["selena.cli.experiment", "selena.cli.sweep", "selena.lab.cli"]
+SUBCOMMAND_MODULES: list[str] = ["selena.cli.experiment", "selena.cli.sweep", "selena.cli.advise",
+                                   "selena.lab.cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:

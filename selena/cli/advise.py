@@ -1,0 +1,67 @@
+"""`selena calibrate` (this host's emulation floor, measured once) and
+`selena advise` (the TDF a scenario needs for an accuracy, predicted from the
+calibration and the topology; selena/advise.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from selena.advise import (
+    HIGH_TDF,
+    Calibration,
+    advise,
+    calibration_topology,
+    default_calibration_path,
+    measure,
+)
+from selena.backends import BACKENDS, DEFAULT_BACKEND
+from selena.cli.experiment import param_arg, say
+from selena.errors import ScenarioError
+from selena.experiment import Experiment
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("calibrate", help="measure this host's emulation floor (extra "
+                                                "round trip, vif throughput) for advise")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"calibration file (default {default_calibration_path()})")
+    p.add_argument("--bundle", type=Path, default=None,
+                   help="also keep the calibration run's results bundle here")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_calibrate)
+
+    p = subparsers.add_parser("advise", help="predict the TDF a scenario needs on this host "
+                                             "(from `selena calibrate`)")
+    p.add_argument("scenario", help="a scenario .py file")
+    p.add_argument("--accuracy", type=float, default=5.0, metavar="PERCENT",
+                   help="largest error allowed on the smallest round trip (default 5)")
+    p.add_argument("--calibration", type=Path, default=None,
+                   help="calibration file (default: this host's, from selena calibrate)")
+    p.add_argument("--param", type=param_arg, action="append", default=[],
+                   metavar="NAME=VALUE", help="passed to the scenario's build(**params)")
+    p.set_defaults(func=cmd_advise)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    out = args.out or default_calibration_path()
+    exp = Experiment(calibration_topology(), tdf=1, backend=args.backend, out=args.bundle,
+                     progress=say)
+    with exp:
+        say(f"calibrating: round trips at TDF 1 and {HIGH_TDF:g}, TCP at TDF 1")
+        calibration = measure(exp)
+    calibration.save(out)
+    print(calibration.describe())
+    print(f"calibration: {out}")
+    return 0
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    if not Path(args.scenario).is_file():
+        raise ScenarioError(f"{args.scenario}: no such scenario file")
+    calibration = Calibration.load(args.calibration or default_calibration_path())
+    exp = Experiment(args.scenario, params=dict(args.param), templates=None)
+    exp.check()
+    advice = advise(exp.topology, calibration, args.accuracy)
+    print(advice.report())
+    return 0 if advice.tdf is not None else 1
