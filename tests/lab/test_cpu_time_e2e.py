@@ -4,7 +4,7 @@ times more (scenarios/cpu_time.py).
 
 The bound on the capped guest is loose on purpose: in the lab (Xen under
 QEMU's software emulation) credit2's 10% cap delivered 53-74% of the work
-its share should give in four runs (CPU ratio 0.68-0.74 in three, 0.53 in a
+its share should give in five runs (CPU ratio 0.65-0.74 in four, 0.53 in a
 verification CI, not 1): Xen refills a capped vCPU's budget every 10 ms,
 and emulated timers make that coarse. What must hold is that the cap brings
 the guest from TDF times the work down to the order of TDF 1's."""
