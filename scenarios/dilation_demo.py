@@ -16,9 +16,7 @@ tenth in the guests' time, and the delay is long enough for what is left
 RATE_MBIT and DELAY_MS are parameters (`--param rate_mbit=...`).
 """
 
-import json
-import re
-
+from selena.metrics import iperf3_interval_mbit, ping_rtts_ms
 from selena.model import Topology
 
 RATE_MBIT = 20
@@ -42,8 +40,7 @@ def run(exp):
     delay = float(exp.params.get("delay_ms", DELAY_MS))
     exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")                   # ARP, warm caches
     ping = exp.cmd("h1", f"ping -c {PINGS} -i 0.2 -W 5 10.0.0.2", check=True)
-    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", ping.stdout.decode())]
-    exp.record("rtt_ms", rtts, expected=2 * delay, unit="ms")
+    exp.record("rtt_ms", ping_rtts_ms(ping.stdout), expected=2 * delay, unit="ms")
 
     server = exp.start("h2", ["iperf3", "-s", "-1"])
     exp.sleep(1)
@@ -53,8 +50,6 @@ def run(exp):
     client = exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-R", "-t", str(IPERF_SECONDS),
                             "-O", "1", "-J"], check=True, timeout=IPERF_SECONDS + 60)
     exp.wait(server)
-    report = json.loads(client.stdout)
     # One sample per second of the test (the omitted slow-start second left out).
-    samples = [i["sum"]["bits_per_second"] / 1e6 for i in report["intervals"]
-               if not i["sum"].get("omitted")]
-    exp.record("tcp_mbit", samples, expected=rate * TCP_SHARE, unit="Mbit/s")
+    exp.record("tcp_mbit", iperf3_interval_mbit(client.stdout), expected=rate * TCP_SHARE,
+               unit="Mbit/s")

@@ -29,7 +29,6 @@ from __future__ import annotations
 import heapq
 import json
 import math
-import re
 import socket
 import statistics
 import time
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from selena.errors import AnalysisError
+from selena.metrics import iperf3_interval_mbit, ping_rtts_ms
 from selena.model import NodeKind, Topology
 from selena.paths import cache_dir
 
@@ -261,8 +261,8 @@ def measure(exp: Any, *, pings: int = 30, iperf_seconds: int = 5,
     """Run the calibration in a deployed calibration_topology() experiment at
     TDF 1 (`exp`: a started selena.Experiment); leaves it at `high_tdf`."""
     def rtts() -> list[float]:
-        result = exp.cmd("h1", f"ping -c {pings} -i 0.2 -W 5 10.0.0.2", check=True)
-        return [float(x) for x in re.findall(r"time=([\d.]+) ms", result.stdout.decode())]
+        return ping_rtts_ms(exp.cmd("h1", f"ping -c {pings} -i 0.2 -W 5 10.0.0.2",
+                                    check=True).stdout)
 
     exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")                 # ARP, warm caches
     low = rtts()
@@ -271,9 +271,7 @@ def measure(exp: Any, *, pings: int = 30, iperf_seconds: int = 5,
     client = exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-R", "-t", str(iperf_seconds),
                             "-O", "1", "-J"], check=True, timeout=iperf_seconds + 60)
     exp.wait(server)
-    report = json.loads(client.stdout)
-    tcp = [i["sum"]["bits_per_second"] / 1e6 for i in report["intervals"]
-           if not i["sum"].get("omitted")]
+    tcp = iperf3_interval_mbit(client.stdout)
     exp.set_tdf(high_tdf)
     high = rtts()
     return fit(low, high, tcp, high_tdf=high_tdf, host=socket.gethostname(),

@@ -4,6 +4,7 @@ bundle and are printed at the end of a run."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
@@ -79,3 +80,17 @@ def make_metric(name: str, value: float | Iterable[float], expected: float | Non
                                  or not math.isfinite(expected)):
         raise ScenarioError(f"record {name}: expected {expected!r} is not a finite number")
     return Metric(name, samples, None if expected is None else float(expected), str(unit))
+
+
+def ping_rtts_ms(output: bytes | str) -> list[float]:
+    """Every round trip (ms) ping printed (`time=12.3 ms`)."""
+    text = output.decode(errors="replace") if isinstance(output, bytes) else output
+    return [float(x) for x in re.findall(r"time=([\d.]+) ms", text)]
+
+
+def iperf3_interval_mbit(report: bytes | str) -> list[float]:
+    """Throughput (Mbit/s) of each report interval of `iperf3 -J`, the
+    omitted ones (`-O`, slow start) left out."""
+    intervals = json.loads(report)["intervals"]
+    return [i["sum"]["bits_per_second"] / 1e6 for i in intervals
+            if not i["sum"].get("omitted")]
