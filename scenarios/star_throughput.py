@@ -76,12 +76,9 @@ def run(exp):
         flows.append(exp.start(name, ["iperf3", "-c", SERVER_IP, "-p", str(5201 + k),
                                       "-t", f"{duration:g}", "-i", "0"],
                                timeout=duration + 60))
-    results = [exp.wait(handle) for handle in flows + servers]
-    for result in results:
-        if not result.ok:
-            raise RuntimeError(f"`{result.command}` {result.summary()}: "
-                               f"{result.stderr.decode(errors='replace')[-300:]}")
-    reports = [json.loads(result.stdout) for result in results[clients:]]
+    for flow in flows:
+        exp.wait(flow, check=True)
+    reports = [json.loads(exp.wait(server, check=True).stdout) for server in servers]
 
     expected = client_mbit * TCP_SHARE
     per_client: list[float] = []

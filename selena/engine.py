@@ -185,11 +185,8 @@ class Engine:
         (default: the experiment's command_timeout; 0 or math.inf: none)."""
         if timeout is None:
             timeout = self.command_timeout
-        result = self.wait(self.start(node, command, timeout=timeout, env=env, cwd=cwd))
-        if check and not result.ok:
-            raise ScenarioError(f"{node}: `{result.command}` {result.summary()}: "
-                                f"{result.stderr.decode(errors='replace')[-300:]}")
-        return result
+        return self.wait(self.start(node, command, timeout=timeout, env=env, cwd=cwd),
+                         check=check)
 
     def start(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
               env: dict[str, str] | None = None, cwd: str | None = None) -> CommandHandle:
@@ -215,11 +212,12 @@ class Engine:
             self._started[handle.id] = _Started(handle, self.now(), limit)
         return handle
 
-    def wait(self, handle: CommandHandle) -> CommandResult:
+    def wait(self, handle: CommandHandle, *, check: bool = False) -> CommandResult:
         """Wait for a command started with start() (or cmd's own). The guest
         enforces a command's timeout on its own clock; Dom0 gives up only
         WAIT_SLACK_S real seconds after that virtual deadline has passed (it
-        follows TDF changes)."""
+        follows TDF changes). check: a command that did not exit 0 raises
+        ScenarioError (it is recorded first)."""
         started = self._started.get(handle.id)
         timeout = started.timeout if started else None
         if timeout is None:
@@ -242,6 +240,9 @@ class Engine:
                                    "(virtual) timeout")
             result = self.controller.wait(handle, None)
         self._record(handle, result)
+        if check and not result.ok:
+            raise ScenarioError(f"{handle.guest}: `{result.command}` {result.summary()}: "
+                                f"{result.stderr.decode(errors='replace')[-300:]}")
         return result
 
     def kill(self, handle: CommandHandle, signal: int = 15) -> None:

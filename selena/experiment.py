@@ -383,8 +383,9 @@ class Experiment:
         """Start a command in the background (see Engine.start)."""
         return self._running().start(node, command, timeout=timeout, env=env, cwd=cwd)
 
-    def wait(self, handle: CommandHandle) -> CommandResult:
-        return self._running().wait(handle)
+    def wait(self, handle: CommandHandle, *, check: bool = False) -> CommandResult:
+        """Wait for a started command (see Engine.wait)."""
+        return self._running().wait(handle, check=check)
 
     def kill(self, handle: CommandHandle, signal: int = 15) -> None:
         self._running().kill(handle, signal)

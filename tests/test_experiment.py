@@ -148,6 +148,9 @@ def test_virtual_time_scheduling_and_default_timeout(fake_xen, tmp_path):
         assert time.monotonic() - start >= 1.0
         killed = exp.cmd("h2", "sleep 30")          # the default timeout, in virtual time
         assert killed.state == "killed" and killed.reason == "timeout"
+        with pytest.raises(ScenarioError, match="h2: `exit 3` exited 3"):
+            exp.wait(exp.start("h2", "exit 3"), check=True)
+        assert exp.wait(exp.start("h1", "true"), check=True).ok
         assert exp.cmd("h2", "sleep 0.3", timeout=0).ok       # 0: no limit
         with pytest.raises(ScenarioError, match="negative"):
             exp.cmd("h1", "true", timeout=-1)

@@ -48,7 +48,7 @@ class FakeExperiment:
         self.started.append((self.t, handle))
         return handle
 
-    def wait(self, handle):
+    def wait(self, handle, *, check=False):
         argv = handle.argv
         port = argv[argv.index("-p") + 1]
         if "-s" not in argv:
