@@ -290,8 +290,9 @@ class Experiment:
                              command_timeout=self.command_timeout, params=self.params)
         if self.monitor_enabled:
             name = self.topology.name
-            self.monitor = Monitor(lambda: self.backend.load_sample(name),
-                                   self.monitor_interval).start()
+            self.monitor = Monitor(
+                lambda: self.backend.load_sample(name), self.monitor_interval,
+                capture=lambda seconds: self.backend.capture_links(name, seconds)).start()
 
     def _abort_deploy(self) -> None:
         self.progress(f"setting up the guests failed: removing {self.topology.name}")

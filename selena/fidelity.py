@@ -13,7 +13,18 @@ every Dom0-side shaping qdisc. At the end:
   packet): "Dom0 CPU saturated in 40% of the run";
 - each shaped vif's sent packets, drops, overlimits and largest backlog are
   recorded (drops at a full queue are the emulated link's behaviour, not a
-  fidelity problem, so they inform and do not decide).
+  fidelity problem, so they inform and do not decide);
+- Mininet-HiFi's packet-spacing invariant on every rate-limited link: in
+  windows of a few real seconds the backend timestamps the frames entering
+  Dom0 toward the link and leaving its qdisc. While the queue holds a frame
+  (it arrived, plus the link's delay, before the previous one left), it must
+  leave one transmission time (the previous frame's length / the real-time
+  rate, i.e. rate / TDF) after the previous one; later than that by more
+  than one full-size frame's transmission time is late. Frames are matched
+  to their arrival by TCP sequence numbers (guests hand Dom0 large segments
+  that leave cut to the MTU). A busy link with 10 % or more of its checked
+  frames late makes the run degraded: "link h1 eth0 -> h2 eth0: 12% of 800
+  departures from a busy queue late by more than one full-size packet time".
 
 The verdict is "ok", "degraded" (with those reasons) or "unknown" (too few
 samples, or sampling failed: the reason says which). The monitor's own cost
@@ -23,14 +34,15 @@ with it; `--no-monitor` turns it off.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from selena.backends.base import LoadSample
+from selena.backends.base import Frame, LinkCapture, LoadSample
 from selena.errors import SelenaError
 
 log = logging.getLogger(__name__)
@@ -39,6 +51,142 @@ DEFAULT_INTERVAL_S = 2.0
 BUSY = 0.95              # an interval with this share of CPU time used is saturated
 SATURATED_SHARE = 0.10   # this share of saturated intervals makes the run degraded
 MIN_INTERVALS = 2
+LATE_SHARE = 0.10        # this share of late departures makes a busy link unfaithful
+MIN_SPACED = 200         # departures from a busy queue needed to judge a link
+# The allowance for lateness is one full-size frame's time even for small
+# frames: htb itself releases up to a burst of about one such frame at once.
+FULL_FRAME_BYTES = 1514
+# Reading a window's frames costs Dom0 about half a millisecond of CPU per
+# frame under the lab's emulation, so windows are short and far apart.
+SPACING_WINDOW_S = 1.0   # real seconds of each capture window
+SPACING_EVERY_S = 10.0   # real seconds from one window's start to the next
+
+
+@dataclass
+class LinkSpacing:
+    """The packet-spacing invariant of one shaped link direction, over every
+    capture window of a run."""
+
+    label: str
+    rate_bps: float = 0.0       # real-time rate of the qdisc
+    windows: int = 0
+    departures: int = 0         # frames that left the qdisc in the windows
+    spaced: int = 0             # of those, left from a busy queue (checked)
+    late: int = 0               # of those, late by more than a full frame's transmission
+    worst_late_ms: float = 0.0  # the latest, beyond that allowance
+    lost_frames: int = 0        # frames the capture could not hold
+
+    @property
+    def late_share(self) -> float:
+        return self.late / self.spaced if self.spaced else 0.0
+
+    def add(self, capture: LinkCapture) -> None:
+        spaced, late, worst = spacing_invariant(capture)
+        self.windows += 1
+        self.departures += len(capture.departures)
+        self.spaced += spaced
+        self.late += late
+        self.worst_late_ms = max(self.worst_late_ms, worst * 1e3)
+        self.lost_frames += capture.dropped
+
+
+def spacing_invariant(capture: LinkCapture) -> tuple[int, int, float]:
+    """(departures from a busy queue, how many of them were late, the worst
+    lateness in seconds) in one window. Each departure is matched to the
+    frame that brought its bytes into Dom0 (`_arrival_index`); it was ready
+    to leave at that arrival + the link's delay (netem holds it that long
+    below the rate limiter). Frames whose arrival fell before the window are
+    not checked."""
+    if capture.rate_bps <= 0:
+        return 0, 0, 0.0
+    arrived = _arrival_index(capture.arrivals)
+    spaced = late = 0
+    worst = 0.0
+    previous = None
+    for frame in capture.departures:
+        arrival = arrived(frame)
+        if previous is not None and arrival is not None \
+                and arrival + capture.delay_s <= previous.t:
+            spaced += 1
+            due = previous.t + previous.length * 8 / capture.rate_bps
+            allowance = max(frame.length, FULL_FRAME_BYTES) * 8 / capture.rate_bps
+            if frame.t - due > allowance:
+                late += 1
+                worst = max(worst, frame.t - due - allowance)
+        previous = frame
+    return spaced, late, worst
+
+
+def _arrival_index(arrivals: list[Frame]) -> Callable[[Frame], float | None]:
+    """When the bytes of a departing frame entered Dom0. Guests hand Dom0
+    TCP segments of up to 64 KiB (segmentation offload) that leave as
+    MTU-sized frames, and checksums are filled in on the way, so frames are
+    not compared byte for byte: a TCP frame with data matches the latest
+    earlier arrival of its connection whose sequence range holds its first
+    byte; other frames match on their headers without checksums."""
+    ranges: dict[bytes, list[tuple[int, int, float]]] = {}
+    exact: dict[tuple[bytes, int, int], list[float]] = {}
+    for frame in arrivals:
+        ident = frame_identity(frame)
+        if ident is None:
+            continue
+        flow, seq, length, ack = ident
+        if length > 0:
+            ranges.setdefault(flow, []).append((seq, seq + length, frame.t))
+        exact.setdefault((flow, seq, ack), []).append(frame.t)
+    starts = {flow: sorted(items) for flow, items in ranges.items()}
+    keys = {flow: [item[0] for item in items] for flow, items in starts.items()}
+
+    def arrived(frame: Frame) -> float | None:
+        ident = frame_identity(frame)
+        if ident is None:
+            return None
+        flow, seq, length, ack = ident
+        if length == 0:
+            times = [t for t in exact.get((flow, seq, ack), []) if t <= frame.t]
+            return times[-1] if times else None
+        items = starts.get(flow)
+        if not items:
+            return None
+        best: float | None = None
+        index = bisect.bisect_right(keys[flow], seq) - 1
+        # A few ranges back at most: those starting after this byte cannot hold it.
+        for begin, end, t in reversed(items[max(0, index - 8):index + 1]):
+            if begin <= seq < end and t <= frame.t and (best is None or t > best):
+                best = t
+        return best
+
+    return arrived
+
+
+def frame_identity(frame: Frame) -> tuple[bytes, int, int, int] | None:
+    """(flow, sequence number, payload bytes, acknowledgement) of a TCP frame
+    over IPv4 or IPv6; for any other IP frame (headers without checksums, 0,
+    0, 0); None for non-IP frames or headers cut short."""
+    data = frame.key
+    if len(data) < 14:
+        return None
+    ethertype = int.from_bytes(data[12:14], "big")
+    if ethertype == 0x0800 and len(data) >= 34:
+        ihl = (data[14] & 0x0F) * 4
+        proto, l4 = data[23], 14 + ihl
+        addresses = data[26:34]
+        ip_payload = int.from_bytes(data[16:18], "big") - ihl
+        others = data[14:24] + addresses          # the IPv4 header but its checksum
+    elif ethertype == 0x86DD and len(data) >= 54:
+        proto, l4 = data[20], 54
+        addresses = data[22:54]
+        ip_payload = int.from_bytes(data[18:20], "big")
+        others = data[14:54]
+    else:
+        return None
+    if proto == 6 and len(data) >= l4 + 13:
+        flow = addresses + data[l4:l4 + 4]
+        seq = int.from_bytes(data[l4 + 4:l4 + 8], "big")
+        ack = int.from_bytes(data[l4 + 8:l4 + 12], "big")
+        return flow, seq, ip_payload - (data[l4 + 12] >> 4) * 4, ack
+    # UDP, ICMP and the rest: ports or type/code, then past the checksum.
+    return others + bytes([proto]) + data[l4:l4 + 2] + data[l4 + 4:l4 + 8], 0, 0, 0
 
 
 @dataclass
@@ -50,6 +198,8 @@ class FidelityReport:
     dom0_busy: list[float] = field(default_factory=list)           # per interval, 0..1
     guest_busy: dict[str, list[float]] = field(default_factory=dict)
     links: dict[str, dict[str, Any]] = field(default_factory=dict)
+    spacing: dict[str, LinkSpacing] = field(default_factory=dict)       # vif -> invariant
+    spacing_note: str = ""          # why the invariant was not checked, if it was not
     sampling_real_s: float = 0.0
     monitor_cpu_s: float = 0.0
 
@@ -66,7 +216,13 @@ class FidelityReport:
                 "saturated_share": SATURATED_SHARE,
                 "dom0_busy": [round(x, 4) for x in self.dom0_busy],
                 "guest_busy": {k: [round(x, 4) for x in v] for k, v in self.guest_busy.items()},
-                "links": self.links, "monitor": {"sampling_real_s": round(self.sampling_real_s, 4),
+                "links": self.links,
+                "spacing": {vif: {**asdict(s), "late_share": round(s.late_share, 4),
+                                  "worst_late_ms": round(s.worst_late_ms, 3)}
+                            for vif, s in self.spacing.items()},
+                "spacing_note": self.spacing_note,
+                "spacing_thresholds": {"late_share": LATE_SHARE, "min_spaced": MIN_SPACED},
+                "monitor": {"sampling_real_s": round(self.sampling_real_s, 4),
                                                  "cpu_s": round(self.monitor_cpu_s, 4)}}
 
 
@@ -100,10 +256,11 @@ def _share(before: list[float], after: list[float], real: float) -> float | None
 
 
 def judge(samples: list[LoadSample], interval_s: float = DEFAULT_INTERVAL_S,
-          failure: str | None = None) -> FidelityReport:
+          failure: str | None = None,
+          spacing: dict[str, LinkSpacing] | None = None) -> FidelityReport:
     dom0, guests = busy_series(samples)
     report = FidelityReport("ok", intervals=max(0, len(samples) - 1), interval_s=interval_s,
-                            dom0_busy=dom0, guest_busy=guests)
+                            dom0_busy=dom0, guest_busy=guests, spacing=dict(spacing or {}))
     report.links = _links(samples)
     if failure:
         report.verdict = "unknown"
@@ -121,6 +278,11 @@ def judge(samples: list[LoadSample], interval_s: float = DEFAULT_INTERVAL_S,
     share = _saturated(dom0)
     if share >= SATURATED_SHARE:
         report.reasons.append(f"Dom0 CPU saturated in {share:.0%} of the run")
+    for link in sorted(report.spacing.values(), key=lambda s: s.label):
+        if link.spaced >= MIN_SPACED and link.late_share >= LATE_SHARE:
+            report.reasons.append(
+                f"link {link.label}: {link.late_share:.0%} of {link.spaced} departures from "
+                f"a busy queue late by more than one full-size packet time")
     if report.reasons:
         report.verdict = "degraded"
     return report
@@ -149,31 +311,68 @@ def _links(samples: list[LoadSample]) -> dict[str, dict[str, Any]]:
 
 
 class Monitor:
-    """Samples in a thread of its own from start() to stop()."""
+    """Samples in a thread of its own from start() to stop(); with `capture`,
+    a second thread checks the packet-spacing invariant in windows."""
 
     def __init__(self, sample: Callable[[], LoadSample],
-                 interval_s: float = DEFAULT_INTERVAL_S):
+                 interval_s: float = DEFAULT_INTERVAL_S,
+                 capture: Callable[[float], list[LinkCapture]] | None = None,
+                 window_s: float = SPACING_WINDOW_S, every_s: float = SPACING_EVERY_S):
         self._sample = sample
         self.interval_s = interval_s
+        self._capture = capture
+        self.window_s = window_s
+        self.every_s = every_s
         self.samples: list[LoadSample] = []
+        self.spacing: dict[str, LinkSpacing] = {}
         self.failure: str | None = None
+        self.spacing_note = "" if capture else "this backend cannot capture frames"
         self.sampling_real_s = 0.0
         self.cpu_s = 0.0
+        self._cpu_lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> Monitor:
         self._take()
-        self._thread = threading.Thread(target=self._loop, name="selena-fidelity",
-                                        daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._loop, name="selena-fidelity",
+                                          daemon=True)]
+        if self._capture is not None:
+            self._threads.append(threading.Thread(target=self._spacing_loop,
+                                                  name="selena-spacing", daemon=True))
+        for thread in self._threads:
+            thread.start()
         return self
 
     def _loop(self) -> None:
         cpu0 = time.thread_time()
         while not self._stop.wait(self.interval_s) and self.failure is None:
             self._take()
-        self.cpu_s += time.thread_time() - cpu0
+        with self._cpu_lock:
+            self.cpu_s += time.thread_time() - cpu0
+
+    def _spacing_loop(self) -> None:
+        assert self._capture is not None
+        cpu0 = time.thread_time()
+        windows = 0
+        while not self._stop.wait(self.every_s - self.window_s if windows else 1.0):
+            try:
+                captures = self._capture(self.window_s)
+            except SelenaError as exc:
+                self.spacing_note = f"capture failed: {exc}"
+                log.warning("packet-spacing check stopped: %s", exc)
+                break
+            windows += 1
+            for capture in captures:
+                link = self.spacing.setdefault(capture.vif,
+                                               LinkSpacing(capture.label, capture.rate_bps))
+                link.add(capture)
+        if windows and not self.spacing:
+            self.spacing_note = "no rate-limited link without jitter"
+        elif not windows and not self.spacing_note:
+            self.spacing_note = "the run ended before the first capture window"
+        with self._cpu_lock:
+            self.cpu_s += time.thread_time() - cpu0
 
     def _take(self) -> None:
         begin = time.monotonic()
@@ -186,13 +385,15 @@ class Monitor:
         self.sampling_real_s += time.monotonic() - begin
 
     def stop(self) -> FidelityReport:
-        if self._thread is not None:
+        if self._threads:
             self._stop.set()
-            self._thread.join(timeout=60)
-            self._thread = None
+            for thread in self._threads:
+                thread.join(timeout=60)
+            self._threads = []
             if self.failure is None:
                 self._take()            # the end of the run is an interval too
-        report = judge(self.samples, self.interval_s, self.failure)
+        report = judge(self.samples, self.interval_s, self.failure, self.spacing)
+        report.spacing_note = self.spacing_note
         report.sampling_real_s = self.sampling_real_s
         report.monitor_cpu_s = self.cpu_s
         return report

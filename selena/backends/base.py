@@ -59,6 +59,30 @@ class LoadSample:
     vif_nodes: dict[str, str] = field(default_factory=dict)                # vif -> node
 
 
+@dataclass(frozen=True)
+class Frame:
+    """One frame seen on a Dom0-side interface."""
+
+    t: float        # kernel timestamp, real seconds
+    length: int     # bytes of the frame as a qdisc counts them (no FCS)
+    key: bytes      # its first bytes: the same frame seen on another interface
+
+
+@dataclass
+class LinkCapture:
+    """One window of frames through one shaped direction of a link, for the
+    packet-spacing check: the frames that left its rate-limited qdisc, those
+    that entered Dom0 toward it, and the shaping's real-time parameters."""
+
+    vif: str
+    label: str                  # "h1 eth0 -> h2 eth0"
+    rate_bps: float             # the qdisc's real-time rate (link rate / TDF)
+    delay_s: float              # its real-time one-way delay (netem below htb)
+    departures: list[Frame] = field(default_factory=list)
+    arrivals: list[Frame] = field(default_factory=list)
+    dropped: int = 0            # frames the capture lost (its buffer was full)
+
+
 class Backend(abc.ABC):
     name: str = "?"
     dilates: bool = True        # guests perceive the TDF (False: real time only)
@@ -138,6 +162,13 @@ class Backend(abc.ABC):
         from selena.errors import BackendError
 
         raise BackendError(f"the {self.name} backend cannot sample host load")
+
+    def capture_links(self, experiment: str, seconds: float) -> list[LinkCapture]:
+        """Frames through every rate-limited, jitter-free shaped link
+        direction during `seconds` real seconds (the packet-spacing check)."""
+        from selena.errors import BackendError
+
+        raise BackendError(f"the {self.name} backend cannot capture frames on its links")
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -36,7 +36,14 @@ from typing import TYPE_CHECKING, Protocol
 import jinja2
 
 from selena import units
-from selena.backends.base import Backend, Deployment, LoadSample, Progress, QdiscStats
+from selena.backends.base import (
+    Backend,
+    Deployment,
+    LinkCapture,
+    LoadSample,
+    Progress,
+    QdiscStats,
+)
 from selena.control.keys import Key, control_keys
 from selena.errors import (
     BackendError,
@@ -122,6 +129,7 @@ class DeployState:
     vif_nodes: dict[str, str] = field(default_factory=dict)   # vif -> "h1 eth0"
     # Guests with cpu_time "real": domain name -> vCPUs (their cap follows the TDF).
     real_cpu: dict[str, int] = field(default_factory=dict)
+    vif_bridges: dict[str, str] = field(default_factory=dict)  # vif -> its bridge
 
     @classmethod
     def load(cls, path: Path) -> DeployState:
@@ -137,7 +145,8 @@ class DeployState:
                          for k, v in dict(data.get("shaping", {})).items()},
                         None if data.get("tap_pid") is None else int(data["tap_pid"]),
                         {str(k): str(v) for k, v in dict(data.get("vif_nodes", {})).items()},
-                        {str(k): int(v) for k, v in dict(data.get("real_cpu", {})).items()})
+                        {str(k): int(v) for k, v in dict(data.get("real_cpu", {})).items()},
+                        {str(k): str(v) for k, v in dict(data.get("vif_bridges", {})).items()})
         except OSError as exc:
             raise StateFileError(f"state file {path}: cannot read it: {exc.strerror}") from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -267,6 +276,8 @@ class XlBackend(Backend):
                              for vif, link in plan.shaped}
             state.vif_nodes = {vif.name: f"{guest.node} eth{vif.index}"
                                for guest in plan.guests for vif in guest.vifs}
+            state.vif_bridges = {vif.name: vif.bridge
+                                 for guest in plan.guests for vif in guest.vifs}
             state.real_cpu = {guest.domain_name: guest.vcpus for guest in plan.guests
                               if guest.cpu_time == "real"}
             self._save(state)
@@ -566,6 +577,40 @@ class XlBackend(Backend):
                          if vif in state.shaping}
         sample.vif_nodes = {vif: state.vif_nodes.get(vif, "") for vif in sample.qdiscs}
         return sample
+
+    def capture_links(self, experiment: str, seconds: float) -> list[LinkCapture]:
+        """Frames through each rate-limited shaped vif and into its bridge's
+        other vifs, from packet sockets in this process (vif_capture.py).
+        Links with jitter are left out: netem reorders their frames, so when
+        a frame became ready to leave is not known."""
+        from selena.backends import vif_capture
+
+        state = self.state(experiment)
+        checked = {vif: spec for vif, spec in state.shaping.items()
+                   if spec.get("rate_bps") and not spec.get("jitter_s")
+                   and vif in state.vif_bridges}
+        if not checked:
+            return []
+        peers = {vif: [other for other, bridge in state.vif_bridges.items()
+                       if bridge == state.vif_bridges[vif] and other != vif]
+                 for vif in checked}
+        vifs = sorted(set(checked) | {p for ps in peers.values() for p in ps})
+        try:
+            frames = vif_capture.capture(vifs, seconds)
+        except OSError as exc:
+            raise BackendError(f"capturing frames on the vifs of {experiment}: {exc}") from None
+        captures = []
+        for vif, spec in sorted(checked.items()):
+            senders = " + ".join(state.vif_nodes.get(p, p) for p in peers[vif])
+            captures.append(LinkCapture(
+                vif, f"{senders or '?'} -> {state.vif_nodes.get(vif, vif)}",
+                rate_bps=float(spec["rate_bps"] or 0) / state.tdf,
+                delay_s=float(spec.get("delay_s") or 0.0) * state.tdf,
+                departures=frames[vif].outgoing,
+                arrivals=sorted((f for p in peers[vif] for f in frames[p].incoming),
+                                key=lambda f: f.t),
+                dropped=frames[vif].dropped + sum(frames[p].dropped for p in peers[vif])))
+        return captures
 
     def raw_create_seconds(self, plan: Plan, bridge: str = "sbraw0") -> float:
         """Benchmark baseline (selena lab bench-deploy): the sum of plain

@@ -1,0 +1,109 @@
+"""Frame timestamps on Dom0's vifs, for the packet-spacing check of the
+fidelity monitor (Mininet-HiFi's link invariant).
+
+A packet socket on a vif sees each frame the bridge sends toward the guest
+(PACKET_OUTGOING, timestamped by the kernel as the qdisc hands it to
+netback, that is at its departure from the shaping) and each frame the
+guest sends into Dom0 (timestamped as it arrives). The kernel stamps and
+queues them in the socket's buffer while this process sleeps; they are read
+only after the window closes, so reading them costs Dom0 no CPU during the
+window it measures.
+
+Only the first SNAP_BYTES of each frame are kept: the headers identify the
+same frame on the vif it entered by (a bridge forwards it unchanged), and the
+original length comes from the kernel's auxiliary data.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import socket
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from selena.backends.base import Frame
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_AUXDATA = 8
+PACKET_STATISTICS = 6
+SO_TIMESTAMPNS = 35
+SO_RCVBUFFORCE = 33
+SO_ATTACH_FILTER = 26
+PACKET_OUTGOING = 4
+SNAP_BYTES = 96
+# Room for a few thousand frames per vif and window (each queued clone is
+# charged its whole buffer, a few KiB).
+RCVBUF_BYTES = 32 << 20
+_AUXDATA = struct.Struct("IIIHHHH")      # struct tpacket_auxdata
+_TIMESPEC = struct.Struct("qq")
+_DROP_ALL = struct.pack("HBBI", 0x06, 0, 0, 0)   # classic BPF "ret #0"
+
+
+@dataclass
+class VifFrames:
+    outgoing: list[Frame] = field(default_factory=list)   # toward the guest
+    incoming: list[Frame] = field(default_factory=list)   # from the guest
+    dropped: int = 0          # frames the socket buffer could not hold
+
+
+def _open(vif: str) -> socket.socket:
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+    sock.bind((vif, ETH_P_ALL))
+    return sock
+
+
+def _stop_queueing(sock: socket.socket) -> None:
+    program = ctypes.create_string_buffer(_DROP_ALL)
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER,
+                    struct.pack("HL", 1, ctypes.addressof(program)))
+
+
+def _drain(sock: socket.socket) -> VifFrames:
+    frames = VifFrames()
+    sock.setblocking(False)
+    ancillary = socket.CMSG_SPACE(_TIMESPEC.size) + socket.CMSG_SPACE(_AUXDATA.size)
+    while True:
+        try:
+            data, cmsgs, _flags, address = sock.recvmsg(SNAP_BYTES, ancillary)
+        except BlockingIOError:
+            break
+        stamp = 0.0
+        length = len(data)
+        for level, kind, value in cmsgs:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = _TIMESPEC.unpack_from(value)
+                stamp = sec + nsec / 1e9
+            elif level == SOL_PACKET and kind == PACKET_AUXDATA:
+                length = _AUXDATA.unpack_from(value)[1]          # tp_len
+        if not stamp:
+            continue
+        frame = Frame(stamp, length, bytes(data))
+        (frames.outgoing if address[2] == PACKET_OUTGOING else frames.incoming).append(frame)
+    stats = sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+    frames.dropped = struct.unpack("II", stats)[1]
+    return frames
+
+
+def capture(vifs: Sequence[str], seconds: float) -> dict[str, VifFrames]:
+    """Every frame in and out of each vif during `seconds` real seconds.
+    Raises OSError when a vif cannot be opened (gone, or not root)."""
+    socks: dict[str, socket.socket] = {}
+    try:
+        for vif in vifs:
+            socks[vif] = _open(vif)
+        time.sleep(seconds)
+        for sock in socks.values():
+            _stop_queueing(sock)
+        return {vif: _drain(sock) for vif, sock in socks.items()}
+    finally:
+        for sock in socks.values():
+            sock.close()

@@ -1,0 +1,236 @@
+"""Mininet-HiFi's packet-spacing invariant: the check on synthetic frame
+traces, the verdict it feeds, the monitor's capture windows, the xl
+backend's choice of vifs, and the packet sockets on a real interface."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from selena.backends import vif_capture
+from selena.backends.base import Frame, LinkCapture, LoadSample
+from selena.backends.xl import XlBackend
+from selena.errors import BackendError
+from selena.experiment import Experiment
+from selena.fidelity import LinkSpacing, Monitor, frame_identity, judge, spacing_invariant
+from selena.model import Topology
+
+RATE = 1e6                   # real bits/s of the qdisc
+MTU = 1514
+TX = MTU * 8 / RATE          # 12.112 ms per full frame
+
+
+MSS = 1448
+
+
+def frame(t: float, n: int, length: int = MTU, checksum: int = 0) -> Frame:
+    """The n-th TCP frame of a connection: IPv4, 32 bytes of TCP header,
+    `length` bytes on the wire from sequence number n * MSS."""
+    payload = length - 14 - 20 - 32
+    ip = (bytes([0x45, 0]) + (20 + 32 + payload).to_bytes(2, "big") + n.to_bytes(2, "big")
+          + bytes([0x40, 0, 64, 6]) + checksum.to_bytes(2, "big")
+          + bytes([10, 0, 0, 2, 10, 0, 0, 1]))
+    tcp = (bytes([0x14, 0x51, 0xC6, 0x30]) + (n * MSS).to_bytes(4, "big") + bytes(4)
+           + bytes([0x80, 0x10]) + bytes(2) + checksum.to_bytes(2, "big") + bytes(2) + bytes(12))
+    head = bytes(12) + b"\x08\x00" + ip + tcp
+    return Frame(t, length, (head + bytes(96))[:96])
+
+
+def segment(t: float, first: int, count: int) -> Frame:
+    """What a guest hands Dom0 with segmentation offload: `count` MSS of data
+    from the first-th segment's sequence number in one frame."""
+    return frame(t, first, 14 + 20 + 32 + count * MSS)
+
+
+def link(arrivals: list[Frame], departures: list[Frame], delay: float = 0.0) -> LinkCapture:
+    return LinkCapture("vif3.0", "h1 eth0 -> h2 eth0", RATE, delay, departures, arrivals)
+
+
+def test_departures_one_transmission_time_apart_from_a_busy_queue_are_on_time():
+    arrivals = [frame(0.0, n) for n in range(20)]            # a burst: the queue stays busy
+    departures = [frame(0.001 + n * TX, n) for n in range(20)]
+    assert spacing_invariant(link(arrivals, departures)) == (19, 0, 0.0)
+
+
+def test_a_departure_later_than_one_extra_transmission_time_is_late():
+    arrivals = [frame(0.0, n) for n in range(6)]
+    times = [n * TX for n in range(6)]
+    times[3] += 1.5 * TX        # late by 1.5 packet times: beyond the allowance
+    times[4] += 1.5 * TX        # then back in step with frame 3: not late itself
+    times[5] += 2.4 * TX        # 0.9 packet times behind frame 4: tolerated
+    spaced, late, worst = spacing_invariant(link(arrivals, [frame(t, n)
+                                                            for n, t in enumerate(times)]))
+    assert (spaced, late) == (5, 1)
+    assert worst == pytest.approx(0.5 * TX)
+
+
+def test_frames_from_an_idle_queue_or_arriving_before_the_window_are_not_checked():
+    # Frame 1 arrives only after frame 0 left (plus the link's delay): the queue
+    # was empty, so its gap says nothing about the rate. Frame 2's arrival was
+    # not captured. Frame 3 was waiting behind frame 2: checked.
+    delay = 0.05
+    arrivals = [frame(0.0, 0), frame(0.02, 1), frame(0.07, 3)]
+    departures = [frame(0.05, 0), frame(0.2, 1), frame(0.3, 2), frame(0.3 + 5 * TX, 3)]
+    assert spacing_invariant(link(arrivals, departures, delay)) == (1, 1, pytest.approx(3 * TX))
+
+
+def test_a_large_segment_from_the_guest_matches_each_frame_cut_from_it():
+    # Two 4-MSS segments arrive; eight MTU frames leave, with checksums filled in.
+    arrivals = [segment(0.0, 0, 4), segment(0.001, 4, 4)]
+    departures = [frame(0.002 + n * TX, n, checksum=0xBEEF) for n in range(8)]
+    departures[6] = frame(0.002 + 8 * TX, 6, checksum=0xBEEF)      # 2 packet times behind
+    assert spacing_invariant(link(arrivals, departures))[:2] == (7, 1)
+
+
+def test_frames_are_identified_by_connection_and_sequence_not_checksums():
+    a, b = frame(0.0, 3, checksum=1), frame(0.0, 3, checksum=2)
+    assert frame_identity(a) == frame_identity(b)
+    flow, seq, payload, ack = frame_identity(a)
+    assert (seq, payload, ack) == (3 * MSS, MSS, 0) and len(flow) == 12
+    assert frame_identity(Frame(0.0, 60, bytes(12) + b"\x08\x06" + bytes(28))) is None  # ARP
+
+
+def test_small_frames_are_due_after_their_own_time_but_allowed_a_full_frames_lateness():
+    # htb releases up to about one full frame at once, so a small frame is
+    # late only beyond one full frame's time (TX), not its own (0.8 ms).
+    arrivals = [frame(0.0, n, 100) for n in range(3)]
+    small = 100 * 8 / RATE
+    departures = [frame(0.0, 0, 100), frame(small + 0.9 * TX, 1, 100),
+                  frame(2 * small + 0.9 * TX + 1.1 * TX, 2, 100)]
+    spaced, late, worst = spacing_invariant(link(arrivals, departures))
+    assert (spaced, late) == (2, 1) and worst == pytest.approx(0.1 * TX)
+
+
+def test_a_busy_link_with_many_late_departures_makes_the_run_degraded():
+    samples = [LoadSample(real=float(t), dom0_vcpu_s=[t * 0.1]) for t in range(5)]
+    late = LinkSpacing("h1 eth0 -> h2 eth0", RATE, windows=3, departures=900, spaced=800,
+                       late=96)
+    few = LinkSpacing("h2 eth0 -> h1 eth0", RATE, windows=3, departures=40, spaced=20, late=20)
+    fine = LinkSpacing("h1 eth1 -> h3 eth0", RATE, windows=3, departures=900, spaced=800,
+                       late=40)
+    report = judge(samples, spacing={"vif3.0": late, "vif4.0": few, "vif3.1": fine})
+    assert report.verdict == "degraded"
+    assert report.reasons == ["link h1 eth0 -> h2 eth0: 12% of 800 departures from a busy "
+                              "queue late by more than one full-size packet time"]
+    data = report.to_json()
+    assert data["spacing"]["vif3.0"]["late_share"] == 0.12
+    assert data["spacing"]["vif4.0"]["spaced"] == 20
+
+
+def test_the_monitor_checks_spacing_in_windows_and_notes_a_failed_capture():
+    windows = []
+
+    def capture(seconds: float) -> list[LinkCapture]:
+        windows.append(seconds)
+        if len(windows) == 3:
+            raise BackendError("vif3.0: No such device")
+        arrivals = [frame(0.0, n) for n in range(150)]
+        return [link(arrivals, [frame(n * 3 * TX, n) for n in range(150)])]
+
+    monitor = Monitor(lambda: LoadSample(real=time.monotonic(), dom0_vcpu_s=[0.0]),
+                      interval_s=0.05, capture=capture, window_s=0.01,
+                      every_s=0.05).start()
+    deadline = time.monotonic() + 10
+    while len(windows) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    report = monitor.stop()
+    assert windows == [0.01, 0.01, 0.01]
+    spacing = report.spacing["vif3.0"]
+    assert (spacing.windows, spacing.spaced, spacing.late) == (2, 298, 298)
+    assert report.spacing_note == "capture failed: vif3.0: No such device"
+    assert report.verdict == "degraded" and "100% of 298 departures" in report.reasons[0]
+
+
+def test_a_run_too_short_for_a_window_says_so():
+    monitor = Monitor(lambda: LoadSample(real=time.monotonic()), interval_s=0.05,
+                      capture=lambda s: [], window_s=1.0, every_s=8.0).start()
+    report = monitor.stop()
+    assert report.spacing == {} and \
+        report.spacing_note == "the run ended before the first capture window"
+
+
+def star() -> Topology:
+    topo = Topology("spaced", tdf=4)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    h3 = topo.add_host("h3", ip="10.0.1.3/24")
+    h1.add_interface(1, ip="10.0.1.1/24")
+    topo.add_link(h1, h2, rate="8Mbit", delay="5ms")
+    topo.add_link((h1, 1), h3, rate="8Mbit", delay="5ms", jitter="1ms")
+    return topo
+
+
+def test_the_xl_backend_captures_rate_limited_vifs_and_their_peers(fake_xen, tmp_path,
+                                                                      monkeypatch):
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    asked = []
+
+    def fake_capture(vifs, seconds):
+        asked.append((list(vifs), seconds))
+        return {vif: vif_capture.VifFrames(outgoing=[frame(1.0, 1)],
+                                           incoming=[frame(0.5, 1)], dropped=1)
+                for vif in vifs}
+
+    monkeypatch.setattr(vif_capture, "capture", fake_capture)
+    with Experiment(star(), backend=backend, templates=None, out=tmp_path / "out",
+                    ready_timeout=20, monitor=False) as exp:
+        state = backend.state("spaced")
+        captures = backend.capture_links("spaced", 0.5)
+        exp.cmd("h1", "true")
+    vif = {node: v for v, node in state.vif_nodes.items()}
+    # The jittery link (h1 eth1 - h3) is left out: netem reorders its frames.
+    assert asked == [(sorted([vif["h1 eth0"], vif["h2 eth0"]]), 0.5)]
+    by_label = {c.label: c for c in captures}
+    assert set(by_label) == {"h2 eth0 -> h1 eth0", "h1 eth0 -> h2 eth0"}
+    into_h2 = by_label["h1 eth0 -> h2 eth0"]
+    assert into_h2.vif == vif["h2 eth0"]
+    assert into_h2.rate_bps == 2e6 and into_h2.delay_s == pytest.approx(0.02)   # TDF 4
+    assert into_h2.departures == [frame(1.0, 1)] and into_h2.arrivals == [frame(0.5, 1)]
+    assert into_h2.dropped == 2
+
+
+def test_a_backend_that_cannot_capture_says_so(fake_xen, tmp_path):
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    with Experiment(star(), backend=backend, templates=None, out=tmp_path / "out",
+                    ready_timeout=20, monitor_interval=0.2) as exp:
+        exp.sleep(1.0)
+    fidelity = json.loads((tmp_path / "out/fidelity.json").read_text())
+    # The fake host has no vifs: the capture fails, is named, and decides nothing.
+    assert fidelity["spacing_note"].startswith("capture failed: capturing frames on the vifs "
+                                               "of spaced: ")
+    assert fidelity["verdict"] == "ok"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="packet sockets need root (CI runs as root)")
+def test_packet_sockets_see_frames_leave_and_arrive_with_kernel_timestamps():
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    port = receiver.getsockname()[1]
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    def send() -> None:
+        time.sleep(0.1)
+        for n in range(5):
+            sender.sendto(b"selena-%d" % n + b"x" * 1000, ("127.0.0.1", port))
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    before = time.time()
+    frames = vif_capture.capture(["lo"], 0.5)["lo"]
+    thread.join()
+    sender.close()
+    receiver.close()
+    ours = [f for f in frames.outgoing if port.to_bytes(2, "big") in f.key[34:38]]
+    back = [f for f in frames.incoming if port.to_bytes(2, "big") in f.key[34:38]]
+    # On loopback each frame leaves and comes back in: same first bytes both ways.
+    assert len(ours) == 5 and [f.key for f in ours] == [f.key for f in back]
+    assert all(f.length == 14 + 20 + 8 + 1008 for f in ours)
+    assert len(ours[0].key) == vif_capture.SNAP_BYTES
+    assert all(before < f.t < time.time() for f in ours)
+    assert [f.t for f in ours] == sorted(f.t for f in ours)
+    assert frames.dropped == 0
