@@ -6,7 +6,7 @@ VENV := .venv
 SELENA := $(VENV)/bin/selena
 TDF ?= 10
 
-.PHONY: all deps test unit lint demo bench reproduce-star clean
+.PHONY: all deps test unit lint demo bench bench-bandwidth reproduce-star clean
 
 all: test
 
@@ -42,9 +42,16 @@ bench: deps
 	$(SELENA) lab bench-deploy
 	$(SELENA) lab bench-control
 
+# Issue 13 item 7: the highest faithful link rate, Mininet vs selena per TDF.
+# Long (about half an hour in the lab); not part of `make test`.
+bench-bandwidth: deps
+	$(SELENA) lab build
+	$(SELENA) lab bench-bandwidth --tdfs $(BANDWIDTH_TDFS)
+
 # SELENA's Figures 4 and 5 (star topology), scaled to the lab: a TDF sweep
 # beside Mininet on the same Dom0. Long; not part of `make test`.
 STAR_TDFS ?= 1,5,10
+BANDWIDTH_TDFS ?= 5,10,20
 reproduce-star: deps
 	$(SELENA) lab build
 	$(SELENA) lab run -- selena sweep scenarios/star_throughput.py --tdf $(STAR_TDFS) \

@@ -72,6 +72,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dep.add_argument("--sizes", default="1,4,8", help="guest counts (default 1,4,8)")
     dep.set_defaults(func=cmd_bench_deploy)
 
+    bw = sub.add_parser("bench-bandwidth",
+                        help="faithful bandwidth of Mininet and of selena at several TDFs")
+    bw.add_argument("--tdfs", default="5,10,20", help="selena's TDFs (default 5,10,20)")
+    bw.add_argument("--mininet-start", default="20",
+                    help="first rate tried for Mininet, Mbit/s (default 20)")
+    bw.set_defaults(func=cmd_bench_bandwidth)
+
     def lab_help(args: argparse.Namespace) -> int:
         lab.print_help()
         return 2
@@ -155,6 +162,14 @@ def cmd_bench_control(args: argparse.Namespace) -> int:
         ["python3", "-m", "selena.lab.bench_control", "--commands", str(args.commands),
          "--baseline-commands", str(args.baseline_commands), "--guests", str(args.guests)],
         timeout=3600, on_output=lambda line: print(line, end="", flush=True))
+    return result.returncode
+
+
+def cmd_bench_bandwidth(args: argparse.Namespace) -> int:
+    result = Lab(progress=_progress).run(
+        ["python3", "-m", "selena.lab.bench_bandwidth", "--tdfs", args.tdfs,
+         "--mininet-start", args.mininet_start],
+        timeout=3 * 3600, on_output=lambda line: print(line, end="", flush=True))
     return result.returncode
 
 

@@ -1,0 +1,181 @@
+"""`selena lab bench-bandwidth`: the faithful bandwidth of this host, for
+Mininet (real time, on the lab's Dom0) and for selena at several TDFs.
+
+The faithful bandwidth is the highest link rate at which TCP between two
+hosts carries the configured rate within the tolerance (5 %) and the
+fidelity monitor's verdict is ok. Rates come from a grid doubling from
+5 Mbit/s; each configuration starts where the previous one stopped (its
+faithful rate, doubled for a higher TDF, since dilation should buy about
+the TDF) and walks up while runs pass, or down until one does. The ratio
+selena / Mininet is printed per TDF: the physical limit is about the TDF.
+
+The link: two tools hosts, RATE with 1 ms of one-way delay, TCP (iperf3
+-R, h2 sending) for a few virtual seconds, the median of its per-second
+figures against the rate less headers (1448 of every 1514 bytes). Figures
+are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from selena import units
+from selena.errors import SelenaError
+from selena.experiment import Experiment
+from selena.metrics import iperf3_interval_mbit
+from selena.model import Topology
+
+GRID_MBIT = (5, 10, 20, 40, 80, 160, 320, 640, 1280)
+TOLERANCE_PCT = 5.0
+TCP_SHARE = 1448 / 1514
+IPERF_SECONDS = 3
+DELAY_MS = 1
+
+
+@dataclass(frozen=True)
+class Config:
+    backend: str        # "mininet" or "xl"
+    tdf: float
+
+    @property
+    def name(self) -> str:
+        return "mininet" if self.backend == "mininet" else f"selena TDF {units.tdf_text(self.tdf)}"
+
+
+@dataclass
+class Trial:
+    rate_mbit: float
+    median_mbit: float | None
+    verdict: str                    # the fidelity monitor's
+    reasons: list[str] = field(default_factory=list)
+    real_s: float = 0.0
+    error: str = ""
+
+    @property
+    def error_pct(self) -> float | None:
+        if self.median_mbit is None:
+            return None
+        return 100 * (self.median_mbit / (self.rate_mbit * TCP_SHARE) - 1)
+
+    @property
+    def passed(self) -> bool:
+        return (not self.error and self.error_pct is not None
+                and abs(self.error_pct) <= TOLERANCE_PCT and self.verdict == "ok")
+
+
+Measure = Callable[[Config, float], Trial]
+
+
+def topology(rate_mbit: float) -> Topology:
+    topo = Topology("bandwidth", tdf=1)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24", template="tools-host")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24", template="tools-host")
+    topo.add_link(h1, h2, rate=f"{rate_mbit:g}Mbit", delay=f"{DELAY_MS}ms")
+    return topo
+
+
+def measure(config: Config, rate_mbit: float) -> Trial:
+    """One run of the link at `rate_mbit` (in the lab's Dom0)."""
+    start = time.monotonic()
+    exp = Experiment(topology(rate_mbit), tdf=config.tdf, backend=config.backend)
+    try:
+        with exp:
+            exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")
+            server = exp.start("h2", ["iperf3", "-s", "-1"])
+            exp.sleep(1)
+            client = exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-R", "-t", str(IPERF_SECONDS),
+                                    "-O", "1", "-J"], check=True, timeout=IPERF_SECONDS + 60)
+            exp.wait(server)
+    except SelenaError as exc:
+        return Trial(rate_mbit, None, "failed", real_s=time.monotonic() - start, error=str(exc))
+    samples = iperf3_interval_mbit(client.stdout)
+    report = exp.fidelity
+    return Trial(rate_mbit, statistics.median(samples) if samples else None,
+                 report.verdict if report else "unknown", list(report.reasons) if report else [],
+                 time.monotonic() - start)
+
+
+def faithful(config: Config, start_index: int, run: Measure,
+             say: Callable[[str], None]) -> tuple[float | None, list[Trial]]:
+    """The highest grid rate that passes, walking from `start_index`."""
+    trials: list[Trial] = []
+
+    def attempt(index: int) -> bool:
+        trial = run(config, GRID_MBIT[index])
+        trials.append(trial)
+        say(describe(config, trial))
+        return trial.passed
+
+    index = max(0, min(start_index, len(GRID_MBIT) - 1))
+    if attempt(index):
+        while index + 1 < len(GRID_MBIT) and attempt(index + 1):
+            index += 1
+        return GRID_MBIT[index], trials
+    while index > 0:
+        index -= 1
+        if attempt(index):
+            return GRID_MBIT[index], trials
+    return None, trials
+
+
+def describe(config: Config, trial: Trial) -> str:
+    if trial.error:
+        return f"{config.name:>15} {trial.rate_mbit:>6g} Mbit/s: failed: {trial.error}"
+    error = "?" if trial.error_pct is None else f"{trial.error_pct:+.1f}%"
+    median = "?" if trial.median_mbit is None else f"{trial.median_mbit:.2f}"
+    text = (f"{config.name:>15} {trial.rate_mbit:>6g} Mbit/s: TCP {median} Mbit/s ({error}), "
+            f"fidelity {trial.verdict}, {trial.real_s:.0f} s real: "
+            f"{'pass' if trial.passed else 'FAIL'}")
+    return text + (f" ({'; '.join(trial.reasons)})" if trial.reasons else "")
+
+
+def run_bench(tdfs: Sequence[float], run: Measure, say: Callable[[str], None],
+              mininet_start_mbit: float = 20) -> dict[str, float | None]:
+    """Mininet first, then selena at each TDF (ascending)."""
+    results: dict[str, float | None] = {}
+    configs = [Config("mininet", 1.0)] + [Config("xl", t) for t in sorted(tdfs)]
+    start = GRID_MBIT.index(min(GRID_MBIT, key=lambda r: abs(r - mininet_start_mbit)))
+    previous: float | None = None
+    for config in configs:
+        if previous is not None:
+            start = GRID_MBIT.index(previous) + (0 if config.backend == "mininet" else 1)
+        rate, _trials = faithful(config, start, run, say)
+        results[config.name] = rate
+        previous = rate if rate is not None else previous
+    return results
+
+
+def table(results: dict[str, float | None]) -> str:
+    mininet = results.get("mininet")
+    lines = [f"  faithful bandwidth (TCP within {TOLERANCE_PCT:g}% of the link rate, "
+             f"fidelity ok; grid {GRID_MBIT[0]}-{GRID_MBIT[-1]} Mbit/s, doubling)",
+             f"  {'':>15} {'Mbit/s':>8} {'/ Mininet':>10}"]
+    for name, rate in results.items():
+        shown = "none" if rate is None else f"{rate:g}"
+        ratio = "" if rate is None or not mininet or name == "mininet" else f"{rate / mininet:.1f}"
+        lines.append(f"  {name:>15} {shown:>8} {ratio:>10}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m selena.lab.bench_bandwidth")
+    parser.add_argument("--tdfs", default="5,10,20")
+    parser.add_argument("--mininet-start", type=float, default=20,
+                        help="first rate tried for Mininet, Mbit/s")
+    args = parser.parse_args(argv)
+    tdfs = [units.tdf(t) for t in args.tdfs.split(",")]
+    began = time.monotonic()
+    results = run_bench(tdfs, measure, lambda line: print(line, flush=True),
+                        args.mininet_start)
+    print(table(results))
+    print(f"  ({time.monotonic() - began:.0f} s real in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""The faithful-bandwidth benchmark's search and table, with a fake host
+whose capacity is known (the benchmark itself runs in the lab:
+`make bench-bandwidth`)."""
+
+from __future__ import annotations
+
+from selena.lab.bench_bandwidth import (
+    TCP_SHARE,
+    Config,
+    Trial,
+    faithful,
+    run_bench,
+    table,
+    topology,
+)
+
+
+def host(capacity_mbit: dict[str, float], runs: list[tuple[str, float]]):
+    """TCP carries min(rate, capacity); above 90% of it the monitor degrades."""
+    def measure(config: Config, rate: float) -> Trial:
+        runs.append((config.name, rate))
+        cap = capacity_mbit[config.name]
+        carried = min(rate, cap) * TCP_SHARE
+        verdict = "degraded" if rate > 0.9 * cap else "ok"
+        return Trial(rate, carried, verdict, ["Dom0 CPU saturated"] if verdict != "ok" else [])
+    return measure
+
+
+def test_the_search_walks_up_from_its_start_until_a_run_fails():
+    runs: list[tuple[str, float]] = []
+    rate, trials = faithful(Config("xl", 5), 2, host({"selena TDF 5": 100}, runs), print)
+    assert rate == 80 and runs == [("selena TDF 5", 20), ("selena TDF 5", 40),
+                                   ("selena TDF 5", 80), ("selena TDF 5", 160)]
+    assert [t.passed for t in trials] == [True, True, True, False]
+
+
+def test_the_search_walks_down_when_its_first_run_fails_and_may_find_nothing():
+    runs: list[tuple[str, float]] = []
+    rate, _ = faithful(Config("mininet", 1), 3, host({"mininet": 12}, runs), print)
+    assert rate == 10 and [r for _, r in runs] == [40, 20, 10]
+    runs.clear()
+    rate, _ = faithful(Config("mininet", 1), 1, host({"mininet": 2}, runs), print)
+    assert rate is None and [r for _, r in runs] == [10, 5]
+
+
+def test_a_degraded_verdict_or_a_failed_run_does_not_pass():
+    assert Trial(10, 10 * TCP_SHARE, "ok").passed
+    assert not Trial(10, 10 * TCP_SHARE, "degraded").passed
+    assert not Trial(10, 0.9 * 10 * TCP_SHARE, "ok").passed       # -10%
+    assert not Trial(10, None, "failed", error="iperf3 exited 1").passed
+
+
+def test_each_tdf_starts_at_double_the_previous_faithful_rate_and_the_ratio_is_printed():
+    runs: list[tuple[str, float]] = []
+    capacity = {"mininet": 25, "selena TDF 5": 100, "selena TDF 10": 200}
+    results = run_bench([10, 5], host(capacity, runs), lambda _: None, mininet_start_mbit=20)
+    assert results == {"mininet": 20, "selena TDF 5": 80, "selena TDF 10": 160}
+    assert [r for name, r in runs if name == "selena TDF 5"][0] == 40
+    assert [r for name, r in runs if name == "selena TDF 10"][0] == 160
+    text = table(results)
+    assert "selena TDF 10      160        8.0" in text and "mininet       20" in text
+
+
+def test_the_benchmark_link_is_two_tools_hosts_at_the_rate():
+    topo = topology(40)
+    (link,) = topo.links
+    assert link.rate_bps == 40e6 and link.delay_s == 0.001
+    assert {n.template for n in topo.nodes.values()} == {"tools-host"}
