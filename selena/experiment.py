@@ -25,6 +25,7 @@ exits non-zero).
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
@@ -290,9 +291,11 @@ class Experiment:
                              command_timeout=self.command_timeout, params=self.params)
         if self.monitor_enabled:
             name = self.topology.name
-            self.monitor = Monitor(
-                lambda: self.backend.load_sample(name), self.monitor_interval,
-                capture=lambda seconds: self.backend.capture_links(name, seconds)).start()
+            # Backends that cannot capture frames are judged without the spacing check.
+            capture = (functools.partial(self.backend.capture_links, name)
+                       if self.backend.captures_links else None)
+            self.monitor = Monitor(lambda: self.backend.load_sample(name),
+                                   self.monitor_interval, capture=capture).start()
 
     def _abort_deploy(self) -> None:
         self.progress(f"setting up the guests failed: removing {self.topology.name}")

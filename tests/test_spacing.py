@@ -194,7 +194,15 @@ def test_the_xl_backend_captures_rate_limited_vifs_and_their_peers(fake_xen, tmp
     assert into_h2.dropped == 2
 
 
-def test_a_backend_that_cannot_capture_says_so(fake_xen, tmp_path):
+def test_a_backend_without_capture_is_judged_without_the_check():
+    monitor = Monitor(lambda: LoadSample(real=time.monotonic()), interval_s=0.05).start()
+    time.sleep(0.2)
+    report = monitor.stop()
+    assert report.spacing_note == "this backend cannot capture frames"
+    assert report.spacing == {} and report.verdict == "ok"
+
+
+def test_a_failed_capture_is_named_and_decides_nothing(fake_xen, tmp_path):
     backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
     with Experiment(star(), backend=backend, templates=None, out=tmp_path / "out",
                     ready_timeout=20, monitor_interval=0.2) as exp:

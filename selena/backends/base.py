@@ -87,6 +87,7 @@ class Backend(abc.ABC):
     name: str = "?"
     dilates: bool = True        # guests perceive the TDF (False: real time only)
     guest_agents: bool = True   # nodes run selena's agent (guest shaping, switch set-up)
+    captures_links: bool = False  # capture_links works (the packet-spacing check)
 
     def command_channel(self, tdf: float, output_cap: int = DEFAULT_OUTPUT_CAP) -> Controller:
         """What runs commands in the nodes: the Xenstore control channel to

@@ -184,6 +184,7 @@ class _Actions(Protocol):
 
 class XlBackend(Backend):
     name = "xl"
+    captures_links = True
 
     def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR, *,
                  xenstore: XenstoreConnection | None = None, offloads: bool = False,
