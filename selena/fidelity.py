@@ -185,8 +185,14 @@ def frame_identity(frame: Frame) -> tuple[bytes, int, int, int] | None:
         seq = int.from_bytes(data[l4 + 4:l4 + 8], "big")
         ack = int.from_bytes(data[l4 + 8:l4 + 12], "big")
         return flow, seq, ip_payload - (data[l4 + 12] >> 4) * 4, ack
-    # UDP, ICMP and the rest: ports or type/code, then past the checksum.
-    return others + bytes([proto]) + data[l4:l4 + 2] + data[l4 + 4:l4 + 8], 0, 0, 0
+    # UDP, ICMP and the rest: their headers and first payload bytes, with the
+    # checksum (filled in on the way for UDP) blanked.
+    rest = bytearray(data[l4:])
+    if proto == 17:
+        rest[6:8] = b"\0\0"
+    elif proto in (1, 58):
+        rest[2:4] = b"\0\0"
+    return others + bytes([proto]) + bytes(rest), 0, 0, 0
 
 
 @dataclass
@@ -207,8 +213,13 @@ class FidelityReport:
         text = f"fidelity: {self.verdict}"
         if self.reasons:
             text += ": " + "; ".join(self.reasons)
-        return text + (f" ({self.intervals} intervals of {self.interval_s:g} s; monitor cost "
-                       f"{self.monitor_cpu_s:.2f} CPU s)")
+        if self.spacing:
+            checked = sum(s.spaced for s in self.spacing.values())
+            spacing = f"{checked} departures checked for spacing"
+        else:
+            spacing = f"spacing not checked: {self.spacing_note or 'no capture'}"
+        return text + (f" ({self.intervals} intervals of {self.interval_s:g} s; {spacing}; "
+                       f"monitor cost {self.monitor_cpu_s:.2f} CPU s)")
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "reasons": self.reasons, "intervals": self.intervals,

@@ -95,6 +95,19 @@ def test_frames_are_identified_by_connection_and_sequence_not_checksums():
     assert frame_identity(Frame(0.0, 60, bytes(12) + b"\x08\x06" + bytes(28))) is None  # ARP
 
 
+def udp(payload: bytes, checksum: int) -> Frame:
+    ip = (bytes([0x45, 0, 0, 28 + len(payload), 0, 7, 0x40, 0, 64, 17, 0x12, 0x34])
+          + bytes([10, 0, 1, 1, 10, 0, 1, 2]))
+    head = (bytes(12) + b"\x08\x00" + ip + bytes([0x9C, 0x40, 0x14, 0x51, 0, 8 + len(payload)])
+            + checksum.to_bytes(2, "big"))
+    return Frame(0.0, 14 + 28 + len(payload), (head + payload)[:96])
+
+
+def test_udp_frames_are_identified_by_headers_and_payload_without_the_checksum():
+    assert frame_identity(udp(b"seq-1" * 10, 0)) == frame_identity(udp(b"seq-1" * 10, 0xABCD))
+    assert frame_identity(udp(b"seq-1" * 10, 0)) != frame_identity(udp(b"seq-2" * 10, 0))
+
+
 def test_small_frames_are_due_after_their_own_time_but_allowed_a_full_frames_lateness():
     # htb releases up to about one full frame at once, so a small frame is
     # late only beyond one full frame's time (TX), not its own (0.8 ms).
@@ -144,6 +157,7 @@ def test_the_monitor_checks_spacing_in_windows_and_notes_a_failed_capture():
     assert (spacing.windows, spacing.spaced, spacing.late) == (2, 298, 298)
     assert report.spacing_note == "capture failed: vif3.0: No such device"
     assert report.verdict == "degraded" and "100% of 298 departures" in report.reasons[0]
+    assert "; 298 departures checked for spacing; " in report.line()
 
 
 def test_a_run_too_short_for_a_window_says_so():
@@ -184,7 +198,8 @@ def test_the_xl_backend_captures_rate_limited_vifs_and_their_peers(fake_xen, tmp
         exp.cmd("h1", "true")
     vif = {node: v for v, node in state.vif_nodes.items()}
     # The jittery link (h1 eth1 - h3) is left out: netem reorders its frames.
-    assert asked == [(sorted([vif["h1 eth0"], vif["h2 eth0"]]), 0.5)]
+    # The window is lengthened by the link's real one-way delay (5 ms x TDF 4).
+    assert asked == [(sorted([vif["h1 eth0"], vif["h2 eth0"]]), pytest.approx(0.52))]
     by_label = {c.label: c for c in captures}
     assert set(by_label) == {"h2 eth0 -> h1 eth0", "h1 eth0 -> h2 eth0"}
     into_h2 = by_label["h1 eth0 -> h2 eth0"]
@@ -200,6 +215,7 @@ def test_a_backend_without_capture_is_judged_without_the_check():
     report = monitor.stop()
     assert report.spacing_note == "this backend cannot capture frames"
     assert report.spacing == {} and report.verdict == "ok"
+    assert "; spacing not checked: this backend cannot capture frames; " in report.line()
 
 
 def test_a_failed_capture_is_named_and_decides_nothing(fake_xen, tmp_path):

@@ -596,8 +596,11 @@ class XlBackend(Backend):
                        if bridge == state.vif_bridges[vif] and other != vif]
                  for vif in checked}
         vifs = sorted(set(checked) | {p for ps in peers.values() for p in ps})
+        # Departures in the first (real) delay of a window have their arrivals
+        # before it: lengthen the window by the longest delay.
+        longest = max(float(spec.get("delay_s") or 0.0) for spec in checked.values()) * state.tdf
         try:
-            frames = vif_capture.capture(vifs, seconds)
+            frames = vif_capture.capture(vifs, seconds + longest)
         except OSError as exc:
             raise BackendError(f"capturing frames on the vifs of {experiment}: {exc}") from None
         captures = []

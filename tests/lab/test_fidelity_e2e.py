@@ -62,4 +62,15 @@ def test_guests_see_the_link_rate_and_the_round_trip(lab, shaping):
     if shaping == "dom0":
         links = {link["node"]: link for link in fidelity["links"].values()}
         assert links["h2 eth0"]["sent_packets"] > 1000, links   # iperf3 towards h2
+        # UDP at 1.25 times the rate keeps h2's queue busy: the packet-spacing
+        # invariant is checked there, and holds at TDF 10.
+        spacing = {link["label"]: link for link in fidelity["spacing"].values()}
+        into_h2 = spacing["h1 eth0 -> h2 eth0"]
+        print("spacing toward h2:", into_h2)
+        assert into_h2["spaced"] >= 200 and into_h2["late_share"] < 0.10, into_h2
+        assert into_h2["lost_frames"] == 0
+    else:
+        # Nothing is shaped in Dom0, so there is no qdisc to hold to the invariant.
+        assert fidelity["spacing"] == {}
+        assert fidelity["spacing_note"] == "no rate-limited link without jitter"
     assert "fidelity: " in result.output
