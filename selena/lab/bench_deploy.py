@@ -16,10 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from selena.backends.xl import XlBackend
+from selena.backends.xl import DEFAULT_PARALLEL, XlBackend
 from selena.experiment import Experiment
 from selena.model import Topology
-from selena.runner import Runner
+from selena.runner import CommandResult, Runner
 
 
 def topology(n: int) -> Topology:
@@ -30,28 +30,58 @@ def topology(n: int) -> Topology:
     return topo
 
 
-def main_in_dom0(sizes: list[int]) -> int:
+def breakdown(history: list[CommandResult]) -> dict[str, tuple[int, float]]:
+    """Commands run during a deploy by program: (how many, real seconds).
+    With several guests created at a time their times overlap, so the sum
+    can exceed the deploy's own time."""
+    spent: dict[str, tuple[int, float]] = {}
+    for result in history:
+        name = Path(result.argv[0]).name if result.argv else "?"
+        if name.startswith("python") and "-m" in result.argv:
+            name = result.argv[result.argv.index("-m") + 1]
+        count, seconds = spent.get(name, (0, 0.0))
+        spent[name] = (count + 1, seconds + result.duration)
+    return spent
+
+
+def main_in_dom0(sizes: list[int], parallels: list[int]) -> int:
     runner = Runner()
-    backend = XlBackend(runner, state_dir=Path("/tmp/bench-deploy"))
     rows = []
+    spent: dict[tuple[int, int], dict[str, tuple[int, float]]] = {}
     for n in sizes:
-        exp = Experiment(topology(n), backend=backend)
-        raw = backend.raw_create_seconds(exp.plan())
-        start = time.perf_counter()
-        exp.deploy(wait=False)
-        selena = time.perf_counter() - start
-        exp.close()
-        rows.append((n, selena, raw))
-    print(f"  deploy of N tiny guests (real seconds, TDF 1, no boot wait; selena creates "
-          f"up to {backend.parallel} at a time)")
-    print(f"  {'N':>3} {'selena deploy':>14} {'sum xl create':>14} {'ratio':>6} {'per guest':>10}")
-    for n, selena, raw in rows:
-        print(f"  {n:>3} {selena:>14.2f} {raw:>14.2f} {selena / raw:>6.2f} {selena / n:>10.2f}")
+        raw = None
+        for parallel in parallels:
+            backend = XlBackend(runner, state_dir=Path("/tmp/bench-deploy"), parallel=parallel)
+            exp = Experiment(topology(n), backend=backend)
+            if raw is None:
+                raw = backend.raw_create_seconds(exp.plan())
+            mark = len(runner.history)
+            start = time.perf_counter()
+            exp.deploy(wait=False)
+            selena = time.perf_counter() - start
+            spent[(n, parallel)] = breakdown(runner.history[mark:])
+            exp.close()
+            rows.append((n, parallel, selena, raw))
+    print("  deploy of N tiny guests (real seconds, TDF 1, no boot wait) against the sum of "
+          "raw xl create times in the same run")
+    print(f"  {'N':>3} {'at a time':>9} {'selena deploy':>14} {'sum xl create':>14} "
+          f"{'ratio':>6} {'per guest':>10}")
+    for n, parallel, selena, raw in rows:
+        print(f"  {n:>3} {parallel:>9} {selena:>14.2f} {raw:>14.2f} {selena / raw:>6.2f} "
+              f"{selena / n:>10.2f}")
+    print("  commands run by each deploy (count x, real seconds summed over threads):")
+    for (n, parallel), programs in spent.items():
+        parts = ", ".join(f"{name} {count}x {seconds:.2f}" for name, (count, seconds)
+                          in sorted(programs.items(), key=lambda kv: -kv[1][1]))
+        print(f"  N={n} at a time {parallel}: {parts}")
     return 0
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1,4,8")
+    parser.add_argument("--parallel", default=str(DEFAULT_PARALLEL),
+                        help="guests created at a time, comma-separated to compare")
     a = parser.parse_args()
-    sys.exit(main_in_dom0([int(x) for x in a.sizes.split(",")]))
+    sys.exit(main_in_dom0([int(x) for x in a.sizes.split(",")],
+                          [int(x) for x in a.parallel.split(",")]))

@@ -70,6 +70,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     dep = sub.add_parser("bench-deploy", help="selena deploy of N guests vs. raw xl create")
     dep.add_argument("--sizes", default="1,4,8", help="guest counts (default 1,4,8)")
+    dep.add_argument("--parallel", default="4",
+                     help="guests created at a time; several (1,2,4) to compare")
     dep.set_defaults(func=cmd_bench_deploy)
 
     bw = sub.add_parser("bench-bandwidth",
@@ -175,6 +177,7 @@ def cmd_bench_bandwidth(args: argparse.Namespace) -> int:
 
 def cmd_bench_deploy(args: argparse.Namespace) -> int:
     result = Lab(progress=_progress).run(
-        ["python3", "-m", "selena.lab.bench_deploy", "--sizes", args.sizes],
+        ["python3", "-m", "selena.lab.bench_deploy", "--sizes", args.sizes,
+         "--parallel", args.parallel],
         timeout=3600, on_output=lambda line: print(line, end="", flush=True))
     return result.returncode
