@@ -78,6 +78,8 @@ def test_each_tdf_starts_at_double_the_previous_faithful_rate_and_the_ratio_is_p
     assert lines[2].split() == ["mininet", "20", "not", "checked"]
     assert lines[3].split() == ["selena", "TDF", "5", "80", "4.0", "20"]
     assert lines[4].split() == ["selena", "TDF", "10", "160", "8.0", "160"]
+    assert table({"selena TDF 20": Result(10240, 10240)}).splitlines()[2].split() == \
+        ["selena", "TDF", "20", ">=10240", ">=10240"]
 
 
 def test_the_benchmark_link_is_two_tools_hosts_at_the_rate():
