@@ -87,6 +87,16 @@ def test_a_large_segment_from_the_guest_matches_each_frame_cut_from_it():
     assert spacing_invariant(link(arrivals, departures))[:2] == (7, 1)
 
 
+def test_frames_cut_from_one_segment_leave_together_and_the_next_segment_is_on_time():
+    # The qdisc releases 4-MSS segments every 4 TX; Dom0 cuts each into four
+    # MTU frames that leave at once. Only a burst 2 TX behind is late.
+    arrivals = [segment(0.0, 4 * k, 4) for k in range(5)]
+    starts = [0.0, 4 * TX, 8 * TX, 14 * TX, 18 * TX]
+    departures = [frame(start, 4 * k + j) for k, start in enumerate(starts) for j in range(4)]
+    spaced, late, worst = spacing_invariant(link(arrivals, departures))
+    assert (spaced, late) == (19, 1) and worst == pytest.approx(TX)
+
+
 def test_frames_are_identified_by_connection_and_sequence_not_checksums():
     a, b = frame(0.0, 3, checksum=1), frame(0.0, 3, checksum=2)
     assert frame_identity(a) == frame_identity(b)
