@@ -95,8 +95,8 @@ def spacing_invariant(capture: LinkCapture) -> tuple[int, int, float]:
     lateness in seconds) in one window. Each departure is matched to the
     frame that brought its bytes into Dom0 (`_arrival_index`); it was ready
     to leave at that arrival + the link's delay (netem holds it that long
-    below the rate limiter). Frames whose arrival fell before the window are
-    not checked."""
+    below the rate limiter). A frame not seen arriving was queued before the
+    window opened (at `capture.started`; without it, it is not checked)."""
     if capture.rate_bps <= 0:
         return 0, 0, 0.0
     arrived = _arrival_index(capture.arrivals)
@@ -106,6 +106,9 @@ def spacing_invariant(capture: LinkCapture) -> tuple[int, int, float]:
     previous_due = 0.0
     for frame in capture.departures:
         arrival = arrived(frame)
+        if arrival is None and capture.started and frame_identity(frame) is not None:
+            # Not seen arriving: it was queued before the window opened.
+            arrival = capture.started
         due = frame.t
         if previous is not None and arrival is not None \
                 and arrival + capture.delay_s <= previous.t:

@@ -118,6 +118,17 @@ def test_udp_frames_are_identified_by_headers_and_payload_without_the_checksum()
     assert frame_identity(udp(b"seq-1" * 10, 0)) != frame_identity(udp(b"seq-2" * 10, 0))
 
 
+def test_frames_queued_before_the_window_opened_count_as_waiting():
+    # A standing queue longer than the window: no departure's arrival was seen.
+    departures = [frame(10.0 + n * TX, n) for n in range(10)]
+    departures[5] = frame(10.0 + 7 * TX, 5)
+    capture = link([], departures)
+    assert spacing_invariant(capture) == (0, 0, 0.0)          # start unknown: unchecked
+    capture.started = 9.0
+    spaced, late, _ = spacing_invariant(capture)
+    assert (spaced, late) == (9, 1)
+
+
 def test_small_frames_are_due_after_their_own_time_but_allowed_a_full_frames_lateness():
     # htb releases up to about one full frame at once, so a small frame is
     # late only beyond one full frame's time (TX), not its own (0.8 ms).
@@ -216,7 +227,7 @@ def test_the_xl_backend_captures_rate_limited_vifs_and_their_peers(fake_xen, tmp
     assert into_h2.vif == vif["h2 eth0"]
     assert into_h2.rate_bps == 2e6 and into_h2.delay_s == pytest.approx(0.02)   # TDF 4
     assert into_h2.departures == [frame(1.0, 1)] and into_h2.arrivals == [frame(0.5, 1)]
-    assert into_h2.dropped == 2
+    assert into_h2.dropped == 2 and into_h2.started == 0.0
 
 
 def test_a_backend_without_capture_is_judged_without_the_check():
@@ -267,4 +278,4 @@ def test_packet_sockets_see_frames_leave_and_arrive_with_kernel_timestamps():
     assert len(ours[0].key) == vif_capture.SNAP_BYTES
     assert all(before < f.t < time.time() for f in ours)
     assert [f.t for f in ours] == sorted(f.t for f in ours)
-    assert frames.dropped == 0
+    assert frames.dropped == 0 and before <= frames.started <= ours[0].t

@@ -81,6 +81,9 @@ class LinkCapture:
     departures: list[Frame] = field(default_factory=list)
     arrivals: list[Frame] = field(default_factory=list)
     dropped: int = 0            # frames the capture lost (its buffer was full)
+    # Real time from which every arrival was captured: a departure with no
+    # arrival in the window arrived before it (a queue longer than the window).
+    started: float = 0.0
 
 
 class Backend(abc.ABC):

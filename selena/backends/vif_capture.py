@@ -47,6 +47,7 @@ class VifFrames:
     outgoing: list[Frame] = field(default_factory=list)   # toward the guest
     incoming: list[Frame] = field(default_factory=list)   # from the guest
     dropped: int = 0          # frames the socket buffer could not hold
+    started: float = 0.0      # real time (CLOCK_REALTIME) from which nothing was missed
 
 
 def _open(vif: str) -> socket.socket:
@@ -100,10 +101,14 @@ def capture(vifs: Sequence[str], seconds: float) -> dict[str, VifFrames]:
     try:
         for vif in vifs:
             socks[vif] = _open(vif)
+        started = time.time()
         time.sleep(seconds)
         for sock in socks.values():
             _stop_queueing(sock)
-        return {vif: _drain(sock) for vif, sock in socks.items()}
+        frames = {vif: _drain(sock) for vif, sock in socks.items()}
+        for vif_frames in frames.values():
+            vif_frames.started = started
+        return frames
     finally:
         for sock in socks.values():
             sock.close()

@@ -613,7 +613,8 @@ class XlBackend(Backend):
                 departures=frames[vif].outgoing,
                 arrivals=sorted((f for p in peers[vif] for f in frames[p].incoming),
                                 key=lambda f: f.t),
-                dropped=frames[vif].dropped + sum(frames[p].dropped for p in peers[vif])))
+                dropped=frames[vif].dropped + sum(frames[p].dropped for p in peers[vif]),
+                started=frames[vif].started))
         return captures
 
     def raw_create_seconds(self, plan: Plan, bridge: str = "sbraw0") -> float:
