@@ -105,8 +105,9 @@ def spacing_invariant(capture: LinkCapture) -> tuple[int, int, float]:
     previous: Frame | None = None
     previous_due = 0.0
     for frame in capture.departures:
-        arrival = arrived(frame)
-        if arrival is None and capture.started and frame_identity(frame) is not None:
+        ident = frame_identity(frame)
+        arrival = None if ident is None else arrived(ident, frame.t)
+        if arrival is None and capture.started and ident is not None:
             # Not seen arriving: it was queued before the window opened.
             arrival = capture.started
         due = frame.t
@@ -125,7 +126,10 @@ def spacing_invariant(capture: LinkCapture) -> tuple[int, int, float]:
     return spaced, late, worst
 
 
-def _arrival_index(arrivals: list[Frame]) -> Callable[[Frame], float | None]:
+Identity = tuple[bytes, int, int, int]
+
+
+def _arrival_index(arrivals: list[Frame]) -> Callable[[Identity, float], float | None]:
     """When the bytes of a departing frame entered Dom0. Guests hand Dom0
     TCP segments of up to 64 KiB (segmentation offload) that leave as
     MTU-sized frames, and checksums are filled in on the way, so frames are
@@ -145,13 +149,10 @@ def _arrival_index(arrivals: list[Frame]) -> Callable[[Frame], float | None]:
     starts = {flow: sorted(items) for flow, items in ranges.items()}
     keys = {flow: [item[0] for item in items] for flow, items in starts.items()}
 
-    def arrived(frame: Frame) -> float | None:
-        ident = frame_identity(frame)
-        if ident is None:
-            return None
+    def arrived(ident: Identity, departed: float) -> float | None:
         flow, seq, length, ack = ident
         if length == 0:
-            times = [t for t in exact.get((flow, seq, ack), []) if t <= frame.t]
+            times = [t for t in exact.get((flow, seq, ack), []) if t <= departed]
             return times[-1] if times else None
         items = starts.get(flow)
         if not items:
@@ -160,14 +161,14 @@ def _arrival_index(arrivals: list[Frame]) -> Callable[[Frame], float | None]:
         index = bisect.bisect_right(keys[flow], seq) - 1
         # A few ranges back at most: those starting after this byte cannot hold it.
         for begin, end, t in reversed(items[max(0, index - 8):index + 1]):
-            if begin <= seq < end and t <= frame.t and (best is None or t > best):
+            if begin <= seq < end and t <= departed and (best is None or t > best):
                 best = t
         return best
 
     return arrived
 
 
-def frame_identity(frame: Frame) -> tuple[bytes, int, int, int] | None:
+def frame_identity(frame: Frame) -> Identity | None:
     """(flow, sequence number, payload bytes, acknowledgement) of a TCP frame
     over IPv4 or IPv6; for any other IP frame (headers without checksums, 0,
     0, 0); None for non-IP frames or headers cut short."""

@@ -16,7 +16,6 @@ original length comes from the kernel's auxiliary data.
 
 from __future__ import annotations
 
-import ctypes
 import socket
 import struct
 import time
@@ -24,14 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from selena.backends.base import Frame
+from selena.backends.vif_tap import ETH_P_ALL, drop_all
 
-ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_AUXDATA = 8
 PACKET_STATISTICS = 6
 SO_TIMESTAMPNS = 35
 SO_RCVBUFFORCE = 33
-SO_ATTACH_FILTER = 26
 PACKET_OUTGOING = 4
 SNAP_BYTES = 96
 # Room for a few thousand frames per vif and window (each queued clone is
@@ -39,7 +37,6 @@ SNAP_BYTES = 96
 RCVBUF_BYTES = 32 << 20
 _AUXDATA = struct.Struct("IIIHHHH")      # struct tpacket_auxdata
 _TIMESPEC = struct.Struct("qq")
-_DROP_ALL = struct.pack("HBBI", 0x06, 0, 0, 0)   # classic BPF "ret #0"
 
 
 @dataclass
@@ -60,12 +57,6 @@ def _open(vif: str) -> socket.socket:
     sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
     sock.bind((vif, ETH_P_ALL))
     return sock
-
-
-def _stop_queueing(sock: socket.socket) -> None:
-    program = ctypes.create_string_buffer(_DROP_ALL)
-    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER,
-                    struct.pack("HL", 1, ctypes.addressof(program)))
 
 
 def _drain(sock: socket.socket) -> VifFrames:
@@ -104,7 +95,7 @@ def capture(vifs: Sequence[str], seconds: float) -> dict[str, VifFrames]:
         started = time.time()
         time.sleep(seconds)
         for sock in socks.values():
-            _stop_queueing(sock)
+            drop_all(sock)          # stop queueing; what is queued stays
         frames = {vif: _drain(sock) for vif, sock in socks.items()}
         for vif_frames in frames.values():
             vif_frames.started = started

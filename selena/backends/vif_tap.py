@@ -34,12 +34,17 @@ _DROP_ALL = struct.pack("HBBI", 0x06, 0, 0, 0)
 POLL_S = 2.0
 
 
-def open_tap(vif: str) -> socket.socket:
-    """A packet socket on `vif` that receives nothing."""
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+def drop_all(sock: socket.socket) -> None:
+    """Make a packet socket accept no further frame."""
     program = ctypes.create_string_buffer(_DROP_ALL)
     fprog = struct.pack("HL", 1, ctypes.addressof(program))
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+
+
+def open_tap(vif: str) -> socket.socket:
+    """A packet socket on `vif` that receives nothing."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    drop_all(sock)
     sock.bind((vif, ETH_P_ALL))
     return sock
 
