@@ -8,12 +8,30 @@ import time
 
 from selena.cli.experiment import tdf_arg
 from selena.lab.build import LabBuilder
-from selena.lab.qemu import Lab
+from selena.lab.qemu import DOM0_MEMORY_MB, QEMU_MEMORY_MB, Lab
 from selena.paths import project_root
 
 
 def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+# Dom0 plus room for at least a few guests; above this QEMU's own allocation
+# is the limit, not selena's.
+LAB_MEMORY_MIN_MB = DOM0_MEMORY_MB + 512
+LAB_MEMORY_MAX_MB = 65536
+
+
+def lab_memory_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--memory: not a whole number of MB: {text!r}") from None
+    if not LAB_MEMORY_MIN_MB <= value <= LAB_MEMORY_MAX_MB:
+        raise argparse.ArgumentTypeError(
+            f"--memory: {value} MB is outside {LAB_MEMORY_MIN_MB}..{LAB_MEMORY_MAX_MB} "
+            f"(Dom0 alone keeps {DOM0_MEMORY_MB} MB)")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="exported to COMMAND as SELENA_TDF")
     run.add_argument("--timeout", type=float, default=3600.0,
                      help="real seconds before the lab is stopped (default 3600)")
+    run.add_argument("--memory", type=lab_memory_arg, default=QEMU_MEMORY_MB, metavar="MB",
+                     help=f"the emulated machine's RAM in MB (default {QEMU_MEMORY_MB}; "
+                          f"Dom0 keeps {DOM0_MEMORY_MB}, guests share the rest)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     run.set_defaults(func=cmd_run)
 
@@ -106,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not command:
         print("selena lab run: give a command after --", file=sys.stderr)
         return 2
-    lab = Lab(progress=_progress)
+    lab = Lab(progress=_progress, memory_mb=args.memory)
     result = lab.run(command, tdf=args.tdf, timeout=args.timeout,
                      on_output=lambda line: print(line, end="", flush=True))
     _progress(f"lab: command exited {result.returncode} (boot {result.boot_seconds:.1f} s, "

@@ -129,8 +129,11 @@ class Lab:
     """One lab: its artefacts and how to boot them."""
 
     def __init__(self, runner: Runner | None = None, artefacts: LabArtefacts | None = None,
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None,
+                 memory_mb: int = QEMU_MEMORY_MB):
         self.runner = runner or Runner()
+        # The emulated machine's RAM; Dom0 keeps DOM0_MEMORY_MB, guests get the rest.
+        self.memory_mb = memory_mb
         self._artefacts = artefacts
         self.progress = progress or (lambda msg: log.info("%s", msg))
         self.share = project_root()
@@ -162,7 +165,7 @@ class Lab:
         """An interactive Dom0 shell on this terminal; exit it to power off."""
         art = self.artefacts
         argv = qemu_argv(art, self.share, None, accel="kvm" if kvm_usable() else "tcg",
-                         interactive=True)
+                         memory_mb=self.memory_mb, interactive=True)
         with one_lab_at_a_time(self.progress):
             return self.runner.interactive(argv)
 
@@ -223,7 +226,8 @@ class LabSession:
         self.lab.progress(f"booting the lab ({accel})")
         start = time.monotonic()
         self._proc = self.lab.runner.spawn(qemu_argv(art, self.lab.share, self.run_id,
-                                                     accel=accel))
+                                                     accel=accel,
+                                                     memory_mb=self.lab.memory_mb))
         self._stack.callback(self._stop_qemu)
         threading.Thread(target=self._read, name="lab-console", daemon=True).start()
         with self._cond:

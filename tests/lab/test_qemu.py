@@ -140,3 +140,25 @@ def test_cache_keys_do_not_depend_on_where_the_tree_is_cloned(tmp_path, monkeypa
     (tmp_path / "z" / "guest-templates" / "f.config").write_text("CONFIG_X=n\n")
     assert build._hash_files([*build._tree_files(tmp_path / "z" / "guest-templates"),
                               host]) != keys[0]
+
+
+def test_a_lab_given_more_memory_boots_qemu_with_it(tmp_path):
+    fake = FakeRunner()
+    fake.respond(["qemu-system-x86_64"],
+                 stdout="SELENA-LAB-READY\nSELENA-LAB-BEGIN 0001\nSELENA-LAB-EXIT 0001 0\n")
+    lab = Lab(runner=fake, artefacts=ART, memory_mb=6144)
+    lab.share = tmp_path
+    lab.run(["true"])
+    (argv,) = [c for c in fake.calls if c[0] == "qemu-system-x86_64"]
+    assert argv[argv.index("-m") + 1] == "6144"
+    # Dom0's share stays fixed; the rest is the guests'
+    assert "dom0_mem=1536M,max:1536M" in argv[argv.index("-append") + 1]
+
+
+@pytest.mark.parametrize("text", ["lots", "1024", "1000000"])
+def test_lab_memory_outside_the_range_is_refused_by_name(text):
+    import argparse
+
+    from selena.lab.cli import lab_memory_arg
+    with pytest.raises(argparse.ArgumentTypeError, match="--memory"):
+        lab_memory_arg(text)
