@@ -28,11 +28,12 @@ Dom0's CPUs; there is nothing to pin), and guest-side shaping.
 from __future__ import annotations
 
 import ipaddress
+import re
 import shlex
 from dataclasses import dataclass, field
 
 from selena.errors import BackendError
-from selena.model import Link, NodeKind, Topology
+from selena.model import Link, Node, NodeKind, Topology
 from selena.plan import Plan
 from selena.shaping import Placement
 
@@ -58,6 +59,8 @@ class MnNet:
     links: list[MnLink] = field(default_factory=list)
     # Per host: shell commands run in its namespace once the network is up.
     setup: dict[str, list[str]] = field(default_factory=dict)
+    # Per switch with static flows: the flows, in Mininet's port numbers.
+    flows: dict[str, list[str]] = field(default_factory=dict)
 
 
 def tc_params(link: Link) -> dict[str, object]:
@@ -103,6 +106,7 @@ def translate(topo: Topology, plan: Plan) -> MnNet:
             problems.append(f"{where}: vcpus/cpus pinning has no Mininet equivalent (hosts "
                             "share Dom0's CPUs)")
     vifs = {(g.node, v.index): v for g in plan.guests for v in g.vifs}
+    translated: list[tuple[Link, MnLink]] = []
     for link in topo.links:
         a, b = link.a, link.b
         if (a.node, a.iface) not in vifs or (b.node, b.iface) not in vifs:
@@ -111,6 +115,7 @@ def translate(topo: Topology, plan: Plan) -> MnNet:
             a.node, b.node, topo.nodes[a.node].device(a.iface),
             topo.nodes[b.node].device(b.iface), vifs[(a.node, a.iface)].mac,
             vifs[(b.node, b.iface)].mac, tc_params(link)))
+        translated.append((link, net.links[-1]))
     for hub in topo.hubs:
         name = f"hub{len(net.switches)}"
         net.switches.append((name, False))
@@ -128,6 +133,9 @@ def translate(topo: Topology, plan: Plan) -> MnNet:
                 port = _port(net, link, side)
                 setattr(link, f"intf{side}", f"{node}-eth{port}")
                 setattr(link, f"mac{side}", _switch_port_mac(numbers[node], port))
+    for node in topo.nodes.values():
+        if node.kind is NodeKind.SWITCH and node.flows and not node.controller:
+            net.flows[node.name] = _mininet_flows(node, translated, net, problems)
     if problems:
         raise BackendError("the Mininet baseline cannot run this topology:\n  "
                            + "\n  ".join(problems))
@@ -137,6 +145,36 @@ def translate(topo: Topology, plan: Plan) -> MnNet:
                                                              .device(v.index)
                                                              for v in guest.vifs})
     return net
+
+
+# The port references a static flow may make; anything else naming a port
+# (enqueue, output(port=...), set_field to in_port, ...) is refused.
+_PORT_REF = re.compile(r"(in_port=|output:)(\d+)")
+_OTHER_PORT_REF = re.compile(r"enqueue|output\(|in_port[^=]|->in_port|group:")
+
+
+def _mininet_flows(node: Node, translated: list[tuple[Link, MnLink]], net: MnNet,
+                   problems: list[str]) -> list[str]:
+    """The switch's static flows with selena's port numbers (interface index
+    + 1) rewritten to Mininet's (the order of the switch's links)."""
+    ports: dict[int, int] = {}
+    for link, mn_link in translated:
+        for end, side in ((link.a, 1), (link.b, 2)):
+            if end.node == node.name:
+                ports[end.iface + 1] = _port(net, mn_link, side)
+    flows = []
+    for flow in node.flows:
+        if _OTHER_PORT_REF.search(flow):
+            problems.append(f"node {node.name}: flow {flow!r} names ports in a way the "
+                            "Mininet baseline does not translate (only in_port=N and output:N)")
+            continue
+        unknown = [m.group(2) for m in _PORT_REF.finditer(flow) if int(m.group(2)) not in ports]
+        if unknown:
+            problems.append(f"node {node.name}: flow {flow!r} names port {unknown[0]}, "
+                            "which is not wired")
+            continue
+        flows.append(_PORT_REF.sub(lambda m: f"{m.group(1)}{ports[int(m.group(2))]}", flow))
+    return flows
 
 
 def _switch_port_mac(switch: int, port: int) -> str:

@@ -215,7 +215,7 @@ class Experiment:
 
     def render(self) -> str:
         """What a deploy would run, as a shell script (runs nothing)."""
-        from selena.openflow import bridge_script
+        from selena.openflow import bridge_script, flow_scripts
         from selena.plan import guest_shaping_script
 
         plan = self.plan()
@@ -230,7 +230,8 @@ class Experiment:
                              + _commented(script))
         for setup in plan.switches:
             extra.append(f"# switch {setup.node}, through its agent:\n"
-                         + _commented(bridge_script(setup)))
+                         + _commented("".join([bridge_script(setup),
+                                               *(f"{s}\n" for s in flow_scripts(setup))])))
         return text + ("\n" + "\n".join(extra) if extra else "")
 
     # -- bring up ------------------------------------------------------------------

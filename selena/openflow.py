@@ -50,6 +50,7 @@ class SwitchSetup:
     profile: str | None                     # switch-model profile, None: no model
     bare: bool = False                      # br0 without ports: the scenario adds them
     stp: bool = False                       # rapid spanning tree (loops of switches)
+    flows: tuple[str, ...] = ()             # static flows: the only forwarding, no controller
 
 
 def switch_setups(topo: Topology) -> list[SwitchSetup]:
@@ -68,7 +69,8 @@ def switch_setups(topo: Topology) -> list[SwitchSetup]:
             target = f"tcp:{address}:{OPENFLOW_PORT}"
         setups.append(SwitchSetup(node.name, f"{node.id + 1:016x}", ports, target,
                                   node.switch_model if target else None,
-                                  bare=node.bare_bridge, stp=node.stp and target is None))
+                                  bare=node.bare_bridge, stp=node.stp and target is None,
+                                  flows=tuple(node.flows) if target is None else ()))
     return setups
 
 
@@ -79,16 +81,18 @@ def bridge_script(setup: SwitchSetup) -> str:
              f"ovs-vsctl --may-exist add-br {BRIDGE} -- set bridge {BRIDGE} "
              f"other-config:datapath-id={setup.datapath_id} "
              "other-config:disable-in-band=true protocols=OpenFlow10,OpenFlow13 "
-             f"fail-mode={'secure' if setup.controller else 'standalone'}"
+             # secure: nothing forwards but the controller's or the static flows
+             f"fail-mode={'secure' if setup.controller or setup.flows else 'standalone'}"
              + (" rstp_enable=true" if setup.stp else "")]
+    # One function, one short line per port: the whole script must fit one
+    # Xenstore node (SPEC_MAX_BYTES), so a switch of 24 ports still does.
+    lines.append('port() { DEV=$(for d in /sys/class/net/*; do [ "$(cat $d/address)" = "$1" ] '
+                 '&& echo "${d##*/}"; done; true); '
+                 '[ -n "$DEV" ] || { echo "no interface with MAC $1" >&2; exit 1; }; '
+                 'ip link set "$DEV" up; [ -z "$2" ] || ovs-vsctl --may-exist add-port '
+                 f'{BRIDGE} "$DEV" -- set interface "$DEV" ofport_request=$2; }}')
     for number, mac in setup.ports:
-        lines.append(f'DEV=$(for d in /sys/class/net/*; do [ "$(cat $d/address)" = {q(mac)} ] '
-                     '&& echo "${d##*/}"; done; true)')
-        lines.append(f'[ -n "$DEV" ] || {{ echo "no interface with MAC {mac}" >&2; exit 1; }}')
-        lines.append('ip link set "$DEV" up')
-        if not setup.bare:
-            lines.append(f'ovs-vsctl --may-exist add-port {BRIDGE} "$DEV" '
-                         f'-- set interface "$DEV" ofport_request={number}')
+        lines.append(f"port {q(mac)}" + ("" if setup.bare else f" {number}"))
     lines.append(f"ip link set {BRIDGE} up")
     if setup.controller:
         target = f"tcp:{MODEL_LISTEN}" if setup.profile else setup.controller
@@ -97,6 +101,31 @@ def bridge_script(setup: SwitchSetup) -> str:
                      f"set controller {BRIDGE} max_backoff=1000")
         lines.append(_wait_connected(target))
     return "\n".join(lines) + "\n"
+
+
+# Raw bytes of static flows per command: a command must fit one Xenstore node
+# (SPEC_MAX_BYTES escaped), so a long flow table goes in several commands.
+FLOWS_PER_COMMAND_BYTES = 1200
+
+
+def flow_scripts(setup: SwitchSetup) -> list[str]:
+    """Shell commands adding the switch's static flows, in order, each short
+    enough for one command."""
+    scripts: list[str] = []
+    batch: list[str] = []
+    for flow in setup.flows:
+        quoted = shlex.quote(flow)
+        if batch and sum(len(f) + 1 for f in batch) + len(quoted) > FLOWS_PER_COMMAND_BYTES:
+            scripts.append(_add_flows(batch))
+            batch = []
+        batch.append(quoted)
+    if batch:
+        scripts.append(_add_flows(batch))
+    return scripts
+
+
+def _add_flows(quoted: list[str]) -> str:
+    return f"printf '%s\\n' {' '.join(quoted)} | ovs-ofctl -O OpenFlow13 add-flows {BRIDGE} -"
 
 
 def _wait_connected(target: str) -> str:
@@ -136,10 +165,17 @@ class Switches:
         limit = SETUP_TIMEOUT_S + CONNECT_TRIES / 10 * self.ctl.tdf
         for node, handle in handles:
             self._check(node, self.ctl.wait(handle, limit), "bridge setup")
+        flows = [(node, [self.ctl.submit(node, CommandSpec(shell=script))
+                         for script in flow_scripts(s)])
+                 for node, s in self.setups.items()]
+        for node, batches in flows:
+            for handle in batches:
+                self._check(node, self.ctl.wait(handle, SETUP_TIMEOUT_S), "static flows")
             if progress:
                 setup = self.setups[node]
                 how = (f"switch model {setup.profile}" if setup.profile
-                       else "controller" if setup.controller else "standalone")
+                       else "controller" if setup.controller
+                       else f"{len(setup.flows)} static flows" if setup.flows else "standalone")
                 progress(f"switch {node}: {len(setup.ports)} ports, {how}")
         self.check_models()
 

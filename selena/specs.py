@@ -38,7 +38,10 @@ def topo_usage(name: str) -> str:
     params = []
     for p in inspect.signature(builder).parameters.values():
         if p.name in _parameters(builder):
-            params.append(p.name if p.default is p.empty else f"{p.name}={p.default}")
+            if p.default is p.empty:
+                params.append(p.name)
+            else:  # a None default is "optional, derived from the others"
+                params.append(f"[{p.name}]" if p.default is None else f"{p.name}={p.default}")
     return f"{name}" + (f",{','.join(params)}" if params else "")
 
 

@@ -131,33 +131,92 @@ def torus(x: int, y: int, n: int = 1, name: str = "torus", tdf: float = 1.0,
     return topo
 
 
-def fat_tree(k: int = 4, name: str = "fattree", tdf: float = 1.0, **link: object) -> Topology:
+def fat_tree(k: int = 4, pods: int | None = None, name: str = "fattree", tdf: float = 1.0,
+             *, routing: str = "stp", **link: object) -> Topology:
     """A k-ary fat tree: (k/2)^2 core, k pods of k/2 aggregation + k/2 edge,
-    k^3/4 hosts. Its many paths are loops for learning bridges, so its
-    switches run the rapid spanning tree protocol."""
+    k^3/4 hosts.
+
+    `pods` < k keeps that many pods and the same share of the core, each
+    aggregation switch still linked to k/2 cores where there are that many:
+    SELENA's evaluation used half of a k=4 tree (`pods=2`: 2 core, 8 pod
+    switches, 8 hosts; every switch uses all 4 of its ports).
+
+    Its many paths are loops for learning bridges. `routing="stp"`: the
+    switches run the rapid spanning tree protocol, which leaves one tree
+    (and its bottlenecks). `routing="static"`: no learning, every switch gets
+    static flows (IPv4 and ARP by destination host), spread over the paths
+    by the destination's number as in Al-Fares et al.'s two-level tables, so
+    distinct destinations below one edge switch take distinct uplinks."""
     if k < 2 or k % 2:
         raise ValueError(f"fat tree k must be even and >= 2, got {k}")
+    pods = k if pods is None else pods
+    if not 1 <= pods <= k:
+        raise ValueError(f"fat tree pods must be between 1 and k={k}, got {pods}")
+    if routing not in ("stp", "static"):
+        raise ValueError(f"fat tree routing must be 'stp' or 'static', got {routing!r}")
     half = k // 2
     topo = Topology(name, tdf=tdf)
 
     def switch(switch_name: str) -> Node:
         node = topo.add_switch(switch_name)
-        node.stp = True
+        node.stp = routing == "stp"
         return node
 
-    cores = [switch(f"c{i}") for i in range(half * half)]
+    cores = [switch(f"c{i}") for i in range(max(1, half * half * pods // k))]
+    # next hops: toward a host below (by host number), up, and a core's down
+    # links into each pod
+    down: dict[str, dict[int, Node]] = {}
+    up: dict[str, list[Node]] = {}
+    into_pod: dict[str, dict[int, list[Node]]] = {}
     host = 0
-    for pod in range(k):
+    for pod in range(pods):
         aggs = [switch(f"a{pod}_{i}") for i in range(half)]
         edges = [switch(f"e{pod}_{i}") for i in range(half)]
         for i, agg in enumerate(aggs):
             for edge in edges:
                 topo.add_link(agg, edge, **link)  # type: ignore[arg-type]
-            for j in range(half):
-                topo.add_link(agg, cores[i * half + j], **link)  # type: ignore[arg-type]
+            up[agg.name] = [cores[c] for c in
+                            dict.fromkeys((i * half + j) % len(cores) for j in range(half))]
+            for core in up[agg.name]:
+                topo.add_link(agg, core, **link)  # type: ignore[arg-type]
+                into_pod.setdefault(core.name, {}).setdefault(pod, []).append(agg)
         for edge in edges:
+            up[edge.name] = aggs
             for _ in range(half):
                 host += 1
                 h = topo.add_host(f"h{host}", ip=_host_ip(host))
                 topo.add_link(h, edge, **link)  # type: ignore[arg-type]
+                for node in (edge, *aggs):
+                    down.setdefault(node.name, {})[host] = edge if node is not edge else h
+    if routing == "static":
+        _fat_tree_flows(topo, host, half, down, up, into_pod)
     return topo
+
+
+def _fat_tree_flows(topo: Topology, hosts: int, half: int, down: dict[str, dict[int, Node]],
+                    up: dict[str, list[Node]], into_pod: dict[str, dict[int, list[Node]]]
+                    ) -> None:
+    """Destination-based static flows for every switch of a fat tree."""
+    port: dict[tuple[str, str], int] = {}
+    for link in topo.links:
+        port[link.a.node, link.b.node] = link.a.iface + 1     # ofport = index + 1
+        port[link.b.node, link.a.node] = link.b.iface + 1
+    for node in topo.nodes.values():
+        if node.kind.value != "switch":
+            continue
+        for d in range(1, hosts + 1):
+            pod = (d - 1) // (half * half)
+            if node.name in into_pod:
+                aggs = into_pod[node.name][pod]
+                hop = aggs[(d - 1) % len(aggs)]
+            elif d in down[node.name]:
+                hop = down[node.name][d]
+            elif node.name.startswith("e"):
+                hop = up[node.name][(d - 1) % half]
+            else:
+                uplinks = up[node.name]
+                hop = uplinks[((d - 1) // half) % len(uplinks)]
+            ip = _host_ip(d).split("/")[0]
+            out = port[node.name, hop.name]
+            node.flows += [f"priority=10,ip,nw_dst={ip},actions=output:{out}",
+                           f"priority=10,arp,arp_tpa={ip},actions=output:{out}"]

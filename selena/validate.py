@@ -97,6 +97,12 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
             _check_endpoint(f"hub {hub.name}", ep.node, ep.iface, by_name, add, hub.defined_at)
             used[(ep.node, ep.iface)] += 1
     _check_static_arp(topo, by_name, used, add)
+    for node in nodes:
+        ports = sum(1 for (name, _), _count in used.items() if name == node.name)
+        if node.kind is NodeKind.SWITCH and ports > MAX_SWITCH_PORTS:
+            add("switch too large", f"node {node.name}: {ports} ports; a switch guest is set "
+                f"up through one agent command, which holds at most {MAX_SWITCH_PORTS}",
+                node.defined_at)
     for pair, count in pairs.items():
         if count > 1:
             ends = "--".join(f"{n}:eth{i}" for n, i in sorted(pair))
@@ -201,10 +207,34 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
                 f"{where} eth{iface.index}: tx queue length {iface.txqueuelen} out of range", at)
 
 
+# What one bridge setup command carries (openflow.bridge_script within one
+# Xenstore node); 39 fit, this leaves room for long MACs' quoting.
+MAX_SWITCH_PORTS = 32
+
+
+def _check_static_flows(node: Node, add: Add) -> None:
+    where = f"node {node.name}"
+    at = node.defined_at
+    if node.kind is not NodeKind.SWITCH:
+        add("flows on a non-switch", f"{where}: only switches take static OpenFlow flows", at)
+    elif node.controller is not None:
+        add("flows with a controller", f"{where}: static flows are for a switch without a "
+            f"controller (its controller {node.controller} owns the flow table)", at)
+    elif node.stp:
+        add("flows with stp", f"{where}: static flows replace the spanning tree; "
+            "give one or the other", at)
+    for flow in node.flows:
+        if not isinstance(flow, str) or not flow.strip() or any(c in flow for c in "\n\r\0"):
+            add("malformed flow", f"{where}: flow {flow!r} is not one ovs-ofctl flow "
+                "(a non-empty string on one line)", at)
+
+
 def _check_openflow(node: Node, by_name: dict[str, Node], profiles: set[str] | None,
                     add: Add) -> None:
     where = f"node {node.name}"
     at = node.defined_at
+    if node.flows:
+        _check_static_flows(node, add)
     if node.controller is None:
         if node.switch_model is not None:
             add("switch model without controller",

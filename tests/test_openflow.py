@@ -4,12 +4,21 @@ sequence the Switches helper drives through the control channel."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from selena.control.channel import CommandHandle, CommandResult
 from selena.errors import BackendError, TopologyError
 from selena.model import Topology
-from selena.openflow import MODEL_LISTEN, Switches, bridge_script, model_command, switch_setups
+from selena.openflow import (
+    MODEL_LISTEN,
+    Switches,
+    bridge_script,
+    flow_scripts,
+    model_command,
+    switch_setups,
+)
 from selena.validate import validate
 
 PROFILES = {"ideal", "pica8-p3290"}
@@ -46,8 +55,10 @@ def test_bridge_script_points_ovs_at_the_model_or_the_controller():
     with_model = bridge_script(switch_setups(fig11())[0])
     assert "fail-mode=secure" in with_model
     assert f"set-controller br0 tcp:{MODEL_LISTEN}" in with_model
-    assert with_model.count("ovs-vsctl --may-exist add-port br0") == 2
-    assert "ofport_request=2" in with_model and "ofport_request=3" in with_model
+    # each port: found by MAC, brought up, added with its OpenFlow number
+    assert re.findall(r"^port \S+ (\d+)$", with_model, re.M) == ["2", "3"]
+    assert 'ovs-vsctl --may-exist add-port br0 "$DEV" -- set interface "$DEV" ' \
+        'ofport_request=$2' in with_model
     direct = bridge_script(switch_setups(fig11(model=None))[0])
     assert "set-controller br0 tcp:10.9.0.2:6653" in direct
     # The setup waits until OVS holds its controller connection.
@@ -198,9 +209,69 @@ def test_bare_and_spanning_tree_switches():
     (setup,) = switch_setups(listing)
     script = bridge_script(setup)
     # SELENA's Listing 2 adds the ports itself: br0 exists, its ports are up, none added.
-    assert setup.bare and "add-br br0" in script and "add-port" not in script
-    assert script.count('ip link set "$DEV" up') == 2
+    assert setup.bare and "add-br br0" in script
+    assert len(re.findall(r"^port \S+$", script, re.M)) == 2      # up, no OpenFlow number
+    assert not re.findall(r"^port \S+ \d+$", script, re.M)
     loops = switch_setups(torus(3, 3))
     assert len(loops) == 9 and all(s.stp for s in loops)
     assert "rstp_enable=true" in bridge_script(loops[0])
     assert "rstp_enable" not in bridge_script(switch_setups(fig11(None))[0])
+
+
+def test_static_flows_make_a_secure_bridge_that_forwards_by_them_alone():
+    from selena.topologies import fat_tree
+
+    topo = fat_tree(4, pods=2, routing="static")
+    validate(topo)
+    setup = next(s for s in switch_setups(topo) if s.node == "e0_0")
+    script = bridge_script(setup)
+    assert len(setup.flows) == 16 and not setup.stp
+    assert "fail-mode=secure" in script and "rstp_enable" not in script
+    # the flows go in by a command of their own, one per line, through OpenFlow 1.3
+    (flows,) = flow_scripts(setup)
+    assert flows.startswith("printf '%s\\n' priority=10,ip,nw_dst=10.0.0.1,actions=output:3 ")
+    assert flows.endswith(" | ovs-ofctl -O OpenFlow13 add-flows br0 -")
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda t: setattr(t.nodes["e0_0"], "stp", True), "node e0_0: static flows replace the "
+                                                      "spanning tree"),
+    (lambda t: t.nodes["e0_0"].flows.append("a\nb"), "node e0_0: flow 'a\\nb' is not one"),
+    (lambda t: t.nodes["h1"].flows.append("actions=drop"), "node h1: only switches take "
+                                                            "static OpenFlow flows"),
+])
+def test_bad_static_flows_are_named(change, message):
+    from selena.topologies import fat_tree
+
+    topo = fat_tree(4, pods=2, routing="static")
+    change(topo)
+    with pytest.raises(TopologyError) as info:
+        validate(topo)
+    assert message in str(info.value)
+
+
+def test_a_switch_of_32_ports_is_set_up_by_one_command_and_33_are_refused():
+    from selena.control.protocol import CommandSpec
+    from selena.topologies import star
+
+    (setup,) = switch_setups(star(32))
+    CommandSpec(shell=bridge_script(setup)).encode()       # fits one Xenstore node
+    validate(star(32))
+    with pytest.raises(TopologyError, match="node s1: 33 ports; a switch guest"):
+        validate(star(33))
+
+
+def test_long_flow_tables_are_split_into_commands_that_each_fit():
+    from selena.control.protocol import CommandSpec
+    from selena.topologies import fat_tree
+
+    topo = fat_tree(4, pods=2, routing="static")
+    topo.nodes["c0"].flows += [f"priority=5,tcp,tp_dst={p},actions=drop" for p in range(200)]
+    (setup,) = [s for s in switch_setups(topo) if s.node == "c0"]
+    scripts = flow_scripts(setup)
+    assert len(scripts) > 1
+    for script in scripts:
+        CommandSpec(shell=script).encode()
+    # every flow exactly once, in order
+    sent = [f for script in scripts for f in script.split("' ", 1)[1].split(" | ")[0].split()]
+    assert sent == list(setup.flows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal as signals
 import subprocess
 import threading
@@ -207,13 +208,17 @@ class MininetBackend(Backend):
         net = self._translate(plan)
         lines = [f"# Mininet baseline of {plan.experiment} (real time, TDF 1)"]
         lines += [f"net.addHost({h!r})" for h in net.hosts]
-        lines += [f"net.addSwitch({s!r}, cls=OVSBridge, stp={stp})" for s, stp in net.switches]
+        lines += [f"net.addSwitch({s!r}, cls=OVSSwitch, failMode='secure')" if s in net.flows
+                  else f"net.addSwitch({s!r}, cls=OVSBridge, stp={stp})"
+                  for s, stp in net.switches]
         for link in net.links:
             lines.append(f"net.addLink({link.node1!r}, {link.node2!r}, cls=TCLink, "
                          f"intfName1={link.intf1!r}, intfName2={link.intf2!r}"
                          + "".join(f", {k}={v!r}" for k, v in link.tc.items()) + ")")
         for host, commands in net.setup.items():
             lines += [f"# in {host}: {c}" for c in commands]
+        for switch, flows in net.flows.items():
+            lines += [f"# ovs-ofctl add-flow {switch} {f}" for f in flows]
         return "\n".join(lines) + "\n"
 
     def deploy(self, plan: Plan, progress: Progress | None = None,
@@ -231,7 +236,7 @@ class MininetBackend(Backend):
             from mininet.link import TCLink
             from mininet.log import setLogLevel
             from mininet.net import Mininet
-            from mininet.node import OVSBridge
+            from mininet.node import OVSBridge, OVSSwitch
         except ImportError as exc:
             raise BackendError(f"Mininet is not installed here ({exc}); Debian: apt-get "
                                "install mininet") from None
@@ -243,8 +248,12 @@ class MininetBackend(Backend):
             for host in spec.hosts:
                 net.addHost(host, ip=None)
             for number, (switch, stp) in enumerate(spec.switches, start=1):
-                net.addSwitch(switch, cls=OVSBridge, stp=stp, failMode="standalone",
-                              dpid=f"{number:016x}")
+                if switch in spec.flows:     # secure: it forwards by its static flows alone
+                    net.addSwitch(switch, cls=OVSSwitch, failMode="secure",
+                                  dpid=f"{number:016x}")
+                else:                        # OVSBridge: a learning switch
+                    net.addSwitch(switch, cls=OVSBridge, stp=stp, failMode="standalone",
+                                  dpid=f"{number:016x}")
             for link in spec.links:
                 net.addLink(link.node1, link.node2, cls=TCLink, intfName1=link.intf1,
                             intfName2=link.intf2, addr1=link.mac1, addr2=link.mac2,
@@ -253,6 +262,12 @@ class MininetBackend(Backend):
             net.start()
             say(f"Mininet baseline: {len(spec.hosts)} hosts, {len(spec.switches)} switches, "
                 f"{len(spec.links)} links (real time)")
+            for switch, flows in spec.flows.items():
+                for flow in flows:
+                    out = net.get(switch).dpctl("add-flow", shlex.quote(flow))
+                    if out.strip():
+                        raise BackendError(f"adding a flow to {switch} in Mininet: "
+                                           f"{flow}: {out.strip()}")
             for host, commands in spec.setup.items():
                 node = net.get(host)
                 for command in commands:

@@ -97,6 +97,11 @@ class Node:
     # A standalone switch in a topology with loops runs the rapid spanning
     # tree protocol (Open vSwitch's RSTP).
     stp: bool = False
+    # Static OpenFlow entries (ovs-ofctl add-flow syntax, OpenFlow 1.3) for a
+    # switch without a controller: its bridge forwards by these alone (fail
+    # mode secure, no learning, no flooding), so a topology with loops needs
+    # no spanning tree and can use every path.
+    flows: list[str] = field(default_factory=list)
     # The guest's TSC: None for the hypervisor's default (emulated, hence
     # dilated, for a dilated guest), "native" (the opt-out: raw RDTSC, faster)
     # or "emulate".

@@ -75,6 +75,29 @@ def test_the_rendered_baseline_shows_every_mininet_call():
             "bw=10.0, delay='5000us', loss=1.0, max_queue_size=50)") in text
 
 
+def test_static_flows_are_renumbered_to_mininets_ports_on_a_secure_switch():
+    topo = Topology("flows", tdf=1)
+    s1 = topo.add_switch("s1")
+    h1 = topo.add_host("h1", ip="10.0.0.1/24")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    topo.add_link(h1, s1)                    # s1 eth0: selena port 1
+    s1.add_interface(5)                      # selena port 6, wired second
+    topo.add_link(h2, (s1, 5))
+    s1.flows = ["in_port=1,ip,nw_dst=10.0.0.2,actions=output:6",
+                "priority=10,arp,arp_tpa=10.0.0.1,actions=output:1"]
+    net = translate(topo, make_plan(topo))
+    # Mininet numbers s1's ports by link order: 1 and 2
+    assert net.flows["s1"] == ["in_port=1,ip,nw_dst=10.0.0.2,actions=output:2",
+                               "priority=10,arp,arp_tpa=10.0.0.1,actions=output:1"]
+    text = MininetBackend().render(make_plan(topo))
+    assert "net.addSwitch('s1', cls=OVSSwitch, failMode='secure')" in text
+    s1.flows = ["actions=output:9", "actions=enqueue:1:0"]
+    with pytest.raises(BackendError) as err:
+        translate(topo, make_plan(topo))
+    assert "node s1: flow 'actions=output:9' names port 9, which is not wired" in str(err.value)
+    assert "'actions=enqueue:1:0' names ports in a way" in str(err.value)
+
+
 def channel():
     ch = NamespaceChannel(NO_NAMESPACE)
     ch.add_guest("h1", os.getpid())
