@@ -9,18 +9,32 @@
  *       killed. Prints "flowgen: listening on port N" on stderr (useful with
  *       --port 0, which picks a free port).
  *
- *   flowgen client --host IPv4 [--port P] --rate FLOWS_PER_S --size BYTES
+ *   flowgen client --host IPv4 [--port P]
+ *                  (--rate FLOWS_PER_S | --concurrency N) --size BYTES
  *                  --duration SECONDS [--seed N] [--max-flows N]
  *                  [--timeout SECONDS] [--dry-run]
- *       Starts flows with exponential inter-arrival times (mean 1/rate) for
- *       --duration seconds after the first start; flows run concurrently in
- *       one nonblocking poll loop. Each flow: connect, send BYTES, shut down
- *       its sending side, wait for the server's EOF. start_ns is taken just
- *       before connect, end_ns when the EOF arrives. When every flow has
- *       ended (or timed out), prints CSV on stdout:
+ *       Exactly one of --rate and --concurrency picks how flows start:
+ *       --rate (open loop): flows start with exponential inter-arrival times
+ *           (mean 1/rate, seeded by --seed) for --duration seconds after the
+ *           first start.
+ *       --concurrency N (closed loop, 1..1024): N flows start at once and,
+ *           each time a flow ends (ok, timeout or error), a new one starts
+ *           immediately, as long as less than --duration seconds have passed
+ *           since the first start; so N flows are always in flight. --seed
+ *           has no effect.
+ *       Either way --max-flows caps the number of flows started, and after
+ *       the duration no flow starts but those in flight run to their end.
+ *       Flows run concurrently in one nonblocking poll loop. Each flow:
+ *       connect, send BYTES, shut down its sending side, wait for the
+ *       server's EOF. start_ns is taken just before the socket is created,
+ *       end_ns when the EOF arrives; a flow times out --timeout seconds
+ *       after its start. When every flow has ended (or timed out), prints
+ *       CSV on stdout, one line per flow in start order:
  *           flow,start_ns,end_ns,fct_s,bytes,status
  *       status: ok, timeout, error:<ERRNO NAME>; bytes: bytes sent.
- *       --dry-run prints the schedule (flow,offset_ns) and sends nothing.
+ *       --dry-run prints the schedule (flow,offset_ns) and sends nothing; it
+ *       needs --rate (with --concurrency it is a usage error: there is no
+ *       schedule, flows start when others end).
  *
  * Exit status: 0 all flows ok, 1 some flows failed (or server error),
  * 2 usage error.
@@ -48,6 +62,7 @@
 #define DEFAULT_PORT     5001
 #define DEFAULT_TIMEOUT  60.0
 #define DEFAULT_SEED     1
+#define MAX_CONCURRENCY  1024
 #define IO_CHUNK         65536
 #define NS_PER_S         ((int64_t)1000000000)
 
@@ -98,13 +113,19 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: flowgen server [--port P]\n"
-            "       flowgen client --host IPv4 [--port P] --rate FLOWS_PER_S "
+            "       flowgen client --host IPv4 [--port P]\n"
+            "                      (--rate FLOWS_PER_S | --concurrency N) "
             "--size BYTES\n"
             "                      --duration SECONDS [--seed N] "
             "[--max-flows N]\n"
             "                      [--timeout SECONDS] [--dry-run]\n"
+            "--rate: exponential inter-arrivals (open loop); --concurrency "
+            "N (1..%d):\n"
+            "N flows always in flight, a new one starting as one ends "
+            "(closed loop).\n"
+            "--dry-run prints the --rate schedule and sends nothing.\n"
             "defaults: --port %d, --seed %d, --timeout %.0f, no flow limit\n",
-            DEFAULT_PORT, DEFAULT_SEED, DEFAULT_TIMEOUT);
+            MAX_CONCURRENCY, DEFAULT_PORT, DEFAULT_SEED, DEFAULT_TIMEOUT);
 }
 
 static void __attribute__((noreturn, format(printf, 1, 2)))
@@ -328,7 +349,8 @@ enum flow_state { CONNECTING, SENDING, WAITING_EOF, DONE };
 
 struct flow
 {
-    int64_t offset_ns;          /* scheduled start after the first start */
+    int64_t offset_ns;          /* scheduled start after the first start
+                                   (--rate only) */
     int64_t start_ns, end_ns;
     uint64_t sent;
     int fd;
@@ -341,13 +363,15 @@ struct client_opts
     struct sockaddr_in addr;
     double rate, duration, timeout;
     uint64_t size, seed, max_flows;
+    uint64_t concurrency;       /* 0: --rate (open loop) */
     int dry_run;
 };
 
 static void parse_client(int argc, char **argv, struct client_opts *o)
 {
     const char *host = NULL;
-    int have_rate = 0, have_size = 0, have_duration = 0, i;
+    int have_rate = 0, have_concurrency = 0, have_size = 0;
+    int have_duration = 0, i;
 
     memset(o, 0, sizeof(*o));
     o->addr.sin_family = AF_INET;
@@ -367,9 +391,10 @@ static void parse_client(int argc, char **argv, struct client_opts *o)
             continue;
         }
         if ( strcmp(opt, "--host") && strcmp(opt, "--port") &&
-             strcmp(opt, "--rate") && strcmp(opt, "--size") &&
-             strcmp(opt, "--duration") && strcmp(opt, "--seed") &&
-             strcmp(opt, "--max-flows") && strcmp(opt, "--timeout") )
+             strcmp(opt, "--rate") && strcmp(opt, "--concurrency") &&
+             strcmp(opt, "--size") && strcmp(opt, "--duration") &&
+             strcmp(opt, "--seed") && strcmp(opt, "--max-flows") &&
+             strcmp(opt, "--timeout") )
             usage_error("unknown option '%s' for client", opt);
         if ( !val )
             usage_error("%s needs a value", opt);
@@ -382,6 +407,11 @@ static void parse_client(int argc, char **argv, struct client_opts *o)
         {
             o->rate = parse_double(opt, val, 0, 1);
             have_rate = 1;
+        }
+        else if ( !strcmp(opt, "--concurrency") )
+        {
+            o->concurrency = parse_u64(opt, val, 1, MAX_CONCURRENCY);
+            have_concurrency = 1;
         }
         else if ( !strcmp(opt, "--size") )
         {
@@ -401,8 +431,13 @@ static void parse_client(int argc, char **argv, struct client_opts *o)
             o->timeout = parse_double(opt, val, 0, 1);
     }
 
-    if ( !have_rate )
-        usage_error("missing %s", "--rate");
+    if ( have_rate && have_concurrency )
+        usage_error("--rate and --concurrency are mutually exclusive");
+    if ( !have_rate && !have_concurrency )
+        usage_error("missing --rate or --concurrency (exactly one is needed)");
+    if ( o->dry_run && have_concurrency )
+        usage_error("--dry-run needs --rate: with --concurrency there is no "
+                    "schedule (flows start when others end)");
     if ( !have_size )
         usage_error("missing %s", "--size");
     if ( !have_duration )
@@ -416,10 +451,38 @@ static void parse_client(int argc, char **argv, struct client_opts *o)
         usage_error("--duration or --timeout too large");
 }
 
+/*
+ * Appends a flow that has not started to the *n flows in *flows, which has
+ * room for *cap; NULL (after a message) when out of memory.
+ */
+static struct flow *add_flow(struct flow **flows, size_t *n, size_t *cap)
+{
+    struct flow *f;
+
+    if ( *n == *cap )
+    {
+        size_t bigger_cap = *cap ? 2 * *cap : 1024;
+        struct flow *bigger = realloc(*flows, bigger_cap * sizeof(**flows));
+
+        if ( !bigger )
+        {
+            fprintf(stderr, "flowgen: out of memory for %zu flows\n",
+                    bigger_cap);
+            return NULL;
+        }
+        *flows = bigger;
+        *cap = bigger_cap;
+    }
+    f = &(*flows)[(*n)++];
+    memset(f, 0, sizeof(*f));
+    f->fd = -1;
+    return f;
+}
+
 /* The whole schedule is drawn up front, so it depends only on the options. */
 static struct flow *make_schedule(const struct client_opts *o, size_t *nflows)
 {
-    struct flow *flows = NULL;
+    struct flow *flows = NULL, *f;
     size_t n = 0, cap = 0;
     double t = 0;
     int64_t limit = (int64_t)(o->duration * NS_PER_S);
@@ -431,23 +494,10 @@ static struct flow *make_schedule(const struct client_opts *o, size_t *nflows)
 
         if ( off >= limit )
             break;
-        if ( n == cap )
-        {
-            struct flow *bigger;
-
-            cap = cap ? 2 * cap : 1024;
-            bigger = realloc(flows, cap * sizeof(*flows));
-            if ( !bigger )
-            {
-                fprintf(stderr, "flowgen: out of memory for %zu flows\n", cap);
-                exit(1);
-            }
-            flows = bigger;
-        }
-        memset(&flows[n], 0, sizeof(flows[n]));
-        flows[n].offset_ns = off;
-        flows[n].fd = -1;
-        n++;
+        f = add_flow(&flows, &n, &cap);
+        if ( !f )
+            exit(1);
+        f->offset_ns = off;
         t += exp_variate(1.0 / o->rate);
     }
     *nflows = n;
@@ -464,11 +514,13 @@ static void finish(struct flow *f, int err)
     f->fd = -1;
 }
 
-static void start_flow(struct flow *f, const struct client_opts *o)
+/* start_ns is the caller's clock reading, the one it decided to start on. */
+static void start_flow(struct flow *f, const struct client_opts *o,
+                       int64_t start_ns)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 
-    f->start_ns = now_ns();
+    f->start_ns = start_ns;
     if ( fd < 0 )
     {
         finish(f, errno);
@@ -593,9 +645,13 @@ static void print_summary(const struct flow *flows, size_t n,
         timeouts += flows[i].err < 0;
         errors += flows[i].err > 0;
     }
-    fprintf(stderr, "flowgen: %zu flows of %" PRIu64 " bytes at %g/s over "
-            "%.3f s: %zu ok, %zu timeout, %zu error", n, o->size, o->rate,
-            span, ok, timeouts, errors);
+    fprintf(stderr, "flowgen: %zu flows of %" PRIu64 " bytes ", n, o->size);
+    if ( o->concurrency )
+        fprintf(stderr, "with concurrency %" PRIu64, o->concurrency);
+    else
+        fprintf(stderr, "at %g/s", o->rate);
+    fprintf(stderr, " over %.3f s: %zu ok, %zu timeout, %zu error", span, ok,
+            timeouts, errors);
     if ( ok && fcts )
     {
         qsort(fcts, ok, sizeof(*fcts), cmp_i64);
@@ -609,14 +665,15 @@ static void print_summary(const struct flow *flows, size_t n,
 static int run_client(int argc, char **argv)
 {
     struct client_opts o;
-    struct flow *flows;
+    struct flow *flows = NULL;
     struct pollfd *pfds;
     size_t *active;
-    size_t nflows, next = 0, nactive = 0, i;
-    int64_t t0 = 0, timeout_ns;
+    size_t nflows = 0, cap = 0, maxlive, next = 0, nactive = 0, i;
+    int64_t t0 = 0, timeout_ns, duration_ns;
 
     parse_client(argc, argv, &o);
-    flows = make_schedule(&o, &nflows);
+    if ( !o.concurrency )
+        flows = make_schedule(&o, &nflows);
 
     if ( o.dry_run )
     {
@@ -630,8 +687,10 @@ static int run_client(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     timeout_ns = (int64_t)(o.timeout * NS_PER_S);
-    pfds = malloc((nflows ? nflows : 1) * sizeof(*pfds));
-    active = malloc((nflows ? nflows : 1) * sizeof(*active));
+    duration_ns = (int64_t)(o.duration * NS_PER_S);
+    maxlive = o.concurrency ? o.concurrency : (nflows ? nflows : 1);
+    pfds = malloc(maxlive * sizeof(*pfds));
+    active = malloc(maxlive * sizeof(*active));
     if ( !pfds || !active )
     {
         fprintf(stderr, "flowgen: out of memory\n");
@@ -640,22 +699,55 @@ static int run_client(int argc, char **argv)
 
     /*
      * active[] holds the started flows that have not ended, so each round
-     * costs O(live flows), not O(all flows so far).
+     * costs O(live flows), not O(all flows so far). With --rate, flows[] is
+     * the whole schedule and next indexes the first flow not started; with
+     * --concurrency, flows[] grows by one flow per start (next == nflows).
      */
-    while ( next < nflows || nactive > 0 )
+    for ( ;; )
     {
         int64_t now = now_ns(), wake = INT64_MAX;
         struct timespec ts;
         size_t np = 0, kept = 0;
-        int rc;
+        int more, rc;
 
-        /* Start every flow that is due (all at once if we fell behind). */
-        while ( next < nflows && (next == 0 ||
-                                  now >= t0 + flows[next].offset_ns) )
+        /* Time out stale flows, drop ended ones. */
+        for ( i = 0; i < nactive; i++ )
         {
-            struct flow *f = &flows[next];
+            struct flow *f = &flows[active[i]];
 
-            start_flow(f, &o);
+            if ( f->state != DONE && now - f->start_ns >= timeout_ns )
+                finish(f, -1);
+            if ( f->state != DONE )
+                active[kept++] = active[i];
+        }
+        nactive = kept;
+        now = now_ns();
+
+        /*
+         * Start every flow that is due: --rate, each whose scheduled time
+         * has come (all at once if we fell behind); --concurrency, as many
+         * as keep N flows live while the duration runs.
+         */
+        for ( ;; )
+        {
+            struct flow *f;
+
+            if ( o.concurrency )
+                more = next < o.max_flows &&
+                       (next == 0 || now - t0 < duration_ns);
+            else
+                more = next < nflows;
+            if ( !more || (o.concurrency ? nactive >= o.concurrency :
+                           next > 0 && now < t0 + flows[next].offset_ns) )
+                break;
+            if ( o.concurrency && !add_flow(&flows, &nflows, &cap) )
+            {
+                o.max_flows = next;     /* start no more, report the rest */
+                more = 0;
+                break;
+            }
+            f = &flows[next];
+            start_flow(f, &o, now);
             if ( next == 0 )
                 t0 = f->start_ns;
             if ( f->state == SENDING )
@@ -665,28 +757,22 @@ static int run_client(int argc, char **argv)
             next++;
             now = now_ns();
         }
-        if ( next < nflows )
+        if ( more && !o.concurrency )
             wake = t0 + flows[next].offset_ns;
+        if ( !more && nactive == 0 )
+            break;
 
-        /* Time out stale flows, drop ended ones, poll the rest. */
+        /* Poll the live flows until the next start or timeout. */
         for ( i = 0; i < nactive; i++ )
         {
             struct flow *f = &flows[active[i]];
 
-            if ( f->state != DONE && now - f->start_ns >= timeout_ns )
-                finish(f, -1);
-            if ( f->state == DONE )
-                continue;
-            active[kept++] = active[i];
             if ( f->start_ns + timeout_ns < wake )
                 wake = f->start_ns + timeout_ns;
             pfds[np].fd = f->fd;
             pfds[np].events = f->state == WAITING_EOF ? POLLIN : POLLOUT;
             pfds[np++].revents = 0;
         }
-        nactive = kept;
-        if ( next == nflows && nactive == 0 )
-            break;
 
         if ( wake < now )
             wake = now;

@@ -1,7 +1,7 @@
 """flowgen (guest-templates/tools/flowgen.c) on the host over 127.0.0.1: flows
 complete with the right sizes, the schedule is exponential and seeded, flows
-run concurrently, and timeouts, connection errors and bad options are
-reported as documented."""
+run concurrently, the closed loop (--concurrency) keeps N flows in flight, and
+timeouts, connection errors and bad options are reported as documented."""
 
 from __future__ import annotations
 
@@ -137,10 +137,12 @@ def test_real_start_times_follow_the_schedule(server: int) -> None:
 
 
 class SlowEofServer:
-    """Reads each connection to EOF, then waits `delay` seconds before closing."""
+    """Reads each connection to EOF, then waits `delay` seconds before closing; with
+    more delays, the i-th connection accepted waits delays[i % len(delays)]."""
 
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
+    def __init__(self, delay: float, *more: float) -> None:
+        self.delays = (delay, *more)
+        self.accepted = 0
         self.sock = socket.create_server(("127.0.0.1", 0), backlog=128)
         self.port = int(self.sock.getsockname()[1])
         self.received: list[int] = []
@@ -152,15 +154,17 @@ class SlowEofServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            delay = self.delays[self.accepted % len(self.delays)]
+            self.accepted += 1
+            threading.Thread(target=self._serve, args=(conn, delay), daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, delay: float) -> None:
         with conn:
             total = 0
             while chunk := conn.recv(65536):
                 total += len(chunk)
             self.received.append(total)
-            time.sleep(self.delay)
+            time.sleep(delay)
 
     def close(self) -> None:
         self.sock.close()
@@ -184,6 +188,86 @@ def test_flows_run_concurrently() -> None:
     spans = [(int(r["start_ns"]), int(r["end_ns"])) for r in rows]
     most = max(sum(s <= t < e for s, e in spans) for t, _ in spans)
     assert most >= 4
+
+
+def spans_of(rows: list[dict[str, str]]) -> list[tuple[int, int]]:
+    return [(int(r["start_ns"]), int(r["end_ns"])) for r in rows]
+
+
+def test_concurrency_keeps_n_flows_in_flight_and_replaces_each_at_once() -> None:
+    # uneven flow lengths, so replacing each flow as it ends differs from waiting
+    # for a whole batch of 3 to end (that would start flow 3 ~0.2 s late)
+    slow = SlowEofServer(0.05, 0.15, 0.25, 0.1)
+    try:
+        rc, rows, err = run_client("--host", "127.0.0.1", "--port", str(slow.port),
+                                   "--concurrency", "3", "--size", "20000",
+                                   "--duration", "1.5")
+    finally:
+        slow.close()
+    assert rc == 0, err
+    assert [int(r["flow"]) for r in rows] == list(range(len(rows)))
+    assert all(r["status"] == "ok" and r["bytes"] == "20000" for r in rows)
+    assert sorted(slow.received) == [20000] * len(rows)
+    spans = spans_of(rows)
+    starts = [s for s, _ in spans]
+    assert starts == sorted(starts)
+    first, duration_ns = starts[0], int(1.5e9)
+    assert all(s < first + duration_ns for s in starts)     # none after the duration
+    assert len(rows) > 3 * 4            # ~1.5 s / 0.14 s mean flow * 3 in flight
+    # never more than 3 at once: the count just after each start
+    assert max(sum(s <= t < e for s, e in spans) for t in starts) <= 3
+    assert sum(s <= starts[2] < e for s, e in spans) == 3   # 3 start together
+    # flow k >= 3 replaces the (k-2)th end (1-based): not before it, and right
+    # after it while the duration runs (the tolerance covers a loaded machine)
+    ends = sorted(e for _, e in spans)
+    for k in range(3, len(rows)):
+        assert starts[k] >= ends[k - 3]
+        assert starts[k] - ends[k - 3] < 50e6, k
+    # every end well inside the duration was replaced
+    replaced = [m for m, e in enumerate(ends) if e < first + duration_ns - 100e6]
+    assert len(rows) >= replaced[-1] + 4
+    summary = err.strip().splitlines()
+    assert len(summary) == 1 and "concurrency 3" in summary[0], err
+    assert f"{len(rows)} flows" in summary[0] and f"{len(rows)} ok, 0 timeout" in summary[0]
+
+
+def test_concurrency_lets_flows_in_flight_finish_after_the_duration() -> None:
+    slow = SlowEofServer(delay=0.6)
+    try:
+        began = time.monotonic()
+        rc, rows, err = run_client("--host", "127.0.0.1", "--port", str(slow.port),
+                                   "--concurrency", "2", "--size", "1000",
+                                   "--duration", "0.2")
+        wall = time.monotonic() - began
+    finally:
+        slow.close()
+    assert rc == 0, err
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    spans = spans_of(rows)
+    assert all(e - spans[0][0] >= 0.6e9 for _, e in spans)  # ended past the duration
+    assert 0.6 <= wall < 3
+
+
+def test_max_flows_caps_the_count_with_concurrency(server: int) -> None:
+    began = time.monotonic()
+    rc, rows, err = run_client("--host", "127.0.0.1", "--port", str(server),
+                               "--concurrency", "4", "--size", "10", "--duration", "30",
+                               "--max-flows", "9")
+    assert rc == 0, err
+    assert time.monotonic() - began < 10          # did not run for the duration
+    assert [int(r["flow"]) for r in rows] == list(range(9))
+    assert all(r["status"] == "ok" for r in rows)
+    assert "9 flows" in err and "concurrency 4" in err
+
+
+def test_concurrency_replaces_failed_flows_too() -> None:
+    # each refused connection is an ended flow, so another starts at once
+    rc, rows, err = run_client("--host", "127.0.0.1", "--port", str(free_port()),
+                               "--concurrency", "2", "--size", "1000", "--duration", "5",
+                               "--max-flows", "6")
+    assert rc == 1
+    assert [r["status"] for r in rows] == ["error:ECONNREFUSED"] * 6
+    assert "6 error" in err
 
 
 def test_flow_without_eof_times_out() -> None:
@@ -224,6 +308,7 @@ def test_server_serves_many_concurrent_connections(server: int) -> None:
 
 
 BASE = ["--host", "127.0.0.1", "--rate", "1", "--size", "1", "--duration", "1"]
+NO_LOOP = ["--host", "127.0.0.1", "--size", "1", "--duration", "1"]   # no --rate/--concurrency
 
 
 @pytest.mark.parametrize(("argv", "named"), [
@@ -240,6 +325,12 @@ BASE = ["--host", "127.0.0.1", "--rate", "1", "--size", "1", "--duration", "1"]
     (["client", *BASE, "--frobnicate", "1"], "--frobnicate"),
     (["client", "--host", "127.0.0.1", "--rate", "1", "--size", "1"], "--duration"),
     (["client", "--rate", "1", "--size", "1", "--duration", "1"], "--host"),
+    (["client", *BASE, "--concurrency", "3"], "--rate and --concurrency"),
+    (["client", *NO_LOOP], "missing --rate or --concurrency"),
+    (["client", *NO_LOOP, "--concurrency", "0"], "for --concurrency"),
+    (["client", *NO_LOOP, "--concurrency", "1025"], "for --concurrency"),
+    (["client", *NO_LOOP, "--concurrency", "-1"], "for --concurrency"),
+    (["client", *NO_LOOP, "--concurrency", "2", "--dry-run"], "--dry-run"),
     (["server", "--port", "x"], "--port"),
     (["serve"], "serve"),
     ([], "mode"),
