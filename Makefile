@@ -6,7 +6,7 @@ VENV := .venv
 SELENA := $(VENV)/bin/selena
 TDF ?= 10
 
-.PHONY: all deps test unit lint demo bench bench-bandwidth reproduce-star clean
+.PHONY: all deps test unit lint demo bench bench-bandwidth reproduce-star reproduce-fattree clean
 
 all: test
 
@@ -56,6 +56,21 @@ reproduce-star: deps
 	$(SELENA) lab build
 	$(SELENA) lab run -- selena sweep scenarios/star_throughput.py --tdf $(STAR_TDFS) \
 		--baseline mininet --out build/results/star
+
+# SELENA's Figure 6 and Tables 2-3 (half a k=4 fat tree, flow completion
+# times), scaled to the lab; 18 guests need a larger emulated machine. Long;
+# not part of `make test`.
+comma := ,
+FATTREE_TDFS ?= 1,5,10,20
+FATTREE_MEMORY ?= 6144
+reproduce-fattree: deps
+	$(SELENA) lab build
+	$(SELENA) lab run --memory $(FATTREE_MEMORY) -- selena sweep scenarios/fat_tree_fct.py \
+		--tdf $(FATTREE_TDFS) --baseline mininet --out build/results/fattree
+	$(VENV)/bin/python -m selena.analysis.fct --out build/results/fattree \
+		--title "Fat tree: flow completion times" \
+		$(foreach t,$(subst $(comma), ,$(FATTREE_TDFS)),tdf$(t)=build/results/fattree/tdf$(t)-r1) \
+		mininet=build/results/fattree/mininet-r1
 
 clean:
 	rm -rf $(VENV) xen-patches/build xen-patches/out guest-agent/build

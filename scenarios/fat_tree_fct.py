@@ -37,7 +37,7 @@ from selena.topologies import fat_tree
 
 LINK_MBIT = 10.0
 CONCURRENCY = 10
-DURATION_S = 20.0            # virtual seconds of traffic (the paper: 120)
+DURATION_S = 10.0            # virtual seconds of traffic (the paper: 120)
 PAIRS = ((1, 5), (2, 6), (3, 7), (4, 8))
 TCP_SHARE = 1448 / 1514      # TCP payload per Ethernet frame at MTU 1500
 PAPER_FLOW_BYTES = 10_000_000

@@ -288,12 +288,25 @@ def analyze(series: Mapping[str, Sequence[FlowRecord]], out_dir: Path, *, plot: 
     return summaries
 
 
+def read_series(path: Path) -> list[FlowRecord]:
+    """One series: a flowgen CSV, or every fct-*.csv in a directory (one per
+    generating host, as in a fat-tree run's bundle)."""
+    if not path.is_dir():
+        return read_flowgen_csv(path)
+    files = sorted(path.glob("fct-*.csv"))
+    if not files:
+        raise AnalysisError(f"{path}: no fct-*.csv in this directory")
+    return [record for file in files for record in read_flowgen_csv(file)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m selena.analysis.fct",
         description="FCT CDF table, summary and plot from flowgen client CSV files")
     parser.add_argument("series", nargs="+", metavar="PROFILE=CSV",
-                        help="a series name and the flowgen output it comes from")
+                        help="a series name and the flowgen output it comes from: a CSV "
+                             "file, or a directory (a run's bundle) whose fct-*.csv are "
+                             "taken together")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--title", default="Flow completion time CDF")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
@@ -306,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"expected PROFILE=CSV, got {item!r}")
         paths[profile] = Path(path)
     try:
-        series = {profile: read_flowgen_csv(path) for profile, path in paths.items()}
+        series = {profile: read_series(path) for profile, path in paths.items()}
         analyze(series, args.out, plot=not args.no_plot, title=args.title)
     except OSError as exc:
         log.error("%s: %s", exc.filename, exc.strerror)

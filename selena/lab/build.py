@@ -447,6 +447,10 @@ class LabBuilder:
         inputs += sorted((self.src / "xen-patches").glob("*.patch"))
         profiles = self.src / "switch-model" / "profiles"
         inputs += _tree_files(profiles)
+        # The guests' static tools, also in Dom0 for the Mininet baseline's hosts
+        # (keyed by their sources: the binaries differ between clones).
+        tool_sources = sorted((self.src / "guest-templates" / "tools").glob("*.c"))
+        inputs += tool_sources
         key = _hash(_hash_files(inputs))
         target = self.root / f"dom0-overlay-{key}.cpio.gz"
         if target.exists():
@@ -467,6 +471,12 @@ class LabBuilder:
             if not tdf_tool.exists():
                 raise LabError(f"{tdf_tool} is missing: run make -C xen-patches")
             shutil.copy2(tdf_tool, root / "usr/local/bin/selena-tdf")
+            tools = self.src / "guest-templates" / "build" / "bin"
+            for source in tool_sources:
+                if not (tools / source.stem).exists():
+                    raise LabError(f"{tools / source.stem} is missing: run make -C "
+                                   "guest-templates tools")
+                shutil.copy2(tools / source.stem, root / "usr/local/bin" / source.stem)
             # Results bundles name the patch series the hypervisor was built from.
             _mkparent(root / "usr/share/selena/xen-patches.sha256").write_text(
                 patch_series_hash() + "\n")

@@ -166,3 +166,18 @@ def test_command_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with pytest.raises(SystemExit) as usage:
         fct.main(["--out", str(out), "no-equals-sign"])
     assert usage.value.code == 2
+
+
+def test_a_run_directory_is_one_series_of_all_its_hosts_flows(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    run = tmp_path / "tdf10-r1"
+    run.mkdir()
+    (run / "fct-h1.csv").write_text(FLOWGEN_OUTPUT)
+    (run / "fct-h5.csv").write_text(FLOWGEN_OUTPUT)
+    (run / "metrics.json").write_text("{}")                 # not a flowgen file
+    assert len(fct.read_series(run)) == 2 * len(fct.parse_flowgen_csv(FLOWGEN_OUTPUT))
+    assert fct.main(["--out", str(tmp_path / "out"), "--no-plot", f"tdf10={run}"]) == 0
+    assert "tdf10: 6 flows ok, 4 failed" in caplog.text
+    assert fct.main(["--out", str(tmp_path / "out"), f"empty={tmp_path / 'out'}"]) == 1
+    assert "no fct-*.csv in this directory" in caplog.text
