@@ -6,6 +6,7 @@ Prints figures; the target is under 1 s for validate + plan. Run:
 
 import time
 
+from selena.backends.xl import xl_config
 from selena.plan import make_plan
 from selena.topologies import fat_tree
 from selena.validate import validate
@@ -19,7 +20,7 @@ def main() -> None:
     t2 = time.perf_counter()
     plan = make_plan(topo)
     t3 = time.perf_counter()
-    configs = [plan.xl_config(g) for g in plan.guests]
+    configs = [xl_config(plan, g) for g in plan.guests]
     t4 = time.perf_counter()
     hosts = sum(1 for n in topo.nodes.values() if n.kind.value == "host")
     print(f"fat tree k=16: {hosts} hosts, {len(topo.nodes) - hosts} switches, "

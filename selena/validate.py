@@ -97,8 +97,9 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
             _check_endpoint(f"hub {hub.name}", ep.node, ep.iface, by_name, add, hub.defined_at)
             used[(ep.node, ep.iface)] += 1
     _check_static_arp(topo, by_name, used, add)
+    ports_of = Counter(name for name, _iface in used)
     for node in nodes:
-        ports = sum(1 for (name, _), _count in used.items() if name == node.name)
+        ports = ports_of[node.name]
         if node.kind is NodeKind.SWITCH and ports > MAX_SWITCH_PORTS:
             add("switch too large", f"node {node.name}: {ports} ports; a switch guest is set "
                 f"up through one agent command, which holds at most {MAX_SWITCH_PORTS}",

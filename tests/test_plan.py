@@ -101,3 +101,14 @@ def test_tsc_mode_reaches_the_xl_config_and_is_validated():
     from selena.errors import TopologyError
     with pytest.raises(TopologyError, match="tsc_mode 'raw': use 'native' or 'emulate'"):
         validate(topo)
+
+
+def test_the_plan_benchmark_runs_and_prints_its_figures(capsys):
+    import runpy
+    from pathlib import Path
+
+    runpy.run_path(str(Path(__file__).parents[1] / "scenarios" / "bench_plan.py"),
+                   run_name="__main__")
+    out = capsys.readouterr().out
+    assert "fat tree k=16: 1024 hosts, 320 switches, 3072 links" in out
+    assert "render 1344 xl configs" in out
