@@ -69,8 +69,8 @@ reproduce-fattree: deps
 		--tdf $(FATTREE_TDFS) --baseline mininet --out build/results/fattree
 	$(VENV)/bin/python -m selena.analysis.fct --out build/results/fattree \
 		--title "Fat tree: flow completion times" \
-		$(foreach t,$(subst $(comma), ,$(FATTREE_TDFS)),tdf$(t)=build/results/fattree/tdf$(t)-r1) \
-		mininet=build/results/fattree/mininet-r1
+		$(foreach t,$(subst $(comma), ,$(FATTREE_TDFS)),tdf$(t)=build/results/fattree/runs/tdf$(t)-r1) \
+		mininet=build/results/fattree/runs/mininet-r1
 
 clean:
 	rm -rf $(VENV) xen-patches/build xen-patches/out guest-agent/build

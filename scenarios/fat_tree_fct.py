@@ -84,6 +84,8 @@ def run(exp):
     fcts: list[float] = []
     failed = 0
     out = Path(exp.out_dir) if exp.out_dir else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)     # the bundle is written at the end
     for a, handle in clients.items():
         result = exp.wait(handle)
         if result.state != "exited" or result.exit_code not in (0, 1):

@@ -80,8 +80,8 @@ def test_half_a_k4_tree_with_static_routes_and_the_scaled_link_rate():
 
 
 def test_every_host_runs_a_sink_and_a_closed_loop_generator_to_its_pair(tmp_path):
-    exp = FakeExperiment(tmp_path, params={"link_mbit": 10, "duration": 4})
-    fat.run(exp)
+    exp = FakeExperiment(tmp_path / "runs" / "tdf10-r1", params={"link_mbit": 10, "duration": 4})
+    fat.run(exp)                         # (the bundle's directory is made at the end)
     clients = {h.node: h.argv for h in exp.started if "client" in h.argv}
     servers = {h.node for h in exp.started if "server" in h.argv}
     assert servers == set(clients) == {f"h{k}" for k in range(1, 9)}
@@ -97,7 +97,7 @@ def test_every_host_runs_a_sink_and_a_closed_loop_generator_to_its_pair(tmp_path
     assert len(fcts) == 32 and set(fcts) == {0.9} and unit == "s"
     assert ideal == pytest.approx(10 * 100_000 * 8 / (10e6 * 1448 / 1514))
     assert exp.metrics["flows"][0] == 32 and exp.metrics["failed_flows"][0] == 1
-    assert sorted(p.name for p in tmp_path.glob("fct-h*.csv")) == \
+    assert sorted(p.name for p in exp.out_dir.glob("fct-h*.csv")) == \
         [f"fct-h{k}.csv" for k in range(1, 9)]
 
 
