@@ -53,6 +53,7 @@ SATURATED_SHARE = 0.10   # this share of saturated intervals makes the run degra
 MIN_INTERVALS = 2
 LATE_SHARE = 0.10        # this share of late departures makes a busy link unfaithful
 MIN_SPACED = 200         # departures from a busy queue needed to judge a link
+NAMED_LATE_LINKS = 3     # more late links than this are one reason naming the worst
 # The allowance for lateness is one full-size frame's time even for small
 # frames: htb itself releases up to a burst of about one such frame at once.
 FULL_FRAME_BYTES = 1514
@@ -298,14 +299,27 @@ def judge(samples: list[LoadSample], interval_s: float = DEFAULT_INTERVAL_S,
     share = _saturated(dom0)
     if share >= SATURATED_SHARE:
         report.reasons.append(f"Dom0 CPU saturated in {share:.0%} of the run")
-    for link in sorted(report.spacing.values(), key=lambda s: s.label):
-        if link.spaced >= MIN_SPACED and link.late_share >= LATE_SHARE:
-            report.reasons.append(
-                f"link {link.label}: {link.late_share:.0%} of {link.spaced} departures from "
-                f"a busy queue late by more than one full-size packet time")
+    late = sorted((link for link in report.spacing.values()
+                   if link.spaced >= MIN_SPACED and link.late_share >= LATE_SHARE),
+                  key=lambda s: s.label)
+    if len(late) <= NAMED_LATE_LINKS:
+        report.reasons += [f"link {link.label}: {link.late_share:.0%} of {link.spaced} "
+                           "departures from a busy queue late by more than one full-size "
+                           "packet time" for link in late]
+    else:
+        # One reason for many links, worst first: a fat tree's 32 late links
+        # would otherwise fill screens in every sweep table row.
+        worst = sorted(late, key=lambda s: -s.late_share)
+        low, high = worst[-1].late_share, worst[0].late_share
+        report.reasons.append(
+            f"links: {len(late)} of {len(report.spacing)} checked had {low:.0%}-{high:.0%} "
+            "of their departures from a busy queue late by more than one full-size packet "
+            f"time (worst {', '.join(link.label for link in worst[:NAMED_LATE_LINKS])}; "
+            "fidelity.json lists each)")
     if report.reasons:
         report.verdict = "degraded"
     return report
+
 
 
 def _saturated(series: list[float]) -> float:

@@ -279,3 +279,18 @@ def test_packet_sockets_see_frames_leave_and_arrive_with_kernel_timestamps():
     assert all(before < f.t < time.time() for f in ours)
     assert [f.t for f in ours] == sorted(f.t for f in ours)
     assert frames.dropped == 0 and before <= frames.started <= ours[0].t
+
+
+def test_many_late_links_are_one_reason_naming_the_worst():
+    samples = [LoadSample(real=float(t), dom0_vcpu_s=[t * 0.1]) for t in range(5)]
+    spacing = {f"vif{k}.0": LinkSpacing(f"s{k} eth0 -> s{k + 1} eth0", RATE, windows=3,
+                                        departures=300, spaced=250, late=25 + 5 * k)
+               for k in range(1, 6)}
+    spacing["vif9.0"] = LinkSpacing("h1 eth0 -> s1 eth1", RATE, windows=3, departures=300,
+                                    spaced=250, late=5)
+    report = judge(samples, spacing=spacing)
+    assert report.verdict == "degraded"
+    (reason,) = report.reasons
+    assert reason.startswith("links: 5 of 6 checked had 12%-20% of their departures")
+    assert "(worst s5 eth0 -> s6 eth0, s4 eth0 -> s5 eth0, s3 eth0 -> s4 eth0;" in reason
+    assert "s1 eth0" not in reason

@@ -69,14 +69,14 @@ class Trial:
 
     @property
     def spacing_late(self) -> bool:
-        return any(r.startswith("link ") for r in self.reasons)
+        return any(r.startswith(("link ", "links: ")) for r in self.reasons)
 
     @property
     def passed(self) -> bool:
         """Throughput within the tolerance and no CPU reason in the verdict:
         the criteria Mininet's runs can be judged on too."""
         cpu_ok = self.verdict == "ok" or (self.verdict == "degraded" and all(
-            r.startswith("link ") for r in self.reasons))
+            r.startswith(("link ", "links: ")) for r in self.reasons))
         return (not self.error and self.error_pct is not None
                 and abs(self.error_pct) <= TOLERANCE_PCT and cpu_ok)
 

@@ -58,6 +58,8 @@ def test_a_cpu_reason_or_a_failed_run_does_not_pass_and_late_spacing_only_fails_
     assert not Trial(10, None, "failed", error="iperf3 exited 1").passed
     late = Trial(10, 10 * TCP_SHARE, "degraded", [LATE])
     assert late.passed and not late.passed_strict
+    grouped = Trial(10, 10 * TCP_SHARE, "degraded", ["links: 5 of 6 checked had 12%-20% ..."])
+    assert grouped.passed and not grouped.passed_strict
     assert not Trial(10, 10 * TCP_SHARE, "unknown", ["run too short"]).passed
 
 
