@@ -2,20 +2,16 @@
 flowgen commands it gives each host and how their CSVs become Table 2's
 figures (a fake experiment replays flowgen output)."""
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from scenario_module import load_scenario
 
 from selena.errors import ScenarioError
 
-spec = importlib.util.spec_from_file_location(
-    "fat_tree_fct", Path(__file__).parents[2] / "scenarios" / "fat_tree_fct.py")
-assert spec and spec.loader
-fat = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fat)
+fat = load_scenario("fat_tree_fct")
 
 
 @dataclass

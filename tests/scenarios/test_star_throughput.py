@@ -2,19 +2,14 @@
 it turns the sink's iperf3 reports into Figure 4's per-client samples and
 Figure 5's aggregate steps (a fake experiment replays receiver reports)."""
 
-import importlib.util
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from scenario_module import load_scenario
 
-spec = importlib.util.spec_from_file_location(
-    "star_throughput", Path(__file__).parents[2] / "scenarios" / "star_throughput.py")
-assert spec and spec.loader
-star = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(star)
+star = load_scenario("star_throughput")
 
 
 @dataclass

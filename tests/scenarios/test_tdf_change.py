@@ -1,16 +1,11 @@
 """scenarios/tdf_change.py's `--param tdfs=...`: the sequence a run deploys
 at and changes through, and a bad one refused naming what was given."""
 
-import importlib.util
-from pathlib import Path
 
 import pytest
+from scenario_module import load_scenario
 
-spec = importlib.util.spec_from_file_location(
-    "tdf_change", Path(__file__).parents[2] / "scenarios" / "tdf_change.py")
-assert spec and spec.loader
-tdf_change = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tdf_change)
+tdf_change = load_scenario("tdf_change")
 
 
 def test_the_default_is_the_issue_sequence_and_the_topology_starts_at_its_first_tdf():
