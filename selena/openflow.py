@@ -85,7 +85,7 @@ def bridge_script(setup: SwitchSetup) -> str:
              f"fail-mode={'secure' if setup.controller or setup.flows else 'standalone'}"
              + (" rstp_enable=true" if setup.stp else "")]
     # One function, one short line per port: the whole script must fit one
-    # Xenstore node (SPEC_MAX_BYTES), so a switch of 24 ports still does.
+    # Xenstore node (SPEC_MAX_BYTES): up to validate.MAX_SWITCH_PORTS ports.
     lines.append('port() { DEV=$(for d in /sys/class/net/*; do [ "$(cat $d/address)" = "$1" ] '
                  '&& echo "${d##*/}"; done; true); '
                  '[ -n "$DEV" ] || { echo "no interface with MAC $1" >&2; exit 1; }; '

@@ -209,7 +209,7 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
 
 
 # What one bridge setup command carries (openflow.bridge_script within one
-# Xenstore node); 39 fit, this leaves room for long MACs' quoting.
+# Xenstore node): 39 ports fit; a round limit below that.
 MAX_SWITCH_PORTS = 32
 
 
