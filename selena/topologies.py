@@ -163,10 +163,11 @@ def fat_tree(k: int = 4, pods: int | None = None, name: str = "fattree", tdf: fl
         return node
 
     cores = [switch(f"c{i}") for i in range(max(1, half * half * pods // k))]
-    # next hops: toward a host below (by host number), up, and a core's down
-    # links into each pod
+    # next hops: toward a host below (by host number); up, spread over the
+    # uplinks by the destination's number divided by a stride (edges: 1,
+    # aggregation: k/2); and a core's down links into each pod
     down: dict[str, dict[int, Node]] = {}
-    up: dict[str, list[Node]] = {}
+    up: dict[str, tuple[list[Node], int]] = {}
     into_pod: dict[str, dict[int, list[Node]]] = {}
     host = 0
     for pod in range(pods):
@@ -175,13 +176,14 @@ def fat_tree(k: int = 4, pods: int | None = None, name: str = "fattree", tdf: fl
         for i, agg in enumerate(aggs):
             for edge in edges:
                 topo.add_link(agg, edge, **link)  # type: ignore[arg-type]
-            up[agg.name] = [cores[c] for c in
-                            dict.fromkeys((i * half + j) % len(cores) for j in range(half))]
-            for core in up[agg.name]:
+            up[agg.name] = ([cores[c] for c in
+                             dict.fromkeys((i * half + j) % len(cores) for j in range(half))],
+                            half)
+            for core in up[agg.name][0]:
                 topo.add_link(agg, core, **link)  # type: ignore[arg-type]
                 into_pod.setdefault(core.name, {}).setdefault(pod, []).append(agg)
         for edge in edges:
-            up[edge.name] = aggs
+            up[edge.name] = (aggs, 1)
             for _ in range(half):
                 host += 1
                 h = topo.add_host(f"h{host}", ip=_host_ip(host))
@@ -194,7 +196,8 @@ def fat_tree(k: int = 4, pods: int | None = None, name: str = "fattree", tdf: fl
 
 
 def _fat_tree_flows(topo: Topology, hosts: int, half: int, down: dict[str, dict[int, Node]],
-                    up: dict[str, list[Node]], into_pod: dict[str, dict[int, list[Node]]]
+                    up: dict[str, tuple[list[Node], int]],
+                    into_pod: dict[str, dict[int, list[Node]]]
                     ) -> None:
     """Destination-based static flows for every switch of a fat tree."""
     port: dict[tuple[str, str], int] = {}
@@ -211,11 +214,9 @@ def _fat_tree_flows(topo: Topology, hosts: int, half: int, down: dict[str, dict[
                 hop = aggs[(d - 1) % len(aggs)]
             elif d in down[node.name]:
                 hop = down[node.name][d]
-            elif node.name.startswith("e"):
-                hop = up[node.name][(d - 1) % half]
             else:
-                uplinks = up[node.name]
-                hop = uplinks[((d - 1) // half) % len(uplinks)]
+                uplinks, stride = up[node.name]
+                hop = uplinks[((d - 1) // stride) % len(uplinks)]
             ip = _host_ip(d).split("/")[0]
             out = port[node.name, hop.name]
             node.flows += [f"priority=10,ip,nw_dst={ip},actions=output:{out}",
