@@ -23,19 +23,10 @@ for k in range(3):
     topology.add_link(switches[k], switches[(k + 1) % 3], delay="1ms")
 
 
-def _port(node: str, neighbour: str) -> int:
-    """The OpenFlow port of `node` on its link to `neighbour`."""
-    for link in topology.links:
-        if (link.a.node, link.b.node) == (node, neighbour):
-            return link.a.iface + 1
-        if (link.b.node, link.a.node) == (node, neighbour):
-            return link.b.iface + 1
-    raise LookupError(f"{node} has no link to {neighbour}")
-
-
 for k, switch in enumerate(switches, start=1):
+    ports = topology.openflow_ports(switch)          # neighbour -> port (index + 1)
     for j in (1, 2, 3):
-        out = _port(switch.name, f"h{j}" if j == k else f"s{j}")
+        out = ports[f"h{j}" if j == k else f"s{j}"]
         switch.flows += [f"priority=10,ip,nw_dst=10.0.0.{j},actions=output:{out}",
                          f"priority=10,arp,arp_tpa=10.0.0.{j},actions=output:{out}"]
 

@@ -113,12 +113,14 @@ def flow_scripts(setup: SwitchSetup) -> list[str]:
     enough for one command."""
     scripts: list[str] = []
     batch: list[str] = []
+    size = 0
     for flow in setup.flows:
         quoted = shlex.quote(flow)
-        if batch and sum(len(f) + 1 for f in batch) + len(quoted) > FLOWS_PER_COMMAND_BYTES:
+        if batch and size + len(quoted) > FLOWS_PER_COMMAND_BYTES:
             scripts.append(_add_flows(batch))
-            batch = []
+            batch, size = [], 0
         batch.append(quoted)
+        size += len(quoted) + 1
     if batch:
         scripts.append(_add_flows(batch))
     return scripts

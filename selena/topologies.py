@@ -200,13 +200,10 @@ def _fat_tree_flows(topo: Topology, hosts: int, half: int, down: dict[str, dict[
                     into_pod: dict[str, dict[int, list[Node]]]
                     ) -> None:
     """Destination-based static flows for every switch of a fat tree."""
-    port: dict[tuple[str, str], int] = {}
-    for link in topo.links:
-        port[link.a.node, link.b.node] = link.a.iface + 1     # ofport = index + 1
-        port[link.b.node, link.a.node] = link.b.iface + 1
     for node in topo.nodes.values():
         if node.kind.value != "switch":
             continue
+        port = topo.openflow_ports(node)
         for d in range(1, hosts + 1):
             pod = (d - 1) // (half * half)
             if node.name in into_pod:
@@ -218,6 +215,6 @@ def _fat_tree_flows(topo: Topology, hosts: int, half: int, down: dict[str, dict[
                 uplinks, stride = up[node.name]
                 hop = uplinks[((d - 1) // stride) % len(uplinks)]
             ip = _host_ip(d).split("/")[0]
-            out = port[node.name, hop.name]
+            out = port[hop.name]
             node.flows += [f"priority=10,ip,nw_dst={ip},actions=output:{out}",
                            f"priority=10,arp,arp_tpa={ip},actions=output:{out}"]

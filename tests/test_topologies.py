@@ -160,3 +160,10 @@ def test_static_fat_tree_routing_reaches_every_host_and_gives_each_pair_its_own_
 def test_fat_tree_routing_must_be_named():
     with pytest.raises(ValueError, match="routing must be 'stp' or 'static'"):
         topologies.fat_tree(4, routing="ecmp")
+
+
+def test_openflow_ports_name_each_neighbour_by_interface_index_plus_one():
+    topo = topologies.linear(3)
+    # s2: its host first (eth0), then s1 (eth1) and s3 (eth2)
+    assert topo.openflow_ports("s2") == {"h2": 1, "s1": 2, "s3": 3}
+    assert topo.openflow_ports(topo.nodes["h1"]) == {"s1": 1}

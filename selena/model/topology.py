@@ -309,6 +309,18 @@ class Topology:
         found += [e for hub in self.hubs for e in hub.endpoints]
         return found
 
+    def openflow_ports(self, node: Node | str) -> dict[str, int]:
+        """The OpenFlow port of switch `node` toward each linked neighbour
+        (interface index + 1, as selena's bridges number their ports)."""
+        name = node.name if isinstance(node, Node) else node
+        ports = {}
+        for link in self.links:
+            if link.a.node == name:
+                ports[link.b.node] = link.a.iface + 1
+            elif link.b.node == name:
+                ports[link.a.node] = link.b.iface + 1
+        return ports
+
     def mac_of(self, node: Node, iface: Interface) -> str:
         """The interface's MAC: explicit, or derived from experiment, node id and index.
 
