@@ -54,7 +54,9 @@ def test_deploy_run_bundle_and_teardown(fake_xen, tmp_path):
     # created paused, TDF set, shaped (scaled by the TDF), unpaused together, destroyed
     creates = [c for c in made if c.startswith("xl create -p")]
     assert len(creates) == 2
-    assert max(made.index(c) for c in creates) < made.index("xl unpause 1")
+    unpause = next(i for i, c in enumerate(made) if c.startswith("selena-tdf unpause"))
+    assert sorted(made[unpause].split()[2:]) == ["1", "2"]
+    assert max(made.index(c) for c in creates) < unpause
     assert any("netem delay 20000us" in c for c in made)            # 5 ms x TDF 4
     assert any("htb rate 2500000bit" in c for c in made)            # 10 Mbit/s / TDF 4
     assert "xl destroy 1" in made and "xl destroy 2" in made
@@ -108,7 +110,7 @@ def test_invalid_topology_creates_nothing(fake_xen, tmp_path):
 
 
 def test_a_failed_setup_after_deploy_is_rolled_back(fake_xen, tmp_path):
-    fake_xen.fail[("xl", "unpause", "2")] = (1, "unpause refused")
+    fake_xen.fail[("selena-tdf", "unpause")] = (1, "unpause refused")
     exp = make(fake_xen, tmp_path)
     with pytest.raises(Exception, match="unpause refused"), exp:
         pass
@@ -117,7 +119,7 @@ def test_a_failed_setup_after_deploy_is_rolled_back(fake_xen, tmp_path):
     # an agent that never comes up: named, and everything removed
     exp = make(fake_xen, tmp_path, pair("late"))
     exp.ready_timeout = 1
-    fake_xen.fail[("xl", "unpause")] = (0, "")        # unpaused, but no agent starts
+    fake_xen.fail[("selena-tdf", "unpause")] = (0, "")    # unpaused, but no agent starts
     with pytest.raises(GuestLost, match="agent was not ready"), exp:
         pass
     assert fake_xen.domains == {}

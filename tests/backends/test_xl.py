@@ -43,16 +43,17 @@ def test_deploy_creates_paused_sets_tdf_wires_shapes_then_unpauses_all(fake_xen,
     assert made[0] == (f"ovs-vsctl add-br sl{TAG}l0 -- set bridge sl{TAG}l0 "
                        "external_ids:selena-experiment=demo")
     create = made.index(f"xl create -p -q {tmp_path}/state/demo/h1.cfg")
-    assert made[create + 1] == "xl domid selena-demo-h1"
-    assert made[create + 2] == "selena-tdf set 1 10"
+    # The domid comes from Xenstore (libxl's /local/domain/<id>/name), not xl.
+    assert made[create + 1] == "selena-tdf set 1 10"
+    assert not any(c.startswith("xl domid") for c in made)
     netem = [c for c in made if "netem" in c]
     assert netem == [f"tc qdisc replace dev sv{TAG}0.0 root handle 1: netem delay 50000us",
                      f"tc qdisc replace dev sv{TAG}1.0 root handle 1: netem delay 50000us"]
-    assert made[-2:] == ["xl unpause 1", "xl unpause 2"]      # last, all together
+    assert made[-1] == "selena-tdf unpause 1 2"      # last, all together, one process
     # The vif tap holds both vifs before the guests run (selena/backends/vif_tap.py).
     tap = next(c for c in fake_xen.calls if "selena.backends.vif_tap" in c)
     assert tap[3:] == ("demo", str(tmp_path / "state"), f"sv{TAG}0.0", f"sv{TAG}1.0")
-    assert made.index(" ".join(tap)) < made.index("xl unpause 1")
+    assert made.index(" ".join(tap)) < made.index("selena-tdf unpause 1 2")
     xs = fake_xen.dom0
     assert xs.read("/local/domain/1/selena/experiment") == b"demo"
     assert fake_xen.domains["selena-demo-h1"].net.splitlines()[:2] == [
@@ -93,7 +94,7 @@ def test_failure_mid_deploy_removes_exactly_what_was_created(fake_xen, tmp_path)
     made = calls(fake_xen)
     assert "xl destroy 1" in made and "xl destroy 2" in made
     assert f"ovs-vsctl --if-exists del-br sl{TAG}l0" in made
-    assert not any(c.startswith("xl unpause") for c in made)
+    assert not any(c.startswith("selena-tdf unpause") for c in made)
     assert fake_xen.domains == {} and fake_xen.bridges == {}
     assert not (tmp_path / "state/demo.json").exists()
 
@@ -282,7 +283,7 @@ def test_render_prints_every_command_and_config_and_runs_none(fake_xen, tmp_path
     assert 'selena-tdf set "$D1" 10' in lines
     assert any(line.startswith(f"tc class replace dev sv{TAG}0.0 parent 1: classid 1:1 htb "
                                "rate 10000000bit") for line in lines)
-    assert lines[-2:] == ['xl unpause "$D1"', 'xl unpause "$D2"']
+    assert lines[-1] == 'selena-tdf unpause "$D1" "$D2"'
     assert any(line.endswith(f"selena.backends.vif_tap demo {tmp_path}/state sv{TAG}0.0 "
                              f"sv{TAG}1.0 &") for line in lines)
 
@@ -293,10 +294,12 @@ def test_set_tdf_pauses_sets_reshapes_and_unpauses_every_guest(fake_xen, tmp_pat
     fake_xen.calls.clear()
     be.set_tdf("demo", 20)
     made = calls(fake_xen)
-    pauses = [i for i, c in enumerate(made) if c.startswith("xl pause")]
+    pauses = [i for i, c in enumerate(made) if c.startswith("selena-tdf pause")]
     sets = [i for i, c in enumerate(made) if c.startswith("selena-tdf set")]
-    unpauses = [i for i, c in enumerate(made) if c.startswith("xl unpause")]
-    assert len(pauses) == len(sets) == len(unpauses) == 2
+    unpauses = [i for i, c in enumerate(made) if c.startswith("selena-tdf unpause")]
+    # one call each for both guests (in the order their domids were recorded)
+    assert [sorted(made[i].split()[2:]) for i in pauses + unpauses] == [["1", "2"]] * 2
+    assert len(sets) == 2
     assert max(pauses) < min(sets) and max(sets) < min(unpauses)
     assert {d.tdf for d in fake_xen.domains.values()} == {"20"}
     # 5 ms one-way stays 5 ms of virtual time: 100 ms of real delay at TDF 20
@@ -307,6 +310,61 @@ def test_set_tdf_pauses_sets_reshapes_and_unpauses_every_guest(fake_xen, tmp_pat
     assert all(i < min(unpauses) for i, c in enumerate(made) if c.startswith("tc "))
     assert DeployState.load(tmp_path / "state/demo.json").tdf == 20
     assert sorted(dep.domids.values()) == sorted(d.domid for d in fake_xen.domains.values())
+
+
+def test_domids_come_from_xenstore_names_even_beside_other_domains(fake_xen, tmp_path):
+    # Domains that are not selena's, one of them named like a prefix of ours.
+    for name in ("other", "selena-demo-h"):
+        fake_xen.store.add_domain(fake_xen.next_domid, name)
+        fake_xen.next_domid += 1
+    dep = backend(fake_xen, tmp_path).deploy(demo_plan())
+    assert sorted(dep.domids.values()) == [3, 4]
+    assert dep.domids["h1"] == fake_xen.domains["selena-demo-h1"].domid
+    assert fake_xen.domains["selena-demo-h1"].tdf == "10"
+
+
+def test_a_created_guest_missing_from_xenstore_is_destroyed_and_named(fake_xen, tmp_path):
+    create = fake_xen._create
+
+    def create_without_name(cfg):
+        result = create(cfg)
+        domid = fake_xen.next_domid - 1
+        fake_xen.dom0.rm(f"/local/domain/{domid}/name")
+        return result
+
+    fake_xen._create = create_without_name
+    with pytest.raises(BackendError, match=r"domain selena-demo-h\d is not in Xenstore"):
+        backend(fake_xen, tmp_path, parallel=1).deploy(demo_plan())
+    assert "xl destroy selena-demo-h1" in calls(fake_xen)
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+
+
+def test_more_guests_than_one_tool_call_takes_are_unpaused_in_batches(fake_xen, tmp_path):
+    topo = Topology("big")
+    hosts = [topo.add_host(f"h{i}", ip=f"10.0.{i // 200}.{i % 200 + 1}/16")
+             for i in range(1, 261)]
+    topo.add_hub("lan", *hosts)
+    text = backend(fake_xen, tmp_path).render(make_plan(topo))
+    unpauses = [line.split()[2:] for line in text.splitlines()
+                if line.startswith("selena-tdf unpause")]
+    assert [len(u) for u in unpauses] == [257, 3]
+    assert unpauses[1] == ['"$D258"', '"$D259"', '"$D260"']
+
+
+def test_a_failed_tdf_change_unpauses_the_guests_and_raises_the_first_error(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    be.deploy(demo_plan(tdf=2))
+    fake_xen.fail[("selena-tdf", "set", "2", "20")] = (1, "TDF out of range")
+    fake_xen.fail[("selena-tdf", "unpause")] = (1, "selena-tdf: cannot unpause domain 1")
+    said = []
+    with pytest.raises(BackendError, match=r"guest selena-demo-h\d \(domain 2\) refused"):
+        be.set_tdf("demo", 20, progress=said.append)
+    assert any("guests left paused: selena-tdf: cannot unpause domain 1" in m for m in said)
+    fake_xen.fail.clear()
+    fake_xen.fail[("selena-tdf", "pause")] = (1, "selena-tdf: cannot pause domain 2")
+    with pytest.raises(CommandError, match="cannot pause domain 2"):
+        be.set_tdf("demo", 20)
+    assert not any(c.startswith("selena-tdf unpause") for c in calls(fake_xen)[-3:])
 
 
 def test_freeze_and_thaw_act_on_every_guest_in_one_command(fake_xen, tmp_path):
@@ -365,7 +423,7 @@ def test_a_real_cpu_guest_is_capped_to_100_over_tdf_and_follows_tdf_changes(fake
     h1, h2 = dep.domids["h1"], dep.domids["h2"]
     made = calls(fake_xen)
     # Capped before the guest first runs; the dilated guest is left alone.
-    assert made.index(f"xl sched-credit2 -d {h1} -c 20") < made.index(f"xl unpause {h1}")
+    assert made.index(f"xl sched-credit2 -d {h1} -c 20") < made.index("selena-tdf unpause 1 2")
     assert not any(c.startswith(f"xl sched-credit2 -d {h2}") for c in made)
     be.set_tdf("demo", 4)
     assert (fake_xen.domains["selena-demo-h1"].cap, fake_xen.domains["selena-demo-h2"].cap) \

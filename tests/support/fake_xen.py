@@ -97,8 +97,9 @@ class FakeXen(FakeRunner):
         if cmd == ("xl", "pause"):
             self._by_id(int(args[2])).paused = True
             return 0, "", ""
-        if cmd == ("xl", "destroy"):
-            return self._destroy(int(args[2]))
+        if cmd == ("xl", "destroy"):       # by domid or by name, as xl takes either
+            dom = self.domains.get(args[2])
+            return self._destroy(dom.domid if dom else int(args[2]))
         if cmd == ("xl", "list"):
             lines = ["Name ID Mem VCPUs State Time(s)", "Domain-0 0 1536 2 r----- 1.0"]
             lines += [f"{d.name} {d.domid} {d.memory_mb} 1 {'--p---' if d.paused else '-b----'}"
@@ -118,6 +119,8 @@ class FakeXen(FakeRunner):
             dom = self.domains.pop(args[2])
             dom.name = args[3]
             self.domains[args[3]] = dom
+            if self.dom0 is not None:       # libxl renames it in Xenstore too
+                self.dom0.write(f"/local/domain/{dom.domid}/name", args[3])
             return 0, "", ""
         if cmd == ("xl", "network-list"):
             return 0, "Idx BE Mac Addr. handle state evt-ch tx-/rx-ring-ref BE-path\n", ""
@@ -127,6 +130,8 @@ class FakeXen(FakeRunner):
         if cmd[0] == "selena-tdf" and args[1] == "set":
             self._by_id(int(args[2])).tdf = args[3]
             return 0, "", ""
+        if cmd[0] == "selena-tdf" and args[1] in ("pause", "unpause"):
+            return self._pause_many(args[1], [int(d) for d in args[2:]])
         if cmd[0] == "selena-tdf" and args[1] in ("freeze", "thaw"):
             for domid in args[2:]:
                 self._by_id(int(domid)).frozen = args[1] == "freeze"
@@ -208,8 +213,19 @@ class FakeXen(FakeRunner):
         domid = self.next_domid
         self.next_domid += 1
         assert self.store is not None
-        self.store.add_domain(domid)
+        self.store.add_domain(domid, name.group(1))
         self.domains[name.group(1)] = Domain(name.group(1), domid, int(memory.group(1)))
+        return 0, "", ""
+
+    def _pause_many(self, verb: str, domids: list[int]) -> tuple[int, str, str]:
+        for domid in domids:
+            if domid not in {d.domid for d in self.domains.values()}:
+                return 1, "", f"selena-tdf: cannot {verb} domain {domid}: No such process"
+        for domid in domids:
+            if verb == "pause":
+                self._by_id(domid).paused = True
+            else:
+                self._unpause(domid)
         return 0, "", ""
 
     def _unpause(self, domid: int) -> tuple[int, str, str]:

@@ -109,15 +109,18 @@ class FakeXenstored:
         for server in self.servers:
             server.close()
 
-    def add_domain(self, domid: int) -> None:
-        """What libxl does: /local/domain/<id> owned by Dom0, readable by the guest."""
+    def add_domain(self, domid: int, name: str | None = None) -> None:
+        """What libxl does: /local/domain/<id> owned by Dom0, readable by the
+        guest, with the domain's id and name."""
         with self.lock:
             node = self.create(0, f"/local/domain/{domid}")
             assert isinstance(node, Node)
             node.perms = ["n0", f"r{domid}"]
-            domid_node = self.create(0, f"/local/domain/{domid}/domid")
-            assert isinstance(domid_node, Node)
-            domid_node.value = str(domid).encode()
+            for key, value in (("domid", str(domid)), ("name", name)):
+                if value is not None:
+                    child = self.create(0, f"/local/domain/{domid}/{key}")
+                    assert isinstance(child, Node)
+                    child.value = value.encode()
 
     def remove_domain(self, domid: int) -> None:
         with self.lock:
