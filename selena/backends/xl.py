@@ -226,9 +226,10 @@ class XlBackend(Backend):
             self._xs = None
 
     def host_info(self) -> HostInfo:
-        """From `xl info`; fields stay None where xl is missing or silent."""
+        """From `selena-tdf host` (the fields of `xl info` selena uses, without
+        an xl start-up); fields stay None where the tool is missing or silent."""
         try:
-            out = self.runner.run(["xl", "info"], check=False).stdout
+            out = self.runner.run(["selena-tdf", "host"], check=False).stdout
         except CommandError:
             return HostInfo("xl", dom0_kernel=platform.release())
         fields = {k.strip(): v.strip() for k, _, v in

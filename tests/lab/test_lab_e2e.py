@@ -16,6 +16,10 @@ selena-tdf get 0
 selena-tdf get 4242; echo "missing-domain-rc=$?"
 selena-tdf set 0 2; echo "self-dilation-rc=$?"
 selena-tdf set 1 0.5; echo "range-rc=$?"
+xl info | grep -E '^(nr_cpus|free_memory|xen_major|xen_minor|xen_extra) ' | sed 's/^/xl-info /'
+selena-tdf host | sed 's/^/tdf-host /'
+selena-tdf unpause 4242 4343; echo "unpause-rc=$?"
+selena-tdf pause 0; echo "pause-dom0-rc=$?"
 ovs-vsctl add-br sl-e2e0 && ip link add sl-e2e-v type veth peer name sl-e2e-p \\
   && tc qdisc add dev sl-e2e-v root netem delay 10ms && tc qdisc show dev sl-e2e-v
 python3 -c 'import selena, jinja2, yaml; print("python-ok", selena.__version__)'
@@ -30,6 +34,15 @@ exit 3
     assert "no such domain: 4242" in out and "missing-domain-rc=1" in out
     assert "self-dilation-rc=1" in out and "not privileged" in out
     assert "TDF out of range: 0.5" in out and "range-rc=2" in out
+    # The host facts a deploy checks, read without xl, agree with xl info.
+    def fields(prefix: str) -> dict[str, str]:
+        return {m[0]: m[1] for m in re.findall(rf"^{prefix} (\w+)\s*: (\S*)", out, re.M)}
+    xl_info, tdf_host = fields("xl-info"), fields("tdf-host")
+    assert set(tdf_host) == {"nr_cpus", "free_memory", "xen_major", "xen_minor", "xen_extra"}
+    assert tdf_host == xl_info, (tdf_host, xl_info)
+    # Each domain that cannot be unpaused is named; Dom0 cannot pause itself.
+    assert "cannot unpause domain 4242" in out and "cannot unpause domain 4343" in out
+    assert "unpause-rc=1" in out and "cannot pause domain 0" in out and "pause-dom0-rc=1" in out
     assert "netem" in out and "delay 10ms" in out
     assert "python-ok" in out
     written = lab.share / marker

@@ -111,8 +111,8 @@ class FakeXen(FakeRunner):
             return 0, self._qdisc_stats(), ""
         if args[:3] == ("tc", "qdisc", "replace") and "root" in args:
             return self._replace_root(args)
-        if cmd == ("xl", "info"):
-            return 0, (f"host : fake\nnr_cpus : {self.cpus}\nfree_memory : "
+        if cmd == ("selena-tdf", "host"):
+            return 0, (f"nr_cpus : {self.cpus}\nfree_memory : "
                        f"{self.free_memory_mb}\nxen_major : 4\nxen_minor : 17\n"
                        "xen_extra : .5-fake\n"), ""
         if cmd == ("xl", "rename"):

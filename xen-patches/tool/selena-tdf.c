@@ -9,11 +9,14 @@
  *   selena-tdf thaw DOMID...      restart it, together, losing none
  *   selena-tdf pause DOMID...     pause the domains (all of them or none)
  *   selena-tdf unpause DOMID...   unpause them, one right after another
+ *   selena-tdf host               CPUs, free memory and Xen version, in the
+ *                                 `key : value` lines of `xl info`
  *
  * pause and unpause do what `xl pause`/`xl unpause` do for a PV guest (the
  * only kind selena dilates) from one process, so an experiment's guests
  * start microseconds apart instead of one xl start-up (0.2 s under
- * emulation) apart.
+ * emulation) apart; host answers what a deploy checks in a third of the
+ * time `xl info` takes.
  *
  * Issues XEN_DOMCTL_selena_tdf (added by selena's hypervisor patches)
  * through Debian's unmodified libxenctrl, so no Xen library is rebuilt.
@@ -60,8 +63,9 @@ static void usage(void)
             "       %s freeze DOMID...  (stop virtual time, all at one instant)\n"
             "       %s thaw DOMID...    (restart it, all at one instant)\n"
             "       %s pause DOMID...   (all of them, or none on an error)\n"
-            "       %s unpause DOMID... (each one; an error skips only that one)\n",
-            prog, prog, prog, prog, prog, prog, prog);
+            "       %s unpause DOMID... (each one; an error skips only that one)\n"
+            "       %s host             (nr_cpus, free_memory in MB, Xen version)\n",
+            prog, prog, prog, prog, prog, prog, prog, prog);
     exit(2);
 }
 
@@ -211,6 +215,46 @@ static int unpause_all(xc_interface *xch, const uint32_t *domids,
     return rc;
 }
 
+static xc_interface *open_xc(void)
+{
+    xc_interface *xch = xc_interface_open(NULL, NULL, 0);
+
+    if ( !xch )
+        fprintf(stderr, "%s: cannot open the Xen control interface "
+                "(not in Dom0 of a Xen host, or not root)\n", prog);
+    return xch;
+}
+
+/* The fields of `xl info` a deploy checks, computed as xl computes them. */
+static int host_info(xc_interface *xch)
+{
+    xc_physinfo_t info = { 0 };
+    xen_extraversion_t extra = { 0 };
+    int version;
+
+    if ( xc_physinfo(xch, &info) )
+    {
+        fprintf(stderr, "%s: cannot read the host's physinfo: %s\n", prog,
+                strerror(errno));
+        return 1;
+    }
+    version = xc_version(xch, XENVER_version, NULL);
+    if ( version < 0 || xc_version(xch, XENVER_extraversion, &extra) < 0 )
+    {
+        fprintf(stderr, "%s: cannot read the Xen version: %s\n", prog,
+                strerror(errno));
+        return 1;
+    }
+    extra[sizeof(extra) - 1] = '\0';
+    printf("nr_cpus : %u\nfree_memory : %llu\n"
+           "xen_major : %d\nxen_minor : %d\nxen_extra : %s\n",
+           info.nr_cpus,
+           (unsigned long long)(info.free_pages - info.outstanding_pages) /
+           ((1U << 20) / XC_PAGE_SIZE),
+           version >> 16, version & 0xffff, extra);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct selena_tdf_op op = { 0 };
@@ -220,6 +264,15 @@ int main(int argc, char **argv)
     char buf[32];
     int err, i, group_op = 0, pause_op = 0;
 
+    if ( argc == 2 && !strcmp(argv[1], "host") )
+    {
+        xch = open_xc();
+        if ( !xch )
+            return 1;
+        err = host_info(xch);
+        xc_interface_close(xch);
+        return err;
+    }
     if ( argc < 3 )
         usage();
     if ( !strcmp(argv[1], "pause") || !strcmp(argv[1], "unpause") )
@@ -268,13 +321,9 @@ int main(int argc, char **argv)
     else
         usage();
 
-    xch = xc_interface_open(NULL, NULL, 0);
+    xch = open_xc();
     if ( !xch )
-    {
-        fprintf(stderr, "%s: cannot open the Xen control interface "
-                "(not in Dom0 of a Xen host, or not root)\n", prog);
         return 1;
-    }
 
     if ( pause_op )
     {
