@@ -3,24 +3,31 @@
 `selena calibrate` measures the host's emulation floor once: two tools hosts
 on one shaped link (htb and netem in Dom0, as every shaped link has; a
 10 ms delay and a rate that never limits a ping), ping's extra round trip
-over the configured one at TDF 1 and at TDF 5, and TCP's throughput at TDF 1
-(the ceiling of one vif pair in real time). The extra round trip has two
-parts, fitted from the two TDFs:
+over the configured one at TDF 1 with several idle gaps between pings, at
+TDF 5, and TCP's throughput at TDF 1 (the ceiling of one vif pair in real
+time).
 
-    extra(TDF) = real_ms / TDF + virtual_ms
+What a round trip gains is processing that takes real time (Dom0's bridges
+and netback, the emulated CPUs), so dilation divides it; but in the lab it
+also grows with the real idle time before each packet (an emulated vCPU
+that slept longer takes longer to wake), and dilation lengthens that idle
+time. So the model is, per link, for a TDF and a virtual interval between
+packets:
 
-real_ms is processing that takes real time (Dom0's bridges and netback, the
-emulated CPUs): dilation divides it. virtual_ms is what the guests spend in
-their own, dilated time (timer and scheduling granularity): dilation cannot
-shrink it. `selena advise SCENARIO` reads the topology: the smallest
-configured round trip between two hosts (twice the one-way delays along the
-path with the least delay, each link on it adding one floor) and the
-busiest link; it prints the smallest TDF that keeps both within the asked
-accuracy, with the predicted error and what a virtual second costs.
+    extra(TDF, interval) = wake(interval x TDF) / TDF + virtual_ms
+    wake(gap) = wake_ms + per_decade_ms x log10(gap / 1 s)      (real ms)
 
-The prediction aims at half the accuracy asked (HEADROOM): in the lab what
-is left of the floor at a given TDF varied by a factor of two between runs
-(1.3 and 2.7 ms at TDF 10), and advice that is right only on average would
+wake is fitted from the TDF 1 pings at each gap; virtual_ms is what TDF 5
+measured beyond the prediction (a part in the guests' own time that
+dilation cannot shrink; zero when wake explains it all). `selena advise
+SCENARIO --interval S` reads the topology: the smallest configured round
+trip between two hosts (twice the one-way delays along the path with the
+least delay, each link on it adding one floor) and the busiest link; it
+prints the smallest TDF that keeps both within the asked accuracy, with the
+predicted error and what a virtual second costs.
+
+The prediction aims at half the accuracy asked (HEADROOM): in the lab the
+floor varies between boots, and advice that is right only on average would
 put every other run outside the accuracy.
 """
 
@@ -32,7 +39,7 @@ import math
 import socket
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,11 +49,16 @@ from selena.metrics import iperf3_interval_mbit, ping_rtts_ms
 from selena.model import NodeKind, Topology
 from selena.paths import cache_dir
 
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2
 HIGH_TDF = 5.0             # the second TDF calibrate measures the round trip at
+HIGH_INTERVAL_S = 0.2      # virtual seconds between pings there (1 s of real idle time)
+# Real seconds between pings at TDF 1, and how many pings at each.
+GAPS_S = {0.05: 30, 0.2: 30, 1.0: 15}
 CALIBRATION_DELAY_MS = 10.0
 CALIBRATION_RATE = "1Gbit"   # shaped (htb present) but never limiting a ping
 HEADROOM = 0.5             # the share of the accuracy a prediction may use
+DEFAULT_INTERVAL_S = 1.0   # ping's own default interval
+MAX_TDF = 1000
 # TCP payload per full Ethernet frame (1448 of 1514 bytes): the ceiling is
 # stated in link rate, which counts frames.
 TCP_SHARE = 1448 / 1514
@@ -58,21 +70,36 @@ class CalibrationError(AnalysisError):
 
 @dataclass
 class Calibration:
-    real_ms: float           # extra round trip per link, in real time
-    virtual_ms: float        # extra round trip per link, in the guests' time
+    wake_ms: float           # extra round trip per link after 1 s of real idle time
+    per_decade_ms: float     # ... and how much more per tenfold longer idle time
+    virtual_ms: float        # extra round trip per link in the guests' own time
     ceiling_mbit: float      # link rate one vif pair carries in real time
-    rtt_tdf1_ms: list[float]
+    rtt_by_gap_ms: dict[str, list[float]]     # real gap (s) -> round trips at TDF 1
     rtt_high_ms: list[float]
     tcp_mbit: list[float]
+    min_gap_s: float = min(GAPS_S)
     host: str = ""
     measured_at: str = ""
     high_tdf: float = HIGH_TDF
+    high_interval_s: float = HIGH_INTERVAL_S
     version: int = CALIBRATION_VERSION
+
+    def wake_real_ms(self, gap_s: float) -> float:
+        """Extra round trip per link, in real ms, after `gap_s` real seconds
+        idle (shorter gaps than calibrated are taken as the shortest)."""
+        gap = max(gap_s, self.min_gap_s)
+        return max(0.0, self.wake_ms + self.per_decade_ms * math.log10(gap))
+
+    def extra_ms(self, tdf: float, interval_s: float) -> float:
+        """Extra round trip per link in virtual ms at `tdf`, packets
+        `interval_s` virtual seconds apart."""
+        return self.wake_real_ms(interval_s * tdf) / tdf + self.virtual_ms
 
     def describe(self) -> str:
         return (f"calibration of {self.host or 'this host'} ({self.measured_at}): each link "
-                f"adds {self.real_ms:.2f} ms of real time / TDF + {self.virtual_ms:.2f} ms "
-                f"of virtual time to a round trip; one vif pair carries "
+                f"adds {self.wake_ms:.2f} ms of real time to a round trip after 1 s idle, "
+                f"{self.per_decade_ms:+.2f} ms per tenfold idle time, divided by the TDF, "
+                f"+ {self.virtual_ms:.2f} ms of virtual time; one vif pair carries "
                 f"{self.ceiling_mbit:.1f} Mbit/s in real time")
 
     def save(self, path: Path) -> Path:
@@ -98,27 +125,40 @@ class Calibration:
             raise CalibrationError(f"{path}: unreadable calibration: {exc}") from None
 
 
-def fit(rtt_tdf1_ms: Sequence[float], rtt_high_ms: Sequence[float],
-        tcp_mbit: Sequence[float], *, high_tdf: float = HIGH_TDF, host: str = "",
+def fit(rtt_by_gap_ms: Mapping[float, Sequence[float]], rtt_high_ms: Sequence[float],
+        tcp_mbit: Sequence[float], *, high_tdf: float = HIGH_TDF,
+        high_interval_s: float = HIGH_INTERVAL_S, host: str = "",
         configured_rtt_ms: float = 0.0) -> Calibration:
-    """The two-part floor from the medians at TDF 1 and at `high_tdf`, and the
-    ceiling (in link rate) from TCP's median at TDF 1."""
-    for name, samples in (("RTT at TDF 1", rtt_tdf1_ms), (f"RTT at TDF {high_tdf:g}",
-                          rtt_high_ms), ("TCP at TDF 1", tcp_mbit)):
+    """wake(gap) by least squares over the medians at TDF 1 against
+    log10(gap); virtual_ms from what the median at `high_tdf` has beyond
+    wake's prediction; the ceiling (in link rate) from TCP's median."""
+    if not rtt_by_gap_ms:
+        raise CalibrationError("calibration: no round trips at TDF 1")
+    for name, samples in [*((f"RTT at TDF 1 after {g:g} s idle", v)
+                            for g, v in rtt_by_gap_ms.items()),
+                          (f"RTT at TDF {high_tdf:g}", rtt_high_ms), ("TCP at TDF 1", tcp_mbit)]:
         if not samples:
             raise CalibrationError(f"calibration: no samples of {name}")
     if high_tdf <= 1:
         raise CalibrationError(f"calibration: the second TDF must be above 1, got {high_tdf}")
-    extra1 = max(0.0, statistics.median(rtt_tdf1_ms) - configured_rtt_ms)
+    if any(g <= 0 for g in rtt_by_gap_ms):
+        raise CalibrationError("calibration: idle gaps must be above 0 s")
+    xs = [math.log10(g) for g in rtt_by_gap_ms]
+    ys = [max(0.0, statistics.median(v) - configured_rtt_ms) for v in rtt_by_gap_ms.values()]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    slope = (sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
+             if spread > 0 else 0.0)
+    cal = Calibration(wake_ms=mean_y - slope * mean_x, per_decade_ms=slope, virtual_ms=0.0,
+                      ceiling_mbit=statistics.median(tcp_mbit) / TCP_SHARE,
+                      rtt_by_gap_ms={f"{g:g}": list(v) for g, v in rtt_by_gap_ms.items()},
+                      rtt_high_ms=list(rtt_high_ms), tcp_mbit=list(tcp_mbit),
+                      min_gap_s=min(rtt_by_gap_ms), host=host,
+                      measured_at=time.strftime("%Y-%m-%d %H:%M:%S"), high_tdf=high_tdf,
+                      high_interval_s=high_interval_s)
     extra_high = max(0.0, statistics.median(rtt_high_ms) - configured_rtt_ms)
-    # extra1 = real + virtual; extra_high = real / high + virtual.
-    real = max(0.0, (extra1 - extra_high) * high_tdf / (high_tdf - 1))
-    virtual = max(0.0, extra1 - real)
-    return Calibration(real_ms=real, virtual_ms=virtual,
-                       ceiling_mbit=statistics.median(tcp_mbit) / TCP_SHARE,
-                       rtt_tdf1_ms=list(rtt_tdf1_ms), rtt_high_ms=list(rtt_high_ms),
-                       tcp_mbit=list(tcp_mbit), host=host,
-                       measured_at=time.strftime("%Y-%m-%d %H:%M:%S"), high_tdf=high_tdf)
+    cal.virtual_ms = max(0.0, extra_high - cal.extra_ms(high_tdf, high_interval_s))
+    return cal
 
 
 @dataclass
@@ -200,12 +240,16 @@ def busiest_link(topology: Topology) -> tuple[str, float] | None:
 
 
 def advise(topology: Topology, calibration: Calibration, accuracy_pct: float = 5.0,
-           headroom: float = HEADROOM) -> Advice:
+           headroom: float = HEADROOM, interval_s: float = DEFAULT_INTERVAL_S) -> Advice:
+    """interval_s: virtual seconds between the packets whose round trip
+    matters (ping's -i), which sets how long the emulation idles between them."""
     if not 0 < headroom <= 1:
         raise AnalysisError(f"headroom {headroom:g}: want a share above 0, at most 1")
     if not 0 < accuracy_pct < 100:
         raise AnalysisError(f"accuracy {accuracy_pct:g}%: want a percentage above 0 and "
                             "below 100")
+    if not (0 < interval_s < math.inf):
+        raise AnalysisError(f"interval {interval_s:g} s: want a number of seconds above 0")
     reasons = [calibration.describe()]
     path, busiest = least_delay_path(topology), busiest_link(topology)
     rtt_tdf = rate_tdf = 1.0
@@ -213,18 +257,24 @@ def advise(topology: Topology, calibration: Calibration, accuracy_pct: float = 5
     if path is not None:
         allowed = headroom * accuracy_pct / 100 * path.rtt_ms
         fixed = calibration.virtual_ms * path.links
-        scaled = calibration.real_ms * path.links
+        where = (f"smallest round trip {path.a} <-> {path.b}: {path.rtt_ms:g} ms over "
+                 f"{path.links} link(s), packets {interval_s:g} s apart")
+        enough = next((tdf for tdf in range(1, MAX_TDF + 1)
+                       if path.links * calibration.extra_ms(tdf, interval_s) <= allowed), None)
         if fixed >= allowed:
             reachable = False
-            reasons.append(f"smallest round trip {path.a} <-> {path.b}: {path.rtt_ms:g} ms over "
-                           f"{path.links} link(s); {fixed:.2f} ms of the extra round trip is "
-                           f"in virtual time, more than {headroom * accuracy_pct:g}% of it "
-                           "(half the accuracy, for headroom) at any TDF")
+            reasons.append(f"{where}; {fixed:.2f} ms of the extra round trip is in virtual "
+                           f"time, more than {headroom * accuracy_pct:g}% of it (half the "
+                           "accuracy, for headroom) at any TDF")
+        elif enough is None:
+            reachable = False
+            reasons.append(f"{where}: even TDF {MAX_TDF} leaves more than "
+                           f"{headroom * accuracy_pct:g}% of it (half the accuracy, for "
+                           "headroom)")
         else:
-            rtt_tdf = max(1.0, scaled / (allowed - fixed))
-            reasons.append(f"smallest round trip {path.a} <-> {path.b}: {path.rtt_ms:g} ms over "
-                           f"{path.links} link(s): TDF >= {rtt_tdf:.2f} for "
-                           f"{headroom * accuracy_pct:g}% ({accuracy_pct:g}% with headroom)")
+            rtt_tdf = float(enough)
+            reasons.append(f"{where}: TDF >= {enough} for {headroom * accuracy_pct:g}% "
+                           f"({accuracy_pct:g}% with headroom)")
     else:
         reasons.append("no configured delay between hosts: the round trip sets no TDF")
     if busiest is not None:
@@ -240,8 +290,7 @@ def advise(topology: Topology, calibration: Calibration, accuracy_pct: float = 5
     tdf = float(math.ceil(max(rtt_tdf, rate_tdf) - 1e-9))
     error = None
     if path is not None:
-        extra = path.links * (calibration.real_ms / tdf + calibration.virtual_ms)
-        error = 100 * extra / path.rtt_ms
+        error = 100 * path.links * calibration.extra_ms(tdf, interval_s) / path.rtt_ms
     share = busiest[1] / tdf / calibration.ceiling_mbit if busiest is not None else None
     return Advice(tdf, accuracy_pct, path, busiest, rtt_tdf, rate_tdf, error, share, reasons)
 
@@ -256,16 +305,17 @@ def calibration_topology() -> Topology:
     return topology
 
 
-def measure(exp: Any, *, pings: int = 30, iperf_seconds: int = 5,
-            high_tdf: float = HIGH_TDF) -> Calibration:
+def measure(exp: Any, *, iperf_seconds: int = 5, high_tdf: float = HIGH_TDF,
+            gaps: Mapping[float, int] | None = None, high_pings: int = 30) -> Calibration:
     """Run the calibration in a deployed calibration_topology() experiment at
-    TDF 1 (`exp`: a started selena.Experiment); leaves it at `high_tdf`."""
-    def rtts() -> list[float]:
-        return ping_rtts_ms(exp.cmd("h1", f"ping -c {pings} -i 0.2 -W 5 10.0.0.2",
-                                    check=True).stdout)
+    TDF 1 (`exp`: a started selena.Experiment); leaves it at `high_tdf`.
+    gaps: seconds between pings at TDF 1 -> how many pings."""
+    def rtts(count: int, interval: float) -> list[float]:
+        return ping_rtts_ms(exp.cmd("h1", f"ping -c {count} -i {interval:g} -W 5 10.0.0.2",
+                                    check=True, timeout=count * interval + 60).stdout)
 
     exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")                 # ARP, warm caches
-    low = rtts()
+    by_gap = {gap: rtts(count, gap) for gap, count in (gaps or GAPS_S).items()}
     server = exp.start("h2", ["iperf3", "-s", "-1"])
     exp.sleep(1)
     client = exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-R", "-t", str(iperf_seconds),
@@ -273,9 +323,9 @@ def measure(exp: Any, *, pings: int = 30, iperf_seconds: int = 5,
     exp.wait(server)
     tcp = iperf3_interval_mbit(client.stdout)
     exp.set_tdf(high_tdf)
-    high = rtts()
-    return fit(low, high, tcp, high_tdf=high_tdf, host=socket.gethostname(),
-               configured_rtt_ms=2 * CALIBRATION_DELAY_MS)
+    high = rtts(high_pings, HIGH_INTERVAL_S)
+    return fit(by_gap, high, tcp, high_tdf=high_tdf, high_interval_s=HIGH_INTERVAL_S,
+               host=socket.gethostname(), configured_rtt_ms=2 * CALIBRATION_DELAY_MS)
 
 
 def default_calibration_path() -> Path:

@@ -1,10 +1,12 @@
-"""The advisor without a lab: the two-part floor fitted from TDF 1 and TDF 10,
-the least-delay path, the TDF it predicts (and when none will do), the
-calibration file's errors, and `selena advise` on a shipped scenario."""
+"""The advisor without a lab: the floor fitted from pings at several idle
+gaps and at TDF 5, the least-delay path, the TDF it predicts (and when none
+will do), the calibration file's errors, and `selena advise` on a shipped
+scenario."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -22,9 +24,10 @@ from selena.model import Topology
 from selena.topologies import linear
 
 
-def calibration(real_ms: float = 9.0, virtual_ms: float = 1.0,
+def calibration(wake_ms: float = 9.0, per_decade_ms: float = 0.0, virtual_ms: float = 1.0,
                 ceiling_mbit: float = 40.0) -> Calibration:
-    return Calibration(real_ms, virtual_ms, ceiling_mbit, [], [], [], host="lab")
+    return Calibration(wake_ms, per_decade_ms, virtual_ms, ceiling_mbit, {}, [], [],
+                       host="lab")
 
 
 def demo_topology(delay_ms: float = 40, rate_mbit: float = 20) -> Topology:
@@ -35,22 +38,37 @@ def demo_topology(delay_ms: float = 40, rate_mbit: float = 20) -> Topology:
     return topology
 
 
-def test_the_floor_splits_into_real_and_virtual_time_from_two_tdfs():
-    # extra(1) = 10 ms, extra(10) = 1.9 ms: real 9 ms (divided by the TDF), virtual 1 ms.
-    cal = fit([10.0, 10.5, 9.5], [1.9, 2.0, 1.8], [19.0, 20.0, 21.0], high_tdf=10)
-    assert cal.real_ms == pytest.approx(9.0)
+def test_the_wake_cost_is_fitted_against_the_idle_gap_and_the_rest_is_virtual():
+    # Over 2 x 10 ms: 5 ms extra after 0.1 s idle, 10 ms after 1 s, 15 ms after 10 s.
+    by_gap = {0.1: [25.0, 24.0, 26.0], 1.0: [30.0], 10.0: [35.0, 35.0]}
+    # TDF 5 with 0.2 s between pings (1 s real idle): wake 10 ms / 5 = 2 ms; 3 measured.
+    cal = fit(by_gap, [23.0, 22.9, 23.1], [19.0, 20.0, 21.0], high_tdf=5,
+              high_interval_s=0.2, configured_rtt_ms=20.0)
+    assert cal.wake_ms == pytest.approx(10.0)
+    assert cal.per_decade_ms == pytest.approx(5.0)
     assert cal.virtual_ms == pytest.approx(1.0)
     assert cal.ceiling_mbit == pytest.approx(20.0 / TCP_SHARE)
+    assert cal.wake_real_ms(0.01) == pytest.approx(5.0)        # never below the shortest gap
+    # At TDF 10 with pings 0.1 s apart the emulation idles 1 s between them.
+    assert cal.extra_ms(10, 0.1) == pytest.approx(10.0 / 10 + 1.0)
+    assert cal.rtt_by_gap_ms == {"0.1": [25.0, 24.0, 26.0], "1": [30.0], "10": [35.0, 35.0]}
 
 
 def test_noise_never_makes_a_part_negative():
-    cal = fit([2.0], [3.0], [10.0])          # slower at TDF 10: all of it virtual
-    assert cal.real_ms == 0 and cal.virtual_ms == pytest.approx(2.0)
+    cal = fit({1.0: [2.0]}, [3.0], [10.0])      # slower at TDF 5: the excess is virtual
+    assert cal.per_decade_ms == 0 and cal.wake_ms == pytest.approx(2.0)
+    assert cal.virtual_ms == pytest.approx(3.0 - 2.0 / 5)
+    falling = fit({0.1: [10.0], 1.0: [1.0]}, [0.0], [10.0])
+    assert falling.wake_real_ms(100.0) == 0.0          # clamped, never negative
 
 
 def test_missing_samples_are_named():
     with pytest.raises(CalibrationError, match="no samples of RTT at TDF 5"):
-        fit([1.0], [], [10.0])
+        fit({1.0: [1.0]}, [], [10.0])
+    with pytest.raises(CalibrationError, match="after 0.2 s idle"):
+        fit({0.2: []}, [1.0], [10.0])
+    with pytest.raises(CalibrationError, match="no round trips at TDF 1"):
+        fit({}, [1.0], [10.0])
 
 
 def test_least_delay_path_counts_links_through_switches():
@@ -69,6 +87,21 @@ def test_the_demo_needs_the_tdf_that_brings_the_floor_within_half_the_accuracy()
     assert "advice: TDF 9" in advice.report()
     assert advise(demo_topology(), calibration(), 10.0).tdf == 3    # 4 ms allowed: 9/3
     assert advise(demo_topology(), calibration(), 5.0, headroom=1).tdf == 3
+
+
+def test_a_longer_idle_time_at_a_higher_tdf_raises_the_tdf_needed():
+    flat = calibration(wake_ms=9.0, per_decade_ms=0.0, virtual_ms=0.0)
+    growing = calibration(wake_ms=9.0, per_decade_ms=6.0, virtual_ms=0.0)
+    assert advise(demo_topology(), flat, 5.0, interval_s=1.0).tdf == 5      # 9 / 5 <= 2
+    advice = advise(demo_topology(), growing, 5.0, interval_s=1.0)
+    # At TDF T the real idle gap is T s: (9 + 6 log10 T) / T <= 2 ms.
+    expected = next(t for t in range(1, 100) if (9 + 6 * math.log10(t)) / t <= 2)
+    assert advice.tdf == expected and expected > 5
+    assert "packets 1 s apart: TDF >= " in advice.report()
+    # Packets further apart idle longer at every TDF: never a smaller TDF.
+    assert advise(demo_topology(), growing, 5.0, interval_s=4.0).tdf > expected
+    with pytest.raises(Exception, match="interval 0 s"):
+        advise(demo_topology(), growing, 5.0, interval_s=0)
 
 
 def test_a_busy_link_can_set_the_tdf():
@@ -94,8 +127,8 @@ def test_calibration_file_round_trip_and_errors(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(CalibrationError, match="bad.json: unreadable"):
         Calibration.load(tmp_path / "bad.json")
-    (tmp_path / "old.json").write_text(json.dumps({"version": 0}))
-    with pytest.raises(CalibrationError, match="old.json: not a version 1"):
+    (tmp_path / "old.json").write_text(json.dumps({"version": 1}))
+    with pytest.raises(CalibrationError, match="old.json: not a version 2"):
         Calibration.load(tmp_path / "old.json")
 
 

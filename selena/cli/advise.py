@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from selena.advise import (
+    DEFAULT_INTERVAL_S,
     HIGH_TDF,
     Calibration,
     advise,
@@ -38,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="largest error allowed on the smallest round trip (default 5)")
     p.add_argument("--calibration", type=Path, default=None,
                    help="calibration file (default: this host's, from selena calibrate)")
+    p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S, metavar="SECONDS",
+                   help="virtual seconds between the packets whose round trip matters, as "
+                        f"ping's -i (default {DEFAULT_INTERVAL_S:g}): the emulation's cost "
+                        "grows with the idle time between them")
     p.add_argument("--param", type=param_arg, action="append", default=[],
                    metavar="NAME=VALUE", help="passed to the scenario's build(**params)")
     p.set_defaults(func=cmd_advise)
@@ -48,7 +53,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     exp = Experiment(calibration_topology(), tdf=1, backend=args.backend, out=args.bundle,
                      progress=say)
     with exp:
-        say(f"calibrating: round trips at TDF 1 and {HIGH_TDF:g}, TCP at TDF 1")
+        say(f"calibrating: round trips at TDF 1 (several idle gaps) and {HIGH_TDF:g}, "
+            "TCP at TDF 1")
         calibration = measure(exp)
     calibration.save(out)
     print(calibration.describe())
@@ -62,6 +68,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     calibration = Calibration.load(args.calibration or default_calibration_path())
     exp = Experiment(args.scenario, params=dict(args.param), templates=None)
     exp.check()
-    advice = advise(exp.topology, calibration, args.accuracy)
+    advice = advise(exp.topology, calibration, args.accuracy,
+                    interval_s=args.interval)
     print(advice.report())
     return 0 if advice.tdf is not None else 1

@@ -1,55 +1,106 @@
 """End to end in the lab: `selena calibrate` measures the lab's floor (real
-Xen, a shaped link, a TDF change half way) and `selena advise` reads it for
-the demo scenario.
+Xen, a shaped link, pings after several idle gaps, a TDF change half way),
+`selena advise` reads it for the demo's topology with the demo's ping
+interval, and a sweep at TDF 1 and at the advised TDF is compared with the
+model's prediction at each: at the advised TDF the round trip must be
+within the accuracy asked (the advice aims at half of it, for headroom) and
+within the headroom of the prediction; TDF 1 must be outside it (the
+advice was needed) and within half of its own prediction."""
 
-What this checks is the pipeline, not the prediction's accuracy: in the lab
-the extra round trip varies between boots and with the idle time between
-packets (README, "Predicting the TDF"), so a demo run at the advised TDF
-landed outside the 5% asked (+7.8% at TDF 2, before the headroom)."""
-
+import csv
 import json
 import re
 import statistics
 
 import pytest
 
+from selena.advise import Calibration
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
 
 OUT = "build/results/test-advise"
+ACCURACY = 5.0
+
+# The demo's link and its pings (0.2 s apart), without its iperf part.
+PING_CHECK = """
+from selena.metrics import ping_rtts_ms
+from selena.model import Topology
+
+
+def build():
+    topology = Topology("advcheck", tdf=1)
+    h1 = topology.add_host("h1", ip="10.0.0.1/24", template="tools-host")
+    h2 = topology.add_host("h2", ip="10.0.0.2/24", template="tools-host")
+    topology.add_link(h1, h2, rate="20Mbit", delay="40ms")
+    return topology
+
+
+def run(exp):
+    exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")
+    ping = exp.cmd("h1", "ping -c 20 -i 0.2 -W 5 10.0.0.2", check=True)
+    exp.record("rtt_ms", ping_rtts_ms(ping.stdout), expected=80.0, unit="ms")
+"""
 
 SCRIPT = f"""
 set -e
 rm -rf {OUT}; mkdir -p {OUT}
+cat > {OUT}/ping_check.py <<'PY'
+{PING_CHECK}
+PY
 selena calibrate --out {OUT}/calibration.json --bundle {OUT}/calibrate
 status=0
-selena advise scenarios/dilation_demo.py --calibration {OUT}/calibration.json \
-    > {OUT}/advice.txt || status=$?
+selena advise scenarios/dilation_demo.py --calibration {OUT}/calibration.json \\
+    --interval 0.2 --accuracy {ACCURACY:g} > {OUT}/advice.txt || status=$?
 echo "advise-status=$status"
+cat {OUT}/advice.txt
+tdf=$(sed -n 's/^advice: TDF \\([0-9.]*\\).*/\\1/p' {OUT}/advice.txt)
+if [ -n "$tdf" ]; then
+    selena sweep {OUT}/ping_check.py --tdf "1,$tdf" --out {OUT}/sweep
+fi
 """
 
 
-def test_calibrate_measures_the_floor_and_advise_reads_it(lab):
-    result = lab.run(["sh", "-c", SCRIPT], timeout=900)
+def test_calibrate_advise_and_a_run_at_the_advised_tdf_agree(lab):
+    result = lab.run(["sh", "-c", SCRIPT], timeout=1500)
     assert result.returncode == 0, result.output
     out = project_root() / OUT
     cal = json.loads((out / "calibration.json").read_text())
-    assert len(cal["rtt_tdf1_ms"]) >= 25 and len(cal["rtt_high_ms"]) >= 25, cal
-    assert len(cal["tcp_mbit"]) >= 4, cal
-    # The two parts add up to what TDF 1 measured over the 2 x 10 ms link.
-    extra1 = statistics.median(cal["rtt_tdf1_ms"]) - 20.0
-    assert cal["real_ms"] + cal["virtual_ms"] == pytest.approx(max(extra1, 0), abs=1e-6)
+    assert sorted(cal["rtt_by_gap_ms"]) == ["0.05", "0.2", "1"], cal
+    assert all(len(v) >= 12 for v in cal["rtt_by_gap_ms"].values()), cal
+    assert len(cal["rtt_high_ms"]) >= 25 and len(cal["tcp_mbit"]) >= 4, cal
     # The lab is slower than real time: a round trip gains real time at TDF 1.
-    assert cal["real_ms"] > 1.0, cal
+    extra1 = statistics.median(cal["rtt_by_gap_ms"]["0.2"]) - 20.0
+    assert extra1 > 1.0 and cal["wake_ms"] > 1.0, cal
     # The calibration run's own bundle: deployed at TDF 1, changed to TDF 5.
     meta = json.loads((out / "calibrate" / "meta.json").read_text())
     assert [s["tdf"] for s in meta["tdf_timeline"]] == [1, 5] and meta["status"] == "ok"
     advice = (out / "advice.txt").read_text()
-    assert "smallest round trip h1 <-> h2: 80 ms over 1 link(s)" in advice, advice
+    assert "smallest round trip h1 <-> h2: 80 ms over 1 link(s), packets 0.2 s apart" \
+        in advice, advice
     status = int(re.search(r"advise-status=(\d+)", result.output).group(1))
-    if status == 0:
-        tdf = float(re.search(r"^advice: TDF ([\d.]+)", advice, re.M).group(1))
-        assert tdf > 1, advice       # TDF 1 adds the whole floor: never faithful here
-    else:
-        assert status == 1 and "advice: no TDF" in advice, (status, advice)
+    assert status == 0, advice      # the lab's floor leaves a TDF that will do
+    found = re.search(r"^advice: TDF ([\d.]+) \(predicted round-trip error \+([\d.]+)%",
+                      advice, re.M)
+    assert found, advice
+    tdf, predicted = float(found.group(1)), float(found.group(2))
+    assert tdf > 1 and predicted <= ACCURACY / 2, advice
+    with open(out / "sweep" / "summary.csv") as f:
+        rows = {float(r["tdf"]): r for r in csv.DictReader(f) if r["metric"] == "rtt_ms"}
+    assert sorted(rows) == [1.0, tdf], rows
+    cal = Calibration.load(out / "calibration.json")
+    for at in (1.0, tdf):
+        model = 100 * cal.extra_ms(at, 0.2) / 80.0
+        print(f"TDF {at:g}: predicted {model:+.2f}%, measured "
+              f"{float(rows[at]['error_pct']):+.2f}% (median {float(rows[at]['median']):.2f} ms of "
+              f"{rows[at]['n']} pings)")
+    assert abs(model - predicted) < 0.1, (model, predicted)
+    measured = float(rows[tdf]["error_pct"])
+    assert abs(measured) <= ACCURACY, (tdf, predicted, measured, advice)
+    assert abs(measured - predicted) <= ACCURACY / 2, (tdf, predicted, measured)
+    # TDF 1 needed the advice, and the model explains what it measured
+    # (within half: real time at TDF 1 scatters more between runs; two
+    # runs measured 0.72 and 0.93 of the prediction there).
+    at_1, model_1 = float(rows[1.0]["error_pct"]), 100 * cal.extra_ms(1.0, 0.2) / 80.0
+    assert at_1 > ACCURACY, rows[1.0]
+    assert abs(at_1 - model_1) <= model_1 / 2, (at_1, model_1)
