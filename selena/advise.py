@@ -23,8 +23,10 @@ dilation cannot shrink; zero when wake explains it all). `selena advise
 SCENARIO --interval S` reads the topology: the smallest configured round
 trip between two hosts (twice the one-way delays along the path with the
 least delay, each link on it adding one floor) and the busiest link; it
-prints the smallest TDF that keeps both within the asked accuracy, with the
-predicted error and what a virtual second costs.
+prints the smallest TDF that keeps both (and the busiest node: the sum of
+what its links carry) within the asked accuracy, with the predicted error,
+what a virtual second costs and, given the scenario's length, what the run
+will.
 
 The prediction aims at half the accuracy asked (HEADROOM): in the lab the
 floor varies between boots, and advice that is right only on average would
@@ -181,6 +183,8 @@ class Advice:
     predicted_rtt_error_pct: float | None
     load_share: float | None
     reasons: list[str]
+    busiest_node: tuple[str, float] | None = None     # (node, Mbit/s it carries)
+    duration_s: float | None = None       # virtual seconds the scenario runs, if told
 
     def report(self) -> str:
         lines = list(self.reasons)
@@ -192,10 +196,15 @@ class Advice:
         if self.predicted_rtt_error_pct is not None:
             parts.append(f"predicted round-trip error +{self.predicted_rtt_error_pct:.1f}%")
         if self.load_share is not None:
-            parts.append(f"busiest link at {100 * self.load_share:.0f}% of the ceiling")
+            parts.append(f"busiest link or node at {100 * self.load_share:.0f}% of the "
+                         "ceiling")
         detail = f" ({', '.join(parts)})" if parts else ""
         lines.append(f"advice: TDF {self.tdf:g}{detail}; each virtual second costs "
                      f"{self.tdf:g} s of real time")
+        if self.duration_s is not None:
+            lines.append(f"a run of {self.duration_s:g} virtual s takes about "
+                         f"{self.duration_s * self.tdf:g} s of real time at TDF {self.tdf:g} "
+                         "(plus deploy and teardown)")
         return "\n".join(lines)
 
 
@@ -239,10 +248,28 @@ def busiest_link(topology: Topology) -> tuple[str, float] | None:
     return max(rated, key=lambda item: item[1]) if rated else None
 
 
+def busiest_node(topology: Topology) -> tuple[str, float] | None:
+    """The node carrying the most configured rate: a host sends and receives
+    on each of its links, so its load is their sum; a switch forwards what
+    enters it out of another link, so half the sum."""
+    load: dict[str, float] = {}
+    for link in topology.links:
+        if link.rate_bps:
+            for end in (link.a.node, link.b.node):
+                load[end] = load.get(end, 0.0) + link.rate_bps / 1e6
+    for name in load:
+        if topology.nodes[name].kind is NodeKind.SWITCH:
+            load[name] /= 2
+    return max(sorted(load.items()), key=lambda item: item[1]) if load else None
+
+
 def advise(topology: Topology, calibration: Calibration, accuracy_pct: float = 5.0,
-           headroom: float = HEADROOM, interval_s: float = DEFAULT_INTERVAL_S) -> Advice:
+           headroom: float = HEADROOM, interval_s: float = DEFAULT_INTERVAL_S,
+           duration_s: float | None = None) -> Advice:
     """interval_s: virtual seconds between the packets whose round trip
-    matters (ping's -i), which sets how long the emulation idles between them."""
+    matters (ping's -i), which sets how long the emulation idles between them.
+    duration_s: the scenario's length in virtual seconds, for the real time
+    the run will take."""
     if not 0 < headroom <= 1:
         raise AnalysisError(f"headroom {headroom:g}: want a share above 0, at most 1")
     if not 0 < accuracy_pct < 100:
@@ -250,8 +277,11 @@ def advise(topology: Topology, calibration: Calibration, accuracy_pct: float = 5
                             "below 100")
     if not (0 < interval_s < math.inf):
         raise AnalysisError(f"interval {interval_s:g} s: want a number of seconds above 0")
+    if duration_s is not None and not (0 < duration_s < math.inf):
+        raise AnalysisError(f"duration {duration_s:g} s: want a number of seconds above 0")
     reasons = [calibration.describe()]
     path, busiest = least_delay_path(topology), busiest_link(topology)
+    node = busiest_node(topology)
     rtt_tdf = rate_tdf = 1.0
     reachable = True
     if path is not None:
@@ -284,15 +314,23 @@ def advise(topology: Topology, calibration: Calibration, accuracy_pct: float = 5
         rate_tdf = max(1.0, busiest[1] / usable)
         reasons.append(f"busiest {busiest[0]}: {busiest[1]:g} Mbit/s: "
                        f"TDF >= {rate_tdf:.2f}")
+        if node is not None and node[1] > busiest[1]:
+            # One guest's vCPU and its netback carry all of its links at once.
+            node_tdf = node[1] / usable
+            reasons.append(f"busiest node {node[0]}: {node[1]:g} Mbit/s over its links: "
+                           f"TDF >= {max(1.0, node_tdf):.2f}")
+            rate_tdf = max(rate_tdf, node_tdf)
     if not reachable:
         return Advice(None, accuracy_pct, path, busiest, math.inf, rate_tdf, None, None,
-                      reasons)
+                      reasons, node, duration_s)
     tdf = float(math.ceil(max(rtt_tdf, rate_tdf) - 1e-9))
     error = None
     if path is not None:
         error = 100 * path.links * calibration.extra_ms(tdf, interval_s) / path.rtt_ms
-    share = busiest[1] / tdf / calibration.ceiling_mbit if busiest is not None else None
-    return Advice(tdf, accuracy_pct, path, busiest, rtt_tdf, rate_tdf, error, share, reasons)
+    heaviest = max(busiest[1], node[1] if node else 0.0) if busiest is not None else None
+    share = heaviest / tdf / calibration.ceiling_mbit if heaviest is not None else None
+    return Advice(tdf, accuracy_pct, path, busiest, rtt_tdf, rate_tdf, error, share, reasons,
+                  node, duration_s)
 
 
 def calibration_topology() -> Topology:

@@ -16,6 +16,7 @@ from selena.advise import (
     CalibrationError,
     advise,
     busiest_link,
+    busiest_node,
     fit,
     least_delay_path,
 )
@@ -111,6 +112,39 @@ def test_a_busy_link_can_set_the_tdf():
     assert advice.tdf == 3 and advice.rate_tdf == pytest.approx(100 / 38)
 
 
+def test_a_node_carrying_several_links_can_set_the_tdf():
+    # A server with three 30 Mbit/s clients: each link fits a 40 Mbit/s
+    # ceiling, the server's 90 Mbit/s does not.
+    topology = Topology("star", tdf=1)
+    server = topology.add_host("srv", ip="10.0.0.100/24")
+    switch = topology.add_switch("s1")
+    topology.add_link(server, switch, rate="90Mbit", delay="1s")
+    for i in range(3):
+        client = topology.add_host(f"c{i}", ip=f"10.0.0.{i + 1}/24")
+        topology.add_link(client, switch, rate="30Mbit", delay="1s")
+    # The switch forwards what enters it: half of its 180 Mbit/s of links.
+    assert busiest_node(topology) == ("s1", 90.0)
+    pair = Topology("pair", tdf=1)
+    a, b = pair.add_host("a", ip="10.0.0.1/24"), pair.add_host("b", ip="10.0.0.2/24")
+    c = pair.add_host("c", ip="10.0.1.1/24")
+    pair.add_link(a, b, rate="30Mbit", delay="1s")
+    pair.add_link(a, c, rate="30Mbit", delay="1s")
+    assert busiest_node(pair) == ("a", 60.0)
+    advice = advise(pair, calibration(virtual_ms=0.0), 5.0)
+    # 60 Mbit/s over 95% of 40: TDF >= 1.58 where each link alone needs none.
+    assert advice.rate_tdf == pytest.approx(60 / 38) and advice.tdf == 2
+    assert "busiest node a: 60 Mbit/s over its links: TDF >= 1.58" in advice.report()
+    assert busiest_node(Topology("empty", tdf=1)) is None
+
+
+def test_the_run_time_is_printed_when_the_length_is_known():
+    advice = advise(demo_topology(), calibration(virtual_ms=0.0), 5.0, duration_s=12)
+    assert advice.tdf == 5
+    assert "a run of 12 virtual s takes about 60 s of real time at TDF 5" in advice.report()
+    with pytest.raises(Exception, match="duration 0 s"):
+        advise(demo_topology(), calibration(), 5.0, duration_s=0)
+
+
 def test_no_tdf_helps_when_the_virtual_part_exceeds_the_accuracy():
     advice = advise(demo_topology(delay_ms=5), calibration(virtual_ms=1.0), 5.0)
     assert advice.tdf is None
@@ -139,5 +173,9 @@ def test_selena_advise_prints_the_tdf_for_a_shipped_scenario(tmp_path, capsys):
     assert status == 0, out
     assert "smallest round trip h1 <-> h2: 80 ms over 1 link(s)" in out
     assert "advice: TDF 9" in out
+    assert main(["advise", "scenarios/dilation_demo.py", "--calibration", str(path),
+                 "--duration", "20"]) == 0
+    assert "a run of 20 virtual s takes about 180 s of real time at TDF 9" \
+        in capsys.readouterr().out
     assert main(["advise", "nope.py", "--calibration", str(path)]) == 1
     assert "nope.py: no such scenario file" in capsys.readouterr().err

@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="virtual seconds between the packets whose round trip matters, as "
                         f"ping's -i (default {DEFAULT_INTERVAL_S:g}): the emulation's cost "
                         "grows with the idle time between them")
+    p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                   help="the scenario's length in virtual seconds: also print the real "
+                        "time a run at the advised TDF takes")
     p.add_argument("--param", type=param_arg, action="append", default=[],
                    metavar="NAME=VALUE", help="passed to the scenario's build(**params)")
     p.set_defaults(func=cmd_advise)
@@ -69,6 +72,6 @@ def cmd_advise(args: argparse.Namespace) -> int:
     exp = Experiment(args.scenario, params=dict(args.param), templates=None)
     exp.check()
     advice = advise(exp.topology, calibration, args.accuracy,
-                    interval_s=args.interval)
+                    interval_s=args.interval, duration_s=args.duration)
     print(advice.report())
     return 0 if advice.tdf is not None else 1
