@@ -126,16 +126,23 @@ def translate(topo: Topology, plan: Plan) -> MnNet:
     # A port gets a locally administered MAC of its own: Mininet's veth pair
     # takes both addresses or none ("None" is invalid lladdr otherwise).
     numbers = {name: i for i, (name, _) in enumerate(net.switches, start=1)}
+    mn_ports = _port_numbers(net.links)
     for link in net.links:
         for side in (1, 2):
             node = link.node1 if side == 1 else link.node2
             if node in numbers:
-                port = _port(net, link, side)
+                port = mn_ports[(id(link), side)]
                 setattr(link, f"intf{side}", f"{node}-eth{port}")
                 setattr(link, f"mac{side}", _switch_port_mac(numbers[node], port))
+    # Per switch: selena's port number (interface index + 1) -> Mininet's.
+    renumber: dict[str, dict[int, int]] = {}
+    for link, mn_link in translated:
+        for end, side in ((link.a, 1), (link.b, 2)):
+            renumber.setdefault(end.node, {})[end.iface + 1] = mn_ports[(id(mn_link), side)]
     for node in topo.nodes.values():
         if node.kind is NodeKind.SWITCH and node.flows and not node.controller:
-            net.flows[node.name] = _mininet_flows(node, translated, net, problems)
+            net.flows[node.name] = _mininet_flows(node, renumber.get(node.name, {}),
+                                                  problems)
     if problems:
         raise BackendError("the Mininet baseline cannot run this topology:\n  "
                            + "\n  ".join(problems))
@@ -153,15 +160,9 @@ _PORT_REF = re.compile(r"(in_port=|output:)(\d+)")
 _OTHER_PORT_REF = re.compile(r"enqueue|output\(|in_port[^=]|->in_port|group:")
 
 
-def _mininet_flows(node: Node, translated: list[tuple[Link, MnLink]], net: MnNet,
-                   problems: list[str]) -> list[str]:
+def _mininet_flows(node: Node, ports: dict[int, int], problems: list[str]) -> list[str]:
     """The switch's static flows with selena's port numbers (interface index
-    + 1) rewritten to Mininet's (the order of the switch's links)."""
-    ports: dict[int, int] = {}
-    for link, mn_link in translated:
-        for end, side in ((link.a, 1), (link.b, 2)):
-            if end.node == node.name:
-                ports[end.iface + 1] = _port(net, mn_link, side)
+    + 1) rewritten to Mininet's (`ports`, from the order of its links)."""
     flows = []
     for flow in node.flows:
         if _OTHER_PORT_REF.search(flow):
@@ -185,16 +186,16 @@ def _switch_port_mac(switch: int, port: int) -> str:
     return f"02:4d:4e:{switch >> 8:02x}:{switch & 0xff:02x}:{port:02x}"
 
 
-def _port(net: MnNet, link: MnLink, side: int) -> int:
-    node = link.node1 if side == 1 else link.node2
-    n = 0
-    for other in net.links:
-        for s in (1, 2):
-            if (other.node1 if s == 1 else other.node2) == node:
-                n += 1
-                if other is link and s == side:
-                    return n
-    raise AssertionError("link not in the network")
+def _port_numbers(links: list[MnLink]) -> dict[tuple[int, int], int]:
+    """Mininet numbers a node's ports in the order its links are added:
+    (id of the link, side 1 or 2) -> that end's port number, in one pass."""
+    seen: dict[str, int] = {}
+    numbers: dict[tuple[int, int], int] = {}
+    for link in links:
+        for side, node in ((1, link.node1), (2, link.node2)):
+            seen[node] = seen.get(node, 0) + 1
+            numbers[(id(link), side)] = seen[node]
+    return numbers
 
 
 def net_commands(directives: str, names: dict[str, str]) -> list[str]:
