@@ -58,6 +58,7 @@ from selena.hostinfo import HostInfo
 from selena.model.cpus import credit_cap
 from selena.plan import GuestPlan, Plan, pool_key
 from selena.runner import Runner
+from selena.shaping.plan import real_rate_bps, real_seconds
 
 if TYPE_CHECKING:
     from selena.control.xenstore import XenstoreConnection
@@ -646,7 +647,8 @@ class XlBackend(Backend):
         vifs = sorted(set(checked) | {p for ps in peers.values() for p in ps})
         # Departures in the first (real) delay of a window have their arrivals
         # before it: lengthen the window by the longest delay.
-        longest = max(float(spec.get("delay_s") or 0.0) for spec in checked.values()) * state.tdf
+        longest = real_seconds(max(float(spec.get("delay_s") or 0.0)
+                                   for spec in checked.values()), state.tdf)
         try:
             frames = vif_capture.capture(vifs, seconds + longest)
         except OSError as exc:
@@ -656,8 +658,8 @@ class XlBackend(Backend):
             senders = " + ".join(state.vif_nodes.get(p, p) for p in peers[vif])
             captures.append(LinkCapture(
                 vif, f"{senders or '?'} -> {state.vif_nodes.get(vif, vif)}",
-                rate_bps=float(spec["rate_bps"] or 0) / state.tdf,
-                delay_s=float(spec.get("delay_s") or 0.0) * state.tdf,
+                rate_bps=real_rate_bps(float(spec["rate_bps"] or 0), state.tdf),
+                delay_s=real_seconds(float(spec.get("delay_s") or 0.0), state.tdf),
                 departures=frames[vif].outgoing,
                 arrivals=sorted((f for p in peers[vif] for f in frames[p].incoming),
                                 key=lambda f: f.t),
