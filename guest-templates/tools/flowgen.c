@@ -22,6 +22,11 @@
  *           immediately, as long as less than --duration seconds have passed
  *           since the first start; so N flows are always in flight. --seed
  *           has no effect.
+ *           A flow that ends in an error (a refused or unreachable
+ *           server) delays the next start: 1 ms after the first error in a
+ *           row, doubled by each further error up to 1 s, none again once a
+ *           flow succeeds; so a dead server costs a few flows a second, not
+ *           a busy loop.
  *       Either way --max-flows caps the number of flows started, and after
  *       the duration no flow starts but those in flight run to their end.
  *       Flows run concurrently in one nonblocking poll loop. Each flow:
@@ -65,6 +70,8 @@
 #define MAX_CONCURRENCY  1024
 #define IO_CHUNK         65536
 #define NS_PER_S         ((int64_t)1000000000)
+#define BACKOFF_MIN_NS   ((int64_t)1000000)
+#define BACKOFF_MAX_NS   NS_PER_S
 
 static char io_buf[IO_CHUNK];
 
@@ -597,6 +604,28 @@ static void handle_event(struct flow *f, short revents,
     }
 }
 
+/* The closed loop's delay after flows that ended in errors in a row. */
+struct backoff {
+    int64_t delay_ns;       /* 0: the last ended flow did not fail */
+    int64_t not_before;     /* no flow starts before this time */
+};
+
+static void backoff_note(struct backoff *b, const struct flow *f, int64_t now)
+{
+    if ( f->err > 0 )
+    {
+        b->delay_ns = b->delay_ns ? b->delay_ns * 2 : BACKOFF_MIN_NS;
+        if ( b->delay_ns > BACKOFF_MAX_NS )
+            b->delay_ns = BACKOFF_MAX_NS;
+        b->not_before = now + b->delay_ns;
+    }
+    else if ( f->err == 0 )
+    {
+        b->delay_ns = 0;
+        b->not_before = 0;
+    }
+}
+
 static void print_results(const struct flow *flows, size_t n)
 {
     size_t i;
@@ -670,6 +699,7 @@ static int run_client(int argc, char **argv)
     size_t *active;
     size_t nflows = 0, cap = 0, maxlive, next = 0, nactive = 0, i;
     int64_t t0 = 0, timeout_ns, duration_ns;
+    struct backoff backoff = { 0, 0 };
 
     parse_client(argc, argv, &o);
     if ( !o.concurrency )
@@ -719,6 +749,8 @@ static int run_client(int argc, char **argv)
                 finish(f, -1);
             if ( f->state != DONE )
                 active[kept++] = active[i];
+            else if ( o.concurrency )
+                backoff_note(&backoff, f, now);
         }
         nactive = kept;
         now = now_ns();
@@ -737,8 +769,10 @@ static int run_client(int argc, char **argv)
                        (next == 0 || now - t0 < duration_ns);
             else
                 more = next < nflows;
-            if ( !more || (o.concurrency ? nactive >= o.concurrency :
-                           next > 0 && now < t0 + flows[next].offset_ns) )
+            if ( !more ||
+                 (o.concurrency ? nactive >= o.concurrency ||
+                                  now < backoff.not_before :
+                                  next > 0 && now < t0 + flows[next].offset_ns) )
                 break;
             if ( o.concurrency && !add_flow(&flows, &nflows, &cap) )
             {
@@ -754,11 +788,15 @@ static int run_client(int argc, char **argv)
                 pump_send(f, &o);
             if ( f->state != DONE )
                 active[nactive++] = next;
+            else if ( o.concurrency )
+                backoff_note(&backoff, f, now_ns());
             next++;
             now = now_ns();
         }
         if ( more && !o.concurrency )
             wake = t0 + flows[next].offset_ns;
+        else if ( more && now < backoff.not_before )
+            wake = backoff.not_before;
         if ( !more && nactive == 0 )
             break;
 

@@ -261,13 +261,28 @@ def test_max_flows_caps_the_count_with_concurrency(server: int) -> None:
 
 
 def test_concurrency_replaces_failed_flows_too() -> None:
-    # each refused connection is an ended flow, so another starts at once
+    # each refused connection is an ended flow, so another starts (after the
+    # back-off's few milliseconds)
     rc, rows, err = run_client("--host", "127.0.0.1", "--port", str(free_port()),
                                "--concurrency", "2", "--size", "1000", "--duration", "5",
                                "--max-flows", "6")
     assert rc == 1
     assert [r["status"] for r in rows] == ["error:ECONNREFUSED"] * 6
     assert "6 error" in err
+
+
+def test_concurrency_backs_off_while_flows_fail() -> None:
+    # Without a back-off a refused port made 64624 failed flows in 1 s: the
+    # delay (1 ms, doubled by each error, at most 1 s) leaves a dozen or so.
+    rc, rows, err = run_client("--host", "127.0.0.1", "--port", str(free_port()),
+                               "--concurrency", "2", "--size", "1000", "--duration", "1")
+    assert rc == 1
+    assert 6 <= len(rows) <= 30, err
+    assert {r["status"] for r in rows} == {"error:ECONNREFUSED"}
+    starts = [int(r["start_ns"]) for r in rows]
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    # The delay grows: the longest gap is at least 64 ms and comes late.
+    assert max(gaps) >= 64_000_000 and gaps.index(max(gaps)) >= len(gaps) // 2, gaps
 
 
 def test_flow_without_eof_times_out() -> None:
