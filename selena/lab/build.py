@@ -54,6 +54,8 @@ DOM0_MODULES = (
     "cls_u32", "cls_matchall", "act_mirred", "sch_ingress",
     # libcrc32c (needed by openvswitch) soft-depends on a crc32c implementation.
     "crc32c_generic",
+    # Disk images reach guests as read-only loop devices (xl's phy: disks).
+    "loop",
 )
 
 

@@ -8,6 +8,13 @@ export HOME=/root LANG=C.UTF-8
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+# devtmpfs has no /dev/fd or /dev/std* (udev makes them elsewhere); Xen's
+# block hotplug script locks through /dev/stdin and without it loops until
+# libxl kills it ("async_exec_timeout ... /etc/xen/scripts/block add").
+ln -sf /proc/self/fd /dev/fd
+ln -sf /proc/self/fd/0 /dev/stdin
+ln -sf /proc/self/fd/1 /dev/stdout
+ln -sf /proc/self/fd/2 /dev/stderr
 mkdir -p /dev/pts /dev/shm /run /tmp /var/run
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /run
@@ -21,7 +28,7 @@ fail() { echo "SELENA-LAB-FAIL $*"; off; }
 
 for m in xenfs xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xen-netback xen-blkback \
          bridge openvswitch sch_netem sch_htb sch_tbf sch_ingress cls_matchall act_mirred ifb veth \
-         virtio_pci 9pnet_virtio 9p; do
+         virtio_pci 9pnet_virtio 9p loop; do
     modprobe "$m" || echo "selena-lab: modprobe $m failed"
 done
 mount -t xenfs xenfs /proc/xen || fail "cannot mount xenfs (not running under Xen?)"

@@ -49,3 +49,50 @@ exit 3
     assert written.read_text() == "from-dom0\n"
     written.unlink()
 
+
+
+DISK_SCRIPT = r"""
+set -e
+img=/tmp/sl-disk.img
+rm -rf /tmp/sl-disk-root && mkdir -p /tmp/sl-disk-root && echo disk-ok > /tmp/sl-disk-root/marker
+mkfs.ext4 -q -F -d /tmp/sl-disk-root -L sldisk "$img" 8M
+loop=$(losetup -r -f --show "$img")
+echo "loop=$loop"
+tpl=/usr/share/selena/templates/tiny-host
+cat > /tmp/sl-disk.cfg <<CFG
+name = "sl-disk"
+type = "pv"
+kernel = "$tpl/vmlinuz"
+ramdisk = "$tpl/initrd.gz"
+memory = 32
+disk = [ "phy:$loop,xvda,r" ]
+CFG
+status=0
+timeout 120 xl create -p /tmp/sl-disk.cfg || status=$?
+echo "create-rc=$status"
+domid=$(xl domid sl-disk 2>/dev/null || true)
+be=/local/domain/0/backend/vbd/$domid/51712
+echo "hotplug-status=$(xenstore-read $be/hotplug-status 2>/dev/null || true)"
+echo "physical-device=$(xenstore-read $be/physical-device 2>/dev/null || true)"
+echo "mode=$(xenstore-read $be/mode 2>/dev/null || true)"
+echo "loop-dev=$(stat -c '%t:%T' "$loop")"
+xl destroy sl-disk 2>/dev/null || true
+losetup -d "$loop"
+rm -rf "$img" /tmp/sl-disk-root /tmp/sl-disk.cfg
+"""
+
+
+def test_a_read_only_loop_disk_attaches_to_a_guest(lab):
+    """Dom0 can hand a disk image to a guest: the loop module is there and
+    Xen's block hotplug script completes (it needs /dev/stdin to lock)."""
+    result = lab.run(["sh", "-c", DISK_SCRIPT], timeout=300)
+    out = result.output
+    assert result.returncode == 0, out
+    assert re.search(r"^loop=/dev/loop\d+$", out, re.M), out
+    assert "create-rc=0" in out, out
+    assert "hotplug-status=connected" in out, out
+    assert "mode=r" in out, out
+    major_minor = re.search(r"^loop-dev=([0-9a-f]+):([0-9a-f]+)$", out, re.M)
+    assert major_minor, out
+    # The block script records the device it attached, as major:minor in hex.
+    assert f"physical-device={major_minor.group(1)}:{major_minor.group(2)}" in out, out
