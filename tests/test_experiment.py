@@ -144,10 +144,11 @@ def test_script_style_without_with(fake_xen, tmp_path):
 def test_virtual_time_scheduling_and_default_timeout(fake_xen, tmp_path):
     exp = make(fake_xen, tmp_path, command_timeout=0.25)
     with exp:
-        start = time.monotonic()
-        late = exp.at(0.25, exp.cmd, "h1", "echo late", timeout=5)   # 1 real s at TDF 4
+        # at() counts from the experiment's start (its clock's origin, set
+        # during entry), not from the call: 0.25 virtual s is 1 real s at TDF 4.
+        late = exp.at(0.25, exp.cmd, "h1", "echo late", timeout=5)
         assert late.result(timeout=20).stdout == b"late\n"
-        assert time.monotonic() - start >= 1.0
+        assert time.monotonic() - exp.engine.clock.started >= 1.0
         killed = exp.cmd("h2", "sleep 30")          # the default timeout, in virtual time
         assert killed.state == "killed" and killed.reason == "timeout"
         with pytest.raises(ScenarioError, match="h2: `exit 3` exited 3"):
