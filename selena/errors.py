@@ -98,6 +98,16 @@ class TopologyError(ValidationError):
         super().__init__(f"{len(self.details)} problem(s) in the topology:\n  {shown}")
 
 
+class TemplateError(ValidationError):
+    """A guest template is malformed, or an image a node needs (a Debian
+    package variant) has not been built; found before anything is created."""
+
+
+class ImageBuildError(SelenaError):
+    """Building a guest image failed (e.g. apt could not install a package);
+    the message carries the tool's own words."""
+
+
 class ScenarioError(SelenaError):
     """A scenario or experiment description file is malformed."""
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 from selena import units
 from selena.control.protocol import net_directives
-from selena.errors import ValidationError
-from selena.model import Link, Topology
+from selena.errors import TemplateError, ValidationError
+from selena.model import Link, Node, Topology
 from selena.model.cpus import credit_cap, fold_mask
 from selena.openflow import SwitchSetup, switch_setups
 from selena.shaping import Placement, shaping_commands
+from selena.templates import TemplateSpec, load_template, normalise_packages, variant_disk
 
 TEMPLATE_ROOT = Path("/usr/share/selena/templates")
-GUEST_CMDLINE = "console=hvc0 clocksource=xen tsc=unstable quiet"
 IFNAMSIZ = 15
 
 
@@ -55,6 +55,7 @@ class GuestPlan:
     static_arp: list[tuple[str, str, str]] = field(default_factory=list)  # ip, mac, via mac
     tsc_mode: str | None = None     # xl's tsc_mode, None for the default
     cpu_time: str = "dilated"       # "real": capped to 100/TDF % per vCPU
+    disk: str | None = None         # a read-only root image (debian templates)
 
     def cpu_cap(self, tdf: float) -> int:
         """The credit2 cap (percent of one CPU, 0 = none) at `tdf`."""
@@ -124,12 +125,15 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
     tag = short_id(topo.name)
     guests: dict[str, GuestPlan] = {}
     vif_names: dict[tuple[str, int], str] = {}
+    specs: dict[str, TemplateSpec] = {}
     for node in topo.nodes.values():
-        tdir = template_root / node.template
+        if node.template not in specs:
+            specs[node.template] = load_template(template_root, node.template)
+        spec = specs[node.template]
         guests[node.name] = GuestPlan(
             node=node.name, domain_name=f"selena-{topo.name}-{node.name}",
-            kernel=str(tdir / "vmlinuz"), ramdisk=str(tdir / "initrd.gz"),
-            cmdline=GUEST_CMDLINE, memory_mb=node.memory_mb, vcpus=node.vcpus,
+            kernel=str(spec.kernel), ramdisk=str(spec.ramdisk), disk=_disk(node, spec),
+            cmdline=spec.cmdline, memory_mb=node.memory_mb, vcpus=node.vcpus,
             cpus=(fold_mask(node.cpus, host_cpus) or node.cpus) if node.cpus and host_cpus
             else node.cpus,
             template=node.template,
@@ -185,7 +189,27 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
 
 def pool_key(guest: GuestPlan) -> str:
     """Guests with equal keys are interchangeable in the warm pool."""
-    return f"{guest.template}-m{guest.memory_mb}-c{guest.vcpus}"
+    key = f"{guest.template}-m{guest.memory_mb}-c{guest.vcpus}"
+    return f"{key}-{Path(guest.disk).name}" if guest.disk else key
+
+
+def _disk(node: Node, spec: TemplateSpec) -> str | None:
+    """The node's root image: its template's, or the variant with the
+    node's packages, which must have been built (nothing is created yet)."""
+    if not node.packages:
+        return str(spec.disk) if spec.disk else None
+    if spec.disk is None:
+        raise TemplateError(f"node {node.name}: packages {', '.join(node.packages)} need a "
+                            f"disk-image template (debian, or one based on it); "
+                            f"{node.template} is an initramfs")
+    disk = variant_disk(spec.disk, node.packages)
+    if spec.disk.exists() and not disk.exists():
+        raise TemplateError(
+            f"node {node.name}: the {node.template} image with packages "
+            f"{', '.join(normalise_packages(node.packages))} is not built ({disk.name}); "
+            "build it where Debian's mirror is reachable, before the experiment: "
+            "`selena lab build --scenario FILE` for the lab")
+    return str(disk)
 
 
 def _plan_net(topo: Topology, guest: GuestPlan) -> None:

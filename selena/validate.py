@@ -20,6 +20,7 @@ from selena.errors import Problem, TopologyError, UnitError
 from selena.hostinfo import HostInfo
 from selena.model import Link, Node, NodeKind, Topology
 from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask, real_cpu_cap
+from selena.templates import bad_packages
 
 RATE_MAX_BPS = 400e9
 DELAY_MAX_S = 10.0
@@ -164,6 +165,10 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
     elif templates is not None and node.template not in templates:
         add("unknown template", f"{where}: unknown template {node.template!r} "
             f"(have: {', '.join(sorted(templates))})", at)
+    bad = bad_packages(node.packages)
+    if bad:
+        add("bad package name", f"{where}: packages {', '.join(bad)} are not Debian package "
+            "names (lower-case letters, digits, '+', '-', '.')", at)
     # Dom0 vif names embed the id and interface index within 15 characters.
     if not 0 <= node.id <= 99_999:
         add("node id out of range", f"{where}: id {node.id} out of range (0 to 99999)", at)

@@ -91,6 +91,8 @@ _ENV = jinja2.Environment(
 # check, so no value can end its string or add a setting.
 _XL_VALUE = re.compile(r"[A-Za-z0-9_./:=, +@%-]*")
 _VIF_FIELD = re.compile(r"[A-Za-z0-9_./:@%-]*")
+# A disk image path: the last field of an xl disk spec (no ',' or '=').
+_DISK_PATH = re.compile(r"/[A-Za-z0-9_./@%+-]*")
 
 
 def _xl_value(value: object) -> str:
@@ -108,7 +110,16 @@ def _vif_field(value: object) -> str:
     return text
 
 
+def _disk_path(value: object) -> str:
+    text = str(value)
+    if not _DISK_PATH.fullmatch(text):
+        raise ValidationError(f"disk image {text!r} cannot go into an xl disk spec (an "
+                              "absolute path of letters, digits and _ . / @ % + -)")
+    return text
+
+
 _ENV.filters["xl"] = _xl_value
+_ENV.filters["disk"] = _disk_path
 _ENV.filters["vif"] = _vif_field
 
 

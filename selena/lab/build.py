@@ -16,7 +16,6 @@ boots base + overlay and the slow part is reused across code changes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -29,9 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from selena.errors import LabError
+from selena.lab.artefacts import digest as _hash
+from selena.lab.artefacts import hash_files as _hash_files
+from selena.lab.artefacts import install_modules, kernel_version, pack_cpio
+from selena.lab.artefacts import mkparent as _mkparent
+from selena.lab.artefacts import tree_files as _tree_files
+from selena.lab.images import DebianImages
 from selena.paths import cache_dir, project_root
 from selena.provenance import patch_series_hash
 from selena.runner import Runner
+from selena.templates import read_spec, variant_disk
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +130,9 @@ class LabArtefacts:
     dom0_initrd: Path    # base + overlay, concatenated
     tiny_host_initrd: Path
     build_seconds: dict[str, float]
+    # Disk images and kernels of the debian templates, shared into Dom0
+    # read-only at IMAGES_IN_DOM0 (None: no such share).
+    images: Path | None = None
 
 
 def build_times_file() -> Path:
@@ -138,39 +147,6 @@ def _record_build_time(step: str, seconds: float) -> None:
     path.write_text(json.dumps(times, indent=1) + "\n")
 
 
-def _hash(*parts: bytes | str) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode() if isinstance(part, str) else part)
-        h.update(b"\0")
-    return h.hexdigest()[:16]
-
-
-def _hash_files(paths: Iterable[Path]) -> str:
-    """Content and name of each file; names inside the tree are relative to it,
-    so every clone of the same commit finds the same cached artefacts."""
-    root = project_root()
-    named = [(path.relative_to(root) if path.is_relative_to(root) else path, path)
-             for path in paths]
-    h = hashlib.sha256()
-    # In the order of those names, not of the paths: a clone under /tmp put the
-    # tree's files before /usr's and one under /work after them.
-    for name, path in sorted(named):
-        h.update(str(name).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _tree_files(root: Path, suffixes: tuple[str, ...] | None = None) -> list[Path]:
-    if not root.exists():
-        return []
-    return sorted(
-        p for p in root.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts
-        and (suffixes is None or p.suffix in suffixes)
-    )
-
-
 class LabBuilder:
     """Builds (or finds in the cache) everything `selena lab run` boots."""
 
@@ -180,10 +156,13 @@ class LabBuilder:
         self.root = cache_dir() / "lab"
         self.src = project_root()
         self.timings: dict[str, float] = {}
+        self.images = DebianImages(self.runner, self.progress)
 
     # -- steps -------------------------------------------------------------
 
-    def build(self) -> LabArtefacts:
+    def build(self, variants: Iterable[tuple[str, tuple[str, ...], str]] = ()) -> LabArtefacts:
+        """Everything the lab boots; `variants` are (template, packages,
+        who asked) images of debian-based templates to build as well."""
         start = time.monotonic()
         xen = self.hypervisor()
         kernel_deb = self.kernel_package()
@@ -192,10 +171,40 @@ class LabBuilder:
         base = self.dom0_base(kernel_root)
         guest_kernel = self.guest_kernel(kernel_deb)
         initrds = {name: self.guest_initrd(recipe) for name, recipe in GUEST_RECIPES.items()}
-        overlay = self.dom0_overlay(guest_kernel, initrds)
+        disk_templates = self.debian_templates(kernel_root, variants)
+        overlay = self.dom0_overlay(guest_kernel, initrds, disk_templates)
         dom0_initrd = self._concat(base, overlay)
         self.timings["total"] = time.monotonic() - start
-        return LabArtefacts(xen, kernel, dom0_initrd, initrds["tiny-host"], dict(self.timings))
+        return LabArtefacts(xen, kernel, dom0_initrd, initrds["tiny-host"], dict(self.timings),
+                            images=self.images.root)
+
+    def debian_templates(self, kernel_root: Path,
+                         variants: Iterable[tuple[str, tuple[str, ...], str]] = ()
+                         ) -> dict[str, str]:
+        """The debian template, every template under guest-templates based on
+        it, and the requested package variants; returns the template.yaml
+        Dom0 reads for each template."""
+        self.progress("[5/6] debian template (Debian's kernel, a shared disk image)")
+        t = time.monotonic()
+        base = self.images.base(kernel_root)
+        specs = {"debian": self.images.installed_spec(base, "debian", base.disk,
+                                                      base.spec.memory_mb, ())}
+        disks = {"debian": base.disk}
+        for recipe in sorted((self.src / "guest-templates").glob("*/template.yaml")):
+            if read_spec(recipe).base is None:
+                continue
+            spec, disk = self.images.derived(base, recipe)
+            specs[spec.name] = self.images.installed_spec(base, spec.name, disk,
+                                                          spec.memory_mb, spec.packages)
+            disks[spec.name] = disk
+        for template, packages, who in variants:
+            if template not in disks:
+                raise LabError(f"{who}: packages need the debian template or one based on "
+                               f"it, not {template!r}")
+            self.images.variant(base, variant_disk(disks[template], packages), packages,
+                                f"{who} ({template} + {' '.join(packages)})")
+        self.timings["debian"] = time.monotonic() - t
+        return specs
 
     def hypervisor(self) -> Path:
         self.progress("[1/6] patched Xen hypervisor (make -C xen-patches)")
@@ -231,7 +240,7 @@ class LabBuilder:
             return dest
         shutil.rmtree(dest, ignore_errors=True)
         self.runner.run(["dpkg-deb", "-x", str(deb), str(dest)])
-        version = self._kernel_version(dest)
+        version = kernel_version(dest)
         self.runner.run(["depmod", "-b", str(dest), version])
         (dest / ".complete").touch()
         return dest
@@ -293,7 +302,7 @@ class LabBuilder:
                              f"--unpack-tarball={tarball}", SUITE, str(rootfs), MIRROR],
                             timeout=1800)
             self.progress("      adding kernel modules")
-            self._install_modules(kernel_root, rootfs, DOM0_MODULES)
+            install_modules(self.runner, kernel_root, rootfs, DOM0_MODULES)
             self._trim(rootfs)
             self.progress("      packing")
             self._pack(rootfs, target)
@@ -439,8 +448,12 @@ class LabBuilder:
         partial.rename(target)
         return target
 
-    def dom0_overlay(self, kernel: Path, initrds: dict[str, Path]) -> Path:
-        """Init script, selena from this tree, selena-tdf and guest templates."""
+    def dom0_overlay(self, kernel: Path, initrds: dict[str, Path],
+                     disk_templates: dict[str, str] | None = None) -> Path:
+        """Init script, selena from this tree, selena-tdf and guest templates
+        (the disk-image templates only as their template.yaml: their files
+        stay on the images share)."""
+        disk_templates = disk_templates or {}
         lab_files = Path(__file__).parent
         tdf_tool = self.src / "xen-patches" / "out" / "selena-tdf"
         inputs = _tree_files(self.src / "selena", (".py", ".j2", ".sh", ".yaml"))
@@ -453,7 +466,7 @@ class LabBuilder:
         # (keyed by their sources: the binaries differ between clones).
         tool_sources = sorted((self.src / "guest-templates" / "tools").glob("*.c"))
         inputs += tool_sources
-        key = _hash(_hash_files(inputs))
+        key = _hash(_hash_files(inputs), *(f"{n}\n{y}" for n, y in sorted(disk_templates.items())))
         target = self.root / f"dom0-overlay-{key}.cpio.gz"
         if target.exists():
             self.progress(f"[6/6] Dom0 overlay: cached ({target.name})")
@@ -492,6 +505,12 @@ class LabBuilder:
                 shutil.copy2(initrd, tdir / "initrd.gz")
                 shutil.copy2(self.src / "guest-templates" / template / "template.yaml",
                              tdir / "template.yaml")
+            for template, spec_text in disk_templates.items():
+                _mkparent(root / "usr/share/selena/templates" / template / "template.yaml"
+                          ).write_text(spec_text)
+            # The modules Dom0's init loads, in order: the same list the base
+            # image was built with.
+            _mkparent(root / "etc/selena/dom0-modules").write_text("\n".join(DOM0_MODULES) + "\n")
             self._pack(root, target)
         return target
 
@@ -503,52 +522,13 @@ class LabBuilder:
         if makefile.exists():
             self.runner.run(["make", "-s", "-C", str(directory), *targets])
 
-    def _kernel_version(self, kernel_root: Path) -> str:
-        versions = [p.name for p in (kernel_root / "lib/modules").iterdir()]
-        if len(versions) != 1:
-            raise LabError(f"expected one kernel in {kernel_root}, found {versions}")
-        return versions[0]
-
-    def _install_modules(self, kernel_root: Path, rootfs: Path, wanted: Iterable[str]) -> None:
-        version = self._kernel_version(kernel_root)
-        moddir = kernel_root / "lib/modules" / version
-        deps: dict[str, list[str]] = {}
-        by_name: dict[str, str] = {}
-        for line in (moddir / "modules.dep").read_text().splitlines():
-            path, _, rest = line.partition(":")
-            deps[path] = rest.split()
-            name = Path(path).name.removesuffix(".ko").replace("_", "-")
-            by_name[name] = path
-        needed: set[str] = set()
-        stack = []
-        for mod in wanted:
-            path = by_name.get(mod.replace("_", "-"))
-            if path is None:
-                raise LabError(f"kernel module {mod} not found in {version}")
-            stack.append(path)
-        while stack:
-            path = stack.pop()
-            if path not in needed:
-                needed.add(path)
-                stack.extend(deps.get(path, []))
-        dest = rootfs / "lib/modules" / version
-        for path in needed:
-            shutil.copy2(moddir / path, _mkparent(dest / path))
-        for meta in ("modules.order", "modules.builtin", "modules.builtin.modinfo"):
-            if (moddir / meta).exists():
-                shutil.copy2(moddir / meta, _mkparent(dest / meta))
-        self.runner.run(["depmod", "-b", str(rootfs), version])
-
     def _trim(self, rootfs: Path) -> None:
         for sub in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info",
                     "var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(rootfs / sub, ignore_errors=True)
 
     def _pack(self, rootfs: Path, target: Path) -> None:
-        partial = target.with_suffix(".partial")
-        self.runner.run(["sh", "-c", "find . -mindepth 1 | cpio -o -H newc --quiet | gzip -1 > "
-                         + _shquote(str(partial))], cwd=rootfs, timeout=1800)
-        partial.rename(target)
+        pack_cpio(self.runner, rootfs, target)
 
     def _concat(self, *parts: Path) -> Path:
         key = _hash(*(p.name for p in parts))
@@ -622,10 +602,3 @@ def _copy_any(src: Path, dest: Path) -> None:
         shutil.copy2(src, _mkparent(dest))
 
 
-def _mkparent(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _shquote(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from selena.cli.experiment import tdf_arg
 from selena.lab.build import LabBuilder
+from selena.lab.images import scenario_variants
 from selena.lab.qemu import DOM0_MEMORY_MB, QEMU_MEMORY_MB, Lab
 from selena.paths import project_root
 
@@ -39,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = lab.add_subparsers(dest="lab_command", metavar="LAB_COMMAND")
 
     build = sub.add_parser("build", help="build (or find cached) every lab artefact")
+    build.add_argument("--scenario", action="append", default=[], type=Path, metavar="FILE",
+                       help="also build the Debian package variants FILE's nodes ask for "
+                            "(packages=[...]); repeatable")
     build.set_defaults(func=cmd_build)
 
     run = sub.add_parser("run", help="boot the lab and run COMMAND in Dom0")
@@ -50,6 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help=f"the emulated machine's RAM in MB (default {QEMU_MEMORY_MB}; "
                           f"Dom0 keeps {DOM0_MEMORY_MB}, guests share the rest)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    run.add_argument("--scenario", action="append", default=[], type=Path, metavar="FILE",
+                     help="build the Debian package variants FILE's nodes ask for first")
     run.set_defaults(func=cmd_run)
 
     shell = sub.add_parser("shell", help="an interactive Dom0 shell")
@@ -111,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     start = time.monotonic()
-    art = LabBuilder(progress=_progress).build()
+    art = LabBuilder(progress=_progress).build(scenario_variants(args.scenario))
     print(f"lab ready in {time.monotonic() - start:.1f} s")
     print(f"  xen:         {art.xen}")
     print(f"  kernel:      {art.kernel}")
@@ -127,7 +134,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not command:
         print("selena lab run: give a command after --", file=sys.stderr)
         return 2
-    lab = Lab(progress=_progress, memory_mb=args.memory)
+    lab = Lab(progress=_progress, memory_mb=args.memory,
+              variants=scenario_variants(args.scenario))
     result = lab.run(command, tdf=args.tdf, timeout=args.timeout,
                      on_output=lambda line: print(line, end="", flush=True))
     _progress(f"lab: command exited {result.returncode} (boot {result.boot_seconds:.1f} s, "

@@ -26,9 +26,9 @@ hostname selena-lab-dom0
 off() { sync; busybox poweroff -f; sleep 30; }
 fail() { echo "SELENA-LAB-FAIL $*"; off; }
 
-for m in xenfs xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xen-netback xen-blkback \
-         bridge openvswitch sch_netem sch_htb sch_tbf sch_ingress cls_matchall act_mirred ifb veth \
-         virtio_pci 9pnet_virtio 9p loop; do
+# The build writes the list (selena/lab/build.py's DOM0_MODULES), so the
+# modules in the image and the modules loaded are one list.
+for m in $(cat /etc/selena/dom0-modules); do
     modprobe "$m" || echo "selena-lab: modprobe $m failed"
 done
 mount -t xenfs xenfs /proc/xen || fail "cannot mount xenfs (not running under Xen?)"
@@ -51,6 +51,10 @@ ip link set lo up
 mkdir -p /selena-src
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 selena /selena-src \
     || echo "selena-lab: no project share (9p) mounted"
+# Disk images and kernels of the debian templates (read-only).
+mkdir -p /var/lib/selena/images
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro selena-images \
+    /var/lib/selena/images 2>/dev/null || echo "selena-lab: no images share (9p) mounted"
 
 run_id=""
 for arg in $(cat /proc/cmdline); do

@@ -83,6 +83,13 @@ def qemu_argv(art: LabArtefacts, share: Path, run_id: str | None, *,
         "-initrd", f"{art.kernel} {dom0_cmdline},{art.dom0_initrd}",
         "-virtfs", f"local,path={share},mount_tag=selena,security_model=none,id=selena",
     ]
+    if art.images is not None:
+        if "," in str(art.images):
+            raise LabError(f"lab artefact path must not contain a comma: {art.images}")
+        # The debian templates' kernels and disk images: read-only, shared by
+        # every guest, never copied into Dom0's RAM.
+        argv += ["-virtfs", f"local,path={art.images},mount_tag=selena-images,"
+                 "security_model=none,readonly=on,id=selena-images"]
     if not interactive:
         argv += ["-serial", "stdio", "-monitor", "none", "-display", "none"]
         argv.remove("-nographic")
@@ -130,8 +137,11 @@ class Lab:
 
     def __init__(self, runner: Runner | None = None, artefacts: LabArtefacts | None = None,
                  progress: Callable[[str], None] | None = None,
-                 memory_mb: int = QEMU_MEMORY_MB):
+                 memory_mb: int = QEMU_MEMORY_MB,
+                 variants: Sequence[tuple[str, tuple[str, ...], str]] = ()):
         self.runner = runner or Runner()
+        # Debian package variants to build with the artefacts (images.scenario_variants).
+        self.variants = tuple(variants)
         # The emulated machine's RAM; Dom0 keeps DOM0_MEMORY_MB, guests get the rest.
         self.memory_mb = memory_mb
         self._artefacts = artefacts
@@ -141,7 +151,7 @@ class Lab:
     @property
     def artefacts(self) -> LabArtefacts:
         if self._artefacts is None:
-            self._artefacts = LabBuilder(self.runner, self.progress).build()
+            self._artefacts = LabBuilder(self.runner, self.progress).build(self.variants)
         return self._artefacts
 
     def run(self, command: Sequence[str] | str, *, tdf: float | None = None,

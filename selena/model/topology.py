@@ -6,6 +6,7 @@ import enum
 import hashlib
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from selena import units
@@ -54,7 +55,7 @@ DEFAULT_TEMPLATES = {
 # What a template needs by default (its template.yaml says the same);
 # other templates get DEFAULT_MEMORY_MB.
 TEMPLATE_MEMORY_MB = {"tiny-host": 32, "tools-host": 64, "ovs-switch": 256,
-                      "of-controller": 256}
+                      "of-controller": 256, "debian": 128}
 DEFAULT_MEMORY_MB = 128
 
 
@@ -109,6 +110,9 @@ class Node:
     # "dilated" (default): the guest's CPU seems TDF times faster, as in
     # SELENA; "real": capped to 100/TDF % per vCPU, the speed of TDF 1.
     cpu_time: str = "dilated"
+    # Debian packages installed on top of a disk-image template (debian or
+    # one based on it): an image variant built once per package list.
+    packages: tuple[str, ...] = ()
     defined_at: str | None = field(default=None, compare=False)
 
     def device(self, index: int) -> str:
@@ -210,10 +214,13 @@ class Topology:
     def add_node(self, name: str, kind: NodeKind, *, template: str | None = None,
                  id: int | None = None, vcpus: int = 1, cpus: str | None = None,
                  memory: str | int | None = None, tsc_mode: str | None = None,
-                 cpu_time: str = "dilated") -> Node:
+                 cpu_time: str = "dilated",
+                 packages: Sequence[str] | str | None = None) -> Node:
         """Add a node; errors about it are reported by validation, not here.
         memory: "64M" or MB; None gives the template's default (TEMPLATE_MEMORY_MB).
-        cpu_time: "dilated" or "real" (see Node.cpu_time)."""
+        cpu_time: "dilated" or "real" (see Node.cpu_time).
+        packages: Debian packages for a debian-based template ("memcached"
+        or ["memcached", "ptpd"])."""
         template = template or DEFAULT_TEMPLATES[kind]
         if memory is None:
             memory_mb = TEMPLATE_MEMORY_MB.get(template, DEFAULT_MEMORY_MB)
@@ -226,6 +233,7 @@ class Topology:
             id=len(self.nodes) if id is None else id, vcpus=vcpus, cpus=cpus,
             memory_mb=memory_mb, defined_at=caller_location(), tsc_mode=tsc_mode,
             cpu_time=cpu_time,
+            packages=(packages,) if isinstance(packages, str) else tuple(packages or ()),
         )
         # Duplicate names are kept apart so validation can name them.
         key = name if name not in self.nodes else f"{name}#{len(self.nodes)}"

@@ -1,5 +1,6 @@
 """Unit tests of the lab's QEMU command line and console protocol (no QEMU run)."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,17 @@ def test_qemu_argv_rejects_commas_in_artefact_paths():
     bad = LabArtefacts(Path("/c/xen"), Path("/c/a,b"), Path("/c/d"), Path("/c/t"), {})
     with pytest.raises(LabError, match="comma"):
         qemu_argv(bad, Path("/src"), "x")
+    bad = replace(ART, images=Path("/c/im,ages"))
+    with pytest.raises(LabError, match="comma"):
+        qemu_argv(bad, Path("/src"), "x")
+
+
+def test_the_debian_images_are_shared_read_only_when_built():
+    assert sum(a == "-virtfs" for a in qemu_argv(ART, Path("/src"), "x")) == 1
+    argv = qemu_argv(replace(ART, images=Path("/c/images")), Path("/src"), "x")
+    shares = [argv[i + 1] for i, a in enumerate(argv) if a == "-virtfs"]
+    assert shares[1] == ("local,path=/c/images,mount_tag=selena-images,security_model=none,"
+                         "readonly=on,id=selena-images")
 
 
 def test_command_script_quotes_argv_and_exports_tdf():
@@ -123,7 +135,7 @@ def test_second_lab_waits_for_the_first(tmp_path, monkeypatch):
 
 
 def test_cache_keys_do_not_depend_on_where_the_tree_is_cloned(tmp_path, monkeypatch):
-    from selena.lab import build
+    from selena.lab import artefacts as build
 
     # A file outside the tree (a host binary) between the two clones' paths.
     host = tmp_path / "m" / "usr-bin-tool"
@@ -135,11 +147,11 @@ def test_cache_keys_do_not_depend_on_where_the_tree_is_cloned(tmp_path, monkeypa
         (root / "guest-templates").mkdir(parents=True)
         (root / "guest-templates" / "f.config").write_text("CONFIG_X=y\n")
         monkeypatch.setattr(build, "project_root", lambda root=root: root)
-        keys.append(build._hash_files([*build._tree_files(root / "guest-templates"), host]))
+        keys.append(build.hash_files([*build.tree_files(root / "guest-templates"), host]))
     assert keys[0] == keys[1]
     (tmp_path / "z" / "guest-templates" / "f.config").write_text("CONFIG_X=n\n")
-    assert build._hash_files([*build._tree_files(tmp_path / "z" / "guest-templates"),
-                              host]) != keys[0]
+    assert build.hash_files([*build.tree_files(tmp_path / "z" / "guest-templates"),
+                             host]) != keys[0]
 
 
 def test_a_lab_given_more_memory_boots_qemu_with_it(tmp_path):
