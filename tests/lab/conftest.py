@@ -9,12 +9,18 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from selena.lab.images import scenario_variants
 from selena.lab.qemu import Lab, LabResult, LabSession
+from selena.paths import project_root
+
+# Scenarios whose Debian package variants the lab tests need built.
+VARIANT_SCENARIOS = ("scenarios/debian_memcached.py",)
 
 
 class SharedLab:
     def __init__(self) -> None:
-        self.lab = Lab()
+        self.lab = Lab(variants=scenario_variants(project_root() / s
+                                                  for s in VARIANT_SCENARIOS))
         self.share = self.lab.share
         self.session: LabSession | None = None
 

@@ -1,0 +1,64 @@
+"""End to end in the lab: full Debian guests (the debian template), with an
+image variant that adds a Debian package, serving a tiny busybox host."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from selena.paths import project_root
+
+pytestmark = pytest.mark.lab
+
+OUT = "build/results/test-debian"
+UNBUILT = "build/tmp/test-debian-unbuilt.py"
+
+
+def _outputs(bundle: Path, node: str) -> list[tuple[dict, str]]:
+    base = bundle / "nodes" / node
+    return [(json.loads(p.read_text()), (base / f"{p.stem}.stdout").read_text(errors="replace"))
+            for p in sorted(base.glob("*.json"), key=lambda p: int(p.stem))]
+
+
+def test_a_two_vcpu_debian_guest_serves_memcached_to_a_tiny_host(lab):
+    result = lab.run(f"rm -rf {OUT}; selena run scenarios/debian_memcached.py --out {OUT}; "
+                     "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-counted",
+                     timeout=900)
+    out = result.output
+    assert "run-status=0" in out, out
+    assert "0\nleftovers-counted" in out, out
+    bundle = project_root() / OUT
+    meta = json.loads((bundle / "meta.json").read_text())
+    assert meta["status"] == "ok", meta
+    m1 = _outputs(bundle, "m1")
+    assert m1[0][1].strip().endswith("active"), m1[0]
+    facts = m1[1][1].splitlines()
+    # Two vCPUs, Debian's own kernel, systemd up with no failed unit.
+    assert facts[0] == "2" and facts[1].startswith("Linux 6.1."), facts
+    assert facts[2] == "running", facts
+    # The agent configured both addresses from the topology; memcached listens.
+    assert re.search(r"^eth0\s+UP\s+10\.0\.7\.2/24 fd00:7::2/64", m1[1][1], re.M), m1[1][1]
+    assert re.search(r"LISTEN .*0\.0\.0\.0:11211", m1[1][1]), m1[1][1]
+    h1 = _outputs(bundle, "h1")
+    assert h1[0][0]["exit_code"] == 0
+    assert "STORED" in h1[0][1] and "VALUE greeting 0 5\nhello" in h1[0][1], h1[0][1]
+    assert "3 packets received" in h1[1][1], h1[1][1]
+
+
+def test_a_package_variant_that_is_not_built_fails_before_any_guest(lab):
+    script = project_root() / UNBUILT
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text('from selena.model import Topology\n'
+                      'topology = Topology("debunbuilt", tdf=2)\n'
+                      'topology.add_host("m9", template="debian", packages=["ptpd", "nginx"])\n'
+                      'def run(exp):\n    pass\n')
+    try:
+        result = lab.run(f"selena run {UNBUILT}; echo run-status=$?; "
+                         "xl list | grep -c selena- ; echo leftovers-counted", timeout=300)
+    finally:
+        script.unlink()
+    out = result.output
+    assert re.search(r"node m9: the debian image with packages nginx, ptpd is not built", out), out
+    assert "selena lab build --scenario" in out, out
+    assert "run-status=0" not in out and "0\nleftovers-counted" in out, out
