@@ -190,7 +190,11 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
 def pool_key(guest: GuestPlan) -> str:
     """Guests with equal keys are interchangeable in the warm pool."""
     key = f"{guest.template}-m{guest.memory_mb}-c{guest.vcpus}"
-    return f"{key}-{Path(guest.disk).name}" if guest.disk else key
+    if guest.disk:
+        # The image (a package variant) in a few characters: the key is part
+        # of pooled domains' names.
+        key += "-d" + hashlib.sha256(Path(guest.disk).name.encode()).hexdigest()[:8]
+    return key
 
 
 def _disk(node: Node, spec: TemplateSpec) -> str | None:

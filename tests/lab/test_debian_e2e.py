@@ -12,6 +12,17 @@ from selena.paths import project_root
 pytestmark = pytest.mark.lab
 
 OUT = "build/results/test-debian"
+# The scenario twice with --warm: the second run reuses the pooled guests.
+WARM = r"""
+for i in 1 2; do
+    rm -rf build/results/test-debian$i
+    selena run scenarios/debian_memcached.py --warm --out build/results/test-debian$i \
+        || exit 1
+    echo "pool-after-run-$i:"; xl list | awk '/^selena-pool-/ {print $1, $2}'
+done
+selena clean
+echo "selena-domains-after-clean=$(xl list | grep -c '^selena-')"
+"""
 UNBUILT = "build/tmp/test-debian-unbuilt.py"
 
 
@@ -21,29 +32,35 @@ def _outputs(bundle: Path, node: str) -> list[tuple[dict, str]]:
             for p in sorted(base.glob("*.json"), key=lambda p: int(p.stem))]
 
 
-def test_a_two_vcpu_debian_guest_serves_memcached_to_a_tiny_host(lab):
-    result = lab.run(f"rm -rf {OUT}; selena run scenarios/debian_memcached.py --out {OUT}; "
-                     "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-counted",
-                     timeout=900)
+def test_a_two_vcpu_debian_guest_serves_memcached_to_a_tiny_host_cold_and_warm(lab):
+    result = lab.run(["sh", "-c", WARM], timeout=1200)
     out = result.output
-    assert "run-status=0" in out, out
-    assert "0\nleftovers-counted" in out, out
-    bundle = project_root() / OUT
-    meta = json.loads((bundle / "meta.json").read_text())
-    assert meta["status"] == "ok", meta
-    m1 = _outputs(bundle, "m1")
-    assert m1[0][1].strip().endswith("active"), m1[0]
-    facts = m1[1][1].splitlines()
-    # Two vCPUs, Debian's own kernel, systemd up with no failed unit.
-    assert facts[0] == "2" and facts[1].startswith("Linux 6.1."), facts
-    assert facts[2] == "running", facts
-    # The agent configured both addresses from the topology; memcached listens.
-    assert re.search(r"^eth0\s+UP\s+10\.0\.7\.2/24 fd00:7::2/64", m1[1][1], re.M), m1[1][1]
-    assert re.search(r"LISTEN .*0\.0\.0\.0:11211", m1[1][1]), m1[1][1]
-    h1 = _outputs(bundle, "h1")
-    assert h1[0][0]["exit_code"] == 0
-    assert "STORED" in h1[0][1] and "VALUE greeting 0 5\nhello" in h1[0][1], h1[0][1]
-    assert "3 packets received" in h1[1][1], h1[1][1]
+    assert result.returncode == 0, out
+    for i in (1, 2):
+        bundle = project_root() / f"{OUT}{i}"
+        meta = json.loads((bundle / "meta.json").read_text())
+        assert meta["status"] == "ok", meta
+        m1 = _outputs(bundle, "m1")
+        assert m1[0][1].strip().endswith("active"), m1[0]
+        facts = m1[1][1].splitlines()
+        # Two vCPUs, Debian's own kernel, systemd up with no failed unit.
+        assert facts[0] == "2" and facts[1].startswith("Linux 6.1."), facts
+        assert facts[2] == "running", facts
+        # The agent configured both addresses from the topology; memcached listens.
+        assert re.search(r"^eth0\s+UP\s+10\.0\.7\.2/24 fd00:7::2/64", m1[1][1], re.M), m1[1][1]
+        assert re.search(r"LISTEN .*0\.0\.0\.0:11211", m1[1][1]), m1[1][1]
+        h1 = _outputs(bundle, "h1")
+        assert h1[0][0]["exit_code"] == 0
+        assert "STORED" in h1[0][1] and "VALUE greeting 0 5\nhello" in h1[0][1], h1[0][1]
+        assert "3 packets received" in h1[1][1], h1[1][1]
+    # Warm start: the Debian guest went to the pool, came back, went again.
+    first, second = out.split("pool-after-run-1:")[1].split("pool-after-run-2:")
+    pattern = r"^(selena-pool-debian-m128-c2-d[0-9a-f]{8}-\d) (\d+)$"
+    pooled_1, pooled_2 = re.findall(pattern, first, re.M), re.findall(pattern, second, re.M)
+    assert len(pooled_1) == 1, out
+    assert pooled_2 == pooled_1, "the second run must reuse (and return) the same domain"
+    assert out.count("reused a pooled guest") == 2          # m1 and h1
+    assert "selena-domains-after-clean=0" in out
 
 
 def test_a_package_variant_that_is_not_built_fails_before_any_guest(lab):
