@@ -6,7 +6,8 @@ VENV := .venv
 SELENA := $(VENV)/bin/selena
 TDF ?= 10
 
-.PHONY: all deps test unit lint demo bench bench-bandwidth reproduce-star reproduce-fattree clean
+.PHONY: all deps test unit lint demo bench bench-bandwidth reproduce-star reproduce-fattree \
+	reproduce-qjump clean
 
 all: test
 
@@ -71,6 +72,20 @@ reproduce-fattree: deps
 		--title "Fat tree: flow completion times" \
 		$(foreach t,$(subst $(comma), ,$(FATTREE_TDFS)),tdf$(t)=build/results/fattree/runs/tdf$(t)-r1) \
 		mininet=build/results/fattree/runs/mininet-r1
+
+# QJump in SELENA (seed 004), scaled to the lab: ping beside bulk traffic,
+# with and without priority queueing, at TDF 20 (Figure 13), and PTPd's
+# largest clock offset idle and beside bulk traffic per TDF (Table I).
+# Long; not part of `make test`.
+QJUMP_PTPD_TDFS ?= 1 10 20
+reproduce-qjump: deps
+	$(SELENA) lab build
+	$(SELENA) lab run -- sh -c 'set -e; r=build/results/qjump; rm -rf $$r; \
+		selena run scenarios/qjump_ping.py --out $$r/ping; \
+		selena run scenarios/qjump_ping.py --param prio=1 --out $$r/ping-prio; \
+		for t in $(QJUMP_PTPD_TDFS); do \
+			selena run scenarios/qjump_ptpd.py --tdf $$t --out $$r/ptpd-tdf$$t; done'
+	$(VENV)/bin/python -m selena.analysis.qjump build/results/qjump
 
 clean:
 	rm -rf $(VENV) xen-patches/build xen-patches/out guest-agent/build

@@ -442,6 +442,9 @@ def _check_link(link: Link, by_name: dict[str, Node], add: Add, warn: Add) -> No
     if link.queue_packets is not None and not 1 <= link.queue_packets <= QUEUE_MAX_PACKETS:
         add("queue out of range", f"{where}: queue {link.queue_packets} packets out of range "
             f"(1 to {QUEUE_MAX_PACKETS})", at)
+    if link.prio and link.rate_bps is None:
+        add("priority queue without a rate", f"{where}: prio needs a rate (the priority "
+            "queue is where packets wait for the rate limit)", at)
     _warn_unit_slips(link, warn)
     if a is None or b is None:
         return

@@ -13,6 +13,10 @@ chroot "$root" passwd -d root >/dev/null
 install -m 644 "$here/selena-agent.service" "$root/etc/systemd/system/selena-agent.service"
 ln -sf /etc/systemd/system/selena-agent.service \
     "$root/etc/systemd/system/multi-user.target.wants/selena-agent.service"
+# The vifs' driver is loaded early by systemd-modules-load, before the agent
+# starts, not whenever udev's coldplug reaches it: with four guests booting
+# under emulation that took more than the agent's 10 s wait for each MAC.
+echo xen-netfront > "$root/etc/modules-load.d/selena.conf"
 # TCP buffers of a normal host, as the tiny templates set them: a small
 # guest's memory-scaled defaults cap a window below the bandwidth-delay
 # product of the links selena emulates.

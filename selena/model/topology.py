@@ -152,6 +152,9 @@ class Link:
     jitter_s: float = 0.0
     loss: float = 0.0
     queue_packets: int | None = None
+    # Strict-priority queueing by IP precedence in each direction
+    # (selena/shaping/prio.py); needs a rate.
+    prio: bool = False
     defined_at: str | None = field(default=None, compare=False)
     # The values as the user wrote them ("1%", 0.5, ...): validation warns
     # about likely unit slips, which the parsed values no longer show.
@@ -273,12 +276,14 @@ class Topology:
                  b: Node | str | tuple[Node | str, int], *,
                  rate: str | float | None = None, delay: str | float = 0,
                  jitter: str | float = 0, loss: str | float = 0,
-                 queue: int | None = None) -> Link:
-        """Link two nodes. A node alone uses its first unlinked interface, or a new one."""
+                 queue: int | None = None, prio: bool = False) -> Link:
+        """Link two nodes. A node alone uses its first unlinked interface, or a new one.
+        prio: each direction queues by IP precedence in three strict-priority
+        bands (6-7, 4-5, the rest) instead of one FIFO; needs a rate."""
         link = Link(self._attach(a), self._attach(b),
                     rate_bps=None if rate is None else units.rate_bps(rate),
                     delay_s=units.seconds(delay), jitter_s=units.seconds(jitter),
-                    loss=units.ratio(loss), queue_packets=queue,
+                    loss=units.ratio(loss), queue_packets=queue, prio=prio,
                     defined_at=caller_location(),
                     given={"rate": rate, "delay": delay, "jitter": jitter, "loss": loss})
         self.links.append(link)

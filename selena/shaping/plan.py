@@ -7,6 +7,7 @@ import enum
 from selena.model import Link
 from selena.shaping.htb import htb_commands
 from selena.shaping.netem import netem_args
+from selena.shaping.prio import band_parents, prio_commands
 
 
 class Placement(enum.Enum):
@@ -39,6 +40,14 @@ def shaping_commands(dev: str, link: Link, tdf: float,
         parent = ["parent", "1:1", "handle", "10:"]
     else:
         parent = ["root", "handle", "1:"]
-    if netem:
+    if link.prio:
+        # validate() requires a rate: the queue forms at the rate limit.
+        if not reshape:
+            commands += prio_commands(dev, "1:1")
+        if netem:
+            for band, handle in band_parents():
+                commands.append(["tc", "qdisc", "replace", "dev", dev, "parent", band,
+                                 "handle", handle, "netem", *netem])
+    elif netem:
         commands.append(["tc", "qdisc", "replace", "dev", dev, *parent, "netem", *netem])
     return commands

@@ -59,3 +59,41 @@ def test_reshaping_a_delay_only_link_replaces_its_netem_root():
     assert shaping_commands("vif1.0", link(delay="5ms"), 10, reshape=True) == [
         ["tc", "qdisc", "replace", "dev", "vif1.0", "root", "handle", "1:",
          "netem", "delay", "50000us"]]
+
+
+def test_a_priority_link_queues_by_ip_precedence_in_three_bands_each_with_the_netem():
+    cmds = shaping_commands("vif3.0", link(rate="100Mbit", delay="0.02ms", queue=100,
+                                           prio=True), 10)
+    assert cmds[2] == ["tc", "qdisc", "replace", "dev", "vif3.0", "parent", "1:1", "handle",
+                       "10:", "prio", "bands", "3", "priomap", *["2"] * 16]
+    filters = [c for c in cmds if c[1] == "filter"]
+    # Precedence 6-7 to band 1 (served first), 4-5 to band 2, IPv4 and IPv6.
+    assert [(c[c.index("protocol") + 1], c[c.index("match") + 1:c.index("flowid")],
+             c[-1]) for c in filters] == [
+        ("ip", ["ip", "tos", "0xc0", "0xc0"], "10:1"),
+        ("ipv6", ["ip6", "priority", "0xc0", "0xc0"], "10:1"),
+        ("ip", ["ip", "tos", "0x80", "0xc0"], "10:2"),
+        ("ipv6", ["ip6", "priority", "0x80", "0xc0"], "10:2")]
+    assert all(c[:7] == ["tc", "filter", "replace", "dev", "vif3.0", "parent", "10:"]
+               for c in filters)
+    netems = [c for c in cmds if "netem" in c]
+    assert [c[c.index("parent") + 1:c.index("netem")] for c in netems] == [
+        ["10:1", "handle", "21:"], ["10:2", "handle", "22:"], ["10:3", "handle", "23:"]]
+    # Each band has the link's (scaled) delay and queue limit.
+    assert all(c[c.index("netem") + 1:] == ["limit", "100", "delay", "200us"] for c in netems)
+    # A TDF change rescales the class and the bands' netems, nothing else.
+    again = shaping_commands("vif3.0", link(rate="100Mbit", delay="0.02ms", queue=100,
+                                            prio=True), 20, reshape=True)
+    assert [c[1] for c in again] == ["class", "qdisc", "qdisc", "qdisc"]
+    assert all(c[-1] == "400us" for c in again[1:])
+
+
+def test_a_priority_link_needs_a_rate():
+    from selena.errors import TopologyError
+    from selena.validate import validate
+
+    topo = Topology("t")
+    topo.add_link(topo.add_host("a", ip="10.0.0.1/24"), topo.add_host("b", ip="10.0.0.2/24"),
+                  delay="1ms", prio=True)
+    with pytest.raises(TopologyError, match=r"link a:eth0--b:eth0: prio needs a rate"):
+        validate(topo)

@@ -1,0 +1,57 @@
+"""QJump in SELENA (seed 004), PTPd part, scaled to the lab: the largest
+clock offset PTPd leaves on a slave, on an idle network and while bulk
+traffic shares the slave's link (the paper's Table I).
+
+    selena lab build
+    selena lab run -- selena run scenarios/qjump_ptpd.py --tdf 10 --out build/results/qjump-ptpd-10
+
+Scaled to the lab, and stated: three of the paper's twelve hosts (H1 the
+PTP slave, H8 the master, as in the paper, and H12 the source of the bulk
+traffic) on one Open vSwitch guest; links of 100 Mbit/s (the paper's
+10 Gbit/s divided by 100) with its 0.02 ms of netem delay; iperf3 bulk
+traffic from H12 to H1 stands in for Hadoop's shuffle, whose traffic
+crossed H1's link in the paper; the master sends 4 Sync messages a second
+(PTPd's default is 1) so that the short windows hold enough samples. The
+offsets are in the slave's metrics.json (`ptpd_max_abs_offset_*_us`, and
+the timeline as `ptpd_offset_us`).
+"""
+
+from selena.analysis.ptpd import max_abs_offset_us, offsets
+from selena.model import Topology
+
+# Virtual seconds: PTPd's first convergence (left out, as the paper left
+# out its synchronisation period), then idle, then with bulk traffic.
+SETTLE_S, IDLE_S, BULK_S = 10.0, 20.0, 20.0
+
+topology = Topology("qjptp", tdf=10)
+s1 = topology.add_switch("s1")
+hosts = {}
+for name, last in (("h1", 1), ("h8", 8), ("h12", 12)):
+    hosts[name] = topology.add_host(name, ip=f"10.0.8.{last}/24", template="qjump-host")
+    topology.add_link(hosts[name], s1, rate="100Mbit", delay="0.02ms")
+
+
+def _clock(exp, node):
+    """The node's own clock (epoch seconds), the one PTPd timestamps with."""
+    return float(exp.cmd(node, "date +%s.%N", check=True).stdout)
+
+
+def run(exp):
+    master = exp.start("h8", "exec ptpd -M -i eth0 -C --ptpengine:log_sync_interval=-2")
+    slave = exp.start("h1", "exec ptpd -s -i eth0 -V")
+    exp.start("h1", "exec iperf3 -s -1")
+    exp.sleep(SETTLE_S)
+    idle_from = _clock(exp, "h1")
+    exp.sleep(IDLE_S)
+    bulk_from = _clock(exp, "h1")
+    exp.cmd("h12", f"iperf3 -c 10.0.8.1 -t {BULK_S:g}", check=True)
+    bulk_to = _clock(exp, "h1")
+    exp.kill(slave)
+    exp.kill(master)
+    samples = offsets(exp.wait(slave).stdout.decode(errors="replace").splitlines())
+    exp.record("ptpd_max_abs_offset_idle_us", max_abs_offset_us(samples, idle_from, bulk_from),
+               unit="us")
+    exp.record("ptpd_max_abs_offset_bulk_us", max_abs_offset_us(samples, bulk_from, bulk_to),
+               unit="us")
+    exp.record("ptpd_offset_us", [s.offset_s * 1e6 for s in samples if s.t >= idle_from],
+               unit="us")

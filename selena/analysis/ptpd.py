@@ -1,0 +1,48 @@
+"""PTPd's statistics lines (`ptpd -V`): the slave's offset from its master.
+
+A line is `timestamp, state, clock id, one way delay, offset from master,
+...`; the timestamp is the slave's own clock (UTC in the guests), which the
+offset measures against the master's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from selena.errors import AnalysisError
+
+OFFSET_COLUMN = 4
+
+
+@dataclass(frozen=True)
+class OffsetSample:
+    t: float            # the slave's clock, epoch seconds
+    offset_s: float     # offset from master, seconds
+
+
+def offsets(lines: Iterable[str]) -> list[OffsetSample]:
+    """Samples from the lines where the slave is synchronising (state slv);
+    everything else PTPd prints (notices, other states) is skipped."""
+    samples = []
+    for line in lines:
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) <= OFFSET_COLUMN or fields[1] != "slv":
+            continue
+        try:
+            when = datetime.strptime(fields[0], "%Y-%m-%d %H:%M:%S.%f")
+            offset = float(fields[OFFSET_COLUMN])
+        except ValueError:
+            continue
+        samples.append(OffsetSample(when.replace(tzinfo=UTC).timestamp(), offset))
+    return samples
+
+
+def max_abs_offset_us(samples: Iterable[OffsetSample], start: float, end: float) -> float:
+    """The largest |offset| (microseconds) of the samples in [start, end)
+    (PTPd's first, all-zero sample before it has any measurement is left out)."""
+    window = [abs(s.offset_s) for s in samples if start <= s.t < end and s.offset_s != 0.0]
+    if not window:
+        raise AnalysisError(f"no PTPd offset samples between {start:.3f} and {end:.3f}")
+    return max(window) * 1e6

@@ -1,0 +1,35 @@
+"""PTPd statistics lines (a slave's output captured in the lab)."""
+
+import pytest
+
+from selena.analysis.ptpd import max_abs_offset_us, offsets
+from selena.errors import AnalysisError
+
+LINES = """2026-11-25 17:46:28.651968 ptpd2[182].eth0 (notice) (slv) Received first Sync
+# Timestamp, State, Clock ID, One Way Delay, Offset From Master, Slave to Master, Master to Slave
+2026-11-25 17:46:14.749589, lstn_init,  1
+2026-11-25 17:46:27.671735, slv, 029f21fffe000100(unknown)/1,  0.000000000,  0.000000000,  0.0, 0.0
+2026-11-25 17:46:28.656321, slv, 029f21fffe000100(unknown)/1,  0.000000000,  0.002976783,  0.0, 0.0
+2026-11-25 17:46:33.654596, slv, 029f21fffe000100(unknown)/1,  0.003367579, -0.001748962, -0.0, 0.0
+2026-11-25 17:46:36.667044, slv, 029f21fffe000100(unknown)/1,  0.003716792,  0.006804042,  0.0, 0.0
+2026-11-25 17:46:38.224350, s2026-11-25 17:46:39.441242 ptpd2[182].eth0 (info) shutting down
+2026-11-25 17:46:39.447219, dsbl,
+""".splitlines()
+
+
+def test_only_the_slave_states_samples_are_read():
+    samples = offsets(LINES)
+    assert [s.offset_s for s in samples] == [0.0, 0.002976783, -0.001748962, 0.006804042]
+    assert samples[1].t - samples[0].t == pytest.approx(0.984586)
+
+
+def test_the_largest_offset_in_a_window_in_microseconds():
+    samples = offsets(LINES)
+    start = samples[0].t
+    assert max_abs_offset_us(samples, start, start + 6.5) == pytest.approx(2976.783)
+    assert max_abs_offset_us(samples, start + 5, start + 10) == pytest.approx(6804.042)
+    with pytest.raises(AnalysisError, match="no PTPd offset samples"):
+        max_abs_offset_us(samples, start + 20, start + 30)
+    # The all-zero first sample is not a measurement.
+    with pytest.raises(AnalysisError):
+        max_abs_offset_us(samples, start, start + 0.5)
