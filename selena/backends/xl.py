@@ -95,32 +95,22 @@ _VIF_FIELD = re.compile(r"[A-Za-z0-9_./:@%-]*")
 _DISK_PATH = re.compile(r"/[A-Za-z0-9_./@%+-]*")
 
 
-def _xl_value(value: object) -> str:
-    text = str(value)
-    if not _XL_VALUE.fullmatch(text):
-        raise ValidationError(f"value {text!r} cannot go into an xl config (quotes, "
-                              "backslashes, newlines and most punctuation are refused)")
-    return text
+def _refusing(pattern: re.Pattern[str], what: str, why: str = "") -> Callable[[object], str]:
+    """A template filter passing a value that matches `pattern` whole, and
+    refusing anything else with a ValidationError naming it."""
+    def check(value: object) -> str:
+        text = str(value)
+        if not pattern.fullmatch(text):
+            raise ValidationError(f"{what} {text!r} cannot go into an xl {why}")
+        return text
+    return check
 
 
-def _vif_field(value: object) -> str:
-    text = str(value)
-    if not _VIF_FIELD.fullmatch(text):
-        raise ValidationError(f"value {text!r} cannot go into an xl vif spec")
-    return text
-
-
-def _disk_path(value: object) -> str:
-    text = str(value)
-    if not _DISK_PATH.fullmatch(text):
-        raise ValidationError(f"disk image {text!r} cannot go into an xl disk spec (an "
-                              "absolute path of letters, digits and _ . / @ % + -)")
-    return text
-
-
-_ENV.filters["xl"] = _xl_value
-_ENV.filters["disk"] = _disk_path
-_ENV.filters["vif"] = _vif_field
+_ENV.filters["xl"] = _refusing(_XL_VALUE, "value", "config (quotes, backslashes, newlines "
+                               "and most punctuation are refused)")
+_ENV.filters["vif"] = _refusing(_VIF_FIELD, "value", "vif spec")
+_ENV.filters["disk"] = _refusing(_DISK_PATH, "disk image", "disk spec (an absolute path of "
+                                 "letters, digits and _ . / @ % + -)")
 
 
 def xl_config(plan: Plan, guest: GuestPlan) -> str:
