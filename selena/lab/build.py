@@ -56,7 +56,7 @@ DOM0_PACKAGES = (
 DOM0_MODULES = (
     "xen-evtchn", "xen-gntdev", "xen-gntalloc", "xen-privcmd", "xenfs",
     "xen-netback", "xen-blkback", "bridge", "openvswitch", "sch_netem",
-    "sch_htb", "sch_tbf", "ifb", "9p", "9pnet_virtio", "virtio_pci", "veth",
+    "sch_htb", "sch_tbf", "sch_prio", "ifb", "9p", "9pnet_virtio", "virtio_pci", "veth",
     "cls_u32", "cls_matchall", "act_mirred", "sch_ingress",
     # libcrc32c (needed by openvswitch) soft-depends on a crc32c implementation.
     "crc32c_generic",

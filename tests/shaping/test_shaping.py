@@ -97,3 +97,18 @@ def test_a_priority_link_needs_a_rate():
                   delay="1ms", prio=True)
     with pytest.raises(TopologyError, match=r"link a:eth0--b:eth0: prio needs a rate"):
         validate(topo)
+
+
+def test_dom0_image_has_a_module_for_every_qdisc_and_classifier_shaping_uses():
+    from selena.lab.build import DOM0_MODULES
+
+    cmds = shaping_commands("vif3.0", link(rate="100Mbit", delay="1ms", prio=True), 10)
+    cmds += shaping_commands("vif3.1", link(delay="1ms", jitter="0.1ms"), 10)
+    kinds = {c[c.index(k) + 1] for c in cmds for k in ("10:", "1:", "21:", "22:", "23:")
+             if c[1] == "qdisc" and k in c and c.index(k) + 1 < len(c)
+             and c[c.index(k) - 1] == "handle"}
+    classifiers = {c[c.index("pref") + 2] for c in cmds if c[1] == "filter"}
+    assert kinds == {"htb", "prio", "netem"} and classifiers == {"u32"}
+    missing = [m for m in [f"sch_{k}" for k in kinds] + [f"cls_{c}" for c in classifiers]
+               if m not in DOM0_MODULES]
+    assert missing == [], f"Dom0 cannot load {missing}"
