@@ -46,3 +46,12 @@ def max_abs_offset_us(samples: Iterable[OffsetSample], start: float, end: float)
     if not window:
         raise AnalysisError(f"no PTPd offset samples between {start:.3f} and {end:.3f}")
     return max(window) * 1e6
+
+
+def after_last_reset(samples: Iterable[OffsetSample], start: float, end: float) -> float:
+    """When the synchronised part of [start, end) begins: at PTPd's last
+    servo reset in it (an all-zero sample, at start-up and after each clock
+    step), or at start. A slave that booted more than a second off its
+    master steps its clock once; that step is synchronisation, not error."""
+    resets = [s.t for s in samples if start <= s.t < end and s.offset_s == 0.0]
+    return max(resets, default=start)
