@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from selena.backends.xl import xl_config
-from selena.errors import TemplateError, TopologyError, ValidationError
+from selena.errors import LabError, TemplateError, TopologyError, ValidationError
 from selena.model import Topology
 from selena.plan import make_plan, pool_key
 from selena.templates import bad_packages, load_template, read_spec, variant_disk
@@ -142,3 +142,52 @@ def test_a_disk_path_that_could_change_the_xl_config_is_refused(tmp_path):
         guest.disk = bad
         with pytest.raises(ValidationError, match="cannot go into an xl disk spec"):
             xl_config(plan, guest)
+
+
+def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, monkeypatch):
+    from selena.lab import build
+    from selena.lab.images import DebianBase
+
+    recipes = tmp_path / "guest-templates"
+    (recipes / "qj").mkdir(parents=True)
+    (recipes / "qj" / "template.yaml").write_text("name: qj\nbase: debian\n"
+                                                  "packages: [ptpd, memcached]\n")
+    (recipes / "tiny").mkdir()
+    (recipes / "tiny" / "template.yaml").write_text("name: tiny\nmemory_mb: 32\n")
+    images = tmp_path / "images"
+    base = DebianBase(read_spec(Path(__file__).resolve().parents[1] / "guest-templates"
+                                / "debian" / "template.yaml"),
+                      images / "vmlinux", images / "initrd.gz", images / "debian-k.ext4",
+                      images / "debian-k.tar")
+    calls = []
+
+    class Images:
+        root = images
+
+        def base(self, kernel_root):
+            return base
+
+        def derived(self, base_, recipe):
+            spec = read_spec(recipe)
+            return spec, variant_disk(base_.disk, spec.packages)
+
+        def variant(self, base_, disk, packages, what):
+            calls.append((disk.name, tuple(packages), what))
+            return disk
+
+        def installed_spec(self, base_, name, disk, memory_mb, packages):
+            return f"{name} {disk.name}"
+
+    builder = build.LabBuilder.__new__(build.LabBuilder)
+    builder.src, builder.images, builder.timings = tmp_path, Images(), {}
+    builder.progress = lambda msg: None
+    specs = builder.debian_templates(tmp_path, [("qj", ("iperf3",), "s.py: node m1"),
+                                                ("debian", ("iperf3",), "s.py: node m2")])
+    qj_disk = variant_disk(base.disk, ["memcached", "ptpd"])
+    assert specs == {"debian": "debian debian-k.ext4", "qj": f"qj {qj_disk.name}"}
+    assert calls == [
+        (variant_disk(qj_disk, ["iperf3"]).name, ("ptpd", "memcached", "iperf3"),
+         "s.py: node m1 (qj + iperf3)"),
+        (variant_disk(base.disk, ["iperf3"]).name, ("iperf3",), "s.py: node m2 (debian + iperf3)")]
+    with pytest.raises(LabError, match="s.py: node m3: packages need the debian template"):
+        builder.debian_templates(tmp_path, [("tiny", ("iperf3",), "s.py: node m3")])

@@ -190,6 +190,8 @@ class LabBuilder:
         specs = {"debian": self.images.installed_spec(base, "debian", base.disk,
                                                       base.spec.memory_mb, ())}
         disks = {"debian": base.disk}
+        # What each template installs on top of the base image.
+        installs: dict[str, tuple[str, ...]] = {"debian": ()}
         for recipe in sorted((self.src / "guest-templates").glob("*/template.yaml")):
             if read_spec(recipe).base is None:
                 continue
@@ -197,11 +199,15 @@ class LabBuilder:
             specs[spec.name] = self.images.installed_spec(base, spec.name, disk,
                                                           spec.memory_mb, spec.packages)
             disks[spec.name] = disk
+            installs[spec.name] = spec.packages
         for template, packages, who in variants:
             if template not in disks:
                 raise LabError(f"{who}: packages need the debian template or one based on "
                                f"it, not {template!r}")
-            self.images.variant(base, variant_disk(disks[template], packages), packages,
+            # Named after the template's image, as the planner names it; a
+            # derived template's own packages go in as well.
+            self.images.variant(base, variant_disk(disks[template], packages),
+                                (*installs[template], *packages),
                                 f"{who} ({template} + {' '.join(packages)})")
         self.timings["debian"] = time.monotonic() - t
         return specs
