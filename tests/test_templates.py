@@ -191,3 +191,40 @@ def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, mon
         (variant_disk(base.disk, ["iperf3"]).name, ("iperf3",), "s.py: node m2 (debian + iperf3)")]
     with pytest.raises(LabError, match="s.py: node m3: packages need the debian template"):
         builder.debian_templates(tmp_path, [("tiny", ("iperf3",), "s.py: node m3")])
+
+
+def test_a_chroot_with_host_mounts_left_in_it_is_never_removed(tmp_path, monkeypatch, caplog):
+    from selena.lab import images
+    from selena.runner import FakeRunner
+
+    tmp = tmp_path / "build"
+    (tmp / "root" / "dev").mkdir(parents=True)
+    (tmp / "root" / "dev" / "null").write_text("the host's, through a bind mount")
+    builder = images.DebianImages(FakeRunner(), root=tmp_path)
+    monkeypatch.setattr(images.os.path, "ismount", lambda p: str(p).endswith("/root/dev"))
+    builder._remove_chroot(tmp, tmp / "root")
+    assert (tmp / "root" / "dev" / "null").exists()
+    assert "still mounted" in caplog.text and str(tmp / "root" / "dev") in caplog.text
+    monkeypatch.setattr(images.os.path, "ismount", lambda p: False)
+    builder._remove_chroot(tmp, tmp / "root")
+    assert not tmp.exists()
+
+
+def test_apt_errors_name_the_package_and_the_chroot_is_unmounted(tmp_path):
+    from selena.errors import ImageBuildError
+    from selena.lab import images
+    from selena.runner import FakeRunner
+
+    runner = FakeRunner()
+    runner.respond(["chroot", str(tmp_path / "root"), "apt-get", "install"], 100, "",
+                   "Reading package lists...\nE: Unable to locate package nosuchpkg\n")
+    root = tmp_path / "root"
+    for sub in ("usr/sbin", "etc", "proc", "sys", "dev"):
+        (root / sub).mkdir(parents=True)
+    builder = images.DebianImages(runner, root=tmp_path)
+    with pytest.raises(ImageBuildError, match=r"apt-get install for node m1 failed \(exit 100\)"
+                                              r":\nE: Unable to locate package nosuchpkg\Z"):
+        builder._apt_install(root, ("memcached", "nosuchpkg"), "node m1")
+    umounts = [c[-1] for c in runner.calls if c[0] == "umount"]
+    assert umounts == [str(root / "dev"), str(root / "sys"), str(root / "proc")]
+    assert not (root / "usr/sbin/policy-rc.d").exists()

@@ -58,6 +58,10 @@ IMAGE_SLACK_MB = 32
 TRIM = ("usr/share/doc", "usr/share/man", "usr/share/info", "var/cache/apt/archives",
         "var/lib/apt/lists", "var/cache/debconf/templates.dat-old")
 
+# The host's file systems apt's maintainer scripts need in the chroot
+# (bind mounts, not recursive: /dev's own submounts stay outside).
+CHROOT_MOUNTS = ("proc", "sys", "dev")
+
 Progress = Callable[[str], None]
 
 
@@ -146,13 +150,16 @@ class DebianImages:
             return disk
         t = time.monotonic()
         self.progress(f"      {what}: apt-get install {' '.join(wanted)}")
-        with tempfile.TemporaryDirectory(dir=self.root) as tmp:
-            rootfs = Path(tmp) / "root"
+        tmp = Path(tempfile.mkdtemp(dir=self.root))
+        rootfs = tmp / "root"
+        try:
             rootfs.mkdir()
             self.runner.run(["tar", "-xf", str(base.root_tar), "-C", str(rootfs)], timeout=600)
             self._apt_install(rootfs, wanted, what)
             self._trim(rootfs)
             self._mkfs(rootfs, disk)
+        finally:
+            self._remove_chroot(tmp, rootfs)
         self.progress(f"      {what}: {time.monotonic() - t:.0f} s "
                       f"({disk.stat().st_size >> 20} MB)")
         return disk
@@ -225,7 +232,7 @@ class DebianImages:
         shutil.copy2("/etc/resolv.conf", resolv)
         mounted: list[Path] = []
         try:
-            for fs in ("proc", "sys", "dev"):
+            for fs in CHROOT_MOUNTS:
                 point = rootfs / fs
                 self.runner.run(["mount", "--bind", f"/{fs}", str(point)])
                 mounted.append(point)
@@ -244,6 +251,17 @@ class DebianImages:
             resolv.unlink(missing_ok=True)
             if saved is not None:
                 resolv.write_bytes(saved)
+
+    def _remove_chroot(self, tmp: Path, rootfs: Path) -> None:
+        """Remove a variant's build directory, unless the host's /proc, /sys
+        or /dev are still mounted inside it: removing the tree then would
+        delete the host's own files. Left in place, it is logged."""
+        mounted = [str(rootfs / fs) for fs in CHROOT_MOUNTS if os.path.ismount(rootfs / fs)]
+        if mounted:
+            log.error("not removing %s: %s still mounted (umount them, then remove it)",
+                      tmp, ", ".join(mounted))
+            return
+        shutil.rmtree(tmp, ignore_errors=True)
 
     def _run(self, argv: list[str], what: str, **kwargs: object) -> None:
         """A build step whose failure is the user's to read: the tool's own
