@@ -16,7 +16,7 @@ offsets are in the slave's metrics.json (`ptpd_max_abs_offset_*_us`, and
 the timeline as `ptpd_offset_us`).
 """
 
-from selena.analysis.ptpd import after_last_reset, max_abs_offset_us, offsets
+from selena.analysis.ptpd import max_abs_offset_us, offsets, synchronised
 from selena.model import Topology
 
 # Virtual seconds: PTPd's first convergence (left out, as the paper left
@@ -50,10 +50,10 @@ def run(exp):
     exp.kill(master)
     samples = offsets(exp.wait(slave).stdout.decode(errors="replace").splitlines())
     # A clock step late in the settling time (a slave booted over a second
-    # off) moves the idle window's start past it.
-    idle_from = after_last_reset(samples, idle_from, bulk_from)
-    exp.record("ptpd_max_abs_offset_idle_us", max_abs_offset_us(samples, idle_from, bulk_from),
-               unit="us")
+    # off) starts the idle window after it.
+    idle = synchronised(samples, idle_from, bulk_from)
+    exp.record("ptpd_max_abs_offset_idle_us",
+               max_abs_offset_us(idle, float("-inf"), float("inf")), unit="us")
     exp.record("ptpd_max_abs_offset_bulk_us", max_abs_offset_us(samples, bulk_from, bulk_to),
                unit="us")
     exp.record("ptpd_offset_us", [s.offset_s * 1e6 for s in samples if s.t >= idle_from],

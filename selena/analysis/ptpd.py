@@ -48,10 +48,19 @@ def max_abs_offset_us(samples: Iterable[OffsetSample], start: float, end: float)
     return max(window) * 1e6
 
 
-def after_last_reset(samples: Iterable[OffsetSample], start: float, end: float) -> float:
-    """When the synchronised part of [start, end) begins: at PTPd's last
-    servo reset in it (an all-zero sample, at start-up and after each clock
-    step), or at start. A slave that booted more than a second off its
-    master steps its clock once; that step is synchronisation, not error."""
-    resets = [s.t for s in samples if start <= s.t < end and s.offset_s == 0.0]
-    return max(resets, default=start)
+# PTPd steps the clock, rather than slewing it, for an offset of a second or
+# more (its servo steps whenever the offset has a whole-seconds part).
+STEP_S = 1.0
+
+
+def synchronised(samples: Iterable[OffsetSample], start: float,
+                 end: float) -> list[OffsetSample]:
+    """The samples in [start, end) after PTPd's last servo reset (an
+    all-zero sample) or clock step (an offset of a second or more) among
+    them, in PTPd's order: a step moves the slave's clock, so the samples
+    after it carry earlier timestamps than the step's own. A slave that
+    booted over a second off its master steps its clock once; that is
+    synchronisation, not error."""
+    inside = [s for s in samples if start <= s.t < end]
+    marks = [i for i, s in enumerate(inside) if s.offset_s == 0.0 or abs(s.offset_s) >= STEP_S]
+    return inside[marks[-1] + 1:] if marks else inside

@@ -2,7 +2,7 @@
 
 import pytest
 
-from selena.analysis.ptpd import OffsetSample, after_last_reset, max_abs_offset_us, offsets
+from selena.analysis.ptpd import OffsetSample, max_abs_offset_us, offsets, synchronised
 from selena.errors import AnalysisError
 
 LINES = """2026-11-25 17:46:28.651968 ptpd2[182].eth0 (notice) (slv) Received first Sync
@@ -39,7 +39,12 @@ def test_a_clock_step_in_the_window_is_synchronisation_not_error():
     # Seen at TDF 10: a reset, a 1.15 s offset, PTPd steps the clock, a reset.
     samples = [OffsetSample(t, off) for t, off in
                ((10.0, 0.0), (10.3, 1.154971), (10.6, 0.0), (10.9, 0.001287), (11.2, -0.002))]
-    start = after_last_reset(samples, 10.0, 12.0)
-    assert start == 10.6
-    assert max_abs_offset_us(samples, start, 12.0) == pytest.approx(2000.0)
-    assert after_last_reset(samples, 10.7, 12.0) == 10.7      # no reset: the window's start
+    assert [s.t for s in synchronised(samples, 10.0, 12.0)] == [10.9, 11.2]
+    # Seen in the next run: a 2.98 s step with no reset after it; the stepped
+    # clock stamps the later samples earlier than the step.
+    samples = [OffsetSample(t, off) for t, off in
+               ((10.0, 0.0), (13.3, 2.981666), (10.6, 0.000581), (10.9, -0.001238))]
+    settled = synchronised(samples, 10.0, 20.0)
+    assert [s.t for s in settled] == [10.6, 10.9]
+    assert max_abs_offset_us(settled, 0, 99) == pytest.approx(1238.0)
+    assert synchronised(samples[2:], 10.0, 20.0) == samples[2:]      # nothing to skip
