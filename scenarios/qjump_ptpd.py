@@ -52,8 +52,7 @@ def run(exp):
     # A clock step late in the settling time (a slave booted over a second
     # off) starts the idle window after it.
     idle = synchronised(samples, idle_from, bulk_from)
-    exp.record("ptpd_max_abs_offset_idle_us",
-               max_abs_offset_us(idle, float("-inf"), float("inf")), unit="us")
+    exp.record("ptpd_max_abs_offset_idle_us", max_abs_offset_us(idle), unit="us")
     exp.record("ptpd_max_abs_offset_bulk_us", max_abs_offset_us(samples, bulk_from, bulk_to),
                unit="us")
     exp.record("ptpd_offset_us", [s.offset_s * 1e6 for s in samples if s.t >= idle_from],

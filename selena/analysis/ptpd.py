@@ -7,6 +7,7 @@ offset measures against the master's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,9 +40,11 @@ def offsets(lines: Iterable[str]) -> list[OffsetSample]:
     return samples
 
 
-def max_abs_offset_us(samples: Iterable[OffsetSample], start: float, end: float) -> float:
-    """The largest |offset| (microseconds) of the samples in [start, end)
-    (PTPd's first, all-zero sample before it has any measurement is left out)."""
+def max_abs_offset_us(samples: Iterable[OffsetSample], start: float = -math.inf,
+                      end: float = math.inf) -> float:
+    """The largest |offset| (microseconds) of the samples in [start, end), by
+    default all of them (PTPd's first, all-zero sample before it has any
+    measurement is left out)."""
     window = [abs(s.offset_s) for s in samples if start <= s.t < end and s.offset_s != 0.0]
     if not window:
         raise AnalysisError(f"no PTPd offset samples between {start:.3f} and {end:.3f}")
