@@ -74,18 +74,28 @@ reproduce-fattree: deps
 		mininet=build/results/fattree/runs/mininet-r1
 
 # QJump in SELENA (seed 004), scaled to the lab: ping beside bulk traffic,
-# with and without priority queueing, at TDF 20 (Figure 13), and PTPd's
-# largest clock offset idle and beside bulk traffic per TDF (Table I).
-# Long; not part of `make test`.
+# with and without priority queueing, at TDF 20 (Figure 13); memcached's
+# request latency idle and beside bulk traffic at TDF 10, as the paper ran
+# it, with priority queueing, with CPU time scaling, and with 8 requests in
+# flight rather than 128 (Table II, Figures 10-12 and 14); PTPd's largest
+# clock offset idle and beside bulk traffic per TDF (Table I). Tables on
+# stdout, plots in build/results/qjump.
+# Long (about 95 minutes); not part of `make test`.
 QJUMP_PTPD_TDFS ?= 1 10 20
 reproduce-qjump: deps
 	$(SELENA) lab build
 	$(SELENA) lab run -- sh -c 'set -e; r=build/results/qjump; rm -rf $$r; \
 		selena run scenarios/qjump_ping.py --out $$r/ping; \
 		selena run scenarios/qjump_ping.py --param prio=1 --out $$r/ping-prio; \
+		selena run scenarios/qjump_memcached.py --out $$r/memcached; \
+		selena run scenarios/qjump_memcached.py --param prio=1 --out $$r/memcached-prio; \
+		selena run scenarios/qjump_memcached.py --param cpu=real --out $$r/memcached-real; \
+		selena run scenarios/qjump_memcached.py --param concurrency=8 --out $$r/memcached-c8; \
+		selena run scenarios/qjump_memcached.py --param concurrency=8 --param prio=1 \
+			--out $$r/memcached-c8-prio; \
 		for t in $(QJUMP_PTPD_TDFS); do \
 			selena run scenarios/qjump_ptpd.py --tdf $$t --out $$r/ptpd-tdf$$t; done'
-	$(VENV)/bin/python -m selena.analysis.qjump build/results/qjump
+	$(VENV)/bin/python -m selena.analysis.qjump build/results/qjump --plots build/results/qjump
 
 clean:
 	rm -rf $(VENV) xen-patches/build xen-patches/out guest-agent/build

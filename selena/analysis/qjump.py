@@ -1,8 +1,14 @@
-"""The QJump-in-SELENA reproduction's tables (seed 004), from the bundles of
-scenarios/qjump_ptpd.py and scenarios/qjump_ping.py, beside the paper's
-figures.
+"""The QJump-in-SELENA reproduction's tables and plots (seed 004), from the
+bundles of scenarios/qjump_ping.py, qjump_memcached.py and qjump_ptpd.py,
+beside the paper's figures.
 
-    python -m selena.analysis.qjump build/results/qjump
+    python -m selena.analysis.qjump build/results/qjump [--plots DIR]
+
+The bundles are ROOT/ping, ROOT/ping-prio, ROOT/memcached (and, when run,
+memcached-prio, memcached-real, memcached-c8 and memcached-c8-prio) and
+ROOT/ptpd-tdf<N>. The plots (PNG,
+matplotlib) are the latency CDFs of ping and memcached and PTPd's offset
+timelines.
 """
 
 from __future__ import annotations
@@ -10,10 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import statistics
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from selena.analysis.fct import ecdf
+from selena.analysis.ptpd import OffsetSample, offsets
 from selena.errors import AnalysisError
 
 log = logging.getLogger(__name__)
@@ -23,6 +34,17 @@ PAPER_PTPD = {"testbed": (20.626, 1240.142), "1": (158.547, None), "10": (131.35
               "20": (139.284, 1406.18), "50": (32.033, None)}
 # The paper's Figure 13 (text): median ping latency (us) in SELENA at TDF 20.
 PAPER_PING = {"idle": 44.9, "iperf": 1060.0, "iperf + QJump": 86.2}
+# The paper's Table II: memcached request latency (us), mean and standard
+# deviation, on the testbed and in SELENA at TDF 10; "bulk" is beside Hadoop.
+PAPER_MEMCACHED = {"idle": {"testbed": (329.42, 62.05), "selena": (435.34, 142.52)},
+                   "bulk": {"testbed": (369.09, 158.08), "selena": (2733.97, 3303.93)}}
+# The memcached runs (bundle name, what differs), in table order; the first
+# is the paper's setting and must be there.
+MEMCACHED_RUNS = (("memcached", "paper's workload"), ("memcached-prio", "priority queue"),
+                  ("memcached-real", "cpu_time=real"), ("memcached-c8", "8 in flight"),
+                  ("memcached-c8-prio", "8 in flight, priority queue"))
+PHASES = (("idle", "idle"), ("bulk", "beside iperf"))
+PTPD_BUNDLE = re.compile(r"ptpd-tdf(\d+(?:\.\d+)?)")
 
 
 def _metric(bundle: Path, name: str) -> list[float]:
@@ -41,12 +63,7 @@ def ptpd_rows(root: Path) -> list[str]:
             "(iperf) | bulk: paper (Hadoop) |", "|---|---|---|---|---|"]
     paper_idle, paper_bulk = PAPER_PTPD["testbed"]
     rows.append(f"| testbed (paper) | | {paper_idle:g} | | {paper_bulk:g} |")
-    bundles = sorted(root.glob("ptpd-tdf*"), key=lambda p: float(p.name.removeprefix(
-        "ptpd-tdf")))
-    if not bundles:
-        raise AnalysisError(f"{root}: no ptpd-tdf* bundles")
-    for bundle in bundles:
-        tdf = bundle.name.removeprefix("ptpd-tdf")
+    for tdf, bundle in ptpd_bundles(root):
         idle = max(_metric(bundle, "ptpd_max_abs_offset_idle_us"))
         bulk = max(_metric(bundle, "ptpd_max_abs_offset_bulk_us"))
         paper = PAPER_PTPD.get(tdf, (None, None))
@@ -70,6 +87,146 @@ def ping_rows(root: Path) -> list[str]:
     return rows
 
 
+def ptpd_bundles(root: Path) -> list[tuple[str, Path]]:
+    """(TDF as written, bundle) of each ROOT/ptpd-tdf<N>, by TDF."""
+    found = [(m.group(1), p) for p in root.iterdir()
+             if p.is_dir() and (m := PTPD_BUNDLE.fullmatch(p.name))] if root.is_dir() else []
+    if not found:
+        raise AnalysisError(f"{root}: no ptpd-tdf<N> bundles")
+    return sorted(found, key=lambda item: float(item[0]))
+
+
+def memcached_rows(root: Path) -> list[str]:
+    rows = ["| memcached latency (us), TDF 10 | network | selena mean | selena std | "
+            "requests/s | paper SELENA mean | std | paper testbed mean | std |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for run, label in MEMCACHED_RUNS:
+        bundle = root / run
+        if run != MEMCACHED_RUNS[0][0] and not bundle.is_dir():
+            continue
+        for phase, network in PHASES:
+            mean = _metric(bundle, f"memcached_{phase}_mean_us")[0]
+            std = _metric(bundle, f"memcached_{phase}_std_us")[0]
+            tps = _metric(bundle, f"memcached_{phase}_tps")[0]
+            paper = PAPER_MEMCACHED[phase]
+            rows.append(f"| {label} | {network} | {mean:.0f} | {std:.0f} | {tps:.0f} | "
+                        f"{paper['selena'][0]:g} | {paper['selena'][1]:g} | "
+                        f"{paper['testbed'][0]:g} | {paper['testbed'][1]:g} |")
+    return rows
+
+
+def log2_cdf(counts: Sequence[float]) -> list[tuple[float, float]]:
+    """(bound in us, fraction at or below it) from memaslap's histogram as the
+    scenario records it (sample k: requests in (2^(k-1), 2^k] us)."""
+    total = sum(counts)
+    if not total:
+        return []
+    first = next(k for k, c in enumerate(counts) if c)
+    points, seen = [], 0.0
+    for exponent in range(first, len(counts)):
+        seen += counts[exponent]
+        points.append((float(2 ** exponent), seen / total))
+    return points
+
+
+def ptpd_timeline(bundle: Path, slave: str = "h1") -> tuple[list[OffsetSample], list[float]]:
+    """The slave's offset samples from its PTPd output in the bundle, and the
+    scenario's window marks (the slave's clock read by its `date` commands:
+    idle start, bulk start, bulk end)."""
+    ptpd_out: Path | None = None
+    marks: list[tuple[int, float]] = []
+    for record in sorted((bundle / "nodes" / slave).glob("*.json")):
+        info = json.loads(record.read_text())
+        stdout = record.with_suffix(".stdout")
+        if str(info.get("command", "")).startswith("exec ptpd -s"):
+            ptpd_out = stdout
+        elif info.get("command") == "date +%s.%N" and stdout.exists():
+            marks.append((int(info.get("seq", 0)), float(stdout.read_text())))
+    if ptpd_out is None or not ptpd_out.exists():
+        raise AnalysisError(f"{bundle}: no PTPd slave output on {slave}")
+    return offsets(ptpd_out.read_text(errors="replace").splitlines()), \
+        [t for _, t in sorted(marks)]
+
+
+def plot(root: Path, out_dir: Path) -> list[Path]:
+    """qjump_ping_cdf.png, qjump_memcached_cdf.png and qjump_ptpd_offsets.png."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise AnalysisError(f"the QJump plots need matplotlib ({exc}): pip install "
+                            "matplotlib") from exc
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def figure() -> tuple[Any, Any]:
+        fig = Figure(figsize=(6.4, 4.2), dpi=120)
+        FigureCanvasAgg(fig)
+        return fig, fig.add_subplot()
+
+    def save(fig: Any, ax: Any, name: str) -> Path:
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(loc="best", fontsize="small")
+        fig.tight_layout()
+        path = out_dir / name
+        fig.savefig(str(path), format="png")
+        return path
+
+    paths = []
+    fig, ax = figure()
+    pings = {"idle": ("ping", "ping_idle_rtt_us"), "iperf": ("ping", "ping_bulk_rtt_us"),
+             "iperf + priority queue": ("ping-prio", "ping_bulk_rtt_us")}
+    _cdf_lines(ax, {label: ecdf(_metric(root / run, metric))
+                    for label, (run, metric) in pings.items()}, steps="post")
+    ax.set_xscale("log")
+    ax.set_xlabel("ping round trip (us, virtual, log scale)")
+    ax.set_ylabel("CDF")
+    ax.set_title("ping H3 to H11 at TDF 20 (the paper's Figure 13)")
+    paths.append(save(fig, ax, "qjump_ping_cdf.png"))
+
+    fig, ax = figure()
+    curves = {}
+    for run, label in MEMCACHED_RUNS:
+        if (root / run).is_dir():
+            for phase, network in PHASES:
+                curves[f"{label}, {network}"] = log2_cdf(
+                    _metric(root / run, f"memcached_{phase}_log2_hist"))
+    _cdf_lines(ax, curves, steps=None)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("memcached request latency (us, virtual; memaslap's power-of-two buckets)")
+    ax.set_ylabel("CDF")
+    ax.set_title("memcached at TDF 10 (the paper's Figures 10, 11 and 14)")
+    paths.append(save(fig, ax, "qjump_memcached_cdf.png"))
+
+    fig, ax = figure()
+    for tdf, bundle in ptpd_bundles(root):
+        samples, marks = ptpd_timeline(bundle)
+        if len(marks) < 3:
+            raise AnalysisError(f"{bundle}: expected 3 window marks, found {len(marks)}")
+        shown = [s for s in samples if marks[0] <= s.t < marks[2] and s.offset_s != 0.0]
+        line = ax.plot([s.t - marks[0] for s in shown], [abs(s.offset_s) * 1e6 for s in shown],
+                       linewidth=0.8, label=f"TDF {tdf}")[0]
+        ax.axvline(marks[1] - marks[0], color=line.get_color(), linestyle=":", linewidth=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("slave's clock since the idle window (virtual s; dotted: bulk iperf starts)")
+    ax.set_ylabel("|offset from master| (us, log scale)")
+    ax.set_title("PTPd slave offset (the paper's Table I)")
+    paths.append(save(fig, ax, "qjump_ptpd_offsets.png"))
+    return paths
+
+
+def _cdf_lines(ax: Any, curves: Mapping[str, list[tuple[float, float]]],
+               steps: str | None) -> None:
+    for label, points in curves.items():
+        if not points:
+            raise AnalysisError(f"{label}: no samples to plot")
+        xs, ys = [x for x, _ in points], [y for _, y in points]
+        if steps:
+            ax.step([xs[0], *xs], [0.0, *ys], where=steps, label=label)
+        else:
+            ax.plot(xs, ys, marker="o", markersize=3, label=label)
+    ax.set_ylim(0, 1.02)
+
+
 def _text(value: float | None) -> str:
     return "" if value is None else f"{value:g}"
 
@@ -77,15 +234,20 @@ def _text(value: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
+    parser.add_argument("--plots", type=Path, metavar="DIR",
+                        help="write the plots (PNG) into DIR")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        tables = [ping_rows(args.root), ptpd_rows(args.root)]
+        tables = [ping_rows(args.root), memcached_rows(args.root), ptpd_rows(args.root)]
+        plots = plot(args.root, args.plots) if args.plots else []
     except AnalysisError as exc:
         log.error("qjump: %s", exc)
         return 1
     for rows in tables:
         log.info("%s\n", "\n".join(rows))
+    for path in plots:
+        log.info("plot: %s", path)
     return 0
 
 
