@@ -17,7 +17,9 @@ Conventions the listings imply (README, "SELENA's own style"):
   fe:ff:ff:bb:cc:dd (b, c, d in hex): the MACs setArp names;
 - NodeType.LINUX_HOST is the tools-host template (busybox plus iperf3, tc,
   netperf, with netserver started at boot); NodeType.LINUX_OVS is an Open
-  vSwitch guest whose bridge br0 starts with no ports (Listing 2 adds them).
+  vSwitch guest whose bridge br0 starts with no ports (Listing 2 adds them);
+  NodeType.DEBIAN_HOST is the debian template (newNode(..., packages=[...])
+  for Debian packages).
 """
 
 from __future__ import annotations
@@ -36,10 +38,13 @@ class NodeType(enum.Enum):
     LINUX_HOST = "tools-host"
     LINUX_OVS = "ovs-switch"
     OF_CONTROLLER = "of-controller"
+    # A full Debian guest (SELENA ran unmodified OS images); newNode's
+    # packages=[...] adds Debian packages, as add_host's does.
+    DEBIAN_HOST = "debian"
 
 
 _KIND = {NodeType.LINUX_HOST: NodeKind.HOST, NodeType.LINUX_OVS: NodeKind.SWITCH,
-         NodeType.OF_CONTROLLER: NodeKind.CONTROLLER}
+         NodeType.OF_CONTROLLER: NodeKind.CONTROLLER, NodeType.DEBIAN_HOST: NodeKind.HOST}
 # newNode's first interface is eth1 in the guest.
 FIRST_DEVICE = 1
 
@@ -99,7 +104,8 @@ class SelenaScript:
 
     def newNode(self, node_id: int, name: str, node_type: NodeType,  # noqa: N802
                 interfaces: list[tuple], vcpus: int = 1, cpu_mask: str | None = None,
-                memory: str | int | None = None) -> None:
+                memory: str | int | None = None,
+                packages: list[str] | tuple[str, ...] | None = None) -> None:
         call = f"newNode({node_id!r}, {name!r}, ...)"
         _check(node_id, int, "the node id", call)
         _check(name, str, "the name", call)
@@ -112,10 +118,16 @@ class SelenaScript:
             _check(cpu_mask, str, "the VCPU mask", call)
         if memory is not None:
             _check(memory, (str, int), "the memory", call)
+        if packages is not None:
+            _check(packages, (list, tuple), "the packages", call)
+            if node_type is not NodeType.DEBIAN_HOST:
+                raise ScenarioError(f"{call}: packages need NodeType.DEBIAN_HOST (a Debian "
+                                    f"image), not {node_type.name}")
         if node_id in self._names:
             raise ScenarioError(f"{call}: node id {node_id} is already {self._names[node_id]!r}")
         node = self.topology.add_node(name, _KIND[node_type], template=node_type.value,
-                                      id=node_id, vcpus=vcpus, cpus=cpu_mask, memory=memory)
+                                      id=node_id, vcpus=vcpus, cpus=cpu_mask, memory=memory,
+                                      packages=packages)
         node.first_device = FIRST_DEVICE
         node.bare_bridge = node_type is NodeType.LINUX_OVS
         for index, spec in enumerate(interfaces):

@@ -87,3 +87,23 @@ def test_listing_calls_check_their_arguments(tmp_path, body, message):
     with pytest.raises(ScenarioError) as info:
         load_selena_file(bad)
     assert message in str(info.value)
+
+
+def test_a_debian_node_with_packages_in_the_papers_style():
+    script = load_selena_file(LISTING.parent / "debian_listing.py")
+    m1 = script.topology.nodes["m1"]
+    assert (m1.template, m1.packages, m1.vcpus, m1.memory_mb) == \
+        ("debian", ("memcached",), 2, 128)
+    assert m1.device(0) == "eth1" and script.topology.nodes["H1"].template == "tools-host"
+    assert [a.node for a in script.actions if isinstance(a, PushCmd)] == ["m1", "H1"]
+
+
+def test_packages_on_a_node_type_without_a_debian_image_are_refused(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('newNode(0, "a", NodeType.LINUX_HOST, [], packages=["memcached"])\n')
+    with pytest.raises(ScenarioError, match=r'newNode\(0, .a., ...\): packages need '
+                                            r"NodeType.DEBIAN_HOST .* not LINUX_HOST"):
+        load_selena_file(bad)
+    bad.write_text('newNode(0, "a", NodeType.DEBIAN_HOST, [], packages="memcached")\n')
+    with pytest.raises(ScenarioError, match="the packages must be"):
+        load_selena_file(bad)

@@ -1,5 +1,7 @@
 """End to end in the lab: full Debian guests (the debian template), with an
-image variant that adds a Debian package, serving a tiny busybox host."""
+image variant that adds a Debian package, serving a tiny busybox host, from
+a scenario file and from SELENA's own style (newNode with
+NodeType.DEBIAN_HOST)."""
 
 import json
 import re
@@ -12,7 +14,9 @@ from selena.paths import project_root
 pytestmark = pytest.mark.lab
 
 OUT = "build/results/test-debian"
-# The scenario twice with --warm: the second run reuses the pooled guests.
+LISTING_OUT = "build/results/test-debian-listing"
+# The scenario twice with --warm: the second run reuses the pooled guests;
+# then the same Debian guest in SELENA's style, reused once more.
 WARM = r"""
 for i in 1 2; do
     rm -rf build/results/test-debian$i
@@ -20,6 +24,8 @@ for i in 1 2; do
         || exit 1
     echo "pool-after-run-$i:"; xl list | awk '/^selena-pool-/ {print $1, $2}'
 done
+rm -rf build/results/test-debian-listing
+selena run scenarios/debian_listing.py --warm --out build/results/test-debian-listing || exit 1
 selena clean
 echo "selena-domains-after-clean=$(xl list | grep -c '^selena-')"
 """
@@ -59,8 +65,17 @@ def test_a_two_vcpu_debian_guest_serves_memcached_to_a_tiny_host_cold_and_warm(l
     pooled_1, pooled_2 = re.findall(pattern, first, re.M), re.findall(pattern, second, re.M)
     assert len(pooled_1) == 1, out
     assert pooled_2 == pooled_1, "the second run must reuse (and return) the same domain"
-    assert out.count("reused a pooled guest") == 2          # m1 and h1
+    # m1 and h1 in the second run, m1 in the listing's.
+    assert out.count("reused a pooled guest") == 3, out
     assert "selena-domains-after-clean=0" in out
+    # SELENA's style: the Debian node's first interface is eth1, as newNode's are.
+    listing = project_root() / LISTING_OUT
+    assert json.loads((listing / "meta.json").read_text())["status"] == "ok"
+    m1 = _outputs(listing, "m1")
+    assert [info["exit_code"] for info, _ in m1] == [0, 0], m1
+    assert re.search(r"^eth1\s+UP\s+10\.0\.7\.2/24", m1[1][1], re.M), m1[1][1]
+    ((_, text),) = _outputs(listing, "H1")
+    assert "STORED" in text and "VALUE listing 0 7\ndebian!" in text, text
 
 
 def test_a_package_variant_that_is_not_built_fails_before_any_guest(lab):
