@@ -16,7 +16,7 @@ offsets are in the slave's metrics.json (`ptpd_max_abs_offset_*_us`, and
 the timeline as `ptpd_offset_us`).
 """
 
-from selena.analysis.ptpd import max_abs_offset_us, offsets, synchronised
+from selena.analysis.ptpd import offsets, window_maxima
 from selena.model import Topology
 
 # Virtual seconds: PTPd's first convergence (left out, as the paper left
@@ -51,9 +51,8 @@ def run(exp):
     samples = offsets(exp.wait(slave).stdout.decode(errors="replace").splitlines())
     # A clock step late in the settling time (a slave booted over a second
     # off) starts the idle window after it.
-    idle = synchronised(samples, idle_from, bulk_from)
-    exp.record("ptpd_max_abs_offset_idle_us", max_abs_offset_us(idle), unit="us")
-    exp.record("ptpd_max_abs_offset_bulk_us", max_abs_offset_us(samples, bulk_from, bulk_to),
-               unit="us")
+    idle, bulk = window_maxima(samples, idle_from, bulk_from, bulk_to)
+    exp.record("ptpd_max_abs_offset_idle_us", idle, unit="us")
+    exp.record("ptpd_max_abs_offset_bulk_us", bulk, unit="us")
     exp.record("ptpd_offset_us", [s.offset_s * 1e6 for s in samples if s.t >= idle_from],
                unit="us")

@@ -67,3 +67,12 @@ def synchronised(samples: Iterable[OffsetSample], start: float,
     inside = [s for s in samples if start <= s.t < end]
     marks = [i for i, s in enumerate(inside) if s.offset_s == 0.0 or abs(s.offset_s) >= STEP_S]
     return inside[marks[-1] + 1:] if marks else inside
+
+
+def window_maxima(samples: list[OffsetSample], idle_from: float, bulk_from: float,
+                  bulk_to: float) -> tuple[float, float]:
+    """The largest |offset| (us) in the idle window [idle_from, bulk_from),
+    after PTPd's last step or reset in it (see synchronised), and in the
+    bulk window [bulk_from, bulk_to), on the slave's clock."""
+    idle = synchronised(samples, idle_from, bulk_from)
+    return max_abs_offset_us(idle), max_abs_offset_us(samples, bulk_from, bulk_to)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from selena.analysis.fct import ecdf
-from selena.analysis.ptpd import OffsetSample, offsets
+from selena.analysis.ptpd import OffsetSample, offsets, window_maxima
 from selena.errors import AnalysisError
 
 log = logging.getLogger(__name__)
@@ -59,13 +59,19 @@ def _metric(bundle: Path, name: str) -> list[float]:
 
 
 def ptpd_rows(root: Path) -> list[str]:
+    """Table I, recomputed from each run's PTPd output in its bundle with
+    selena.analysis.ptpd (so every run is judged by the same rule, whichever
+    version recorded it)."""
     rows = ["| PTPd max abs offset (us) | idle: selena | idle: paper | bulk: selena "
             "(iperf) | bulk: paper (Hadoop) |", "|---|---|---|---|---|"]
     paper_idle, paper_bulk = PAPER_PTPD["testbed"]
     rows.append(f"| testbed (paper) | | {paper_idle:g} | | {paper_bulk:g} |")
     for tdf, bundle in ptpd_bundles(root):
-        idle = max(_metric(bundle, "ptpd_max_abs_offset_idle_us"))
-        bulk = max(_metric(bundle, "ptpd_max_abs_offset_bulk_us"))
+        samples, marks = ptpd_timeline(bundle)
+        try:
+            idle, bulk = window_maxima(samples, *marks)
+        except AnalysisError as exc:
+            raise AnalysisError(f"{bundle}: {exc}") from exc
         paper = PAPER_PTPD.get(tdf, (None, None))
         rows.append(f"| TDF {tdf} | {idle:.1f} | {_text(paper[0])} | {bulk:.1f} | "
                     f"{_text(paper[1])} |")
@@ -144,6 +150,9 @@ def ptpd_timeline(bundle: Path, slave: str = "h1") -> tuple[list[OffsetSample], 
             marks.append((int(info.get("seq", 0)), float(stdout.read_text())))
     if ptpd_out is None or not ptpd_out.exists():
         raise AnalysisError(f"{bundle}: no PTPd slave output on {slave}")
+    if len(marks) != 3:
+        raise AnalysisError(f"{bundle}: {len(marks)} `date` marks on {slave}, want 3 (idle "
+                            "start, bulk start, bulk end)")
     return offsets(ptpd_out.read_text(errors="replace").splitlines()), \
         [t for _, t in sorted(marks)]
 
@@ -200,8 +209,6 @@ def plot(root: Path, out_dir: Path) -> list[Path]:
     fig, ax = figure()
     for tdf, bundle in ptpd_bundles(root):
         samples, marks = ptpd_timeline(bundle)
-        if len(marks) < 3:
-            raise AnalysisError(f"{bundle}: expected 3 window marks, found {len(marks)}")
         shown = [s for s in samples if marks[0] <= s.t < marks[2] and s.offset_s != 0.0]
         line = ax.plot([s.t - marks[0] for s in shown], [abs(s.offset_s) * 1e6 for s in shown],
                        linewidth=0.8, label=f"TDF {tdf}")[0]

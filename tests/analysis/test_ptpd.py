@@ -2,7 +2,13 @@
 
 import pytest
 
-from selena.analysis.ptpd import OffsetSample, max_abs_offset_us, offsets, synchronised
+from selena.analysis.ptpd import (
+    OffsetSample,
+    max_abs_offset_us,
+    offsets,
+    synchronised,
+    window_maxima,
+)
 from selena.errors import AnalysisError
 
 LINES = """2026-11-25 17:46:28.651968 ptpd2[182].eth0 (notice) (slv) Received first Sync
@@ -48,3 +54,11 @@ def test_a_clock_step_in_the_window_is_synchronisation_not_error():
     assert [s.t for s in settled] == [10.6, 10.9]
     assert max_abs_offset_us(settled) == pytest.approx(1238.0)
     assert synchronised(samples[2:], 10.0, 20.0) == samples[2:]      # nothing to skip
+
+
+def test_window_maxima_judge_idle_after_the_last_step_and_bulk_as_recorded():
+    samples = [OffsetSample(100.0, 0.0), OffsetSample(101.0, 2.5),      # reset, step
+               OffsetSample(99.5, 0.0002), OffsetSample(105.0, -0.0004),
+               OffsetSample(121.0, 0.03), OffsetSample(130.0, -0.05), OffsetSample(141.0, 9.0)]
+    idle, bulk = window_maxima(samples, 99.0, 120.0, 140.0)
+    assert idle == pytest.approx(400.0) and bulk == pytest.approx(50000.0)

@@ -24,15 +24,17 @@ def _bundle(root, name, metrics):
 
 
 def test_the_tables_put_each_measurement_beside_the_papers(tmp_path):
-    _bundle(tmp_path, "ptpd-tdf10", {"ptpd_max_abs_offset_idle_us": [120.5],
-                                     "ptpd_max_abs_offset_bulk_us": [3000.0]})
-    _bundle(tmp_path, "ptpd-tdf1", {"ptpd_max_abs_offset_idle_us": [900.0],
-                                    "ptpd_max_abs_offset_bulk_us": [8000.0]})
+    _ptpd_bundle(tmp_path, 10, idle_s=120.5e-6, bulk_s=3000e-6, step_at=3)
+    _ptpd_bundle(tmp_path, 1, idle_s=900e-6, bulk_s=8000e-6)
+    # A bundle that is not ptpd-tdf<N> is not a row.
+    (tmp_path / "ptpd-tdf10b").mkdir()
     rows = ptpd_rows(tmp_path)
     assert rows[2] == "| testbed (paper) | | 20.626 | | 1240.14 |"
-    # In TDF order (1 before 10), each beside the paper's Table I.
-    assert rows[3] == "| TDF 1 | 900.0 | 158.547 | 8000.0 |  |"
-    assert rows[4] == "| TDF 10 | 120.5 | 131.354 | 3000.0 | 31045.6 |"
+    # In TDF order (1 before 10), each beside the paper's Table I, computed
+    # from PTPd's own output: TDF 10's clock step (1.5 s) before the idle
+    # samples is synchronisation, not error.
+    assert rows[3:] == ["| TDF 1 | 900.0 | 158.547 | 8000.0 |  |",
+                        "| TDF 10 | 120.5 | 131.354 | 3000.0 | 31045.6 |"]
     _bundle(tmp_path, "ping", {"ping_idle_rtt_us": [50.0, 40.0, 60.0],
                                "ping_bulk_rtt_us": [900.0, 1100.0, 1000.0]})
     _bundle(tmp_path, "ping-prio", {"ping_idle_rtt_us": [50.0],
@@ -77,19 +79,16 @@ def test_the_log2_histogram_becomes_a_cdf_at_powers_of_two():
     assert log2_cdf([0, 0]) == []
 
 
-def _ptpd_bundle(root, tdf, step_at=None):
+def _ptpd_bundle(root, tdf, idle_s=0.00001, bulk_s=0.001, step_at=None):
     node = root / f"ptpd-tdf{tdf}" / "nodes" / "h1"
     node.mkdir(parents=True)
-    (root / f"ptpd-tdf{tdf}" / "metrics.json").write_text(json.dumps({
-        "ptpd_max_abs_offset_idle_us": {"samples": [10.0]},
-        "ptpd_max_abs_offset_bulk_us": {"samples": [99.0]}}))
     commands = [(1, "exec ptpd -M -i eth0", ""), (2, "exec ptpd -s -i eth0 -V", None)]
     marks = (1795600000.0, 1795600020.0, 1795600040.0)
     commands += [(3 + i, "date +%s.%N", f"{t:.6f}\n") for i, t in enumerate(marks)]
     lines = []
     for i in range(-8, 48 * 4):
         when = marks[0] + i / 4
-        offset = 1.5 if i == step_at else (0.00001 if when < marks[1] else 0.001)
+        offset = 1.5 if i == step_at else (idle_s if when < marks[1] else bulk_s)
         stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         lines.append(f"{stamp}, slv, 1, 0.000050, {offset:.9f}, 0, 0")
     for seq, command, out in commands:
@@ -105,6 +104,9 @@ def test_the_ptpd_timeline_comes_from_the_slaves_own_output_and_clock(tmp_path):
     assert len(samples) == 200 and samples[0].t == marks[0] - 2
     with pytest.raises(AnalysisError, match="no PTPd slave output on h2"):
         ptpd_timeline(tmp_path / "ptpd-tdf10", slave="h2")
+    (tmp_path / "ptpd-tdf10" / "nodes" / "h1" / "5.json").unlink()
+    with pytest.raises(AnalysisError, match=r"2 `date` marks on h1, want 3"):
+        ptpd_timeline(tmp_path / "ptpd-tdf10")
 
 
 def test_the_plots_are_drawn_from_the_bundles(tmp_path):
