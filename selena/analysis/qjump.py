@@ -19,7 +19,7 @@ import logging
 import re
 import statistics
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -184,8 +184,8 @@ def plot(root: Path, out_dir: Path) -> list[Path]:
     fig, ax = figure()
     pings = {"idle": ("ping", "ping_idle_rtt_us"), "iperf": ("ping", "ping_bulk_rtt_us"),
              "iperf + priority queue": ("ping-prio", "ping_bulk_rtt_us")}
-    _cdf_lines(ax, {label: ecdf(_metric(root / run, metric))
-                    for label, (run, metric) in pings.items()}, steps="post")
+    for label, (run, metric) in pings.items():
+        _cdf_line(ax, label, ecdf(_metric(root / run, metric)), steps=True)
     ax.set_xscale("log")
     ax.set_xlabel("ping round trip (us, virtual, log scale)")
     ax.set_ylabel("CDF")
@@ -193,13 +193,13 @@ def plot(root: Path, out_dir: Path) -> list[Path]:
     paths.append(save(fig, ax, "qjump_ping_cdf.png"))
 
     fig, ax = figure()
-    curves = {}
-    for run, label in MEMCACHED_RUNS:
+    # A colour per run, solid idle and dashed beside iperf.
+    for colour, (run, label) in enumerate(MEMCACHED_RUNS):
         if (root / run).is_dir():
-            for phase, network in PHASES:
-                curves[f"{label}, {network}"] = log2_cdf(
-                    _metric(root / run, f"memcached_{phase}_log2_hist"))
-    _cdf_lines(ax, curves, steps=None)
+            for (phase, network), style in zip(PHASES, ("-", "--"), strict=True):
+                _cdf_line(ax, f"{label}, {network}",
+                          log2_cdf(_metric(root / run, f"memcached_{phase}_log2_hist")),
+                          steps=False, color=f"C{colour}", linestyle=style)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("memcached request latency (us, virtual; memaslap's power-of-two buckets)")
     ax.set_ylabel("CDF")
@@ -221,16 +221,15 @@ def plot(root: Path, out_dir: Path) -> list[Path]:
     return paths
 
 
-def _cdf_lines(ax: Any, curves: Mapping[str, list[tuple[float, float]]],
-               steps: str | None) -> None:
-    for label, points in curves.items():
-        if not points:
-            raise AnalysisError(f"{label}: no samples to plot")
-        xs, ys = [x for x, _ in points], [y for _, y in points]
-        if steps:
-            ax.step([xs[0], *xs], [0.0, *ys], where=steps, label=label)
-        else:
-            ax.plot(xs, ys, marker="o", markersize=3, label=label)
+def _cdf_line(ax: Any, label: str, points: list[tuple[float, float]], steps: bool,
+              **style: Any) -> None:
+    if not points:
+        raise AnalysisError(f"{label}: no samples to plot")
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    if steps:
+        ax.step([xs[0], *xs], [0.0, *ys], where="post", label=label, **style)
+    else:
+        ax.plot(xs, ys, marker="o", markersize=3, label=label, **style)
     ax.set_ylim(0, 1.02)
 
 

@@ -124,7 +124,13 @@ def test_the_plots_are_drawn_from_the_bundles(tmp_path):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
     # A run missing its samples is named, not drawn empty.
     _bundle(tmp_path, "memcached-real", {"memcached_idle_log2_hist": [0, 0]})
-    with pytest.raises(AnalysisError, match="memcached-real/metrics.json: no metric"):
+    with pytest.raises(AnalysisError, match="cpu_time=real, idle: no samples to plot"):
+        plot(tmp_path, tmp_path / "plots")
+    _bundle(tmp_path, "memcached-c8", {"memcached_idle_log2_hist": [0, 1]})
+    (tmp_path / "memcached-real" / "metrics.json").unlink()
+    (tmp_path / "memcached-real").rmdir()
+    with pytest.raises(AnalysisError, match="memcached-c8/metrics.json: no metric "
+                                            "memcached_bulk_log2_hist"):
         plot(tmp_path, tmp_path / "plots")
 
 
