@@ -64,7 +64,7 @@ MISTAKES = [
     # (file body, extra argv, exit status, what stderr must say)
     ("newNode(0, 'H1', NodeType.LINUX_HSOT, [])\n", [], 1,
      "mine.py:1: NodeType has no member LINUX_HSOT (members: LINUX_HOST, LINUX_OVS, "
-     "OF_CONTROLLER); did you mean NodeType.LINUX_HOST?"),
+     "OF_CONTROLLER, DEBIAN_HOST); did you mean NodeType.LINUX_HOST?"),
     (HOSTS + "topolgy.add_link(a, b)\n", [], 1,
      "mine.py:5: NameError: name 'topolgy' is not defined; did you mean 'topology'?"),
     (HOSTS + "topology.add_link(a, b, delay='5mss')\n", [], 1,
