@@ -7,7 +7,8 @@ TDF 10), with priority queueing (Figure 14) and with CPU time scaling
     selena lab build --scenario scenarios/qjump_memcached.py
     selena lab run -- selena run scenarios/qjump_memcached.py --out build/results/qjmc
     ... --param prio=1      requests and replies in precedence 4 (QJump level 4)
-    ... --param cpu=real    every host capped to 100/TDF % of a CPU (cpu_time="real")
+    ... --param cpu=real    every host capped to 100/TDF % of a CPU (cpu_time="real";
+                            the switch guest is not)
     ... --param concurrency=8   fewer requests in flight than the paper's 128
 
 The paper's workload: memaslap (`memcaslap` in Debian) on H3 against
@@ -17,10 +18,10 @@ H11's link is bulk iperf3 from H8 to H11 here. Scaled to the lab, and
 stated: three of the paper's twelve hosts on one Open vSwitch guest, one
 vCPU each (as SELENA's VMs); links of 100 Mbit/s (the paper's 10 Gbit/s
 divided by 100) with 0.02 ms of delay and 100-packet queues; each
-concurrency's key window is 1k keys rather than memaslap's 10k (its
-smallest), so the client fits its 160 MB guest (memcached keeps Debian's
-64 MB cache: gets of evicted keys count as get_misses, recorded); runs of
-5 virtual seconds. With prio=1 each link direction queues by IP
+concurrency's key window is 1k keys (the smallest memaslap takes) rather
+than its default 10k, so the client fits its 160 MB guest (memcached keeps
+Debian's 64 MB cache: gets of evicted keys count as get_misses, recorded);
+runs of 5 virtual seconds. With prio=1 each link direction queues by IP
 precedence in strict-priority bands (selena/shaping/prio.py, standing in
 for the QJump module), and nftables in the client and the server marks
 memcached's packets with precedence 4 (DSCP CS4) as QJump's level 4 does.
