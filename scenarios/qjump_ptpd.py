@@ -4,6 +4,7 @@ traffic shares the slave's link (the paper's Table I).
 
     selena lab build
     selena lab run -- selena run scenarios/qjump_ptpd.py --tdf 10 --out build/results/qjump-ptpd-10
+    ... --tdf 50 --param settle_s=15 --param idle_s=10 --param bulk_s=10   (shorter windows)
 
 Scaled to the lab, and stated: three of the paper's twelve hosts (H1 the
 PTP slave, H8 the master, as in the paper, and H12 the source of the bulk
@@ -20,15 +21,38 @@ from selena.analysis.ptpd import offsets, window_maxima
 from selena.model import Topology
 
 # Virtual seconds: PTPd's first convergence (left out, as the paper left
-# out its synchronisation period), then idle, then with bulk traffic.
-SETTLE_S, IDLE_S, BULK_S = 10.0, 20.0, 20.0
+# out its synchronisation period), then idle, then with bulk traffic
+# (--param settle_s=, idle_s=, bulk_s=: shorter windows for high TDFs).
+WINDOWS_S = {"settle_s": 10.0, "idle_s": 20.0, "bulk_s": 20.0}
 
-topology = Topology("qjptp", tdf=10)
-s1 = topology.add_switch("s1")
-hosts = {}
-for name, last in (("h1", 1), ("h8", 8), ("h12", 12)):
-    hosts[name] = topology.add_host(name, ip=f"10.0.8.{last}/24", template="qjump-host")
-    topology.add_link(hosts[name], s1, rate="100Mbit", delay="0.02ms")
+
+def windows(params) -> tuple[float, float, float]:
+    """(settle, idle, bulk) virtual seconds from the run's params."""
+    chosen = []
+    for name, default in WINDOWS_S.items():
+        value = params.get(name, default)
+        try:
+            seconds = float(str(value))
+        except ValueError:
+            raise ValueError(f"{name}={value!r}: want seconds") from None
+        if not 1.0 <= seconds <= 600.0:
+            raise ValueError(f"{name}={value!r}: want 1 to 600 virtual seconds")
+        chosen.append(seconds)
+    return chosen[0], chosen[1], chosen[2]
+
+
+def build(**params):
+    windows(params)                     # refused before anything is created
+    unknown = set(params) - set(WINDOWS_S)
+    if unknown:
+        raise ValueError(f"unknown --param {', '.join(sorted(unknown))} (have "
+                         f"{', '.join(WINDOWS_S)})")
+    topology = Topology("qjptp", tdf=10)
+    s1 = topology.add_switch("s1")
+    for name, last in (("h1", 1), ("h8", 8), ("h12", 12)):
+        host = topology.add_host(name, ip=f"10.0.8.{last}/24", template="qjump-host")
+        topology.add_link(host, s1, rate="100Mbit", delay="0.02ms")
+    return topology
 
 
 def _clock(exp, node):
@@ -37,14 +61,15 @@ def _clock(exp, node):
 
 
 def run(exp):
+    settle_s, idle_s, bulk_s = windows(exp.params)
     master = exp.start("h8", "exec ptpd -M -i eth0 -C --ptpengine:log_sync_interval=-2")
     slave = exp.start("h1", "exec ptpd -s -i eth0 -V")
     exp.start("h1", "exec iperf3 -s -1")
-    exp.sleep(SETTLE_S)
+    exp.sleep(settle_s)
     idle_from = _clock(exp, "h1")
-    exp.sleep(IDLE_S)
+    exp.sleep(idle_s)
     bulk_from = _clock(exp, "h1")
-    exp.cmd("h12", f"iperf3 -c 10.0.8.1 -t {BULK_S:g}", check=True)
+    exp.cmd("h12", f"iperf3 -c 10.0.8.1 -t {bulk_s:g}", check=True)
     bulk_to = _clock(exp, "h1")
     exp.kill(slave)
     exp.kill(master)
