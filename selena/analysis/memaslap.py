@@ -21,6 +21,7 @@ of two), so its histogram gives the CDF at the powers of two.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from selena.errors import AnalysisError
@@ -46,14 +47,21 @@ class LatencyStats:
     def cdf(self) -> list[tuple[float, float]]:
         """(latency bound in us, fraction of requests at or below it) at each
         power of two from the first non-empty bucket to the last."""
-        total = sum(self.log2_counts.values())
-        if not total:
-            return []
-        points, seen = [], 0
-        for exponent in range(min(self.log2_counts), max(self.log2_counts) + 1):
-            seen += self.log2_counts.get(exponent, 0)
-            points.append((float(2 ** exponent), seen / total))
-        return points
+        return log2_cdf(self.log2_counts)
+
+
+def log2_cdf(counts: Mapping[int, float]) -> list[tuple[float, float]]:
+    """The CDF of a power-of-two histogram ({k: requests in (2^(k-1), 2^k] us})
+    at each power of two from the first non-empty bucket to the last."""
+    total = sum(counts.values())
+    if not total:
+        return []
+    first = min(k for k, c in counts.items() if c)
+    points, seen = [], 0.0
+    for exponent in range(first, max(counts) + 1):
+        seen += counts.get(exponent, 0)
+        points.append((float(2 ** exponent), seen / total))
+    return points
 
 
 @dataclass

@@ -19,11 +19,11 @@ import logging
 import re
 import statistics
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from selena.analysis.fct import ecdf
+from selena.analysis.memaslap import log2_cdf
 from selena.analysis.ptpd import OffsetSample, offsets, window_maxima
 from selena.errors import AnalysisError
 
@@ -121,20 +121,6 @@ def memcached_rows(root: Path) -> list[str]:
     return rows
 
 
-def log2_cdf(counts: Sequence[float]) -> list[tuple[float, float]]:
-    """(bound in us, fraction at or below it) from memaslap's histogram as the
-    scenario records it (sample k: requests in (2^(k-1), 2^k] us)."""
-    total = sum(counts)
-    if not total:
-        return []
-    first = next(k for k, c in enumerate(counts) if c)
-    points, seen = [], 0.0
-    for exponent in range(first, len(counts)):
-        seen += counts[exponent]
-        points.append((float(2 ** exponent), seen / total))
-    return points
-
-
 def ptpd_timeline(bundle: Path, slave: str = "h1") -> tuple[list[OffsetSample], list[float]]:
     """The slave's offset samples from its PTPd output in the bundle, and the
     scenario's window marks (the slave's clock read by its `date` commands:
@@ -198,7 +184,8 @@ def plot(root: Path, out_dir: Path) -> list[Path]:
         if (root / run).is_dir():
             for (phase, network), style in zip(PHASES, ("-", "--"), strict=True):
                 _cdf_line(ax, f"{label}, {network}",
-                          log2_cdf(_metric(root / run, f"memcached_{phase}_log2_hist")),
+                          log2_cdf(dict(enumerate(
+                              _metric(root / run, f"memcached_{phase}_log2_hist")))),
                           steps=False, color=f"C{colour}", linestyle=style)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("memcached request latency (us, virtual; memaslap's power-of-two buckets)")

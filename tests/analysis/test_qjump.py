@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from selena.analysis.memaslap import log2_cdf
 from selena.analysis.qjump import (
-    log2_cdf,
     main,
     memcached_rows,
     ping_rows,
@@ -72,11 +72,11 @@ def test_memcached_runs_sit_beside_table_ii_and_the_paper_setting_is_required(tm
         "| 158.08 |"]
 
 
-def test_the_log2_histogram_becomes_a_cdf_at_powers_of_two():
-    # Sample k counts requests in (2^(k-1), 2^k] us.
-    assert log2_cdf([0, 0, 1, 3, 0, 4]) == [(4.0, 0.125), (8.0, 0.5), (16.0, 0.5),
-                                            (32.0, 1.0)]
-    assert log2_cdf([0, 0]) == []
+def test_the_recorded_log2_histogram_becomes_a_cdf_at_powers_of_two():
+    # Sample k of the recorded metric counts requests in (2^(k-1), 2^k] us.
+    assert log2_cdf(dict(enumerate([0, 0, 1, 3, 0, 4]))) == [
+        (4.0, 0.125), (8.0, 0.5), (16.0, 0.5), (32.0, 1.0)]
+    assert log2_cdf(dict(enumerate([0, 0]))) == []
 
 
 def _ptpd_bundle(root, tdf, idle_s=0.00001, bulk_s=0.001, step_at=None):
