@@ -68,6 +68,16 @@ static struct cmd cmds[MAX_CMDS];
 #define SESSION_GROUPS 1024
 static pid_t session_groups[SESSION_GROUPS];
 static unsigned int session_group_count;
+/*
+ * Ids of commands this session has answered (a final or failed state written)
+ * whose removal by Dom0 has not been seen yet. Past its start, the only event
+ * on exactly cmd/<id> is that removal, so it costs no Xenstore read, and the
+ * id leaves the set (Dom0 may use it again). A ring; an id that fell out of
+ * it is still handled correctly, by reading its spec.
+ */
+#define ANSWERED_IDS 128
+static char answered[ANSWERED_IDS][CMD_ID_MAX + 1];
+static unsigned int answered_count;
 static char home[64];      /* /local/domain/<id>/selena */
 static sigset_t sigchld_set;
 
@@ -124,10 +134,30 @@ static void set_state(const char *id, const char *fmt, ...)
     put(suffix, value);
 }
 
+static void remember_answered(const char *id)
+{
+    snprintf(answered[answered_count++ % ANSWERED_IDS], CMD_ID_MAX + 1, "%s", id);
+}
+
+/* Was this id answered? Then this event is its removal: forget it. */
+static int take_answered(const char *id)
+{
+    unsigned int i;
+
+    for ( i = 0; i < ANSWERED_IDS && i < answered_count; i++ )
+        if ( strcmp(answered[i], id) == 0 )
+        {
+            answered[i][0] = '\0';
+            return 1;
+        }
+    return 0;
+}
+
 static void report_failed(const char *id, const char *reason, const char *detail)
 {
     char esc[512];
 
+    remember_answered(id);
     set_state(id, "failed reason=%s detail=%s", reason,
               escape(detail, esc, sizeof(esc)));
 }
@@ -387,8 +417,12 @@ static void handle_event(const char *path)
     c = find_cmd(id);
     if ( !slash )
     {
-        /* A new command (or one Dom0 just removed: its spec is gone then). */
-        if ( !c && valid_cmd_id(id) && !known(id) )
+        /*
+         * A new command, or Dom0 removing one. No state read first (known()
+         * is for rescans): each read is a Xenstore round trip on the way to
+         * the command's start, and a removed spec reads as ENOENT.
+         */
+        if ( !c && valid_cmd_id(id) && !take_answered(id) )
             start_command(id);
         return;
     }
@@ -480,6 +514,7 @@ static void finish_if_done(struct cmd *c)
                   (unsigned long long)c->start_rt,
                   (unsigned long long)c->end_rt, dur, c->out[0].seq,
                   c->out[1].seq, lost);
+    remember_answered(c->id);
     c->used = 0;
 }
 
@@ -753,6 +788,7 @@ static void forget_previous_experiment(void)
     }
     kill_leftovers();
     reap();
+    answered_count = 0;
 }
 
 /* ---- main loop ---- */

@@ -35,6 +35,8 @@ class FakeXenstored:
         self.watches: list[tuple[Conn, str, str, bool]] = []   # conn, abs path, token, relative
         self.servers: list[socket.socket] = []
         self.requests = 0
+        # Every request in order: (domid, wire type, absolute path).
+        self.log: list[tuple[int, int, str]] = []
         # Fault injection: (domid, path) -> an errno word to refuse that write
         # with (e.g. "EQUOTA", as oxenstored answers past a domain's quota).
         self.refuse_write: Callable[[int, str], str | None] | None = None
@@ -163,6 +165,9 @@ class Conn(threading.Thread):
                 payload = self.recv(length) if length else b""
                 with self.xs.lock:
                     self.xs.requests += 1
+                    self.xs.log.append((self.domid, xs_type,
+                                        self.absolute(payload.split(b"\0")[0].decode(
+                                            errors="replace"))))
                     reply_type, reply = self.handle(xs_type, payload)
                 self.send(reply_type, req_id, reply)
                 if xs_type == XS_WATCH and reply_type != XS_ERROR:
