@@ -42,12 +42,28 @@ STREAMS = ("stdout", "stderr")
 DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
 
 
+def _last_chunks(changed: set[str]) -> tuple[int, int]:
+    """The highest chunk number of each stream among changed paths
+    (`stdout/<n>`, `stderr/<n>`), -1 where none."""
+    last = [-1, -1]
+    for rest in changed:
+        stream, _, index = rest.partition("/")
+        if stream in STREAMS and index.isdigit():
+            i = STREAMS.index(stream)
+            last[i] = max(last[i], int(index))
+    return last[0], last[1]
+
+
 def _is_new_chunk(handle: CommandHandle, rest: str) -> bool:
     stream, _, index = rest.partition("/")
     if stream not in STREAMS or not index.isdigit():
         return False
     return int(index) >= handle._next[STREAMS.index(stream)]
 
+
+# Chunks of one stream read in one pass: the agent keeps at most 16
+# unacknowledged (PROTOCOL.md), so only a hostile guest claims more.
+CHUNK_BATCH = 32
 
 # Distinct changed paths remembered per guest between two pump passes; past
 # it they collapse into "re-read everything", so a guest creating and deleting
@@ -336,8 +352,11 @@ class Controller:
             # A chunk event for a chunk already consumed is our own removal.
             new_chunks = everything or "" in what or any(
                 _is_new_chunk(handle, rest) for rest in what)
+            # The last chunk each stream's events announced; None: not known
+            # (a directory event, or the change set collapsed).
+            last_seen = None if everything or "" in what else _last_chunks(what)
             try:
-                self._collect_one(guest, handle, read_state, new_chunks)
+                self._collect_one(guest, handle, read_state, new_chunks, last_seen)
             except ProtocolMismatch as exc:
                 # What a guest writes into its own keys can fail only its own
                 # command, never the pump that serves every guest.
@@ -349,7 +368,8 @@ class Controller:
                 raise
 
     def _collect_one(self, guest: _Guest, handle: CommandHandle, read_state: bool = True,
-                     read_chunks: bool = True) -> None:
+                     read_chunks: bool = True,
+                     last_seen: tuple[int, int] | None = None) -> None:
         out = f"{guest.base}/out/{handle.id}"
         if read_state or handle._state is None:
             raw = self.xs.read_or_none(f"{out}/state")
@@ -357,26 +377,36 @@ class Controller:
                 return                          # queued: the agent has not seen it yet
             handle._state = parse_state(raw.decode(errors="replace"))
         state = handle._state
-        if state.final:
-            read_chunks = True                  # the counts say what is still to come
-        moved = False
         # Once final, the counts say what is left: no read for a chunk that was
         # never written and no removal of one the final cleanup removes anyway
         # (each is a Xenstore round trip on the command's path to its result).
         counted = state.final and state.state != "failed"
-        written = (state.stdout_chunks, state.stderr_chunks)
-        for i, stream in enumerate(STREAMS):
-            while read_chunks and not (counted and handle._next[i] >= written[i]):
-                chunk_path = f"{out}/{stream}/{handle._next[i]}"
-                data = self.xs.read_or_none(chunk_path)
-                if data is None:
-                    break
-                self._keep(guest, handle, i, data)
-                if not state.final:
-                    self.xs.rm(chunk_path)
-                handle._next[i] += 1
-                moved = True
-        if moved and not state.final:
+        if counted:
+            last = (state.stdout_chunks - 1, state.stderr_chunks - 1)
+        elif read_chunks or state.final:
+            last = last_seen if last_seen is not None else self._last_written(out)
+        else:
+            last = (-1, -1)
+        # Every chunk read in one pipelined batch, and the consumed ones removed
+        # in another: a guest flooding output costs the pump a few round trips
+        # per pass, not two per chunk, so it delays other guests little.
+        first = list(handle._next)
+        wanted = [(i, n) for i in range(len(STREAMS))
+                  for n in range(first[i], min(last[i], first[i] + CHUNK_BATCH - 1) + 1)]
+        datas = self.xs.read_many([f"{out}/{STREAMS[i]}/{n}" for i, n in wanted])
+        consumed = []
+        for (i, n), data in zip(wanted, datas, strict=True):
+            if data is None or n != handle._next[i]:
+                continue                        # each stream stops at its first gap
+            self._keep(guest, handle, i, data)
+            consumed.append(f"{out}/{STREAMS[i]}/{n}")
+            handle._next[i] += 1
+        if any(last[i] >= handle._next[i] == first[i] + CHUNK_BATCH
+               for i in range(len(STREAMS))):
+            with self._cond:                    # a whole batch read: the rest next pass
+                _note_change(guest, None)
+        if consumed and not state.final:
+            self.xs.rm_many(consumed)
             self.xs.write(f"{guest.base}/cmd/{handle.id}/ack",
                           f"{handle._next[0]} {handle._next[1]}")
         if not state.final:
@@ -388,6 +418,19 @@ class Controller:
                                    f"{state.stdout_chunks}/{state.stderr_chunks} chunks, "
                                    f"found {handle._next[0]}/{handle._next[1]}")
         self._finish(guest, handle, state)
+
+    def _last_written(self, out: str) -> tuple[int, int]:
+        """The highest chunk number present in each stream, from its directory."""
+        last = []
+        for stream in STREAMS:
+            try:
+                names = self.xs.directory(f"{out}/{stream}")
+            except XenstoreError as exc:
+                if exc.code != "ENOENT":
+                    raise
+                names = []
+            last.append(max((int(n) for n in names if n.isdigit()), default=-1))
+        return last[0], last[1]
 
     def _keep(self, guest: _Guest, handle: CommandHandle, stream: int, data: bytes) -> None:
         kept = handle._out[stream]
@@ -413,8 +456,7 @@ class Controller:
         # The waiter has its result before the keys are removed: removal is
         # housekeeping, not part of the command's round trip.
         self._complete(guest, handle, result)
-        self.xs.rm(f"{guest.base}/cmd/{handle.id}")
-        self.xs.rm(f"{guest.base}/out/{handle.id}")
+        self.xs.rm_many([f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}"])
 
     def _fail(self, guest: _Guest, handle: CommandHandle, why: str) -> None:
         log.warning("guest %s: command %s failed: %s", guest.name, handle.id, why)

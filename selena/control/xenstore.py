@@ -13,7 +13,7 @@ import os
 import socket
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from selena.errors import ControlError, XenstoreError
@@ -149,33 +149,73 @@ class XenstoreConnection:
 
     # -- wire ----------------------------------------------------------------------
 
+    def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
+        """Read several keys with all requests in flight at once (one round
+        trip's wait rather than one per key); a missing key reads as None."""
+        replies = self._pipeline([(XS_READ, "read", path, _z(path)) for path in paths],
+                                 tolerate="ENOENT")
+        return [None if isinstance(reply, XenstoreError) else reply for reply in replies]
+
+    def rm_many(self, paths: Sequence[str]) -> None:
+        """rm() of several nodes, all requests in flight at once."""
+        self._pipeline([(XS_RM, "rm", path, _z(path)) for path in paths], tolerate="ENOENT")
+
     def _request(self, xs_type: int, op: str, path: str, payload: bytes) -> bytes:
-        if len(payload) > PAYLOAD_MAX:
-            raise XenstoreError("E2BIG", op, path)
+        reply = self._pipeline([(xs_type, op, path, payload)])[0]
+        assert isinstance(reply, bytes)
+        return reply
+
+    def _pipeline(self, requests: Sequence[tuple[int, str, str, bytes]],
+                  tolerate: str | None = None) -> list[bytes | XenstoreError]:
+        """Send every request, then wait for every reply. xenstored answers a
+        connection's requests in order; an error with code `tolerate` is
+        returned in its place, any other is raised once all replies are in
+        (so no reply is left to arrive for a request nobody waits on)."""
         if threading.current_thread() is self._reader:
             raise ControlError("a Xenstore request from a watch callback would deadlock")
-        pending = _Pending()
-        with self._lock:
-            if self._error:
-                raise ControlError(f"xenstore connection lost: {self._error}")
-            req_id = self._next_id
-            self._next_id = (self._next_id % 0xFFFFFFF0) + 1
-            self._pending[req_id] = pending
+        for _type, op, path, payload in requests:
+            if len(payload) > PAYLOAD_MAX:
+                raise XenstoreError("E2BIG", op, path)
+        sent: list[tuple[int, _Pending, str, str]] = []
         try:
-            with self._send_lock:
-                self._sock.sendall(HEADER.pack(xs_type, req_id, 0, len(payload)) + payload)
-            if not pending.done.wait(self.timeout):
-                raise ControlError(f"xenstore {op} {path}: no reply within {self.timeout:g} s")
-        except OSError as exc:
-            raise ControlError(f"xenstore {op} {path}: {exc}") from None
+            for xs_type, op, path, payload in requests:
+                pending = _Pending()
+                with self._lock:
+                    if self._error:
+                        raise ControlError(f"xenstore connection lost: {self._error}")
+                    req_id = self._next_id
+                    self._next_id = (self._next_id % 0xFFFFFFF0) + 1
+                    self._pending[req_id] = pending
+                sent.append((req_id, pending, op, path))
+                try:
+                    with self._send_lock:
+                        self._sock.sendall(HEADER.pack(xs_type, req_id, 0, len(payload))
+                                           + payload)
+                except OSError as exc:
+                    raise ControlError(f"xenstore {op} {path}: {exc}") from None
+            replies: list[bytes | XenstoreError] = []
+            failure: Exception | None = None
+            for _req_id, pending, op, path in sent:
+                if not pending.done.wait(self.timeout):
+                    raise ControlError(f"xenstore {op} {path}: no reply within "
+                                       f"{self.timeout:g} s")
+                if pending.type == -1:
+                    raise ControlError(f"xenstore {op} {path}: connection lost: {self._error}")
+                if pending.type == XS_ERROR:
+                    error = XenstoreError(pending.payload.rstrip(b"\0").decode(errors="replace"),
+                                          op, path)
+                    if error.code != tolerate and failure is None:
+                        failure = error
+                    replies.append(error)
+                else:
+                    replies.append(pending.payload)
+            if failure is not None:
+                raise failure
+            return replies
         finally:
             with self._lock:
-                self._pending.pop(req_id, None)
-        if pending.type == XS_ERROR:
-            raise XenstoreError(pending.payload.rstrip(b"\0").decode(errors="replace"), op, path)
-        if pending.type == -1:
-            raise ControlError(f"xenstore {op} {path}: connection lost: {self._error}")
-        return pending.payload
+                for req_id, *_ in sent:
+                    self._pending.pop(req_id, None)
 
     def _recv_exact(self, n: int) -> bytes:
         buf = bytearray()

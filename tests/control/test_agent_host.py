@@ -13,6 +13,7 @@ import pytest
 
 from selena.control.channel import (
     CHANGE_SET_LIMIT,
+    CHUNK_BATCH,
     Controller,
     _Guest,
     _note_change,
@@ -20,7 +21,7 @@ from selena.control.channel import (
 )
 from selena.control.keys import control_keys
 from selena.control.protocol import CommandSpec
-from selena.control.xenstore import XenstoreConnection
+from selena.control.xenstore import XS_READ, XS_WRITE, XenstoreConnection
 from selena.errors import ControlError, ProtocolMismatch
 
 GUESTS = {"h1": 5, "h2": 6}
@@ -433,3 +434,69 @@ def test_the_echo_responder_copies_each_ping_to_pong(xenstored, agent_binary):
         echo.kill()
         echo.wait()
         dom0.close()
+
+
+def test_the_agent_reads_only_the_spec_of_a_command(channel):
+    """Each guest request is a Xenstore round trip, and under emulation a
+    guest's round trip costs several milliseconds: a command's start waits
+    for one read (its spec), and Dom0 removing a finished command costs the
+    guest nothing."""
+    ctl, _dom0, xenstored, _ = channel
+    domid = GUESTS["h1"]
+    with xenstored.lock:
+        xenstored.log.clear()
+    first = ctl.submit("h1", CommandSpec(argv=("true",)))
+    assert ctl.wait(first, timeout=20).ok
+    # The agent handles events in order: once the second command is done, the
+    # removal of the first has been seen.
+    assert run(ctl, "h1", argv=("true",)).ok
+    with xenstored.lock:
+        guest = [(kind, path) for who, kind, path in xenstored.log
+                 if who == domid and f"/{first.id}" in path]
+    base = base_path(domid)
+    assert guest == [(XS_READ, f"{base}/cmd/{first.id}"),        # the spec
+                     (XS_WRITE, f"{base}/out/{first.id}/state"),  # running
+                     (XS_WRITE, f"{base}/out/{first.id}/state")]  # exited
+
+
+def test_an_id_is_served_again_once_dom0_removed_its_keys(channel):
+    """The agent skips reading on the removal of a command it answered; the
+    same id written afterwards is a new command (bench-control's subprocess
+    baseline numbers its commands from 0 in every round)."""
+    _ctl, dom0, _xenstored, _ = channel
+    base = base_path(GUESTS["h1"])
+
+    def final_state() -> bytes:
+        deadline = time.monotonic() + 10
+        while True:
+            state = dom0.read_or_none(f"{base}/out/again/state") or b""
+            if state and not state.startswith(b"running"):
+                return state
+            assert time.monotonic() < deadline, "the command never ended"
+            time.sleep(0.01)
+
+    for code in (3, 4):
+        dom0.write(f"{base}/cmd/again", CommandSpec(argv=("sh", "-c", f"exit {code}")).encode())
+        assert final_state().startswith(f"exited code={code} ".encode())
+        dom0.rm(f"{base}/cmd/again")
+        dom0.rm(f"{base}/out/again")
+
+
+def test_a_guest_announcing_a_far_chunk_costs_dom0_one_bounded_batch(channel):
+    """Dom0 reads the chunks the events announce in one pipelined batch; a
+    guest announcing chunk 10^9 gets at most CHUNK_BATCH reads, not a loop
+    (or a list) up to its number, and its command still ends well."""
+    ctl, _dom0, xenstored, agent = channel
+    victim = ctl.submit("h1", CommandSpec(shell="sleep 1; echo done"))
+    time.sleep(0.3)
+    far = f"{base_path(5)}/out/{victim.id}/stdout/1000000000"
+    wrote = subprocess.run([str(agent), "--device", f"{xenstored.dir}/xs-dom5.sock", "xs",
+                            "write", far, "bogus"], capture_output=True, text=True, timeout=10)
+    assert wrote.returncode == 0, wrote.stdout + wrote.stderr
+    result = ctl.wait(victim, timeout=10)
+    assert result.ok and result.stdout == b"done\n", result
+    with xenstored.lock:
+        reads = [path for who, kind, path in xenstored.log
+                 if who == 0 and kind == XS_READ and f"/{victim.id}/stdout/" in path]
+    assert 0 < len(reads) <= 2 * CHUNK_BATCH, len(reads)
+    assert run(ctl, "h2", shell="echo still").stdout == b"still\n"
