@@ -15,12 +15,14 @@ Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from selena.control.channel import Controller, base_path
 from selena.control.protocol import CommandSpec, parse_state
@@ -59,8 +61,15 @@ def channel_round_trips(ctl: Controller, guests: list[str], total: int,
     return times
 
 
-def floor_round_trips(exp: Experiment, guest: str, count: int) -> list[float]:
-    """Xenstore write -> the guest's watch -> its write back, `count` times."""
+def floor_round_trips(exp: Experiment, guests: list[str], total: int) -> list[float]:
+    """Xenstore write -> the guest's watch -> its write back, `total` times,
+    spread over the guests, all of them at once: the floor under the same
+    load as the commands it is the floor of (measured alone, the emulated
+    machine's queueing with several guests would count as selena's)."""
+    return _spread(lambda guest, count: _floor_on(exp, guest, count), guests, total)
+
+
+def _floor_on(exp: Experiment, guest: str, count: int) -> list[float]:
     ctl = exp.controller
     assert ctl is not None
     base = f"{base_path(exp.domid(guest))}/out/bench-floor"
@@ -182,23 +191,45 @@ def main_in_dom0(commands: int, baseline_commands: int, guests: int) -> int:
         ratio = _pct(by[("subprocess", n)], .5) / _pct(by[("watch channel", n)], .5)
         print(f"  p50 ratio subprocess / watch channel with {n} guest(s): {ratio:.1f}x")
     print("  breakdown of the watch channel's round trip (ms): floor = Xenstore write, "
-          "guest watch, write back; guest = running `true`; selena = the rest")
+          "guest watch, write back, with as many guests at once; guest = running `true`; "
+          "selena = the rest; Dom0 CPU ms per command")
     print(f"  {'case':<26} {'floor p50':>9} {'p99':>6} {'guest p50':>9} {'p99':>6} "
-          f"{'selena p50':>10} {'p99':>6} {'total p50':>9} {'p99':>6}")
-    for case, floor, executions, totals in breakdown:
+          f"{'selena p50':>10} {'p99':>6} {'total p50':>9} {'p99':>6} "
+          f"{'cpu selena':>10} {'xenstored':>9}")
+    for case, floor, executions, totals, cpu in breakdown:
         base = statistics.median(floor)
         own = [t - base - e for t, e in zip(totals, executions, strict=False)]
         print(f"  {case:<26} {_pct(floor, .5):>9.1f} {_pct(floor, .99):>6.1f} "
               f"{_pct(executions, .5):>9.1f} {_pct(executions, .99):>6.1f} "
               f"{_pct(own, .5):>10.1f} {_pct(own, .99):>6.1f} "
-              f"{_pct(totals, .5):>9.1f} {_pct(totals, .99):>6.1f}")
+              f"{_pct(totals, .5):>9.1f} {_pct(totals, .99):>6.1f} "
+              f"{cpu[0] * 1000:>10.1f} {cpu[1] * 1000:>9.1f}")
     return 0
 
 
-def _breakdown(exp: Experiment, guests: list[str],
-               commands: int) -> list[tuple[str, list[float], list[float], list[float]]]:
-    """Floor, guest execution and total per case: 1 guest, all but one, and all
-    but one beside the last one flooding output."""
+def _dom0_cpu_seconds() -> tuple[float, float]:
+    """CPU time used so far by this process (the controller's threads and the
+    callers') and by xenstored, in seconds."""
+    def used(pid: str) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    xenstored = [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()
+                 and _comm(entry) in ("oxenstored", "xenstored")]
+    return used("self"), sum(used(pid) for pid in xenstored)
+
+
+def _comm(proc: Path) -> str:
+    try:
+        return (proc / "comm").read_text().strip()
+    except OSError:
+        return ""               # exited meanwhile
+
+
+def _breakdown(exp: Experiment, guests: list[str], commands: int
+               ) -> list[tuple[str, list[float], list[float], list[float], list[float]]]:
+    """Floor, guest execution, total and Dom0 CPU seconds per command (selena's
+    process, xenstored) per case: 1 guest, all but one, and all but one
+    beside the last one flooding output."""
     ctl = exp.controller
     assert ctl is not None
     rows = []
@@ -206,14 +237,17 @@ def _breakdown(exp: Experiment, guests: list[str],
     for case, names, flood in (("1 guest", guests[:1], False),
                                (f"{len(serving)} guests", serving, False),
                                (f"{len(serving)} guests + 1 flooding", serving, True)):
-        floor = floor_round_trips(exp, names[0], min(commands, 500))
         flooding = exp.start(flooder, "yes") if flood else None
+        floor = floor_round_trips(exp, names, min(commands, 500))
         executions: list[float] = []
+        cpu_before = _dom0_cpu_seconds()
         totals = channel_round_trips(ctl, names, commands, executions)
+        cpu = [(after - before) / len(totals)
+               for before, after in zip(cpu_before, _dom0_cpu_seconds(), strict=True)]
         if flooding is not None:
             exp.kill(flooding)
             exp.wait(flooding)
-        rows.append((case, floor, executions, totals))
+        rows.append((case, floor, executions, totals, cpu))
     return rows
 
 
