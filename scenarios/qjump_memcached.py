@@ -37,6 +37,7 @@ import re
 
 from selena.analysis.memaslap import parse
 from selena.model import Topology
+from selena.units import param_number
 
 TDF = 10
 RUN_S = 5
@@ -46,13 +47,8 @@ CONCURRENCY = 128
 
 def concurrency_of(value) -> int:
     """memaslap's -c from --param concurrency (at least its 2 threads)."""
-    try:
-        concurrency = int(str(value))
-    except ValueError:
-        raise ValueError(f"concurrency={value!r}: want a whole number") from None
-    if not 2 <= concurrency <= 1024:
-        raise ValueError(f"concurrency={value!r}: want 2 (memaslap's threads) to 1024")
-    return concurrency
+    return int(param_number("concurrency", value, 2, 1024, whole=True,
+                            unit="requests in flight (memaslap runs 2 threads)"))
 
 
 def memaslap(concurrency: int) -> str:

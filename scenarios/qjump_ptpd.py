@@ -19,6 +19,7 @@ the timeline as `ptpd_offset_us`).
 
 from selena.analysis.ptpd import offsets, window_maxima
 from selena.model import Topology
+from selena.units import param_number
 
 # Virtual seconds: PTPd's first convergence (left out, as the paper left
 # out its synchronisation period), then idle, then with bulk traffic
@@ -28,16 +29,8 @@ WINDOWS_S = {"settle_s": 10.0, "idle_s": 20.0, "bulk_s": 20.0}
 
 def windows(params) -> tuple[float, float, float]:
     """(settle, idle, bulk) virtual seconds from the run's params."""
-    chosen = []
-    for name, default in WINDOWS_S.items():
-        value = params.get(name, default)
-        try:
-            seconds = float(str(value))
-        except ValueError:
-            raise ValueError(f"{name}={value!r}: want seconds") from None
-        if not 1.0 <= seconds <= 600.0:
-            raise ValueError(f"{name}={value!r}: want 1 to 600 virtual seconds")
-        chosen.append(seconds)
+    chosen = [param_number(name, params.get(name, default), 1, 600, unit="virtual seconds")
+              for name, default in WINDOWS_S.items()]
     return chosen[0], chosen[1], chosen[2]
 
 

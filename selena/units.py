@@ -111,6 +111,21 @@ def tdf(value: str | float | int) -> float:
     return float(number)
 
 
+def param_number(name: str, value: object, low: float, high: float, *,
+                 whole: bool = False, unit: str = "") -> float:
+    """A scenario's `--param NAME=VALUE` as a number from `low` to `high`
+    (an int when `whole`); the error names the parameter and the range."""
+    of = f" {unit}" if unit else ""
+    try:
+        number = int(str(value)) if whole else float(str(value))
+    except ValueError:
+        raise UnitError(f"{name}={value!r}: want {'a whole number' if whole else 'a number'}"
+                        f"{' of' + of if unit else ''}") from None
+    if not low <= number <= high:       # NaN fails too
+        raise UnitError(f"{name}={value!r}: want {low:g} to {high:g}{of}")
+    return number
+
+
 def tdf_thousandths(value: float) -> int:
     """The TDF as the hypervisor holds it (1000 = real time)."""
     return int((Decimal(repr(float(value))) * 1000).to_integral_value())

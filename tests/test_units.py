@@ -46,3 +46,15 @@ def test_bad_units_name_the_value(call, value, message):
 def test_plain_numbers_must_be_finite(fn, value):
     with pytest.raises(UnitError, match="is not a finite number"):
         fn(value)
+
+
+def test_scenario_params_are_numbers_in_range_named_in_errors():
+    assert units.param_number("idle_s", "10", 1, 600) == 10.0
+    assert units.param_number("concurrency", 8, 2, 1024, whole=True) == 8
+    for value, complaint in (("soon", "idle_s='soon': want a number of virtual seconds"),
+                             ("0.5", "idle_s='0.5': want 1 to 600 virtual seconds"),
+                             ("inf", "want 1 to 600"), ("nan", "want 1 to 600")):
+        with pytest.raises(UnitError, match=complaint):
+            units.param_number("idle_s", value, 1, 600, unit="virtual seconds")
+    with pytest.raises(UnitError, match="c='8.5': want a whole number$"):
+        units.param_number("c", "8.5", 2, 1024, whole=True)

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from scenario_module import load_scenario
 
+from selena.errors import UnitError
 from selena.metrics import make_metric
 
 qjmc = load_scenario("qjump_memcached")
@@ -37,10 +38,11 @@ def test_each_param_gives_its_topology(params, name, prio, cpu):
 
 @pytest.mark.parametrize("value, complaint", [
     ("many", "concurrency='many': want a whole number"),
-    ("1", "concurrency='1': want 2"),
+    ("1", "concurrency='1': want 2 to 1024 requests in flight"),
+    ("2.5", "concurrency='2.5': want a whole number"),
 ])
 def test_a_bad_concurrency_is_refused_before_anything_is_built(value, complaint):
-    with pytest.raises(ValueError, match=complaint):
+    with pytest.raises((ValueError, UnitError), match=complaint):
         qjmc.build(concurrency=value)
 
 

@@ -4,6 +4,8 @@
 import pytest
 from scenario_module import load_scenario
 
+from selena.errors import UnitError
+
 qjptp = load_scenario("qjump_ptpd")
 
 
@@ -15,10 +17,11 @@ def test_the_default_windows_and_shorter_ones_by_param():
 
 
 @pytest.mark.parametrize("params, complaint", [
-    ({"idle_s": "soon"}, "idle_s='soon': want seconds"),
-    ({"bulk_s": "0.5"}, "bulk_s='0.5': want 1 to 600"),
+    ({"idle_s": "soon"}, "idle_s='soon': want a number of virtual seconds"),
+    ({"bulk_s": "0.5"}, "bulk_s='0.5': want 1 to 600 virtual seconds"),
+    ({"settle_s": "nan"}, "settle_s='nan': want 1 to 600"),
     ({"idle": "10"}, "unknown --param idle"),
 ])
 def test_bad_windows_are_refused_naming_the_param(params, complaint):
-    with pytest.raises(ValueError, match=complaint):
+    with pytest.raises((ValueError, UnitError), match=complaint):
         qjptp.build(**params)
