@@ -56,6 +56,7 @@ struct cmd {
     struct stream out[2];
     uint64_t start_rt, start_mono, end_rt, end_mono, deadline_mono;
     const char *kill_reason;
+    int spec_removed;   /* Dom0 removed it while it ran: no removal to wait for */
 };
 
 static struct xs_conn xs;
@@ -422,7 +423,9 @@ static void handle_event(const char *path)
          * is for rescans): each read is a Xenstore round trip on the way to
          * the command's start, and a removed spec reads as ENOENT.
          */
-        if ( !c && valid_cmd_id(id) && !take_answered(id) )
+        if ( c )
+            c->spec_removed = 1;    /* it started on its creation event */
+        else if ( valid_cmd_id(id) && !take_answered(id) )
             start_command(id);
         return;
     }
@@ -514,7 +517,8 @@ static void finish_if_done(struct cmd *c)
                   (unsigned long long)c->start_rt,
                   (unsigned long long)c->end_rt, dur, c->out[0].seq,
                   c->out[1].seq, lost);
-    remember_answered(c->id);
+    if ( !c->spec_removed )
+        remember_answered(c->id);
     c->used = 0;
 }
 

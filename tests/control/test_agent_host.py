@@ -500,3 +500,25 @@ def test_a_guest_announcing_a_far_chunk_costs_dom0_one_bounded_batch(channel):
                  if who == 0 and kind == XS_READ and f"/{victim.id}/stdout/" in path]
     assert 0 < len(reads) <= 2 * CHUNK_BATCH, len(reads)
     assert run(ctl, "h2", shell="echo still").stdout == b"still\n"
+
+
+def test_an_id_removed_while_its_command_ran_is_served_again(channel):
+    """Dom0 removes a running command's keys (a failed controller does); once
+    the command has ended, the same id is a new command, not a removal."""
+    _ctl, dom0, _xenstored, _ = channel
+    base = base_path(GUESTS["h1"])
+
+    def state_of(cid: str, want: bytes) -> bytes:
+        deadline = time.monotonic() + 10
+        while not (state := dom0.read_or_none(f"{base}/out/{cid}/state") or b"").startswith(want):
+            assert time.monotonic() < deadline, f"{cid} never reached {want!r}: {state!r}"
+            time.sleep(0.01)
+        return state
+
+    dom0.write(f"{base}/cmd/early", CommandSpec(shell="sleep 0.5; exit 5").encode())
+    state_of("early", b"running")
+    dom0.rm(f"{base}/cmd/early")
+    assert state_of("early", b"exited").startswith(b"exited code=5 ")
+    dom0.rm(f"{base}/out/early")
+    dom0.write(f"{base}/cmd/early", CommandSpec(shell="exit 6").encode())
+    assert state_of("early", b"exited").startswith(b"exited code=6 ")
