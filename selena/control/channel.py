@@ -54,13 +54,6 @@ def _last_chunks(changed: set[str]) -> tuple[int, int]:
     return last[0], last[1]
 
 
-def _is_new_chunk(handle: CommandHandle, rest: str) -> bool:
-    stream, _, index = rest.partition("/")
-    if stream not in STREAMS or not index.isdigit():
-        return False
-    return int(index) >= handle._next[STREAMS.index(stream)]
-
-
 # Chunks of one stream read in one pass: the agent keeps at most 16
 # unacknowledged (PROTOCOL.md), so only a hostile guest claims more.
 CHUNK_BATCH = 32
@@ -349,12 +342,12 @@ class Controller:
             if not everything and not what:
                 continue
             read_state = everything or "" in what or "state" in what
-            # A chunk event for a chunk already consumed is our own removal.
-            new_chunks = everything or "" in what or any(
-                _is_new_chunk(handle, rest) for rest in what)
             # The last chunk each stream's events announced; None: not known
             # (a directory event, or the change set collapsed).
             last_seen = None if everything or "" in what else _last_chunks(what)
+            # A chunk event for a chunk already consumed is our own removal.
+            new_chunks = last_seen is None or any(
+                last_seen[i] >= handle._next[i] for i in range(len(STREAMS)))
             try:
                 self._collect_one(guest, handle, read_state, new_chunks, last_seen)
             except ProtocolMismatch as exc:
