@@ -155,11 +155,11 @@ class ControlError(SelenaError):
 class XenstoreError(ControlError):
     """Xenstore refused a request; `code` is its error name (ENOENT, EACCES...)."""
 
-    def __init__(self, code: str, op: str, path: str):
+    def __init__(self, code: str, op: str, path: str, detail: str = ""):
         self.code = code
         self.op = op
         self.path = path
-        super().__init__(f"xenstore {op} {path}: {code}")
+        super().__init__(f"xenstore {op} {path}: {code}" + (f" ({detail})" if detail else ""))
 
 
 class ProtocolMismatch(ControlError):
