@@ -15,7 +15,7 @@ from selena.backends.xl import XlBackend
 from selena.control.channel import CommandResult, Controller, base_path
 from selena.control.keys import control_keys
 from selena.control.protocol import CommandSpec
-from selena.control.xenstore import XS_WRITE, XenstoreConnection
+from selena.control.xenstore import XS_DIRECTORY, XS_WRITE, XenstoreConnection
 from selena.errors import ControlError, GuestSetupError, ProtocolMismatch, XenstoreError
 from selena.model import Topology
 from selena.plan import make_plan
@@ -97,8 +97,8 @@ def test_a_guest_filling_its_stdout_directory_breaks_no_other_guest_nor_teardown
         assert run(ctl, "h1", shell="echo again").stdout == b"again\n"
         with fake_xen.store.lock:
             listings = [path for who, kind, path in fake_xen.store.log
-                        if who == 0 and kind == 1 and "/selena/out" in path]
-        assert listings == [], listings         # XS_DIRECTORY of a guest's keys
+                        if who == 0 and kind == XS_DIRECTORY and "/selena/out" in path]
+        assert listings == [], listings
     finally:
         ctl.close()
     # The controller's connection was its own: closed with it, not the backend's.
