@@ -51,7 +51,8 @@ def _last_chunks(changed: set[str]) -> tuple[int, int]:
     last = [-1, -1]
     for rest in changed:
         stream, _, index = rest.partition("/")
-        if stream in STREAMS and index.isdigit():
+        # ASCII digits only: "²".isdigit() holds, and int() refuses it.
+        if stream in STREAMS and index.isascii() and index.isdigit():
             i = STREAMS.index(stream)
             last[i] = max(last[i], int(index))
     return last[0], last[1]

@@ -262,3 +262,12 @@ def test_a_summary_shows_the_guests_reason_and_detail_escaped():
                            reason="exec\x1b[8m", detail="no\nsuch \x1b]52;c;AAAA\x07file")
     assert result.summary() == ("failed (exec\\x1b[8m: no\\x0asuch "
                                 "\\x1b]52;c;AAAA\\x07file)")
+
+
+def test_chunk_numbers_in_event_paths_are_ascii_digits_only():
+    """Watch event paths are the guest's to choose: one that only looks like
+    a number ("²" is a digit to str.isdigit) is ignored, not a ValueError in
+    the pump."""
+    from selena.control.channel import _last_chunks
+
+    assert _last_chunks({"stdout/²", "stderr/٣", "stdout/7", "stderr/x"}) == (7, -1)
