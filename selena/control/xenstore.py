@@ -24,6 +24,12 @@ XS_DIRECTORY, XS_READ, XS_GET_PERMS, XS_WATCH, XS_UNWATCH = 1, 2, 3, 4, 5
 XS_WRITE, XS_MKDIR, XS_RM, XS_SET_PERMS, XS_WATCH_EVENT, XS_ERROR = 11, 12, 13, 14, 15, 16
 HEADER = struct.Struct("<IIII")        # type, req_id, tx_id, len
 PAYLOAD_MAX = 4096
+XENSTORE_PAYLOAD_MAX = PAYLOAD_MAX
+# A reply past PAYLOAD_MAX is drained and refused to its one request (oxenstored
+# sends a directory listing of any size); one past this is taken for a broken
+# stream instead, since draining it would take too long.
+DRAIN_MAX = 16 * 1024 * 1024
+_OVERSIZE = -2                         # _Pending.type: the reply was too large
 SOCKET_PATHS = ("/run/xenstored/socket", "/var/run/xenstored/socket")
 
 WatchCallback = Callable[[str, str], None]   # (path, token); runs on the reader thread
@@ -41,12 +47,13 @@ def default_socket() -> str:
 
 
 class _Pending:
-    __slots__ = ("done", "type", "payload")
+    __slots__ = ("done", "type", "payload", "length")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.type = 0
         self.payload = b""
+        self.length = 0
 
 
 class XenstoreConnection:
@@ -201,7 +208,15 @@ class XenstoreConnection:
                                        f"{self.timeout:g} s")
                 if pending.type == -1:
                     raise ControlError(f"xenstore {op} {path}: connection lost: {self._error}")
-                if pending.type == XS_ERROR:
+                if pending.type == _OVERSIZE:
+                    error = XenstoreError(
+                        "E2BIG", op, path,
+                        f"reply of {pending.length} bytes is over the Xenstore limit of "
+                        f"{PAYLOAD_MAX}; refused")
+                    if error.code != tolerate and failure is None:
+                        failure = error
+                    replies.append(error)
+                elif pending.type == XS_ERROR:
                     error = XenstoreError(pending.payload.rstrip(b"\0").decode(errors="replace"),
                                           op, path)
                     if error.code != tolerate and failure is None:
@@ -226,12 +241,34 @@ class XenstoreConnection:
             buf += chunk
         return bytes(buf)
 
+    def _drain(self, n: int) -> None:
+        while n > 0:
+            chunk = self._sock.recv(min(n, 65536))
+            if not chunk:
+                raise ConnectionError("xenstored closed the connection")
+            n -= len(chunk)
+
     def _read_loop(self) -> None:
         try:
             while True:
                 xs_type, req_id, _tx, length = HEADER.unpack(self._recv_exact(HEADER.size))
+                if length > DRAIN_MAX:
+                    raise ConnectionError(f"reply of {length} bytes: the stream is broken")
                 if length > PAYLOAD_MAX:
-                    raise ConnectionError(f"reply of {length} bytes exceeds the protocol")
+                    # What a guest wrote can make xenstored answer past the limit
+                    # (a listing of its directory): that fails one request, not
+                    # the connection every guest's control shares.
+                    self._drain(length)
+                    log.warning("xenstore reply of %d bytes to request %d refused "
+                                "(limit %d)", length, req_id, PAYLOAD_MAX)
+                    if xs_type == XS_WATCH_EVENT:
+                        continue
+                    with self._lock:
+                        pending = self._pending.get(req_id)
+                    if pending is not None:
+                        pending.type, pending.length = _OVERSIZE, length
+                        pending.done.set()
+                    continue
                 payload = self._recv_exact(length) if length else b""
                 if xs_type == XS_WATCH_EVENT:
                     self._dispatch_watch(payload)
