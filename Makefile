@@ -35,6 +35,13 @@ check: lint
 unit: check
 	$(VENV)/bin/pytest -q -m 'toolchain and not lab'
 
+# Regenerate tests/data/plans/, the committed `selena plan` output of every
+# shipped scenario that tests/test_plan_snapshots.py compares with, when a
+# change to the plans is meant; commit the copies with the change.
+.PHONY: plan-snapshots
+plan-snapshots: deps
+	$(VENV)/bin/python scripts/update-plan-snapshots
+
 # Builds what the lab boots (cached by input hash), then every test: unit,
 # the C checks of xen-patches, and the end-to-end lab tests.
 test: deps lint
