@@ -918,8 +918,8 @@ class XlBackend(Backend):
                 finally:
                     if took or self._owns_run(experiment):
                         self._release_run(experiment)
+            self._sweep_run_files(live, failures, force)
             self._sweep_tags(removed, failures, live)
-            self._sweep_run_files(live)
         if failures:
             raise CleanupError(removed, failures)
         return removed
@@ -965,17 +965,24 @@ class XlBackend(Backend):
                 self._sweep(removed, failures, bridge,
                             lambda b=bridge: self.runner.run(["ip", "link", "del", b]))
 
-    def _sweep_run_files(self, live: set[str]) -> None:
-        """Run-lock files of experiments that are gone (nobody holds them)."""
-        for run in self.state_dir.glob("*.run"):
+    def _sweep_run_files(self, live: set[str], failures: list[str], force: bool) -> None:
+        """Run-lock files without a state file: one still held is a live run
+        (its tagged objects are spared, `live`, unless force); the others are
+        removed."""
+        for run in sorted(self.state_dir.glob("*.run")):
             experiment = run.stem
             if experiment in live or self._owns_run(experiment) or \
                     not EXPERIMENT_RE.fullmatch(experiment) or \
                     self._state_path(experiment).exists():
                 continue
-            with contextlib.suppress(ExperimentInUse, OSError):
+            try:
                 if self._claim_run(experiment, force=False, action="", fix=""):
                     self._release_run(experiment)
+            except ExperimentInUse:
+                if not force:
+                    live.add(experiment)
+            except OSError as exc:
+                failures.append(f"run lock {run}: {exc}")
 
     @staticmethod
     def _sweep(removed: list[str], failures: list[str], name: str,

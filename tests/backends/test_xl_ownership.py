@@ -460,3 +460,16 @@ def test_a_stale_tap_log_does_not_hide_a_dead_tap(fake_xen, tmp_path, monkeypatc
 def test_every_new_error_is_a_selena_error():
     for cls in (ExperimentExists, ExperimentInUse, HostLockTimeout):
         assert issubclass(cls, SelenaError)
+
+
+def test_clean_spares_the_tagged_objects_of_a_live_run_without_a_state_file(fake_xen,
+                                                                            tmp_path):
+    owner = backend(fake_xen, tmp_path)
+    owner.deploy(demo_plan())
+    (tmp_path / "state/demo.json").unlink()         # lost, but its run lives on
+    other = backend(fake_xen, tmp_path)
+    assert other.clean() == []
+    assert set(fake_xen.domains) == {"selena-demo-h1", "selena-demo-h2"}
+    owner.close()                                   # the run ends: its lock goes
+    assert sorted(other.clean()) == ["selena-demo-h1", "selena-demo-h2", f"sl{TAG}l0"]
+    assert not list((tmp_path / "state").glob("*.run"))
