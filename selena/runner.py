@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 120.0
 # Image and lab build steps (make, debootstrap, apt, mkfs) take minutes.
 BUILD_TIMEOUT_S = 3600.0
-# Streamed commands (builds a person watches) without a limit of their own.
-DEFAULT_STREAM_TIMEOUT_S = 4 * 3600.0
+# Streamed commands (builds a person watches, which may take hours on two
+# emulated CPUs) without a limit of their own: only a hang is cut short.
+DEFAULT_STREAM_TIMEOUT_S = 8 * 3600.0
 
 
 class _Default:
