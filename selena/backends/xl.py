@@ -462,7 +462,15 @@ class XlBackend(Backend):
                                       "ignored until that is done"):
                 how = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
                 say(f"deploy of {plan.experiment} {how}: removing what it created")
-                self._teardown(state)
+                try:
+                    self._teardown(state)
+                except (BackendError, CommandError, ControlError, OSError) as undo:
+                    # The deploy's own error (or Ctrl-C) is what is raised; what
+                    # is left stays on record for `selena destroy` / `clean`.
+                    note = (f"rollback of {plan.experiment} incomplete, left on record "
+                            f"for `selena destroy {plan.experiment}`: {undo}")
+                    say(note)
+                    exc.add_note(note)
             raise
         return state
 
