@@ -91,6 +91,8 @@ TAP_START_S = 30.0
 # for another deploy of many guests, short enough that a hung one is noticed.
 HOST_LOCK_TIMEOUT_S = 300.0
 HOST_LOCK_POLL_S = 0.2
+# Looks at a run lock held by a process that has not yet written its pid.
+RUN_LOCK_TRIES = 20
 # `xl create` waits for the hotplug scripts of every vif and the disk; the
 # other Dom0 tools take the runner's default (selena.runner.DEFAULT_TIMEOUT_S).
 XL_CREATE_TIMEOUT_S = 300.0
@@ -1192,10 +1194,32 @@ class XlBackend(Backend):
         states: list[dict[str, object]] = []
         for path in sorted(self.state_dir.glob("*.json")):
             try:
-                states.append(asdict(DeployState.load(path)))
+                entry: dict[str, object] = asdict(DeployState.load(path))
             except StateFileError as exc:
-                states.append({"experiment": path.stem, "error": str(exc)})
+                entry = {"experiment": path.stem, "error": str(exc)}
+            if EXPERIMENT_RE.fullmatch(path.stem):
+                entry["run_pid"] = self.run_owner(path.stem)
+            states.append(entry)
         return states
+
+    def run_owner(self, experiment: str) -> int | None:
+        """The pid of the live run that owns the experiment (this process's
+        if this object deployed it; -1 if its owner has not written its pid
+        yet), or None if nobody does (detached, or its run died)."""
+        if self._owns_run(experiment):
+            return os.getpid()
+        path = self._run_path(experiment)
+        try:
+            handle = open(path)     # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return None
+        with handle:
+            try:
+                # A shared lock only tests: it never keeps an owner out.
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _holder(handle) or -1
+            return None
 
     def state(self, experiment: str) -> DeployState:
         path = self._state_path(experiment)
@@ -1278,11 +1302,18 @@ class XlBackend(Backend):
                 return False
             path = self._run_path(experiment)
             self.state_dir.mkdir(parents=True, exist_ok=True)
+            tries = RUN_LOCK_TRIES
             while True:
                 handle = open(path, "a+")  # noqa: SIM115 - kept open while the run lives
                 if not _try_flock(handle):
                     pid = _holder(handle)
                     handle.close()
+                    tries -= 1
+                    if pid is None and tries > 0:
+                        # No pid: an owner about to write it, or run_owner()
+                        # testing the lock for an instant. Ask again.
+                        time.sleep(HOST_LOCK_POLL_S / 4)
+                        continue
                     if force:
                         return False
                     raise ExperimentInUse(experiment, pid, action, fix)

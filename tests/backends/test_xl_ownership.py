@@ -491,3 +491,13 @@ def test_a_failing_rollback_does_not_hide_the_deploys_own_error(fake_xen, tmp_pa
     fake_xen.fail.clear()
     backend(fake_xen, tmp_path).destroy("demo")
     assert fake_xen.domains == {}
+
+
+def test_status_names_the_live_run_of_each_experiment(fake_xen, tmp_path):
+    owner = backend(fake_xen, tmp_path)
+    owner.deploy(demo_plan())
+    other = backend(fake_xen, tmp_path)
+    assert [s["run_pid"] for s in other.status()] == [os.getpid()]
+    owner.close()
+    assert [s["run_pid"] for s in other.status()] == [None]
+    assert other.run_owner("demo") is None
