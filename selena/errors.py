@@ -207,3 +207,28 @@ class FlowCsvError(AnalysisError):
         self.line = line
         self.why = why
         super().__init__(f"{source}, line {line}: {why}")
+
+
+class ExperimentExists(SelenaError):
+    """An experiment of that name is already deployed on this host."""
+
+    def __init__(self, experiment: str, message: str = ""):
+        self.experiment = experiment
+        super().__init__(message or (
+            f"experiment {experiment} is already deployed on this host: "
+            f"`selena destroy {experiment}`, or deploy with --replace / replace=True"))
+
+
+class ExperimentInUse(ExperimentExists):
+    """The experiment's run lock is held by a live process (`pid`, None if it
+    wrote none): deploy --replace, destroy and clean leave it alone unless forced."""
+
+    def __init__(self, experiment: str, pid: int | None, action: str, fix: str):
+        self.pid = pid
+        who = f"pid {pid}" if pid is not None else "a process that wrote no pid"
+        super().__init__(experiment, f"experiment {experiment}: its run ({who}) is still "
+                                     f"alive; not {action} ({fix})")
+
+
+class HostLockTimeout(BackendError):
+    """The host-wide lock of deploy, destroy and clean stayed taken too long."""

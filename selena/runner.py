@@ -22,6 +22,27 @@ from selena.errors import CommandError, CommandTimeout
 
 log = logging.getLogger(__name__)
 
+# The longest a command may run unless its caller says otherwise: every Dom0
+# tool (xl, ovs-vsctl, ip, tc, selena-tdf) answers in seconds, so one that
+# takes minutes has hung and must not hang selena with it. Callers of slow
+# commands pass a longer limit; `timeout=None` means none at all.
+DEFAULT_TIMEOUT_S = 120.0
+# Image and lab build steps (make, debootstrap, apt, mkfs) take minutes.
+BUILD_TIMEOUT_S = 3600.0
+# Streamed commands (builds a person watches, which may take hours on two
+# emulated CPUs) without a limit of their own: only a hang is cut short.
+DEFAULT_STREAM_TIMEOUT_S = 8 * 3600.0
+
+
+class _Default:
+    """The `timeout` argument not given: the runner's `timeout` applies."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT = _Default()
+
 
 @dataclass(frozen=True)
 class CommandResult:
@@ -42,6 +63,12 @@ class Runner:
 
     dry_run: bool = False
     history: list[CommandResult] = field(default_factory=list)
+    # Seconds a run() may take when its caller gives no timeout (None: no limit).
+    timeout: float | None = DEFAULT_TIMEOUT_S
+
+    def limit(self, timeout: float | None | _Default) -> float | None:
+        """The time limit of one command: the caller's, else the runner's."""
+        return self.timeout if isinstance(timeout, _Default) else timeout
 
     def run(
         self,
@@ -49,7 +76,7 @@ class Runner:
         *,
         check: bool = True,
         input: str | None = None,
-        timeout: float | None = None,
+        timeout: float | None | _Default = DEFAULT,
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
     ) -> CommandResult:
@@ -57,8 +84,12 @@ class Runner:
 
         With check=True a non-zero exit raises CommandError carrying the
         command, status and the tail of stderr: errors are never only logged.
+        A command still running after `timeout` seconds (default: the
+        runner's `timeout`, DEFAULT_TIMEOUT_S) is killed and CommandTimeout
+        raised, whatever `check` says.
         """
         args = tuple(str(a) for a in argv)
+        timeout = self.limit(timeout)
         if self.dry_run:
             log.info("dry-run: %s", " ".join(args))
             result = CommandResult(args, 0, "", "", 0.0)
@@ -79,7 +110,8 @@ class Runner:
             raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
         except subprocess.TimeoutExpired as exc:
             stderr = _text(exc.stderr)
-            raise CommandTimeout(list(args), None, stderr, f"timed out after {timeout} s") from exc
+            raise CommandTimeout(list(args), None, stderr,
+                                 f"timed out after {timeout:g} s (killed)") from exc
         result = CommandResult(
             args, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start
         )
@@ -94,7 +126,7 @@ class Runner:
         on_line: Callable[[str], None],
         *,
         check: bool = True,
-        timeout: float | None = None,
+        timeout: float | None = DEFAULT_STREAM_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         stdin: int | None = subprocess.DEVNULL,
@@ -102,8 +134,9 @@ class Runner:
         """Run argv, handing each output line (stdout and stderr merged) to on_line.
 
         For long-running commands whose progress a person watches. The whole
-        output is also kept in the result. On timeout the process group is
-        killed so nothing is left behind.
+        output is also kept in the result. On timeout (DEFAULT_STREAM_TIMEOUT_S
+        unless given; None: none) the process group is killed so nothing is
+        left behind.
         """
         args = tuple(str(a) for a in argv)
         start = time.monotonic()
@@ -282,7 +315,7 @@ class FakeRunner(Runner):
         return self.responses[best] if best is not None else (0, "", "")
 
     def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
-            timeout: float | None = None, env: Mapping[str, str] | None = None,
+            timeout: float | None | _Default = DEFAULT, env: Mapping[str, str] | None = None,
             cwd: str | Path | None = None) -> CommandResult:
         args = tuple(str(a) for a in argv)
         self.calls.append(args)
@@ -294,7 +327,7 @@ class FakeRunner(Runner):
         return result
 
     def stream(self, argv: Sequence[str], on_line: Callable[[str], None], *,
-               check: bool = True, timeout: float | None = None,
+               check: bool = True, timeout: float | None = DEFAULT_STREAM_TIMEOUT_S,
                env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
                stdin: int | None = subprocess.DEVNULL) -> CommandResult:
         result = self.run(argv, check=check)
@@ -307,10 +340,12 @@ class FakeRunner(Runner):
         return _ScriptedProcess(self.run(argv, check=False).stdout)
 
     def daemon(self, argv: Sequence[str], log_file: Path) -> int:
-        """Recorded like run(); writes the scripted stdout to log_file."""
+        """Recorded like run(); appends the scripted stdout to log_file (as
+        the real daemon's output is appended)."""
         result = self.run(argv, check=False)
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        log_file.write_text(result.stdout)
+        with open(log_file, "a") as out:
+            out.write(result.stdout)
         return 0
 
 

@@ -115,9 +115,11 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def deploy(self, plan: Plan, progress: Progress | None = None,
-               warm: bool = False) -> Deployment:
+               warm: bool = False, replace: bool = False) -> Deployment:
         """Create paused (or reuse pooled guests when warm), set TDF, wire,
-        shape, then unpause all; on any failure remove what was created."""
+        shape, then unpause all; on any failure remove what was created.
+        An experiment of that name that exists raises ExperimentExists unless
+        replace (then it is destroyed first, if no live run owns it)."""
 
     @abc.abstractmethod
     def wait_up(self, deployment: Deployment, timeout: float,
@@ -151,14 +153,17 @@ class Backend(abc.ABC):
         """Fault injection: stop a node's guest at once, as a power failure would."""
 
     @abc.abstractmethod
-    def destroy(self, experiment: str, pool: bool = False) -> None:
+    def destroy(self, experiment: str, pool: bool = False, force: bool = False) -> None:
         """Remove one experiment's recorded and still-tagged objects (its guests
-        into the warm pool when pool=True)."""
+        into the warm pool when pool=True). One whose run is still alive (in
+        another process) raises ExperimentInUse unless force."""
 
     @abc.abstractmethod
-    def clean(self) -> list[str]:
+    def clean(self, force: bool = False, progress: Progress | None = None) -> list[str]:
         """Remove every selena-tagged object on this host; return their names.
-        Raises CleanupError naming what could not be removed, after trying all."""
+        Experiments whose run is still alive are skipped (said through
+        `progress`) unless force. Raises CleanupError naming what could not be
+        removed, after trying all."""
 
     @abc.abstractmethod
     def status(self) -> list[dict[str, object]]:
@@ -180,4 +185,6 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None:
-        """Release connections (the Xenstore connection, if this backend opened it)."""
+        """Release connections (the Xenstore connection, if this backend opened
+        it) and the run locks of the experiments this object deployed: they
+        stay deployed, and another process may now destroy them."""

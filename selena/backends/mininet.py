@@ -25,7 +25,7 @@ from selena.backends.base import Backend, Deployment, LoadSample, Progress
 from selena.baseline import MnNet, translate
 from selena.control.channel import DEFAULT_OUTPUT_CAP, CommandHandle, CommandResult
 from selena.control.protocol import CommandSpec
-from selena.errors import BackendError, ControlError, GuestLost
+from selena.errors import BackendError, ControlError, ExperimentExists, GuestLost
 from selena.hostinfo import HostInfo
 from selena.plan import Plan
 
@@ -222,11 +222,15 @@ class MininetBackend(Backend):
         return "\n".join(lines) + "\n"
 
     def deploy(self, plan: Plan, progress: Progress | None = None,
-               warm: bool = False) -> Deployment:
+               warm: bool = False, replace: bool = False) -> Deployment:
         say = progress or (lambda msg: log.info("%s", msg))
         spec = self._translate(plan)
         if plan.experiment in self._nets:
-            raise BackendError(f"experiment {plan.experiment} is already running in Mininet")
+            if not replace:
+                raise ExperimentExists(plan.experiment)
+            # Mininet networks live in this process only: this run owns it.
+            say(f"experiment {plan.experiment} exists: destroying it first (replace)")
+            self.destroy(plan.experiment)
         taken = sorted(name for name, _ in spec.switches
                        if os.path.exists(f"/sys/class/net/{name}"))
         if taken:
@@ -306,14 +310,14 @@ class MininetBackend(Backend):
     def crash(self, deployment: Deployment, node: str) -> None:
         raise BackendError("the Mininet baseline cannot crash a node")
 
-    def destroy(self, experiment: str, pool: bool = False) -> None:
+    def destroy(self, experiment: str, pool: bool = False, force: bool = False) -> None:
         if self._channel is not None:
             self._channel.close()
         net = self._nets.pop(experiment, None)
         if net is not None:
             net.stop()
 
-    def clean(self) -> list[str]:
+    def clean(self, force: bool = False, progress: Progress | None = None) -> list[str]:
         # Mininet's own `mn -c` would remove every Mininet network on the
         # host, not only ours: selena removes what it built, in destroy.
         names = list(self._nets)

@@ -19,6 +19,7 @@ import dataclasses
 import fcntl
 import json
 import logging
+import math
 import os
 import platform
 import re
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 import jinja2
 
@@ -49,7 +50,11 @@ from selena.errors import (
     BackendError,
     CleanupError,
     CommandError,
+    CommandTimeout,
     ControlError,
+    ExperimentExists,
+    ExperimentInUse,
+    HostLockTimeout,
     StateFileError,
     ValidationError,
     XenstoreError,
@@ -59,6 +64,7 @@ from selena.model.cpus import credit_cap
 from selena.plan import GuestPlan, Plan, pool_key
 from selena.runner import Runner
 from selena.shaping.plan import real_rate_bps, real_seconds
+from selena.signals import sigint_deferred
 
 if TYPE_CHECKING:
     from selena.control.xenstore import XenstoreConnection
@@ -81,6 +87,17 @@ VIF_CONNECTED = "4"
 # Domains one `selena-tdf pause/unpause/freeze/thaw` call takes.
 TDF_TOOL_DOMAINS_MAX = 257
 TAP_START_S = 30.0
+# The longest wait for the host lock of deploy, destroy and clean: long enough
+# for another deploy of many guests, short enough that a hung one is noticed.
+HOST_LOCK_TIMEOUT_S = 300.0
+HOST_LOCK_POLL_S = 0.2
+# Looks at a run lock held by a process that has not yet written its pid.
+RUN_LOCK_TRIES = 20
+# `xl create` waits for the hotplug scripts of every vif and the disk; the
+# other Dom0 tools take the runner's default (selena.runner.DEFAULT_TIMEOUT_S).
+XL_CREATE_TIMEOUT_S = 300.0
+# What `xl domid` prints when libxl lists no domain of that name (xl_misc.c).
+_XL_NOT_FOUND = "Can't get domid of domain name '{}', maybe this domain does not exist."
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("selena.backends", "templates"),
@@ -137,35 +154,130 @@ class DeployState:
 
     @classmethod
     def load(cls, path: Path) -> DeployState:
+        """Read a state file, refusing anything a selena could not have written
+        (wrong types, NaN or infinite numbers, impossible domids, ...) with a
+        StateFileError: what it names is destroyed, so it must make sense."""
         try:
-            data = json.loads(path.read_text())
-            state = cls(str(data["experiment"]), float(data["tdf"]),
-                        {str(k): int(v) for k, v in dict(data["domains"]).items()},
-                        {str(k): str(v) for k, v in dict(data["bridges"]).items()},
-                        {str(k): str(v) for k, v in dict(data.get("pool_keys", {})).items()},
-                        {str(k): str(v) for k, v in dict(data.get("nodes", {})).items()},
-                        {str(k): {str(f): (None if x is None else float(x))
-                                  for f, x in dict(v).items()}
-                         for k, v in dict(data.get("shaping", {})).items()},
-                        None if data.get("tap_pid") is None else int(data["tap_pid"]),
-                        {str(k): str(v) for k, v in dict(data.get("vif_nodes", {})).items()},
-                        {str(k): int(v) for k, v in dict(data.get("real_cpu", {})).items()},
-                        {str(k): str(v) for k, v in dict(data.get("vif_bridges", {})).items()})
+            text = path.read_text()
         except OSError as exc:
             raise StateFileError(f"state file {path}: cannot read it: {exc.strerror}") from None
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StateFileError(f"state file {path} is corrupt ({type(exc).__name__}: "
-                                 f"{exc}); `selena clean` sweeps by tags instead") from None
-        for kind in state.bridges.values():
-            if kind not in ("ovs", "linux"):
-                raise StateFileError(f"state file {path} is corrupt: unknown bridge kind "
-                                     f"{kind!r}")
+        except ValueError as exc:   # not UTF-8
+            raise _corrupt(path, exc) from None
+        try:
+            data = json.loads(text, parse_constant=_no_constant)
+            state = _state_from(data)
+        except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
+            raise _corrupt(path, exc) from None
         return state
 
     def deployment(self) -> Deployment:
         return Deployment(self.experiment, self.tdf,
                           {node: self.domains[name] for node, name in self.nodes.items()
                            if name in self.domains}, "xl")
+
+
+# Xen's domids for guests: 1 up to DOMID_FIRST_RESERVED (0x7FF0) - 1; 0 is Dom0.
+DOMID_MAX = 0x7FEF
+_IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
+_STATE_STRING_MAX = 4096
+
+
+def _corrupt(path: Path, exc: BaseException) -> StateFileError:
+    why = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return StateFileError(f"state file {path} is corrupt ({type(exc).__name__}: {why}); "
+                          "`selena clean` sweeps by tags instead")
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number selena writes")
+
+
+def _str(value: object, what: str) -> str:
+    if not isinstance(value, str) or len(value) > _STATE_STRING_MAX:
+        raise TypeError(f"{what} is not a string")
+    return value
+
+
+def _int(value: object, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{what} {value!r} is not a whole number in {low}..{high}")
+    return value
+
+
+def _real(value: object, what: str, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what} {value!r} is not a number")
+    number = float(value)   # OverflowError for a huge int
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        raise ValueError(f"{what} {value!r} is not a finite, non-negative number")
+    return number
+
+
+def _map(data: dict[str, object], key: str, what: str,
+         value: Callable[[object, str], object]) -> dict[str, object]:
+    raw = data.get(key, {})
+    if not isinstance(raw, dict):
+        raise TypeError(f"{key} is not an object")
+    return {_str(k, f"a key of {key}"): value(v, f"{what} {k}") for k, v in raw.items()}
+
+
+def _state_from(data: object) -> DeployState:
+    if not isinstance(data, dict):
+        raise TypeError(f"the file holds a JSON {type(data).__name__}, not an object")
+    for key in ("experiment", "tdf", "domains", "bridges"):
+        if key not in data:
+            raise KeyError(key)
+    experiment = _str(data["experiment"], "experiment")
+    if not EXPERIMENT_RE.fullmatch(experiment):
+        raise ValueError(f"experiment {experiment!r} is not an experiment name")
+
+    def domid(v: object, what: str) -> int:
+        return _int(v, what, 1, DOMID_MAX)
+
+    def bridge_kind(v: object, what: str) -> str:
+        if v not in ("ovs", "linux"):
+            raise ValueError(f"{what}: unknown bridge kind {v!r}")
+        return str(v)
+
+    def shaping(v: object, what: str) -> dict[str, float | None]:
+        if not isinstance(v, dict):
+            raise TypeError(f"{what} is not an object")
+        return {_str(f, what): None if x is None else _real(x, f"{what} {f}")
+                for f, x in v.items()}
+
+    def text(v: object, what: str) -> str:
+        return _str(v, what)
+
+    bridges = _map(data, "bridges", "bridge", bridge_kind)
+    for name in bridges:
+        if not _IFNAME.fullmatch(name):
+            raise ValueError(f"bridge {name!r} is not an interface name")
+    tap_pid = data.get("tap_pid")
+    return DeployState(
+        experiment, _real(data["tdf"], "tdf", positive=True),
+        _map(data, "domains", "domain", domid),                      # type: ignore[arg-type]
+        bridges,                                                     # type: ignore[arg-type]
+        _map(data, "pool_keys", "pool key of", text),                # type: ignore[arg-type]
+        _map(data, "nodes", "domain of node", text),                 # type: ignore[arg-type]
+        _map(data, "shaping", "shaping of", shaping),                # type: ignore[arg-type]
+        None if tap_pid is None else _int(tap_pid, "tap_pid", 0, 2**22),  # 0: none
+        _map(data, "vif_nodes", "node of vif", text),                # type: ignore[arg-type]
+        _map(data, "real_cpu", "vCPUs of",                           # type: ignore[arg-type]
+             lambda v, w: _int(v, w, 1, 4096)),
+        _map(data, "vif_bridges", "bridge of vif", text))            # type: ignore[arg-type]
+
+
+
+def _xl_not_found(stderr: str, name: str) -> bool:
+    """Is this xl's answer for a domain that does not exist, and nothing else?
+    libxl logs its own errors ("libxl: error: ...") before the same sentence
+    when it could not list the domains at all."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    return lines == [_XL_NOT_FOUND.format(name)]
+
+
+def _pid_text(pid: int | None) -> str:
+    return "?" if pid is None else str(pid)
 
 
 def cap_command(domid: int | str, cap: int) -> list[str]:
@@ -198,8 +310,10 @@ class XlBackend(Backend):
 
     def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR, *,
                  xenstore: XenstoreConnection | None = None, offloads: bool = False,
-                 parallel: int = DEFAULT_PARALLEL, vif_tap: bool = True):
+                 parallel: int = DEFAULT_PARALLEL, vif_tap: bool = True,
+                 lock_timeout: float = HOST_LOCK_TIMEOUT_S):
         self.runner = runner or Runner()
+        self.lock_timeout = lock_timeout
         self.state_dir = Path(state_dir)
         self.offloads = offloads
         self.vif_tap = vif_tap
@@ -209,7 +323,10 @@ class XlBackend(Backend):
         self._state_lock = threading.Lock()
         self._host_lock = threading.RLock()
         self._host_lock_depth = 0
-        self._host_lock_file: object = None
+        self._host_lock_file: IO[str] | None = None
+        # The run locks this object holds: experiment -> its open lock file.
+        self._runs: dict[str, IO[str]] = {}
+        self._runs_lock = threading.Lock()
         self._domain_names: dict[int, str] = {}     # domid -> name, as read from Xenstore
         self._names_lock = threading.Lock()
 
@@ -223,6 +340,11 @@ class XlBackend(Backend):
         return self._xs
 
     def close(self) -> None:
+        """Release the run locks of this object's experiments (they stay
+        deployed; `selena destroy` from anywhere may now remove them) and the
+        Xenstore connection if this object opened it."""
+        for experiment in list(self._runs):
+            self._release_run(experiment)
         if self._xs is not None and self._owns_xs:
             self._xs.close()
             self._xs = None
@@ -274,49 +396,85 @@ class XlBackend(Backend):
         return script.text()
 
     def deploy(self, plan: Plan, progress: Progress | None = None,
-               warm: bool = False) -> Deployment:
+               warm: bool = False, replace: bool = False) -> Deployment:
         """warm: reuse guests of the same template, memory and vCPUs from the
-        pool; their interfaces and bridges are rebuilt like new ones."""
+        pool; their interfaces and bridges are rebuilt like new ones.
+
+        The experiment's run lock is taken and kept until destroy() of the
+        experiment or close(). An experiment of that name that exists raises
+        ExperimentExists, unless replace (then it is destroyed first); one
+        whose run is alive in another process is never replaced."""
         say = progress or (lambda msg: log.info("%s", msg))
         with self._locked(say):
-            pool = self._pooled() if warm else {}
-            path = self._state_path(plan.experiment)
-            if path.exists():
-                say(f"experiment {plan.experiment} exists: destroying it first")
-                self._teardown(DeployState.load(path))
-            state = DeployState(plan.experiment, plan.tdf)
-            state.shaping = {vif: {"rate_bps": link.rate_bps, "delay_s": link.delay_s,
-                                   "jitter_s": link.jitter_s, "loss": link.loss,
-                                   "queue": link.queue_packets}
-                             for vif, link in plan.shaped}
-            state.vif_nodes = {vif.name: f"{guest.node} eth{vif.index}"
-                               for guest in plan.guests for vif in guest.vifs}
-            state.vif_bridges = {vif.name: vif.bridge
-                                 for guest in plan.guests for vif in guest.vifs}
-            state.real_cpu = {guest.domain_name: guest.vcpus for guest in plan.guests
-                              if guest.cpu_time == "real"}
-            self._save(state)
-            act = _Exec(self, state)
+            took = self._claim_run(plan.experiment, force=False, action="replaced",
+                                   fix="stop that run first")
+            replaced = False
             try:
-                for seg in plan.segments:
-                    self._bridge_steps(act, plan.experiment, seg.bridge, seg.kind)
-                    with self._state_lock:
-                        state.bridges[seg.bridge] = seg.kind
-                        self._save(state)
-                reuse: dict[str, tuple[str, int] | None] = {}
-                for guest in plan.guests:
-                    idle = pool.get(pool_key(guest))
-                    reuse[guest.node] = idle.pop() if idle else None
-                self._bring_up(act, plan, reuse, say)
-                self._start_tap(state, plan)
-                self._unpause([state.domains[guest.domain_name] for guest in plan.guests])
-                say(f"{len(state.domains)} of {len(plan.guests)} guests running at TDF "
-                    f"{plan.tdf_text}")
+                path = self._state_path(plan.experiment)
+                if path.exists():
+                    if not replace:
+                        raise ExperimentExists(plan.experiment)
+                    say(f"experiment {plan.experiment} exists: destroying it first (replace)")
+                    replaced = True
+                    self._teardown(DeployState.load(path))
+                pool = self._pooled() if warm else {}
+                state = self._deploy(plan, pool, say)
             except BaseException:
-                say(f"deploy of {plan.experiment} failed: removing what it created")
-                self._teardown(state)
+                if took or replaced:
+                    self._release_run(plan.experiment)
                 raise
         return state.deployment()
+
+    def _deploy(self, plan: Plan, pool: dict[str, list[tuple[str, int]]],
+                say: Progress) -> DeployState:
+        state = DeployState(plan.experiment, plan.tdf)
+        state.shaping = {vif: {"rate_bps": link.rate_bps, "delay_s": link.delay_s,
+                               "jitter_s": link.jitter_s, "loss": link.loss,
+                               "queue": link.queue_packets}
+                         for vif, link in plan.shaped}
+        state.vif_nodes = {vif.name: f"{guest.node} eth{vif.index}"
+                           for guest in plan.guests for vif in guest.vifs}
+        state.vif_bridges = {vif.name: vif.bridge
+                             for guest in plan.guests for vif in guest.vifs}
+        state.real_cpu = {guest.domain_name: guest.vcpus for guest in plan.guests
+                          if guest.cpu_time == "real"}
+        self._save(state)
+        act = _Exec(self, state)
+        try:
+            for seg in plan.segments:
+                # On record before it exists: a bridge whose tagging fails (or
+                # is interrupted) is still found by the rollback. A name that
+                # was taken already carries no tag of ours and is left alone.
+                with self._state_lock:
+                    state.bridges[seg.bridge] = seg.kind
+                    self._save(state)
+                self._bridge_steps(act, plan.experiment, seg.bridge, seg.kind)
+            reuse: dict[str, tuple[str, int] | None] = {}
+            for guest in plan.guests:
+                idle = pool.get(pool_key(guest))
+                reuse[guest.node] = idle.pop() if idle else None
+            self._bring_up(act, plan, reuse, say)
+            self._start_tap(state, plan)
+            self._unpause([state.domains[guest.domain_name] for guest in plan.guests])
+            say(f"{len(state.domains)} of {len(plan.guests)} guests running at TDF "
+                f"{plan.tdf_text}")
+        except BaseException as exc:
+            # A second Ctrl-C must not stop the rollback halfway.
+            with sigint_deferred(say, "removing what the deploy created; Ctrl-C is "
+                                      "ignored until that is done"):
+                how = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                say(f"deploy of {plan.experiment} {how}: removing what it created")
+                try:
+                    self._teardown(state)
+                except (BackendError, CommandError, ControlError, OSError) as undo:
+                    # The deploy's own error (or Ctrl-C) is what is raised; what
+                    # is left stays on record for `selena destroy` / `clean`.
+                    note = (f"rollback of {plan.experiment} incomplete, left on record "
+                            f"for `selena destroy {plan.experiment}`: {undo}")
+                    say(note)
+                    exc.add_note(note)
+            raise
+        return state
 
     def _bring_up(self, act: _Exec, plan: Plan,
                   reuse: dict[str, tuple[str, int] | None], say: Progress) -> None:
@@ -334,15 +492,22 @@ class XlBackend(Backend):
             say(f"{how} {guest.domain_name} ({n} of {len(plan.guests)}, paused)")
 
         workers = min(self.parallel, len(plan.guests)) or 1
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deploy") as pool:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deploy")
+        try:
             futures: list[Future[None]] = [pool.submit(one, g) for g in plan.guests]
             finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((f for f in finished if f.exception() is not None), None)
             if failed is not None:
-                for future in futures:
-                    future.cancel()
-                wait(futures)       # let the creates in flight finish, then roll back
                 raise failed.exception()  # type: ignore[misc]
+        except BaseException:
+            # A failed guest, or Ctrl-C (or SIGTERM made one): no new creates;
+            # the ones in flight finish and are recorded, so that the rollback
+            # finds every guest created.
+            with sigint_deferred(say, "stopping the deploy; Ctrl-C is ignored until "
+                                      "what it created is removed"):
+                pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
 
     def _tap_argv(self, experiment: str, vifs: list[str]) -> list[str]:
         return [sys.executable or "python3", "-m", "selena.backends.vif_tap", experiment,
@@ -354,6 +519,10 @@ class XlBackend(Backend):
         if not vifs or not self.vif_tap:
             return
         log_file = self.state_dir / plan.experiment / "vif-tap.log"
+        # The daemon appends: a previous tap's "tapping" must not pass for this
+        # one's. The last log is kept beside it for whoever reads it.
+        with contextlib.suppress(FileNotFoundError):
+            log_file.replace(log_file.with_name("vif-tap.log.1"))
         pid = self.runner.daemon(self._tap_argv(plan.experiment, vifs), log_file)
         with self._state_lock:
             state.tap_pid = pid
@@ -384,7 +553,14 @@ class XlBackend(Backend):
                      f"external_ids:selena-experiment={experiment}"])
         else:
             act.run(["ip", "link", "add", bridge, "type", "bridge"])
-            act.run(["ip", "link", "set", bridge, "alias", f"{LINUX_BRIDGE_ALIAS}{experiment}"])
+            try:
+                act.run(["ip", "link", "set", bridge, "alias",
+                         f"{LINUX_BRIDGE_ALIAS}{experiment}"])
+            except BaseException:
+                # Created (the name was free) but untagged: no teardown could
+                # tell it is ours, so it goes now.
+                act.run(["ip", "link", "del", bridge], check=False)
+                raise
             act.run(["ip", "link", "set", bridge, "up"])
 
     def _guest_steps(self, act: _Actions, plan: Plan, guest: GuestPlan,
@@ -700,63 +876,141 @@ class XlBackend(Backend):
 
     # -- teardown ------------------------------------------------------------------
 
-    def destroy(self, experiment: str, pool: bool = False) -> None:
+    def destroy(self, experiment: str, pool: bool = False, force: bool = False) -> None:
         """Remove an experiment; with pool=True its guests go to the warm pool
-        (vifs detached, control keys removed, paused) instead of being destroyed."""
+        (vifs detached, control keys removed, paused) instead of being destroyed.
+        An experiment whose run (another process, or another backend object)
+        is still alive is refused unless force."""
         path = self._state_path(experiment)
         with self._locked():
             if not path.exists():
                 raise BackendError(f"no experiment named {experiment!r} is deployed")
-            self._teardown(DeployState.load(path), pool=pool)
+            took = self._claim_run(experiment, force=force, action="destroyed",
+                                   fix="stop it, or destroy with --force / force=True")
+            try:
+                self._teardown(DeployState.load(path), pool=pool)
+            except BaseException:
+                if took:
+                    self._release_run(experiment)
+                raise
+            self._release_run(experiment)
 
-    def clean(self) -> list[str]:
+    def clean(self, force: bool = False, progress: Progress | None = None) -> list[str]:
         """Remove every selena-tagged object on this host: each experiment it
         can, then whatever still carries a tag (crashed deploys, lost or corrupt
-        state files). Failures are collected and raised together at the end."""
+        state files). Experiments whose run is alive are skipped (and said so)
+        unless force. Every step's failure is collected and raised together at
+        the end, as a CleanupError, after all the others were tried."""
+        say = progress or (lambda msg: log.info("%s", msg))
         removed: list[str] = []
         failures: list[str] = []
-        with self._locked():
+        live: set[str] = set()
+        with self._locked(progress):
             for path in sorted(self.state_dir.glob("*.json")):
-                try:
-                    state = DeployState.load(path)
-                except StateFileError as exc:
-                    failures.append(str(exc))
-                    path.unlink(missing_ok=True)    # its objects are swept by tag below
+                experiment = path.stem
+                if not EXPERIMENT_RE.fullmatch(experiment):
+                    failures.append(f"{path}: not a state file of selena (its name is not "
+                                    "an experiment name); left alone")
                     continue
-                names = list(state.domains) + list(state.bridges)
                 try:
-                    self._teardown(state)
-                    removed += names
-                except (BackendError, CommandError, ControlError) as exc:
-                    failures.append(f"experiment {state.experiment}: {exc}")
-                    removed += [n for n in names
-                                if n not in state.domains and n not in state.bridges]
-            # Objects whose state file was lost or corrupt: trust only the tags.
-            for name, domid in self._tagged_domains().items():
-                self._sweep(removed, failures, name,
-                            lambda d=domid, n=name: self._destroy_domain(n, d, None))
-            for bridge in self._tagged_ovs_bridges():
-                self._sweep(removed, failures, bridge, lambda b=bridge: self.runner.run(
-                    ["ovs-vsctl", "--if-exists", "del-br", b]))
-            for bridge in self._tagged_linux_bridges():
-                self._sweep(removed, failures, bridge,
-                            lambda b=bridge: self.runner.run(["ip", "link", "del", b]))
+                    took = self._claim_run(experiment, force=force, action="cleaned",
+                                           fix="selena clean --force removes it")
+                except ExperimentInUse as exc:
+                    live.add(experiment)
+                    say(f"experiment {experiment}: its run (pid {_pid_text(exc.pid)}) is "
+                        "still alive; skipped (selena clean --force removes it)")
+                    continue
+                except (OSError, BackendError) as exc:
+                    failures.append(f"experiment {experiment}: run lock: {exc}")
+                    continue
+                try:
+                    self._clean_one(path, removed, failures)
+                finally:
+                    if took or self._owns_run(experiment):
+                        self._release_run(experiment)
+            self._sweep_run_files(live, failures, force)
+            self._sweep_tags(removed, failures, live)
         if failures:
             raise CleanupError(removed, failures)
         return removed
 
+    def _clean_one(self, path: Path, removed: list[str], failures: list[str]) -> None:
+        try:
+            state = DeployState.load(path)
+        except StateFileError as exc:
+            failures.append(str(exc))
+            path.unlink(missing_ok=True)    # its objects are swept by tag below
+            return
+        names = list(state.domains) + list(state.bridges)
+        try:
+            self._teardown(state)
+            removed += names
+        except (BackendError, CommandError, ControlError, OSError) as exc:
+            failures.append(f"experiment {state.experiment}: {exc}")
+            removed += [n for n in names
+                        if n not in state.domains and n not in state.bridges]
+
+    def _sweep_tags(self, removed: list[str], failures: list[str], live: set[str]) -> None:
+        """Objects whose state file was lost or corrupt: trust only the tags,
+        and leave those of experiments whose run is alive."""
+        domains: dict[str, tuple[int, str]] = {}
+        self._sweep(removed, failures, "", lambda: domains.update(
+            self._tagged_domains_marked(failures)), what="listing the domains (xl list)")
+        for name, (domid, marker) in domains.items():
+            if marker not in live:
+                self._sweep(removed, failures, name,
+                            lambda d=domid, n=name: self._destroy_domain(n, d, None))
+        ovs: dict[str, str] = {}
+        self._sweep(removed, failures, "", lambda: ovs.update(self._tagged_ovs_bridges()),
+                    what="listing the OVS bridges (ovs-vsctl list-br)")
+        for bridge, tag in ovs.items():
+            if tag not in live:
+                self._sweep(removed, failures, bridge, lambda b=bridge: self.runner.run(
+                    ["ovs-vsctl", "--if-exists", "del-br", b]))
+        linux: dict[str, str] = {}
+        self._sweep(removed, failures, "", lambda: linux.update(self._tagged_linux_bridges()),
+                    what="listing the Linux bridges (ip link show type bridge)")
+        for bridge, tag in linux.items():
+            if tag not in live:
+                self._sweep(removed, failures, bridge,
+                            lambda b=bridge: self.runner.run(["ip", "link", "del", b]))
+
+    def _sweep_run_files(self, live: set[str], failures: list[str], force: bool) -> None:
+        """Run-lock files without a state file: one still held is a live run
+        (its tagged objects are spared, `live`, unless force); the others are
+        removed."""
+        for run in sorted(self.state_dir.glob("*.run")):
+            experiment = run.stem
+            if experiment in live or self._owns_run(experiment) or \
+                    not EXPERIMENT_RE.fullmatch(experiment) or \
+                    self._state_path(experiment).exists():
+                continue
+            try:
+                if self._claim_run(experiment, force=False, action="", fix=""):
+                    self._release_run(experiment)
+            except ExperimentInUse:
+                if not force:
+                    live.add(experiment)
+            except OSError as exc:
+                failures.append(f"run lock {run}: {exc}")
+
     @staticmethod
     def _sweep(removed: list[str], failures: list[str], name: str,
-               remove: Callable[[], object]) -> None:
+               remove: Callable[[], object], what: str = "") -> None:
+        """One step of clean; `name` goes into removed when it worked."""
         try:
             remove()
-            removed.append(name)
-        except (BackendError, CommandError, ControlError) as exc:
-            failures.append(f"{name}: {exc}")
+            if name:
+                removed.append(name)
+        except (BackendError, CommandError, ControlError, OSError) as exc:
+            failures.append(f"{what or name}: {exc}")
 
     def _teardown(self, state: DeployState, pool: bool = False) -> None:
         errors: list[str] = []
-        self._stop_tap(state)
+        try:
+            self._stop_tap(state)
+        except OSError as exc:
+            errors.append(f"stopping the vif tap (pid {state.tap_pid}): {exc}")
         for name, domid in list(state.domains.items()):
             try:
                 key = state.pool_keys.get(name)
@@ -765,7 +1019,7 @@ class XlBackend(Backend):
                 else:
                     self._destroy_domain(name, domid, state.experiment)
                 del state.domains[name]
-            except (CommandError, ControlError) as exc:
+            except (BackendError, CommandError, ControlError) as exc:
                 errors.append(str(exc))
         for bridge, kind in list(state.bridges.items()):
             try:
@@ -775,7 +1029,7 @@ class XlBackend(Backend):
                 elif self._linux_bridge_tag(bridge) == state.experiment:
                     self.runner.run(["ip", "link", "del", bridge])
                 del state.bridges[bridge]
-            except CommandError as exc:
+            except (BackendError, CommandError) as exc:
                 errors.append(str(exc))
         if errors:
             # Keep what could not be removed on record, so destroy can be retried.
@@ -790,6 +1044,8 @@ class XlBackend(Backend):
             cfg_dir.rmdir()
 
     def _marker(self, domid: int) -> str | None:
+        """The domain's experiment marker; None when it has none (or it is not
+        readable: not selena's) or the domain is gone (ENOENT)."""
         try:
             value = self.xenstore().read_or_none(f"/local/domain/{domid}/{MARKER}")
         except XenstoreError as exc:
@@ -798,12 +1054,34 @@ class XlBackend(Backend):
             raise
         return None if value is None else value.decode(errors="replace").strip()
 
+    def _domain_gone(self, name: str, domid: int) -> bool | None:
+        """Whether the hypervisor says the domain is gone: True (xl's not-found
+        answer, or `xl list` without it), False (it has that domid), None (the
+        name now belongs to another domid). Any other failure is raised: a
+        transient libxl error must not pass for "already destroyed"."""
+        found = self.runner.run(["xl", "domid", name], check=False)
+        if found.returncode == 0:
+            return False if found.stdout.strip() == str(domid) else None
+        if _xl_not_found(found.stderr, name):
+            return True
+        try:
+            listing = self.runner.run(["xl", "list"]).stdout
+        except CommandError as exc:
+            raise BackendError(f"cannot tell whether domain {name} ({domid}) still exists: "
+                               f"`xl domid` said {found.stderr.strip()[-300:]!r}, and "
+                               f"{exc}") from None
+        rows = {tuple(line.split()[:2]) for line in listing.splitlines()[1:]}
+        if (name, str(domid)) in rows:
+            raise BackendError(f"`xl domid {name}` failed ({found.stderr.strip()[-300:]!r}) "
+                               f"but `xl list` shows it as domain {domid}")
+        return True
+
     def _is_ours(self, name: str, domid: int, experiment: str | None) -> bool:
-        """Is the domain still the one selena created (name, domid and marker)?"""
+        """Is the domain still the one selena created (name, domid and marker)?
+        False when the hypervisor says it is gone; raises when it cannot tell."""
         if not name.startswith("selena-"):
             return False
-        found = self.runner.run(["xl", "domid", name], check=False)
-        if found.returncode != 0 or found.stdout.strip() != str(domid):
+        if self._domain_gone(name, domid) is not False:
             return False  # gone, or the name now belongs to another domain
         marker = self._marker(domid)
         if marker is None:
@@ -831,44 +1109,78 @@ class XlBackend(Backend):
         self.runner.run(["xl", "rename", name, f"{POOL_PREFIX}{key}-{index}"])
 
     def _tagged_domains(self) -> dict[str, int]:
+        return {name: domid for name, (domid, _) in self._tagged_domains_marked().items()}
+
+    def _tagged_domains_marked(self, failures: list[str] | None = None
+                               ) -> dict[str, tuple[int, str]]:
+        """selena's domains: name -> (domid, marker). With `failures`, a marker
+        that cannot be read is reported there and its domain left out."""
         listing = self.runner.run(["xl", "list"]).stdout.splitlines()[1:]
         tagged = {}
         for line in listing:
             parts = line.split()
             if len(parts) >= 2 and parts[0].startswith("selena-") and parts[1].isdigit():
                 domid = int(parts[1])
-                if self._marker(domid) is not None:
-                    tagged[parts[0]] = domid
+                try:
+                    marker = self._marker(domid)
+                except ControlError as exc:
+                    if failures is None:
+                        raise
+                    failures.append(f"{parts[0]}: reading its marker: {exc}")
+                    continue
+                if marker is not None:
+                    tagged[parts[0]] = (domid, marker)
         return tagged
 
-    def _tagged_ovs_bridges(self) -> list[str]:
+    def _tagged_ovs_bridges(self) -> dict[str, str]:
+        """OVS bridges carrying selena's tag: bridge -> experiment. No OVS
+        installed means none; any other failure is raised."""
         # Ask each bridge for its tag rather than trusting `find` semantics for
         # a missing map key: a foreign bridge must never look tagged.
-        out = self.runner.run(["ovs-vsctl", "list-br"], check=False)
-        if out.returncode != 0:
-            return []
-        return [br for br in (ln.strip() for ln in out.stdout.splitlines())
-                if br and self._ovs_tag(br) is not None]
+        try:
+            out = self.runner.run(["ovs-vsctl", "list-br"])
+        except CommandError as exc:
+            if exc.returncode is None and not isinstance(exc, CommandTimeout):
+                return {}       # ovs-vsctl cannot start: not installed
+            raise
+        found = {}
+        for bridge in (ln.strip() for ln in out.stdout.splitlines()):
+            tag = self._ovs_tag(bridge) if bridge else None
+            if tag is not None:
+                found[bridge] = tag
+        return found
 
     def _ovs_tag(self, bridge: str) -> str | None:
+        """The bridge's experiment tag; None if it has none or does not exist."""
         out = self.runner.run(["ovs-vsctl", "br-get-external-id", bridge,
                                "selena-experiment"], check=False)
-        text = out.stdout.strip().strip('"') if out.returncode == 0 else ""
-        return text or None
+        if out.returncode != 0:
+            if "no bridge named" in out.stderr:
+                return None
+            raise BackendError(f"cannot read the tag of OVS bridge {bridge}: "
+                               f"{out.stderr.strip()[-300:] or f'exit {out.returncode}'}")
+        return out.stdout.strip().strip('"') or None
 
-    def _tagged_linux_bridges(self) -> list[str]:
-        out = self.runner.run(["ip", "-o", "link", "show", "type", "bridge"], check=False)
-        found = []
-        for line in out.stdout.splitlines() if out.returncode == 0 else []:
+    def _tagged_linux_bridges(self) -> dict[str, str]:
+        """Linux bridges carrying selena's alias: bridge -> experiment."""
+        out = self.runner.run(["ip", "-o", "link", "show", "type", "bridge"])
+        found = {}
+        for line in out.stdout.splitlines():
             match = re.match(r"\d+:\s+([^:@\s]+)", line)
             alias = re.search(r"\balias (\S+)", line)
             if match and alias and alias.group(1).startswith(LINUX_BRIDGE_ALIAS):
-                found.append(match.group(1))
+                found[match.group(1)] = alias.group(1)[len(LINUX_BRIDGE_ALIAS):]
         return found
 
     def _linux_bridge_tag(self, bridge: str) -> str | None:
+        """The bridge's experiment tag; None if it has none or does not exist."""
         out = self.runner.run(["ip", "-o", "link", "show", "dev", bridge], check=False)
-        alias = re.search(r"\balias (\S+)", out.stdout) if out.returncode == 0 else None
+        if out.returncode != 0:
+            if "does not exist" in out.stderr:
+                return None
+            raise BackendError(f"cannot read the alias of Linux bridge {bridge}: "
+                               f"{out.stderr.strip()[-300:] or f'exit {out.returncode}'}")
+        alias = re.search(r"\balias (\S+)", out.stdout)
         if alias is None or not alias.group(1).startswith(LINUX_BRIDGE_ALIAS):
             return None
         return alias.group(1)[len(LINUX_BRIDGE_ALIAS):]
@@ -882,10 +1194,32 @@ class XlBackend(Backend):
         states: list[dict[str, object]] = []
         for path in sorted(self.state_dir.glob("*.json")):
             try:
-                states.append(asdict(DeployState.load(path)))
+                entry: dict[str, object] = asdict(DeployState.load(path))
             except StateFileError as exc:
-                states.append({"experiment": path.stem, "error": str(exc)})
+                entry = {"experiment": path.stem, "error": str(exc)}
+            if EXPERIMENT_RE.fullmatch(path.stem):
+                entry["run_pid"] = self.run_owner(path.stem)
+            states.append(entry)
         return states
+
+    def run_owner(self, experiment: str) -> int | None:
+        """The pid of the live run that owns the experiment (this process's
+        if this object deployed it; -1 if its owner has not written its pid
+        yet), or None if nobody does (detached, or its run died)."""
+        if self._owns_run(experiment):
+            return os.getpid()
+        path = self._run_path(experiment)
+        try:
+            handle = open(path)     # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return None
+        with handle:
+            try:
+                # A shared lock only tests: it never keeps an owner out.
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _holder(handle) or -1
+            return None
 
     def state(self, experiment: str) -> DeployState:
         path = self._state_path(experiment)
@@ -909,18 +1243,10 @@ class XlBackend(Backend):
     @contextlib.contextmanager
     def _locked(self, say: Progress | None = None) -> Iterator[None]:
         """Hold the host-wide lock of deploy, destroy and clean (re-entrant
-        within this backend)."""
+        within this backend). Waits at most `lock_timeout` seconds for it."""
         with self._host_lock:
             if self._host_lock_depth == 0:
-                self.state_dir.mkdir(parents=True, exist_ok=True)
-                handle = open(self.state_dir / ".lock", "w")  # noqa: SIM115 - held across yield
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    (say or log.warning)("another selena deploy, destroy or clean is running "
-                                         f"on this host; waiting for {self.state_dir / '.lock'}")
-                    fcntl.flock(handle, fcntl.LOCK_EX)
-                self._host_lock_file = handle
+                self._host_lock_file = self._take_host_lock(say)
             self._host_lock_depth += 1
             try:
                 yield
@@ -929,7 +1255,114 @@ class XlBackend(Backend):
                 if self._host_lock_depth == 0:
                     handle = self._host_lock_file
                     self._host_lock_file = None
-                    handle.close()  # type: ignore[attr-defined]
+                    if handle is not None:
+                        handle.close()
+
+    def _take_host_lock(self, say: Progress | None) -> IO[str]:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path = self.state_dir / ".lock"
+        handle = open(path, "a+")  # noqa: SIM115 - held across the caller's yield
+        try:
+            if not _try_flock(handle):
+                (say or log.warning)("another selena deploy, destroy or clean is running "
+                                     f"on this host (pid {_pid_text(_holder(handle))}); "
+                                     f"waiting for {path}")
+                deadline = time.monotonic() + self.lock_timeout
+                while not _try_flock(handle):
+                    if time.monotonic() >= deadline:
+                        raise HostLockTimeout(
+                            f"{path} is still held by pid {_pid_text(_holder(handle))} "
+                            f"after {self.lock_timeout:g} s: if that selena hung, stop "
+                            "it, then run this again")
+                    time.sleep(HOST_LOCK_POLL_S)
+            _write_pid(handle)
+        except BaseException:
+            handle.close()
+            raise
+        return handle
+
+    # -- run locks: who owns an experiment -----------------------------------------
+
+    def _run_path(self, experiment: str) -> Path:
+        return self._state_path(experiment).with_suffix(".run")
+
+    def _owns_run(self, experiment: str) -> bool:
+        return experiment in self._runs
+
+    def _claim_run(self, experiment: str, *, force: bool, action: str, fix: str) -> bool:
+        """Take the experiment's run lock unless this object holds it already.
+        True if taken now; False if held already, or held by another live run
+        and force. Without force, a live run raises ExperimentInUse.
+
+        The lock is an flock on <state_dir>/<experiment>.run, whose content is
+        the owner's pid: the kernel drops it when the owner dies, however it
+        dies, so a held lock always means a live owner."""
+        with self._runs_lock:
+            if experiment in self._runs:
+                return False
+            path = self._run_path(experiment)
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            tries = RUN_LOCK_TRIES
+            while True:
+                handle = open(path, "a+")  # noqa: SIM115 - kept open while the run lives
+                if not _try_flock(handle):
+                    pid = _holder(handle)
+                    handle.close()
+                    tries -= 1
+                    if pid is None and tries > 0:
+                        # No pid: an owner about to write it, or run_owner()
+                        # testing the lock for an instant. Ask again.
+                        time.sleep(HOST_LOCK_POLL_S / 4)
+                        continue
+                    if force:
+                        return False
+                    raise ExperimentInUse(experiment, pid, action, fix)
+                # Whoever unlinks the file holds its lock: a lock on an unlinked
+                # file is no lock, so take the one the path names now.
+                try:
+                    same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+                except FileNotFoundError:
+                    same = False
+                if same:
+                    break
+                handle.close()
+            _write_pid(handle)
+            self._runs[experiment] = handle
+            return True
+
+    def _release_run(self, experiment: str) -> None:
+        with self._runs_lock:
+            handle = self._runs.pop(experiment, None)
+            if handle is None:
+                return
+            with contextlib.suppress(OSError):
+                self._run_path(experiment).unlink()
+            handle.close()
+
+
+def _try_flock(handle: IO[str]) -> bool:
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _holder(handle: IO[str]) -> int | None:
+    """The pid a lock's holder wrote into it (None if none yet)."""
+    try:
+        handle.seek(0)
+        text = handle.read(32).strip()
+    except (OSError, ValueError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _write_pid(handle: IO[str]) -> None:
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
 
 
 class _Exec:
@@ -940,7 +1373,11 @@ class _Exec:
         self.state = state
 
     def run(self, argv: Sequence[str], check: bool = True) -> None:
-        self.backend.runner.run(argv, check=check)
+        slow = tuple(argv[:2]) == ("xl", "create")
+        if slow:
+            self.backend.runner.run(argv, check=check, timeout=XL_CREATE_TIMEOUT_S)
+        else:
+            self.backend.runner.run(argv, check=check)
 
     def write_file(self, path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

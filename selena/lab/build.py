@@ -36,7 +36,7 @@ from selena.lab.artefacts import tree_files as _tree_files
 from selena.lab.images import DebianImages
 from selena.paths import cache_dir, project_root
 from selena.provenance import patch_series_hash
-from selena.runner import Runner
+from selena.runner import BUILD_TIMEOUT_S, Runner
 from selena.templates import read_spec, variant_disk
 
 log = logging.getLogger(__name__)
@@ -234,7 +234,8 @@ class LabBuilder:
         existing = sorted(pkgdir.glob(f"{name}_*.deb"))
         if existing:
             return existing[-1]
-        self.runner.run(["apt-get", "download", "-q", name], cwd=pkgdir)
+        self.runner.run(["apt-get", "download", "-q", name], cwd=pkgdir,
+                        timeout=BUILD_TIMEOUT_S)
         found = sorted(pkgdir.glob(f"{name}_*.deb"))
         if not found:
             raise LabError(f"apt-get download {name} produced no .deb in {pkgdir}")
@@ -245,7 +246,7 @@ class LabBuilder:
         if (dest / ".complete").exists():
             return dest
         shutil.rmtree(dest, ignore_errors=True)
-        self.runner.run(["dpkg-deb", "-x", str(deb), str(dest)])
+        self.runner.run(["dpkg-deb", "-x", str(deb), str(dest)], timeout=BUILD_TIMEOUT_S)
         version = kernel_version(dest)
         self.runner.run(["depmod", "-b", str(dest), version])
         (dest / ".complete").touch()
@@ -263,7 +264,8 @@ class LabBuilder:
         debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
         if not debs:
             self.progress(f"      downloading {package}={version} (about 140 MB)")
-            self.runner.run(["apt-get", "download", "-q", f"{package}={version}"], cwd=srcdir)
+            self.runner.run(["apt-get", "download", "-q", f"{package}={version}"], cwd=srcdir,
+                            timeout=BUILD_TIMEOUT_S)
             debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
             if not debs:
                 raise LabError(f"apt-get download {package}={version} produced no .deb")
@@ -526,7 +528,8 @@ class LabBuilder:
         """Build a part that may not exist yet in this tree (agent, tools)."""
         makefile = directory / "Makefile"
         if makefile.exists():
-            self.runner.run(["make", "-s", "-C", str(directory), *targets])
+            self.runner.run(["make", "-s", "-C", str(directory), *targets],
+                            timeout=BUILD_TIMEOUT_S)
 
     def _trim(self, rootfs: Path) -> None:
         for sub in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info",

@@ -35,7 +35,7 @@ from selena.lab.artefacts import (
     tree_files,
 )
 from selena.paths import cache_dir, project_root
-from selena.runner import Runner
+from selena.runner import BUILD_TIMEOUT_S, Runner
 from selena.templates import TemplateSpec, normalise_packages, read_spec, variant_disk
 
 log = logging.getLogger(__name__)
@@ -189,12 +189,15 @@ class DebianImages:
     # -- steps -------------------------------------------------------------
 
     def _customise(self, rootfs: Path, kernel_root: Path) -> None:
-        self.runner.run(["sh", str(self.recipe / "customize.sh"), str(rootfs)])
+        self.runner.run(["sh", str(self.recipe / "customize.sh"), str(rootfs)],
+                        timeout=BUILD_TIMEOUT_S)
         agent = self.src / "guest-agent" / "build" / "selena-agent"
-        self.runner.run(["make", "-s", "-C", str(self.src / "guest-agent")])
+        self.runner.run(["make", "-s", "-C", str(self.src / "guest-agent")],
+                        timeout=BUILD_TIMEOUT_S)
         shutil.copy2(agent, rootfs / "sbin" / "selena-agent")
         # The static tools every selena host has (clock checks, flow generator).
-        self.runner.run(["make", "-s", "-C", str(self.src / "guest-templates"), "tools"])
+        self.runner.run(["make", "-s", "-C", str(self.src / "guest-templates"), "tools"],
+                        timeout=BUILD_TIMEOUT_S)
         for tool in tree_files(self.src / "guest-templates" / "build" / "bin"):
             shutil.copy2(tool, rootfs / "usr" / "local" / "bin" / tool.name)
         install_modules(self.runner, kernel_root, rootfs, GUEST_MODULES)

@@ -99,11 +99,11 @@ def test_failure_mid_deploy_removes_exactly_what_was_created(fake_xen, tmp_path)
     assert not (tmp_path / "state/demo.json").exists()
 
 
-def test_redeploy_replaces_the_first(fake_xen, tmp_path):
+def test_redeploy_with_replace_replaces_the_first(fake_xen, tmp_path):
     be = backend(fake_xen, tmp_path)
     be.deploy(demo_plan())
     fake_xen.calls.clear()
-    be.deploy(demo_plan())
+    be.deploy(demo_plan(), replace=True)
     made = calls(fake_xen)
     assert made.index("xl destroy 1") < made.index(f"xl create -p -q {tmp_path}/state/demo/h1.cfg")
     assert set(fake_xen.domains) == {"selena-demo-h1", "selena-demo-h2"}

@@ -63,7 +63,7 @@ class FakeXen(FakeRunner):
     started: float = field(default_factory=time.monotonic)
 
     def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
-            timeout: float | None = None, env: Mapping[str, str] | None = None,
+            timeout: object = None, env: Mapping[str, str] | None = None,
             cwd: str | Path | None = None) -> CommandResult:
         args = tuple(str(a) for a in argv)
         self.calls.append(args)
@@ -91,7 +91,10 @@ class FakeXen(FakeRunner):
             return self._create(Path(args[-1]))
         if cmd == ("xl", "domid"):
             dom = self.domains.get(args[2])
-            return (0, f"{dom.domid}\n", "") if dom else (1, "", f"{args[2]} not found")
+            if dom is None:     # xl's own words (tools/xl/xl_misc.c, main_domid)
+                return 1, "", (f"Can't get domid of domain name '{args[2]}', maybe this "
+                               "domain does not exist.\n")
+            return 0, f"{dom.domid}\n", ""
         if cmd == ("xl", "unpause"):
             return self._unpause(int(args[2]))
         if cmd == ("xl", "pause"):
@@ -145,7 +148,7 @@ class FakeXen(FakeRunner):
             return 0, "", ""
         if cmd == ("ovs-vsctl", "br-get-external-id"):
             if args[2] not in self.bridges:
-                return 1, "", f"no bridge named {args[2]}"
+                return 1, "", f"ovs-vsctl: no bridge named {args[2]}\n"
             return 0, (self.bridges[args[2]] or "") + "\n", ""
         if cmd == ("ovs-vsctl", "list-br"):
             return 0, "".join(f"{b}\n" for b in self.bridges), ""
@@ -165,7 +168,7 @@ class FakeXen(FakeRunner):
             shown = [(n, a) for n, a in self.linux_bridges.items()
                      if "dev" not in args or n == args[-1]]
             if "dev" in args and not shown:
-                return 1, "", "Device does not exist"
+                return 1, "", f'Device "{args[-1]}" does not exist.\n'
             return 0, "".join(f"{i}: {n}: <BROADCAST> mtu 1500 state UP"
                               + (f" \\    alias {a}" if a else "") + "\n"
                               for i, (n, a) in enumerate(shown, start=10)), ""
