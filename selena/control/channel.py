@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import itertools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -177,6 +178,11 @@ class Controller:
         self.lost_after = lost_after if lost_after is not None else max(10.0, 5.0 * tdf)
         self.clock = clock
         self._guests: dict[str, _Guest] = {}
+        # Command ids: a random prefix per controller and a counter, rather
+        # than a uuid4 per command (a getrandom system call each, dear in a
+        # PV Dom0 under emulation).
+        self._id_prefix = uuid.uuid4().hex[:8]
+        self._ids = itertools.count()
         self._cond = threading.Condition()
         self._stop = False
         self._pump_error: BaseException | None = None
@@ -263,7 +269,8 @@ class Controller:
         if guest.lost:
             raise GuestLost(guest_name, guest.lost)
         text = spec.encode()
-        handle = CommandHandle(guest_name, uuid.uuid4().hex[:16], spec, time.time())
+        handle = CommandHandle(guest_name, f"{self._id_prefix}{next(self._ids):08x}", spec,
+                               time.time())
         with self._cond:
             guest.active[handle.id] = handle
         self.xs.write(f"{guest.base}/cmd/{handle.id}", text)
@@ -293,6 +300,7 @@ class Controller:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
+        self.xs.wake()
         self._pump.join(timeout=10)
 
     def _guest(self, name: str) -> _Guest:
@@ -307,16 +315,22 @@ class Controller:
         next_liveness = self.clock()
         try:
             while True:
+                # Read before looking for work: an event that comes in between
+                # makes poll() return at once rather than after its timeout.
+                events = self.xs.watch_events()
                 with self._cond:
                     if self._stop:
                         return
                     work = [(g, g.changed) for g in self._guests.values()
                             if g.changed and g.active]
-                    if not work and self.clock() < next_liveness:
-                        self._cond.wait(max(0.0, min(1.0, next_liveness - self.clock())))
-                        continue
                     for g, _ in work:
                         g.changed = set()
+                if not work and self.clock() < next_liveness:
+                    # The pump reads the socket itself while it waits: watch
+                    # events reach it without a thread hand-off.
+                    self.xs.poll(max(0.0, min(1.0, next_liveness - self.clock())),
+                                 since=events)
+                    continue
                 for guest, changed in work:
                     self._collect(guest, changed)
                 if self.clock() >= next_liveness:
