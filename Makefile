@@ -1,12 +1,16 @@
-# Front door. `make demo` runs the two-host demo in the lab; `make test` runs
+# Front door. `make demo` runs the demo scenario in the lab; `make test` runs
 # every test (unit, C, and end to end in the lab). Both install what they need.
+# Test tiers (docs/contributing.md): `make check` (ruff and the pure-Python
+# tests, seconds), `make unit` (check plus the toolchain tests: the agent's
+# build, fuzz smoke, flowgen, Open vSwitch sandboxes, xen-patches checks),
+# `make test` (everything, the lab included).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 SELENA := $(VENV)/bin/selena
 TDF ?= 10
 
-.PHONY: all deps test unit lint demo bench bench-bandwidth reproduce-star reproduce-fattree \
+.PHONY: all deps test unit check lint demo bench bench-bandwidth reproduce-star reproduce-fattree \
 	reproduce-qjump clean
 
 all: test
@@ -23,8 +27,13 @@ $(VENV)/.installed: pyproject.toml
 lint: deps
 	$(VENV)/bin/ruff check .
 
-unit: deps
-	$(VENV)/bin/pytest -m 'not lab'
+# No C build, no fuzzers, no Open vSwitch, no lab.
+check: lint
+	$(VENV)/bin/pytest -q -m 'not lab and not toolchain'
+
+# check, then the tests that need the C toolchain or Open vSwitch.
+unit: check
+	$(VENV)/bin/pytest -q -m 'toolchain and not lab'
 
 # Builds what the lab boots (cached by input hash), then every test: unit,
 # the C checks of xen-patches, and the end-to-end lab tests.

@@ -155,11 +155,11 @@ class ControlError(SelenaError):
 class XenstoreError(ControlError):
     """Xenstore refused a request; `code` is its error name (ENOENT, EACCES...)."""
 
-    def __init__(self, code: str, op: str, path: str):
+    def __init__(self, code: str, op: str, path: str, detail: str = ""):
         self.code = code
         self.op = op
         self.path = path
-        super().__init__(f"xenstore {op} {path}: {code}")
+        super().__init__(f"xenstore {op} {path}: {code}" + (f" ({detail})" if detail else ""))
 
 
 class ProtocolMismatch(ControlError):
@@ -182,16 +182,17 @@ class GuestSetupError(ControlError):
         self.guest = guest
         self.report = report
         # "failed <index> <escaped reason>" (PROTOCOL.md, agent/net)
+        # Every word of it is the guest's: shown with control characters escaped.
+        from selena.control.protocol import printable, unescape
+
         parts = report.split(" ", 2)
-        where = f"directive {parts[1]}" if len(parts) > 1 else "its directives"
+        where = f"directive {printable(parts[1], 20)}" if len(parts) > 1 else "its directives"
         why = parts[2] if len(parts) > 2 else report
         try:
-            from selena.control.protocol import unescape
-
             why = unescape(why).decode(errors="replace")
         except ControlError:
             pass
-        super().__init__(f"guest {guest}: network setup failed at {where}: {why}")
+        super().__init__(f"guest {guest}: network setup failed at {where}: {printable(why)}")
 
 
 class AnalysisError(SelenaError):

@@ -16,6 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "guest-agent" / "build" / "selena-agent"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the real agent (`agent_binary`, directly or through
+    `fake_xen`) builds it with the C toolchain: it belongs to the `toolchain`
+    tier, not to `make check` (docs/contributing.md)."""
+    for item in items:
+        if "agent_binary" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.toolchain)
+
+
 @pytest.fixture(scope="session")
 def agent_binary() -> Path:
     subprocess.run(["make", "-s", "-C", str(ROOT / "guest-agent")], check=True)

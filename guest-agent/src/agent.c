@@ -37,6 +37,9 @@
 #define TOTAL_WINDOW_CHUNKS 512
 #define EOF_GRACE_NS 2000000000ull  /* after exit, wait this long for pipe EOF */
 #define NET_WAIT_NS 10000000000ull
+/* A refused final state is tried again this often, after 10, 20, 40 ms. */
+#define FINAL_TRIES 4
+#define FINAL_BACKOFF_MS 10
 #define WATCH_TOKEN "selena-cmd"
 #define VERSION_TOKEN "selena-version"
 
@@ -123,16 +126,54 @@ static int get(const char *suffix, char **value, size_t *len)
     return xs_read(&xs, path, value, len);
 }
 
-static void set_state(const char *id, const char *fmt, ...)
+static int vset_state(const char *id, const char *fmt, va_list ap)
 {
     char suffix[128], value[1024];
+
+    vsnprintf(value, sizeof(value), fmt, ap);
+    snprintf(suffix, sizeof(suffix), "out/%s/state", id);
+    return put(suffix, value);
+}
+
+static void set_state(const char *id, const char *fmt, ...)
+{
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(value, sizeof(value), fmt, ap);
+    vset_state(id, fmt, ap);
     va_end(ap);
-    snprintf(suffix, sizeof(suffix), "out/%s/state", id);
-    put(suffix, value);
+}
+
+/*
+ * The final state is all Dom0 waits for: a refusal (EQUOTA while the domain's
+ * entries are taken, say) is tried again a few times, then reported on
+ * agent/error, so the command fails at once instead of at its timeout.
+ */
+static void set_final_state(const char *id, const char *fmt, ...)
+{
+    struct timespec pause = { 0, FINAL_BACKOFF_MS * 1000000L };
+    char report[128];
+    unsigned int try;
+    va_list ap;
+    int rc = 0;
+
+    for ( try = 0; try < FINAL_TRIES; try++ )
+    {
+        if ( try )
+        {
+            nanosleep(&pause, NULL);
+            pause.tv_nsec *= 2;
+        }
+        va_start(ap, fmt);
+        rc = vset_state(id, fmt, ap);
+        va_end(ap);
+        if ( rc == 0 )
+            return;
+    }
+    logmsg("final state of %s lost after %u tries: %s", id, FINAL_TRIES,
+           xs_errname(rc));
+    snprintf(report, sizeof(report), "lost-state %s %s", id, xs_errname(rc));
+    put("agent/error", report);
 }
 
 static void remember_answered(const char *id)
@@ -159,8 +200,8 @@ static void report_failed(const char *id, const char *reason, const char *detail
     char esc[512];
 
     remember_answered(id);
-    set_state(id, "failed reason=%s detail=%s", reason,
-              escape(detail, esc, sizeof(esc)));
+    set_final_state(id, "failed reason=%s detail=%s", reason,
+                    escape(detail, esc, sizeof(esc)));
 }
 
 static struct cmd *find_cmd(const char *id)
@@ -503,20 +544,22 @@ static void finish_if_done(struct cmd *c)
     dur = (unsigned long long)(c->end_mono - c->start_mono);
     lost = c->out[0].lost + c->out[1].lost;
     if ( WIFSIGNALED(c->status) )
-        set_state(c->id,
-                  "killed signal=%d reason=%s start=%llu end=%llu dur=%llu "
-                  "stdout=%u stderr=%u lost=%llu", WTERMSIG(c->status),
-                  c->kill_reason ? c->kill_reason : "signal",
-                  (unsigned long long)c->start_rt,
-                  (unsigned long long)c->end_rt, dur, c->out[0].seq,
-                  c->out[1].seq, lost);
+        set_final_state(c->id,
+                        "killed signal=%d reason=%s start=%llu end=%llu "
+                        "dur=%llu stdout=%u stderr=%u lost=%llu",
+                        WTERMSIG(c->status),
+                        c->kill_reason ? c->kill_reason : "signal",
+                        (unsigned long long)c->start_rt,
+                        (unsigned long long)c->end_rt, dur, c->out[0].seq,
+                        c->out[1].seq, lost);
     else
-        set_state(c->id,
-                  "exited code=%d start=%llu end=%llu dur=%llu stdout=%u "
-                  "stderr=%u lost=%llu", WEXITSTATUS(c->status),
-                  (unsigned long long)c->start_rt,
-                  (unsigned long long)c->end_rt, dur, c->out[0].seq,
-                  c->out[1].seq, lost);
+        set_final_state(c->id,
+                        "exited code=%d start=%llu end=%llu dur=%llu "
+                        "stdout=%u stderr=%u lost=%llu",
+                        WEXITSTATUS(c->status),
+                        (unsigned long long)c->start_rt,
+                        (unsigned long long)c->end_rt, dur, c->out[0].seq,
+                        c->out[1].seq, lost);
     if ( !c->spec_removed )
         remember_answered(c->id);
     c->used = 0;

@@ -2,7 +2,7 @@
 and tests do not depend on xl.
 
 A backend turns a Plan into running guests, tells the lifecycle how to reach
-them (the one Xenstore connection the control channel uses), injects
+them (the xenstored the control channel connects to), injects
 faults, and removes exactly what it made. Backends are chosen by name
 (`selena.backends.get_backend("xl")`, `--backend xl`).
 """
@@ -94,11 +94,15 @@ class Backend(abc.ABC):
 
     def command_channel(self, tdf: float, output_cap: int = DEFAULT_OUTPUT_CAP) -> Controller:
         """What runs commands in the nodes: the Xenstore control channel to
-        the guest agents, on this backend's connection; `output_cap` bytes of
-        each command's stdout and of its stderr are kept."""
+        the guest agents, on a connection of its own to this backend's
+        xenstored (closed with the controller), so that nothing the guests do
+        to the channel reaches the connection teardown uses; `output_cap`
+        bytes of each command's stdout and of its stderr are kept."""
         from selena.control.channel import Controller
 
-        return Controller(self.xenstore(), tdf=tdf, output_cap=output_cap)
+        shared = self.xenstore()
+        return Controller.connect(shared.path, timeout=shared.timeout, tdf=tdf,
+                                  output_cap=output_cap)
 
     @abc.abstractmethod
     def host_info(self) -> HostInfo:
@@ -139,8 +143,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def xenstore(self) -> XenstoreConnection:
-        """The Xenstore connection this backend uses; the control channel
-        shares it."""
+        """The Xenstore connection this backend uses (the control channel
+        opens its own to the same xenstored)."""
 
     @abc.abstractmethod
     def crash(self, deployment: Deployment, node: str) -> None:

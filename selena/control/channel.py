@@ -9,19 +9,22 @@ wait on handles from any thread.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
-import itertools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from selena.control.protocol import (
     PROTOCOL_VERSION,
     CommandSpec,
     CommandState,
+    guest_text,
     parse_state,
+    printable,
 )
 from selena.control.xenstore import XenstoreConnection
 from selena.errors import (
@@ -49,7 +52,8 @@ def _last_chunks(changed: set[str]) -> tuple[int, int]:
     last = [-1, -1]
     for rest in changed:
         stream, _, index = rest.partition("/")
-        if stream in STREAMS and index.isdigit():
+        # ASCII digits only: "²".isdigit() holds, and int() refuses it.
+        if stream in STREAMS and index.isascii() and index.isdigit():
             i = STREAMS.index(stream)
             last[i] = max(last[i], int(index))
     return last[0], last[1]
@@ -58,6 +62,11 @@ def _last_chunks(changed: set[str]) -> tuple[int, int]:
 # Chunks of one stream read in one pass: the agent keeps at most 16
 # unacknowledged (PROTOCOL.md), so only a hostile guest claims more.
 CHUNK_BATCH = 32
+# Chunks of one stream read when no event said which exist (a directory
+# event, a collapsed change set): the agent's window. Dom0 never lists a
+# directory the guest owns (a guest can make the listing too large to answer);
+# when every probed chunk is there it comes back for more.
+CHUNK_PROBE = 16
 
 # Distinct changed paths remembered per guest between two pump passes; past
 # it they collapse into "re-read everything", so a guest creating and deleting
@@ -109,6 +118,8 @@ class CommandResult:
         return bool(self.stdout_dropped or self.stderr_dropped)
 
     def summary(self) -> str:
+        """One line; the guest's own words (reason, detail) with control
+        characters escaped."""
         if self.lost_bytes:
             return f"{self._summary()}, {self.lost_bytes} output bytes lost in the guest"
         if self.truncated:
@@ -119,9 +130,10 @@ class CommandResult:
     def _summary(self) -> str:
         if self.state == "exited":
             return f"exited {self.exit_code}"
+        reason = printable(self.reason or "")
         if self.state == "killed":
-            return f"killed by signal {self.signal} ({self.reason})"
-        return f"{self.state} ({self.reason}: {self.detail})" if self.detail else self.state
+            return f"killed by signal {self.signal} ({reason})"
+        return f"{self.state} ({reason}: {printable(self.detail)})" if self.detail else self.state
 
 
 @dataclass
@@ -156,6 +168,8 @@ class _Guest:
     heartbeat: bytes | None = None
     heartbeat_seen: float = 0.0
     lost: str | None = None
+    # agent/error may have changed (or was never read): read it next pass.
+    error_changed: bool = True
 
 
 class Controller:
@@ -164,15 +178,17 @@ class Controller:
     lost_after: real seconds without a heartbeat change before a guest is
     declared lost (default max(10, 5 x TDF): the agent beats every guest second).
     output_cap: bytes of each command's stdout, and of its stderr, kept in Dom0.
+    owns_xs: close() closes `xs` too (a connection of its own, see connect()).
     """
 
     def __init__(self, xs: XenstoreConnection, tdf: float = 1.0,
                  lost_after: float | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 output_cap: int = DEFAULT_OUTPUT_CAP):
+                 output_cap: int = DEFAULT_OUTPUT_CAP, owns_xs: bool = False):
         if output_cap < 0:
             raise ValueError(f"output cap {output_cap} is negative")
         self.xs = xs
+        self.owns_xs = owns_xs
         self.output_cap = output_cap
         self.tdf = tdf
         self.lost_after = lost_after if lost_after is not None else max(10.0, 5.0 * tdf)
@@ -189,6 +205,19 @@ class Controller:
         self._pump = threading.Thread(target=self._pump_loop, name="selena-control",
                                       daemon=True)
         self._pump.start()
+
+    @classmethod
+    def connect(cls, path: str | None = None, timeout: float = 30.0,
+                **kw: Any) -> Controller:
+        """A controller on a Xenstore connection of its own (closed by
+        close()): whatever happens to it, a backend's connection (teardown's)
+        is not touched."""
+        xs = XenstoreConnection(path, timeout=timeout)
+        try:
+            return cls(xs, owns_xs=True, **kw)
+        except BaseException:
+            xs.close()
+            raise
 
     def set_tdf(self, tdf: float) -> None:
         """The guests now run at `tdf`: heartbeats come every guest second,
@@ -211,8 +240,14 @@ class Controller:
                 _note_change(guest, path[len(prefix):] if path.startswith(prefix) else None)
                 self._cond.notify_all()
 
-        def agent_changed(_path: str, _token: str) -> None:
+        agent_dir = f"{guest.base}/agent"
+
+        def agent_changed(path: str, _token: str) -> None:
             with self._cond:
+                # Not on heartbeats (every guest second): only agent/error, or
+                # the directory itself (registration, removal).
+                if path in (agent_dir, f"{agent_dir}/error"):
+                    guest.error_changed = True
                 self._cond.notify_all()     # wait_ready() re-reads the agent's state
 
         self.xs.watch(f"{guest.base}/out", f"selena-out-{name}", mark)
@@ -236,24 +271,29 @@ class Controller:
                 self._cond.wait(0.5)
 
     def _agent_ready(self, guest: _Guest) -> bool:
+        """Every value here is the guest's: one that is not text, or that makes
+        the read fail, refuses that guest by name (no traceback)."""
         try:
             state = self.xs.read_or_none(f"{guest.base}/agent/state")
+            if state is None:
+                if self.xs.read_or_none(f"{guest.base}/version") is None:
+                    raise GuestLost(guest.name, "its domain or control keys are gone")
+                return False
+            text = guest_text(state, "agent/state", guest.name)
+            if text.startswith("failed"):
+                raise ProtocolMismatch(f"guest {guest.name}: agent {printable(text)}")
+            if text != "ready":
+                return False
+            version = guest_text(self.xs.read_or_none(f"{guest.base}/agent/version") or b"",
+                                 "agent/version", guest.name)
+            if version != str(PROTOCOL_VERSION):
+                raise ProtocolMismatch(f"guest {guest.name}: agent speaks protocol "
+                                       f"'{printable(version, 40)}', selena speaks "
+                                       f"{PROTOCOL_VERSION}")
+            net = guest_text(self.xs.read_or_none(f"{guest.base}/agent/net") or b"",
+                             "agent/net", guest.name)
         except XenstoreError as exc:
-            raise GuestLost(guest.name, f"cannot read its agent state: {exc}") from None
-        if state is None:
-            if self.xs.read_or_none(f"{guest.base}/version") is None:
-                raise GuestLost(guest.name, "its domain or control keys are gone")
-            return False
-        text = state.decode(errors="replace")
-        if text.startswith("failed"):
-            raise ProtocolMismatch(f"guest {guest.name}: agent {text}")
-        if text != "ready":
-            return False
-        version = (self.xs.read_or_none(f"{guest.base}/agent/version") or b"").decode()
-        if version != str(PROTOCOL_VERSION):
-            raise ProtocolMismatch(f"guest {guest.name}: agent speaks protocol {version!r}, "
-                                   f"selena speaks {PROTOCOL_VERSION}")
-        net = (self.xs.read_or_none(f"{guest.base}/agent/net") or b"").decode(errors="replace")
+            raise GuestLost(guest.name, f"cannot read its agent's keys: {exc}") from None
         if net.startswith("failed"):
             raise GuestSetupError(guest.name, net)
         return True
@@ -273,7 +313,12 @@ class Controller:
                                time.time())
         with self._cond:
             guest.active[handle.id] = handle
-        self.xs.write(f"{guest.base}/cmd/{handle.id}", text)
+        try:
+            self.xs.write(f"{guest.base}/cmd/{handle.id}", text)
+        except BaseException:
+            with self._cond:                # never sent: nothing for the pump to serve
+                guest.active.pop(handle.id, None)
+            raise
         return handle
 
     def kill(self, handle: CommandHandle, signal: int = 15) -> None:
@@ -302,6 +347,8 @@ class Controller:
             self._cond.notify_all()
         self.xs.wake()
         self._pump.join(timeout=10)
+        if self.owns_xs:
+            self.xs.close()
 
     def _guest(self, name: str) -> _Guest:
         try:
@@ -321,17 +368,19 @@ class Controller:
                 with self._cond:
                     if self._stop:
                         return
-                    work = [(g, g.changed) for g in self._guests.values()
-                            if g.changed and g.active]
-                    for g, _ in work:
-                        g.changed = set()
+                    work = [(g, g.changed, g.error_changed) for g in self._guests.values()
+                            if (g.changed or g.error_changed) and g.active]
+                    for g, _, _ in work:
+                        g.changed, g.error_changed = set(), False
                 if not work and self.clock() < next_liveness:
                     # The pump reads the socket itself while it waits: watch
                     # events reach it without a thread hand-off.
                     self.xs.poll(max(0.0, min(1.0, next_liveness - self.clock())),
                                  since=events)
                     continue
-                for guest, changed in work:
+                for guest, changed, error_changed in work:
+                    if error_changed:
+                        self._read_agent_error(guest)
                     self._collect(guest, changed)
                 if self.clock() >= next_liveness:
                     next_liveness = self.clock() + 1.0
@@ -364,7 +413,7 @@ class Controller:
                 last_seen[i] >= handle._next[i] for i in range(len(STREAMS)))
             try:
                 self._collect_one(guest, handle, read_state, new_chunks, last_seen)
-            except ProtocolMismatch as exc:
+            except (ProtocolMismatch, ValueError) as exc:
                 # What a guest writes into its own keys can fail only its own
                 # command, never the pump that serves every guest.
                 self._fail(guest, handle, str(exc))
@@ -372,7 +421,9 @@ class Controller:
                 if exc.code == "ENOENT" or exc.code == "EACCES":
                     self._lose(guest, f"its control keys vanished ({exc})")
                     return
-                raise
+                # E2BIG, EQUOTA...: Xenstore refused a request about this
+                # command's keys (the guest's to fill); the connection is fine.
+                self._fail(guest, handle, str(exc), reason="xenstore")
 
     def _collect_one(self, guest: _Guest, handle: CommandHandle, read_state: bool = True,
                      read_chunks: bool = True,
@@ -388,18 +439,23 @@ class Controller:
         # never written and no removal of one the final cleanup removes anyway
         # (each is a Xenstore round trip on the command's path to its result).
         counted = state.final and state.state != "failed"
+        batch = CHUNK_BATCH
         if counted:
             last = (state.stdout_chunks - 1, state.stderr_chunks - 1)
-        elif read_chunks or state.final:
-            last = last_seen if last_seen is not None else self._last_written(out)
-        else:
+        elif not read_chunks and not state.final:
             last = (-1, -1)
+        elif last_seen is not None:
+            last = last_seen
+        else:
+            # Not known which chunks exist: probe the next ones expected.
+            batch = CHUNK_PROBE
+            last = (handle._next[0] + batch - 1, handle._next[1] + batch - 1)
         # Every chunk read in one pipelined batch, and the consumed ones removed
         # in another: a guest flooding output costs the pump a few round trips
         # per pass, not two per chunk, so it delays other guests little.
         first = list(handle._next)
         wanted = [(i, n) for i in range(len(STREAMS))
-                  for n in range(first[i], min(last[i], first[i] + CHUNK_BATCH - 1) + 1)]
+                  for n in range(first[i], min(last[i], first[i] + batch - 1) + 1)]
         datas = self.xs.read_many([f"{out}/{STREAMS[i]}/{n}" for i, n in wanted])
         consumed = []
         for (i, n), data in zip(wanted, datas, strict=True):
@@ -408,7 +464,7 @@ class Controller:
             self._keep(guest, handle, i, data)
             consumed.append(f"{out}/{STREAMS[i]}/{n}")
             handle._next[i] += 1
-        if any(last[i] >= handle._next[i] == first[i] + CHUNK_BATCH
+        if any(last[i] >= handle._next[i] == first[i] + batch
                for i in range(len(STREAMS))):
             with self._cond:                    # a whole batch read: the rest next pass
                 _note_change(guest, None)
@@ -425,19 +481,6 @@ class Controller:
                                    f"{state.stdout_chunks}/{state.stderr_chunks} chunks, "
                                    f"found {handle._next[0]}/{handle._next[1]}")
         self._finish(guest, handle, state)
-
-    def _last_written(self, out: str) -> tuple[int, int]:
-        """The highest chunk number present in each stream, from its directory."""
-        last = []
-        for stream in STREAMS:
-            try:
-                names = self.xs.directory(f"{out}/{stream}")
-            except XenstoreError as exc:
-                if exc.code != "ENOENT":
-                    raise
-                names = []
-            last.append(max((int(n) for n in names if n.isdigit()), default=-1))
-        return last[0], last[1]
 
     def _keep(self, guest: _Guest, handle: CommandHandle, stream: int, data: bytes) -> None:
         kept = handle._out[stream]
@@ -463,13 +506,36 @@ class Controller:
         # The waiter has its result before the keys are removed: removal is
         # housekeeping, not part of the command's round trip.
         self._complete(guest, handle, result)
-        self.xs.rm_many([f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}"])
+        try:
+            self.xs.rm_many([f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}"])
+        except XenstoreError as exc:        # the result stands; only housekeeping failed
+            log.warning("guest %s: removing command %s: %s", guest.name, handle.id, exc)
 
-    def _fail(self, guest: _Guest, handle: CommandHandle, why: str) -> None:
-        log.warning("guest %s: command %s failed: %s", guest.name, handle.id, why)
+    def _read_agent_error(self, guest: _Guest) -> None:
+        """agent/error: `lost-state <id> <error>` when the agent could not write
+        a command's final state (PROTOCOL.md); that command fails at once
+        instead of running into its timeout."""
+        try:
+            raw = self.xs.read_or_none(f"{guest.base}/agent/error")
+        except XenstoreError as exc:
+            log.warning("guest %s: reading agent/error: %s", guest.name, exc)
+            return
+        if raw is None:
+            return
+        word, _, rest = raw.decode(errors="replace").partition(" ")
+        cid, _, code = rest.partition(" ")
+        handle = guest.active.get(cid) if word == "lost-state" else None
+        if handle is None:
+            return                          # an older loss, or nonsense: nothing waits
+        self._fail(guest, handle, f"its agent could not write the final state "
+                                  f"({printable(code, 40)})", reason="state-lost")
+
+    def _fail(self, guest: _Guest, handle: CommandHandle, why: str,
+              reason: str = "protocol") -> None:
+        log.warning("guest %s: command %s failed: %s", guest.name, handle.id, printable(why))
         result = CommandResult(
             guest=guest.name, id=handle.id, command=handle.spec.describe(), state="failed",
-            reason="protocol", detail=why, stdout=bytes(handle._out[0]),
+            reason=reason, detail=why, stdout=bytes(handle._out[0]),
             stderr=bytes(handle._out[1]), submitted=handle.submitted, finished=time.time(),
             stdout_dropped=handle._dropped[0], stderr_dropped=handle._dropped[1])
         for path in (f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}"):
@@ -504,7 +570,7 @@ class Controller:
                               f"(limit {self.lost_after:g} s)")
 
     def _lose(self, guest: _Guest, why: str) -> None:
-        log.warning("guest %s lost: %s", guest.name, why)
+        log.warning("guest %s lost: %s", guest.name, printable(why))
         guest.lost = why
         for handle in list(guest.active.values()):
             self._complete(guest, handle, CommandResult(

@@ -26,6 +26,42 @@ IFNAME = re.compile(r"[A-Za-z0-9_.-]{1,15}\Z")
 FINAL_STATES = ("exited", "killed", "failed")
 
 
+# Unicode controls a terminal acts on besides C0, DEL and C1: line and
+# paragraph separators and the bidirectional overrides (text shown reversed).
+_FORMAT_CONTROLS = frozenset([0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+
+
+def printable(text: str | bytes, limit: int | None = 512) -> str:
+    """Guest-supplied text made safe for one line of a terminal or a log:
+    C0 and C1 controls (newline included), DEL and bidirectional overrides
+    become `\\xNN` / `\\uNNNN`, bytes that are not UTF-8 `\\xNN`, and past
+    `limit` characters the rest is cut (and counted)."""
+    if isinstance(text, bytes):
+        text = text.decode(errors="backslashreplace")
+    out = []
+    for ch in text[:limit] if limit is not None else text:
+        code = ord(ch)
+        if code < 0x20 or 0x7f <= code < 0xa0:
+            out.append(f"\\x{code:02x}")
+        elif code in _FORMAT_CONTROLS:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    if limit is not None and len(text) > limit:
+        out.append(f"... ({len(text) - limit} more characters)")
+    return "".join(out)
+
+
+def guest_text(raw: bytes, what: str, guest: str) -> str:
+    """A guest key's value as text; a value that is not UTF-8 is refused,
+    naming the guest and the key."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise ProtocolMismatch(f"guest {guest}: {what} is not UTF-8 text: "
+                               f"{printable(raw, 80)}") from None
+
+
 def escape(value: str | bytes) -> str:
     """Percent-escape %, space, control bytes, DEL and non-ASCII bytes."""
     raw = value.encode() if isinstance(value, str) else value

@@ -32,6 +32,12 @@ XS_DIRECTORY, XS_READ, XS_GET_PERMS, XS_WATCH, XS_UNWATCH = 1, 2, 3, 4, 5
 XS_WRITE, XS_MKDIR, XS_RM, XS_SET_PERMS, XS_WATCH_EVENT, XS_ERROR = 11, 12, 13, 14, 15, 16
 HEADER = struct.Struct("<IIII")        # type, req_id, tx_id, len
 PAYLOAD_MAX = 4096
+XENSTORE_PAYLOAD_MAX = PAYLOAD_MAX
+# A reply past PAYLOAD_MAX is read whole and refused to its one request
+# (oxenstored sends a directory listing of any size); one past this is taken
+# for a broken stream instead, since reading it would take too long.
+DRAIN_MAX = 16 * 1024 * 1024
+_OVERSIZE = -2                         # _Pending.type: the reply was too large
 SOCKET_PATHS = ("/run/xenstored/socket", "/var/run/xenstored/socket")
 RECV_SIZE = 65536
 
@@ -52,12 +58,13 @@ def default_socket() -> str:
 
 
 class _Pending:
-    __slots__ = ("done", "type", "payload")
+    __slots__ = ("done", "type", "payload", "length")
 
     def __init__(self) -> None:
         self.done = False
         self.type = 0
         self.payload = b""
+        self.length = 0
 
 
 class XenstoreConnection:
@@ -272,7 +279,15 @@ class XenstoreConnection:
             for _req_id, pending, op, path in sent:
                 if pending.type == -1:
                     raise ControlError(f"xenstore {op} {path}: connection lost: {self._error}")
-                if pending.type == XS_ERROR:
+                if pending.type == _OVERSIZE:
+                    error = XenstoreError(
+                        "E2BIG", op, path,
+                        f"reply of {pending.length} bytes is over the Xenstore limit of "
+                        f"{PAYLOAD_MAX}; refused")
+                    if error.code != tolerate and failure is None:
+                        failure = error
+                    replies.append(error)
+                elif pending.type == XS_ERROR:
                     error = XenstoreError(pending.payload.rstrip(b"\0").decode(errors="replace"),
                                           op, path)
                     if error.code != tolerate and failure is None:
@@ -340,7 +355,11 @@ class XenstoreConnection:
             self._lost(exc)
             return False
         self._buffer += data
-        self._dispatch_buffered()
+        try:
+            self._dispatch_buffered()
+        except ConnectionError as exc:
+            self._lost(exc)
+            return False
         return True
 
     def _drain_wakes(self) -> None:
@@ -354,11 +373,22 @@ class XenstoreConnection:
         buf = self._buffer
         while len(buf) >= HEADER.size:
             xs_type, req_id, _tx, length = HEADER.unpack_from(buf)
+            if length > DRAIN_MAX:
+                raise ConnectionError(f"reply of {length} bytes: the stream is broken")
             if len(buf) < HEADER.size + length:
                 return
-            payload = bytes(buf[HEADER.size:HEADER.size + length])
+            oversize = length > PAYLOAD_MAX
+            payload = b"" if oversize else bytes(buf[HEADER.size:HEADER.size + length])
             del buf[:HEADER.size + length]
-            if xs_type == XS_WATCH_EVENT:
+            if oversize:
+                # What a guest wrote can make xenstored answer past the limit
+                # (a listing of its directory): that fails one request, read
+                # whole so the stream stays in step, not the connection.
+                log.warning("xenstore reply of %d bytes to request %d refused (limit %d)",
+                            length, req_id, PAYLOAD_MAX)
+                if xs_type == XS_WATCH_EVENT:
+                    continue
+            elif xs_type == XS_WATCH_EVENT:
                 self._dispatch_watch(payload)
                 continue
             with self._io:
@@ -366,10 +396,8 @@ class XenstoreConnection:
                 if pending is None:
                     log.warning("xenstore reply to unknown request %d dropped", req_id)
                     continue
-                if length > PAYLOAD_MAX:
-                    # Read whole and refused to its request alone: the stream
-                    # stays in step, so the connection serves everyone else.
-                    pending.type, pending.payload = XS_ERROR, b"E2BIG\0"
+                if oversize:
+                    pending.type, pending.length = _OVERSIZE, length
                 else:
                     pending.type, pending.payload = xs_type, payload
                 pending.done = True

@@ -73,3 +73,12 @@ def test_net_directives():
         "arp 10.0.0.2 02:00:00:00:00:02 02:00:00:00:00:01", "route default 10.0.0.254"]
     with pytest.raises(ValidationError, match="bad MAC"):
         net_directives([("nope", "10.0.0.1/24")])
+
+
+def test_printable_escapes_controls_and_cuts_long_text():
+    from selena.control.protocol import printable
+
+    assert printable("ok é 漢") == "ok é 漢"
+    assert printable("a\x1b[2J\n\t\x7f\x85\u202eb") == "a\\x1b[2J\\x0a\\x09\\x7f\\x85\\u202eb"
+    assert printable(b"\xff\x1bok") == "\\xff\\x1bok"
+    assert printable("x" * 20, limit=5) == "xxxxx... (15 more characters)"

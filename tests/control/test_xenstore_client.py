@@ -10,7 +10,13 @@ import time
 
 import pytest
 
-from selena.control.xenstore import HEADER, XS_ERROR, XS_READ, XenstoreConnection
+from selena.control.xenstore import (
+    HEADER,
+    XS_ERROR,
+    XS_READ,
+    XS_WATCH_EVENT,
+    XenstoreConnection,
+)
 from selena.errors import ControlError, XenstoreError
 
 
@@ -71,6 +77,81 @@ def test_a_batch_raises_the_first_real_error_after_every_reply(xenstored):
         dom0.close()
 
 
+def test_an_oversize_reply_fails_its_request_not_the_connection(xenstored):
+    """oxenstored (and the fake) answer a listing of any size: 300 keys with
+    15-digit names is over 4096 bytes. That request fails with E2BIG; the
+    connection, its watches and requests from other threads carry on."""
+    xenstored.add_domain(5)
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    try:
+        base = "/local/domain/5/big"
+        for i in range(300):
+            dom0.write(f"{base}/{10**14 + i}", "")
+        dom0.write("/local/domain/5/small", "ok")
+        events: list[str] = []
+        dom0.watch("/local/domain/5/small", "tok", lambda path, _tok: events.append(path))
+        errors: list[BaseException] = []
+
+        def other_caller() -> None:
+            try:
+                for _ in range(200):
+                    assert dom0.read("/local/domain/5/small") == b"ok"
+            except BaseException as exc:  # reported by the assertion below
+                errors.append(exc)
+
+        thread = threading.Thread(target=other_caller)
+        thread.start()
+        for _ in range(5):
+            with pytest.raises(XenstoreError) as raised:
+                dom0.directory(base)
+            assert raised.value.code == "E2BIG" and raised.value.path == base
+            assert "over the Xenstore limit of 4096" in str(raised.value)
+        thread.join(timeout=20)
+        assert not thread.is_alive() and errors == []
+        assert dom0.read("/local/domain/5/small") == b"ok"
+        dom0.write("/local/domain/5/small", "again")
+        deadline = time.monotonic() + 5
+        while len(events) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(events) >= 2, events        # registration and the write
+    finally:
+        dom0.close()
+
+
+def test_an_oversize_reply_from_a_raw_server_is_drained(tmp_path):
+    """A server sends a 5000-byte reply to the first request and an oversize
+    watch event, then answers the second request normally: the first fails
+    with E2BIG, the event is dropped, the second gets its own reply."""
+    path = str(tmp_path / "xs.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            buf = b""
+            for answer in (b"x" * 5000, b"small"):
+                while len(buf) < HEADER.size or \
+                        len(buf) < HEADER.size + HEADER.unpack(buf[:HEADER.size])[3]:
+                    buf += conn.recv(4096)
+                _kind, req_id, _tx, length = HEADER.unpack(buf[:HEADER.size])
+                buf = buf[HEADER.size + length:]
+                conn.sendall(HEADER.pack(XS_READ, req_id, 0, len(answer)) + answer)
+                if len(answer) > 4096:
+                    event = b"p" * 6000 + b"\0tok\0"
+                    conn.sendall(HEADER.pack(XS_WATCH_EVENT, 0, 0, len(event)) + event)
+            conn.recv(1)            # until the client closes
+
+    threading.Thread(target=serve, daemon=True).start()
+    with XenstoreConnection(path, timeout=2) as xs:
+        with pytest.raises(XenstoreError) as raised:
+            xs.read("/big")
+        assert raised.value.code == "E2BIG" and "5000 bytes" in str(raised.value)
+        assert xs.read("/after") == b"small"
+    server.close()
+
+
 def _serve_once(path: str, answer) -> socket.socket:
     """A one-connection server calling answer(conn, kind, req_id, payload) for
     each request it reads."""
@@ -96,26 +177,6 @@ def _serve_once(path: str, answer) -> socket.socket:
 
     threading.Thread(target=serve, daemon=True).start()
     return server
-
-
-def test_an_oversize_reply_fails_its_request_alone(tmp_path):
-    """oxenstored answers a directory listing over 4096 bytes; the reply is
-    read whole and refused, and the connection goes on serving."""
-    def answer(conn, kind, req_id, payload):
-        key = payload.rstrip(b"\0")
-        body = b"x" * 6000 if key == b"/big" else b"small"
-        conn.sendall(HEADER.pack(kind, req_id, 0, len(body)) + body)
-
-    server = _serve_once(str(tmp_path / "xs.sock"), answer)
-    with XenstoreConnection(str(tmp_path / "xs.sock"), timeout=2) as xs:
-        with pytest.raises(XenstoreError) as raised:
-            xs.read("/big")
-        assert raised.value.code == "E2BIG" and raised.value.path == "/big"
-        assert xs.read("/after") == b"small"
-        with pytest.raises(XenstoreError):
-            xs.read_many(["/a", "/big", "/b"])
-        assert xs.read("/last") == b"small"
-    server.close()
 
 
 def test_watch_events_run_on_the_polling_thread_without_a_reader(xenstored):

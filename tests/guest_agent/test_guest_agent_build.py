@@ -5,6 +5,10 @@ nothing."""
 import subprocess
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.toolchain
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_DIR = ROOT / "guest-agent"
 

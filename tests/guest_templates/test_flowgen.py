@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.toolchain
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "guest-templates"
 FLOWGEN = TEMPLATES / "build" / "bin" / "flowgen"

@@ -27,6 +27,8 @@ from typing import TypeVar
 
 import pytest
 
+pytestmark = pytest.mark.toolchain
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "guest-templates" / "of-controller"
 APP = TEMPLATE / "apps" / "selena_learning.py"

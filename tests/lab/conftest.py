@@ -5,8 +5,10 @@ fails alone; the next test gets a fresh boot."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 
+import lab_results
 import pytest
 
 from selena.lab.images import scenario_variants
@@ -60,7 +62,15 @@ def own_lab(lab: SharedLab) -> None:
 
 
 @pytest.fixture(scope="session")
-def lab():
+def lab(request: pytest.FixtureRequest):
+    """The shared lab, and the session's temporary results directory
+    (lab_results.py): removed at the end unless a test failed."""
+    results = project_root() / lab_results.TMP
+    results.mkdir(parents=True, exist_ok=True)
     shared = SharedLab()
     yield shared
     shared.close()
+    if request.session.testsfailed:
+        print(f"\nlab tests' results kept in {results}")
+    else:
+        shutil.rmtree(results, ignore_errors=True)

@@ -12,6 +12,7 @@ import json
 import re
 import statistics
 
+import lab_results
 import pytest
 
 from selena.advise import Calibration
@@ -19,7 +20,7 @@ from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
 
-OUT = "build/results/test-advise"
+OUT = lab_results.out("test-advise")
 ACCURACY = 5.0
 
 # The demo's link and its pings (0.2 s apart), without its iperf part.

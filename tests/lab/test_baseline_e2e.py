@@ -7,6 +7,7 @@ import json
 import re
 import statistics
 
+import lab_results
 import pytest
 from bundles import node_outputs
 
@@ -14,7 +15,7 @@ from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
 
-OUT = "build/results/test-baseline"
+OUT = lab_results.out("test-baseline")
 RATE_MBIT = 20
 DELAY_MS = 50
 
@@ -48,7 +49,7 @@ def test_mininet_runs_the_link_scenario_in_real_time(lab):
 def test_mininet_runs_a_switched_topology(lab):
     """Hosts through an Open vSwitch bridge: the switch's ports need MACs of
     their own (Mininet's veth pair refused a host MAC beside none)."""
-    out = "build/results/test-baseline-switch"
+    out = lab_results.out("test-baseline-switch")
     result = lab.run(f"rm -rf {out}; selena run --topo single,3 --test pingall "
                      f"--backend mininet --out {out}", timeout=300)
     assert result.returncode == 0, result.output

@@ -4,13 +4,14 @@ agents over real Xenstore (oxenstored) and writes a results bundle."""
 import json
 from pathlib import Path
 
+import lab_results
 import pytest
 
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
 
-OUT = "build/results/test-agent-commands"
+OUT = lab_results.out("test-agent-commands")
 
 
 def _cmd(bundle: Path, node: str, n: int) -> tuple[dict, bytes, bytes]:

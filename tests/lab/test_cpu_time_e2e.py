@@ -11,13 +11,14 @@ the guest from TDF times the work down to the order of TDF 1's."""
 
 import json
 
+import lab_results
 import pytest
 
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
 
-OUT = "build/results/test-cpu-time"
+OUT = lab_results.out("test-cpu-time")
 
 
 def test_real_cpu_time_keeps_the_work_per_virtual_second_of_tdf_1(lab):

@@ -7,29 +7,31 @@ import json
 import re
 from pathlib import Path
 
+import lab_results
 import pytest
 
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
 
-OUT = "build/results/test-debian"
-LISTING_OUT = "build/results/test-debian-listing"
+OUT = lab_results.out("test-debian")
+LISTING_OUT = lab_results.out("test-debian-listing")
 # The scenario twice with --warm: the second run reuses the pooled guests;
 # then the same Debian guest in SELENA's style, reused once more.
-WARM = r"""
+WARM = f"OUT={OUT}\nLISTING_OUT={LISTING_OUT}\n" + r"""
 for i in 1 2; do
-    rm -rf build/results/test-debian$i
-    selena run scenarios/debian_memcached.py --warm --out build/results/test-debian$i \
+    rm -rf $OUT$i
+    selena run scenarios/debian_memcached.py --warm --out $OUT$i \
         || exit 1
     echo "pool-after-run-$i:"; xl list | awk '/^selena-pool-/ {print $1, $2}'
 done
-rm -rf build/results/test-debian-listing
-selena run scenarios/debian_listing.py --warm --out build/results/test-debian-listing || exit 1
+rm -rf $LISTING_OUT
+selena run scenarios/debian_listing.py --warm --out $LISTING_OUT || exit 1
 selena clean
 echo "selena-domains-after-clean=$(xl list | grep -c '^selena-')"
 """
-UNBUILT = "build/tmp/test-debian-unbuilt.py"
+UNBUILT = lab_results.out("test-debian-unbuilt.py")
+UNBUILT_OUT = lab_results.out("test-debian-unbuilt")
 
 
 def _outputs(bundle: Path, node: str) -> list[tuple[dict, str]]:
@@ -86,7 +88,7 @@ def test_a_package_variant_that_is_not_built_fails_before_any_guest(lab):
                       'topology.add_host("m9", template="debian", packages=["ptpd", "nginx"])\n'
                       'def run(exp):\n    pass\n')
     try:
-        result = lab.run(f"selena run {UNBUILT}; echo run-status=$?; "
+        result = lab.run(f"selena run {UNBUILT} --out {UNBUILT_OUT}; echo run-status=$?; "
                          "xl list | grep -c selena- ; echo leftovers-counted", timeout=300)
     finally:
         script.unlink()

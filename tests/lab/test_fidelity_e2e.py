@@ -10,6 +10,7 @@ import json
 import re
 import statistics
 
+import lab_results
 import pytest
 from bundles import node_outputs
 
@@ -17,7 +18,7 @@ from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
 
-OUT = "build/results/test-fidelity"
+OUT = lab_results.out("test-fidelity")
 TDF = 10
 RATE_MBIT = 20
 DELAY_MS = 50

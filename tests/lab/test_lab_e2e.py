@@ -2,13 +2,14 @@
 
 import re
 
+import lab_results
 import pytest
 
 pytestmark = pytest.mark.lab
 
 
 def test_dom0_runs_commands_shares_files_and_has_the_tools(lab, tmp_path_factory):
-    marker = "build/lab-e2e-marker.txt"
+    marker = lab_results.out("lab-e2e-marker.txt")
     script = f"""
 set -x
 xl list

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import lab_results
 import pytest
 
 from selena.lab import demo
@@ -14,7 +15,7 @@ from selena.sweep import analyze
 
 pytestmark = pytest.mark.lab
 
-OUT = "build/results/test-lifecycle"
+OUT = lab_results.out("test-lifecycle")
 
 
 def _bundle(name: str) -> Path:
@@ -78,10 +79,13 @@ def test_the_paper_listings_run_as_printed(lab):
     assert "Throughput" in netperf
 
 
-def test_the_demo_sweep_is_faithful_at_tdf_10_and_degraded_at_tdf_1(lab):
+def test_the_demo_sweep_is_faithful_at_tdf_10_and_degraded_at_tdf_1(lab, monkeypatch):
     """The front door's demo is a two-point sweep: the table side by side,
     and the sweep's verdicts the right way round (the lab cannot carry the
     link's 80 ms round trip in real time at TDF 1; at TDF 10 it can)."""
+    # The demo's own commands, with its results in the session's temporary
+    # directory rather than where `make demo` keeps them.
+    monkeypatch.setattr(demo, "RESULTS", lab_results.out("demo"))
     result = lab.run(["sh", "-c", demo.commands(10)], timeout=1200)
     assert "demo-sweep=0" in result.output, result.output
     assert "run 2 of 2: TDF 10" in result.output

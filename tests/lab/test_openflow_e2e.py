@@ -12,6 +12,7 @@ flow that lost one or two handshake packets waits 1, 2 or 3 s."""
 import json
 import re
 
+import lab_results
 import pytest
 
 from selena.analysis.fct import analyze, parse_flowgen_csv
@@ -19,7 +20,7 @@ from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
 
-OUT = "build/results/test-openflow"
+OUT = lab_results.out("test-openflow")
 TDF = 10
 # Where a flow that lost handshake packets to the packet_in limit can end up:
 # whole numbers of TCP's 1 s initial retransmission timeout later.

@@ -5,13 +5,14 @@ lost, and virtual time never jumps (scenarios/tdf_change.py)."""
 
 import json
 
+import lab_results
 import pytest
 
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
 
-OUT = "build/results/test-tdf-change"
+OUT = lab_results.out("test-tdf-change")
 
 
 def test_links_keep_their_virtual_rate_and_delay_across_tdf_changes(lab):

@@ -5,16 +5,18 @@ keys), its agents serve the new experiment, and `clean` empties the pool."""
 import json
 import re
 
+import lab_results
 import pytest
 
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
 
-SCRIPT = r"""
+OUT = lab_results.out("test-warm")
+SCRIPT = f"OUT={OUT}\n" + r"""
 for i in 1 2; do
-    rm -rf build/results/test-warm$i
-    selena run scenarios/ping_pair.py --warm --out build/results/test-warm$i || exit 1
+    rm -rf $OUT$i
+    selena run scenarios/ping_pair.py --warm --out $OUT$i || exit 1
     echo "pool-after-run-$i:"; xl list | awk '/^selena-pool-/ {print $1, $2}'
 done
 selena clean
@@ -35,6 +37,6 @@ def test_second_warm_run_reuses_the_pooled_guests(lab):
     assert out.count("reused a pooled guest") == 2
     assert "selena-domains-after-clean=0" in out
     for i in (1, 2):
-        info = json.loads((project_root() / f"build/results/test-warm{i}/nodes/h1/1.json")
+        info = json.loads((project_root() / f"{OUT}{i}/nodes/h1/1.json")
                           .read_text())
         assert info["state"] == "exited" and info["exit_code"] == 0, info

@@ -31,6 +31,8 @@ from ofmodel.ofclient import (
 from ofmodel.profile import load_profile
 from ovs_sandbox import OvsSandbox, free_port
 
+pytestmark = pytest.mark.toolchain
+
 MODEL_DIR = Path(__file__).resolve().parents[2] / "switch-model"
 
 
