@@ -9,6 +9,7 @@ wait on handles from any thread.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -193,6 +194,11 @@ class Controller:
         self.lost_after = lost_after if lost_after is not None else max(10.0, 5.0 * tdf)
         self.clock = clock
         self._guests: dict[str, _Guest] = {}
+        # Command ids: a random prefix per controller and a counter, rather
+        # than a uuid4 per command (a getrandom system call each, dear in a
+        # PV Dom0 under emulation).
+        self._id_prefix = uuid.uuid4().hex[:8]
+        self._ids = itertools.count()
         self._cond = threading.Condition()
         self._stop = False
         self._pump_error: BaseException | None = None
@@ -303,7 +309,8 @@ class Controller:
         if guest.lost:
             raise GuestLost(guest_name, guest.lost)
         text = spec.encode()
-        handle = CommandHandle(guest_name, uuid.uuid4().hex[:16], spec, time.time())
+        handle = CommandHandle(guest_name, f"{self._id_prefix}{next(self._ids):08x}", spec,
+                               time.time())
         with self._cond:
             guest.active[handle.id] = handle
         try:
@@ -338,6 +345,7 @@ class Controller:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
+        self.xs.wake()
         self._pump.join(timeout=10)
         if self.owns_xs:
             self.xs.close()
@@ -354,16 +362,22 @@ class Controller:
         next_liveness = self.clock()
         try:
             while True:
+                # Read before looking for work: an event that comes in between
+                # makes poll() return at once rather than after its timeout.
+                events = self.xs.watch_events()
                 with self._cond:
                     if self._stop:
                         return
                     work = [(g, g.changed, g.error_changed) for g in self._guests.values()
                             if (g.changed or g.error_changed) and g.active]
-                    if not work and self.clock() < next_liveness:
-                        self._cond.wait(max(0.0, min(1.0, next_liveness - self.clock())))
-                        continue
                     for g, _, _ in work:
                         g.changed, g.error_changed = set(), False
+                if not work and self.clock() < next_liveness:
+                    # The pump reads the socket itself while it waits: watch
+                    # events reach it without a thread hand-off.
+                    self.xs.poll(max(0.0, min(1.0, next_liveness - self.clock())),
+                                 since=events)
+                    continue
                 for guest, changed, error_changed in work:
                     if error_changed:
                         self._read_agent_error(guest)

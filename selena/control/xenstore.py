@@ -1,18 +1,26 @@
 """A persistent Xenstore connection speaking the wire protocol itself.
 
-One socket to xenstored for the whole controller, a reader thread that
-matches replies to requests by id and hands watch events to callbacks. No
-subprocess per operation: `xenstore-write` costs a fork and exec each time,
-and the control channel sends thousands of small requests.
+One socket to xenstored for the whole controller. No subprocess per
+operation: `xenstore-write` costs a fork and exec each time, and the control
+channel sends thousands of small requests.
+
+No reader thread either: whichever thread is waiting for something from the
+socket reads it (one at a time, "the leader"), hands replies to the threads
+that asked for them and runs watch callbacks itself. The control channel's
+pump waits in `poll()`, so a watch event and the pump's own reads reach it
+without a thread wake-up in between; in a PV Dom0 under emulation each
+wake-up is a context switch that costs more than the Python around it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -25,14 +33,17 @@ XS_WRITE, XS_MKDIR, XS_RM, XS_SET_PERMS, XS_WATCH_EVENT, XS_ERROR = 11, 12, 13, 
 HEADER = struct.Struct("<IIII")        # type, req_id, tx_id, len
 PAYLOAD_MAX = 4096
 XENSTORE_PAYLOAD_MAX = PAYLOAD_MAX
-# A reply past PAYLOAD_MAX is drained and refused to its one request (oxenstored
-# sends a directory listing of any size); one past this is taken for a broken
-# stream instead, since draining it would take too long.
+# A reply past PAYLOAD_MAX is read whole and refused to its one request
+# (oxenstored sends a directory listing of any size); one past this is taken
+# for a broken stream instead, since reading it would take too long.
 DRAIN_MAX = 16 * 1024 * 1024
 _OVERSIZE = -2                         # _Pending.type: the reply was too large
 SOCKET_PATHS = ("/run/xenstored/socket", "/var/run/xenstored/socket")
+RECV_SIZE = 65536
 
-WatchCallback = Callable[[str, str], None]   # (path, token); runs on the reader thread
+# (path, token); runs on whichever thread is reading the socket, so it must
+# not make Xenstore requests of its own.
+WatchCallback = Callable[[str, str], None]
 
 
 def default_socket() -> str:
@@ -50,7 +61,7 @@ class _Pending:
     __slots__ = ("done", "type", "payload", "length")
 
     def __init__(self) -> None:
-        self.done = threading.Event()
+        self.done = False
         self.type = 0
         self.payload = b""
         self.length = 0
@@ -68,16 +79,22 @@ class XenstoreConnection:
         except OSError as exc:
             self._sock.close()
             raise ControlError(f"cannot connect to xenstored at {self.path}: {exc}") from None
+        # wake() interrupts a leader blocked in select() for poll().
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()
+        self._io = threading.Condition(self._lock)
+        self._leader: threading.Thread | None = None
+        self._buffer = bytearray()
         self._pending: dict[int, _Pending] = {}
         self._watches: dict[str, WatchCallback] = {}
+        self._watch_events = 0          # dispatched so far: poll() returns on a change
+        self._wakes = 0
+        self._in_callback = threading.local()
         self._next_id = 1
         self._closed = False
         self._error: str | None = None
-        self._reader = threading.Thread(target=self._read_loop, name="xenstore-reader",
-                                        daemon=True)
-        self._reader.start()
 
     # -- operations ----------------------------------------------------------------
 
@@ -139,14 +156,67 @@ class XenstoreConnection:
             with self._lock:
                 self._watches.pop(token, None)
 
+    def watch_events(self) -> int:
+        """How many watch events were dispatched so far (for poll's `since`)."""
+        with self._lock:
+            return self._watch_events
+
+    def poll(self, timeout: float, since: int | None = None) -> None:
+        """Read and dispatch what xenstored sends for up to `timeout` seconds.
+        Returns once a watch event was dispatched (by this thread or another
+        one) after `since` (a watch_events() reading; default: now), after
+        wake(), on timeout, or when the connection is lost (the next request
+        then raises)."""
+        deadline = time.monotonic() + timeout
+        with self._io:
+            seen = self._watch_events if since is None else since
+            wakes = self._wakes
+            while self._leader is not None:
+                if self._watch_events != seen or self._wakes != wakes or self._error:
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._io.wait(remaining)
+            if self._watch_events != seen or self._wakes != wakes or self._error:
+                return
+            self._leader = threading.current_thread()
+        try:
+            while self._read_some(deadline, wakeable=True):
+                with self._lock:
+                    if self._watch_events != seen or self._wakes != wakes:
+                        return
+        finally:
+            self._resign()
+
+    def wake(self) -> None:
+        """Make a poll() in another thread return now."""
+        with self._io:
+            self._wakes += 1
+            self._io.notify_all()
+        try:
+            self._wake_w.send(b"w")
+        except OSError:
+            pass    # closed, or its buffer is full: a wake-up is already pending
+
     def close(self) -> None:
-        self._closed = True
+        with self._io:
+            self._closed = True
+            self._io.notify_all()
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        self.wake()
+        # A leader still in select() sees the shutdown and fails every waiter;
+        # the sockets are closed once nobody reads them.
+        deadline = time.monotonic() + 5
+        with self._io:
+            while self._leader is not None and time.monotonic() < deadline:
+                self._io.wait(0.1)
         self._sock.close()
-        self._reader.join(timeout=5)
+        self._wake_r.close()
+        self._wake_w.close()
 
     def __enter__(self) -> XenstoreConnection:
         return self
@@ -178,34 +248,35 @@ class XenstoreConnection:
         connection's requests in order; an error with code `tolerate` is
         returned in its place, any other is raised once all replies are in
         (so no reply is left to arrive for a request nobody waits on)."""
-        if threading.current_thread() is self._reader:
+        if getattr(self._in_callback, "active", False):
             raise ControlError("a Xenstore request from a watch callback would deadlock")
         for _type, op, path, payload in requests:
             if len(payload) > PAYLOAD_MAX:
                 raise XenstoreError("E2BIG", op, path)
         sent: list[tuple[int, _Pending, str, str]] = []
-        try:
+        frames = []
+        with self._lock:
+            if self._error:
+                raise ControlError(f"xenstore connection lost: {self._error}")
             for xs_type, op, path, payload in requests:
                 pending = _Pending()
-                with self._lock:
-                    if self._error:
-                        raise ControlError(f"xenstore connection lost: {self._error}")
-                    req_id = self._next_id
-                    self._next_id = (self._next_id % 0xFFFFFFF0) + 1
-                    self._pending[req_id] = pending
+                req_id = self._next_id
+                self._next_id = (self._next_id % 0xFFFFFFF0) + 1
+                self._pending[req_id] = pending
                 sent.append((req_id, pending, op, path))
-                try:
-                    with self._send_lock:
-                        self._sock.sendall(HEADER.pack(xs_type, req_id, 0, len(payload))
-                                           + payload)
-                except OSError as exc:
-                    raise ControlError(f"xenstore {op} {path}: {exc}") from None
+                frames.append(HEADER.pack(xs_type, req_id, 0, len(payload)) + payload)
+        try:
+            try:
+                with self._send_lock:
+                    self._sock.sendall(b"".join(frames))
+            except OSError as exc:
+                raise ControlError(f"xenstore {sent[0][2]} {sent[0][3]}: {exc}") from None
+            deadline = time.monotonic() + self.timeout
+            for _req_id, pending, op, path in sent:
+                self._wait(pending, deadline, op, path)
             replies: list[bytes | XenstoreError] = []
             failure: Exception | None = None
             for _req_id, pending, op, path in sent:
-                if not pending.done.wait(self.timeout):
-                    raise ControlError(f"xenstore {op} {path}: no reply within "
-                                       f"{self.timeout:g} s")
                 if pending.type == -1:
                     raise ControlError(f"xenstore {op} {path}: connection lost: {self._error}")
                 if pending.type == _OVERSIZE:
@@ -232,76 +303,133 @@ class XenstoreConnection:
                 for req_id, *_ in sent:
                     self._pending.pop(req_id, None)
 
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self._sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("xenstored closed the connection")
-            buf += chunk
-        return bytes(buf)
+    def _wait(self, pending: _Pending, deadline: float, op: str, path: str) -> None:
+        """Until `pending` has its reply: as a follower while another thread
+        reads the socket, as the leader otherwise."""
+        while True:
+            with self._io:
+                while not pending.done and self._leader is not None and not self._error:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._io.wait(remaining)
+                if pending.done:
+                    return
+                if self._error:
+                    raise ControlError(f"xenstore {op} {path}: connection lost: {self._error}")
+                if self._leader is not None or time.monotonic() >= deadline:
+                    raise ControlError(f"xenstore {op} {path}: no reply within "
+                                       f"{self.timeout:g} s")
+                self._leader = threading.current_thread()
+            try:
+                while not pending.done:
+                    if not self._read_some(deadline, wakeable=False):
+                        break
+            finally:
+                self._resign()
 
-    def _drain(self, n: int) -> None:
-        while n > 0:
-            chunk = self._sock.recv(min(n, 65536))
-            if not chunk:
-                raise ConnectionError("xenstored closed the connection")
-            n -= len(chunk)
+    def _resign(self) -> None:
+        with self._io:
+            self._leader = None
+            self._io.notify_all()
 
-    def _read_loop(self) -> None:
+    def _read_some(self, deadline: float, wakeable: bool) -> bool:
+        """As the leader: wait for bytes until `deadline`, then dispatch every
+        whole message they complete. False on timeout, a wake-up (wakeable)
+        or a lost connection."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
         try:
-            while True:
-                xs_type, req_id, _tx, length = HEADER.unpack(self._recv_exact(HEADER.size))
-                if length > DRAIN_MAX:
-                    raise ConnectionError(f"reply of {length} bytes: the stream is broken")
-                if length > PAYLOAD_MAX:
-                    # What a guest wrote can make xenstored answer past the limit
-                    # (a listing of its directory): that fails one request, not
-                    # the connection every guest's control shares.
-                    self._drain(length)
-                    log.warning("xenstore reply of %d bytes to request %d refused "
-                                "(limit %d)", length, req_id, PAYLOAD_MAX)
-                    if xs_type == XS_WATCH_EVENT:
-                        continue
-                    with self._lock:
-                        pending = self._pending.get(req_id)
-                    if pending is not None:
-                        pending.type, pending.length = _OVERSIZE, length
-                        pending.done.set()
-                    continue
-                payload = self._recv_exact(length) if length else b""
+            ready, _, _ = select.select([self._sock, self._wake_r], [], [], remaining)
+            if self._wake_r in ready:
+                self._drain_wakes()
+                if wakeable:
+                    return False
+            if self._sock not in ready:
+                return not wakeable and time.monotonic() < deadline
+            data = self._sock.recv(RECV_SIZE)
+            if not data:
+                raise ConnectionError("xenstored closed the connection")
+        except (OSError, ValueError, ConnectionError) as exc:
+            self._lost(exc)
+            return False
+        self._buffer += data
+        try:
+            self._dispatch_buffered()
+        except ConnectionError as exc:
+            self._lost(exc)
+            return False
+        return True
+
+    def _drain_wakes(self) -> None:
+        try:
+            while self._wake_r.recv(256):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _dispatch_buffered(self) -> None:
+        buf = self._buffer
+        while len(buf) >= HEADER.size:
+            xs_type, req_id, _tx, length = HEADER.unpack_from(buf)
+            if length > DRAIN_MAX:
+                raise ConnectionError(f"reply of {length} bytes: the stream is broken")
+            if len(buf) < HEADER.size + length:
+                return
+            oversize = length > PAYLOAD_MAX
+            payload = b"" if oversize else bytes(buf[HEADER.size:HEADER.size + length])
+            del buf[:HEADER.size + length]
+            if oversize:
+                # What a guest wrote can make xenstored answer past the limit
+                # (a listing of its directory): that fails one request, read
+                # whole so the stream stays in step, not the connection.
+                log.warning("xenstore reply of %d bytes to request %d refused (limit %d)",
+                            length, req_id, PAYLOAD_MAX)
                 if xs_type == XS_WATCH_EVENT:
-                    self._dispatch_watch(payload)
                     continue
-                with self._lock:
-                    pending = self._pending.get(req_id)
+            elif xs_type == XS_WATCH_EVENT:
+                self._dispatch_watch(payload)
+                continue
+            with self._io:
+                pending = self._pending.get(req_id)
                 if pending is None:
                     log.warning("xenstore reply to unknown request %d dropped", req_id)
                     continue
-                pending.type, pending.payload = xs_type, payload
-                pending.done.set()
-        except (OSError, ConnectionError, struct.error) as exc:
-            with self._lock:
-                self._error = str(exc) if not self._closed else "closed"
-                waiting = list(self._pending.values())
-            for pending in waiting:
-                pending.type = -1
-                pending.done.set()
+                if oversize:
+                    pending.type, pending.length = _OVERSIZE, length
+                else:
+                    pending.type, pending.payload = xs_type, payload
+                pending.done = True
+                self._io.notify_all()
+
+    def _lost(self, exc: BaseException) -> None:
+        with self._io:
+            self._error = "closed" if self._closed else str(exc)
+            for pending in self._pending.values():
+                pending.type, pending.done = -1, True
+            self._io.notify_all()
 
     def _dispatch_watch(self, payload: bytes) -> None:
         parts = payload.split(b"\0")
+        with self._io:
+            self._watch_events += 1
+            self._io.notify_all()
+            callback = self._watches.get(parts[1].decode(errors="replace")) \
+                if len(parts) >= 2 else None
         if len(parts) < 2:
             log.warning("malformed watch event %r dropped", payload[:80])
             return
-        path, token = parts[0].decode(errors="replace"), parts[1].decode(errors="replace")
-        with self._lock:
-            callback = self._watches.get(token)
         if callback is None:
             return
+        path, token = parts[0].decode(errors="replace"), parts[1].decode(errors="replace")
+        self._in_callback.active = True
         try:
             callback(path, token)
-        except Exception:  # a broken callback must not kill the reader
+        except Exception:  # a broken callback must not stop the reading
             log.exception("watch callback for %s failed", token)
+        finally:
+            self._in_callback.active = False
 
 
 def _z(text: str) -> bytes:

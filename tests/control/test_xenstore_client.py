@@ -17,7 +17,7 @@ from selena.control.xenstore import (
     XS_WATCH_EVENT,
     XenstoreConnection,
 )
-from selena.errors import XenstoreError
+from selena.errors import ControlError, XenstoreError
 
 
 def test_read_many_has_every_request_in_flight_at_once(tmp_path):
@@ -149,4 +149,114 @@ def test_an_oversize_reply_from_a_raw_server_is_drained(tmp_path):
             xs.read("/big")
         assert raised.value.code == "E2BIG" and "5000 bytes" in str(raised.value)
         assert xs.read("/after") == b"small"
+    server.close()
+
+
+def _serve_once(path: str, answer) -> socket.socket:
+    """A one-connection server calling answer(conn, kind, req_id, payload) for
+    each request it reads."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            buf = b""
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buf += data
+                while len(buf) >= HEADER.size:
+                    kind, req_id, _tx, length = HEADER.unpack(buf[:HEADER.size])
+                    if len(buf) < HEADER.size + length:
+                        break
+                    answer(conn, kind, req_id, buf[HEADER.size:HEADER.size + length])
+                    buf = buf[HEADER.size + length:]
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server
+
+
+def test_watch_events_run_on_the_polling_thread_without_a_reader(xenstored):
+    """No reader thread: the thread in poll() reads the socket, so a watch
+    event reaches it with no hand-off between threads."""
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    try:
+        seen: list[tuple[str, str]] = []
+        dom0.watch("/local/domain/0/w", "tok", lambda p, _t: seen.append(
+            (p, threading.current_thread().name)))
+        assert not any(t.name == "xenstore-reader" for t in threading.enumerate())
+        before = dom0.watch_events()
+        dom0.write("/local/domain/0/w/x", "1")
+        deadline = time.monotonic() + 5
+        while not any(p.endswith("/w/x") for p, _ in seen) and time.monotonic() < deadline:
+            dom0.poll(1.0, since=before)
+        me = threading.current_thread().name
+        assert any(p == "/local/domain/0/w/x" and name == me for p, name in seen)
+    finally:
+        dom0.close()
+
+
+def test_poll_returns_on_wake_and_requests_from_other_threads_proceed(xenstored):
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    try:
+        dom0.write("/local/domain/0/k", "v")
+        results: list[bytes] = []
+        errors: list[BaseException] = []
+
+        def reader() -> None:
+            try:
+                for _ in range(200):
+                    results.append(dom0.read("/local/domain/0/k"))
+            except BaseException as exc:  # noqa: BLE001 - reported by the assert below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=reader) for _ in range(4)]
+        for t in threads:
+            t.start()
+        # This thread polls (leads) meanwhile; replies to the readers go
+        # through whichever thread is reading.
+        while any(t.is_alive() for t in threads):
+            dom0.poll(0.05)
+        assert not errors and results == [b"v"] * 800
+        waker = threading.Timer(0.2, dom0.wake)
+        waker.start()
+        begin = time.monotonic()
+        dom0.poll(10.0)
+        assert time.monotonic() - begin < 5.0
+    finally:
+        dom0.close()
+
+
+def test_a_request_from_a_watch_callback_is_refused(xenstored):
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    try:
+        failures: list[BaseException] = []
+
+        def callback(_path: str, _token: str) -> None:
+            try:
+                dom0.read("/local/domain/0")
+            except ControlError as exc:
+                failures.append(exc)
+
+        before = dom0.watch_events()
+        dom0.watch("/local/domain/0/cb", "tok", callback)   # fires once at registration
+        dom0.poll(2.0, since=before)
+        assert failures and "deadlock" in str(failures[0])
+    finally:
+        dom0.close()
+
+
+def test_a_lost_connection_fails_waiters_and_later_requests(tmp_path):
+    def answer(conn, kind, req_id, payload):
+        conn.shutdown(socket.SHUT_RDWR)     # no reply: the server goes away
+
+    server = _serve_once(str(tmp_path / "xs.sock"), answer)
+    with XenstoreConnection(str(tmp_path / "xs.sock"), timeout=5) as xs:
+        with pytest.raises(ControlError, match="connection lost|closed"):
+            xs.read("/a")
+        with pytest.raises(ControlError, match="connection lost"):
+            xs.read("/b")
     server.close()
