@@ -130,6 +130,11 @@ class ExperimentError(SelenaError):
     deploy, or after teardown)."""
 
 
+class ResultsError(ExperimentError):
+    """The results bundle cannot be written where it was asked for (a path
+    under a regular file, no permission, a full disk)."""
+
+
 class BackendError(SelenaError):
     """The virtualization backend could not create, find or remove an object."""
 
@@ -206,3 +211,8 @@ class FlowCsvError(AnalysisError):
         self.line = line
         self.why = why
         super().__init__(f"{source}, line {line}: {why}")
+
+
+class ExperimentExists(BackendError):
+    """A deploy found an experiment of that name already deployed (replace it
+    with --replace, or remove it with `selena destroy`)."""

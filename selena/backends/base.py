@@ -111,7 +111,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def deploy(self, plan: Plan, progress: Progress | None = None,
-               warm: bool = False) -> Deployment:
+               warm: bool = False, replace: bool = False) -> Deployment:
         """Create paused (or reuse pooled guests when warm), set TDF, wire,
         shape, then unpause all; on any failure remove what was created."""
 
@@ -147,12 +147,12 @@ class Backend(abc.ABC):
         """Fault injection: stop a node's guest at once, as a power failure would."""
 
     @abc.abstractmethod
-    def destroy(self, experiment: str, pool: bool = False) -> None:
+    def destroy(self, experiment: str, pool: bool = False, force: bool = False) -> None:
         """Remove one experiment's recorded and still-tagged objects (its guests
         into the warm pool when pool=True)."""
 
     @abc.abstractmethod
-    def clean(self) -> list[str]:
+    def clean(self, force: bool = False, progress: Progress | None = None) -> list[str]:
         """Remove every selena-tagged object on this host; return their names.
         Raises CleanupError naming what could not be removed, after trying all."""
 

@@ -222,7 +222,7 @@ class MininetBackend(Backend):
         return "\n".join(lines) + "\n"
 
     def deploy(self, plan: Plan, progress: Progress | None = None,
-               warm: bool = False) -> Deployment:
+               warm: bool = False, replace: bool = False) -> Deployment:
         say = progress or (lambda msg: log.info("%s", msg))
         spec = self._translate(plan)
         if plan.experiment in self._nets:
@@ -306,14 +306,14 @@ class MininetBackend(Backend):
     def crash(self, deployment: Deployment, node: str) -> None:
         raise BackendError("the Mininet baseline cannot crash a node")
 
-    def destroy(self, experiment: str, pool: bool = False) -> None:
+    def destroy(self, experiment: str, pool: bool = False, force: bool = False) -> None:
         if self._channel is not None:
             self._channel.close()
         net = self._nets.pop(experiment, None)
         if net is not None:
             net.stop()
 
-    def clean(self) -> list[str]:
+    def clean(self, force: bool = False, progress: Progress | None = None) -> list[str]:
         # Mininet's own `mn -c` would remove every Mininet network on the
         # host, not only ours: selena removes what it built, in destroy.
         names = list(self._nets)

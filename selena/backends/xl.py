@@ -274,7 +274,7 @@ class XlBackend(Backend):
         return script.text()
 
     def deploy(self, plan: Plan, progress: Progress | None = None,
-               warm: bool = False) -> Deployment:
+               warm: bool = False, replace: bool = False) -> Deployment:
         """warm: reuse guests of the same template, memory and vCPUs from the
         pool; their interfaces and bridges are rebuilt like new ones."""
         say = progress or (lambda msg: log.info("%s", msg))
@@ -700,7 +700,7 @@ class XlBackend(Backend):
 
     # -- teardown ------------------------------------------------------------------
 
-    def destroy(self, experiment: str, pool: bool = False) -> None:
+    def destroy(self, experiment: str, pool: bool = False, force: bool = False) -> None:
         """Remove an experiment; with pool=True its guests go to the warm pool
         (vifs detached, control keys removed, paused) instead of being destroyed."""
         path = self._state_path(experiment)
@@ -709,7 +709,7 @@ class XlBackend(Backend):
                 raise BackendError(f"no experiment named {experiment!r} is deployed")
             self._teardown(DeployState.load(path), pool=pool)
 
-    def clean(self) -> list[str]:
+    def clean(self, force: bool = False, progress: Progress | None = None) -> list[str]:
         """Remove every selena-tagged object on this host: each experiment it
         can, then whatever still carries a tag (crashed deploys, lost or corrupt
         state files). Failures are collected and raised together at the end."""
