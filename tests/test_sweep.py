@@ -32,10 +32,11 @@ EXPECTED_RTT = 20.0
 
 
 def write_bundle(bundle: Path, *, tdf: float, samples: list[float], status: str = "ok",
-                 real_s: float = 10.0) -> None:
+                 real_s: float = 10.0, sweep_id: str | None = None) -> None:
     bundle.mkdir(parents=True, exist_ok=True)
     (bundle / "meta.json").write_text(json.dumps({"status": status, "tdf": tdf,
-                                                  "real_seconds": real_s}))
+                                                  "real_seconds": real_s,
+                                                  "sweep_id": sweep_id}))
     ordered = sorted(samples)
     median = ordered[len(ordered) // 2]
     (bundle / "metrics.json").write_text(json.dumps({"rtt_ms": {
@@ -56,8 +57,8 @@ def synthetic_sweep(out: Path, tdfs=(1, 5, 10), repeat: int = 2) -> list:
     plan = SweepPlan("scenarios/demo.py", list(tdfs), repeat, {"rate_mbit": 20})
 
     def run_one(run: SweepRun, bundle: Path) -> None:
-        write_bundle(bundle, tdf=run.tdf, samples=rtts(run.tdf, int(run.tdf) * 10 + run.repeat),
-                     real_s=5.0 * run.tdf)
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id,
+                     samples=rtts(run.tdf, int(run.tdf) * 10 + run.repeat), real_s=5.0 * run.tdf)
 
     ticks = iter(range(1000))
     lines: list[str] = []
@@ -89,7 +90,7 @@ def test_sweep_runs_every_point_with_progress_and_survives_a_failed_run(tmp_path
         seen.append(run.name)
         if run.tdf == 1:
             raise BackendError("xl create h1: out of memory")
-        write_bundle(bundle, tdf=run.tdf, samples=[20.0, 20.1])
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=[20.0, 20.1])
 
     lines: list[str] = []
     outcomes = run_sweep(plan, tmp_path, run_one, progress=lines.append)
@@ -127,8 +128,8 @@ def test_indistinguishable_samples_recommend_the_cheaper_tdf(tmp_path):
 
     def run_one(run: SweepRun, bundle: Path) -> None:
         rng = random.Random(7)                 # the same samples at both TDFs
-        write_bundle(bundle, tdf=run.tdf, samples=[20 + rng.gauss(0, 0.2) for _ in range(20)],
-                     real_s=3.0 * run.tdf)
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id,
+                     samples=[20 + rng.gauss(0, 0.2) for _ in range(20)], real_s=3.0 * run.tdf)
 
     run_sweep(plan, tmp_path, run_one)
     analysis = analyze(tmp_path)
@@ -140,7 +141,7 @@ def test_indistinguishable_samples_recommend_the_cheaper_tdf(tmp_path):
 def test_no_faithful_tdf_says_so(tmp_path):
     plan = SweepPlan("s.py", [1, 2], 1)
     run_sweep(plan, tmp_path, lambda run, bundle: write_bundle(
-        bundle, tdf=run.tdf, samples=rtts(run.tdf, 3)))
+        bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(run.tdf, 3)))
     analysis = analyze(tmp_path)
     assert analysis.recommended is None          # TDF 2 is still 20 % off
     assert "none of these TDFs was faithful" in analysis.report()
@@ -213,7 +214,7 @@ def test_a_sweep_through_the_lifecycle_on_the_fake_dom0(fake_xen, tmp_path):
         topo.add_link(h1, h2, rate="10Mbit", delay="5ms")
         backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
         with Experiment(topo, backend=backend, templates=None, out=bundle,
-                        ready_timeout=20) as exp:
+                        ready_timeout=20, meta={"sweep_id": run.sweep_id}) as exp:
             out = exp["h1"].cmd("echo 10; echo 10.2").stdout.decode().split()
             exp.record("rtt_ms", [float(x) for x in out], expected=10.0, unit="ms")
         assert fake_xen.domains == {}
@@ -256,7 +257,7 @@ def test_auto_doubles_the_tdf_until_two_in_a_row_are_faithful_and_alike(tmp_path
     def run_one(run: SweepRun, bundle: Path) -> None:
         ran.append(run.tdf)
         rng = random.Random(int(run.tdf))
-        write_bundle(bundle, tdf=run.tdf, real_s=4.0 * run.tdf,
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id, real_s=4.0 * run.tdf,
                      samples=[means[int(run.tdf)] + rng.gauss(0, 0.3) for _ in range(30)])
 
     choice = auto_sweep("s.py", tmp_path, run_one)
@@ -273,7 +274,7 @@ def test_auto_gives_up_at_the_largest_tdf_and_says_so(tmp_path):
     from selena.sweep import auto_sweep
 
     choice = auto_sweep("s.py", tmp_path, lambda run, bundle: write_bundle(
-        bundle, tdf=run.tdf, samples=rtts(run.tdf, 5)), max_tdf=4)
+        bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(run.tdf, 5)), max_tdf=4)
     assert choice.chosen is None and choice.tried == [1, 2, 4]
     assert "no faithful and stable TDF up to 4; raise --max-tdf" in choice.report()
 
@@ -285,8 +286,8 @@ def test_a_real_time_baseline_is_its_own_column_and_never_the_recommendation(tmp
 
     def run_one(run: SweepRun, bundle: Path) -> None:
         # The baseline, in real time, looks like TDF 1 (the floor undivided).
-        write_bundle(bundle, tdf=run.tdf, samples=rtts(run.tdf, 7 * run.repeat + len(run.label)),
-                     real_s=5.0 * run.tdf)
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id,
+                     samples=rtts(run.tdf, 7 * run.repeat + len(run.label)), real_s=5.0 * run.tdf)
 
     lines: list[str] = []
     run_sweep(plan, tmp_path, run_one, progress=lines.append)
