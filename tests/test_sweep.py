@@ -299,3 +299,61 @@ def test_a_real_time_baseline_is_its_own_column_and_never_the_recommendation(tmp
     assert analysis.recommended == 10
     assert "mininet p=" in analysis.report()
     assert (tmp_path / "rtt_ms.png") in plot(analysis, tmp_path)
+
+
+def test_bundles_of_an_earlier_sweep_in_the_same_directory_are_skipped_and_named(
+        tmp_path, capsys):
+    out = tmp_path / "sweep"
+    synthetic_sweep(out, tdfs=(1, 5), repeat=1)          # the earlier sweep: all finished
+    first_id = json.loads((out / "sweep.json").read_text())["sweep_id"]
+    (out / "runs" / "tdf9-r1").mkdir()                   # a stray, of neither sweep
+
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        if run.tdf == 5:
+            raise BackendError("xl create h1: out of memory")   # no bundle this time
+        if run.repeat == 2:
+            bundle.mkdir(parents=True)                   # died before its meta.json
+            return
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(run.tdf, 1))
+
+    plan = SweepPlan("scenarios/demo.py", [1, 5], 2)
+    outcomes = run_sweep(plan, out, run_one)
+    second_id = json.loads((out / "sweep.json").read_text())["sweep_id"]
+    assert second_id == plan.sweep_id and second_id != first_id
+    # tdf5-r1 still holds the earlier sweep's ok bundle: this run failed all the same
+    assert [(o.run.name, o.status) for o in outcomes] == [
+        ("tdf1-r1", "ok"), ("tdf5-r1", "failed"), ("tdf1-r2", "failed"), ("tdf5-r2", "failed")]
+    analysis = analyze(out)
+    assert [(r["tdf"], r["repeat"], r["sweep_id"]) for r in analysis.rows] == [
+        ("1", 1, second_id)]
+    assert analysis.skipped == [
+        f"{out}/runs/tdf5-r1: of another sweep (sweep_id {first_id}, this sweep's is "
+        f"{second_id})",
+        f"{out}/runs/tdf1-r2: incomplete (no meta.json)",
+        f"{out}/runs/tdf9-r1: not a run of this sweep"]
+    assert "TDF 5 not recommended: not run" in analysis.report()
+    assert main(["sweep-report", str(out), "--no-plots"]) == 0
+    printed = capsys.readouterr().out
+    assert f"skipped {out}/runs/tdf5-r1: of another sweep" in printed
+    with (out / "summary.csv").open() as f:
+        assert [r["sweep_id"] for r in csv.DictReader(f)] == [second_id]
+
+
+def test_the_cli_sweep_writes_its_id_into_every_bundle(fake_xen, tmp_path, monkeypatch,
+                                                       capsys):
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: backend)
+    monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
+    scenario = tmp_path / "pair.py"
+    scenario.write_text("from selena.model import Topology\n"
+                        "topology = Topology('pair')\n"
+                        "a = topology.add_host('a', ip='10.0.0.1/24')\n"
+                        "b = topology.add_host('b', ip='10.0.0.2/24')\n"
+                        "topology.add_link(a, b)\n\n"
+                        "def run(exp):\n"
+                        "    exp.record('x', [1.0, 1.0], expected=1.0)\n")
+    assert main(["sweep", str(scenario), "--tdf", "2", "--out", str(tmp_path / "o"),
+                 "--no-plots", "--no-monitor"]) == 0, capsys.readouterr().err
+    sweep_id = json.loads((tmp_path / "o/sweep.json").read_text())["sweep_id"]
+    meta = json.loads((tmp_path / "o/runs/tdf2-r1/meta.json").read_text())
+    assert sweep_id and meta["sweep_id"] == sweep_id and meta["status"] == "ok"
