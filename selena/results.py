@@ -7,6 +7,11 @@
     <out>/nodes/<node>/<n>.json     one command: text, state, exit, guest times
     <out>/nodes/<node>/<n>.stdout   its standard output, byte for byte
     <out>/nodes/<node>/<n>.stderr
+
+A bundle appears whole or not at all (BundleWriter): it is written into
+`.<name>.tmp-<random>` beside `out`, each command's output as the command
+completes, meta.json last, then renamed to `out`; an older bundle there is
+moved aside and removed only once the new one is in place.
 """
 
 from __future__ import annotations
