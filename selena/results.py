@@ -61,8 +61,11 @@ class BundleWriter:
     def __init__(self, target: Path, staging: Path):
         self.target = target
         self.staging = staging
+        # Held while writing: finish waits for an add under way, and no add
+        # writes after it (it would recreate the staging directory).
         self._lock = threading.Lock()
         self._failed: OSError | None = None
+        self._closed = False
 
     @classmethod
     def prepare(cls, target: Path) -> BundleWriter:
@@ -83,23 +86,22 @@ class BundleWriter:
         """One finished command: its output and its description, now, so that
         the engine need not keep the bytes. A failure is kept and raised by
         finish (the run goes on; its bundle cannot be complete)."""
-        if self._failed is not None:
-            return
         r = rec.result
-        try:
-            node_dir = self.staging / "nodes" / r.guest
-            node_dir.mkdir(parents=True, exist_ok=True)
-            (node_dir / f"{rec.n}.stdout").write_bytes(stdout)
-            (node_dir / f"{rec.n}.stderr").write_bytes(stderr)
-            info = {k: v for k, v in dataclasses.asdict(r).items()
-                    if k not in ("stdout", "stderr")}
-            info.update(seq=rec.seq, at_virtual=rec.at_virtual, stdout_bytes=len(stdout),
-                        stderr_bytes=len(stderr))
-            (node_dir / f"{rec.n}.json").write_text(json.dumps(info, indent=1) + "\n")
-        except OSError as exc:
-            with self._lock:
-                if self._failed is None:
-                    self._failed = exc
+        with self._lock:
+            if self._failed is not None or self._closed:
+                return
+            try:
+                node_dir = self.staging / "nodes" / r.guest
+                node_dir.mkdir(parents=True, exist_ok=True)
+                (node_dir / f"{rec.n}.stdout").write_bytes(stdout)
+                (node_dir / f"{rec.n}.stderr").write_bytes(stderr)
+                info = {k: v for k, v in dataclasses.asdict(r).items()
+                        if k not in ("stdout", "stderr")}
+                info.update(seq=rec.seq, at_virtual=rec.at_virtual, stdout_bytes=len(stdout),
+                            stderr_bytes=len(stderr))
+                (node_dir / f"{rec.n}.json").write_text(json.dumps(info, indent=1) + "\n")
+            except OSError as exc:
+                self._failed = exc
 
     def finish(self, *, topo: Topology, records: Sequence[Recorded],
                environment: Mapping[str, Any], started: float, finished: float,
@@ -110,6 +112,8 @@ class BundleWriter:
         """Write the rest (meta.json last) and move the bundle into place.
         On failure the staging directory is removed and ResultsError raised;
         the target keeps whatever it had before."""
+        with self._lock:
+            self._closed = True
         try:
             if self._failed is not None:
                 raise self._failed
@@ -128,6 +132,9 @@ class BundleWriter:
                                f"({exc.strerror or exc}"
                                f"{': ' + str(exc.filename) if exc.filename else ''}); "
                                "free space or choose another --out") from None
+        except ResultsError:
+            self.discard()
+            raise
         return self.target
 
     def _move_into_place(self) -> None:
@@ -145,11 +152,24 @@ class BundleWriter:
                 os.rename(old, self.target)      # the previous bundle, as it was
             raise
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old, "the previous bundle")
 
     def discard(self) -> None:
         """Remove the staging directory (a run that ends with no bundle)."""
-        shutil.rmtree(self.staging, ignore_errors=True)
+        with self._lock:
+            self._closed = True
+        _remove(self.staging, "an unfinished bundle")
+
+
+def _remove(path: Path, what: str) -> None:
+    """Remove a directory of ours; one that will not go is said (it is
+    hidden, and no reader takes it for a bundle), not fatal to the run."""
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("could not remove %s %s: %s", what, path, exc)
 
 
 def check_target(target: Path) -> None:
