@@ -361,9 +361,14 @@ def test_outputs_stream_to_a_staging_bundle_that_replaces_the_old_one_at_the_end
         assert rec.result.stdout == b"" and rec.stdout_bytes == 300000 and rec.n == 1
         handle = exp.start("h2", "echo second")
         exp.wait(handle)
+        assert exp.engine._started == {}
         ref = weakref.ref(handle)
         del handle, result
-        gc.collect()
+        for _ in range(100):        # the control channel's thread lets go a moment later
+            gc.collect()
+            if ref() is None:
+                break
+            time.sleep(0.05)
         assert ref() is None                    # no handle (with its output) retained
         # the old bundle is untouched until the new one is complete
         assert json.loads((tmp_path / "out/meta.json").read_text())["commands"][0][
