@@ -10,6 +10,8 @@ TDF change leaves virtual time continuous.
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
 import logging
 import math
 import threading
@@ -45,6 +47,15 @@ MAX_TIMEOUT_S = 1e8
 # At the end of a run: how long (real seconds, plus TDF x this in virtual)
 # to wait for a command killed because the scenario left it running.
 STRAGGLER_WAIT_S = 30.0
+# At the end of a run: the most real seconds spent waiting, in all, for what
+# `at` scheduled and for commands left running; then the run ends anyway
+# (callbacks not done are reported, commands not collected recorded lost),
+# so the teardown is never held up without limit (Experiment(finish_limit=)).
+FINISH_LIMIT_S = 600.0
+
+# Where a finished command's output goes as it completes (the bundle being
+# written): called with its record and its stdout and stderr.
+OutputSink = Callable[["Recorded", bytes, bytes], None]
 
 
 class VirtualClock:
@@ -57,6 +68,7 @@ class VirtualClock:
         start = clock()
         # (real start, virtual start, tdf) of each segment, in order.
         self._segments: list[tuple[float, float, float]] = [(start, 0.0, tdf)]
+        self._stopped = False
 
     @property
     def tdf(self) -> float:
@@ -91,10 +103,19 @@ class VirtualClock:
         return [{"tdf": tdf, "real_s": real - start, "virtual_s": virtual}
                 for real, virtual, tdf in self._segments]
 
+    def stop(self) -> None:
+        """The run is over: every sleeper wakes and raises ScenarioError, so a
+        callback still waiting for its time never holds up the process."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
     def sleep_until(self, virtual: float) -> None:
         """Block until virtual time reaches `virtual` (re-timed on TDF changes)."""
         with self._cond:
             while True:
+                if self._stopped:
+                    raise ScenarioError("the run has ended: no more waiting for virtual time")
                 remaining = virtual - self.now()
                 if remaining <= 0:
                     return
@@ -103,11 +124,16 @@ class VirtualClock:
 
 @dataclass
 class Recorded:
-    """A finished command and where in the scenario it came from."""
+    """A finished command and where in the scenario it came from. The engine
+    keeps no output: `result` has empty stdout and stderr, their sizes are
+    here, and the bytes went to the bundle (nodes/<node>/<n>.stdout)."""
 
     seq: int
     result: CommandResult
     at_virtual: float           # virtual seconds after the scenario started
+    n: int = 0                  # its number among its node's commands (1, 2, ...)
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
 
 
 @dataclass
@@ -115,7 +141,6 @@ class _Started:
     handle: CommandHandle
     virtual_start: float
     timeout: float | None       # virtual seconds; None: no limit
-    recorded: bool = False
 
 
 class Engine:
@@ -126,7 +151,7 @@ class Engine:
                  *, crash: Callable[[str], None] | None = None,
                  switches: Switches | None = None, out_dir: Path | None = None,
                  command_timeout: float | None = DEFAULT_COMMAND_TIMEOUT_S,
-                 params: dict[str, object] | None = None):
+                 params: dict[str, object] | None = None, output: OutputSink | None = None):
         self.controller = controller
         self.domids = dict(domids)
         self.clock = clock
@@ -136,11 +161,16 @@ class Engine:
         self.params = dict(params or {})
         self.command_timeout = command_timeout
         self._crash = crash
+        self._output = output
         self._seq = 0
+        self._per_node: dict[str, int] = {}
         self._lock = threading.Lock()
         self.records: list[Recorded] = []
         self.metrics: dict[str, Metric] = {}
+        # Commands started and not yet recorded (recorded ones are dropped:
+        # their handles hold the output).
         self._started: dict[str, _Started] = {}
+        self._recorded: set[str] = set()
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="scenario")
         self._scheduled: list[Future] = []
 
@@ -250,14 +280,21 @@ class Engine:
 
     def _record(self, handle: CommandHandle, result: CommandResult) -> None:
         with self._lock:
-            started = self._started.get(handle.id)
-            if started is not None:
-                if started.recorded:
-                    return
-                started.recorded = True
+            if handle.id in self._recorded:
+                return
+            self._recorded.add(handle.id)
+            started = self._started.pop(handle.id, None)
             self._seq += 1
-            self.records.append(Recorded(self._seq, result,
-                                         started.virtual_start if started else 0.0))
+            n = self._per_node[result.guest] = self._per_node.get(result.guest, 0) + 1
+            rec = Recorded(self._seq, dataclasses.replace(result, stdout=b"", stderr=b""),
+                           started.virtual_start if started else 0.0, n,
+                           len(result.stdout), len(result.stderr))
+            self.records.append(rec)
+            output = self._output
+        # Written outside the lock (other commands keep finishing meanwhile);
+        # the caller's CommandResult keeps the bytes, the engine does not.
+        if output is not None:
+            output(rec, result.stdout, result.stderr)
 
     # -- results and faults --------------------------------------------------------
 
@@ -298,19 +335,49 @@ class Engine:
             raise ScenarioError(f"no node named {node!r} in this experiment")
         self._crash(node)
 
-    def finish(self, *, raise_errors: bool = True) -> None:
+    def finish(self, *, raise_errors: bool = True, limit: float = FINISH_LIMIT_S) -> None:
         """End of the scenario: wait for what `at` scheduled, then record every
         command the scenario started and never waited for, killing those still
-        running (SIGKILL), so the bundle holds them all."""
+        running (SIGKILL), so the bundle holds them all; `limit` real seconds
+        for all the waiting (then the rest is reported, not waited for)."""
+        deadline = time.monotonic() + limit
+        try:
+            errors = self.wait_scheduled(deadline, limit)
+            self.end_commands(deadline)
+        finally:
+            self.stop()
+        if errors and raise_errors:
+            raise errors[0]
+
+    def wait_scheduled(self, deadline: float, limit: float = FINISH_LIMIT_S
+                       ) -> list[BaseException]:
+        """Wait (until `deadline`, time.monotonic) for the callbacks `at`
+        scheduled; returns their errors, in order, and one for those not done
+        by then (left to stop(), which cancels them). Interruptible."""
+        pending = [f for f in self._scheduled if not f.done()]
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            # Short waits: a signal handler in the main thread runs between them.
+            _, not_done = concurrent.futures.wait(pending, timeout=min(remaining, 1.0))
+            pending = list(not_done)
         errors: list[BaseException] = []
         for future in self._scheduled:
-            try:
-                future.result()
-            except BaseException as exc:  # noqa: BLE001 - reported after the cleanup
-                errors.append(exc)
-        self._pool.shutdown(wait=True)
+            if future.done() and not future.cancelled() and future.exception() is not None:
+                errors.append(future.exception())  # type: ignore[arg-type]
+        if pending:
+            errors.append(ScenarioError(
+                f"{len(pending)} `at` callback(s) not done when the end of the run had "
+                f"waited {limit:g} real s for them (finish_limit); they were cancelled"))
+        return errors
+
+    def end_commands(self, deadline: float | None) -> None:
+        """Record every command started and not yet recorded, killing those
+        still running (SIGKILL) and waiting for each until `deadline`
+        (time.monotonic; None: no waiting, those not done are recorded lost)."""
         with self._lock:
-            left = [s for s in self._started.values() if not s.recorded]
+            left = list(self._started.values())
         for started in left:
             handle = started.handle
             if not handle.done:
@@ -319,17 +386,29 @@ class Engine:
                 except ControlError as exc:
                     log.warning("could not kill %s on %s: %s", handle.spec.describe(),
                                 handle.guest, exc)
+            wait = 0.0 if deadline is None else max(0.0, min(
+                STRAGGLER_WAIT_S + STRAGGLER_WAIT_S * self.tdf / 10,
+                deadline - time.monotonic()))
             try:
-                result = self.controller.wait(handle, STRAGGLER_WAIT_S
-                                              + STRAGGLER_WAIT_S * self.tdf / 10)
+                if not handle.done and wait == 0.0:
+                    raise ControlError("not waited for: the end of the run was "
+                                       + ("interrupted" if deadline is None else
+                                          "past its finish limit"))
+                result = self.controller.wait(handle, wait)
             except ControlError as exc:
                 result = CommandResult(guest=handle.guest, id=handle.id,
                                        command=handle.spec.describe(), state="lost",
                                        reason="teardown", detail=str(exc),
                                        submitted=handle.submitted, finished=time.time())
             self._record(handle, result)
-        if errors and raise_errors:
-            raise errors[0]
+
+    def stop(self) -> None:
+        """No more scenario activity: sleepers wake (and fail), callbacks not
+        started are cancelled, nothing more is written to the bundle."""
+        self.clock.stop()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self._output = None
 
 
 def _check_seconds(value: object, what: str) -> None:

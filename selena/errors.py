@@ -130,6 +130,11 @@ class ExperimentError(SelenaError):
     deploy, or after teardown)."""
 
 
+class ResultsError(ExperimentError):
+    """The results bundle cannot be written where it was asked for (a path
+    under a regular file, no permission, a full disk)."""
+
+
 class BackendError(SelenaError):
     """The virtualization backend could not create, find or remove an object."""
 

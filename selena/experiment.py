@@ -18,9 +18,18 @@ attaches the control channel, waits for every guest agent, and configures
 the guests (guest-side shaping, switch bridges; static ARP and addresses are
 applied by the agents at boot). Leaving ends the scenario (commands left
 running are killed and recorded), writes the results bundle and tears
-everything down: also when the body raises or on Ctrl-C, and then the
-bundle records the error and the exception goes on (so the script or CLI
-exits non-zero).
+everything down: also when the body raises or on Ctrl-C, SIGTERM or SIGHUP
+(handled like Ctrl-C while the experiment is deployed), and then the bundle
+records the error and the exception goes on (so the script or CLI exits
+non-zero). The teardown happens even when the bundle cannot be written; that
+failure is raised after it.
+
+The bundle is written atomically: `out` is checked, and a staging directory
+beside it created, before anything else; each command's output goes there
+as the command completes (the engine keeps none of it), meta.json last,
+then the staging directory is renamed to `out` (an older bundle there is
+replaced only then). While the run is on, `exp.out_dir` is that staging
+directory: files a scenario writes there end up in the bundle.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
@@ -46,10 +55,17 @@ from selena.control.channel import (
     Controller,
 )
 from selena.control.protocol import CommandSpec
-from selena.engine import DEFAULT_COMMAND_TIMEOUT_S, Engine, VirtualClock, run_actions
+from selena.engine import (
+    DEFAULT_COMMAND_TIMEOUT_S,
+    FINISH_LIMIT_S,
+    Engine,
+    VirtualClock,
+    run_actions,
+)
 from selena.errors import (
     ExperimentError,
     Problem,
+    ResultsError,
     ScenarioError,
     SelenaError,
     UnitError,
@@ -63,7 +79,7 @@ from selena.model import NodeKind, Topology
 from selena.openflow import Switches
 from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, make_plan
-from selena.results import write_bundle
+from selena.results import BundleWriter
 from selena.runner import Runner
 from selena.shaping import Placement
 from selena.shaping.guest import apply_guest_shaping
@@ -127,7 +143,8 @@ class Experiment:
                  templates: set[str] | None | str = "installed",
                  monitor: bool = True, monitor_interval: float = DEFAULT_INTERVAL_S,
                  output_cap: int = DEFAULT_OUTPUT_CAP,
-                 progress: Progress | None = None):
+                 progress: Progress | None = None, replace: bool = False,
+                 finish_limit: float = FINISH_LIMIT_S, meta: Mapping[str, Any] | None = None):
         if isinstance(topology, str | Path):
             scenario = load_scenario(str(topology), tdf=tdf, link_spec=link, params=params)
         elif isinstance(topology, Scenario):
@@ -192,6 +209,16 @@ class Experiment:
         self.error: BaseException | None = None
         self._plan: Plan | None = None
         self._closed = False
+        # replace: a deploy removes an experiment of the same name first
+        # (otherwise the backend refuses with ExperimentExists).
+        self.replace = replace
+        if not finish_limit >= 0:
+            raise ValidationError(f"finish_limit {finish_limit!r}: want zero or more real "
+                                  "seconds")
+        self.finish_limit = float(finish_limit)
+        self.meta = dict(meta or {})       # extra meta.json keys (a sweep's id)
+        self._writer: BundleWriter | None = None
+        self._signals = _TerminateAsInterrupt()
 
     # -- before anything exists ----------------------------------------------------
 
@@ -246,9 +273,19 @@ class Experiment:
         plan = self.plan()
         for warning in self.warnings:
             self.progress(f"warning: {warning}")
+        # Before the backend creates anything: a bad --out is refused now, not
+        # after a long run (and the staging directory proves it writable).
+        if self.out is not None:
+            self._writer = BundleWriter.prepare(self.out)
+        self._signals.install()
         self.started_at = time.time()
         begin = time.monotonic()
-        self.deployment = self.backend.deploy(plan, progress=self.progress, warm=self.warm)
+        try:
+            self.deployment = self.backend.deploy(plan, progress=self.progress,
+                                                  warm=self.warm, replace=self.replace)
+        except BaseException:
+            self._release()
+            raise
         self.timings["deploy_s"] = time.monotonic() - begin
         if not wait:
             if any(g.guest_shaping for g in plan.guests) or plan.switches:
@@ -288,8 +325,10 @@ class Experiment:
         self.engine = Engine(self.controller, deployment.domids,
                              VirtualClock(self.topology.tdf),
                              crash=lambda node: self.backend.crash(deployment, node),
-                             switches=switches, out_dir=self.out,
-                             command_timeout=self.command_timeout, params=self.params)
+                             switches=switches,
+                             out_dir=self._writer.staging if self._writer else None,
+                             command_timeout=self.command_timeout, params=self.params,
+                             output=self._writer.add if self._writer else None)
         if self.monitor_enabled:
             name = self.topology.name
             # Backends that cannot capture frames are judged without the spacing check.
@@ -309,6 +348,15 @@ class Experiment:
         except SelenaError as exc:
             self.progress(f"removing {self.topology.name} failed too: {exc}")
         self.deployment = None
+        self._release()
+
+    def _release(self) -> None:
+        """No bundle and no more signal handling: a deploy that failed, or a
+        detached experiment."""
+        if self._writer is not None:
+            self._writer.discard()
+            self._writer = None
+        self._signals.restore()
 
     def _environment(self) -> dict[str, Any]:
         host = self.host or self.backend.host_info()
@@ -348,6 +396,10 @@ class Experiment:
 
     @property
     def out_dir(self) -> Path | None:
+        """Where a scenario may write derived files for the bundle: while the
+        run is on, the staging directory that becomes `out` at the end."""
+        if self._writer is not None:
+            return self._writer.staging
         return self.out
 
     @property
@@ -442,29 +494,40 @@ class Experiment:
     # -- the end -------------------------------------------------------------------
 
     def close(self, error: BaseException | None = None) -> Path | None:
-        """End the run: record commands left running, write the bundle (when
+        """End the run: wait (at most finish_limit real seconds) for `at`
+        callbacks and record commands left running, write the bundle (when
         `out` is set), detach and tear down (unless keep; into the warm pool
         when warm). `error` is what ended the run early, if anything: it goes
-        into the bundle, and a teardown failure is then reported, not raised,
-        so that the caller's exception carries on. Safe to call twice;
-        returns the bundle."""
+        into the bundle, and a teardown or bundle failure is then reported,
+        not raised, so that the caller's exception carries on. Without one, a
+        failure is raised after the teardown. Ctrl-C (or SIGTERM, SIGHUP)
+        while waiting skips the waiting, records the run as interrupted and
+        is raised after the teardown; during the teardown it is ignored. Safe
+        to call twice; returns the bundle."""
         if self._closed:
             return self.bundle
         self._closed = True
         late_error: BaseException | None = None
         teardown_error: SelenaError | None = None
-        with _sigint_deferred(self.progress):
+        bundle_error: ResultsError | None = None
+        with _EndOfRun(self.progress) as end:
             if self.engine is not None:
-                try:
-                    self.engine.finish(raise_errors=error is None)
-                except Exception as exc:  # noqa: BLE001 - a scheduled call of the scenario's
-                    late_error = exc
-            self.error = error or late_error
+                late_error = self._finish_engine(self.engine, end,
+                                                 isinstance(error, KeyboardInterrupt))
+            self.error = error or end.interrupt or late_error
             if self.monitor is not None:
                 self.fidelity = self.monitor.stop()
                 self.monitor = None
-            if self.out is not None and self.deployment is not None:
-                self.bundle = self._write_bundle(self.error)
+            if self._writer is not None:
+                try:
+                    if self.deployment is not None:
+                        self.bundle = self._write_bundle(self._writer, self.error)
+                    else:
+                        self._writer.discard()
+                except ResultsError as exc:
+                    bundle_error = exc
+                finally:
+                    self._writer = None
             self._close_controller()
             try:
                 if self.deployment is not None and not self.keep:
@@ -476,13 +539,43 @@ class Experiment:
                 teardown_error = exc
             finally:
                 self.backend.close()
+        self._signals.restore()
+        if bundle_error is not None:
+            self.progress(f"the results bundle was not written: {bundle_error}")
         if teardown_error is not None:
-            if self.error is None:
-                raise teardown_error
-            self.progress(f"teardown failed as well: {teardown_error}")
-        if late_error is not None and error is None:
-            raise late_error
+            self.progress(f"teardown failed: {teardown_error}")
+        if error is not None:
+            return self.bundle              # the caller's exception carries on
+        first = end.interrupt or bundle_error or teardown_error or late_error
+        if first is not None:
+            raise first
         return self.bundle
+
+    def _finish_engine(self, engine: Engine, end: _EndOfRun,
+                       interrupted: bool) -> BaseException | None:
+        """The end-of-run waits, each cut short by a signal: the first skips
+        the wait for `at` callbacks (a run interrupted already skips it), the
+        next the wait for commands left running; both are bounded by
+        finish_limit. Returns the scenario's first late error (an `at`
+        callback's)."""
+        deadline = time.monotonic() + self.finish_limit
+        errors: list[BaseException] = []
+        try:
+            if not interrupted and not end.wait(lambda: errors.extend(
+                    engine.wait_scheduled(deadline, self.finish_limit))):
+                self.progress("interrupted: not waiting for the scenario's `at` callbacks; "
+                              "collecting the commands left running (interrupt again to "
+                              "stop waiting for them)")
+            again = interrupted or end.interrupt is not None
+            if not end.wait(lambda: engine.end_commands(deadline)):
+                self.progress(("interrupted again" if again else "interrupted")
+                              + ": not waiting for the commands left running; tearing down")
+                engine.end_commands(None)
+        except Exception as exc:  # noqa: BLE001 - recorded, and the teardown goes on
+            errors.insert(0, exc)
+        finally:
+            engine.stop()
+        return errors[0] if errors else None
 
     def detach(self) -> None:
         """Leave the experiment running (selena deploy): close the control
@@ -492,6 +585,7 @@ class Experiment:
             self.monitor.stop()
             self.monitor = None
         self._close_controller()
+        self._release()
         self.backend.close()
 
     def _close_controller(self) -> None:
@@ -499,8 +593,7 @@ class Experiment:
             self.controller.close()
             self.controller = None
 
-    def _write_bundle(self, error: BaseException | None) -> Path:
-        assert self.out is not None
+    def _write_bundle(self, writer: BundleWriter, error: BaseException | None) -> Path:
         engine = self.engine
         env = dict(self.environment)
         env["timings"] = dict(self.timings)
@@ -509,12 +602,18 @@ class Experiment:
             env["params"] = {k: repr(v) if not isinstance(v, int | float | str | bool)
                              else v for k, v in engine.params.items()}
         info = error_info(error) if error is not None else None
-        return write_bundle(self.out, topo=self.topology,
-                            records=engine.records if engine else [],
-                            environment=env, started=self.started_at or time.time(),
-                            finished=time.time(), metrics=engine.metrics if engine else {},
-                            error=info,
-                            fidelity=self.fidelity.to_json() if self.fidelity else None)
+        try:
+            return writer.finish(topo=self.topology, records=engine.records if engine else [],
+                                 environment=env, started=self.started_at or time.time(),
+                                 finished=time.time(),
+                                 metrics=engine.metrics if engine else {}, error=info,
+                                 fidelity=self.fidelity.to_json() if self.fidelity else None,
+                                 extra=self.meta)
+        except ResultsError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. a value JSON cannot hold
+            writer.discard()
+            raise ResultsError(f"results bundle {writer.target} not written: {exc}") from exc
 
     def __enter__(self) -> Experiment:
         return self.deploy()
@@ -528,33 +627,106 @@ def error_info(error: BaseException) -> dict[str, Any]:
     """How the bundle records a failed or interrupted run: the user's frames only."""
     frames = user_frames(error.__traceback__)
     where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
-    return {"status": "interrupted" if isinstance(error, KeyboardInterrupt) else "failed",
-            "type": type(error).__name__, "message": describe(error), "where": where,
-            "traceback": [f"{f.filename}:{f.lineno} in {f.name}: {f.line}" for f in frames]}
+    info: dict[str, Any] = {
+        "status": "interrupted" if isinstance(error, KeyboardInterrupt) else "failed",
+        "type": type(error).__name__, "message": describe(error), "where": where,
+        "traceback": [f"{f.filename}:{f.lineno} in {f.name}: {f.line}" for f in frames]}
+    if isinstance(error, SignalInterrupt):
+        info["signal"] = error.name
+    elif isinstance(error, KeyboardInterrupt):
+        info["signal"] = "SIGINT"
+    return info
 
 
-class _sigint_deferred:  # noqa: N801 - used as a context manager
-    """While tearing down, a Ctrl-C is noted, not obeyed: half a teardown would
-    leave guests and bridges behind. Only in the main thread (signals)."""
+class SignalInterrupt(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while an experiment is deployed: handled as Ctrl-C
+    (the same rollback and teardown paths), with the signal's name."""
+
+    def __init__(self, signum: int):
+        self.signum = int(signum)
+        self.name = signal.Signals(signum).name
+        super().__init__(f"{self.name} received")
+
+
+# Signals that end a run as Ctrl-C does (a `kill`, a closed terminal or SSH session).
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    raise SignalInterrupt(signum)
+
+
+class _TerminateAsInterrupt:
+    """SIGTERM and SIGHUP raise SignalInterrupt from deploy to close, so the
+    paths Ctrl-C takes tear down; their handlers before are restored after.
+    Signals are handled in the main thread only: elsewhere nothing changes."""
+
+    def __init__(self) -> None:
+        self.previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread() or self.previous:
+            return
+        for sig in TERMINATING:
+            self.previous[sig] = signal.signal(sig, _raise_interrupt)
+
+    def restore(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, handler in self.previous.items():
+            # None: a handler not set from Python; the default is the closest.
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self.previous.clear()
+
+
+class _EndOfRun:
+    """Signals while a run ends. Within wait(): the first Ctrl-C, SIGTERM or
+    SIGHUP cuts that waiting step short (the run is then interrupted).
+    Otherwise (the bundle, the teardown) a signal is noted, not obeyed: half
+    a teardown would leave guests and bridges behind. Main thread only."""
+
+    SIGNALS = (signal.SIGINT, *TERMINATING)
 
     def __init__(self, progress: Progress):
         self.progress = progress
-        self.previous: Any = None
+        self.previous: dict[int, Any] = {}
+        self.raising = False
+        self.interrupt: KeyboardInterrupt | None = None
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _EndOfRun:
         if threading.current_thread() is threading.main_thread():
-            def note(_signum: int, _frame: object) -> None:
-                self.progress("tearing down; Ctrl-C is ignored until that is done")
-
-            self.previous = signal.signal(signal.SIGINT, note)
+            for sig in self.SIGNALS:
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self.raising:
+            self.raising = False
+            raise KeyboardInterrupt() if signum == signal.SIGINT else SignalInterrupt(signum)
+        self.progress("tearing down; Ctrl-C is ignored until that is done")
+
+    def wait(self, step: Callable[[], object]) -> bool:
+        """Run a waiting step that a signal may cut short; False if one did."""
+        try:
+            self.raising = True
+            try:
+                step()
+            finally:
+                self.raising = False
+        except KeyboardInterrupt as exc:
+            if self.interrupt is None:
+                self.interrupt = exc
+            return False
+        return True
 
 
 def _commented(script: str) -> str:
     return "\n".join(f"#   {line}" for line in script.rstrip().splitlines())
 
 
-__all__ = ["Experiment", "Node", "error_info", "installed_templates"]
+__all__ = ["FINISH_LIMIT_S", "Experiment", "Node", "SignalInterrupt", "error_info",
+           "installed_templates"]

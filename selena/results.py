@@ -7,6 +7,11 @@
     <out>/nodes/<node>/<n>.json     one command: text, state, exit, guest times
     <out>/nodes/<node>/<n>.stdout   its standard output, byte for byte
     <out>/nodes/<node>/<n>.stderr
+
+A bundle appears whole or not at all (BundleWriter): it is written into
+`.<name>.tmp-<random>` beside `out`, each command's output as the command
+completes, meta.json last, then renamed to `out`; an older bundle there is
+moved aside and removed only once the new one is in place.
 """
 
 from __future__ import annotations
@@ -14,18 +19,30 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
+import os
 import platform
+import shutil
 import socket
+import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from selena import __version__
 from selena.engine import Recorded
+from selena.errors import ResultsError
 from selena.metrics import Metric
 from selena.model import Topology
 from selena.model.cpus import credit_cap
 from selena.provenance import patch_series_hash
+
+log = logging.getLogger(__name__)
+
+# What marks an existing directory as a bundle that a new run may replace;
+# anything else at the target is refused, never moved aside and removed.
+_BUNDLE_MARKS = ("meta.json", "nodes", "metrics.json")
 
 
 def topology_hash(topo: Topology) -> str:
@@ -33,29 +50,188 @@ def topology_hash(topo: Topology) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
+class BundleWriter:
+    """One bundle, written atomically: everything goes into a staging
+    directory beside the target (`.<name>.tmp-<random>`), each command's
+    output as it completes (add), meta.json last (finish), then the staging
+    directory is renamed into place; an older bundle at the target is only
+    removed once the new one is there. A failed or interrupted run never
+    leaves a mix of two runs at the target."""
+
+    def __init__(self, target: Path, staging: Path):
+        self.target = target
+        self.staging = staging
+        # Held while writing: finish waits for an add under way, and no add
+        # writes after it (it would recreate the staging directory).
+        self._lock = threading.Lock()
+        self._failed: OSError | None = None
+        self._closed = False
+
+    @classmethod
+    def prepare(cls, target: Path) -> BundleWriter:
+        """Check the target and create the staging directory, before anything
+        else of the run exists. Raises ResultsError naming the path and the fix."""
+        target = Path(target)
+        check_target(target)
+        parent = target.absolute().parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+        except OSError as exc:
+            raise ResultsError(f"results directory {target}: cannot create it in {parent} "
+                               f"({exc.strerror or exc}); choose another --out") from None
+        return cls(target, staging)
+
+    def add(self, rec: Recorded, stdout: bytes, stderr: bytes) -> None:
+        """One finished command: its output and its description, now, so that
+        the engine need not keep the bytes. A failure is kept and raised by
+        finish (the run goes on; its bundle cannot be complete)."""
+        r = rec.result
+        with self._lock:
+            if self._failed is not None or self._closed:
+                return
+            try:
+                node_dir = self.staging / "nodes" / r.guest
+                node_dir.mkdir(parents=True, exist_ok=True)
+                (node_dir / f"{rec.n}.stdout").write_bytes(stdout)
+                (node_dir / f"{rec.n}.stderr").write_bytes(stderr)
+                info = {k: v for k, v in dataclasses.asdict(r).items()
+                        if k not in ("stdout", "stderr")}
+                info.update(seq=rec.seq, at_virtual=rec.at_virtual, stdout_bytes=len(stdout),
+                            stderr_bytes=len(stderr))
+                (node_dir / f"{rec.n}.json").write_text(json.dumps(info, indent=1) + "\n")
+            except OSError as exc:
+                self._failed = exc
+
+    def finish(self, *, topo: Topology, records: Sequence[Recorded],
+               environment: Mapping[str, Any], started: float, finished: float,
+               metrics: Mapping[str, Metric] | None = None,
+               error: Mapping[str, Any] | None = None,
+               fidelity: Mapping[str, Any] | None = None,
+               extra: Mapping[str, Any] | None = None) -> Path:
+        """Write the rest (meta.json last) and move the bundle into place.
+        On failure the staging directory is removed and ResultsError raised;
+        the target keeps whatever it had before."""
+        with self._lock:
+            self._closed = True
+        try:
+            if self._failed is not None:
+                raise self._failed
+            meta = _meta(topo, records, environment, started, finished, error, fidelity,
+                         extra)
+            if fidelity is not None:
+                (self.staging / "fidelity.json").write_text(json.dumps(fidelity, indent=1)
+                                                            + "\n")
+            summary = {name: metric.summary() for name, metric in (metrics or {}).items()}
+            (self.staging / "metrics.json").write_text(json.dumps(summary, indent=1) + "\n")
+            (self.staging / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+            self._move_into_place()
+        except OSError as exc:
+            self.discard()
+            raise ResultsError(f"results bundle {self.target} not written "
+                               f"({exc.strerror or exc}"
+                               f"{': ' + str(exc.filename) if exc.filename else ''}); "
+                               "free space or choose another --out") from None
+        except ResultsError:
+            self.discard()
+            raise
+        return self.target
+
+    def _move_into_place(self) -> None:
+        check_target(self.target)
+        old: Path | None = None
+        if self.target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old-",
+                                        dir=self.staging.parent))
+            old.rmdir()
+            os.rename(self.target, old)
+        try:
+            os.rename(self.staging, self.target)
+        except OSError:
+            if old is not None:
+                os.rename(old, self.target)      # the previous bundle, as it was
+            raise
+        if old is not None:
+            _remove(old, "the previous bundle")
+
+    def discard(self) -> None:
+        """Remove the staging directory (a run that ends with no bundle)."""
+        with self._lock:
+            self._closed = True
+        _remove(self.staging, "an unfinished bundle")
+
+
+def _remove(path: Path, what: str) -> None:
+    """Remove a directory of ours; one that will not go is said (it is
+    hidden, and no reader takes it for a bundle), not fatal to the run."""
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("could not remove %s %s: %s", what, path, exc)
+
+
+def check_target(target: Path) -> None:
+    """A bundle may go to `target`: nothing there, an empty directory or an
+    earlier bundle (replaced once the new one is complete), and no regular
+    file in the way. Raises ResultsError naming the path and the fix."""
+    for above in [target, *target.absolute().parents]:
+        if above.exists() and not above.is_dir():
+            what = "is a file" if above == target else f"is under {above}, a regular file"
+            raise ResultsError(f"results directory {target} {what}; choose another --out")
+    if target.is_dir():
+        try:
+            entries = {p.name for p in target.iterdir()}
+        except OSError as exc:
+            raise ResultsError(f"results directory {target}: cannot read it "
+                               f"({exc.strerror or exc}); choose another --out") from None
+        if entries and not entries & set(_BUNDLE_MARKS):
+            raise ResultsError(f"results directory {target} exists and holds no results "
+                               "bundle (no meta.json); choose another --out or empty it")
+
+
 def write_bundle(out: Path, *, topo: Topology, records: Sequence[Recorded],
                  environment: Mapping[str, Any], started: float, finished: float,
                  metrics: Mapping[str, Metric] | None = None,
                  error: Mapping[str, Any] | None = None,
-                 fidelity: Mapping[str, Any] | None = None) -> Path:
-    """Write the bundle; `error` (type, message, where, traceback, status) is
-    set when the run failed or was interrupted."""
-    out.mkdir(parents=True, exist_ok=True)
+                 fidelity: Mapping[str, Any] | None = None,
+                 extra: Mapping[str, Any] | None = None) -> Path:
+    """Write a whole bundle at once (atomically, see BundleWriter) from
+    records that still hold their output; `error` (type, message, where,
+    traceback, status) is set when the run failed or was interrupted."""
+    writer = BundleWriter.prepare(out)
+    numbered = number_records(records)
+    for rec in numbered:
+        writer.add(rec, rec.result.stdout, rec.result.stderr)
+    return writer.finish(topo=topo, records=numbered, environment=environment,
+                         started=started, finished=finished, metrics=metrics, error=error,
+                         fidelity=fidelity, extra=extra)
+
+
+def number_records(records: Sequence[Recorded]) -> list[Recorded]:
+    """Records in order, each numbered among its node's commands (n) where
+    the engine did not number them already."""
     per_node: dict[str, int] = {}
+    out = []
+    for rec in sorted(records, key=lambda r: r.seq):
+        per_node[rec.result.guest] = per_node.get(rec.result.guest, 0) + 1
+        if not rec.n:
+            rec = dataclasses.replace(rec, n=per_node[rec.result.guest],
+                                      stdout_bytes=len(rec.result.stdout),
+                                      stderr_bytes=len(rec.result.stderr))
+        out.append(rec)
+    return out
+
+
+def _meta(topo: Topology, records: Sequence[Recorded], environment: Mapping[str, Any],
+          started: float, finished: float, error: Mapping[str, Any] | None,
+          fidelity: Mapping[str, Any] | None,
+          extra: Mapping[str, Any] | None) -> dict[str, Any]:
     commands = []
     for rec in sorted(records, key=lambda r: r.seq):
         r = rec.result
-        per_node[r.guest] = per_node.get(r.guest, 0) + 1
-        n = per_node[r.guest]
-        node_dir = out / "nodes" / r.guest
-        node_dir.mkdir(parents=True, exist_ok=True)
-        (node_dir / f"{n}.stdout").write_bytes(r.stdout)
-        (node_dir / f"{n}.stderr").write_bytes(r.stderr)
-        info = {k: v for k, v in dataclasses.asdict(r).items() if k not in ("stdout", "stderr")}
-        info.update(seq=rec.seq, at_virtual=rec.at_virtual, stdout_bytes=len(r.stdout),
-                    stderr_bytes=len(r.stderr))
-        (node_dir / f"{n}.json").write_text(json.dumps(info, indent=1) + "\n")
-        entry = {"node": r.guest, "n": n, "command": r.command, "state": r.state,
+        entry = {"node": r.guest, "n": rec.n, "command": r.command, "state": r.state,
                  "exit_code": r.exit_code}
         if r.truncated:     # past the output cap: stdout/stderr hold only its start
             entry["dropped_bytes"] = {"stdout": r.stdout_dropped, "stderr": r.stderr_dropped}
@@ -77,16 +253,14 @@ def write_bundle(out: Path, *, topo: Topology, records: Sequence[Recorded],
                      for node in sorted(topo.nodes.values(), key=lambda n: n.name)},
         **environment,
     }
+    for key, value in (extra or {}).items():
+        meta.setdefault(key, value)     # a caller's labels (a sweep's id), never ours
     if error:
         meta["error"] = {k: v for k, v in error.items() if k != "status"}
     if fidelity is not None:
         meta["fidelity"] = {"verdict": fidelity.get("verdict"),
                             "reasons": fidelity.get("reasons", [])}
-        (out / "fidelity.json").write_text(json.dumps(fidelity, indent=1) + "\n")
-    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-    summary = {name: metric.summary() for name, metric in (metrics or {}).items()}
-    (out / "metrics.json").write_text(json.dumps(summary, indent=1) + "\n")
-    return out
+    return meta
 
 
 def _cap(vcpus: int, tdf: float, cpu_time: str) -> int | None:

@@ -4,7 +4,11 @@ bundle per run, then a summary that says which TDF is worth its real time.
 Running and analysing are separate. `run_sweep` drives one Experiment per
 run (the same lifecycle as `selena run`) and writes DIR/sweep.json and
 DIR/runs/tdf<T>-r<k>/. `analyze` reads only those bundles, so a sweep run in
-the lab's Dom0 can be analysed (and plotted) on the host:
+the lab's Dom0 can be analysed (and plotted) on the host. Each sweep has an
+id (sweep.json's sweep_id, also in every run's meta.json and summary.csv):
+a bundle of another sweep left in the same directory, or one with no
+meta.json (a run that never finished), is skipped and named, never analysed
+as this sweep's:
 
 - one row per run and metric (summary.csv): median, p5, p95, mean, stddev,
   expected, error %, real seconds and a verdict;
@@ -29,6 +33,7 @@ import json
 import logging
 import math
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +48,8 @@ log = logging.getLogger(__name__)
 KS_ALPHA = 0.05
 DEFAULT_TOLERANCE_PCT = 5.0
 SUMMARY_COLUMNS = ("scenario", "params", "tdf", "repeat", "metric", "unit", "n", "median",
-                   "p5", "p95", "mean", "stddev", "expected", "error_pct", "real_s", "verdict")
+                   "p5", "p95", "mean", "stddev", "expected", "error_pct", "real_s", "verdict",
+                   "sweep_id")
 
 Progress = Callable[[str], None]
 
@@ -53,6 +59,9 @@ class SweepRun:
     tdf: float
     repeat: int
     baseline: str | None = None     # a real-time baseline backend ("mininet"), TDF 1
+    # The sweep it belongs to: run_one writes it into the bundle's meta.json
+    # (Experiment(meta={"sweep_id": ...})), so analysis can tell its bundles.
+    sweep_id: str | None = field(default=None, compare=False)
 
     @property
     def label(self) -> str:
@@ -73,6 +82,7 @@ class SweepPlan:
     repeat: int = 1
     params: dict[str, object] = field(default_factory=dict)
     baseline: str | None = None
+    sweep_id: str | None = None     # set by run_sweep; None: a sweep.json from before ids
 
     def __post_init__(self) -> None:
         if not self.tdfs:
@@ -92,14 +102,19 @@ class SweepPlan:
         """Repeats interleave the TDFs (1,2,5,1,2,5), so a drift in the host's
         load over the sweep spreads across every TDF instead of one."""
         extra = [self.baseline] if self.baseline else []
-        return [SweepRun(1.0, r, b) if b else SweepRun(t, r)
+        return [SweepRun(1.0, r, b, self.sweep_id) if b else
+                SweepRun(t, r, sweep_id=self.sweep_id)
                 for r in range(1, self.repeat + 1) for t, b in
                 [*((t, None) for t in self.tdfs), *((1.0, b) for b in extra)]]
 
     def to_json(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "tdfs": self.tdfs, "repeat": self.repeat,
                 "params": {k: str(v) for k, v in self.params.items()},
-                "baseline": self.baseline}
+                "baseline": self.baseline, "sweep_id": self.sweep_id}
+
+
+def new_sweep_id() -> str:
+    return uuid.uuid4().hex
 
 
 @dataclass
@@ -119,7 +134,9 @@ def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
               clock: Callable[[], float] = time.monotonic) -> list[RunOutcome]:
     """Every run of the plan, one after another; a failed run is recorded and
     the sweep goes on (its bundle holds the error). Ctrl-C stops the sweep
-    after the current run's teardown and propagates."""
+    after the current run's teardown and propagates. The sweep gets a new
+    id (plan.sweep_id): bundles left in `out` by another sweep are not its."""
+    plan.sweep_id = new_sweep_id()
     runs = plan.runs()
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
@@ -159,14 +176,18 @@ def _estimate_remaining(done: Sequence[RunOutcome], current: SweepRun, left: int
     return guess + mean_done * (left - 1)
 
 
-def _bundle_status(bundle: Path) -> str | None:
+def _bundle_status(bundle: Path, sweep_id: str | None) -> str | None:
+    """The status in a bundle's meta.json, if that bundle is of this sweep."""
     meta = bundle / "meta.json"
     if not meta.exists():
         return None
     try:
-        return str(json.loads(meta.read_text()).get("status", "ok"))
+        data = json.loads(meta.read_text())
     except (OSError, ValueError):
         return None
+    if sweep_id is not None and data.get("sweep_id") != sweep_id:
+        return None                 # left by another sweep: says nothing of this run
+    return str(data.get("status", "ok"))
 
 
 # --- analysis: reads bundles only ------------------------------------------
@@ -190,11 +211,14 @@ class SweepAnalysis:
     reasons: dict[float, list[str]]             # why each TDF was not recommended
     ks_method: str = "scipy"
     baseline_ks: dict[str, float] = field(default_factory=dict)   # metric -> p vs highest TDF
+    skipped: list[str] = field(default_factory=list)    # bundles not analysed, and why
 
     def report(self) -> str:
         lines = [f"sweep of {self.plan.scenario}: TDF "
                  f"{', '.join(units.tdf_text(t) for t in self.plan.tdfs)}, "
                  f"{self.plan.repeat} repeat(s)"]
+        for why in self.skipped:
+            lines.append(f"skipped {why}")
         lines.append(f"{'TDF':>6} {'rep':>3} {'metric':<20} {'median':>10} {'expected':>10} "
                      f"{'error %':>8} {'real s':>8}  verdict")
         for row in self.rows:
@@ -245,17 +269,32 @@ def verdict(status: str, metric: Mapping[str, Any],
 
 
 def load_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics]]:
+    """The sweep's plan and its finished runs (see find_runs)."""
+    plan, found, _ = find_runs(out)
+    return plan, found
+
+
+def find_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics], list[str]]:
+    """The sweep's plan, the bundles of its runs, and those skipped (each
+    `<path>: why`): of another sweep (their sweep_id differs), incomplete
+    (no meta.json), or not a run of this plan."""
     try:
         raw = json.loads((out / "sweep.json").read_text())
         plan = SweepPlan(raw["scenario"], [float(t) for t in raw["tdfs"]], int(raw["repeat"]),
-                         dict(raw.get("params", {})), raw.get("baseline"))
+                         dict(raw.get("params", {})), raw.get("baseline"),
+                         raw.get("sweep_id"))
     except (OSError, ValueError, KeyError, TypeError, ScenarioError) as exc:
         raise AnalysisError(f"{out}: not a sweep directory (sweep.json: {exc})") from exc
     found = []
+    skipped = []
+    names = set()
     for run in plan.runs():
         bundle = out / "runs" / run.name
+        names.add(run.name)
         meta_path = bundle / "meta.json"
         if not meta_path.exists():
+            if bundle.exists():
+                skipped.append(f"{bundle}: incomplete (no meta.json)")
             continue                      # not run (interrupted sweep): left out
         try:
             meta = json.loads(meta_path.read_text())
@@ -263,17 +302,30 @@ def load_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics]]:
                 if (bundle / "metrics.json").exists() else {}
         except ValueError as exc:
             raise AnalysisError(f"{bundle}: unreadable bundle ({exc})") from exc
+        if plan.sweep_id is not None and meta.get("sweep_id") != plan.sweep_id:
+            skipped.append(f"{bundle}: of another sweep (sweep_id "
+                           f"{meta.get('sweep_id') or 'none'}, this sweep's is {plan.sweep_id})")
+            continue
         fidelity = read_fidelity(bundle)
         found.append(RunMetrics(run, str(meta.get("status", "ok")),
                                 float(meta.get("real_seconds", 0.0)), metrics, fidelity))
+    runs_dir = out / "runs"
+    if runs_dir.is_dir():
+        for other in sorted(runs_dir.iterdir()):
+            # Hidden ones are bundles being written (results.BundleWriter).
+            if other.name not in names and not other.name.startswith("."):
+                skipped.append(f"{other}: not a run of this sweep")
+    for why in skipped:
+        log.info("sweep %s: skipped %s", out, why)
     if not found:
-        raise AnalysisError(f"{out}: no finished runs to analyse")
-    return plan, found
+        raise AnalysisError(f"{out}: no finished runs of this sweep to analyse"
+                            + (f" (skipped {'; '.join(skipped)})" if skipped else ""))
+    return plan, found, skipped
 
 
 def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
             alpha: float = KS_ALPHA) -> SweepAnalysis:
-    plan, runs = load_runs(out)
+    plan, runs, skipped = find_runs(out)
     rows = summary_rows(plan, runs, tolerance_pct)
     metric_names = sorted({name for r in runs for name in r.metrics})
     top = plan.tdfs[-1]
@@ -319,7 +371,7 @@ def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
             reasons[tdf] = why
     recommended = next((t for t in plan.tdfs if t not in reasons), None)
     return SweepAnalysis(plan, runs, rows, ks, recommended, reasons,
-                         "scipy" if scipy_available() else "asymptotic", baseline_ks)
+                         "scipy" if scipy_available() else "asymptotic", baseline_ks, skipped)
 
 
 def summary_rows(plan: SweepPlan, runs: Sequence[RunMetrics],
@@ -336,7 +388,7 @@ def summary_rows(plan: SweepPlan, runs: Sequence[RunMetrics],
                 "n": m.get("n", 0), "median": m.get("median"), "p5": m.get("p5"),
                 "p95": m.get("p95"), "mean": m.get("mean"), "stddev": m.get("stddev"),
                 "expected": m.get("expected"), "error_pct": m.get("error_pct"),
-                "real_s": round(r.real_s, 3),
+                "real_s": round(r.real_s, 3), "sweep_id": plan.sweep_id,
                 "verdict": verdict(r.status, m, tolerance_pct, r.fidelity) if name else
                 verdict(r.status, {}, tolerance_pct, r.fidelity),
             })
@@ -496,12 +548,13 @@ def auto_sweep(scenario: str, out: Path, run_one: RunOne, *, start: float = 1.0,
     log_lines: list[str] = []
     tdf = units.tdf(start)
     previous_ok = False
+    sweep_id = new_sweep_id()       # one for every run of this search
     while tdf <= max_tdf:
         tried.append(tdf)
-        plan = SweepPlan(scenario, list(tried), 1, dict(params or {}))
+        plan = SweepPlan(scenario, list(tried), 1, dict(params or {}), sweep_id=sweep_id)
         out.mkdir(parents=True, exist_ok=True)
         (out / "sweep.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
-        run = SweepRun(tdf, 1)
+        run = SweepRun(tdf, 1, sweep_id=sweep_id)
         if progress:
             progress(f"auto: run at TDF {units.tdf_text(tdf)}")
         outcome = run_sweep_one(run, out, run_one)
@@ -539,7 +592,11 @@ def run_sweep_one(run: SweepRun, out: Path, run_one: RunOne) -> RunOutcome:
         run_one(run, bundle)
     except SelenaError as exc:
         error = str(exc)
-    return RunOutcome(run, bundle, _bundle_status(bundle) or ("failed" if error else "ok"),
+    status = _bundle_status(bundle, run.sweep_id)
+    if status is None and error is None:
+        # run_one returned but left no bundle of this sweep: nothing to trust.
+        error = f"{bundle}: no results bundle of this sweep was written"
+    return RunOutcome(run, bundle, status or ("failed" if error else "ok"),
                       time.monotonic() - begin, error)
 
 

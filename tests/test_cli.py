@@ -5,6 +5,7 @@ the file and line, never a traceback through selena)."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,101 @@ def test_run_listing2_actions_in_order_print_their_output(fake_xen, fake_backend
         ("echo one", "exited"), ("echo two", "exited"), ("sleep 30 ", "killed")]
     assert meta["status"] == "ok"
     assert "H1$ echo two\n  two\n" in out         # what Listing-2 commands printed
+
+
+# -- issue 28: ownership front ends, a bad --out, SIGTERM -----------------------------
+
+PAIR = HOSTS + "topology.add_link(a, b)\n"
+
+
+def test_deploy_and_run_replace_and_an_existing_experiment_is_one_line(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scenario = _file(tmp_path, PAIR)
+    assert run_cli(capsys, "deploy", scenario, "--wait", "0")[0] == 0
+    rc, _, err = run_cli(capsys, "deploy", scenario, "--wait", "0")
+    assert rc == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "selena: error: experiment mine is already deployed on this host: "
+        "`selena destroy mine`, or deploy with --replace / replace=True")
+    rc, _, err = run_cli(capsys, "run", scenario, "--out", "bundle")
+    assert rc == 1 and "experiment mine is already deployed" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "bundle").exists()
+    assert run_cli(capsys, "deploy", scenario, "--wait", "0", "--replace")[0] == 0
+    rc, _, err = run_cli(capsys, "run", scenario, "--out", "bundle", "--replace")
+    assert rc == 0, err
+    assert fake_xen.domains == {}
+
+
+class OwnershipBackend:
+    """What clean and destroy are asked, and the progress lines they give."""
+
+    def __init__(self):
+        self.asked: list[tuple] = []
+
+    def clean(self, force=False, progress=None):
+        self.asked.append(("clean", force))
+        if not force and progress:
+            progress("skipped experiment busy: its selena run (pid 4242) is alive; "
+                     "--force removes it")
+        return ["selena-busy-h1", "selena-busy-br0"] if force else []
+
+    def destroy(self, experiment, pool=False, force=False):
+        self.asked.append(("destroy", experiment, pool, force))
+
+
+def test_clean_and_destroy_force(capsys, monkeypatch):
+    backend = OwnershipBackend()
+    monkeypatch.setattr("selena.cli.experiment.get_backend", lambda name, **kw: backend)
+    rc, out, err = run_cli(capsys, "clean")
+    assert rc == 0 and "removed: nothing" in out
+    assert "skipped experiment busy: its selena run (pid 4242) is alive" in err
+    rc, out, _ = run_cli(capsys, "clean", "--force")
+    assert rc == 0 and "removed: selena-busy-h1, selena-busy-br0" in out
+    assert run_cli(capsys, "destroy", "busy", "--force")[0] == 0
+    assert run_cli(capsys, "destroy", "busy")[0] == 0
+    assert backend.asked == [("clean", False), ("clean", True), ("destroy", "busy", False, True),
+                             ("destroy", "busy", False, False)]
+
+
+def test_run_with_an_out_under_a_file_is_refused_before_deploying(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").write_text("a file, not a directory")
+    rc, _, err = run_cli(capsys, "run", _file(tmp_path, PAIR), "--out", "results/run1")
+    assert rc == 1 and "Traceback" not in err
+    assert ("selena: error: results directory results/run1 is under "
+            f"{tmp_path / 'results'}, a regular file; choose another --out") in err
+    assert not any(c[:2] == ("xl", "create") for c in fake_xen.calls)
+
+
+@pytest.fixture
+def sentinel_sigterm():
+    """A Python SIGTERM handler while the test runs: code that does not
+    handle SIGTERM then fails the test instead of killing pytest."""
+    def refuse(signum, frame):
+        raise RuntimeError("SIGTERM reached the sentinel handler")
+
+    previous = signal.signal(signal.SIGTERM, refuse)
+    yield refuse
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_during_run_tears_down_and_records_it(fake_xen, fake_backend, tmp_path, capsys,
+                                                      monkeypatch, sentinel_sigterm):
+    monkeypatch.chdir(tmp_path)
+    body = (PAIR + "import os, signal\n\n"
+            "def run(exp):\n"
+            "    exp.cmd('a', 'echo one')\n"
+            "    exp.start('b', 'sleep 600')\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    exp.sleep(600)\n")
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, body), "--out", "bundle")
+    assert rc == 128 + signal.SIGTERM, err
+    assert "selena: interrupted by SIGTERM" in err and "Traceback" not in err
+    meta = json.loads((tmp_path / "bundle/meta.json").read_text())
+    assert meta["status"] == "interrupted" and meta["error"]["signal"] == "SIGTERM"
+    assert [c["state"] for c in meta["commands"]] == ["exited", "killed"]
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+    assert signal.getsignal(signal.SIGTERM) is sentinel_sigterm

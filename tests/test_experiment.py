@@ -5,15 +5,29 @@ body raises or is interrupted. The lab runs the same lifecycle on real Xen."""
 
 from __future__ import annotations
 
+import errno
+import gc
 import json
+import os
+import signal
+import threading
 import time
+import weakref
 
 import pytest
 
 from selena.backends.xl import XlBackend
-from selena.errors import ExperimentError, GuestLost, ScenarioError, TopologyError, ValidationError
-from selena.experiment import Experiment
+from selena.errors import (
+    ExperimentError,
+    GuestLost,
+    ResultsError,
+    ScenarioError,
+    TopologyError,
+    ValidationError,
+)
+from selena.experiment import Experiment, SignalInterrupt
 from selena.model import Topology
+from selena.results import BundleWriter
 
 TDF = 4.0
 
@@ -247,3 +261,216 @@ def test_a_negative_output_cap_is_refused(fake_xen, tmp_path):
     with pytest.raises(ValidationError, match="output cap -1 is negative"):
         make(fake_xen, tmp_path, output_cap=-1)
     assert fake_xen.domains == {}
+
+
+# -- issue 28: ownership, a truthful teardown, signals, atomic bundles ----------------
+
+def gone(fake_xen, tmp_path) -> bool:
+    """Nothing of the run is left: guests, bridges, state files."""
+    return (fake_xen.domains == {} and fake_xen.bridges == {}
+            and not list((tmp_path / "state").glob("*.json")))
+
+
+def staging_dirs(parent) -> list:
+    return sorted(p.name for p in parent.iterdir() if ".tmp-" in p.name or ".old-" in p.name)
+
+
+def test_replace_is_passed_to_the_backend(fake_xen, tmp_path, monkeypatch):
+    seen = []
+    real = XlBackend.deploy
+
+    def spy(self, plan, progress=None, warm=False, replace=False):
+        seen.append(replace)
+        return real(self, plan, progress=progress, warm=warm, replace=replace)
+
+    monkeypatch.setattr(XlBackend, "deploy", spy)
+    with make(fake_xen, tmp_path, out=None):
+        pass
+    with make(fake_xen, tmp_path, out=None, replace=True):
+        pass
+    assert seen == [False, True]
+
+
+def test_an_out_under_a_regular_file_is_refused_before_anything_exists(fake_xen, tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    exp = make(fake_xen, tmp_path, out=tmp_path / "file" / "run1")
+    with pytest.raises(ResultsError, match=r"file/run1 is under .*file, a regular file; "
+                                           "choose another --out"), exp:
+        pass
+    assert not any(c.startswith(("xl create", "ovs-vsctl add-br")) for c in calls(fake_xen))
+    # a directory holding something else is never replaced by a bundle
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("years of work")
+    with pytest.raises(ResultsError, match="holds no results bundle"), \
+            make(fake_xen, tmp_path, out=tmp_path / "mine"):
+        pass
+    assert (tmp_path / "mine" / "thesis.tex").exists()
+    assert not any(c.startswith(("xl create", "ovs-vsctl add-br")) for c in calls(fake_xen))
+
+
+def _enospc(self):
+    raise OSError(errno.ENOSPC, "No space left on device", str(self.target))
+
+
+def test_a_bundle_that_cannot_be_written_still_tears_down_then_raises(fake_xen, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.setattr(BundleWriter, "_move_into_place", _enospc)
+    exp = make(fake_xen, tmp_path)
+    with pytest.raises(ResultsError, match="No space left on device"), exp:
+        exp.cmd("h1", "echo hello")
+    assert gone(fake_xen, tmp_path)
+    assert exp.bundle is None and not (tmp_path / "out").exists()
+    assert staging_dirs(tmp_path) == []                  # no half bundle anywhere
+    # the body's own error goes on; the bundle failure is reported beside it
+    exp = make(fake_xen, tmp_path)
+    with pytest.raises(ZeroDivisionError), exp:
+        1 / 0  # noqa: B018
+    assert gone(fake_xen, tmp_path)
+    assert any("results bundle was not written" in line for line in exp.said)
+
+
+def test_a_failed_rerun_leaves_the_previous_bundle_whole(fake_xen, tmp_path, monkeypatch):
+    with make(fake_xen, tmp_path) as exp:
+        exp.cmd("h2", "echo first")
+        exp.record("answer", 1)
+    before = {p.relative_to(tmp_path): p.read_bytes()
+              for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    monkeypatch.setattr(BundleWriter, "_move_into_place", _enospc)
+    with pytest.raises(ResultsError), make(fake_xen, tmp_path) as exp:
+        exp.cmd("h1", "echo second")
+        exp.record("answer", 2)
+    after = {p.relative_to(tmp_path): p.read_bytes()
+             for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert after == before and staging_dirs(tmp_path) == []
+
+
+def test_outputs_stream_to_a_staging_bundle_that_replaces_the_old_one_at_the_end(
+        fake_xen, tmp_path):
+    with make(fake_xen, tmp_path) as exp:
+        exp.cmd("h2", "echo first")
+    assert (tmp_path / "out/nodes/h2/1.stdout").read_bytes() == b"first\n"
+    exp = make(fake_xen, tmp_path)
+    with exp:
+        result = exp.cmd("h1", "head -c 300000 /dev/zero")
+        assert len(result.stdout) == 300000                  # the caller still gets it
+        staging = exp.out_dir
+        assert staging.parent == tmp_path and staging.name.startswith(".out.tmp-")
+        # written as it completed; the engine keeps only the metadata
+        assert (staging / "nodes/h1/1.stdout").stat().st_size == 300000
+        rec = exp.engine.records[-1]
+        assert rec.result.stdout == b"" and rec.stdout_bytes == 300000 and rec.n == 1
+        handle = exp.start("h2", "echo second")
+        exp.wait(handle)
+        assert exp.engine._started == {}
+        ref = weakref.ref(handle)
+        del handle, result
+        for _ in range(100):        # the control channel's thread lets go a moment later
+            gc.collect()
+            if ref() is None:
+                break
+            time.sleep(0.05)
+        assert ref() is None                    # no handle (with its output) retained
+        # the old bundle is untouched until the new one is complete
+        assert json.loads((tmp_path / "out/meta.json").read_text())["commands"][0][
+            "command"] == "echo first"
+        (staging / "derived.csv").write_text("x\n")      # a scenario's own file
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert [c["command"] for c in meta["commands"]] == ["head -c 300000 /dev/zero",
+                                                        "echo second"]
+    assert (tmp_path / "out/nodes/h2/1.stdout").read_bytes() == b"second\n"
+    assert (tmp_path / "out/derived.csv").read_text() == "x\n"
+    assert not (tmp_path / "out/nodes/h1/2.stdout").exists()
+    assert staging_dirs(tmp_path) == [] and exp.out_dir == tmp_path / "out"
+
+
+def test_without_out_nothing_is_written_nor_kept(fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path, out=None)
+    with exp:
+        assert exp.out_dir is None
+        assert len(exp.cmd("h1", "head -c 100000 /dev/zero").stdout) == 100000
+        assert exp.engine.records[0].result.stdout == b""
+        assert exp.engine.records[0].stdout_bytes == 100000
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("xs-")) == [
+        "state"]
+
+
+@pytest.fixture
+def sentinel_handlers():
+    """Python handlers for SIGTERM and SIGHUP while a test runs (so that
+    code which does not handle them fails the test instead of killing it)."""
+    class Sentinel(Exception):
+        pass
+
+    def raise_sentinel(signum, frame):
+        raise Sentinel(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, raise_sentinel) for s in (signal.SIGTERM, signal.SIGHUP)}
+    yield raise_sentinel
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_are_handled_like_ctrl_c(fake_xen, tmp_path, sentinel_handlers,
+                                                    sig):
+    exp = make(fake_xen, tmp_path)
+    with pytest.raises(KeyboardInterrupt) as caught, exp:
+        assert signal.getsignal(sig) is not sentinel_handlers      # ours while deployed
+        exp.cmd("h1", "echo before")
+        exp.start("h2", "sleep 600")
+        os.kill(os.getpid(), sig)
+        time.sleep(5)                                              # never reached
+    assert isinstance(caught.value, SignalInterrupt) and caught.value.name == sig.name
+    assert gone(fake_xen, tmp_path)
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert meta["status"] == "interrupted" and meta["error"]["signal"] == sig.name
+    assert {c["command"]: c["state"] for c in meta["commands"]} == {
+        "echo before": "exited", "sleep 600": "killed"}
+    assert signal.getsignal(sig) is sentinel_handlers              # restored at close
+
+
+def _interrupt_after(*delays: float) -> list[threading.Timer]:
+    timers = [threading.Timer(d, os.kill, (os.getpid(), signal.SIGINT)) for d in delays]
+    for t in timers:
+        t.start()
+    return timers
+
+
+def test_ctrl_c_at_the_end_skips_the_waits_but_never_the_teardown(fake_xen, tmp_path,
+                                                                  monkeypatch):
+    exp = make(fake_xen, tmp_path, finish_limit=120)
+    exp.deploy()
+    called = []
+    exp.at(3600, called.append, "late")                # an hour of virtual time away
+    exp.start("h2", "sleep 600")
+    # the kill is lost, so the end of the run would wait for the command too
+    monkeypatch.setattr(exp.controller, "kill", lambda handle, signal=15: None)
+    began = time.monotonic()
+    timers = _interrupt_after(0.5, 2.5)     # first: skip `at`; second: skip the command
+    with pytest.raises(KeyboardInterrupt):
+        exp.close()
+    for t in timers:
+        t.join()
+    assert time.monotonic() - began < 30 and called == []
+    assert gone(fake_xen, tmp_path)
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert meta["status"] == "interrupted" and meta["error"]["signal"] == "SIGINT"
+    [command] = meta["commands"]
+    assert command["state"] == "lost"
+    detail = json.loads((tmp_path / "out/nodes/h2/1.json").read_text())["detail"]
+    assert "interrupted" in detail
+    assert any("interrupted again" in line for line in exp.said)
+
+
+def test_the_end_of_a_run_waits_at_most_finish_limit(fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path, finish_limit=1)
+    called = []
+    began = time.monotonic()
+    with pytest.raises(ScenarioError, match=r"1 `at` callback\(s\) not done .* 1 real s"), exp:
+        exp.at(3600, called.append, "late")
+        began = time.monotonic()
+    assert time.monotonic() - began < 15 and called == []
+    assert gone(fake_xen, tmp_path)
+    assert json.loads((tmp_path / "out/meta.json").read_text())["status"] == "failed"
+    with pytest.raises(ValidationError, match="finish_limit"):
+        make(fake_xen, tmp_path, finish_limit=-1)

@@ -149,7 +149,8 @@ def test_a_degraded_monitor_verdict_outranks_a_metric_that_looks_right(tmp_path)
 
     def run_one(run, bundle):
         bundle.mkdir(parents=True)
-        (bundle / "meta.json").write_text(json.dumps({"status": "ok", "real_seconds": 1}))
+        (bundle / "meta.json").write_text(json.dumps({"status": "ok", "real_seconds": 1,
+                                                        "sweep_id": run.sweep_id}))
         (bundle / "metrics.json").write_text(json.dumps({"x": {
             "n": 3, "samples": [1.0, 1.0, 1.0], "median": 1.0, "expected": 1.0,
             "error_pct": 0.0}}))

@@ -32,10 +32,11 @@ EXPECTED_RTT = 20.0
 
 
 def write_bundle(bundle: Path, *, tdf: float, samples: list[float], status: str = "ok",
-                 real_s: float = 10.0) -> None:
+                 real_s: float = 10.0, sweep_id: str | None = None) -> None:
     bundle.mkdir(parents=True, exist_ok=True)
     (bundle / "meta.json").write_text(json.dumps({"status": status, "tdf": tdf,
-                                                  "real_seconds": real_s}))
+                                                  "real_seconds": real_s,
+                                                  "sweep_id": sweep_id}))
     ordered = sorted(samples)
     median = ordered[len(ordered) // 2]
     (bundle / "metrics.json").write_text(json.dumps({"rtt_ms": {
@@ -56,8 +57,8 @@ def synthetic_sweep(out: Path, tdfs=(1, 5, 10), repeat: int = 2) -> list:
     plan = SweepPlan("scenarios/demo.py", list(tdfs), repeat, {"rate_mbit": 20})
 
     def run_one(run: SweepRun, bundle: Path) -> None:
-        write_bundle(bundle, tdf=run.tdf, samples=rtts(run.tdf, int(run.tdf) * 10 + run.repeat),
-                     real_s=5.0 * run.tdf)
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id,
+                     samples=rtts(run.tdf, int(run.tdf) * 10 + run.repeat), real_s=5.0 * run.tdf)
 
     ticks = iter(range(1000))
     lines: list[str] = []
@@ -89,7 +90,7 @@ def test_sweep_runs_every_point_with_progress_and_survives_a_failed_run(tmp_path
         seen.append(run.name)
         if run.tdf == 1:
             raise BackendError("xl create h1: out of memory")
-        write_bundle(bundle, tdf=run.tdf, samples=[20.0, 20.1])
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=[20.0, 20.1])
 
     lines: list[str] = []
     outcomes = run_sweep(plan, tmp_path, run_one, progress=lines.append)
@@ -127,8 +128,8 @@ def test_indistinguishable_samples_recommend_the_cheaper_tdf(tmp_path):
 
     def run_one(run: SweepRun, bundle: Path) -> None:
         rng = random.Random(7)                 # the same samples at both TDFs
-        write_bundle(bundle, tdf=run.tdf, samples=[20 + rng.gauss(0, 0.2) for _ in range(20)],
-                     real_s=3.0 * run.tdf)
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id,
+                     samples=[20 + rng.gauss(0, 0.2) for _ in range(20)], real_s=3.0 * run.tdf)
 
     run_sweep(plan, tmp_path, run_one)
     analysis = analyze(tmp_path)
@@ -140,7 +141,7 @@ def test_indistinguishable_samples_recommend_the_cheaper_tdf(tmp_path):
 def test_no_faithful_tdf_says_so(tmp_path):
     plan = SweepPlan("s.py", [1, 2], 1)
     run_sweep(plan, tmp_path, lambda run, bundle: write_bundle(
-        bundle, tdf=run.tdf, samples=rtts(run.tdf, 3)))
+        bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(run.tdf, 3)))
     analysis = analyze(tmp_path)
     assert analysis.recommended is None          # TDF 2 is still 20 % off
     assert "none of these TDFs was faithful" in analysis.report()
@@ -213,7 +214,7 @@ def test_a_sweep_through_the_lifecycle_on_the_fake_dom0(fake_xen, tmp_path):
         topo.add_link(h1, h2, rate="10Mbit", delay="5ms")
         backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
         with Experiment(topo, backend=backend, templates=None, out=bundle,
-                        ready_timeout=20) as exp:
+                        ready_timeout=20, meta={"sweep_id": run.sweep_id}) as exp:
             out = exp["h1"].cmd("echo 10; echo 10.2").stdout.decode().split()
             exp.record("rtt_ms", [float(x) for x in out], expected=10.0, unit="ms")
         assert fake_xen.domains == {}
@@ -256,7 +257,7 @@ def test_auto_doubles_the_tdf_until_two_in_a_row_are_faithful_and_alike(tmp_path
     def run_one(run: SweepRun, bundle: Path) -> None:
         ran.append(run.tdf)
         rng = random.Random(int(run.tdf))
-        write_bundle(bundle, tdf=run.tdf, real_s=4.0 * run.tdf,
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id, real_s=4.0 * run.tdf,
                      samples=[means[int(run.tdf)] + rng.gauss(0, 0.3) for _ in range(30)])
 
     choice = auto_sweep("s.py", tmp_path, run_one)
@@ -273,7 +274,7 @@ def test_auto_gives_up_at_the_largest_tdf_and_says_so(tmp_path):
     from selena.sweep import auto_sweep
 
     choice = auto_sweep("s.py", tmp_path, lambda run, bundle: write_bundle(
-        bundle, tdf=run.tdf, samples=rtts(run.tdf, 5)), max_tdf=4)
+        bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(run.tdf, 5)), max_tdf=4)
     assert choice.chosen is None and choice.tried == [1, 2, 4]
     assert "no faithful and stable TDF up to 4; raise --max-tdf" in choice.report()
 
@@ -285,8 +286,8 @@ def test_a_real_time_baseline_is_its_own_column_and_never_the_recommendation(tmp
 
     def run_one(run: SweepRun, bundle: Path) -> None:
         # The baseline, in real time, looks like TDF 1 (the floor undivided).
-        write_bundle(bundle, tdf=run.tdf, samples=rtts(run.tdf, 7 * run.repeat + len(run.label)),
-                     real_s=5.0 * run.tdf)
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id,
+                     samples=rtts(run.tdf, 7 * run.repeat + len(run.label)), real_s=5.0 * run.tdf)
 
     lines: list[str] = []
     run_sweep(plan, tmp_path, run_one, progress=lines.append)
@@ -298,3 +299,61 @@ def test_a_real_time_baseline_is_its_own_column_and_never_the_recommendation(tmp
     assert analysis.recommended == 10
     assert "mininet p=" in analysis.report()
     assert (tmp_path / "rtt_ms.png") in plot(analysis, tmp_path)
+
+
+def test_bundles_of_an_earlier_sweep_in_the_same_directory_are_skipped_and_named(
+        tmp_path, capsys):
+    out = tmp_path / "sweep"
+    synthetic_sweep(out, tdfs=(1, 5), repeat=1)          # the earlier sweep: all finished
+    first_id = json.loads((out / "sweep.json").read_text())["sweep_id"]
+    (out / "runs" / "tdf9-r1").mkdir()                   # a stray, of neither sweep
+
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        if run.tdf == 5:
+            raise BackendError("xl create h1: out of memory")   # no bundle this time
+        if run.repeat == 2:
+            bundle.mkdir(parents=True)                   # died before its meta.json
+            return
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(run.tdf, 1))
+
+    plan = SweepPlan("scenarios/demo.py", [1, 5], 2)
+    outcomes = run_sweep(plan, out, run_one)
+    second_id = json.loads((out / "sweep.json").read_text())["sweep_id"]
+    assert second_id == plan.sweep_id and second_id != first_id
+    # tdf5-r1 still holds the earlier sweep's ok bundle: this run failed all the same
+    assert [(o.run.name, o.status) for o in outcomes] == [
+        ("tdf1-r1", "ok"), ("tdf5-r1", "failed"), ("tdf1-r2", "failed"), ("tdf5-r2", "failed")]
+    analysis = analyze(out)
+    assert [(r["tdf"], r["repeat"], r["sweep_id"]) for r in analysis.rows] == [
+        ("1", 1, second_id)]
+    assert analysis.skipped == [
+        f"{out}/runs/tdf5-r1: of another sweep (sweep_id {first_id}, this sweep's is "
+        f"{second_id})",
+        f"{out}/runs/tdf1-r2: incomplete (no meta.json)",
+        f"{out}/runs/tdf9-r1: not a run of this sweep"]
+    assert "TDF 5 not recommended: not run" in analysis.report()
+    assert main(["sweep-report", str(out), "--no-plots"]) == 0
+    printed = capsys.readouterr().out
+    assert f"skipped {out}/runs/tdf5-r1: of another sweep" in printed
+    with (out / "summary.csv").open() as f:
+        assert [r["sweep_id"] for r in csv.DictReader(f)] == [second_id]
+
+
+def test_the_cli_sweep_writes_its_id_into_every_bundle(fake_xen, tmp_path, monkeypatch,
+                                                       capsys):
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: backend)
+    monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
+    scenario = tmp_path / "pair.py"
+    scenario.write_text("from selena.model import Topology\n"
+                        "topology = Topology('pair')\n"
+                        "a = topology.add_host('a', ip='10.0.0.1/24')\n"
+                        "b = topology.add_host('b', ip='10.0.0.2/24')\n"
+                        "topology.add_link(a, b)\n\n"
+                        "def run(exp):\n"
+                        "    exp.record('x', [1.0, 1.0], expected=1.0)\n")
+    assert main(["sweep", str(scenario), "--tdf", "2", "--out", str(tmp_path / "o"),
+                 "--no-plots", "--no-monitor"]) == 0, capsys.readouterr().err
+    sweep_id = json.loads((tmp_path / "o/sweep.json").read_text())["sweep_id"]
+    meta = json.loads((tmp_path / "o/runs/tdf2-r1/meta.json").read_text())
+    assert sweep_id and meta["sweep_id"] == sweep_id and meta["status"] == "ok"

@@ -56,9 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     except SelenaError as exc:
         report(exc)
         return 1
-    except KeyboardInterrupt:
-        print("selena: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        # SIGTERM/SIGHUP during an experiment arrive as a KeyboardInterrupt
+        # that names its signal (selena.experiment.SignalInterrupt).
+        name = getattr(exc, "name", None)
+        print(f"selena: interrupted{f' by {name}' if name else ''}", file=sys.stderr)
+        return 128 + int(getattr(exc, "signum", 2))
 
 
 if __name__ == "__main__":

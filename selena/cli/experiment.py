@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
 from selena.control.channel import DEFAULT_OUTPUT_CAP
 from selena.errors import CleanupError, ScenarioError, SelenaError, UnitError
-from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment
+from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterrupt
 from selena.loader import Scenario, load_scenario, user_error
 from selena.model import NodeKind
 from selena.specs import TOPOS, topo_usage
@@ -94,6 +95,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="xl (Xen guests, dilated) or mininet (the real-time baseline: "
                             "the same topology and commands in Mininet on this Dom0)")
 
+    def replace_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--replace", action="store_true",
+                       help="if an experiment of the same name is deployed, remove it "
+                            "first (without this the deploy refuses)")
+
     def deploy_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
         p.add_argument("--shaping", choices=("dom0", "guest"), default="dom0",
@@ -118,6 +124,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("deploy", help="create, wire, shape and start a topology")
     scenario_args(p)
     deploy_args(p)
+    replace_arg(p)
     p.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS",
                    help="wait this long for the guests and their agents, showing n of N "
                         "up (0: do not wait unless guests must be configured; default 120)")
@@ -127,6 +134,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "tear down")
     scenario_args(p)
     deploy_args(p)
+    replace_arg(p)
     p.add_argument("--out", type=Path, default=None,
                    help="results directory (default results/<experiment>-<time>)")
     p.add_argument("--keep", action="store_true", help="leave the experiment running")
@@ -174,10 +182,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("experiment")
     p.add_argument("--pool", action="store_true",
                    help="keep its guests, paused and unwired, for a later --warm deploy")
+    p.add_argument("--force", action="store_true",
+                   help="also while a `selena run` that owns it is still alive")
     p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     p.set_defaults(func=cmd_destroy)
 
     p = subparsers.add_parser("clean", help="remove everything selena created on this host")
+    p.add_argument("--force", action="store_true",
+                   help="also the experiments of `selena run`s still alive (skipped, and "
+                        "named, without this)")
     p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     p.set_defaults(func=cmd_clean)
 
@@ -199,7 +212,8 @@ def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
                       bridge=getattr(args, "bridge", "ovs"),
                       shaping=getattr(args, "shaping", "dom0"),
                       offloads=getattr(args, "offload", False),
-                      warm=getattr(args, "warm", False), progress=say, **options)  # type: ignore[arg-type]
+                      warm=getattr(args, "warm", False),
+                      replace=getattr(args, "replace", False), progress=say, **options)  # type: ignore[arg-type]
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -267,7 +281,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for rec in sorted(engine.records, key=lambda r: r.seq):
             r = rec.result
             print(f"{r.guest:>10}  {r.summary():<28} {r.command[:60]}")
-        _print_action_outputs(exp, engine.records)
+        _print_action_outputs(exp, engine.records, exp.bundle)
         for metric in engine.metrics.values():
             print(metric.line())
     if exp.fidelity is not None:
@@ -275,8 +289,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if exp.bundle is not None:
         print(f"results: {exp.bundle} (real time {time.monotonic() - started:.1f} s)")
     if isinstance(failure, KeyboardInterrupt):
-        say("selena: interrupted (the bundle records the commands so far)")
-        return 130
+        signum = failure.signum if isinstance(failure, SignalInterrupt) else signal.SIGINT
+        how = f"by {failure.name}" if isinstance(failure, SignalInterrupt) else ""
+        say(f"selena: interrupted {how}".rstrip() + " (the experiment was torn down"
+            + ("; the bundle records the commands so far)" if exp.bundle else ")"))
+        return 128 + int(signum)
     if failure is not None:
         if isinstance(failure, SelenaError) and not _from_user_code(failure):
             report(failure)
@@ -286,18 +303,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_action_outputs(exp: Experiment, records: list) -> None:
+def _print_action_outputs(exp: Experiment, records: list, bundle: Path | None) -> None:
     """SELENA Listing-2 commands print what they printed (netperf's result,
-    say), as SELENA's own controller showed it."""
+    say), as SELENA's own controller showed it: from the bundle, since the
+    engine keeps no output."""
     from selena.compat import PushCmd
 
     pushed = {c.rstrip().rstrip("&").rstrip() for a in exp.scenario.actions
               if isinstance(a, PushCmd) for c in a.commands}
+    if bundle is None or not pushed:
+        return
     for rec in sorted(records, key=lambda r: r.seq):
         r = rec.result
-        if r.command.strip() in pushed and r.stdout.strip():
-            tail = r.stdout.decode(errors="replace").rstrip().splitlines()[-ACTION_LINES:]
+        if r.command.strip() not in pushed or not rec.stdout_bytes:
+            continue
+        text = _tail(bundle / "nodes" / r.guest / f"{rec.n}.stdout")
+        if text.strip():
+            tail = text.rstrip().splitlines()[-ACTION_LINES:]
             print(f"{r.guest}$ {r.command}\n" + "\n".join(f"  {line}" for line in tail))
+
+
+def _tail(path: Path, size: int = 64 * 1024) -> str:
+    """The end of a file (a command's output may be megabytes)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - size))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _from_user_code(exc: BaseException) -> bool:
@@ -381,14 +414,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
-    get_backend(args.backend).destroy(args.experiment, pool=args.pool)
+    get_backend(args.backend).destroy(args.experiment, pool=args.pool, force=args.force)
     print(f"{'pooled the guests of' if args.pool else 'destroyed'} {args.experiment}")
     return 0
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
     try:
-        removed = get_backend(args.backend).clean()
+        removed = get_backend(args.backend).clean(force=args.force, progress=say)
     except CleanupError as exc:
         print("removed: " + (", ".join(exc.removed) if exc.removed else "nothing"))
         raise

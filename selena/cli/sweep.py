@@ -124,7 +124,7 @@ def _report(out: Path, tolerance: float, plots: bool) -> int:
 
 def _run_one(args: argparse.Namespace) -> RunOne:
     def run_one(run: SweepRun, bundle: Path) -> None:
-        exp = _experiment(args, run.tdf, bundle, run.baseline)
+        exp = _experiment(args, run.tdf, bundle, run.baseline, run.sweep_id)
         try:
             with exp:
                 exp.run_scenario()
@@ -137,9 +137,11 @@ def _run_one(args: argparse.Namespace) -> RunOne:
 
 
 def _experiment(args: argparse.Namespace, tdf: float, out: Path | None,
-                backend: str | None = None) -> Experiment:
+                backend: str | None = None, sweep_id: str | None = None) -> Experiment:
     if not Path(args.scenario).is_file():
         raise ScenarioError(f"{args.scenario}: no such scenario file")
+    # The sweep's id in each bundle's meta.json: analysis trusts only those.
     return Experiment(args.scenario, tdf=tdf, params=dict(args.param), out=out,
                       shaping=args.shaping, backend=backend or args.backend, progress=say,
-                      monitor=not args.no_monitor)
+                      monitor=not args.no_monitor,
+                      meta={"sweep_id": sweep_id} if sweep_id else None)

@@ -141,7 +141,7 @@ def test_timeout_and_kill_end_the_whole_process_group():
 class InProcessBackend(MininetBackend):
     """The mininet backend with its hosts stood in by this process."""
 
-    def deploy(self, plan, progress=None, warm=False):
+    def deploy(self, plan, progress=None, warm=False, replace=False):
         self._translate(plan)
         return Deployment(plan.experiment, 1.0, {n: os.getpid() for n in plan.topology.nodes},
                           self.name)
@@ -150,7 +150,7 @@ class InProcessBackend(MininetBackend):
         self._channel = NamespaceChannel(NO_NAMESPACE, output_cap=output_cap)
         return self._channel
 
-    def destroy(self, experiment, pool=False):
+    def destroy(self, experiment, pool=False, force=False):
         if self._channel is not None:
             self._channel.close()
 
