@@ -219,14 +219,18 @@ def _interface(node: str, index: int, spec: tuple) -> Interface:
                      txqueuelen=qlen)
 
 
-def load_selena_file(path: str | Path, name: str | None = None, tdf: float = 1.0) -> SelenaScript:
+def load_selena_file(path: str | Path, name: str | None = None, tdf: float = 1.0, *,
+                     main: bool = False) -> SelenaScript:
     """Execute a SELENA-style (or clean-API) description file and return what
     it describes. Errors in the file are raised as they happen; the loader
-    (selena.loader) turns them into messages naming the file and line."""
+    (selena.loader) turns them into messages naming the file and line.
+    `main`: run it as `__main__` (a script; the loader stops it at its
+    Experiment)."""
     path = Path(path)
     script = SelenaScript(Topology(name or path.stem.replace("_", "-"), tdf=tdf))
     namespace = script.namespace_after_run
-    namespace.update({"__file__": str(path), "__name__": "__selena_scenario__"})
+    namespace.update({"__file__": str(path),
+                      "__name__": "__main__" if main else "__selena_scenario__"})
     namespace.update(script.namespace())
     try:
         code = compile(path.read_text(), str(path), "exec")
