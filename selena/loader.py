@@ -253,7 +253,9 @@ def user_error(exc: BaseException, path: Path | str | None = None) -> ScenarioFi
     frames only. `path` is the scenario file, used when no frame of the
     user's is on the traceback (e.g. an error raised by selena directly)."""
     frames = user_frames(exc.__traceback__)
-    if frames:
+    if isinstance(exc, ScenarioFileError) and exc.where:
+        where = exc.where     # already the user's line (e.g. an ArgumentError)
+    elif frames:
         last = frames[-1]
         where = f"{_shown(last.filename)}:{last.lineno}"
     elif isinstance(exc, SelenaError) and getattr(exc, "where", None):
@@ -261,7 +263,8 @@ def user_error(exc: BaseException, path: Path | str | None = None) -> ScenarioFi
     else:
         where = str(path) if path else "scenario"
     shown_tb = "".join(traceback.format_list(frames)) if len(frames) > 1 else ""
-    return ScenarioFileError(where, describe(exc), shown_tb)
+    message = exc.message if isinstance(exc, ScenarioFileError) else describe(exc)
+    return ScenarioFileError(where, message, shown_tb)
 
 
 def user_frames(tb: TracebackType | None) -> list[traceback.FrameSummary]:

@@ -1,0 +1,138 @@
+"""A first-day user's mistakes (issue 30, item 2): every wrong type in a call
+of the topology API is one line naming the user's file and line, memory
+sizes read as people mean them, and topologies that would silently lose
+something are refused or warned about, naming the nodes and their lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from selena import units
+from selena.cli import main
+from selena.errors import ArgumentError, ScenarioFileError, TopologyError, UnitError
+from selena.loader import load_scenario
+from selena.model import Topology
+from selena.validate import validate
+
+HEADER = "from selena.model import Topology\ntopology = Topology('t')\n"
+
+
+def write(tmp_path: Path, body: str, name: str = "scenario.py") -> Path:
+    path = tmp_path / name
+    path.write_text(HEADER + body)
+    return path
+
+
+@pytest.mark.parametrize("call, message", [
+    ("topology.add_host(1, ip='10.0.0.1/24')",
+     "add_host(1, ...): the name must be a string ('h1'), not int 1"),
+    ("topology.add_host('h1', ip=167772162)",
+     "add_host('h1', ...): ip must be a string or None ('10.0.0.1/24'), not int 167772162"),
+    ("topology.add_link(topology.add_host('h1'), topology.add_host('h2'), queue='100')",
+     "add_link: queue must be an integer or None (packets, e.g. 100), not str '100'"),
+    ("topology.add_link('h1', 'h2', rate=True)", "add_link: rate must be"),
+    ("topology.add_link('h1', 'h2', delay='5 parsecs')", "add_link: delay: time '5 parsecs'"),
+    ("topology.add_link('h1', 2)", "add_link: each end must be"),
+    ("topology.add_link(('h1', 'eth0'), 'h2')", "add_link: an end (node, interface index)"),
+    ("topology.add_host('h1', vcpus='2')", "vcpus must be an integer"),
+    ("topology.add_host('h1', memory=512.5)", "memory 512.5 is not a size"),
+    ("topology.add_host('h1', memory='8M')", "memory '8M' is 8 MiB: out of range (32 MiB"),
+    ("topology.add_host('h1', memory=-5)", "memory -5 is -5 MiB: out of range"),
+    ("topology.add_switch('s1', controller=3)", "controller must be"),
+    ("topology.add_static_arp('h1', 'eth0', '10.0.0.2', '02:00:00:00:00:02')",
+     "add_static_arp: the interface index must be an integer"),
+])
+def test_a_wrong_argument_is_one_line_at_the_user_s_call(tmp_path, capsys, call, message):
+    path = write(tmp_path, "\n" + call + "\n")
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"selena: error: {path}:4: ") or \
+        err.startswith(f"selena: error: {Path(path).name}:4: "), err
+    assert message in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_wrong_argument_inside_build_names_the_line_in_build(tmp_path):
+    path = tmp_path / "b.py"
+    path.write_text("from selena.model import Topology\n\ndef build():\n"
+                    "    topo = Topology('b')\n    topo.add_host(1)\n    return topo\n")
+    with pytest.raises(ScenarioFileError) as caught:
+        load_scenario(str(path))
+    assert str(caught.value).endswith("b.py:5: add_host(1, ...): the name must be a string "
+                                      "('h1'), not int 1")
+
+
+def test_a_wrong_argument_in_a_script_of_the_user_s_is_raised_at_their_line():
+    with pytest.raises(ArgumentError, match=r"test_user_mistakes.py:\d+: add_host"):
+        Topology("t").add_host("h1", ip=167772162)
+
+
+@pytest.mark.parametrize("given, mib", [
+    ("512MB", 512), ("512M", 512), ("512MiB", 512), ("512", 512), (512, 512),
+    ("1GB", 1024), ("1G", 1024), ("1GiB", 1024), ("65536K", 64),
+])
+def test_memory_sizes_read_as_people_mean_them(given, mib):
+    assert units.memory_mb(given) == mib
+    assert Topology("t").add_host("h1", memory=given).memory_mb == mib
+
+
+@pytest.mark.parametrize("given", [-5, "-5M", "16M", 31, "1.5M", "lots", True, 512.0])
+def test_memory_that_cannot_boot_a_guest_is_refused(given):
+    with pytest.raises(UnitError):
+        units.memory_mb(given)
+
+
+def test_other_byte_counts_stay_bytes():
+    assert units.size_bytes("1M") == 1024 * 1024 and units.size_bytes(512) == 512
+    assert units.size_bytes("1MB") == 1_000_000
+
+
+def pair() -> Topology:
+    topo = Topology("t")
+    topo.add_link(topo.add_host("h1", ip="10.0.0.1/24"), topo.add_host("h2", ip="10.0.0.2/24"))
+    return topo
+
+
+def test_a_link_from_a_node_to_itself_is_refused():
+    topo = pair()
+    h1 = topo.nodes["h1"]
+    topo.add_link(h1, h1)
+    with pytest.raises(TopologyError) as caught:
+        validate(topo)
+    text = str(caught.value)
+    assert "link h1:eth1--h1:eth2: link from h1 to itself (a link joins two different nodes)" \
+        in text
+    assert "test_user_mistakes.py:" in text
+
+
+def test_a_host_with_an_address_but_no_link_is_refused_not_dropped():
+    topo = pair()
+    topo.add_host("h3", ip="10.0.0.3/24")
+    with pytest.raises(TopologyError, match=r"node h3: has address 10.0.0.3/24 but no link, "
+                                            r"so the address would be dropped: "
+                                            r"add_link\(h3, ...\)"):
+        validate(topo)
+
+
+def test_nodes_on_no_link_are_warned_about():
+    topo = pair()
+    topo.add_host("h3")
+    topo.add_switch("s9")
+    warnings = [str(w) for w in validate(topo)]
+    assert any("node h3: on no link or hub, it can reach no other node" in w for w in warnings)
+    assert any("node s9: a switch on no link has no ports" in w for w in warnings)
+
+
+def test_clashing_addresses_and_names_list_the_nodes_and_their_lines():
+    topo = pair()
+    topo.add_link(topo.add_host("h3", ip="10.0.0.1/24"), topo.nodes["h2"])
+    topo.add_link(topo.add_host("h2", ip="10.0.0.9/24"), "h1")
+    with pytest.raises(TopologyError) as caught:
+        validate(topo)
+    text = str(caught.value)
+    assert "IP 10.0.0.1 is used by 2 interfaces: h1 at tests/test_user_mistakes.py:" in text \
+        or "IP 10.0.0.1 is used by 2 interfaces: h1 at " in text
+    assert ", h3 at " in text
+    assert "node name 'h2' is used 2 times (at " in text
