@@ -136,3 +136,38 @@ def test_clashing_addresses_and_names_list_the_nodes_and_their_lines():
         or "IP 10.0.0.1 is used by 2 interfaces: h1 at " in text
     assert ", h3 at " in text
     assert "node name 'h2' is used 2 times (at " in text
+
+
+def test_warnings_are_grouped_like_errors(tmp_path, capsys):
+    path = write(tmp_path, "s = topology.add_switch('s1')\nfor i in range(1, 31):\n"
+                           "    topology.add_link(topology.add_host(f'h{i}', "
+                           "ip=f'10.0.0.{i}/24'), s, loss=1)\n")
+    assert main(["validate", str(path)]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, err
+    assert warnings[0].startswith("warning: 30 x likely unit slip, e.g. ")
+    assert warnings[0].endswith("and 27 more")
+    assert main(["plan", str(path)]) == 0
+    assert len([line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("warning:")]) == 1
+
+
+RUN_OPTIONS = ["--shaping", "guest", "--bridge", "linux", "--test", "pingall", "--tdf", "5",
+               "--link", "tc,bw=10,delay=5ms", "--out", "results/x", "--keep",
+               "--ready-timeout", "30", "--command-timeout", "10", "--no-monitor",
+               "--output-cap", "1M", "--offload", "--warm", "--strict"]
+
+
+def test_validate_plan_and_advise_take_a_run_s_command_line(tmp_path, capsys):
+    from selena.advise import Calibration
+
+    assert main(["validate", "--topo", "linear,2", *RUN_OPTIONS]) == 0
+    assert "linear,2: valid: experiment linear, TDF 5" in capsys.readouterr().out
+    assert main(["plan", "--topo", "linear,2", *RUN_OPTIONS]) == 0
+    out = capsys.readouterr().out
+    assert "TDF 5" in out and "shaping in guest" in out
+    cal = Calibration(9.0, 0.0, 1.0, 40.0, {}, [], [], host="lab").save(tmp_path / "c.json")
+    assert main(["advise", "--topo", "linear,2", *RUN_OPTIONS,
+                 "--calibration", str(cal)]) in (0, 1)
+    assert "TDF" in capsys.readouterr().out
