@@ -156,9 +156,11 @@ def _check_unwired(node: Node, add: Add, warn: Add) -> None:
                  "ports", at)
     elif addressed:
         # Its address would be on no interface of the guest: refuse, not drop it.
+        fix = (f"newLink(({node.id}, ...), ...)" if node.first_device
+               else f"add_link({node.name}, ...)")     # a listing's own call
         add("address on no link", f"node {node.name}: has address {addressed[0]} but no "
-            f"link, so the address would be dropped: add_link({node.name}, ...) to another "
-            "node, or leave the address out", at)
+            f"link, so the address would be dropped: {fix} to another node, or leave the "
+            "address out", at)
     else:
         warn("node without links", f"node {node.name}: on no link or hub, it can reach "
              "no other node", at)
@@ -498,6 +500,9 @@ def _warn_unit_slips(link: Link, warn: Add) -> None:
     where = str(link)
     at = link.defined_at
     given = link.given
+    if given.get("style") == "listing":
+        _warn_listing_slips(link, warn)
+        return
     loss = given.get("loss")
     if isinstance(loss, int | float) and not isinstance(loss, bool) \
             and SUSPICIOUS_LOSS <= loss <= 1:
@@ -513,7 +518,45 @@ def _warn_unit_slips(link: Link, warn: Add) -> None:
              f"{_bare_rate_hint(link)}", at)
 
 
+def _warn_listing_slips(link: Link, warn: Add) -> None:
+    """newLink(a, b, rate, latency) takes Mbit/s and milliseconds (the
+    paper's units): advice in those units, with the number to write."""
+    where = str(link)
+    at = link.defined_at
+    latency = link.given.get("latency_ms")
+    if isinstance(latency, int | float) and 0 < latency < 0.001:
+        warn("likely unit slip", f"{where}: newLink's latency is in milliseconds, so "
+             f"{latency:g} is {latency * 1000:g} µs; for {latency:g} s write {latency * 1000:g}",
+             at)
+    if SUSPICIOUS_DELAY_S <= link.delay_s <= DELAY_MAX_S:
+        warn("likely unit slip", f"{where}: newLink's latency is in milliseconds, so "
+             f"{latency!r} is {link.delay_s:g} s one-way, unusually long", at)
+    if link.rate_bps is not None and 1e3 <= link.rate_bps < SUSPICIOUS_RATE_BPS:
+        warn("likely unit slip", f"{where}: rate {_rate_text(link.rate_bps)} is below 1 "
+             f"Mbit/s{_listing_rate_hint(link)}", at)
+
+
+def _listing_rate_hint(link: Link) -> str:
+    rate = link.given.get("rate_mbps")
+    if not isinstance(rate, int | float) or isinstance(rate, bool) or rate <= 0:
+        return ""
+    if rate * 1e6 > RATE_MAX_BPS:
+        # Most likely bit/s, as the Python API takes a bare number.
+        return (f"; newLink's rate is in Mbit/s, so {rate:g} is {_rate_text(rate * 1e6)}: "
+                f"for {_rate_text(rate)} write {rate / 1e6:g}")
+    return f"; newLink's rate is in Mbit/s ({rate:g} is {_rate_text(rate * 1e6)})"
+
+
+def _rate_text(bps: float) -> str:
+    for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:g} {unit}"
+    return f"{bps:g} bit/s"
+
+
 def _bare_rate_hint(link: Link) -> str:
+    if link.given.get("style") == "listing":
+        return _listing_rate_hint(link)
     rate = link.given.get("rate")
     if isinstance(rate, int | float) and not isinstance(rate, bool):
         return f"; a bare number is bit/s: for Mbit/s write rate=\"{rate:g}Mbit\""

@@ -171,3 +171,70 @@ def test_validate_plan_and_advise_take_a_run_s_command_line(tmp_path, capsys):
     assert main(["advise", "--topo", "linear,2", *RUN_OPTIONS,
                  "--calibration", str(cal)]) in (0, 1)
     assert "TDF" in capsys.readouterr().out
+
+
+LISTING_PAIR = ('newNode(1, "h1", NodeType.LINUX_HOST, '
+                '[(1000, "RANDOM", "10.0.0.1", "255.255.255.0", "")])\n'
+                'newNode(2, "h2", NodeType.LINUX_HOST, '
+                '[(1000, "RANDOM", "10.0.0.2", "255.255.255.0", "")])\n')
+
+
+def listing(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "listing.py"
+    path.write_text(LISTING_PAIR + body)
+    return path
+
+
+def test_a_listing_s_rate_in_bit_per_second_gets_newlink_s_advice(tmp_path):
+    from selena.errors import TopologyError
+
+    scenario = load_scenario(str(listing(tmp_path, "newLink((1, 0), (2, 0), 1e9, 0.2)\n")))
+    with pytest.raises(TopologyError) as caught:
+        validate(scenario.topology)
+    text = str(caught.value)
+    assert "newLink's rate is in Mbit/s, so 1e+09 is 1000 Tbit/s: for 1 Gbit/s write 1000" \
+        in text
+    assert 'rate="' not in text        # not the Python API's advice
+
+
+def test_a_listing_s_latency_in_seconds_gets_newlink_s_advice(tmp_path):
+    scenario = load_scenario(str(listing(tmp_path, "newLink((1, 0), (2, 0), 1000, 0.0002)\n")))
+    warnings = [str(w) for w in validate(scenario.topology)]
+    assert any("listing.py:3: " in w and "newLink's latency is in milliseconds, so 0.0002 is "
+               "0.2 µs; for 0.0002 s write 0.2" in w for w in warnings), warnings
+
+
+def test_newnode_takes_ipv6_and_prefix_lengths(tmp_path):
+    path = tmp_path / "v6.py"
+    path.write_text('newNode(1, "h1", NodeType.LINUX_HOST, [(1000, "RANDOM", "fd00::1", 64, "")])\n'
+                    'newNode(2, "h2", NodeType.LINUX_HOST, '
+                    '[(1000, "RANDOM", "fd00::2/64", "", "")])\n'
+                    'newNode(3, "h3", NodeType.LINUX_HOST, '
+                    '[(1000, "RANDOM", "10.0.0.3", "/24", "")])\n'
+                    'newNode(4, "h4", NodeType.LINUX_HOST, '
+                    '[(1000, "RANDOM", "10.0.0.4", 24, "")])\n'
+                    'newLink((1, 0), (2, 0), 1000, 0.2)\nnewLink((3, 0), (4, 0), 1000, 0.2)\n')
+    topo = load_scenario(str(path)).topology
+    assert topo.nodes["h1"].interfaces[0].ip == "fd00::1/64"
+    assert topo.nodes["h1"].interfaces[0].mac == "fe:ff:ff:00:00:01"
+    assert topo.nodes["h2"].interfaces[0].ip == "fd00::2/64"
+    assert topo.nodes["h3"].interfaces[0].ip == "10.0.0.3/24"
+    assert topo.nodes["h4"].interfaces[0].ip == "10.0.0.4/24"
+    validate(topo)
+
+
+@pytest.mark.parametrize("ip, mask, message", [
+    ("fd00::1", "255.255.255.0",
+     "'255.255.255.0' is not a netmask or prefix length for IPv6 address fd00::1"),
+    ("fd00::1", "", "fd00::1 needs a netmask or prefix length (e.g. 64)"),
+    ("10.0.0.1/16", "255.255.255.0", "10.0.0.1/16 and netmask '255.255.255.0' disagree"),
+    ("10.0.0", "24", "'10.0.0' is not an IPv4 or IPv6 address"),
+])
+def test_a_newnode_address_it_cannot_read_is_one_line(tmp_path, capsys, ip, mask, message):
+    path = tmp_path / "bad.py"
+    path.write_text(f'newNode(1, "h1", NodeType.LINUX_HOST, [(1000, "RANDOM", "{ip}", '
+                    f'"{mask}", "")])\n')
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"bad.py:1: newNode 'h1' interface 0: {message}" in err
+    assert len(err.strip().splitlines()) == 1 and "0.0.0.0" not in err
