@@ -10,6 +10,8 @@ Conventions the listings imply (README, "SELENA's own style"):
 - units are the paper's: link rate in Mbit/s, latency in milliseconds
   (one-way, as netem applies it);
 - interface tuples are (txqueuelen, MAC or "RANDOM", IP, netmask, gateway);
+  the IP is IPv4 or IPv6, the netmask 255.255.255.0, 24 or "/24" (or the
+  prefix written on the IP, "fd00::1/64", with the netmask left empty);
 - a node's interfaces are eth1, eth2, ... inside the guest (newNode's first
   interface is eth1), so a switch's two ports are eth1/eth2, and OpenFlow
   ports 1/2 once Listing 2 adds them to br0 in that order;
@@ -75,8 +77,9 @@ Action = SetArp | PushCmd | PushOFRule
 
 
 def selena_mac(ip: str) -> str:
-    """The MAC of a "RANDOM" interface with IPv4 address a.b.c.d: fe:ff:ff:b:c:d."""
-    b, c, d = ipaddress.IPv4Address(ip).packed[1:]
+    """The MAC of a "RANDOM" interface with IPv4 address a.b.c.d: fe:ff:ff:b:c:d
+    (with an IPv6 address, its last three bytes)."""
+    b, c, d = ipaddress.ip_address(ip).packed[-3:]
     return f"fe:ff:ff:{b:02x}:{c:02x}:{d:02x}"
 
 
@@ -144,8 +147,12 @@ class SelenaScript:
                                     f"got {end!r}")
         _check(rate_mbps, (int, float), "the rate (Mbit/s)", call)
         _check(latency_ms, (int, float), "the latency (ms)", call)
-        self.topology.add_link((self._name(a[0]), a[1]), (self._name(b[0]), b[1]),
-                               rate=float(rate_mbps) * 1e6, delay=float(latency_ms) / 1000)
+        link = self.topology.add_link((self._name(a[0]), a[1]), (self._name(b[0]), b[1]),
+                                      rate=float(rate_mbps) * 1e6,
+                                      delay=float(latency_ms) / 1000)
+        # Validation's advice on likely unit slips speaks newLink's units.
+        link.given.update({"style": "listing", "rate_mbps": rate_mbps,
+                           "latency_ms": latency_ms})
 
     def setArp(self, node_id: int, iface: str, ip: str, mac: str) -> None:  # noqa: N802
         call = f"setArp({node_id!r}, {iface!r}, ...)"
@@ -210,23 +217,57 @@ def _interface(node: str, index: int, spec: tuple) -> Interface:
     random = str(mac).upper() == "RANDOM"
     if not ip:
         return Interface(index, mac=None if random else mac, txqueuelen=qlen)
+    address, prefix = _address(node, index, ip, netmask)
+    return Interface(index, mac=selena_mac(address) if random else mac,
+                     ip=f"{address}/{prefix}", gateway=gateway or None, txqueuelen=qlen)
+
+
+def _address(node: str, index: int, ip: object, netmask: object) -> tuple[str, int]:
+    """An interface's address and prefix length from newNode's (IP, netmask):
+    IPv4 or IPv6, the netmask as 255.255.255.0, 24 or "/24", or the prefix
+    written on the address ("10.0.0.1/24", "fd00::1/64") with no netmask."""
+    where = f"newNode {node!r} interface {index}"
+    if not isinstance(ip, str):
+        raise ScenarioError(f"{where}: the IP address must be a string, got {ip!r}")
+    text, _, written = ip.partition("/")
     try:
-        prefix = ipaddress.ip_network(f"0.0.0.0/{netmask}").prefixlen
-        chosen = selena_mac(ip) if random else mac
-    except ValueError as exc:
-        raise ScenarioError(f"newNode {node!r} interface {index}: {exc}") from None
-    return Interface(index, mac=chosen, ip=f"{ip}/{prefix}", gateway=gateway or None,
-                     txqueuelen=qlen)
+        address = ipaddress.ip_address(text.strip())
+    except ValueError:
+        raise ScenarioError(f"{where}: {ip!r} is not an IPv4 or IPv6 address") from None
+    given = [m for m in (written, netmask) if m not in (None, "")]
+    if not given:
+        raise ScenarioError(f"{where}: {ip} needs a netmask or prefix length (e.g. "
+                            f"{'255.255.255.0 or 24' if address.version == 4 else '64'})")
+    prefixes = set()
+    for mask in given:
+        if isinstance(mask, bool) or not isinstance(mask, str | int):
+            raise ScenarioError(f"{where}: the netmask must be a string or a prefix length, "
+                                f"got {mask!r}")
+        try:
+            network = ipaddress.ip_network(f"{address}/{str(mask).strip().lstrip('/')}",
+                                           strict=False)
+        except ValueError:
+            raise ScenarioError(f"{where}: {mask!r} is not a netmask or prefix length for "
+                                f"IPv{address.version} address {address}") from None
+        prefixes.add(network.prefixlen)
+    if len(prefixes) > 1:
+        raise ScenarioError(f"{where}: {ip} and netmask {netmask!r} disagree "
+                            f"(/{' vs /'.join(str(p) for p in sorted(prefixes))})")
+    return str(address), prefixes.pop()
 
 
-def load_selena_file(path: str | Path, name: str | None = None, tdf: float = 1.0) -> SelenaScript:
+def load_selena_file(path: str | Path, name: str | None = None, tdf: float = 1.0, *,
+                     main: bool = False) -> SelenaScript:
     """Execute a SELENA-style (or clean-API) description file and return what
     it describes. Errors in the file are raised as they happen; the loader
-    (selena.loader) turns them into messages naming the file and line."""
+    (selena.loader) turns them into messages naming the file and line.
+    `main`: run it as `__main__` (a script; the loader stops it at its
+    Experiment)."""
     path = Path(path)
     script = SelenaScript(Topology(name or path.stem.replace("_", "-"), tdf=tdf))
     namespace = script.namespace_after_run
-    namespace.update({"__file__": str(path), "__name__": "__selena_scenario__"})
+    namespace.update({"__file__": str(path),
+                      "__name__": "__main__" if main else "__selena_scenario__"})
     namespace.update(script.namespace())
     try:
         code = compile(path.read_text(), str(path), "exec")

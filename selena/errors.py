@@ -237,3 +237,18 @@ class ExperimentInUse(ExperimentExists):
 
 class HostLockTimeout(BackendError):
     """The host-wide lock of deploy, destroy and clean stayed taken too long."""
+
+
+class ArgumentError(ScenarioFileError):
+    """A call of the topology API with an argument of the wrong type or an
+    unreadable value (add_host(1), ip=167772162, queue="100", memory="lots"),
+    raised at the call; `where` is the caller's file:line when the caller is
+    outside selena."""
+
+    def __init__(self, where: str | None, message: str):
+        super().__init__(where or "", message)
+        if not where:
+            self.args = (message,)
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message

@@ -145,6 +145,13 @@ class Experiment:
                  output_cap: int = DEFAULT_OUTPUT_CAP,
                  progress: Progress | None = None, replace: bool = False,
                  finish_limit: float = FINISH_LIMIT_S, meta: Mapping[str, Any] | None = None):
+        # While selena loads a scenario file (validate, plan, advise, sweep),
+        # an Experiment the file constructs is recorded and the file stopped:
+        # loading never deploys. A file that runs itself is refused here
+        # unless only checked. (selena.loader.intercept)
+        from selena.loader import intercept
+
+        topology = intercept(topology, tdf=tdf, params=params, link=link)  # type: ignore[assignment]
         if isinstance(topology, str | Path):
             scenario = load_scenario(str(topology), tdf=tdf, link_spec=link, params=params)
         elif isinstance(topology, Scenario):

@@ -9,12 +9,16 @@ traceback of the user's own frames only: never a trace through selena.
 
 from __future__ import annotations
 
+import ast
 import builtins
+import contextlib
+import contextvars
 import difflib
 import os
+import sys
 import sysconfig
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +44,75 @@ class Scenario:
     run: Callable[..., object] | None = None     # the file's `run(exp)`, if it has one
     source: str = ""                             # the file or the --topo spec
     params: dict[str, object] = field(default_factory=dict)
+    # The file drives its own Experiment (a script): its topology was captured
+    # where it constructed the Experiment, and only checking it makes sense.
+    runs_itself: bool = False
+
+
+RUNS_ITSELF = ("this file runs its own experiment: run it with python3 in Dom0, or move "
+               "the topology into build()")
+
+# Set while a scenario file is loaded: an Experiment constructed then records
+# its topology and stops the file (selena.experiment calls intercept()).
+_LOADING: contextvars.ContextVar[Path | None] = contextvars.ContextVar("selena_loading",
+                                                                      default=None)
+# Set by the verbs that only look at a scenario (validate, plan, advise).
+_CHECKING: contextvars.ContextVar[bool] = contextvars.ContextVar("selena_checking",
+                                                                default=False)
+
+
+class _ExperimentCaptured(BaseException):
+    """Control flow, never seen outside this module: a file being loaded
+    constructed an Experiment. A BaseException so that the file's own
+    `except Exception` does not swallow it and go on."""
+
+    def __init__(self, scenario: Scenario):
+        super().__init__("experiment captured")
+        self.scenario = scenario
+
+
+@contextlib.contextmanager
+def checking_only() -> Iterator[None]:
+    """Within this, a scenario that runs itself may still be turned into an
+    Experiment, to be checked or planned (never deployed: that is the CLI
+    verbs' promise)."""
+    token = _CHECKING.set(True)
+    try:
+        yield
+    finally:
+        _CHECKING.reset(token)
+
+
+def intercept(topology: object, *, tdf: float | str | None = None,
+              params: Mapping[str, object] | None = None,
+              link: str | None = None) -> object:
+    """Experiment.__init__'s first step. While a scenario file loads, an
+    Experiment it constructs is recorded and the file stopped there (so
+    nothing after the construction runs); otherwise a scenario file is
+    loaded here, and one that runs itself is refused unless only checked."""
+    path = _LOADING.get()
+    if path is not None:
+        if isinstance(topology, Scenario):
+            scenario = topology
+        elif isinstance(topology, Topology):
+            scenario = Scenario(topology, source=str(path), params=dict(params or {}))
+        else:
+            raise ScenarioError(f"Experiment(...) in a scenario file needs a Topology, got "
+                                f"{type(topology).__name__}")
+        if tdf is not None:
+            try:
+                scenario.topology.tdf = units.tdf(tdf)
+            except UnitError as exc:
+                raise ScenarioError(f"Experiment(tdf=...): {exc}") from None
+        if link:
+            apply_link_spec(scenario.topology, parse_link_spec(link))
+        scenario.runs_itself = True
+        raise _ExperimentCaptured(scenario)
+    if isinstance(topology, str | Path):
+        topology = load_scenario(str(topology), tdf=tdf, link_spec=link, params=params)
+    if isinstance(topology, Scenario) and topology.runs_itself and not _CHECKING.get():
+        raise ScenarioError(f"{topology.source}: {RUNS_ITSELF}")
+    return topology
 
 
 def load_scenario(source: str, *, tdf: float | str | None = None,
@@ -71,27 +144,57 @@ def load_scenario(source: str, *, tdf: float | str | None = None,
 
 
 def _load_file(path: Path, params: dict[str, object]) -> Scenario:
+    as_main = _is_script(path)
+    token = _LOADING.set(path)
+    argv = sys.argv
+    # A script parses its own arguments: as loaded, it gets none (its defaults).
+    sys.argv = [str(path)]
     try:
-        script: SelenaScript = load_selena_file(path)
-    except ScenarioError as exc:
-        if isinstance(exc, ScenarioFileError) or str(exc).startswith(f"{path}:"):
-            raise
-        raise user_error(exc, path) from None
-    except Exception as exc:  # the user's own code failed: name their line
-        raise user_error(exc, path) from None
-    namespace = script.namespace_after_run
-    topo = namespace.get("topology")
-    build = namespace.get("build")
-    if topo is None and callable(build):
         try:
-            topo = build(**params)
-        except Exception as exc:
+            script: SelenaScript = load_selena_file(path, main=as_main)
+        except _ExperimentCaptured as captured:
+            if params:
+                raise ScenarioError(f"{path}: --param {', '.join(params)} needs a "
+                                    "build(**params) function in the scenario") from None
+            captured.scenario.params = params
+            return captured.scenario
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                raise ScenarioError(f"{path}: the file exited (status {exc.code}) while "
+                                    "selena loaded it, with no arguments; "
+                                    f"{RUNS_ITSELF}") from None
+            script = _exited_script(path)
+        except ScenarioError as exc:
+            if isinstance(exc, ScenarioFileError) or str(exc).startswith(f"{path}:"):
+                raise
             raise user_error(exc, path) from None
-    elif params:
-        raise ScenarioError(f"{path}: --param {', '.join(params)} needs a build(**params) "
-                            "function in the scenario")
+        except Exception as exc:  # the user's own code failed: name their line
+            raise user_error(exc, path) from None
+        namespace = script.namespace_after_run
+        topo = namespace.get("topology")
+        build = namespace.get("build")
+        if topo is None and callable(build):
+            try:
+                topo = build(**params)
+            except _ExperimentCaptured as captured:
+                return captured.scenario
+            except Exception as exc:
+                raise user_error(exc, path) from None
+            if topo is None:
+                line = getattr(getattr(build, "__code__", None), "co_firstlineno", None)
+                where = f"{path}:{line}" if line else str(path)
+                raise ScenarioError(f"{where}: build() returned None: did build() forget "
+                                    "`return topo`?")
+        elif params:
+            raise ScenarioError(f"{path}: --param {', '.join(params)} needs a "
+                                "build(**params) function in the scenario")
+    finally:
+        sys.argv = argv
+        _LOADING.reset(token)
     if topo is None:
         topo = script.topology
+        if not topo.nodes:
+            _explain_empty(path, namespace, as_main)
     if not isinstance(topo, Topology):
         raise ScenarioError(f"{path}: `topology` must be a selena Topology, "
                             f"got {type(topo).__name__}")
@@ -101,12 +204,58 @@ def _load_file(path: Path, params: dict[str, object]) -> Scenario:
     return Scenario(topo, script.actions, candidate, str(path), params)  # type: ignore[arg-type]
 
 
+def _exited_script(path: Path) -> SelenaScript:
+    """What is left of a file that called sys.exit(0) while loading: nothing."""
+    return SelenaScript(Topology(path.stem.replace("_", "-")))
+
+
+def _is_script(path: Path) -> bool:
+    """Whether the file drives an Experiment itself and declares no
+    `topology` or `build`: then it is loaded as `__main__` (its
+    `if __name__ == "__main__":` block runs) so that the Experiment it
+    constructs is reached and captured."""
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except (SyntaxError, ValueError, OSError):
+        return False    # load_selena_file reports it
+    declares = False
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == "build":
+            declares = True
+        targets = (stmt.targets if isinstance(stmt, ast.Assign)
+                   else [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
+        if any(isinstance(t, ast.Name) and t.id == "topology" for t in targets):
+            declares = True
+    if declares:
+        return False
+    return any((isinstance(n, ast.Name) and n.id == "Experiment")
+               or (isinstance(n, ast.Attribute) and n.attr == "Experiment")
+               or (isinstance(n, ast.alias) and n.name.endswith("Experiment"))
+               for n in ast.walk(tree))
+
+
+def _explain_empty(path: Path, namespace: Mapping[str, object], as_main: bool) -> None:
+    """A file that described nothing selena found: say why, when it shows."""
+    others = [name for name, value in namespace.items()
+              if isinstance(value, Topology) and name != "topology"]
+    if others:
+        shown = ", ".join(f"`{n}`" for n in others)
+        raise ScenarioError(f"{path}: no `topology` found, but the file has a Topology "
+                            f"named {shown}: name it `topology` (topology = {others[0]}), "
+                            "or return it from build()")
+    if as_main:
+        raise ScenarioError(f"{path}: the file drives an Experiment but constructed none "
+                            f"while selena loaded it; {RUNS_ITSELF}")
+
+
 def user_error(exc: BaseException, path: Path | str | None = None) -> ScenarioFileError:
     """The error as the user should see it: their file and line, and their
     frames only. `path` is the scenario file, used when no frame of the
     user's is on the traceback (e.g. an error raised by selena directly)."""
     frames = user_frames(exc.__traceback__)
-    if frames:
+    if isinstance(exc, ScenarioFileError) and exc.where:
+        where = exc.where     # already the user's line (e.g. an ArgumentError)
+    elif frames:
         last = frames[-1]
         where = f"{_shown(last.filename)}:{last.lineno}"
     elif isinstance(exc, SelenaError) and getattr(exc, "where", None):
@@ -114,7 +263,8 @@ def user_error(exc: BaseException, path: Path | str | None = None) -> ScenarioFi
     else:
         where = str(path) if path else "scenario"
     shown_tb = "".join(traceback.format_list(frames)) if len(frames) > 1 else ""
-    return ScenarioFileError(where, describe(exc), shown_tb)
+    message = exc.message if isinstance(exc, ScenarioFileError) else describe(exc)
+    return ScenarioFileError(where, message, shown_tb)
 
 
 def user_frames(tb: TracebackType | None) -> list[traceback.FrameSummary]:

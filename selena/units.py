@@ -1,8 +1,9 @@
 """Parsing of the units researchers write: rates, times, sizes, ratios.
 
 Strings carry their unit ("1Gbit", "0.2ms", "512M", "1%"); bare numbers are
-in the base unit (bit/s, seconds, bytes, ratio). Every error names the value
-and what was expected.
+in the base unit (bit/s, seconds, bytes, ratio), except a guest's memory,
+which is in MiB as in xl (memory_mb). Every error names the value and what
+was expected.
 """
 
 from __future__ import annotations
@@ -67,10 +68,47 @@ def seconds(value: str | float | int) -> float:
 
 
 def size_bytes(value: str | int) -> int:
-    """A memory size in bytes: "512M" and "32MiB" are binary, "1GB" decimal."""
+    """A byte count (e.g. an output cap): "512M" and "32MiB" are binary, "1GB"
+    decimal, a bare number is bytes. Not a guest's memory: memory_mb."""
     if isinstance(value, int):
         return value
     return int(_scaled(value, "size", _SIZE_UNITS, "K, M, G, MiB, GB"))
+
+
+# A guest's memory is read as people (and xl) mean it: M, MB and MiB are all
+# MiB; G, GB and GiB GiB. A bare number is MiB.
+_MEMORY_UNITS = {
+    "": 1, "m": 1, "mb": 1, "mib": 1,
+    "g": 1024, "gb": 1024, "gib": 1024,
+    "t": 1024**2, "tb": 1024**2, "tib": 1024**2,
+    "k": 1 / 1024, "kb": 1 / 1024, "kib": 1 / 1024,
+}
+# The smallest guest template (tiny-host) boots in 32 MiB; the largest a guest gets.
+MEMORY_MIN_MB = 32
+MEMORY_MAX_MB = 1024 * 1024
+
+
+def memory_mb(value: str | int) -> int:
+    """A guest's memory in MiB: "512M", "512MB" and "512MiB" are 512; "1G",
+    "1GB" and "1GiB" are 1024; a bare number (512 or "512") is MiB, as in an
+    xl config. Whole MiB from MEMORY_MIN_MB to MEMORY_MAX_MB."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise UnitError(f"memory {value!r} is not a size (e.g. 512 or \"512M\", in MiB)")
+    if isinstance(value, int):
+        mb: float = value
+    else:
+        try:
+            mb = _scaled(value, "memory", _MEMORY_UNITS, "M, G (MiB, GiB); a bare number is MiB")
+        except UnitError:
+            if value.strip().startswith("-"):
+                raise UnitError(f"memory {value!r} is negative") from None
+            raise
+    if mb != int(mb):
+        raise UnitError(f"memory {value!r} is not a whole number of MiB")
+    if not MEMORY_MIN_MB <= mb <= MEMORY_MAX_MB:
+        raise UnitError(f"memory {value!r} is {int(mb)} MiB: out of range ({MEMORY_MIN_MB} MiB, "
+                        "what the smallest guest needs, to 1 TiB)")
+    return int(mb)
 
 
 def ratio(value: str | float | int) -> float:

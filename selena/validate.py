@@ -68,12 +68,14 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
         _check_cpu_time(node, topo.tdf, add, warn)
     if not nodes:
         add("empty topology", f"experiment {topo.name}: the topology has no nodes")
-    for name, count in Counter(n.name for n in nodes).items():
-        if count > 1:
-            add("duplicate node name", f"node name {name!r} is used {count} times")
-    for node_id, count in Counter(n.id for n in nodes).items():
-        if count > 1:
-            add("duplicate node id", f"node id {node_id} is used {count} times")
+    for name, same in _groups(nodes, lambda n: n.name).items():
+        if len(same) > 1:
+            add("duplicate node name", f"node name {name!r} is used {len(same)} times "
+                f"({_places(same)})", same[0].defined_at)
+    for node_id, same in _groups(nodes, lambda n: n.id).items():
+        if len(same) > 1:
+            add("duplicate node id", f"node id {node_id} is used {len(same)} times: "
+                f"{_places(same, name=True)}", same[0].defined_at)
     known_templates = set(templates) if templates is not None else None
     for node in nodes:
         _check_node(node, known_templates, host, add, warn)
@@ -101,6 +103,8 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     ports_of = Counter(name for name, _iface in used)
     for node in nodes:
         ports = ports_of[node.name]
+        if not ports:
+            _check_unwired(node, add, warn)
         if node.kind is NodeKind.SWITCH and ports > MAX_SWITCH_PORTS:
             add("switch too large", f"node {node.name}: {ports} ports; a switch guest is set "
                 f"up through one agent command, which holds at most {MAX_SWITCH_PORTS}",
@@ -126,6 +130,40 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     if problems:
         raise TopologyError(problems)
     return warnings
+
+
+def _groups(nodes: list[Node], key: Callable[[Node], object]) -> dict[object, list[Node]]:
+    found: dict[object, list[Node]] = {}
+    for node in nodes:
+        found.setdefault(key(node), []).append(node)
+    return found
+
+
+def _places(nodes: list[Node], *, name: bool = False) -> str:
+    """Where each of several nodes was declared: "h1 at a.py:3, h2 at a.py:4"."""
+    shown = [(f"{n.name} at " if name else "at ") + (n.defined_at or "?") for n in nodes[:5]]
+    more = f", and {len(nodes) - 5} more" if len(nodes) > 5 else ""
+    return ", ".join(shown) + more
+
+
+def _check_unwired(node: Node, add: Add, warn: Add) -> None:
+    """A node on no link or hub: its guest would boot alone."""
+    at = node.defined_at
+    addressed = [a for i in node.interfaces for a in i.addresses()]
+    if node.kind is NodeKind.SWITCH:
+        if not node.bare_bridge:
+            warn("switch without ports", f"node {node.name}: a switch on no link has no "
+                 "ports", at)
+    elif addressed:
+        # Its address would be on no interface of the guest: refuse, not drop it.
+        fix = (f"newLink(({node.id}, ...), ...)" if node.first_device
+               else f"add_link({node.name}, ...)")     # a listing's own call
+        add("address on no link", f"node {node.name}: has address {addressed[0]} but no "
+            f"link, so the address would be dropped: {fix} to another node, or leave the "
+            "address out", at)
+    else:
+        warn("node without links", f"node {node.name}: on no link or hub, it can reach "
+             "no other node", at)
 
 
 def _check_cpu_time(node: Node, tdf: float, add: Add, warn: Add) -> None:
@@ -190,9 +228,9 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
                      f"{where}: cpu mask {node.cpus} names CPUs this host lacks (it has "
                      f"{host.cpus}: 0-{host.cpus - 1}); pinned to {folded} instead "
                      f"(CPU n -> n mod {host.cpus})", at)
-    if not 16 <= node.memory_mb <= 1024 * 1024:
-        add("memory out of range",
-            f"{where}: memory {node.memory_mb} MB out of range (16 MB to 1 TB)", at)
+    if not units.MEMORY_MIN_MB <= node.memory_mb <= units.MEMORY_MAX_MB:
+        add("memory out of range", f"{where}: memory {node.memory_mb} MiB out of range "
+            f"({units.MEMORY_MIN_MB} MiB to 1 TiB)", at)
     for iface, count in Counter(i.index for i in node.interfaces).items():
         if count > 1:
             add("duplicate interface", f"{where}: interface eth{iface} defined {count} times",
@@ -305,7 +343,7 @@ def interface_networks(node: Node, index: int) -> list[ipaddress.IPv4Network |
 
 
 def _check_addresses(topo: Topology, nodes: list[Node], add: Add) -> None:
-    ips: Counter[str] = Counter()
+    ips: dict[str, list[Node]] = {}
     macs: Counter[str] = Counter()
     for node in nodes:
         at = node.defined_at
@@ -328,7 +366,7 @@ def _check_addresses(topo: Topology, nodes: list[Node], add: Add) -> None:
                         f"{24 if addr.version == 4 else 64}", at)
                 if field_name == "ip6" and addr.version != 6:
                     add("ip6 is not IPv6", f"{where}: ip6 {address} is not an IPv6 address", at)
-                ips[str(addr.ip)] += 1
+                ips.setdefault(str(addr.ip), []).append(node)
                 if addr.version in parsed:
                     add("two IPv6 addresses",
                         f"{where}: ip and ip6 are both IPv6; give ip an IPv4 address", at)
@@ -349,9 +387,10 @@ def _check_addresses(topo: Topology, nodes: list[Node], add: Add) -> None:
                 elif gw not in own.network:
                     add("gateway outside subnet",
                         f"{where}: gateway {gw} is outside {own.network}", at)
-    for ip, count in ips.items():
-        if count > 1:
-            add("duplicate IP", f"IP {ip} is used by {count} interfaces")
+    for ip, holders in ips.items():
+        if len(holders) > 1:
+            add("duplicate IP", f"IP {ip} is used by {len(holders)} interfaces: "
+                f"{_places(holders, name=True)}", holders[0].defined_at)
     for mac, count in macs.items():
         if count > 1:
             add("duplicate MAC", f"MAC {mac} is used by {count} interfaces")
@@ -426,8 +465,9 @@ def _check_link(link: Link, by_name: dict[str, Node], add: Add, warn: Add) -> No
     at = link.defined_at
     a = _check_endpoint(where, link.a.node, link.a.iface, by_name, add, at)
     b = _check_endpoint(where, link.b.node, link.b.iface, by_name, add, at)
-    if link.a == link.b:
-        add("link to itself", f"{where}: both ends are the same interface", at)
+    if link.a.node == link.b.node:
+        add("link to itself", f"{where}: link from {link.a.node} to itself (a link joins "
+            "two different nodes)", at)
     if link.rate_bps is not None and not 1e3 <= link.rate_bps <= RATE_MAX_BPS:
         add("rate out of range", f"{where}: rate {link.rate_bps:g} bit/s out of range "
             f"(1 kbit/s to 400 Gbit/s){_bare_rate_hint(link)}", at)
@@ -460,6 +500,9 @@ def _warn_unit_slips(link: Link, warn: Add) -> None:
     where = str(link)
     at = link.defined_at
     given = link.given
+    if given.get("style") == "listing":
+        _warn_listing_slips(link, warn)
+        return
     loss = given.get("loss")
     if isinstance(loss, int | float) and not isinstance(loss, bool) \
             and SUSPICIOUS_LOSS <= loss <= 1:
@@ -475,7 +518,45 @@ def _warn_unit_slips(link: Link, warn: Add) -> None:
              f"{_bare_rate_hint(link)}", at)
 
 
+def _warn_listing_slips(link: Link, warn: Add) -> None:
+    """newLink(a, b, rate, latency) takes Mbit/s and milliseconds (the
+    paper's units): advice in those units, with the number to write."""
+    where = str(link)
+    at = link.defined_at
+    latency = link.given.get("latency_ms")
+    if isinstance(latency, int | float) and 0 < latency < 0.001:
+        warn("likely unit slip", f"{where}: newLink's latency is in milliseconds, so "
+             f"{latency:g} is {latency * 1000:g} µs; for {latency:g} s write {latency * 1000:g}",
+             at)
+    if SUSPICIOUS_DELAY_S <= link.delay_s <= DELAY_MAX_S:
+        warn("likely unit slip", f"{where}: newLink's latency is in milliseconds, so "
+             f"{latency!r} is {link.delay_s:g} s one-way, unusually long", at)
+    if link.rate_bps is not None and 1e3 <= link.rate_bps < SUSPICIOUS_RATE_BPS:
+        warn("likely unit slip", f"{where}: rate {_rate_text(link.rate_bps)} is below 1 "
+             f"Mbit/s{_listing_rate_hint(link)}", at)
+
+
+def _listing_rate_hint(link: Link) -> str:
+    rate = link.given.get("rate_mbps")
+    if not isinstance(rate, int | float) or isinstance(rate, bool) or rate <= 0:
+        return ""
+    if rate * 1e6 > RATE_MAX_BPS:
+        # Most likely bit/s, as the Python API takes a bare number.
+        return (f"; newLink's rate is in Mbit/s, so {rate:g} is {_rate_text(rate * 1e6)}: "
+                f"for {_rate_text(rate)} write {rate / 1e6:g}")
+    return f"; newLink's rate is in Mbit/s ({rate:g} is {_rate_text(rate * 1e6)})"
+
+
+def _rate_text(bps: float) -> str:
+    for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:g} {unit}"
+    return f"{bps:g} bit/s"
+
+
 def _bare_rate_hint(link: Link) -> str:
+    if link.given.get("style") == "listing":
+        return _listing_rate_hint(link)
     rate = link.given.get("rate")
     if isinstance(rate, int | float) and not isinstance(rate, bool):
         return f"; a bare number is bit/s: for Mbit/s write rate=\"{rate:g}Mbit\""

@@ -69,7 +69,7 @@ MISTAKES = [
     (HOSTS + "topolgy.add_link(a, b)\n", [], 1,
      "mine.py:5: NameError: name 'topolgy' is not defined; did you mean 'topology'?"),
     (HOSTS + "topology.add_link(a, b, delay='5mss')\n", [], 1,
-     "mine.py:5: time '5mss': unknown unit 'mss' (use s, ms, us, ns)"),
+     "mine.py:5: add_link: delay: time '5mss': unknown unit 'mss' (use s, ms, us, ns)"),
     (HOSTS + "topology.add_link(a, b)\n", ["--tdf", "nan"], 2,
      "argument --tdf: TDF 'nan' is not a finite number"),
     (HOSTS + "topology.add_link(a, b)\n", ["--tdf", "2.0005"], 2,

@@ -103,12 +103,60 @@ def test_tsc_mode_reaches_the_xl_config_and_is_validated():
         validate(topo)
 
 
-def test_the_plan_benchmark_runs_and_prints_its_figures(capsys):
+def test_the_plan_benchmark_runs_and_prints_its_figures(capsys, monkeypatch):
     import runpy
     from pathlib import Path
 
+    # A small host count: the figures are the bench's business, not a test's.
+    monkeypatch.setattr("sys.argv", ["bench_plan.py", "40"])
     runpy.run_path(str(Path(__file__).parents[1] / "scenarios" / "bench_plan.py"),
                    run_name="__main__")
     out = capsys.readouterr().out
     assert "fat tree k=16: 1024 hosts, 320 switches, 3072 links" in out
     assert "render 1344 xl configs" in out
+    assert "selena plan, 40 hosts, 3 switches: " in out
+
+
+
+def test_rendering_a_plan_grows_linearly_with_its_guests():
+    """`selena plan` once scanned every guest's domid variable for every word
+    it printed (57 s for 5000 hosts): count those scans instead of timing."""
+    from selena.backends import xl
+    from selena.runner import FakeRunner
+
+    scans: list[int] = []
+
+    class Counting(dict):
+        def values(self):
+            scans.append(len(self))
+            return super().values()
+
+    topo = Topology("lin")
+    switch = topo.add_switch("s1")
+    for i in range(1, 21):
+        topo.add_link(topo.add_host(f"h{i}", ip=f"10.0.0.{i}/24"), switch, rate="10Mbit")
+    original = xl._Script.__init__
+
+    def init(self, backend):
+        original(self, backend)
+        self.vars = Counting()
+
+    xl._Script.__init__ = init
+    try:
+        text = xl.XlBackend(runner=FakeRunner()).render(make_plan(topo))
+    finally:
+        xl._Script.__init__ = original
+    assert scans == []
+    assert 'selena-tdf set "$D21" 1' in text and "selena-tdf set \"$D1\" 1" in text
+
+
+def test_a_rendered_word_is_quoted_for_the_shell_unless_it_holds_a_domid():
+    from selena.backends import xl
+    from selena.runner import FakeRunner
+
+    script = xl._Script(xl.XlBackend(runner=FakeRunner()))
+    script.vars = {f"n{i}": f"D{i}" for i in range(1, 13)}
+    assert script._word("$D12") == '"$D12"'
+    assert script._word("/local/domain/$D3/x") == '"/local/domain/$D3/x"'
+    assert script._word("$D0") == "'$D0'"
+    assert script._word("a b") == "'a b'"

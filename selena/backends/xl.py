@@ -1400,6 +1400,9 @@ class _Exec:
         return str(domid)
 
 
+_PLACEHOLDER = re.compile(r"\$D([1-9])")
+
+
 class _Script:
     """Deploy steps printed as the shell script they amount to."""
 
@@ -1437,9 +1440,19 @@ class _Script:
         return f"${var}"
 
     def _word(self, word: str) -> str:
-        if any(f"${v}" in word for v in self.vars.values()):
+        if "$D" in word and self._has_placeholder(word):
             return f'"{word}"'      # a domid placeholder: let the shell expand it
         return shlex.quote(word)
+
+    def _has_placeholder(self, word: str) -> bool:
+        """Whether `word` holds a known `$D<n>`, by lookup: a scan of every
+        guest's variable per word made plans quadratic. The variables are D1,
+        D2, ... so a `$D` whose digits start 1-9 within the count is one (as the
+        substring test this replaces found `$D1` in `$D12`)."""
+        for match in _PLACEHOLDER.finditer(word):
+            if int(match.group(1)) <= len(self.vars):
+                return True
+        return False
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"

@@ -17,9 +17,17 @@ from selena.advise import (
     measure,
 )
 from selena.backends import BACKENDS, DEFAULT_BACKEND
-from selena.cli.experiment import param_arg, say
+from selena.cli.experiment import (
+    deploy_only_args,
+    param_arg,
+    run_only_args,
+    say,
+    scenario_of,
+    tdf_arg,
+)
 from selena.errors import ScenarioError
 from selena.experiment import Experiment
+from selena.loader import checking_only
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +42,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("advise", help="predict the TDF a scenario needs on this host "
                                              "(from `selena calibrate`)")
-    p.add_argument("scenario", help="a scenario .py file")
+    p.add_argument("scenario", nargs="?", help="a scenario .py file, or a Mininet-style "
+                                               "topology spec (same as --topo)")
+    p.add_argument("--topo", metavar="NAME[,ARGS]", help="a built-in topology, as in mn")
+    p.add_argument("--tdf", type=tdf_arg, default=None,
+                   help="accepted as run takes it (advise finds the TDF to use)")
+    p.add_argument("--link", default=None, metavar="tc,bw=..,delay=..",
+                   help="Mininet-style parameters for every link, as run takes them")
+    p.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    deploy_only_args(p)
+    run_only_args(p)
     p.add_argument("--accuracy", type=float, default=5.0, metavar="PERCENT",
                    help="largest error allowed on the smallest round trip (default 5)")
     p.add_argument("--calibration", type=Path, default=None,
@@ -66,10 +84,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
-    if not Path(args.scenario).is_file():
+    if args.scenario and not args.topo and args.scenario.endswith(".py") \
+            and not Path(args.scenario).is_file():
         raise ScenarioError(f"{args.scenario}: no such scenario file")
     calibration = Calibration.load(args.calibration or default_calibration_path())
-    exp = Experiment(args.scenario, params=dict(args.param), templates=None)
+    with checking_only():   # a file that runs itself is checked, not refused
+        exp = Experiment(scenario_of(args), templates=None, strict=args.strict)
     exp.check()
     advice = advise(exp.topology, calibration, args.accuracy,
                     interval_s=args.interval, duration_s=args.duration)

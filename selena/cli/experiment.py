@@ -17,9 +17,16 @@ from selena import units
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
 from selena.control.channel import DEFAULT_OUTPUT_CAP
-from selena.errors import CleanupError, ScenarioError, SelenaError, UnitError
+from selena.errors import (
+    CleanupError,
+    Problem,
+    ScenarioError,
+    SelenaError,
+    UnitError,
+    group_problems,
+)
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterrupt
-from selena.loader import Scenario, load_scenario, user_error
+from selena.loader import Scenario, checking_only, load_scenario, user_error
 from selena.model import NodeKind
 from selena.specs import TOPOS, topo_usage
 
@@ -70,6 +77,33 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def deploy_only_args(p: argparse.ArgumentParser) -> None:
+    """deploy's and run's options, for a verb that only checks (validate,
+    advise): accepted so that a run's command line can be checked as it is."""
+    g = p.add_argument_group("deploy options (accepted as run takes them; "
+                             "nothing is deployed)")
+    g.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
+    g.add_argument("--shaping", choices=("dom0", "guest"), default="dom0")
+    g.add_argument("--offload", action="store_true")
+    g.add_argument("--warm", action="store_true")
+
+
+def run_only_args(p: argparse.ArgumentParser) -> None:
+    """The options only `run` (and deploy) use, accepted and ignored by the
+    verbs that check a scenario, so that `selena validate` takes a run's
+    command line unchanged."""
+    g = p.add_argument_group("run options (accepted as run takes them; unused here)")
+    g.add_argument("--out", type=Path, default=None)
+    g.add_argument("--keep", action="store_true")
+    g.add_argument("--test", choices=("pingall", "none"), default=None)
+    g.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
+                   metavar="SECONDS")
+    g.add_argument("--command-timeout", type=seconds_arg, default=None, metavar="SECONDS")
+    g.add_argument("--no-monitor", action="store_true")
+    g.add_argument("--output-cap", type=size_arg, default=DEFAULT_OUTPUT_CAP, metavar="SIZE")
+    g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     topo_names = ", ".join(topo_usage(t) for t in TOPOS)
 
@@ -113,12 +147,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("validate", help="check a scenario as a run would; create "
                                                "nothing")
     scenario_args(p)
+    deploy_only_args(p)
+    run_only_args(p)
     p.set_defaults(func=cmd_validate)
 
     p = subparsers.add_parser("plan", help="print every xl config and Dom0 command a "
                                            "deploy would run; run none")
     scenario_args(p)
     deploy_args(p)
+    run_only_args(p)
     p.set_defaults(func=cmd_plan)
 
     p = subparsers.add_parser("deploy", help="create, wire, shape and start a topology")
@@ -205,6 +242,10 @@ def _scenario(args: argparse.Namespace) -> Scenario:
     return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param))
 
 
+# The scenario a verb's --topo/scenario, --tdf, --link and --param describe.
+scenario_of = _scenario
+
+
 def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
     if getattr(args, "no_monitor", False):
         options["monitor"] = False
@@ -216,13 +257,19 @@ def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
                       replace=getattr(args, "replace", False), progress=say, **options)  # type: ignore[arg-type]
 
 
+def print_warnings(warnings: list[Problem]) -> None:
+    """Grouped as errors are: a kind repeated over many links is one line."""
+    for line in group_problems(warnings):
+        print(f"warning: {line}", file=sys.stderr)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    exp = _experiment(args)
+    with checking_only():   # a file that runs itself is checked, not refused
+        exp = _experiment(args)
     warnings = exp.check()
     topo = exp.topology
     hosts = sum(1 for n in topo.nodes.values() if n.kind is NodeKind.HOST)
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    print_warnings(warnings)
     print(f"{exp.scenario.source}: valid: experiment {topo.name}, TDF "
           f"{units.tdf_text(topo.tdf)}, {hosts} hosts, {len(topo.nodes) - hosts} other nodes, "
           f"{len(topo.links)} links, {len(topo.hubs)} hubs, {len(exp.scenario.actions)} "
@@ -235,10 +282,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    exp = _experiment(args)
+    with checking_only():
+        exp = _experiment(args)
     text = exp.render()
-    for warning in exp.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    print_warnings(exp.warnings)
     print(text, end="")
     return 0
 

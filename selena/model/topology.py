@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from selena import units
+from selena.errors import ArgumentError, UnitError
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,6 +42,39 @@ def caller_location() -> str | None:
     return None
 
 
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "True or False",
+               type(None): "None", tuple: "a tuple", list: "a list"}
+
+
+def _want(value: object, types: tuple[type, ...], what: str, call: str,
+          example: str = "") -> None:
+    """Raise ArgumentError at the caller's line unless `value` is one of
+    `types` (a bool is not a number here, though Python says it is)."""
+    if isinstance(value, types) and (bool in types or not isinstance(value, bool)):
+        return
+    names = [_TYPE_NAMES.get(t, t.__name__) for t in types if t is not float or int not in types]
+    if float in types and int in types:
+        names = ["a number" if n == "an integer" else n for n in names]
+    want = " or ".join(names) + (f" ({example})" if example else "")
+    raise ArgumentError(caller_location(), f"{call}: {what} must be {want}, "
+                                           f"not {type(value).__name__} {value!r}")
+
+
+def _parsed(parse, value: object, what: str, call: str):  # type: ignore[no-untyped-def]
+    """A unit parser's result, its error raised at the caller's line."""
+    try:
+        return parse(value)
+    except UnitError as exc:
+        # The unit's own words name the value ("memory '8M' is ..."); say which
+        # argument when they do not ("time '5x'" for a delay).
+        shown = str(exc) if str(exc).startswith(what) else f"{what}: {exc}"
+        raise ArgumentError(caller_location(), f"{call}: {shown}") from None
+
+
+_TEXT = (str, type(None))
+_AMOUNT = (str, int, float)
+
+
 class NodeKind(enum.Enum):
     HOST = "host"
     SWITCH = "switch"
@@ -57,6 +91,13 @@ DEFAULT_TEMPLATES = {
 TEMPLATE_MEMORY_MB = {"tiny-host": 32, "tools-host": 64, "ovs-switch": 256,
                       "of-controller": 256, "debian": 128}
 DEFAULT_MEMORY_MB = 128
+
+
+def _check_address_args(call: str, **values: object) -> None:
+    examples = {"ip": "'10.0.0.1/24'", "ip6": "'fd00::1/64'", "mac": "'02:00:00:00:00:01'",
+                "gateway": "'10.0.0.254'", "gateway6": "'fd00::fe'"}
+    for what, value in values.items():
+        _want(value, _TEXT, what, call, examples[what])
 
 
 @dataclass
@@ -126,6 +167,10 @@ class Node:
                       gateway: str | None = None, txqueuelen: int = 1000,
                       ip6: str | None = None, gateway6: str | None = None) -> Interface:
         """Another interface (ethN by index); validate() reports duplicates."""
+        call = f"add_interface({index!r}, ...)"
+        _want(index, (int,), "the index", call)
+        _want(txqueuelen, (int,), "txqueuelen", call)
+        _check_address_args(call, ip=ip, mac=mac, gateway=gateway, ip6=ip6, gateway6=gateway6)
         iface = Interface(index, mac=mac, ip=ip, gateway=gateway, txqueuelen=txqueuelen,
                           ip6=ip6, gateway6=gateway6)
         self.interfaces.append(iface)
@@ -200,6 +245,10 @@ class Topology:
     _attached: dict[str, set[int]] = field(default_factory=dict, init=False, repr=False,
                                            compare=False)
 
+    def __post_init__(self) -> None:
+        _want(self.name, (str,), "the name", "Topology(...)", "'pair'")
+        _want(self.tdf, (int, float, str), "tdf", "Topology(...)", "10")
+
     # -- building ----------------------------------------------------------------
 
     def wired_interfaces(self, node: Node | str) -> list[int]:
@@ -211,6 +260,11 @@ class Topology:
         """A permanent ARP (IPv4) or neighbour (IPv6) entry on node's interface
         `iface`, applied at boot; `mac` must be the MAC of the interface that
         holds `ip`, when that interface is part of the topology."""
+        call = "add_static_arp"
+        _want(node, (Node, str), "the node", call)
+        _want(iface, (int,), "the interface index", call)
+        _want(ip, (str,), "the IP address", call, "'10.0.0.2'")
+        _want(mac, (str,), "the MAC address", call, "'02:00:00:00:00:02'")
         name = node.name if isinstance(node, Node) else node
         self.static_arp.append(StaticArp(name, iface, ip, mac, caller_location()))
 
@@ -220,17 +274,28 @@ class Topology:
                  cpu_time: str = "dilated",
                  packages: Sequence[str] | str | None = None) -> Node:
         """Add a node; errors about it are reported by validation, not here.
-        memory: "64M" or MB; None gives the template's default (TEMPLATE_MEMORY_MB).
+        memory: "512M" (= "512MB" = "512MiB"), "1G", or a number of MiB; None
+        gives the template's default (TEMPLATE_MEMORY_MB).
         cpu_time: "dilated" or "real" (see Node.cpu_time).
         packages: Debian packages for a debian-based template ("memcached"
         or ["memcached", "ptpd"])."""
+        call = f"add_{kind.value if isinstance(kind, NodeKind) else 'node'}({name!r}, ...)"
+        _want(name, (str,), "the name", call, "'h1'")
+        _want(kind, (NodeKind,), "the kind", call)
+        _want(template, _TEXT, "template", call)
+        _want(id, (int, type(None)), "id", call)
+        _want(vcpus, (int,), "vcpus", call)
+        _want(cpus, _TEXT, "cpus", call, "'2-3'")
+        _want(tsc_mode, _TEXT, "tsc_mode", call)
+        _want(cpu_time, (str,), "cpu_time", call)
+        _want(packages, (str, list, tuple, type(None)), "packages", call)
+        for package in () if packages is None or isinstance(packages, str) else packages:
+            _want(package, (str,), "each package", call)
         template = template or DEFAULT_TEMPLATES[kind]
         if memory is None:
             memory_mb = TEMPLATE_MEMORY_MB.get(template, DEFAULT_MEMORY_MB)
-        elif isinstance(memory, str):
-            memory_mb = units.size_bytes(memory) // (1024 * 1024)
         else:
-            memory_mb = memory
+            memory_mb = _parsed(units.memory_mb, memory, "memory", call)
         node = Node(
             name=name, kind=kind, template=template,
             id=len(self.nodes) if id is None else id, vcpus=vcpus, cpus=cpus,
@@ -247,6 +312,8 @@ class Topology:
                  gateway: str | None = None, ip6: str | None = None,
                  gateway6: str | None = None, **kwargs: object) -> Node:
         """A host; ip/ip6 (with gateways) address its first interface, eth0."""
+        _check_address_args(f"add_host({name!r}, ...)", ip=ip, mac=mac, gateway=gateway,
+                            ip6=ip6, gateway6=gateway6)
         node = self.add_node(name, NodeKind.HOST, **kwargs)  # type: ignore[arg-type]
         if ip is not None or mac is not None or ip6 is not None:
             node.interfaces.append(Interface(0, mac=mac, ip=ip, gateway=gateway, ip6=ip6,
@@ -259,6 +326,9 @@ class Topology:
         (its interface with an IP address is the management port toward the
         controller, the others are datapath ports); switch_model names a
         profile in switch-model/profiles (e.g. "pica8-p3290")."""
+        call = f"add_switch({name!r}, ...)"
+        _want(controller, (Node, str, type(None)), "controller", call)
+        _want(switch_model, _TEXT, "switch_model", call)
         node = self.add_node(name, NodeKind.SWITCH, **kwargs)  # type: ignore[arg-type]
         node.controller = controller.name if isinstance(controller, Node) else controller
         node.switch_model = switch_model
@@ -267,6 +337,7 @@ class Topology:
     def add_controller(self, name: str, ip: str | None = None, **kwargs: object) -> Node:
         """An OpenFlow controller guest (of-controller: os-ken with selena's
         reactive learning switch, listening on TCP 6653)."""
+        _check_address_args(f"add_controller({name!r}, ...)", ip=ip)
         node = self.add_node(name, NodeKind.CONTROLLER, **kwargs)  # type: ignore[arg-type]
         if ip is not None:
             node.interfaces.append(Interface(0, ip=ip))
@@ -280,21 +351,40 @@ class Topology:
         """Link two nodes. A node alone uses its first unlinked interface, or a new one.
         prio: each direction queues by IP precedence in three strict-priority
         bands (6-7, 4-5, the rest) instead of one FIFO; needs a rate."""
-        link = Link(self._attach(a), self._attach(b),
-                    rate_bps=None if rate is None else units.rate_bps(rate),
-                    delay_s=units.seconds(delay), jitter_s=units.seconds(jitter),
-                    loss=units.ratio(loss), queue_packets=queue, prio=prio,
+        call = "add_link"
+        _want(rate, (*_AMOUNT, type(None)), "rate", call, "'100Mbit', or bit/s")
+        _want(delay, _AMOUNT, "delay", call, "'5ms', or seconds")
+        _want(jitter, _AMOUNT, "jitter", call, "'1ms', or seconds")
+        _want(loss, _AMOUNT, "loss", call, "'1%', or a ratio")
+        _want(queue, (int, type(None)), "queue", call, "packets, e.g. 100")
+        _want(prio, (bool,), "prio", call)
+        rate_bps = None if rate is None else _parsed(units.rate_bps, rate, "rate", call)
+        delay_s = _parsed(units.seconds, delay, "delay", call)
+        jitter_s = _parsed(units.seconds, jitter, "jitter", call)
+        loss_ratio = _parsed(units.ratio, loss, "loss", call)
+        link = Link(self._attach(a, call), self._attach(b, call),
+                    rate_bps=rate_bps, delay_s=delay_s, jitter_s=jitter_s,
+                    loss=loss_ratio, queue_packets=queue, prio=prio,
                     defined_at=caller_location(),
                     given={"rate": rate, "delay": delay, "jitter": jitter, "loss": loss})
         self.links.append(link)
         return link
 
     def add_hub(self, name: str, *members: Node | str | tuple[Node | str, int]) -> Hub:
-        hub = Hub(name, [self._attach(m) for m in members], caller_location())
+        _want(name, (str,), "the name", "add_hub")
+        hub = Hub(name, [self._attach(m, f"add_hub({name!r}, ...)") for m in members],
+                  caller_location())
         self.hubs.append(hub)
         return hub
 
-    def _attach(self, ref: Node | str | tuple[Node | str, int]) -> Endpoint:
+    def _attach(self, ref: Node | str | tuple[Node | str, int], call: str = "add_link") -> Endpoint:
+        if isinstance(ref, tuple):
+            if len(ref) != 2 or not isinstance(ref[0], Node | str) \
+                    or isinstance(ref[1], bool) or not isinstance(ref[1], int):
+                raise ArgumentError(caller_location(), f"{call}: an end (node, interface "
+                                    f"index) must be like (h1, 0), not {ref!r}")
+        else:
+            _want(ref, (Node, str), "each end", call, "a node, its name, or (node, index)")
         endpoint = self._endpoint(ref)
         self._attached.setdefault(endpoint.node, set()).add(endpoint.iface)
         return endpoint

@@ -1,0 +1,145 @@
+"""Loading a scenario never runs an experiment (issue 30, item 1): validate,
+plan, advise and sweep of a file that drives its own `Experiment` check its
+topology (captured where it constructs the Experiment) and call no Dom0 tool;
+run refuses it; a file that describes nothing says what it likely forgot."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from selena.advise import Calibration
+from selena.cli import main
+from selena.errors import ScenarioError
+from selena.experiment import Experiment
+from selena.loader import checking_only, load_scenario
+
+SCENARIOS = Path(__file__).parents[1] / "scenarios"
+
+# Every tool a deploy runs in Dom0; `selena-tdf host` (what this host has)
+# is the one read-only query a check may make.
+DOM0_TOOLS = ("xl", "ovs-vsctl", "ovs-ofctl", "ip", "tc", "brctl", "ethtool", "selena-tdf",
+              "xenstore-write", "xenstore-read", "xenstore-rm", "xenstore-chmod", "mn")
+
+README_SCRIPT = '''\
+from selena import Experiment
+from selena.model import Topology
+
+topo = Topology("pair", tdf=10)
+h1 = topo.add_host("h1", ip="10.0.0.1/24")
+h2 = topo.add_host("h2", ip="10.0.0.2/24")
+topo.add_link(h1, h2, rate="10Mbit", delay="10ms")
+
+with Experiment(topo, out="results/pair") as exp:
+    print(exp["h1"].cmd("ping -c 3 10.0.0.2").stdout.decode())
+    exp.record("answer", 42)
+open(__file__ + ".ran", "w").write("the body ran")
+'''
+
+
+@pytest.fixture
+def dom0_log(tmp_path, monkeypatch) -> Path:
+    """A PATH of stand-ins for every Dom0 tool, each logging its call."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "dom0.log"
+    for tool in DOM0_TOOLS:
+        stub = bin_dir / tool
+        stub.write_text(f'#!/bin/sh\necho "{tool} $*" >> {log}\nexit 0\n')
+        stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def dom0_calls(log: Path) -> list[str]:
+    calls = log.read_text().splitlines() if log.exists() else []
+    return [c for c in calls if c != "selena-tdf host"]
+
+
+@pytest.fixture
+def readme_script(tmp_path) -> Path:
+    path = tmp_path / "pair.py"
+    path.write_text(README_SCRIPT)
+    return path
+
+
+@pytest.fixture
+def calibration_file(tmp_path) -> Path:
+    return Calibration(9.0, 0.0, 1.0, 40.0, {}, [], [], host="lab").save(tmp_path / "cal.json")
+
+
+@pytest.mark.parametrize("which", ["readme", "script_experiment"])
+def test_validate_plan_and_advise_of_a_script_run_nothing(which, readme_script, dom0_log,
+                                                          calibration_file, capsys):
+    path = readme_script if which == "readme" else SCENARIOS / "script_experiment.py"
+    assert main(["validate", str(path)]) == 0
+    assert "valid: experiment" in capsys.readouterr().out
+    assert main(["plan", str(path)]) == 0
+    assert "xl create" in capsys.readouterr().out     # printed, not run
+    assert main(["advise", str(path), "--calibration", str(calibration_file)]) in (0, 1)
+    assert "TDF" in capsys.readouterr().out
+    assert dom0_calls(dom0_log) == []
+    assert not Path(f"{readme_script}.ran").exists()
+
+
+def test_a_script_s_topology_is_the_one_its_experiment_was_given(readme_script):
+    scenario = load_scenario(str(readme_script))
+    assert sorted(scenario.topology.nodes) == ["h1", "h2"]
+    assert scenario.topology.tdf == 10 and scenario.runs_itself
+    shipped = load_scenario(str(SCENARIOS / "script_experiment.py"))
+    assert sorted(shipped.topology.nodes) == ["h1", "h2"]
+    assert shipped.topology.tdf == 5         # its --tdf default, given to Experiment(tdf=)
+
+
+def test_run_and_sweep_refuse_a_script_and_run_nothing(readme_script, dom0_log, tmp_path,
+                                                      capsys):
+    assert main(["run", str(readme_script)]) == 1
+    err = capsys.readouterr().err
+    assert "this file runs its own experiment: run it with python3 in Dom0" in err
+    assert main(["sweep", str(readme_script), "--tdf", "1,2", "--out",
+                 str(tmp_path / "sweep")]) == 1
+    assert "runs its own experiment" in capsys.readouterr().err
+    assert dom0_calls(dom0_log) == []
+    with pytest.raises(ScenarioError, match="runs its own experiment"):
+        Experiment(str(readme_script))
+    with checking_only():
+        assert Experiment(str(readme_script), templates=None).topology.name == "pair"
+
+
+def test_a_script_whose_experiment_is_in_a_try_block_is_still_stopped(tmp_path, dom0_log):
+    path = tmp_path / "s.py"
+    path.write_text("from selena import Experiment\nfrom selena.model import Topology\n"
+                    "t = Topology('x')\nt.add_host('h1')\n"
+                    "try:\n    Experiment(t).deploy()\nexcept Exception:\n    pass\n"
+                    "raise SystemExit('went on')\n")
+    assert sorted(load_scenario(str(path)).topology.nodes) == ["h1"]
+    assert dom0_calls(dom0_log) == []
+
+
+def test_build_without_return_is_named(tmp_path):
+    path = tmp_path / "b.py"
+    path.write_text("from selena.model import Topology\n\n"
+                    "def build():\n    topo = Topology('b')\n    topo.add_host('h1')\n")
+    with pytest.raises(ScenarioError, match=r"b.py:3: build\(\) returned None: did build\(\) "
+                                            r"forget `return topo`\?"):
+        load_scenario(str(path))
+
+
+def test_a_topology_under_another_name_is_named(tmp_path):
+    path = tmp_path / "t.py"
+    path.write_text("from selena.model import Topology\n"
+                    "topo = Topology('t')\ntopo.add_host('h1')\n")
+    with pytest.raises(ScenarioError, match="a Topology named `topo`: name it `topology`"):
+        load_scenario(str(path))
+
+
+def test_a_script_that_exits_on_its_arguments_says_so(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text("import argparse\nfrom selena import Experiment\n"
+                    "p = argparse.ArgumentParser()\np.add_argument('--out', required=True)\n"
+                    "p.parse_args()\n")
+    with pytest.raises(ScenarioError, match="exited .status 2. while selena loaded it"):
+        load_scenario(str(path))
