@@ -206,3 +206,14 @@ class FlowCsvError(AnalysisError):
         self.line = line
         self.why = why
         super().__init__(f"{source}, line {line}: {why}")
+
+
+class HostNotReady(SelenaError):
+    """This machine cannot run an experiment yet (not a Xen Dom0, the
+    hypervisor lacks the TDF domctl, xenstored or the bridge tool missing...).
+    The message is one line: what is missing and the command that fixes it;
+    `check` names the failed check of `selena host doctor`."""
+
+    def __init__(self, message: str, check: str | None = None):
+        self.check = check
+        super().__init__(message)
