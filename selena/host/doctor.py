@@ -31,7 +31,7 @@ import yaml
 
 from selena.control.protocol import PROTOCOL_VERSION
 from selena.control.xenstore import SOCKET_PATHS
-from selena.errors import CommandError, HostNotReady
+from selena.errors import CommandError, CommandTimeout, HostNotReady
 from selena.paths import project_root
 from selena.plan import TEMPLATE_ROOT
 from selena.runner import CommandResult, Runner
@@ -61,6 +61,7 @@ FREE_MEMORY_WARN_MB = 512
 DISK_WARN_BYTES = 1 << 30
 DISK_FAIL_BYTES = 64 << 20
 COMMAND_TIMEOUT_S = 60.0
+TIMED_OUT = -1      # returncode of a command that did not finish in time
 
 # What selena-tdf prints (xen-patches/tool/selena-tdf.c).
 TDF_NOT_PATCHED = "the hypervisor is not patched for time dilation"
@@ -156,13 +157,18 @@ class HostProbe:
         return self.path(path).exists()
 
     def run(self, *argv: str) -> CommandResult | None:
-        """The command's result whatever its status; None when it cannot be
-        started (not installed) or timed out."""
+        """The command's result whatever its status (TIMED_OUT when it did
+        not finish); None when it cannot be started (not installed)."""
         key = tuple(argv)
         if key not in self._cache:
             try:
                 self._cache[key] = self.runner.run(list(argv), check=False,
                                                    timeout=COMMAND_TIMEOUT_S)
+            except CommandTimeout as exc:
+                log.debug("%s", exc)
+                self._cache[key] = CommandResult(key, TIMED_OUT, "", f"{key[0]}: did not "
+                                                 f"answer within {COMMAND_TIMEOUT_S:g} s",
+                                                 COMMAND_TIMEOUT_S)
             except CommandError as exc:
                 log.debug("%s", exc)
                 self._cache[key] = None
@@ -228,13 +234,15 @@ def check_tdf_domctl(probe: HostProbe) -> Check:
                           f"domctl ({message})", PATCHED_XEN_FIX)
     if TDF_NO_CONTROL in message:
         return fail(name, f"selena-tdf cannot reach Xen ({message})",
-                    "run as root in Dom0: sudo selena host doctor")
+                    "run selena as root in Dom0 (sudo)")
+    # Anything else is a doubt, not a certainty: warned, so that preflight
+    # never refuses a host on it.
     if TDF_NOT_PRIVILEGED in message:
-        # Xen answers EACCES to a domctl interface version it does not know:
-        # a tool built for another Xen release.
-        return fail(name, f"the TDF domctl was refused ({message}); as root, this means "
-                          "selena-tdf was built for another Xen release", TDF_TOOL_FIX)
-    return fail(name, f"selena-tdf get 0 failed: {message}", TDF_TOOL_FIX)
+        # As root, Xen answers EACCES to a domctl interface version it does
+        # not know (a tool built for another release), or an XSM policy does.
+        return warn(name, f"Xen refused to read Dom0's TDF ({message}): selena-tdf built for "
+                          "another Xen release, or an XSM policy", f"rebuild it: {TDF_TOOL_FIX}")
+    return warn(name, f"selena-tdf get 0 failed: {message}", f"rebuild it: {TDF_TOOL_FIX}")
 
 
 def xen_target(root: Path | None = None) -> str:
@@ -308,9 +316,12 @@ def check_xenstored(probe: HostProbe) -> Check:
 def check_bridge_tool(probe: HostProbe) -> Check:
     if probe.bridge == "ovs":
         name = "openvswitch"
-        result = probe.run("ovs-vsctl", "--timeout=10", "show")
+        # Without --retry, ovs-vsctl fails at once when ovsdb-server is down.
+        result = probe.run("ovs-vsctl", "show")
         if result is None:
             return fail(name, "ovs-vsctl is not installed", "apt-get install openvswitch-switch")
+        if result.returncode == TIMED_OUT:
+            return warn(name, result.stderr, "check ovsdb-server and ovs-vswitchd")
         if not result.ok:
             said = result.stderr.strip().splitlines()
             return fail(name, "ovs-vsctl show failed" + (f": {said[-1]}" if said else ""),
