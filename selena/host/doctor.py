@@ -404,7 +404,8 @@ def check_modules(probe: HostProbe, name: str, modules: Sequence[str], purpose: 
         return fail(name, detail, fix) if required else warn(name, detail, fix)
     if unknown:
         return warn(name, f"cannot tell whether kernel {mods.release} has {', '.join(unknown)}, "
-                          f"for {purpose} (not loaded, no /lib/modules/{mods.release})",
+                          f"for {purpose} (not loaded; neither /lib/modules/{mods.release} nor "
+                          "modinfo knows)",
                     f"modprobe {' '.join(unknown)}")
     shown = ", ".join(f"{s.name}" + ("" if s.state == "loaded" else f" ({s.state})")
                       for s in states)
