@@ -252,3 +252,14 @@ class ArgumentError(ScenarioFileError):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class HostNotReady(SelenaError):
+    """This machine cannot run an experiment yet (not a Xen Dom0, the
+    hypervisor lacks the TDF domctl, xenstored or the bridge tool missing...).
+    The message is one line: what is missing and the command that fixes it;
+    `check` names the failed check of `selena host doctor`."""
+
+    def __init__(self, message: str, check: str | None = None):
+        self.check = check
+        super().__init__(message)

@@ -17,6 +17,7 @@ from selena import __version__
 from selena.errors import ScenarioFileError, SelenaError
 
 SUBCOMMAND_MODULES: list[str] = ["selena.cli.experiment", "selena.cli.sweep", "selena.cli.advise",
+                                   "selena.cli.host",
                                    "selena.lab.cli"]
 
 
