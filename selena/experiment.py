@@ -149,7 +149,10 @@ class Experiment:
         # an Experiment the file constructs is recorded and the file stopped:
         # loading never deploys. A file that runs itself is refused here
         # unless only checked. (selena.loader.intercept)
+        from selena.excepthook import install
         from selena.loader import intercept
+
+        install()       # a selena error ending the user's script is one line
 
         topology = intercept(topology, tdf=tdf, params=params, link=link)  # type: ignore[assignment]
         if isinstance(topology, str | Path):
@@ -280,6 +283,9 @@ class Experiment:
         plan = self.plan()
         for warning in self.warnings:
             self.progress(f"warning: {warning}")
+        # Not a Dom0, a stock hypervisor, no xenstored: one line now rather
+        # than a failure half-way through creating guests.
+        self.backend.preflight(plan)
         # Before the backend creates anything: a bad --out is refused now, not
         # after a long run (and the staging directory proves it writable).
         if self.out is not None:

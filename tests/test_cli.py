@@ -169,7 +169,8 @@ def test_bad_specs_and_files_are_named(capsys):
 
 @pytest.fixture
 def fake_backend(fake_xen, tmp_path, monkeypatch):
-    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
     monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: backend)
     monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
     return backend

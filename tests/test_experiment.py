@@ -41,7 +41,8 @@ def pair(name: str = "pair", tdf: float = TDF) -> Topology:
 
 
 def make(fake_xen, tmp_path, topo: Topology | None = None, **kw) -> Experiment:
-    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
     said: list[str] = []
     kw.setdefault("out", tmp_path / "out")
     exp = Experiment(topo or pair(), backend=backend, templates=None, progress=said.append,

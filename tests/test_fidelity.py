@@ -114,7 +114,8 @@ def pair() -> Topology:
 
 def test_every_run_gets_a_verdict_in_its_bundle(fake_xen, tmp_path):
     fake_xen.cpu_share["selena-pair-h2"] = 1.0
-    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
     with Experiment(pair(), backend=backend, templates=None, out=tmp_path / "out",
                     ready_timeout=20, monitor_interval=0.2) as exp:
         exp.sleep(1.0)                                   # 4 real seconds at TDF 4
@@ -132,7 +133,8 @@ def test_every_run_gets_a_verdict_in_its_bundle(fake_xen, tmp_path):
 
 
 def test_no_monitor_means_no_sampling(fake_xen, tmp_path):
-    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
     with Experiment(pair(), backend=backend, templates=None, out=tmp_path / "out",
                     ready_timeout=20, monitor=False) as exp:
         exp.cmd("h1", "true")

@@ -202,7 +202,8 @@ def star() -> Topology:
 
 def test_the_xl_backend_captures_rate_limited_vifs_and_their_peers(fake_xen, tmp_path,
                                                                       monkeypatch):
-    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
     asked = []
 
     def fake_capture(vifs, seconds):
@@ -240,7 +241,8 @@ def test_a_backend_without_capture_is_judged_without_the_check():
 
 
 def test_a_failed_capture_is_named_and_decides_nothing(fake_xen, tmp_path):
-    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
     with Experiment(star(), backend=backend, templates=None, out=tmp_path / "out",
                     ready_timeout=20, monitor_interval=0.2) as exp:
         exp.sleep(1.0)

@@ -212,7 +212,8 @@ def test_a_sweep_through_the_lifecycle_on_the_fake_dom0(fake_xen, tmp_path):
         h1 = topo.add_host("h1", ip="10.0.0.1/24")
         h2 = topo.add_host("h2", ip="10.0.0.2/24")
         topo.add_link(h1, h2, rate="10Mbit", delay="5ms")
-        backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+        backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
         with Experiment(topo, backend=backend, templates=None, out=bundle,
                         ready_timeout=20, meta={"sweep_id": run.sweep_id}) as exp:
             out = exp["h1"].cmd("echo 10; echo 10.2").stdout.decode().split()
@@ -341,7 +342,8 @@ def test_bundles_of_an_earlier_sweep_in_the_same_directory_are_skipped_and_named
 
 def test_the_cli_sweep_writes_its_id_into_every_bundle(fake_xen, tmp_path, monkeypatch,
                                                        capsys):
-    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
     monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: backend)
     monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
     scenario = tmp_path / "pair.py"

@@ -113,6 +113,12 @@ class Backend(abc.ABC):
         """Every command and configuration a deploy of `plan` would run or
         write, as a shell script, running none of them (`selena plan`)."""
 
+    def preflight(self, plan: Plan) -> None:
+        """Before anything is created: can this host run `plan` at all?
+        Raises HostNotReady in one line (what is missing and its fix);
+        backends with nothing to check accept every host."""
+        return None
+
     @abc.abstractmethod
     def deploy(self, plan: Plan, progress: Progress | None = None,
                warm: bool = False, replace: bool = False) -> Deployment:

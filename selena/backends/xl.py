@@ -311,8 +311,11 @@ class XlBackend(Backend):
     def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR, *,
                  xenstore: XenstoreConnection | None = None, offloads: bool = False,
                  parallel: int = DEFAULT_PARALLEL, vif_tap: bool = True,
-                 lock_timeout: float = HOST_LOCK_TIMEOUT_S):
+                 lock_timeout: float = HOST_LOCK_TIMEOUT_S, host_root: Path = Path("/")):
         self.runner = runner or Runner()
+        # Where the preflight reads /proc/xen and the xenstored socket (a fake
+        # host tree in tests; its commands go through `runner` like the rest).
+        self.host_root = Path(host_root)
         self.lock_timeout = lock_timeout
         self.state_dir = Path(state_dir)
         self.offloads = offloads
@@ -394,6 +397,16 @@ class XlBackend(Backend):
         for batch in _batches(domids):
             script.run(["selena-tdf", "unpause", *batch])
         return script.text()
+
+    def preflight(self, plan: Plan) -> None:
+        """The checks of `selena host doctor` a deploy cannot do without:
+        Dom0, the TDF domctl, xenstored and the bridge tool, through this
+        backend's runner."""
+        from selena.host.doctor import HostProbe, preflight
+
+        kinds = {seg.kind for seg in plan.segments}
+        bridge = "linux" if kinds == {"linux"} else "ovs"
+        preflight(HostProbe(runner=self.runner, root=self.host_root, bridge=bridge))
 
     def deploy(self, plan: Plan, progress: Progress | None = None,
                warm: bool = False, replace: bool = False) -> Deployment:

@@ -72,7 +72,8 @@ def test_a_guest_filling_its_stdout_directory_breaks_no_other_guest_nor_teardown
     topo = Topology("hostile", tdf=1)
     h1, h2 = topo.add_host("h1", ip="10.0.0.1/24"), topo.add_host("h2", ip="10.0.0.2/24")
     topo.add_link(h1, h2)
-    be = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    be = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
     dep = be.deploy(make_plan(topo))
     ctl = be.command_channel(tdf=1)
     try:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +63,20 @@ class FakeXen(FakeRunner):
     vif_packets_per_s: float = 100.0
     root_qdiscs: dict[str, str] = field(default_factory=dict)    # dev -> kind
     started: float = field(default_factory=time.monotonic)
+    _host_root: Path | None = None
+
+    @property
+    def host_root(self) -> Path:
+        """A Dom0's files as the preflight reads them (XlBackend(host_root=)):
+        /proc/xen says control_d and xenstored's socket exists."""
+        if self._host_root is None:
+            root = Path(tempfile.mkdtemp(prefix="fake-dom0-"))
+            (root / "proc/xen").mkdir(parents=True)
+            (root / "proc/xen/capabilities").write_text("control_d\n")
+            (root / "run/xenstored").mkdir(parents=True)
+            (root / "run/xenstored/socket").touch()
+            self._host_root = root
+        return self._host_root
 
     def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
             timeout: object = None, env: Mapping[str, str] | None = None,
@@ -114,6 +130,8 @@ class FakeXen(FakeRunner):
             return 0, self._qdisc_stats(), ""
         if args[:3] == ("tc", "qdisc", "replace") and "root" in args:
             return self._replace_root(args)
+        if cmd == ("selena-tdf", "get") and args[2:] == ("0",):
+            return 0, "1\n", ""            # Dom0 reads its own TDF: the domctl answers
         if cmd == ("selena-tdf", "host"):
             return 0, (f"nr_cpus : {self.cpus}\nfree_memory : "
                        f"{self.free_memory_mb}\nxen_major : 4\nxen_minor : 17\n"
@@ -263,6 +281,8 @@ class FakeXen(FakeRunner):
         for dom in list(self.domains.values()):
             if dom.agent is not None:
                 _stop(dom.agent)
+        if self._host_root is not None:
+            shutil.rmtree(self._host_root, ignore_errors=True)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
