@@ -86,6 +86,7 @@ class XenstoreConnection:
         self._lock = threading.Lock()
         self._io = threading.Condition(self._lock)
         self._leader: threading.Thread | None = None
+        self._followers = 0             # threads waiting in _follow()
         self._buffer = bytearray()
         self._pending: dict[int, _Pending] = {}
         self._watches: dict[str, WatchCallback] = {}
@@ -177,7 +178,7 @@ class XenstoreConnection:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
-                self._io.wait(remaining)
+                self._follow(remaining)
             if self._watch_events != seen or self._wakes != wakes or self._error:
                 return
             self._leader = threading.current_thread()
@@ -213,7 +214,7 @@ class XenstoreConnection:
         deadline = time.monotonic() + 5
         with self._io:
             while self._leader is not None and time.monotonic() < deadline:
-                self._io.wait(0.1)
+                self._follow(0.1)
         self._sock.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -229,12 +230,16 @@ class XenstoreConnection:
     def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
         """Read several keys with all requests in flight at once (one round
         trip's wait rather than one per key); a missing key reads as None."""
+        if not paths:
+            return []
         replies = self._pipeline([(XS_READ, "read", path, _z(path)) for path in paths],
                                  tolerate="ENOENT")
         return [None if isinstance(reply, XenstoreError) else reply for reply in replies]
 
     def rm_many(self, paths: Sequence[str]) -> None:
         """rm() of several nodes, all requests in flight at once."""
+        if not paths:
+            return
         self._pipeline([(XS_RM, "rm", path, _z(path)) for path in paths], tolerate="ENOENT")
 
     def _request(self, xs_type: int, op: str, path: str, payload: bytes) -> bytes:
@@ -312,7 +317,7 @@ class XenstoreConnection:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
-                    self._io.wait(remaining)
+                    self._follow(remaining)
                 if pending.done:
                     return
                 if self._error:
@@ -328,10 +333,24 @@ class XenstoreConnection:
             finally:
                 self._resign()
 
+    def _follow(self, timeout: float) -> None:
+        """Wait, holding _io, for the leader to hand something over."""
+        self._followers += 1
+        try:
+            self._io.wait(timeout)
+        finally:
+            self._followers -= 1
+
+    def _wake_followers(self) -> None:
+        # Holding _io. Usually nobody follows (the pump reads its own
+        # replies), and a notify costs Python calls even then.
+        if self._followers:
+            self._io.notify_all()
+
     def _resign(self) -> None:
         with self._io:
             self._leader = None
-            self._io.notify_all()
+            self._wake_followers()
 
     def _read_some(self, deadline: float, wakeable: bool) -> bool:
         """As the leader: wait for bytes until `deadline`, then dispatch every
@@ -401,7 +420,7 @@ class XenstoreConnection:
                 else:
                     pending.type, pending.payload = xs_type, payload
                 pending.done = True
-                self._io.notify_all()
+                self._wake_followers()
 
     def _lost(self, exc: BaseException) -> None:
         with self._io:
@@ -414,7 +433,7 @@ class XenstoreConnection:
         parts = payload.split(b"\0")
         with self._io:
             self._watch_events += 1
-            self._io.notify_all()
+            self._wake_followers()
             callback = self._watches.get(parts[1].decode(errors="replace")) \
                 if len(parts) >= 2 else None
         if len(parts) < 2:
