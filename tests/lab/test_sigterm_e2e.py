@@ -5,6 +5,7 @@ One two-host run at TDF 2, one job in the shared boot."""
 
 import json
 
+import lab_results
 import pytest
 
 from selena.paths import project_root
@@ -12,7 +13,7 @@ from selena.paths import project_root
 pytestmark = pytest.mark.lab
 
 SCENARIO = "build/test-sigterm/sigterm_pair.py"
-OUT = "build/results/test-sigterm"
+OUT = lab_results.out("test-sigterm")
 MARK = "/tmp/selena-sigterm-mid"
 
 # The scenario says when it is under way (a file in Dom0, where its run()
@@ -37,7 +38,14 @@ def run(exp):
 """
 
 SCRIPT = f"""
+snap() {{
+    ovs-vsctl list-br
+    ip -o link | awk -F': ' '{{print $2}}' | sort
+    tc qdisc show | grep ' dev vif' | sort
+    xl list | awk 'NR > 1 {{print $1}}' | sort
+}}
 rm -rf {OUT} {MARK}
+snap > /tmp/sigterm-before
 selena run {SCENARIO} --out {OUT} > /tmp/selena-sigterm.log 2>&1 &
 pid=$!
 i=0
@@ -50,11 +58,12 @@ kill -TERM $pid
 wait $pid
 echo run-status=$?
 cat /tmp/selena-sigterm.log
-echo "guests-left=$(xl list | grep -c selena-)"
-echo "bridges-left=$(ovs-vsctl list-br | grep -c '^sl')"
-echo "vif-qdiscs-left=$(tc qdisc show | grep -c ' dev vif')"
-echo "state-files-left=$(ls /run/selena/*.json 2>/dev/null | wc -l)"
-echo "staging-left=$(ls -a build/results | grep -c '^\\.test-sigterm\\.')"
+# What this run created and left (another job's leftovers are not its own).
+snap > /tmp/sigterm-after
+diff /tmp/sigterm-before /tmp/sigterm-after && echo dom0-as-before
+echo "guests-left=$(xl list | grep -c selena-sigterm-)"
+echo "state-files-left=$(ls /run/selena/sigterm.* 2>/dev/null | wc -l)"
+echo "staging-left=$(ls -a $(dirname {OUT}) | grep -c '^\\.test-sigterm\\.')"
 """
 
 
@@ -70,8 +79,8 @@ def test_sigterm_mid_scenario_tears_down_and_records_it(lab):
     assert "scenario-under-way" in out, out
     assert "run-status=143" in out, out                    # 128 + SIGTERM
     assert "selena: interrupted by SIGTERM" in out and "Traceback" not in out, out
-    for left in ("guests-left", "bridges-left", "vif-qdiscs-left", "state-files-left",
-                 "staging-left"):
+    assert "dom0-as-before" in out, out     # bridges, links, vif qdiscs, domains
+    for left in ("guests-left", "state-files-left", "staging-left"):
         assert f"{left}=0" in out, out
     meta = json.loads((project_root() / OUT / "meta.json").read_text())
     assert meta["status"] == "interrupted", meta.get("error")
