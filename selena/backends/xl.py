@@ -1049,10 +1049,12 @@ class XlBackend(Backend):
             self._save(state)
             raise BackendError("cleanup incomplete:\n  " + "\n  ".join(errors))
         self._state_path(state.experiment).unlink(missing_ok=True)
-        # The xl configs written for this experiment.
+        # The xl configs and the vif tap's logs written for this experiment
+        # (the directory stayed behind while a log was in it).
         cfg_dir = self.state_dir / state.experiment
-        for cfg in cfg_dir.glob("*.cfg") if cfg_dir.is_dir() else []:
-            cfg.unlink()
+        if cfg_dir.is_dir():
+            for made in [*cfg_dir.glob("*.cfg"), *cfg_dir.glob("vif-tap.log*")]:
+                made.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             cfg_dir.rmdir()
 

@@ -186,6 +186,16 @@ def test_experiment_names_cannot_reach_outside_the_state_directory(fake_xen, tmp
     assert not any(c.startswith("ip link del") for c in calls(fake_xen))
 
 
+def test_destroy_leaves_no_file_of_the_experiment_in_the_state_dir(fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    be.deploy(demo_plan())
+    made = tmp_path / "state" / "demo"
+    assert (made / "vif-tap.log").exists() and list(made.glob("*.cfg"))
+    be.destroy("demo")
+    assert not made.exists()
+    assert not [p.name for p in (tmp_path / "state").iterdir() if p.name.startswith("demo")]
+
+
 def test_destroy_keeps_a_recorded_bridge_whose_tag_changed(fake_xen, tmp_path):
     be = backend(fake_xen, tmp_path)
     be.deploy(demo_plan())
