@@ -83,6 +83,7 @@ from selena.results import BundleWriter
 from selena.runner import Runner
 from selena.shaping import Placement
 from selena.shaping.guest import apply_guest_shaping
+from selena.signals import restore_handlers
 from selena.validate import validate
 
 log = logging.getLogger(__name__)
@@ -686,10 +687,7 @@ class _TerminateAsInterrupt:
     def restore(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        for sig, handler in self.previous.items():
-            # None: a handler not set from Python; the default is the closest.
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        self.previous.clear()
+        restore_handlers(self.previous)
 
 
 class _EndOfRun:
@@ -713,8 +711,7 @@ class _EndOfRun:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        restore_handlers(self.previous)
 
     def _handle(self, signum: int, _frame: object) -> None:
         if self.raising:

@@ -42,10 +42,15 @@ class sigint_deferred:  # noqa: N801 - used as a context manager
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        for signum, previous in self.previous.items():
-            # None: the handler was not set from Python; for SIGINT Python's
-            # own is the default.
-            restore = previous if previous is not None else (
-                signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
-            signal.signal(signum, restore)
-        self.previous = {}
+        restore_handlers(self.previous)
+
+
+def restore_handlers(previous: dict[int, Any]) -> None:
+    """Put back the handlers signal.signal() returned, and forget them."""
+    for signum, handler in previous.items():
+        # None: the handler was not set from Python; for SIGINT Python's own
+        # is the default.
+        restore = handler if handler is not None else (
+            signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+        signal.signal(signum, restore)
+    previous.clear()
