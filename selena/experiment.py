@@ -73,7 +73,7 @@ from selena.errors import (
 )
 from selena.fidelity import DEFAULT_INTERVAL_S, FidelityReport, Monitor
 from selena.hostinfo import HostInfo
-from selena.loader import Scenario, describe, load_scenario, user_frames
+from selena.loader import Scenario, describe, user_frames
 from selena.metrics import Metric
 from selena.model import NodeKind, Topology
 from selena.openflow import Switches
@@ -155,10 +155,9 @@ class Experiment:
 
         install()       # a selena error ending the user's script is one line
 
+        # A scenario file comes back loaded (as a Scenario).
         topology = intercept(topology, tdf=tdf, params=params, link=link)  # type: ignore[assignment]
-        if isinstance(topology, str | Path):
-            scenario = load_scenario(str(topology), tdf=tdf, link_spec=link, params=params)
-        elif isinstance(topology, Scenario):
+        if isinstance(topology, Scenario):
             scenario = topology
         elif isinstance(topology, Topology):
             scenario = Scenario(topology, source=topology.name, params=dict(params or {}))
