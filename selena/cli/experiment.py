@@ -392,25 +392,14 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def pingall(exp: Experiment) -> None:
-    """Mininet's pingall: every host pings every other host's first address once."""
-    hosts = [h for h in exp.hosts if h.IP()]
-    sent = received = 0
-    for src in hosts:
-        line = []
-        for dst in hosts:
-            if dst.name == src.name:
-                continue
-            result = src.cmd(f"ping -c 1 -W 2 {dst.IP()}", timeout=30)
-            sent += 1
-            if result.ok:
-                received += 1
-                line.append(dst.name)
-            else:
-                line.append("X")
-        print(f"{src.name} -> {' '.join(line)}")
-    dropped = 100 * (sent - received) / sent if sent else 0
-    print(f"pingall: {dropped:.0f}% dropped ({received}/{sent} received)")
-    exp.record("pingall_received_pct", 100 - dropped, expected=100.0, unit="%")
+    """`--test pingall`: Mininet's pingall (selena.session), recorded as a metric."""
+    from selena.session import Session
+
+    result = Session(exp).pingall(timeout=2.0)
+    for line in result.lines():
+        print(line)
+    print(result.results_line())
+    exp.record("pingall_received_pct", 100 - result.dropped_percent, expected=100.0, unit="%")
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -1,0 +1,208 @@
+"""Interactive use of a running experiment, as Mininet's CLI and `Mininet`
+object offer it: node names standing for their addresses, pingall, iperf,
+links down and up. The library core of `selena run`'s `selena>` prompt
+(selena/cli/interactive.py) and of the Mininet-compatible API
+(selena.mininet); both only parse and print around it.
+
+    with Experiment(topo) as exp:
+        net = Session(exp)
+        result = net.pingall()
+        print("\\n".join(result.lines()), result.results_line(), sep="\\n")
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from selena.control.channel import CommandResult
+from selena.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from selena.experiment import Experiment
+
+log = logging.getLogger(__name__)
+
+# Virtual seconds a ping or iperf command may take before it is killed.
+PING_COMMAND_TIMEOUT_S = 30.0
+IPERF_SLACK_S = 60.0
+# Attempts of the iperf3 client while its server is not listening yet: the
+# server is started in the background and a fixed sleep would cost TDF x its
+# length in real time.
+IPERF_CONNECT_TRIES = 20
+IPERF_CONNECT_WAIT_S = 0.1
+
+
+@dataclass(frozen=True)
+class PingAll:
+    """One ping per ordered host pair, as Mininet's pingall sends them."""
+
+    pairs: list[tuple[str, str, bool]]      # (src, dst, answered), in sending order
+
+    @property
+    def sent(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def received(self) -> int:
+        return sum(1 for _, _, ok in self.pairs if ok)
+
+    @property
+    def dropped_percent(self) -> float:
+        return 100.0 * (self.sent - self.received) / self.sent if self.sent else 0.0
+
+    def results_line(self) -> str:
+        """Mininet's summary line (its %i truncates: 1 of 3 dropped is 33%)."""
+        if not self.sent:
+            return "*** Warning: No packets sent"
+        return (f"*** Results: {int(self.dropped_percent)}% dropped "
+                f"({self.received}/{self.sent} received)")
+
+    def lines(self) -> list[str]:
+        """Mininet's per-host lines: `h1 -> h2 h3`, X for a ping not answered."""
+        order: list[str] = []
+        seen: dict[str, list[str]] = {}
+        for src, dst, ok in self.pairs:
+            if src not in seen:
+                order.append(src)
+                seen[src] = []
+            seen[src].append(dst if ok else "X")
+        return [f"{src} -> {' '.join(seen[src])}" for src in order]
+
+
+class Session:
+    """Mininet-style operations on a deployed, running Experiment."""
+
+    def __init__(self, exp: Experiment) -> None:
+        self.exp = exp
+
+    # -- names ---------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted(self.exp.topology.nodes)
+
+    def node(self, name: str) -> str:
+        """`name` if the experiment has that node; else a one-line ScenarioError."""
+        self.exp[name]      # raises, naming the nodes there are
+        return name
+
+    def ip(self, name: str) -> str | None:
+        return self.exp[name].IP()
+
+    def substitute(self, command: str) -> str:
+        """Every word that is a node's name replaced by that node's first IP
+        address, as mn does (`h1 ping h2` pings h2's address); words that are
+        not node names, and nodes without an address, are left as they are."""
+        topo = self.exp.topology
+
+        def one(match: re.Match[str]) -> str:
+            word = match.group(0)
+            if word in topo.nodes:
+                return self.exp[word].IP() or word
+            return word
+
+        return re.sub(r"\S+", one, command)
+
+    # -- commands ------------------------------------------------------------------
+
+    def cmd(self, node: str, command: str, timeout: float | None = None) -> CommandResult:
+        """Run `command` (node names substituted) in `node`'s guest and wait."""
+        self.node(node)
+        return self.exp.cmd(node, self.substitute(command), timeout=timeout)
+
+    def pingall(self, timeout: float = 1.0) -> PingAll:
+        """Every host with an address pings every other host's first address
+        once (busybox `ping -c 1 -W`, the wait in whole virtual seconds)."""
+        wait = max(1, math.ceil(timeout))
+        hosts = [(h.name, h.IP()) for h in self.exp.hosts if h.IP()]
+        pairs: list[tuple[str, str, bool]] = []
+        for src, _ in hosts:
+            for dst, ip in hosts:
+                if dst == src:
+                    continue
+                result = self.exp.cmd(src, f"ping -c 1 -W {wait} {ip}",
+                                      timeout=PING_COMMAND_TIMEOUT_S)
+                pairs.append((src, dst, result.ok))
+        return PingAll(pairs)
+
+    def iperf(self, client: str, server: str, seconds: float = 5.0) -> tuple[str, str]:
+        """TCP throughput from `client` to `server` with iperf3, as Mininet's
+        iperf returns it: (what the server received, what the client sent),
+        e.g. ('9.41 Mbits/sec', '9.87 Mbits/sec'). The guests need iperf3
+        (the tools-host template; tiny-host has none): a one-line
+        ScenarioError says so."""
+        for name in (client, server):
+            self.node(name)
+        if client == server:
+            raise ScenarioError(f"iperf: give two different hosts, not {client} twice")
+        ip = self.exp[server].IP()
+        if not ip:
+            raise ScenarioError(f"iperf: {server} has no IP address to connect to")
+        if not seconds > 0:
+            raise ScenarioError(f"iperf: {seconds!r} seconds: want more than zero")
+        for name in (client, server):
+            if not self.exp.cmd(name, "command -v iperf3", timeout=PING_COMMAND_TIMEOUT_S).ok:
+                template = self.exp.topology.nodes[name].template
+                raise ScenarioError(f"iperf: {name} has no iperf3 (template {template}; "
+                                    "the tools-host template has it)")
+        budget = seconds + IPERF_SLACK_S
+        srv = self.exp.start(server, ["iperf3", "-s", "-1", "-J"], timeout=budget)
+        try:
+            report = self._iperf_client(client, ip, seconds, budget)
+        except BaseException:
+            self.exp.kill(srv)
+            raise
+        self.exp.wait(srv)
+        end = report.get("end", {})
+        try:
+            received = end["sum_received"]["bits_per_second"]
+            sent = end["sum_sent"]["bits_per_second"]
+        except (KeyError, TypeError):
+            raise ScenarioError(f"iperf: {client}'s iperf3 report has no totals") from None
+        return rate_text(received), rate_text(sent)
+
+    def _iperf_client(self, client: str, ip: str, seconds: float,
+                      budget: float) -> dict:
+        argv = ["iperf3", "-c", ip, "-t", f"{seconds:g}", "-J"]
+        for _ in range(IPERF_CONNECT_TRIES):
+            result = self.exp.cmd(client, argv, timeout=budget)
+            report = _json(result.stdout)
+            error = str(report.get("error", "")) if report is not None else ""
+            if result.ok and report is not None:
+                return report
+            if "refused" not in error:
+                why = error or result.summary()
+                raise ScenarioError(f"iperf: {client} -> {ip} failed: {why}")
+            self.exp.sleep(IPERF_CONNECT_WAIT_S)      # the server is not listening yet
+        raise ScenarioError(f"iperf: the iperf3 server on {ip} never listened")
+
+    # -- the network ---------------------------------------------------------------
+
+    def link(self, a: str, b: str, up: bool) -> None:
+        """Take the link(s) between nodes `a` and `b` down or bring them up
+        (Experiment.set_link: a one-line error for unknown nodes or no link)."""
+        self.exp.set_link(a, b, up)
+
+
+def rate_text(bits_per_second: float) -> str:
+    """iperf's own way of writing a rate (Mininet shows iperf's strings)."""
+    for unit, scale in (("Gbits/sec", 1e9), ("Mbits/sec", 1e6), ("Kbits/sec", 1e3)):
+        if bits_per_second >= scale:
+            return f"{bits_per_second / scale:.2f} {unit}"
+    return f"{bits_per_second:.0f} bits/sec"
+
+
+def _json(data: bytes) -> dict | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+__all__ = ["PingAll", "Session", "rate_text"]
