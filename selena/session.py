@@ -110,14 +110,20 @@ class Session:
 
     # -- commands ------------------------------------------------------------------
 
+    def _running(self, what: str) -> None:
+        if self.exp.paused:
+            raise ScenarioError(f"{what}: the experiment is paused (resume first)")
+
     def cmd(self, node: str, command: str, timeout: float | None = None) -> CommandResult:
         """Run `command` (node names substituted) in `node`'s guest and wait."""
         self.node(node)
+        self._running(node)
         return self.exp.cmd(node, self.substitute(command), timeout=timeout)
 
     def pingall(self, timeout: float = 1.0) -> PingAll:
         """Every host with an address pings every other host's first address
         once (busybox `ping -c 1 -W`, the wait in whole virtual seconds)."""
+        self._running("pingall")
         wait = max(1, math.ceil(timeout))
         hosts = [(h.name, h.IP()) for h in self.exp.hosts if h.IP()]
         pairs: list[tuple[str, str, bool]] = []
@@ -138,6 +144,7 @@ class Session:
         ScenarioError says so."""
         for name in (client, server):
             self.node(name)
+        self._running("iperf")
         if client == server:
             raise ScenarioError(f"iperf: give two different hosts, not {client} twice")
         ip = self.exp[server].IP()
@@ -187,6 +194,20 @@ class Session:
         """Take the link(s) between nodes `a` and `b` down or bring them up
         (Experiment.set_link: a one-line error for unknown nodes or no link)."""
         self.exp.set_link(a, b, up)
+
+    # -- time ----------------------------------------------------------------------
+
+    def tdf(self, tdf: float | str) -> float:
+        """Change the TDF of the running experiment (Experiment.set_tdf)."""
+        self.exp.set_tdf(tdf)
+        return self.exp.tdf
+
+    def pause(self) -> float:
+        """Freeze the experiment's virtual time; returns it (virtual seconds)."""
+        return self.exp.pause()
+
+    def resume(self) -> float:
+        return self.exp.resume()
 
 
 def rate_text(bits_per_second: float) -> str:
