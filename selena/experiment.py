@@ -208,6 +208,7 @@ class Experiment:
                           f"{units.tdf_text(self.topology.tdf)}")
             self.topology.tdf = 1.0
         self.warnings: list[Problem] = []
+        self.links_down: set[int] = set()   # indexes into topology.links (set_link)
         self.deployment: Deployment | None = None
         self.controller: Controller | None = None
         self.engine: Engine | None = None
@@ -512,6 +513,8 @@ class Experiment:
         self._running()
         for link in self.links_between(a, b):
             self.backend.set_link(self.topology.name, link, up, self.progress)
+            index = next(i for i, x in enumerate(self.topology.links) if x is link)
+            (self.links_down.discard if up else self.links_down.add)(index)
 
     @property
     def paused(self) -> bool:

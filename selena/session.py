@@ -16,11 +16,14 @@ import json
 import logging
 import math
 import re
+import signal
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from selena.control.channel import CommandResult
 from selena.errors import ScenarioError
+from selena.runner import CommandResult as RunResult
+from selena.runner import Runner
 
 if TYPE_CHECKING:
     from selena.experiment import Experiment
@@ -77,8 +80,9 @@ class PingAll:
 class Session:
     """Mininet-style operations on a deployed, running Experiment."""
 
-    def __init__(self, exp: Experiment) -> None:
+    def __init__(self, exp: Experiment, runner: Runner | None = None) -> None:
         self.exp = exp
+        self.runner = runner or Runner()      # `sh` in Dom0
 
     # -- names ---------------------------------------------------------------------
 
@@ -115,10 +119,80 @@ class Session:
             raise ScenarioError(f"{what}: the experiment is paused (resume first)")
 
     def cmd(self, node: str, command: str, timeout: float | None = None) -> CommandResult:
-        """Run `command` (node names substituted) in `node`'s guest and wait."""
+        """Run `command` (node names substituted) in `node`'s guest and wait.
+        Ctrl-C while waiting kills the command in the guest (as mn sends
+        SIGINT to the node's shell), then goes on as KeyboardInterrupt."""
         self.node(node)
         self._running(node)
-        return self.exp.cmd(node, self.substitute(command), timeout=timeout)
+        handle = self.exp.start(node, self.substitute(command), timeout=timeout)
+        try:
+            return self.exp.wait(handle)
+        except KeyboardInterrupt:
+            self.exp.kill(handle, signal.SIGINT)
+            raise
+
+    def sh(self, command: str) -> RunResult:
+        """A shell command in Dom0 (mn's `sh`), through the runner; its exit
+        status is in the result, not raised."""
+        return self.runner.run(["sh", "-c", command], check=False, timeout=None)
+
+    def namespace(self) -> dict[str, object]:
+        """What `py EXPR` sees, as in mn: the experiment (`exp`, also `net`),
+        this session, and every node by its name."""
+        names: dict[str, object] = {n: self.exp[n] for n in self.nodes if n.isidentifier()}
+        return {**names, "exp": self.exp, "net": self.exp, "session": self}
+
+    # -- what the network looks like (mn's net, links, dump) -----------------------
+
+    def _intf(self, node: str, index: int) -> str:
+        return f"{node}-{self.exp.topology.nodes[node].device(index)}"
+
+    def net_lines(self) -> list[str]:
+        """mn's `net`: each node with its interfaces and what they reach."""
+        topo = self.exp.topology
+        peers: dict[tuple[str, int], list[str]] = {}
+        for link in topo.links:
+            peers.setdefault((link.a.node, link.a.iface), []).append(
+                self._intf(link.b.node, link.b.iface))
+            peers.setdefault((link.b.node, link.b.iface), []).append(
+                self._intf(link.a.node, link.a.iface))
+        for hub in topo.hubs:
+            for e in hub.endpoints:
+                peers.setdefault((e.node, e.iface), []).append(hub.name)
+        lines = []
+        for name in self.nodes:
+            node = topo.nodes[name]
+            ends = [f"{self._intf(name, i.index)}:{','.join(peers.get((name, i.index), []))}"
+                    for i in sorted(node.interfaces, key=lambda i: i.index)]
+            lines.append(" ".join([name, *ends]))
+        return lines
+
+    def link_lines(self) -> list[str]:
+        """mn's `links`, with the state as set here: (OK OK) or (DOWN DOWN)."""
+        topo = self.exp.topology
+        lines = []
+        for i, link in enumerate(topo.links):
+            state = "DOWN" if i in self.exp.links_down else "OK"
+            lines.append(f"{self._intf(link.a.node, link.a.iface)}<->"
+                         f"{self._intf(link.b.node, link.b.iface)} ({state} {state})")
+        for hub in topo.hubs:
+            lines.append(f"{hub.name}: " + " ".join(self._intf(e.node, e.iface)
+                                                     for e in hub.endpoints))
+        return lines
+
+    def dump_lines(self) -> list[str]:
+        """mn's `dump`: each node, its addresses and its Xen domain id."""
+        topo = self.exp.topology
+        domids = self.exp.domids
+        lines = []
+        for name in self.nodes:
+            node = topo.nodes[name]
+            addrs = ",".join(f"{self._intf(name, i.index)}:"
+                             f"{'/'.join(a.split('/')[0] for a in i.addresses()) or 'None'}"
+                             for i in sorted(node.interfaces, key=lambda i: i.index))
+            lines.append(f"<{node.kind.value.capitalize()} {name}: {addrs} "
+                         f"domid={domids.get(name, '?')} template={node.template}>")
+        return lines
 
     def pingall(self, timeout: float = 1.0) -> PingAll:
         """Every host with an address pings every other host's first address

@@ -69,7 +69,7 @@ def test_cmd_runs_the_substituted_command_in_the_node():
     exp = running(single(2), answering())
     result = Session(exp).cmd("h1", "ping -c 1 h2", timeout=5)
     assert result.ok
-    assert exp.engine.commands == [("h1", "ping -c 1 10.0.0.2", 5)]
+    assert exp.engine.commands == [("h1", "start ping -c 1 10.0.0.2", 5)]
 
 
 def test_unknown_nodes_are_one_line_errors_naming_the_nodes_there_are():
