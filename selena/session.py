@@ -16,11 +16,14 @@ import json
 import logging
 import math
 import re
+import signal
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from selena.control.channel import CommandResult
 from selena.errors import ScenarioError
+from selena.runner import CommandResult as RunResult
+from selena.runner import Runner
 
 if TYPE_CHECKING:
     from selena.experiment import Experiment
@@ -77,8 +80,9 @@ class PingAll:
 class Session:
     """Mininet-style operations on a deployed, running Experiment."""
 
-    def __init__(self, exp: Experiment) -> None:
+    def __init__(self, exp: Experiment, runner: Runner | None = None) -> None:
         self.exp = exp
+        self.runner = runner or Runner()      # `sh` in Dom0
 
     # -- names ---------------------------------------------------------------------
 
@@ -110,14 +114,90 @@ class Session:
 
     # -- commands ------------------------------------------------------------------
 
+    def _running(self, what: str) -> None:
+        if self.exp.paused:
+            raise ScenarioError(f"{what}: the experiment is paused (resume first)")
+
     def cmd(self, node: str, command: str, timeout: float | None = None) -> CommandResult:
-        """Run `command` (node names substituted) in `node`'s guest and wait."""
+        """Run `command` (node names substituted) in `node`'s guest and wait.
+        Ctrl-C while waiting kills the command in the guest (as mn sends
+        SIGINT to the node's shell), then goes on as KeyboardInterrupt."""
         self.node(node)
-        return self.exp.cmd(node, self.substitute(command), timeout=timeout)
+        self._running(node)
+        handle = self.exp.start(node, self.substitute(command), timeout=timeout)
+        try:
+            return self.exp.wait(handle)
+        except KeyboardInterrupt:
+            self.exp.kill(handle, signal.SIGINT)
+            raise
+
+    def sh(self, command: str) -> RunResult:
+        """A shell command in Dom0 (mn's `sh`), through the runner; its exit
+        status is in the result, not raised."""
+        return self.runner.run(["sh", "-c", command], check=False, timeout=None)
+
+    def namespace(self) -> dict[str, object]:
+        """What `py EXPR` sees, as in mn: the experiment (`exp`, also `net`),
+        this session, and every node by its name."""
+        names: dict[str, object] = {n: self.exp[n] for n in self.nodes if n.isidentifier()}
+        return {**names, "exp": self.exp, "net": self.exp, "session": self}
+
+    # -- what the network looks like (mn's net, links, dump) -----------------------
+
+    def _intf(self, node: str, index: int) -> str:
+        return f"{node}-{self.exp.topology.nodes[node].device(index)}"
+
+    def net_lines(self) -> list[str]:
+        """mn's `net`: each node with its interfaces and what they reach."""
+        topo = self.exp.topology
+        peers: dict[tuple[str, int], list[str]] = {}
+        for link in topo.links:
+            peers.setdefault((link.a.node, link.a.iface), []).append(
+                self._intf(link.b.node, link.b.iface))
+            peers.setdefault((link.b.node, link.b.iface), []).append(
+                self._intf(link.a.node, link.a.iface))
+        for hub in topo.hubs:
+            for e in hub.endpoints:
+                peers.setdefault((e.node, e.iface), []).append(hub.name)
+        lines = []
+        for name in self.nodes:
+            node = topo.nodes[name]
+            ends = [f"{self._intf(name, i.index)}:{','.join(peers.get((name, i.index), []))}"
+                    for i in sorted(node.interfaces, key=lambda i: i.index)]
+            lines.append(" ".join([name, *ends]))
+        return lines
+
+    def link_lines(self) -> list[str]:
+        """mn's `links`, with the state as set here: (OK OK) or (DOWN DOWN)."""
+        topo = self.exp.topology
+        lines = []
+        for i, link in enumerate(topo.links):
+            state = "DOWN" if i in self.exp.links_down else "OK"
+            lines.append(f"{self._intf(link.a.node, link.a.iface)}<->"
+                         f"{self._intf(link.b.node, link.b.iface)} ({state} {state})")
+        for hub in topo.hubs:
+            lines.append(f"{hub.name}: " + " ".join(self._intf(e.node, e.iface)
+                                                     for e in hub.endpoints))
+        return lines
+
+    def dump_lines(self) -> list[str]:
+        """mn's `dump`: each node, its addresses and its Xen domain id."""
+        topo = self.exp.topology
+        domids = self.exp.domids
+        lines = []
+        for name in self.nodes:
+            node = topo.nodes[name]
+            addrs = ",".join(f"{self._intf(name, i.index)}:"
+                             f"{'/'.join(a.split('/')[0] for a in i.addresses()) or 'None'}"
+                             for i in sorted(node.interfaces, key=lambda i: i.index))
+            lines.append(f"<{node.kind.value.capitalize()} {name}: {addrs} "
+                         f"domid={domids.get(name, '?')} template={node.template}>")
+        return lines
 
     def pingall(self, timeout: float = 1.0) -> PingAll:
         """Every host with an address pings every other host's first address
         once (busybox `ping -c 1 -W`, the wait in whole virtual seconds)."""
+        self._running("pingall")
         wait = max(1, math.ceil(timeout))
         hosts = [(h.name, h.IP()) for h in self.exp.hosts if h.IP()]
         pairs: list[tuple[str, str, bool]] = []
@@ -138,6 +218,7 @@ class Session:
         ScenarioError says so."""
         for name in (client, server):
             self.node(name)
+        self._running("iperf")
         if client == server:
             raise ScenarioError(f"iperf: give two different hosts, not {client} twice")
         ip = self.exp[server].IP()
@@ -187,6 +268,20 @@ class Session:
         """Take the link(s) between nodes `a` and `b` down or bring them up
         (Experiment.set_link: a one-line error for unknown nodes or no link)."""
         self.exp.set_link(a, b, up)
+
+    # -- time ----------------------------------------------------------------------
+
+    def tdf(self, tdf: float | str) -> float:
+        """Change the TDF of the running experiment (Experiment.set_tdf)."""
+        self.exp.set_tdf(tdf)
+        return self.exp.tdf
+
+    def pause(self) -> float:
+        """Freeze the experiment's virtual time; returns it (virtual seconds)."""
+        return self.exp.pause()
+
+    def resume(self) -> float:
+        return self.exp.resume()
 
 
 def rate_text(bits_per_second: float) -> str:

@@ -96,6 +96,7 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", type=Path, default=None)
     g.add_argument("--keep", action="store_true")
     g.add_argument("--test", choices=("pingall", "none"), default=None)
+    g.add_argument("--cli", action="store_true")
     g.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
                    metavar="SECONDS")
     g.add_argument("--command-timeout", type=seconds_arg, default=None, metavar="SECONDS")
@@ -184,7 +185,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="results directory (default results/<experiment>-<time>)")
     p.add_argument("--keep", action="store_true", help="leave the experiment running")
     p.add_argument("--test", choices=("pingall", "none"), default=None,
-                   help="as mn --test: pingall pings every host from every other")
+                   help="as mn --test: pingall pings every host from every other; none: "
+                        "do not open the prompt of a topology with nothing to run")
+    p.add_argument("--cli", action="store_true",
+                   help="open the selena> prompt (as mn's CLI) after the scenario; a "
+                        "topology with nothing to run opens it without --cli")
     p.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
                    metavar="SECONDS",
                    help="real seconds to wait for every guest agent (default 600)")
@@ -331,6 +336,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.test == "pingall":
                 pingall(exp)
             exp.run_scenario()
+            if args.cli or _opens_prompt(args, exp.scenario):
+                from selena.cli.interactive import interact
+                from selena.session import Session
+
+                say("guests up: type help for the commands, exit or Ctrl-D to end the run")
+                interact(Session(exp))
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported below
         failure = exc
     engine = exp.engine
@@ -358,6 +369,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             report(user_error(failure, exp.scenario.source))
         return 1
     return 0
+
+
+def _opens_prompt(args: argparse.Namespace, scenario: Scenario) -> bool:
+    """As mn: a topology with nothing to run (no --test, no scenario actions
+    or run function) opens the prompt; stdin closed or absent does not."""
+    if args.test is not None or scenario.actions or scenario.run is not None:
+        return False
+    try:
+        sys.stdin.fileno()      # none under pytest's capture, or a daemon's closed stdin
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
 
 
 def _print_action_outputs(exp: Experiment, records: list, bundle: Path | None) -> None:
