@@ -8,6 +8,7 @@ the one Experiment."""
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from selena.cli import main
 from selena.errors import ArgumentError, ExperimentError, ScenarioError
 from selena.loader import load_scenario
 from selena.mininet import Mininet, SingleSwitchTopo, TCLink, Topo
+from selena.mininet.cli import CLI
 from selena.mininet.custom import load_custom, shim, split_args
 from selena.mininet.topo import to_topology
 from selena.model import NodeKind, Topology
@@ -53,7 +55,7 @@ def test_validate_loads_a_mininet_custom_file_unchanged(capsys):
 
 
 def test_plan_shapes_the_link_in_mininets_units(capsys):
-    rc, out, err = run_cli(capsys, "plan", "--custom", str(TWO_SWITCH), "--topo", "mytopo")
+    rc, out, err = run_cli(capsys, "plan", "--custom", str(TWO_SWITCH), "--topo", "shaped")
     assert rc == 0, err
     # bw=10 (Mbit/s), delay='5ms', loss=1 (percent), max_queue_size=100 (packets)
     assert out.count("htb rate 10000000bit") == 2       # the s3-s4 link, both directions
@@ -71,7 +73,7 @@ def test_topo_arguments_are_split_as_mn_does(capsys):
 
 
 def test_mininet_numbering_addresses_and_ports():
-    topo = load_scenario("mytopo", custom=[str(TWO_SWITCH)]).topology
+    topo = load_scenario("shaped", custom=[str(TWO_SWITCH)]).topology
     assert topo.nodes["h1"].interfaces[0].ip == "10.0.0.1/8"
     assert topo.nodes["h2"].interfaces[0].ip == "10.0.0.2/8"
     # s3: port 1 to h1, port 2 to s4, as Mininet numbers them
@@ -79,8 +81,8 @@ def test_mininet_numbering_addresses_and_ports():
     assert topo.openflow_ports("s4") == {"s3": 1, "h2": 2}
     # a link's line is the addLink call in the custom file
     shaped = next(link for link in topo.links if link.rate_bps)
-    assert shaped.defined_at.endswith("topo-2sw-2host.py:27")
-    assert topo.nodes["h1"].defined_at.endswith("topo-2sw-2host.py:20")
+    assert shaped.defined_at.endswith("topo-2sw-2host.py:40")
+    assert topo.nodes["h1"].defined_at.endswith("topo-2sw-2host.py:35")
 
 
 def test_explicit_addresses_keep_mininets_defaults_and_numbers():
@@ -128,7 +130,7 @@ def test_the_shim_takes_precedence_over_an_installed_mininet_and_is_restored(
 
     assert mininet.REAL
     topos = load_custom([TWO_SWITCH])
-    assert set(topos) == {"mytopo", "line"}
+    assert set(topos) == {"mytopo", "shaped", "line"}
     with shim():
         import mininet.topo as shimmed
 
@@ -198,7 +200,7 @@ def test_a_wrong_type_found_only_on_conversion_still_names_the_call(tmp_path):
 
 @pytest.mark.parametrize("argv,message", [
     (["--topo", "mytopo"], None),
-    ([], "name the topology with --topo NAME[,ARGS] (its topos: mytopo, line)"),
+    ([], "name the topology with --topo NAME[,ARGS] (its topos: mytopo, shaped, line)"),
     (["--topo", "nosuch"], "unknown topology 'nosuch'"),
     (["--topo", "mytopo,3"], "--topo 'mytopo,3': "),
     (["--topo", "mytopo", "--param", "x=1"], "a custom topology takes its arguments in the "
@@ -211,7 +213,7 @@ def test_custom_command_lines(capsys, argv, message):
     else:
         assert rc != 0 and message in err, err
         if "nosuch" in message:
-            assert "custom topos in" in err and "mytopo, line" in err and "linear" in err
+            assert "custom topos in" in err and "mytopo, shaped, line" in err and "linear" in err
 
 
 def test_bad_custom_files_are_named(tmp_path, capsys):
@@ -308,6 +310,8 @@ def test_mininet_object_before_start():
         net.get("h9")
     with pytest.raises(ArgumentError, match="addHost: the net is built already"):
         net.addHost("h4")
+    with pytest.raises(ExperimentError, match=r"CLI\(net\): the net is not started"):
+        CLI(net)
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -383,7 +387,7 @@ def fake_net(fake_xen, tmp_path, **kw) -> Mininet:
                    ready_timeout=20, progress=lambda msg: None, **kw)
 
 
-def test_start_cmd_ip_and_stop(fake_xen, tmp_path):
+def test_start_cmd_ip_cli_and_stop(fake_xen, tmp_path, capsys):
     net = fake_net(fake_xen, tmp_path, tdf=4)
     net.start()
     assert set(fake_xen.domains) == {"selena-pair-h1", "selena-pair-h2"}
@@ -391,6 +395,8 @@ def test_start_cmd_ip_and_stop(fake_xen, tmp_path):
     h1, h2 = net.get("h1", "h2")
     assert h1.cmd("echo to %s" % h2.IP()) == "to 10.0.0.2\n"  # noqa: UP031 - as Mininet's users write it
     assert h1.cmd("echo", "out;", "echo err >&2") == "out\nerr\n"
+    CLI(net, stdin=io.StringIO("h1 echo via-the-prompt\nexit\n"))     # selena's prompt
+    assert "via-the-prompt" in capsys.readouterr().out
     net.stop()
     assert fake_xen.domains == {} and fake_xen.bridges == {}
     net.stop()                                   # twice is fine

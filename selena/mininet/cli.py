@@ -1,13 +1,24 @@
-"""Mininet's CLI(net) is not part of selena.mininet: one line says what to
-use instead (a script's interactive prompt would block a run)."""
+"""Mininet's CLI(net): selena's `selena>` prompt (selena/cli/interactive.py)
+on a started net, as Mininet's CLI runs on its net: it returns when the user
+types exit or Ctrl-D, and the script goes on (to net.stop())."""
 
 from __future__ import annotations
+
+from typing import IO
 
 from selena.errors import ExperimentError
 
 
 class CLI:
-    def __init__(self, net: object, *args: object, **kwargs: object) -> None:
-        raise ExperimentError("CLI(net) is not part of selena.mininet: script the commands "
-                              "(h1.cmd(...), net.pingAll()), or run "
-                              "`selena run --custom FILE --topo NAME` for selena's prompt")
+    def __init__(self, net: object, script: str | None = None,
+                 stdin: IO[str] | None = None, **_kwargs: object) -> None:
+        from selena.cli.interactive import interact
+
+        session = getattr(net, "session", None)
+        if session is None:
+            raise ExperimentError("CLI(net): the net is not started (call net.start() first)")
+        if script is not None:
+            with open(script) as commands:
+                interact(session, stdin=commands)
+        else:
+            interact(session, stdin=stdin)

@@ -330,8 +330,14 @@ class Mininet:
         self.session.link(str(src), str(dst), status == "up")
 
     def interact(self) -> None:
-        raise ExperimentError("the interactive CLI is not part of selena.mininet: "
-                              "run `selena run --custom FILE --topo NAME` for one")
+        """Start, open the selena> prompt (Mininet's CLI), stop."""
+        from selena.mininet.cli import CLI
+
+        self.start()
+        try:
+            CLI(self)
+        finally:
+            self.stop()
 
 
 def _check_class(value: object, allowed: tuple[type, ...], what: str, where: str | None) -> None:

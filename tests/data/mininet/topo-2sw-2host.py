@@ -24,6 +24,19 @@ class MyTopo( Topo ):
 
         # Add links
         self.addLink( leftHost, leftSwitch )
+        self.addLink( leftSwitch, rightSwitch )
+        self.addLink( rightSwitch, rightHost )
+
+
+class ShapedTopo( MyTopo ):
+    "The same, with the switches' link shaped as TCLink shapes it."
+
+    def build( self ):
+        leftHost = self.addHost( 'h1' )
+        rightHost = self.addHost( 'h2' )
+        leftSwitch = self.addSwitch( 's3' )
+        rightSwitch = self.addSwitch( 's4' )
+        self.addLink( leftHost, leftSwitch )
         self.addLink( leftSwitch, rightSwitch, bw=10, delay='5ms', loss=1,
                       max_queue_size=100, use_htb=True )
         self.addLink( rightSwitch, rightHost )
@@ -43,4 +56,4 @@ class LineTopo( Topo ):
             last = switch
 
 
-topos = { 'mytopo': ( lambda: MyTopo() ), 'line': LineTopo }
+topos = { 'mytopo': ( lambda: MyTopo() ), 'shaped': ShapedTopo, 'line': LineTopo }
