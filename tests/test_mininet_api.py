@@ -402,7 +402,7 @@ def test_start_cmd_ip_cli_and_stop(fake_xen, tmp_path, capsys):
     net.stop()                                   # twice is fine
 
 
-def test_a_forgotten_stop_happens_at_exit(fake_xen, tmp_path):
+def test_a_forgotten_stop_happens_at_exit(fake_xen, tmp_path, capsys):
     from selena.mininet import net as net_module
 
     net = fake_net(fake_xen, tmp_path)
@@ -410,6 +410,7 @@ def test_a_forgotten_stop_happens_at_exit(fake_xen, tmp_path):
     assert fake_xen.domains
     net_module._stop_forgotten()                 # what atexit runs
     assert fake_xen.domains == {}
+    assert "*** net pair was not stopped: stopping it at exit" in capsys.readouterr().err
 
 
 def test_an_exception_in_a_with_block_tears_down(fake_xen, tmp_path):

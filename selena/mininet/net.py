@@ -17,18 +17,15 @@ if the script forgot), and pingAll/iperf are selena.session's.
 from __future__ import annotations
 
 import atexit
-import logging
 import weakref
 from typing import Any
 
 from selena.errors import ArgumentError, ExperimentError, ScenarioError
 from selena.mininet import node as mn_node
 from selena.mininet.link import Link, TCLink
-from selena.mininet.log import output
+from selena.mininet.log import error, output, warn
 from selena.mininet.topo import Topo, natural, to_topology
 from selena.model import caller_location
-
-log = logging.getLogger(__name__)
 
 # Mininet's constructor options that selena cannot honour without changing
 # what the script means: refused, one line each, with what to do instead.
@@ -52,12 +49,13 @@ _LIVE: weakref.WeakSet[Mininet] = weakref.WeakSet()
 
 @atexit.register
 def _stop_forgotten() -> None:
+    # Said on the console, as Mininet's own messages are (selena.mininet.log).
     for net in list(_LIVE):
-        log.warning("Mininet net %s was not stopped: stopping it at exit", net.name)
+        warn(f"*** net {net.name} was not stopped: stopping it at exit\n")
         try:
             net.stop()
         except Exception as exc:  # noqa: BLE001 - at exit, say it and go on
-            log.error("stopping %s at exit failed: %s", net.name, exc)
+            error(f"*** stopping net {net.name} at exit failed: {exc}\n")
 
 
 class NodeHandle:
