@@ -216,6 +216,37 @@ def test_custom_command_lines(capsys, argv, message):
             assert "custom topos in" in err and "mytopo, shaped, line" in err and "linear" in err
 
 
+def test_a_custom_file_may_import_what_mininet_files_import(tmp_path, capsys):
+    path = custom(tmp_path, """\
+from mininet.topo import Topo, SingleSwitchTopo, LinearTopo
+from mininet.topolib import TreeTopo
+from mininet.net import Mininet
+from mininet.node import OVSSwitch, OVSKernelSwitch, Controller, CPULimitedHost, Host
+from mininet.link import TCLink, Link
+from mininet.log import setLogLevel, info
+from mininet.util import irange, dumpNodeConnections
+from mininet.cli import CLI
+
+class Star(Topo):
+    def build(self, n=3, **opts):
+        s = self.addSwitch('s1', cls=OVSKernelSwitch)
+        for i in irange(1, n):
+            self.addLink(self.addHost('h%s' % i, cls=Host), s, cls=TCLink, bw=100)
+
+topos = {'star': Star, 'tree': lambda depth=2: TreeTopo(depth=depth, fanout=2),
+         'lin': LinearTopo}
+""")
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "star,4")
+    assert rc == 0 and "4 hosts, 1 other nodes, 4 links" in out, err
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "tree,depth=3")
+    assert rc == 0 and "8 hosts, 7 other nodes, 14 links" in out, err
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "lin,3,2")
+    assert rc == 0 and "6 hosts, 3 other nodes, 8 links" in out, err
+    path = custom(tmp_path, "from mininet.clean import cleanup\n", "clean.py")
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "x")
+    assert rc == 1 and f"{path}:1: selena's Mininet API has no mininet.clean (it has " in err
+
+
 def test_bad_custom_files_are_named(tmp_path, capsys):
     rc, _, err = run_cli(capsys, "validate", "--custom", "nosuch.py", "--topo", "x")
     assert rc == 1 and "--custom nosuch.py: no such file" in err

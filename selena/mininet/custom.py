@@ -78,7 +78,13 @@ def load_custom(paths: Sequence[str | Path]) -> dict[str, Callable[..., object]]
                 raise
             raise user_error(exc, path) from None
         except Exception as exc:  # the user's own code failed: name their line
-            raise user_error(exc, path) from None
+            error = user_error(exc, path)
+            missing = getattr(exc, "name", None) or ""
+            if isinstance(exc, ModuleNotFoundError) and _is_mininet(missing):
+                have = ", ".join(SHIM)
+                raise ScenarioFileError(error.where, f"selena's Mininet API has no {missing} "
+                                                     f"(it has {have})") from None
+            raise error from None
         found = namespace.get("topos", {})
         if not isinstance(found, dict):
             raise ScenarioError(f"{path}: `topos` must be a dict of names to Topo classes "
