@@ -252,7 +252,8 @@ def _exited_script(path: Path) -> SelenaScript:
 
 
 def _is_script(path: Path) -> bool:
-    """Whether the file drives an Experiment itself and declares no
+    """Whether the file drives an Experiment (or a selena.mininet Mininet)
+    itself and declares no
     `topology` or `build`: then it is loaded as `__main__` (its
     `if __name__ == "__main__":` block runs) so that the Experiment it
     constructs is reached and captured."""
@@ -270,9 +271,11 @@ def _is_script(path: Path) -> bool:
             declares = True
     if declares:
         return False
-    return any((isinstance(n, ast.Name) and n.id == "Experiment")
-               or (isinstance(n, ast.Attribute) and n.attr == "Experiment")
-               or (isinstance(n, ast.alias) and n.name.endswith("Experiment"))
+    # selena.mininet's Mininet constructs its Experiment: a script of it too.
+    drivers = ("Experiment", "Mininet")
+    return any((isinstance(n, ast.Name) and n.id in drivers)
+               or (isinstance(n, ast.Attribute) and n.attr in drivers)
+               or (isinstance(n, ast.alias) and n.name.endswith(drivers))
                for n in ast.walk(tree))
 
 

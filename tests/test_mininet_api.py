@@ -409,6 +409,39 @@ def test_ping_all_and_iperf_print_and_return_as_mininet(capsys):
     net.session = None
 
 
+MAIN_GUARDED = """\
+from selena.mininet import Mininet
+from selena.mininet.log import setLogLevel
+from selena.mininet.topo import SingleSwitchTopo
+
+
+def simpleTest():
+    net = Mininet(topo=SingleSwitchTopo(k=4), tdf=5)
+    net.start()
+    net.pingAll()
+    net.stop()
+    open(__file__ + ".ran", "w").write("started")
+
+
+if __name__ == '__main__':
+    setLogLevel('info')
+    simpleTest()
+"""
+
+
+def test_validate_checks_a_selena_mininet_script_and_run_refuses_it(tmp_path, capsys):
+    """As Mininet's examples are written: the net is built in a function the
+    main block calls. Loading stops at the Mininet (its Experiment) and runs
+    nothing after it."""
+    path = custom(tmp_path, MAIN_GUARDED, "simple.py")
+    rc, out, err = run_cli(capsys, "validate", path)
+    assert rc == 0, err
+    assert "valid: experiment singleswitch, TDF 5, 4 hosts, 1 other nodes, 4 links" in out
+    assert not Path(path + ".ran").exists()
+    rc, out, err = run_cli(capsys, "run", path)
+    assert rc == 1 and "this file runs its own experiment" in err
+
+
 # -- against a fake Dom0 (the real agents; toolchain tier) -----------------------------
 
 def fake_net(fake_xen, tmp_path, **kw) -> Mininet:
