@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -461,7 +462,10 @@ def test_start_cmd_ip_cli_and_stop(fake_xen, tmp_path, capsys):
     assert h1.cmd("echo", "out;", "echo err >&2") == "out\nerr\n"
     CLI(net, stdin=io.StringIO("h1 echo via-the-prompt\nexit\n"))     # selena's prompt
     assert "via-the-prompt" in capsys.readouterr().out
+    began = time.monotonic()
+    assert h2.cmd("sleep 300 &") == ""          # returns at once, as in Mininet
     net.stop()
+    assert time.monotonic() - began < 30
     assert fake_xen.domains == {} and fake_xen.bridges == {}
     net.stop()                                   # twice is fine
 

@@ -44,14 +44,13 @@ LINK_REFUSED = {
     "params2": "give the addresses on addHost(ip=...)",
     "addr1": "give the MAC on addHost(mac=...)",
     "addr2": "give the MAC on addHost(mac=...)",
-    "bw_units": "bw is in Mbit/s",
 }
 # selena's own options, passed through to Topology.add_host / add_switch.
 HOST_SELENA = ("template", "memory", "vcpus", "cpus", "packages", "ip6", "gateway6",
                "tsc_mode", "cpu_time", "gateway")
 SWITCH_SELENA = ("template", "memory", "vcpus", "cpus", "controller", "switch_model")
 
-# Option names Mininet users may give to selena's own API, with selena's word.
+# The shaping options of Mininet's TCLink.
 LINK_WORDS = ("bw", "delay", "jitter", "loss", "max_queue_size")
 
 
@@ -169,12 +168,11 @@ class Topo:
     def addHost(self, name: str, **opts: object) -> str:  # noqa: N802
         """A host; ip='10.0.0.1/24' (no prefix: /8, Mininet's), mac=,
         defaultRoute='via 10.0.0.254'."""
-        merged = {**self.hopts, **opts}
-        return self._add(name, "host", merged, "addHost")
+        # As Mininet: hopts are the options of a call that gives none.
+        return self._add(name, "host", dict(opts or self.hopts), "addHost")
 
     def addSwitch(self, name: str, **opts: object) -> str:  # noqa: N802
-        merged = {**self.sopts, **opts}
-        return self._add(name, "switch", merged, "addSwitch")
+        return self._add(name, "switch", dict(opts or self.sopts), "addSwitch")
 
     def addLink(self, node1: str, node2: str, port1: int | None = None,  # noqa: N802
                 port2: int | None = None, key: object = None, **opts: object) -> int:
@@ -193,7 +191,7 @@ class Topo:
                                      or port < 0):
                 raise _fail(call, f"{what} is a port number (1), not "
                                   f"{type(port).__name__} {port!r}")
-        merged = {**self.lopts, **opts}
+        merged = dict(opts or self.lopts)
         converted = link_options(merged, call)
         port1, port2 = self.addPort(node1, node2, port1, port2)
         self._links.append(_Link(node1, node2, port1, port2, converted, caller_location(),
