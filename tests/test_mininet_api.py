@@ -105,6 +105,21 @@ def test_explicit_addresses_keep_mininets_defaults_and_numbers():
     assert topo.nodes["s1"].stp is True
 
 
+def test_default_options_apply_to_calls_without_options_as_in_mininet():
+    class Two(Topo):
+        def build(self):
+            self.addHost("h1")
+            self.addHost("h2", ip="10.0.0.9/8")
+            self.addSwitch("s1")
+            self.addLink("h1", "s1")
+            self.addLink("h2", "s1", bw=10)
+
+    topo = to_topology(Two(hopts={"template": "tools-host"}, lopts={"bw": 5}), "two")
+    assert topo.nodes["h1"].template == "tools-host"
+    assert topo.nodes["h2"].template == "tiny-host"     # its own options replace hopts
+    assert [link.rate_bps for link in topo.links] == [5e6, 10e6]
+
+
 def test_custom_names_come_before_built_in_ones(tmp_path, capsys):
     path = custom(tmp_path, "from mininet.topo import Topo\n"
                             "class One(Topo):\n"
