@@ -119,11 +119,14 @@ class Session:
             raise ScenarioError(f"{what}: the experiment is paused (resume first)")
 
     def cmd(self, node: str, command: str, timeout: float | None = None) -> CommandResult:
-        """Run `command` (node names substituted) in `node`'s guest and wait.
-        Ctrl-C while waiting kills the command in the guest (as mn sends
-        SIGINT to the node's shell), then goes on as KeyboardInterrupt."""
+        """Run `command` (node names substituted) in `node`'s guest and wait
+        (`timeout` virtual seconds, by default the experiment's). Ctrl-C
+        while waiting kills the command in the guest (as mn sends SIGINT to
+        the node's shell), then goes on as KeyboardInterrupt."""
         self.node(node)
         self._running(node)
+        if timeout is None:
+            timeout = self.exp.command_timeout      # as exp.cmd (None there: no limit)
         handle = self.exp.start(node, self.substitute(command), timeout=timeout)
         try:
             return self.exp.wait(handle)

@@ -118,7 +118,7 @@ def test_py_sees_the_experiment_the_session_and_the_nodes():
 def test_errors_are_one_line_and_the_session_goes_on():
     net = session()
     script = ("frobnicate\nh9 true\nlink h1 h2 down\nlink h1\niperf h1\ntdf fast\n"
-              "pingall soon\npy 1/0\npy (\nsh\nh1\nnodes\n")
+              "pingall soon\npy 1/0\npy (\nsh\nh1\npy exit()\nnodes\n")
     out, err = pipe(net, script)
     assert err.splitlines() == [
         "*** unknown command 'frobnicate': try help",
@@ -131,7 +131,8 @@ def test_errors_are_one_line_and_the_session_goes_on():
         "*** ZeroDivisionError: division by zero",
         "*** SyntaxError: '(' was never closed (<py>, line 1)",
         "*** sh: want `sh COMMAND`",
-        "*** h1: want `h1 COMMAND`"]
+        "*** h1: want `h1 COMMAND`",
+        "*** to end the session, type exit (or Ctrl-D)"]
     assert "Traceback" not in err
     assert out.splitlines()[-1] == "h1 h2 s1"       # the last line still ran
 

@@ -190,3 +190,18 @@ def test_xl_set_link_sets_both_vifs_of_the_link_down_then_up(tmp_path):
     with pytest.raises(BackendError, match=r"link h1:eth1--h2:eth0 of pair: its vifs are not "
                                            r"in the state file \(found sv2.0\)"):
         backend.set_link("pair", Link(Endpoint("h1", 1), Endpoint("h2", 0)), up=False)
+
+
+def test_cmd_defaults_to_the_experiments_timeout_and_ctrl_c_kills_the_command():
+    exp = running(single(2), answering())
+    exp.command_timeout = 600.0
+    net = Session(exp)
+    net.cmd("h1", "true")
+    assert exp.engine.commands[-1] == ("h1", "start true", 600.0)
+
+    def interrupted(handle, check=False):
+        raise KeyboardInterrupt
+    exp.engine.wait = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        net.cmd("h1", "ping h2")
+    assert exp.engine.killed == ["ping 10.0.0.2"]

@@ -85,6 +85,8 @@ class Prompt(cmd.Cmd):
             self.error(str(exc))
         except KeyboardInterrupt:
             raise
+        except SystemExit:          # `py exit()`: the session ends by exit or Ctrl-D only
+            self.error("to end the session, type exit (or Ctrl-D)")
         except Exception as exc:  # noqa: BLE001 - one line, the session goes on
             self.error(f"{type(exc).__name__}: {exc}")
         return False
