@@ -105,6 +105,12 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
 
 
+def custom_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--custom", action="append", default=[], metavar="FILE",
+                   help="a Mininet custom file (mn --custom): its `topos` give --topo names, "
+                        "with Mininet's units (repeatable, or FILE1,FILE2)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     topo_names = ", ".join(topo_usage(t) for t in TOPOS)
 
@@ -113,7 +119,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="a scenario .py file, or a Mininet-style topology spec "
                             "(same as --topo)")
         p.add_argument("--topo", metavar="NAME[,ARGS]",
-                       help=f"a built-in topology, as in mn: {topo_names}")
+                       help=f"a built-in topology, as in mn: {topo_names}; or one a "
+                            "--custom file names")
+        custom_arg(p)
         p.add_argument("--tdf", type=tdf_arg, default=None,
                        help="override the experiment's TDF (1 to 1000, up to three decimals)")
         p.add_argument("--link", default=None, metavar="tc,bw=..,delay=..",
@@ -242,9 +250,11 @@ def _scenario(args: argparse.Namespace) -> Scenario:
         raise ScenarioError(f"give a scenario file or --topo, not both ({args.scenario!r} "
                             f"and --topo {args.topo!r})")
     source = args.topo or args.scenario
-    if not source:
+    custom = getattr(args, "custom", [])
+    if not source and not custom:
         raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
-    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param))
+    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param),
+                         custom=custom)
 
 
 # The scenario a verb's --topo/scenario, --tdf, --link and --param describe.
