@@ -142,12 +142,16 @@ def load_scenario(source: str | None, *, tdf: float | str | None = None,
             raise ScenarioError(f"--param {', '.join(params)}: a --topo spec takes no "
                                 "parameters (give them in the spec: tree,depth=2)")
         scenario = Scenario(parse_topo_spec(source, link), source=source)
+    _apply_tdf(scenario, tdf)
+    return scenario
+
+
+def _apply_tdf(scenario: Scenario, tdf: float | str | None) -> None:
     if tdf is not None:
         try:
             scenario.topology.tdf = units.tdf(tdf)
         except UnitError as exc:
             raise ScenarioError(f"--tdf: {exc}") from None
-    return scenario
 
 
 def _custom_scenario(spec: str | None, custom: Sequence[str], link: dict[str, object],
@@ -177,11 +181,7 @@ def _custom_scenario(spec: str | None, custom: Sequence[str], link: dict[str, ob
             raise ScenarioError(f"{exc} (custom topos in {shown}: {mine})") from None
     apply_link_spec(topology, link)
     scenario = Scenario(topology, source=f"{shown} --topo {spec}")
-    if tdf is not None:
-        try:
-            scenario.topology.tdf = units.tdf(tdf)
-        except UnitError as exc:
-            raise ScenarioError(f"--tdf: {exc}") from None
+    _apply_tdf(scenario, tdf)
     return scenario
 
 
