@@ -305,6 +305,17 @@ def _batches(domids: Sequence[int | str]) -> list[list[str]]:
             for i in range(0, len(items), TDF_TOOL_DOMAINS_MAX)]
 
 
+
+def _port_switch_commands(bridge: str, kind: str, vif: str, up: bool) -> list[list[str]]:
+    """The Dom0 commands that stop (or restart) a bridge passing frames
+    through one of its ports, leaving the port's device alone."""
+    if kind == "ovs":
+        prefix = "" if up else "no-"
+        return [["ovs-ofctl", "mod-port", bridge, vif, f"{prefix}receive"],
+                ["ovs-ofctl", "mod-port", bridge, vif, f"{prefix}forward"]]
+    # A Linux bridge port: disabled (0) or forwarding (3); selena's bridges run no STP.
+    return [["bridge", "link", "set", "dev", vif, "state", "3" if up else "0"]]
+
 class XlBackend(Backend):
     name = "xl"
     captures_links = True
@@ -685,10 +696,13 @@ class XlBackend(Backend):
 
     def set_link(self, experiment: str, link: Link, up: bool,
                  progress: Progress | None = None) -> None:
-        """`ip link set down|up` on the Dom0 vifs of both ends of the link:
-        down, the bridge passes nothing to or from either guest (their own
-        interfaces stay up, as a cable pulled out elsewhere); the vifs'
-        qdiscs, and so the link's shaping, survive it."""
+        """Down: the link's Dom0 bridge passes nothing to or from either end
+        (their own interfaces stay up, as a cable pulled out elsewhere); up:
+        it forwards again. Done in the bridge (OVS port flags no-receive and
+        no-forward, or a Linux bridge port disabled), never by taking the vif
+        itself down: netback comes back from that with its guest's transmit
+        path stalled for seconds (seen in the lab), and the vifs' qdiscs, so
+        the link's shaping, are not touched."""
         say = progress or (lambda msg: log.info("%s", msg))
         with self._locked(progress):
             state = self.state(experiment)
@@ -698,7 +712,13 @@ class XlBackend(Backend):
                 raise BackendError(f"{link} of {experiment}: its vifs are not in the state "
                                    f"file (found {', '.join(vifs) or 'none'})")
             for vif in vifs:
-                self.runner.run(["ip", "link", "set", vif, "up" if up else "down"])
+                bridge = state.vif_bridges.get(vif)
+                kind = state.bridges.get(bridge or "")
+                if bridge is None or kind is None:
+                    raise BackendError(f"{link} of {experiment}: vif {vif} has no bridge in "
+                                       "the state file")
+                for command in _port_switch_commands(bridge, kind, vif, up):
+                    self.runner.run(command)
         say(f"{experiment}: {link} {'up' if up else 'down'}")
 
     def set_tdf(self, experiment: str, tdf: float,
