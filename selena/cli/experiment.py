@@ -16,92 +16,30 @@ from pathlib import Path
 from selena import units
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
+from selena.cli.args import (
+    deploy_only_args,
+    param_arg,
+    run_only_args,
+    say,
+    scenario_of,
+    seconds_arg,
+    size_arg,
+    tdf_arg,
+)
 from selena.control.channel import DEFAULT_OUTPUT_CAP
 from selena.errors import (
     CleanupError,
     Problem,
-    ScenarioError,
     SelenaError,
-    UnitError,
     group_problems,
 )
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterrupt
-from selena.loader import Scenario, checking_only, load_scenario, user_error
+from selena.loader import checking_only, user_error
 from selena.model import NodeKind
 from selena.specs import TOPOS, topo_usage
 
 # Lines of each Listing-2 command's output `selena run` prints.
 ACTION_LINES = 8
-
-
-def tdf_arg(text: str) -> float:
-    try:
-        return units.tdf(text)
-    except UnitError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def param_arg(text: str) -> tuple[str, object]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.isidentifier():
-        raise argparse.ArgumentTypeError(f"--param {text!r}: want NAME=VALUE")
-    for convert in (int, float):
-        try:
-            return key, convert(value)
-        except ValueError:
-            continue
-    return key, value
-
-
-def seconds_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be zero or more seconds")
-    return value
-
-
-def size_arg(text: str) -> int:
-    try:
-        value = units.size_bytes(text)
-    except UnitError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be zero or more bytes")
-    return value
-
-
-def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def deploy_only_args(p: argparse.ArgumentParser) -> None:
-    """deploy's and run's options, for a verb that only checks (validate,
-    advise): accepted so that a run's command line can be checked as it is."""
-    g = p.add_argument_group("deploy options (accepted as run takes them; "
-                             "nothing is deployed)")
-    g.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
-    g.add_argument("--shaping", choices=("dom0", "guest"), default="dom0")
-    g.add_argument("--offload", action="store_true")
-    g.add_argument("--warm", action="store_true")
-
-
-def run_only_args(p: argparse.ArgumentParser) -> None:
-    """The options only `run` (and deploy) use, accepted and ignored by the
-    verbs that check a scenario, so that `selena validate` takes a run's
-    command line unchanged."""
-    g = p.add_argument_group("run options (accepted as run takes them; unused here)")
-    g.add_argument("--out", type=Path, default=None)
-    g.add_argument("--keep", action="store_true")
-    g.add_argument("--test", choices=("pingall", "none"), default=None)
-    g.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
-                   metavar="SECONDS")
-    g.add_argument("--command-timeout", type=seconds_arg, default=None, metavar="SECONDS")
-    g.add_argument("--no-monitor", action="store_true")
-    g.add_argument("--output-cap", type=size_arg, default=DEFAULT_OUTPUT_CAP, metavar="SIZE")
-    g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -232,24 +170,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_clean)
 
 
-def _scenario(args: argparse.Namespace) -> Scenario:
-    if args.scenario and args.topo:
-        raise ScenarioError(f"give a scenario file or --topo, not both ({args.scenario!r} "
-                            f"and --topo {args.topo!r})")
-    source = args.topo or args.scenario
-    if not source:
-        raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
-    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param))
-
-
-# The scenario a verb's --topo/scenario, --tdf, --link and --param describe.
-scenario_of = _scenario
-
-
 def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
     if getattr(args, "no_monitor", False):
         options["monitor"] = False
-    return Experiment(_scenario(args), backend=args.backend, strict=args.strict,
+    return Experiment(scenario_of(args), backend=args.backend, strict=args.strict,
                       bridge=getattr(args, "bridge", "ovs"),
                       shaping=getattr(args, "shaping", "dom0"),
                       offloads=getattr(args, "offload", False),
