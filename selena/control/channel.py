@@ -23,6 +23,7 @@ from selena.control.protocol import (
     CommandSpec,
     CommandState,
     guest_text,
+    net_failure,
     parse_state,
     printable,
 )
@@ -295,7 +296,7 @@ class Controller:
         except XenstoreError as exc:
             raise GuestLost(guest.name, f"cannot read its agent's keys: {exc}") from None
         if net.startswith("failed"):
-            raise GuestSetupError(guest.name, net)
+            raise GuestSetupError(guest.name, net, *net_failure(net))
         return True
 
     # -- commands ------------------------------------------------------------------
