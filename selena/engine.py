@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from selena.compat import Action, PushCmd, PushOFRule, SetArp
-from selena.control.channel import CommandHandle, CommandResult, Controller
+from selena.control.channel import CommandHandle, CommandResult
+from selena.control.interface import CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError, ScenarioError
 from selena.metrics import Metric, make_metric
@@ -147,7 +148,7 @@ class Engine:
     """The scenario API over one experiment's guests: commands, virtual-time
     scheduling, waiting, metrics and fault injection."""
 
-    def __init__(self, controller: Controller, domids: dict[str, int], clock: VirtualClock,
+    def __init__(self, controller: CommandChannel, domids: dict[str, int], clock: VirtualClock,
                  *, crash: Callable[[str], None] | None = None,
                  switches: Switches | None = None, out_dir: Path | None = None,
                  command_timeout: float | None = DEFAULT_COMMAND_TIMEOUT_S,
@@ -263,7 +264,7 @@ class Engine:
                     overdue_since = time.monotonic()
                 elif time.monotonic() - overdue_since > WAIT_SLACK_S:
                     break
-                handle._done.wait(1.0)
+                handle.wait_done(1.0)
             if not handle.done:
                 raise ControlError(f"command {handle.spec.describe()!r} on {handle.guest} still "
                                    f"running {WAIT_SLACK_S:g} real s after its {timeout:g} s "

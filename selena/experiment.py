@@ -48,12 +48,8 @@ from typing import Any
 from selena import units
 from selena.backends import Backend, Deployment, get_backend
 from selena.compat import Action
-from selena.control.channel import (
-    DEFAULT_OUTPUT_CAP,
-    CommandHandle,
-    CommandResult,
-    Controller,
-)
+from selena.control.channel import CommandHandle, CommandResult
+from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.engine import (
     DEFAULT_COMMAND_TIMEOUT_S,
@@ -209,7 +205,7 @@ class Experiment:
             self.topology.tdf = 1.0
         self.warnings: list[Problem] = []
         self.deployment: Deployment | None = None
-        self.controller: Controller | None = None
+        self.controller: CommandChannel | None = None
         self.engine: Engine | None = None
         self.environment: dict[str, Any] = {}
         self.timings: dict[str, float] = {}         # real seconds of each stage
@@ -319,23 +315,22 @@ class Experiment:
         late = self.backend.wait_up(self.deployment, self.ready_timeout, self.progress)
         if late:
             self.progress(f"not booted after {self.ready_timeout:g} s: {', '.join(late)}")
-        self.controller = self.backend.command_channel(self.topology.tdf,
-                                                       output_cap=self.output_cap)
+        self.controller = channel = self.backend.command_channel(self.topology.tdf,
+                                                                 output_cap=self.output_cap)
         for node, domid in self.deployment.domids.items():
-            self.controller.add_guest(node, domid)
+            channel.add_guest(node, domid)
         self.progress(f"waiting for {len(self.deployment.domids)} guest agents")
-        self.controller.wait_ready(self.ready_timeout)
+        channel.wait_ready(self.ready_timeout)
         # Unpaused to every agent ready: the guests' boot, in real seconds.
         self.timings["boot_to_agents_s"] = time.monotonic() - begin
         if self.backend.guest_agents:
-            apply_guest_shaping(self.controller, plan, progress=self.progress)
+            apply_guest_shaping(channel, plan, progress=self.progress)
         # Without agents the backend set the switches up itself.
-        switches = Switches(self.controller,
-                            plan.switches if self.backend.guest_agents else [])
+        switches = Switches(channel, plan.switches if self.backend.guest_agents else [])
         switches.configure(progress=self.progress)
         self.environment = self._environment()
         deployment = self.deployment
-        self.engine = Engine(self.controller, deployment.domids,
+        self.engine = Engine(channel, deployment.domids,
                              VirtualClock(self.topology.tdf),
                              crash=lambda node: self.backend.crash(deployment, node),
                              switches=switches,
