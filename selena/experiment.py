@@ -47,7 +47,7 @@ from typing import Any
 
 from selena import units
 from selena.backends import Backend, Deployment, get_backend
-from selena.compat import Action
+from selena.compat import Action, run_actions
 from selena.control.channel import CommandHandle, CommandResult
 from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
 from selena.control.protocol import CommandSpec
@@ -56,7 +56,6 @@ from selena.engine import (
     FINISH_LIMIT_S,
     Engine,
     VirtualClock,
-    run_actions,
 )
 from selena.errors import (
     ExperimentError,
@@ -386,8 +385,7 @@ class Experiment:
                      actions: list[Action] | None = None) -> None:
         """SELENA Listing-2 actions (in file order), then run(exp): by default
         those of the scenario this experiment was made from."""
-        self._running()
-        run_actions(self, self.scenario.actions if actions is None else actions)
+        run_actions(self._running(), self.scenario.actions if actions is None else actions)
         fn = self.scenario.run if run is None else run
         if fn is not None:
             fn(self)

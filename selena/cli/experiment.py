@@ -26,7 +26,9 @@ from selena.cli.args import (
     size_arg,
     tdf_arg,
 )
+from selena.compat import PUSH_CMD
 from selena.control.channel import DEFAULT_OUTPUT_CAP
+from selena.engine import Recorded
 from selena.errors import (
     CleanupError,
     Problem,
@@ -252,7 +254,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for rec in sorted(engine.records, key=lambda r: r.seq):
             r = rec.result
             print(f"{r.guest:>10}  {r.summary():<28} {r.command[:60]}")
-        _print_action_outputs(exp, engine.records, exp.bundle)
+        _print_action_outputs(engine.records, exp.bundle)
         for metric in engine.metrics.values():
             print(metric.line())
     if exp.fidelity is not None:
@@ -274,19 +276,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_action_outputs(exp: Experiment, records: list, bundle: Path | None) -> None:
+def _print_action_outputs(records: list[Recorded], bundle: Path | None) -> None:
     """SELENA Listing-2 commands print what they printed (netperf's result,
     say), as SELENA's own controller showed it: from the bundle, since the
-    engine keeps no output."""
-    from selena.compat import PushCmd
-
-    pushed = {c.rstrip().rstrip("&").rstrip() for a in exp.scenario.actions
-              if isinstance(a, PushCmd) for c in a.commands}
-    if bundle is None or not pushed:
+    engine keeps no output. Their records say they came from pushCmd."""
+    if bundle is None:
         return
     for rec in sorted(records, key=lambda r: r.seq):
         r = rec.result
-        if r.command.strip() not in pushed or not rec.stdout_bytes:
+        if rec.origin != PUSH_CMD or not rec.stdout_bytes:
             continue
         text = _tail(bundle / "nodes" / r.guest / f"{rec.n}.stdout")
         if text.strip():
