@@ -245,6 +245,15 @@ class Experiment:
                                    placement=self.placement, host_cpus=self.host.cpus)
         return self._plan
 
+    def needs_agents(self) -> bool:
+        """Whether the nodes must be configured through their agents once
+        up (guest-side shaping, switch bridges and flows), so a deploy has
+        to wait for them: the one place that decides it. A backend without
+        agents configures its nodes itself."""
+        plan = self.plan()
+        return self.backend.guest_agents and (
+            bool(plan.switches) or any(g.guest_shaping for g in plan.guests))
+
     def render(self) -> str:
         """What a deploy would run, as a shell script (runs nothing)."""
         from selena.openflow import bridge_script, flow_scripts
@@ -296,7 +305,7 @@ class Experiment:
             raise
         self.timings["deploy_s"] = time.monotonic() - begin
         if not wait:
-            if any(g.guest_shaping for g in plan.guests) or plan.switches:
+            if self.needs_agents():
                 self._abort_deploy()
                 raise ExperimentError("guest-side shaping and switches need the guest "
                                       "agents: deploy with wait")

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from memory_backend import MemoryBackend
 
 from selena.cli import main
 from selena.compat import PUSH_CMD, PUSH_OF_RULE
 from selena.engine import SCENARIO
+from selena.errors import ExperimentError
 from selena.experiment import Experiment
+from selena.model import Topology
 
 LISTING = ("newNode(0, 'H1', NodeType.LINUX_HOST, [(1000, 'RANDOM', '10.0.1.2', "
            "'255.255.255.0', '')])\n"
@@ -35,6 +38,44 @@ LISTING = ("newNode(0, 'H1', NodeType.LINUX_HOST, [(1000, 'RANDOM', '10.0.1.2', 
 def experiment(source, backend=None, **kw) -> Experiment:
     return Experiment(source, backend=backend or MemoryBackend(), templates=None,
                       monitor=False, progress=lambda _msg: None, **kw)
+
+
+def pair(tdf: float = 2) -> Topology:
+    topo = Topology("pair", tdf=tdf)
+    topo.add_link(topo.add_host("h1", ip="10.0.0.1/24"), topo.add_host("h2", ip="10.0.0.2/24"),
+                  rate="10Mbit", delay="1ms")
+    return topo
+
+
+# -- whether the agents are needed ----------------------------------------------------
+
+def test_one_rule_decides_whether_the_agents_are_needed():
+    assert not experiment(pair()).needs_agents()
+    assert experiment(pair(), shaping="guest").needs_agents()        # shaped in the guests
+    unshaped = Topology("bare", tdf=2)
+    unshaped.add_link(unshaped.add_host("h1", ip="10.0.0.1/24"),
+                      unshaped.add_host("h2", ip="10.0.0.2/24"))
+    assert not experiment(unshaped, shaping="guest").needs_agents()  # nothing to shape
+    switched = pair()
+    switched.add_link(switched.add_switch("s1"), switched.nodes["h1"])
+    assert experiment(switched).needs_agents()
+    # Nodes without agents are configured by their backend.
+    assert not experiment(switched, MemoryBackend(guest_agents=False)).needs_agents()
+
+
+def test_a_deploy_without_waiting_is_refused_when_the_agents_are_needed():
+    switched = pair()
+    switched.add_link(switched.add_switch("s1"), switched.nodes["h1"])
+    backend = MemoryBackend()
+    exp = experiment(switched, backend)
+    with pytest.raises(ExperimentError, match="need the guest agents"):
+        exp.deploy(wait=False)
+    assert backend.destroyed == ["pair"]
+    backend = MemoryBackend()
+    exp = experiment(pair(), backend)
+    exp.deploy(wait=False)                  # nothing to configure: not waited for
+    assert backend.channels == []
+    exp.detach()
 
 
 # -- Listing-2 actions and their records' origin ---------------------------------------

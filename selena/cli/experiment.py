@@ -221,8 +221,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if not exp.backend.dilates:
         raise SelenaError(f"the {exp.backend.name} backend lives as long as one `selena run`; "
                           "it cannot deploy an experiment that outlives the command")
-    needs_agents = bool(exp.plan().switches) or exp.placement.value == "guest"
-    exp.deploy(wait=args.wait > 0 or needs_agents)
+    exp.deploy(wait=args.wait > 0 or exp.needs_agents())
     try:
         for node, domid in sorted(exp.domids.items()):
             print(f"{node}\tselena-{exp.topology.name}-{node}\t{domid}")
