@@ -150,8 +150,12 @@ class Experiment:
 
         install()       # a selena error ending the user's script is one line
 
-        # A scenario file comes back loaded (as a Scenario).
-        topology = intercept(topology, tdf=tdf, params=params, link=link)  # type: ignore[assignment]
+        # A scenario file comes back loaded (as a Scenario). Its TDF is set
+        # once, below, not also while it loads (where an error would name
+        # the CLI's --tdf); a file being loaded is captured with its own.
+        from_file = isinstance(topology, str | Path)
+        topology = intercept(topology, tdf=None if from_file else tdf,  # type: ignore[assignment]
+                             params=params, link=link)
         if isinstance(topology, Scenario):
             scenario = topology
         elif isinstance(topology, Topology):

@@ -11,10 +11,11 @@ import json
 import pytest
 from memory_backend import MemoryBackend
 
+import selena.units
 from selena.cli import main
 from selena.compat import PUSH_CMD, PUSH_OF_RULE
 from selena.engine import SCENARIO
-from selena.errors import ExperimentError
+from selena.errors import ExperimentError, ScenarioError
 from selena.experiment import Experiment
 from selena.model import Topology
 
@@ -45,6 +46,41 @@ def pair(tdf: float = 2) -> Topology:
     topo.add_link(topo.add_host("h1", ip="10.0.0.1/24"), topo.add_host("h2", ip="10.0.0.2/24"),
                   rate="10Mbit", delay="1ms")
     return topo
+
+
+# -- the TDF, applied once --------------------------------------------------------------
+
+def test_a_scenario_files_tdf_is_applied_once_on_the_python_api_path(tmp_path, monkeypatch):
+    path = tmp_path / "pair.py"
+    path.write_text("from selena.model import Topology\n"
+                    "topology = Topology('pair', tdf=10)\n"
+                    "topology.add_link(topology.add_host('h1', ip='10.0.0.1/24'),\n"
+                    "                  topology.add_host('h2', ip='10.0.0.2/24'))\n")
+    applied = []
+    real_tdf = selena.units.tdf
+
+    def counting(value):
+        applied.append(value)
+        return real_tdf(value)
+    monkeypatch.setattr(selena.units, "tdf", counting)
+    backend = MemoryBackend()
+    with experiment(str(path), backend, tdf="4") as exp:
+        assert exp.topology.tdf == 4.0 and exp.tdf == 4.0
+    # Once: not by the file's loading and again by the Experiment.
+    assert applied.count("4") == 1
+    assert backend.deployed_tdf == [4.0] and backend.channels[0].tdf == 4.0
+    # The error speaks the API's word, not the CLI's --tdf.
+    with pytest.raises(ScenarioError, match=r"^tdf: TDF 'x' is not a number"):
+        experiment(str(path), tdf="x")
+
+
+def test_a_tdf_change_reaches_the_backend_and_the_channel_once_each():
+    backend = MemoryBackend()
+    with experiment(pair(2), backend) as exp:
+        assert backend.tdf_calls == []          # deploying set it, nothing re-applied it
+        exp.set_tdf(8)
+        assert backend.tdf_calls == [("backend", 8.0), ("channel", 8.0)]
+        assert exp.tdf == 8.0 and backend.channels[0].tdf == 8.0
 
 
 # -- whether the agents are needed ----------------------------------------------------
