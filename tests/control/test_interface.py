@@ -178,3 +178,21 @@ def test_a_channel_written_to_the_interface_drives_the_engine():
         assert [r.result.command for r in engine.records] == ["echo hi", "hang"]
     finally:
         engine.stop()
+
+
+def test_the_public_import_paths_still_work():
+    # Issue 28 item 8: scripts and the lab import these; the interface moved
+    # nothing away from them.
+    import importlib
+
+    for module, names in {
+            "selena.experiment": ["Experiment"],
+            "selena.backends.xl": ["XlBackend"],
+            "selena.control.channel": ["Controller", "base_path", "CommandHandle",
+                                       "CommandResult", "DEFAULT_OUTPUT_CAP"],
+            "selena.control.xenstore": ["XenstoreConnection"],
+            "selena.control.protocol": ["CommandSpec"],
+            "selena.control.keys": ["control_keys"],
+            "selena.cli.experiment": ["tdf_arg", "scenario_of"]}.items():
+        loaded = importlib.import_module(module)
+        assert all(hasattr(loaded, name) for name in names), module
