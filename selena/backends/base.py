@@ -13,10 +13,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
 from selena.hostinfo import HostInfo
 from selena.plan import Plan
+
+if TYPE_CHECKING:
+    from selena.model import Link
 
 Progress = Callable[[str], None]
 
@@ -139,6 +143,14 @@ class Backend(abc.ABC):
     def thaw(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
         """Restart every guest's virtual time at one real instant, losing
         none; returns (virtual ns, real ns)."""
+
+    def set_link(self, experiment: str, link: Link, up: bool,
+                 progress: Progress | None = None) -> None:
+        """Take one link of a running experiment down (nothing passes either
+        way; its shaping is kept) or bring it back up."""
+        from selena.errors import BackendError
+
+        raise BackendError(f"the {self.name} backend cannot take links down or up")
 
     @abc.abstractmethod
     def crash(self, deployment: Deployment, node: str) -> None:

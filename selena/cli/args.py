@@ -78,6 +78,7 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", type=Path, default=None)
     g.add_argument("--keep", action="store_true")
     g.add_argument("--test", choices=("pingall", "none"), default=None)
+    g.add_argument("--cli", action="store_true")
     g.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
                    metavar="SECONDS")
     g.add_argument("--command-timeout", type=seconds_arg, default=None, metavar="SECONDS")
@@ -86,13 +87,21 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
 
 
+def custom_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--custom", action="append", default=[], metavar="FILE",
+                   help="a Mininet custom file (mn --custom): its `topos` give --topo names, "
+                        "with Mininet's units (repeatable, or FILE1,FILE2)")
+
+
 def scenario_of(args: argparse.Namespace) -> Scenario:
     """The scenario a verb's --topo/scenario, --tdf, --link and --param describe."""
     if args.scenario and args.topo:
         raise ScenarioError(f"give a scenario file or --topo, not both ({args.scenario!r} "
                             f"and --topo {args.topo!r})")
     source = args.topo or args.scenario
-    if not source:
+    custom = getattr(args, "custom", [])
+    if not source and not custom:
         raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
-    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param))
+    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param),
+                         custom=custom)
 

@@ -67,6 +67,12 @@ class CommandChannel(Protocol):
         """Detach: no more commands; what this channel opened is released."""
         ...
 
+    def hold_heartbeats(self, held: bool) -> None:
+        """The nodes' time stands still (held) or runs again: a channel that
+        declares silent nodes lost must not count the standstill. One that
+        watches no liveness has nothing to do."""
+        return None
+
     def wait(self, handle: CommandHandle, timeout: float | None = None) -> CommandResult:
         """A command's result; ControlError if it has not ended after
         `timeout` real seconds (None: no limit)."""

@@ -120,6 +120,8 @@ def test_an_unknown_node_and_a_closed_channel_are_control_errors(any_channel):
     with pytest.raises(ControlError, match="h9"):
         any_channel.submit("h9", CommandSpec(argv=("true",)))
     any_channel.set_tdf(1.0)                # both run at TDF 1 here
+    any_channel.hold_heartbeats(True)       # a pause: no silent node counts as lost
+    any_channel.hold_heartbeats(False)
     any_channel.close()
     with pytest.raises(ControlError, match="closed"):
         any_channel.submit("h1", CommandSpec(argv=("true",)))

@@ -155,7 +155,10 @@ class FakeXen(FakeRunner):
             return self._pause_many(args[1], [int(d) for d in args[2:]])
         if cmd[0] == "selena-tdf" and args[1] in ("freeze", "thaw"):
             for domid in args[2:]:
-                self._by_id(int(domid)).frozen = args[1] == "freeze"
+                dom = self._by_id(int(domid))
+                dom.frozen = args[1] == "freeze"
+                if dom.agent is not None:   # a frozen guest runs nothing, heartbeats neither
+                    os.killpg(dom.agent.pid, signal.SIGSTOP if dom.frozen else signal.SIGCONT)
             verb = "froze" if args[1] == "freeze" else "thawed"
             out = f"{verb} {len(args) - 2} domain(s) at virtual 5000 ns (Xen time 9000 ns)\n"
             return 0, out, ""
