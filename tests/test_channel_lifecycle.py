@@ -148,3 +148,24 @@ def test_selena_run_prints_what_pushcmd_printed_by_origin_not_by_text(tmp_path, 
     meta = json.loads((tmp_path / "bundle/meta.json").read_text())
     # The bundle is as before: origins are the CLI's to use, not new keys.
     assert all("origin" not in c for c in meta["commands"])
+
+
+@pytest.mark.parametrize(("switch", "attached"), [(False, 0), (True, 1)])
+def test_selena_deploy_without_waiting_still_waits_when_the_agents_are_needed(
+        tmp_path, capsys, monkeypatch, switch, attached):
+    body = ("from selena.model import Topology\n"
+            "topology = Topology('dep', tdf=2)\n"
+            "h1 = topology.add_host('h1', ip='10.0.0.1/24')\n"
+            "h2 = topology.add_host('h2', ip='10.0.0.2/24')\n"
+            + ("s1 = topology.add_switch('s1')\n"
+               "topology.add_link(h1, s1)\ntopology.add_link(h2, s1)\n" if switch
+               else "topology.add_link(h1, h2)\n"))
+    (tmp_path / "dep.py").write_text(body)
+    backend = MemoryBackend()
+    monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: backend)
+    monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
+    assert main(["deploy", str(tmp_path / "dep.py"), "--wait", "0"]) == 0, \
+        capsys.readouterr().err
+    # The same rule as Experiment.deploy(wait=False): switches need their agents.
+    assert len(backend.channels) == attached
+    assert "h1\tselena-dep-h1\t" in capsys.readouterr().out
