@@ -154,15 +154,14 @@ class Experiment:
         # once, below, not also while it loads (where an error would name
         # the CLI's --tdf); a file being loaded is captured with its own.
         from_file = isinstance(topology, str | Path)
-        topology = intercept(topology, tdf=None if from_file else tdf,  # type: ignore[assignment]
-                             params=params, link=link)
-        if isinstance(topology, Scenario):
-            scenario = topology
-        elif isinstance(topology, Topology):
-            scenario = Scenario(topology, source=topology.name, params=dict(params or {}))
+        loaded = intercept(topology, tdf=None if from_file else tdf, params=params, link=link)
+        if isinstance(loaded, Scenario):
+            scenario = loaded
+        elif isinstance(loaded, Topology):
+            scenario = Scenario(loaded, source=loaded.name, params=dict(params or {}))
         else:
             raise ExperimentError(f"Experiment needs a Topology, a Scenario or a scenario "
-                                  f"file, got {type(topology).__name__}")
+                                  f"file, got {type(loaded).__name__}")
         if tdf is not None:
             try:
                 scenario.topology.tdf = units.tdf(tdf)

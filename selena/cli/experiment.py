@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from selena import units
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
@@ -179,7 +180,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_clean)
 
 
-def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
+def _experiment(args: argparse.Namespace, **options: Any) -> Experiment:
     if getattr(args, "no_monitor", False):
         options["monitor"] = False
     return Experiment(scenario_of(args), backend=args.backend, strict=args.strict,
@@ -187,7 +188,7 @@ def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
                       shaping=getattr(args, "shaping", "dom0"),
                       offloads=getattr(args, "offload", False),
                       warm=getattr(args, "warm", False),
-                      replace=getattr(args, "replace", False), progress=say, **options)  # type: ignore[arg-type]
+                      replace=getattr(args, "replace", False), progress=say, **options)
 
 
 def print_warnings(warnings: list[Problem]) -> None:
