@@ -45,6 +45,7 @@ from selena.backends.base import (
     Progress,
     QdiscStats,
 )
+from selena.control.interface import DEFAULT_OUTPUT_CAP
 from selena.control.keys import Key, control_keys
 from selena.errors import (
     BackendError,
@@ -67,6 +68,7 @@ from selena.shaping.plan import real_rate_bps, real_seconds
 from selena.signals import sigint_deferred
 
 if TYPE_CHECKING:
+    from selena.control.channel import Controller
     from selena.control.xenstore import XenstoreConnection
     from selena.model import Link
 
@@ -347,7 +349,21 @@ class XlBackend(Backend):
 
     # -- connection and host -------------------------------------------------------
 
+    def command_channel(self, tdf: float, output_cap: int = DEFAULT_OUTPUT_CAP) -> Controller:
+        """The Xenstore control channel to the guest agents, on a connection
+        of its own to this backend's xenstored (closed with the controller),
+        so that nothing the guests do to the channel reaches the connection
+        teardown uses."""
+        from selena.control.channel import Controller
+
+        shared = self.xenstore()
+        return Controller.connect(shared.path, timeout=shared.timeout, tdf=tdf,
+                                  output_cap=output_cap)
+
     def xenstore(self) -> XenstoreConnection:
+        """The Xenstore connection this backend uses (the control channel
+        opens its own to the same xenstored); Xen's alone, not part of the
+        Backend interface."""
         if self._xs is None:
             from selena.control.xenstore import XenstoreConnection
 

@@ -90,6 +90,20 @@ def unescape(text: str) -> bytes:
     return bytes(out)
 
 
+def net_failure(report: str) -> tuple[str, str]:
+    """Where and why an agent's boot-time network set-up failed, from its
+    agent/net report `failed <index> <escaped reason>` (PROTOCOL.md); every
+    word is the guest's, so both come back with control characters escaped."""
+    parts = report.split(" ", 2)
+    where = f"directive {printable(parts[1], 20)}" if len(parts) > 1 else "its directives"
+    why = parts[2] if len(parts) > 2 else report
+    try:
+        why = unescape(why).decode(errors="replace")
+    except ProtocolMismatch:
+        pass
+    return where, printable(why)
+
+
 # The agent refuses longer ones (spec.h): start + timeout must not wrap.
 TIMEOUT_NS_MAX = 10**17
 

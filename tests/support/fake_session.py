@@ -58,8 +58,8 @@ class RecordingBackend(Backend):
     def set_link(self, experiment: str, link: Any, up: bool, progress: Any = None) -> None:
         self.asked.append(("set_link", experiment, str(link), up))
 
-    def xenstore(self) -> Any:
-        raise AssertionError("no Xenstore here")
+    def command_channel(self, tdf: float, output_cap: int = 0) -> Any:
+        raise AssertionError("no command channel here: these tests attach a FakeEngine")
 
     def crash(self, deployment: Any, node: str) -> None:
         self.asked.append(("crash", node))
