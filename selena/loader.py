@@ -150,26 +150,10 @@ def _load_file(path: Path, params: dict[str, object]) -> Scenario:
     # A script parses its own arguments: as loaded, it gets none (its defaults).
     sys.argv = [str(path)]
     try:
-        try:
-            script: SelenaScript = load_selena_file(path, main=as_main)
-        except _ExperimentCaptured as captured:
-            if params:
-                raise ScenarioError(f"{path}: --param {', '.join(params)} needs a "
-                                    "build(**params) function in the scenario") from None
-            captured.scenario.params = params
-            return captured.scenario
-        except SystemExit as exc:
-            if exc.code not in (0, None):
-                raise ScenarioError(f"{path}: the file exited (status {exc.code}) while "
-                                    "selena loaded it, with no arguments; "
-                                    f"{RUNS_ITSELF}") from None
-            script = _exited_script(path)
-        except ScenarioError as exc:
-            if isinstance(exc, ScenarioFileError) or str(exc).startswith(f"{path}:"):
-                raise
-            raise user_error(exc, path) from None
-        except Exception as exc:  # the user's own code failed: name their line
-            raise user_error(exc, path) from None
+        loaded = _run_file(path, as_main, params)
+        if isinstance(loaded, Scenario):
+            return loaded
+        script = loaded
         namespace = script.namespace_after_run
         topo = namespace.get("topology")
         build = namespace.get("build")
@@ -201,7 +185,32 @@ def _load_file(path: Path, params: dict[str, object]) -> Scenario:
     candidate = namespace.get("run")
     if candidate is not None and not callable(candidate):
         raise ScenarioError(f"{path}: `run` must be a function run(exp)")
-    return Scenario(topo, script.actions, candidate, str(path), params)  # type: ignore[arg-type]
+    return Scenario(topo, script.actions, candidate, str(path), params)
+
+
+def _run_file(path: Path, as_main: bool, params: dict[str, object]) -> SelenaScript | Scenario:
+    """Run the file: what it declared, or the Scenario of the Experiment it
+    constructed; its errors as the user should see them."""
+    try:
+        return load_selena_file(path, main=as_main)
+    except _ExperimentCaptured as captured:
+        if params:
+            raise ScenarioError(f"{path}: --param {', '.join(params)} needs a "
+                                "build(**params) function in the scenario") from None
+        captured.scenario.params = params
+        return captured.scenario
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise ScenarioError(f"{path}: the file exited (status {exc.code}) while "
+                                "selena loaded it, with no arguments; "
+                                f"{RUNS_ITSELF}") from None
+        return _exited_script(path)
+    except ScenarioError as exc:
+        if isinstance(exc, ScenarioFileError) or str(exc).startswith(f"{path}:"):
+            raise
+        raise user_error(exc, path) from None
+    except Exception as exc:  # the user's own code failed: name their line
+        raise user_error(exc, path) from None
 
 
 def _exited_script(path: Path) -> SelenaScript:
