@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import json
 import logging
 import math
@@ -597,7 +598,7 @@ class XlBackend(Backend):
             if guest.cpus:
                 act.run(["xl", "vcpu-pin", domid, "all", guest.cpus])
         # The experiment marker and the agent's control keys, before it runs.
-        act.write_keys(control_keys(domid, plan.experiment, guest.net))  # type: ignore[arg-type]
+        act.write_keys(control_keys(domid, plan.experiment, guest.net))
         act.run(["selena-tdf", "set", domid, plan.tdf_text])
         # A pooled guest may carry the cap of its last experiment: always set it.
         if guest.cpu_time == "real" or pooled is not None:
@@ -972,21 +973,21 @@ class XlBackend(Backend):
         for name, (domid, marker) in domains.items():
             if marker not in live:
                 self._sweep(removed, failures, name,
-                            lambda d=domid, n=name: self._destroy_domain(n, d, None))
+                            functools.partial(self._destroy_domain, name, domid, None))
         ovs: dict[str, str] = {}
         self._sweep(removed, failures, "", lambda: ovs.update(self._tagged_ovs_bridges()),
                     what="listing the OVS bridges (ovs-vsctl list-br)")
         for bridge, tag in ovs.items():
             if tag not in live:
-                self._sweep(removed, failures, bridge, lambda b=bridge: self.runner.run(
-                    ["ovs-vsctl", "--if-exists", "del-br", b]))
+                self._sweep(removed, failures, bridge, functools.partial(
+                    self.runner.run, ["ovs-vsctl", "--if-exists", "del-br", bridge]))
         linux: dict[str, str] = {}
         self._sweep(removed, failures, "", lambda: linux.update(self._tagged_linux_bridges()),
                     what="listing the Linux bridges (ip link show type bridge)")
         for bridge, tag in linux.items():
             if tag not in live:
                 self._sweep(removed, failures, bridge,
-                            lambda b=bridge: self.runner.run(["ip", "link", "del", b]))
+                            functools.partial(self.runner.run, ["ip", "link", "del", bridge]))
 
     def _sweep_run_files(self, live: set[str], failures: list[str], force: bool) -> None:
         """Run-lock files without a state file: one still held is a live run

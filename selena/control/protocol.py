@@ -130,9 +130,9 @@ class CommandSpec:
             if not name or "=" in name:
                 raise ValidationError(f"bad environment variable name {name!r}")
             lines.append(f"env {escape(f'{name}={value}')}")
-        for value in [*self.argv, self.shell]:
-            if value is not None and "\0" in value:
-                raise ValidationError(f"command text {value!r} contains a NUL byte")
+        for text in [*self.argv, self.shell]:
+            if text is not None and "\0" in text:
+                raise ValidationError(f"command text {text!r} contains a NUL byte")
         lines += [f"arg {escape(a)}" for a in self.argv]
         if self.shell is not None:
             lines.append(f"shell {escape(self.shell)}")

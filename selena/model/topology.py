@@ -6,8 +6,10 @@ import enum
 import hashlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, TypeVar
 
 from selena import units
 from selena.errors import ArgumentError, UnitError
@@ -33,7 +35,7 @@ def caller_location() -> str | None:
     """`file:line` of the innermost caller outside the selena package: where a
     user's scenario or script declared a node, link or entry, so that
     validation can point there."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         shown = _shown_name(frame.f_code.co_filename)
         if shown is not None:
@@ -60,7 +62,10 @@ def _want(value: object, types: tuple[type, ...], what: str, call: str,
                                            f"not {type(value).__name__} {value!r}")
 
 
-def _parsed(parse, value: object, what: str, call: str):  # type: ignore[no-untyped-def]
+_T = TypeVar("_T")
+
+
+def _parsed(parse: Callable[[Any], _T], value: object, what: str, call: str) -> _T:
     """A unit parser's result, its error raised at the caller's line."""
     try:
         return parse(value)
