@@ -26,7 +26,7 @@ from types import TracebackType
 from selena import units
 from selena.compat import Action, NodeType, SelenaScript, load_selena_file
 from selena.errors import ScenarioError, ScenarioFileError, SelenaError, UnitError
-from selena.model import Topology
+from selena.model import LinkOptions, Topology
 from selena.specs import apply_link_spec, parse_link_spec, parse_topo_spec
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -122,7 +122,7 @@ def load_scenario(source: str, *, tdf: float | str | None = None,
 
     `source` is a .py file or a --topo spec; `params` go to the file's
     `build(**params)` (and are kept for `exp.params`)."""
-    link = parse_link_spec(link_spec) if link_spec else {}
+    link: LinkOptions = parse_link_spec(link_spec) if link_spec else {}
     params = dict(params or {})
     path = Path(source)
     if path.suffix == ".py":

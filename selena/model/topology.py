@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from selena import units
 from selena.errors import ArgumentError, UnitError
@@ -189,6 +189,19 @@ class Endpoint:
 
     def __str__(self) -> str:
         return f"{self.node}:eth{self.iface}"
+
+
+
+class LinkOptions(TypedDict, total=False):
+    """add_link's shaping keywords, as the --topo builders and a --link spec
+    pass them on to every link."""
+
+    rate: str | float | None
+    delay: str | float
+    jitter: str | float
+    loss: str | float
+    queue: int | None
+    prio: bool
 
 
 @dataclass
