@@ -156,14 +156,14 @@ class Experiment:
         install()       # a selena error ending the user's script is one line
 
         # A scenario file comes back loaded (as a Scenario).
-        topology = intercept(topology, tdf=tdf, params=params, link=link)  # type: ignore[assignment]
-        if isinstance(topology, Scenario):
-            scenario = topology
-        elif isinstance(topology, Topology):
-            scenario = Scenario(topology, source=topology.name, params=dict(params or {}))
+        loaded = intercept(topology, tdf=tdf, params=params, link=link)
+        if isinstance(loaded, Scenario):
+            scenario = loaded
+        elif isinstance(loaded, Topology):
+            scenario = Scenario(loaded, source=loaded.name, params=dict(params or {}))
         else:
             raise ExperimentError(f"Experiment needs a Topology, a Scenario or a scenario "
-                                  f"file, got {type(topology).__name__}")
+                                  f"file, got {type(loaded).__name__}")
         if tdf is not None:
             try:
                 scenario.topology.tdf = units.tdf(tdf)

@@ -267,8 +267,8 @@ def user_error(exc: BaseException, path: Path | str | None = None) -> ScenarioFi
     elif frames:
         last = frames[-1]
         where = f"{_shown(last.filename)}:{last.lineno}"
-    elif isinstance(exc, SelenaError) and getattr(exc, "where", None):
-        where = str(exc.where)  # type: ignore[attr-defined]
+    elif isinstance(exc, SelenaError) and (own := getattr(exc, "where", None)):
+        where = str(own)
     else:
         where = str(path) if path else "scenario"
     shown_tb = "".join(traceback.format_list(frames)) if len(frames) > 1 else ""

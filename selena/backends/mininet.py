@@ -160,6 +160,8 @@ class NamespaceChannel:
             proc = self._procs.get(handle.id)
         if proc is None or handle.done:
             return
+        # CommandHandle has no such field: this channel tags its own handles
+        # (read back with getattr when the command ends).
         handle._kill_reason = "kill"    # type: ignore[attr-defined]
         self._signal(proc, signal)
 

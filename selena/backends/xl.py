@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Protocol, TypeVar
 
 import jinja2
 
@@ -214,8 +214,11 @@ def _real(value: object, what: str, positive: bool = False) -> float:
     return number
 
 
+_V = TypeVar("_V")
+
+
 def _map(data: dict[str, object], key: str, what: str,
-         value: Callable[[object, str], object]) -> dict[str, object]:
+         value: Callable[[object, str], _V]) -> dict[str, _V]:
     raw = data.get(key, {})
     if not isinstance(raw, dict):
         raise TypeError(f"{key} is not an object")
@@ -256,16 +259,16 @@ def _state_from(data: object) -> DeployState:
     tap_pid = data.get("tap_pid")
     return DeployState(
         experiment, _real(data["tdf"], "tdf", positive=True),
-        _map(data, "domains", "domain", domid),                      # type: ignore[arg-type]
-        bridges,                                                     # type: ignore[arg-type]
-        _map(data, "pool_keys", "pool key of", text),                # type: ignore[arg-type]
-        _map(data, "nodes", "domain of node", text),                 # type: ignore[arg-type]
-        _map(data, "shaping", "shaping of", shaping),                # type: ignore[arg-type]
+        _map(data, "domains", "domain", domid),
+        bridges,
+        _map(data, "pool_keys", "pool key of", text),
+        _map(data, "nodes", "domain of node", text),
+        _map(data, "shaping", "shaping of", shaping),
         None if tap_pid is None else _int(tap_pid, "tap_pid", 0, 2**22),  # 0: none
-        _map(data, "vif_nodes", "node of vif", text),                # type: ignore[arg-type]
-        _map(data, "real_cpu", "vCPUs of",                           # type: ignore[arg-type]
+        _map(data, "vif_nodes", "node of vif", text),
+        _map(data, "real_cpu", "vCPUs of",
              lambda v, w: _int(v, w, 1, 4096)),
-        _map(data, "vif_bridges", "bridge of vif", text))            # type: ignore[arg-type]
+        _map(data, "vif_bridges", "bridge of vif", text))
 
 
 
@@ -510,9 +513,9 @@ class XlBackend(Backend):
         try:
             futures: list[Future[None]] = [pool.submit(one, g) for g in plan.guests]
             finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in finished if f.exception() is not None), None)
+            failed = next((e for f in finished if (e := f.exception()) is not None), None)
             if failed is not None:
-                raise failed.exception()  # type: ignore[misc]
+                raise failed
         except BaseException:
             # A failed guest, or Ctrl-C (or SIGTERM made one): no new creates;
             # the ones in flight finish and are recorded, so that the rollback

@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from selena import units
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
@@ -246,7 +247,7 @@ def _scenario(args: argparse.Namespace) -> Scenario:
 scenario_of = _scenario
 
 
-def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
+def _experiment(args: argparse.Namespace, **options: Any) -> Experiment:
     if getattr(args, "no_monitor", False):
         options["monitor"] = False
     return Experiment(_scenario(args), backend=args.backend, strict=args.strict,
@@ -254,7 +255,7 @@ def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
                       shaping=getattr(args, "shaping", "dom0"),
                       offloads=getattr(args, "offload", False),
                       warm=getattr(args, "warm", False),
-                      replace=getattr(args, "replace", False), progress=say, **options)  # type: ignore[arg-type]
+                      replace=getattr(args, "replace", False), progress=say, **options)
 
 
 def print_warnings(warnings: list[Problem]) -> None:
@@ -424,6 +425,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if "error" in s:
             print(f"{s['experiment']}: {s['error']}")
             continue
+        # status() is plain data typed as objects: tdf a number, domains and
+        # bridges mappings (XlBackend's DeployState as a dict).
         print(f"{s['experiment']}: TDF {units.tdf_text(float(s['tdf']))}, "  # type: ignore[arg-type]
               f"{len(s['domains'])} guests, {len(s['bridges'])} bridges")  # type: ignore[arg-type]
     return 1 if any("error" in s for s in states) else 0
