@@ -732,6 +732,127 @@ static int next_timeout_ms(uint64_t mono)
     return (int)((soonest - mono) / 1000000ull + 1);
 }
 
+/* Handle the events queued on the connection; after lost ones, re-read
+ * everything that events would announce. */
+static void dispatch_events(void)
+{
+    struct xs_event ev;
+    unsigned int i;
+
+    while ( xs_next_event(&xs, &ev) )
+    {
+        if ( strcmp(ev.token, WATCH_TOKEN) == 0 )
+            handle_event(ev.path);
+        else if ( strcmp(ev.token, VERSION_TOKEN) == 0 )
+            version_changed();
+        free(ev.path);
+        free(ev.token);
+    }
+    if ( xs.ev_dropped )
+    {
+        xs.ev_dropped = 0;
+        rescan();
+        for ( i = 0; i < MAX_CMDS; i++ )
+            if ( cmds[i].used )
+            {
+                read_ack(&cmds[i]);
+                read_kill(&cmds[i]);
+            }
+    }
+}
+
+/* Kill commands past their timeout; drain what exited ones left in their
+ * pipes once the EOF grace is over; finish the commands that are done. */
+static void advance_commands(uint64_t mono)
+{
+    unsigned int i;
+
+    enforce_timeouts(mono);
+    for ( i = 0; i < MAX_CMDS; i++ )
+    {
+        struct cmd *c = &cmds[i];
+        unsigned int k;
+
+        if ( !c->used )
+            continue;
+        for ( k = 0; k < 2; k++ )
+            if ( c->exited && mono >= c->end_mono + EOF_GRACE_NS )
+                pump_stream(c, k, 1);
+        finish_if_done(c);
+    }
+}
+
+/* What serve() polls: the xenbus device, SIGCHLD, the heartbeat timer, then
+ * each output pipe whose window is open (its command and stream alongside). */
+struct poll_set {
+    struct pollfd pfd[3 + 2 * MAX_CMDS];
+    struct cmd *owner[3 + 2 * MAX_CMDS];
+    unsigned int which[3 + 2 * MAX_CMDS];
+    unsigned int n;
+};
+
+static void fill_poll_set(struct poll_set *ps, int sfd, int tfd)
+{
+    unsigned int i;
+
+    ps->n = 0;
+    ps->pfd[ps->n++] = (struct pollfd){ .fd = xs.fd, .events = POLLIN };
+    ps->pfd[ps->n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+    ps->pfd[ps->n++] = (struct pollfd){ .fd = tfd, .events = POLLIN };
+    for ( i = 0; i < MAX_CMDS; i++ )
+    {
+        unsigned int k;
+
+        if ( !cmds[i].used )
+            continue;
+        for ( k = 0; k < 2; k++ )
+            if ( window_open(&cmds[i].out[k]) )
+            {
+                ps->owner[ps->n] = &cmds[i];
+                ps->which[ps->n] = k;
+                ps->pfd[ps->n++] = (struct pollfd){ .fd = cmds[i].out[k].fd,
+                                                    .events = POLLIN };
+            }
+    }
+}
+
+/* Act on what poll() found ready. Returns 0, or 1 when the xenbus
+ * connection failed (fatal). */
+static int handle_ready(const struct poll_set *ps, int sfd, int tfd)
+{
+    unsigned int i;
+    int rc;
+
+    if ( ps->pfd[0].revents )
+    {
+        rc = xs_pump(&xs);
+        if ( rc )
+        {
+            logmsg("xenbus: %s", strerror(-rc));
+            return 1;
+        }
+    }
+    if ( ps->pfd[1].revents )
+    {
+        struct signalfd_siginfo si;
+
+        while ( read(sfd, &si, sizeof(si)) == sizeof(si) )
+            ;
+        reap();
+    }
+    if ( ps->pfd[2].revents )
+    {
+        uint64_t ticks;
+
+        if ( read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks) )
+            heartbeat();
+    }
+    for ( i = 3; i < ps->n; i++ )
+        if ( ps->pfd[i].revents )
+            pump_stream(ps->owner[i], ps->which[i], 0);
+    return 0;
+}
+
 static int serve(void)
 {
     struct itimerspec every_second = { { 1, 0 }, { 1, 0 } };
@@ -747,105 +868,25 @@ static int serve(void)
     heartbeat();
     for ( ;; )
     {
-        struct pollfd pfd[3 + 2 * MAX_CMDS];
-        struct cmd *owner[3 + 2 * MAX_CMDS];
-        unsigned int which[3 + 2 * MAX_CMDS];
-        unsigned int n = 0, i;
-        struct xs_event ev;
+        struct poll_set ps;
         uint64_t mono;
         int rc;
 
-        while ( xs_next_event(&xs, &ev) )
-        {
-            if ( strcmp(ev.token, WATCH_TOKEN) == 0 )
-                handle_event(ev.path);
-            else if ( strcmp(ev.token, VERSION_TOKEN) == 0 )
-                version_changed();
-            free(ev.path);
-            free(ev.token);
-        }
-        if ( xs.ev_dropped )
-        {
-            /* Lost events: re-read everything that events would announce. */
-            xs.ev_dropped = 0;
-            rescan();
-            for ( i = 0; i < MAX_CMDS; i++ )
-                if ( cmds[i].used )
-                {
-                    read_ack(&cmds[i]);
-                    read_kill(&cmds[i]);
-                }
-        }
+        dispatch_events();
         mono = now_ns(CLOCK_MONOTONIC);
-        enforce_timeouts(mono);
-        for ( i = 0; i < MAX_CMDS; i++ )
-        {
-            struct cmd *c = &cmds[i];
-            unsigned int k;
-
-            if ( !c->used )
-                continue;
-            for ( k = 0; k < 2; k++ )
-                if ( c->exited && mono >= c->end_mono + EOF_GRACE_NS )
-                    pump_stream(c, k, 1);
-            finish_if_done(c);
-        }
-
-        pfd[n++] = (struct pollfd){ .fd = xs.fd, .events = POLLIN };
-        pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-        pfd[n++] = (struct pollfd){ .fd = tfd, .events = POLLIN };
-        for ( i = 0; i < MAX_CMDS; i++ )
-        {
-            unsigned int k;
-
-            if ( !cmds[i].used )
-                continue;
-            for ( k = 0; k < 2; k++ )
-                if ( window_open(&cmds[i].out[k]) )
-                {
-                    owner[n] = &cmds[i];
-                    which[n] = k;
-                    pfd[n++] = (struct pollfd){ .fd = cmds[i].out[k].fd,
-                                                .events = POLLIN };
-                }
-        }
+        advance_commands(mono);
+        fill_poll_set(&ps, sfd, tfd);
+        /* Events queued by what ran above: handle them before sleeping. */
         if ( xs.ev_count )
             continue;
-        rc = poll(pfd, n, next_timeout_ms(mono));
+        rc = poll(ps.pfd, ps.n, next_timeout_ms(mono));
         if ( rc < 0 && errno != EINTR )
         {
             logmsg("poll: %s", strerror(errno));
             return 1;
         }
-        if ( rc <= 0 )
-            continue;
-        if ( pfd[0].revents )
-        {
-            rc = xs_pump(&xs);
-            if ( rc )
-            {
-                logmsg("xenbus: %s", strerror(-rc));
-                return 1;
-            }
-        }
-        if ( pfd[1].revents )
-        {
-            struct signalfd_siginfo si;
-
-            while ( read(sfd, &si, sizeof(si)) == sizeof(si) )
-                ;
-            reap();
-        }
-        if ( pfd[2].revents )
-        {
-            uint64_t ticks;
-
-            if ( read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks) )
-                heartbeat();
-        }
-        for ( i = 3; i < n; i++ )
-            if ( pfd[i].revents )
-                pump_stream(owner[i], which[i], 0);
+        if ( rc > 0 && handle_ready(&ps, sfd, tfd) )
+            return 1;
     }
 }
 
