@@ -69,6 +69,7 @@ class VirtualClock:
         # (real start, virtual start, tdf) of each segment, in order.
         self._segments: list[tuple[float, float, float]] = [(start, 0.0, tdf)]
         self._stopped = False
+        self._frozen: float | None = None     # virtual seconds where time stands still
 
     @property
     def tdf(self) -> float:
@@ -79,8 +80,38 @@ class VirtualClock:
         return self._segments[0][0]
 
     def now(self) -> float:
+        if self._frozen is not None:
+            return self._frozen
         real0, virtual0, tdf = self._segments[-1]
         return virtual0 + (self._clock() - real0) / tdf
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen is not None
+
+    def freeze(self, at: float | None = None) -> float:
+        """The guests' time stood still from `at` (a real instant, default
+        now): virtual time stays where it was until thaw(); returns it."""
+        with self._cond:
+            if self._frozen is None:
+                real = self._clock() if at is None else max(at, self._segments[-1][0])
+                real0, virtual0, tdf = self._segments[-1]
+                self._frozen = virtual0 + (real - real0) / tdf
+            return self._frozen
+
+    def thaw(self, at: float | None = None) -> float:
+        """Virtual time goes on from `at` (default now), from where freeze()
+        stopped it, at the same TDF: none is lost. A new segment of the
+        timeline (same TDF) starts there."""
+        with self._cond:
+            if self._frozen is None:
+                return self.now()
+            virtual = self._frozen
+            real = self._clock() if at is None else max(at, self._segments[-1][0])
+            self._segments.append((real, virtual, self.tdf))
+            self._frozen = None
+            self._cond.notify_all()
+            return virtual
 
     def real_elapsed(self) -> float:
         return self._clock() - self.started

@@ -75,7 +75,7 @@ from selena.fidelity import DEFAULT_INTERVAL_S, FidelityReport, Monitor
 from selena.hostinfo import HostInfo
 from selena.loader import Scenario, describe, user_frames
 from selena.metrics import Metric
-from selena.model import NodeKind, Topology
+from selena.model import Link, NodeKind, Topology
 from selena.openflow import Switches
 from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, make_plan
@@ -208,6 +208,7 @@ class Experiment:
                           f"{units.tdf_text(self.topology.tdf)}")
             self.topology.tdf = 1.0
         self.warnings: list[Problem] = []
+        self.links_down: set[int] = set()   # indexes into topology.links (set_link)
         self.deployment: Deployment | None = None
         self.controller: Controller | None = None
         self.engine: Engine | None = None
@@ -480,6 +481,8 @@ class Experiment:
         a failure half-way puts every guest and link back at the old TDF.
         Returns the real instant (time.monotonic) the guests changed."""
         engine = self._running()
+        if engine.clock.frozen:
+            raise ExperimentError("the experiment is paused: resume it before changing the TDF")
         try:
             new = units.tdf(tdf)
         except UnitError as exc:
@@ -489,6 +492,65 @@ class Experiment:
         if self.controller is not None:
             self.controller.set_tdf(new)
         return (first + last) / 2
+
+    def links_between(self, a: str, b: str) -> list[Link]:
+        """The point-to-point links joining nodes a and b (either way round);
+        a one-line ScenarioError for an unknown node or no such link."""
+        self[a], self[b]        # unknown names: one line naming the nodes there are
+        links = [link for link in self.topology.links
+                 if {link.a.node, link.b.node} == {a, b} and a != b]
+        if not links:
+            peers = sorted({e.node for link in self.topology.links
+                            for e in (link.a, link.b) if a in (link.a.node, link.b.node)} - {a})
+            raise ScenarioError(f"no link between {a} and {b} in {self.topology.name} "
+                                f"({a} is linked to {', '.join(peers) or 'nothing'})")
+        return links
+
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        """Take the link(s) between nodes a and b down (nothing passes; the
+        guests' own interfaces stay up, as with a cable pulled out at the
+        switch) or bring them back up, as Mininet's configLinkStatus."""
+        self._running()
+        for link in self.links_between(a, b):
+            self.backend.set_link(self.topology.name, link, up, self.progress)
+            index = next(i for i, x in enumerate(self.topology.links) if x is link)
+            (self.links_down.discard if up else self.links_down.add)(index)
+
+    @property
+    def paused(self) -> bool:
+        return self.engine is not None and self.engine.clock.frozen
+
+    def pause(self) -> float:
+        """Freeze every guest's virtual time at one instant (the backend's
+        freeze: guests paused, clocks and timers standing still); the
+        experiment's own virtual clock stands still with them. Commands
+        wait until resume(). Returns the virtual time of the pause."""
+        engine = self._running()
+        if engine.clock.frozen:
+            raise ExperimentError("the experiment is paused already")
+        if self.controller is not None:
+            # No heartbeat comes while frozen: that is not a lost guest.
+            self.controller.hold_heartbeats(True)
+        before = time.monotonic()
+        try:
+            self.backend.freeze(self.topology.name, self.progress)
+        except BaseException:
+            if self.controller is not None:
+                self.controller.hold_heartbeats(False)
+            raise
+        return engine.clock.freeze(at=(before + time.monotonic()) / 2)
+
+    def resume(self) -> float:
+        """Restart virtual time where pause() stopped it, losing none."""
+        engine = self._running()
+        if not engine.clock.frozen:
+            raise ExperimentError("the experiment is not paused")
+        before = time.monotonic()
+        self.backend.thaw(self.topology.name, self.progress)
+        virtual = engine.clock.thaw(at=(before + time.monotonic()) / 2)
+        if self.controller is not None:
+            self.controller.hold_heartbeats(False)
+        return virtual
 
     def domid(self, node: str) -> int:
         return self._running().domid(node)

@@ -544,7 +544,13 @@ def _check_link(link: Link, by_name: dict[str, Node], add: Add, warn: Add) -> No
         add("jitter out of range",
             f"{where}: jitter {link.jitter_s:g} s must be between 0 and the delay", at)
     if not 0 <= link.loss <= 1:
-        add("loss out of range", f"{where}: loss {link.loss:g} out of range (0 to 100%)", at)
+        given = link.given.get("loss")
+        # Mininet's loss=5 is 5 percent; selena's number is a ratio.
+        hint = (f"; loss is a ratio: for {given:g} percent (Mininet's loss={given:g}) write "
+                f"loss=\"{given:g}%\"" if isinstance(given, int | float)
+                and not isinstance(given, bool) and 1 < given <= 100 else "")
+        add("loss out of range", f"{where}: loss {link.loss:g} out of range (0 to 100%)"
+            f"{hint}", at)
     if link.queue_packets is not None and not 1 <= link.queue_packets <= QUEUE_MAX_PACKETS:
         add("queue out of range", f"{where}: queue {link.queue_packets} packets out of range "
             f"(1 to {QUEUE_MAX_PACKETS})", at)

@@ -312,3 +312,67 @@ def test_sigterm_during_run_tears_down_and_records_it(fake_xen, fake_backend, tm
     assert [c["state"] for c in meta["commands"]] == ["exited", "killed"]
     assert fake_xen.domains == {} and fake_xen.bridges == {}
     assert signal.getsignal(signal.SIGTERM) is sentinel_sigterm
+
+
+# -- issue 30: the selena> prompt of `selena run` --------------------------------------
+
+def _stdin(tmp_path: Path, monkeypatch, text: str) -> None:
+    """A real file as stdin (pytest's own has no file descriptor: no prompt)."""
+    path = tmp_path / "stdin.txt"
+    path.write_text(text)
+    handle = path.open()
+    monkeypatch.setattr("sys.stdin", handle)
+
+
+def _fake_ping(tmp_path: Path, monkeypatch) -> None:
+    """The fake guests run commands on this host: a ping that always answers."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ping").write_text("#!/bin/sh\necho \"pinged $*\"\n")
+    (bin_dir / "ping").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+
+
+def test_run_of_a_topology_with_nothing_to_run_opens_the_prompt_on_piped_stdin(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _fake_ping(tmp_path, monkeypatch)
+    _stdin(tmp_path, monkeypatch, "nodes\npingall\na echo b\nlink a b down\nlinks\n"
+                                  "link a b up\nbogus\npy exp.tdf\n")
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, PAIR), "--out", "bundle")
+    assert rc == 0, err
+    assert "available nodes are: \na b\n" in out
+    assert "*** Results: 0% dropped (2/2 received)" in out
+    assert "\n10.0.0.2\n" in out                     # `a echo b`: b's address
+    assert "a-eth0<->b-eth0 (DOWN DOWN)" in out
+    assert "*** unknown command 'bogus': try help" in err and "Traceback" not in err
+    assert "\n1.0\n" in out
+    downs = [c for c in fake_xen.calls if c[:3] == ("ip", "link", "set") and c[-1] == "down"]
+    ups = [c for c in fake_xen.calls if c[:3] == ("ip", "link", "set") and c[-1] == "up"
+           and c[3] in {d[3] for d in downs}]
+    assert len(downs) == 2 and len(ups) >= 2
+    # End of input ended the run as any other: bundle, then teardown.
+    meta = json.loads((tmp_path / "bundle/meta.json").read_text())
+    assert meta["status"] == "ok"
+    assert [c["command"] for c in meta["commands"]] == [
+        "ping -c 1 -W 1 10.0.0.2", "ping -c 1 -W 1 10.0.0.1", "echo 10.0.0.2"]
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+
+
+def test_run_opens_no_prompt_with_a_test_and_with_cli_after_the_scenario(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _fake_ping(tmp_path, monkeypatch)
+    _stdin(tmp_path, monkeypatch, "a echo from-the-prompt\nexit\n")
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, PAIR), "--test", "pingall",
+                           "--out", "bundle")
+    assert rc == 0, err
+    assert "*** Results: 0% dropped (2/2 received)" in out
+    assert "from-the-prompt" not in out
+    body = PAIR + "\ndef run(exp):\n    exp.cmd('a', 'echo from-the-scenario')\n"
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, body), "--cli", "--out", "bundle2")
+    assert rc == 0, err
+    commands = [c["command"] for c in
+                json.loads((tmp_path / "bundle2/meta.json").read_text())["commands"]]
+    assert commands == ["echo from-the-scenario", "echo from-the-prompt"]
+    assert fake_xen.domains == {}

@@ -21,6 +21,7 @@ from selena.plan import Plan
 if TYPE_CHECKING:
     from selena.control.channel import Controller
     from selena.control.xenstore import XenstoreConnection
+    from selena.model import Link
 
 Progress = Callable[[str], None]
 
@@ -148,6 +149,14 @@ class Backend(abc.ABC):
     def thaw(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
         """Restart every guest's virtual time at one real instant, losing
         none; returns (virtual ns, real ns)."""
+
+    def set_link(self, experiment: str, link: Link, up: bool,
+                 progress: Progress | None = None) -> None:
+        """Take one link of a running experiment down (nothing passes either
+        way; its shaping is kept) or bring it back up."""
+        from selena.errors import BackendError
+
+        raise BackendError(f"the {self.name} backend cannot take links down or up")
 
     @abc.abstractmethod
     def xenstore(self) -> XenstoreConnection:

@@ -27,6 +27,7 @@ from selena.control.channel import DEFAULT_OUTPUT_CAP, CommandHandle, CommandRes
 from selena.control.protocol import CommandSpec
 from selena.errors import BackendError, ControlError, ExperimentExists, GuestLost
 from selena.hostinfo import HostInfo
+from selena.model import Link
 from selena.plan import Plan
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,9 @@ class NamespaceChannel:
     def set_tdf(self, tdf: float) -> None:
         if tdf != 1.0:
             raise ControlError("the Mininet baseline runs in real time (TDF 1)")
+
+    def hold_heartbeats(self, held: bool) -> None:
+        """Namespaces have no agents and so no heartbeats to hold."""
 
     def add_guest(self, name: str, pid: int) -> None:
         self._pids[name] = pid
@@ -312,6 +316,15 @@ class MininetBackend(Backend):
 
     def thaw(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
         raise BackendError("the Mininet baseline cannot freeze time")
+
+    def set_link(self, experiment: str, link: Link, up: bool,
+                 progress: Progress | None = None) -> None:
+        """Mininet's own configLinkStatus (both veth ends down or up; with
+        several links between the two nodes, Mininet changes them all)."""
+        net = self._nets.get(experiment)
+        if net is None:
+            raise BackendError(f"no Mininet network {experiment} in this process")
+        net.configLinkStatus(link.a.node, link.b.node, "up" if up else "down")
 
     def xenstore(self) -> Any:
         raise BackendError("the Mininet baseline has no Xenstore")

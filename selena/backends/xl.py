@@ -69,6 +69,7 @@ from selena.signals import sigint_deferred
 
 if TYPE_CHECKING:
     from selena.control.xenstore import XenstoreConnection
+    from selena.model import Link
 
 log = logging.getLogger(__name__)
 
@@ -685,6 +686,24 @@ class XlBackend(Backend):
         say(f"{state.experiment}: {'froze' if op == 'freeze' else 'thawed'} "
             f"{len(domids)} guests at once")
         return int(m.group(1)), int(m.group(2))
+
+    def set_link(self, experiment: str, link: Link, up: bool,
+                 progress: Progress | None = None) -> None:
+        """`ip link set down|up` on the Dom0 vifs of both ends of the link:
+        down, the bridge passes nothing to or from either guest (their own
+        interfaces stay up, as a cable pulled out elsewhere); the vifs'
+        qdiscs, and so the link's shaping, survive it."""
+        say = progress or (lambda msg: log.info("%s", msg))
+        with self._locked(progress):
+            state = self.state(experiment)
+            ends = {f"{e.node} eth{e.iface}" for e in (link.a, link.b)}
+            vifs = sorted(vif for vif, label in state.vif_nodes.items() if label in ends)
+            if len(vifs) != len(ends):
+                raise BackendError(f"{link} of {experiment}: its vifs are not in the state "
+                                   f"file (found {', '.join(vifs) or 'none'})")
+            for vif in vifs:
+                self.runner.run(["ip", "link", "set", vif, "up" if up else "down"])
+        say(f"{experiment}: {link} {'up' if up else 'down'}")
 
     def set_tdf(self, experiment: str, tdf: float,
                 progress: Progress | None = None) -> tuple[float, float]:

@@ -97,12 +97,19 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", type=Path, default=None)
     g.add_argument("--keep", action="store_true")
     g.add_argument("--test", choices=("pingall", "none"), default=None)
+    g.add_argument("--cli", action="store_true")
     g.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
                    metavar="SECONDS")
     g.add_argument("--command-timeout", type=seconds_arg, default=None, metavar="SECONDS")
     g.add_argument("--no-monitor", action="store_true")
     g.add_argument("--output-cap", type=size_arg, default=DEFAULT_OUTPUT_CAP, metavar="SIZE")
     g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
+
+
+def custom_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--custom", action="append", default=[], metavar="FILE",
+                   help="a Mininet custom file (mn --custom): its `topos` give --topo names, "
+                        "with Mininet's units (repeatable, or FILE1,FILE2)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -113,7 +120,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="a scenario .py file, or a Mininet-style topology spec "
                             "(same as --topo)")
         p.add_argument("--topo", metavar="NAME[,ARGS]",
-                       help=f"a built-in topology, as in mn: {topo_names}")
+                       help=f"a built-in topology, as in mn: {topo_names}; or one a "
+                            "--custom file names")
+        custom_arg(p)
         p.add_argument("--tdf", type=tdf_arg, default=None,
                        help="override the experiment's TDF (1 to 1000, up to three decimals)")
         p.add_argument("--link", default=None, metavar="tc,bw=..,delay=..",
@@ -177,7 +186,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="results directory (default results/<experiment>-<time>)")
     p.add_argument("--keep", action="store_true", help="leave the experiment running")
     p.add_argument("--test", choices=("pingall", "none"), default=None,
-                   help="as mn --test: pingall pings every host from every other")
+                   help="as mn --test: pingall pings every host from every other; none: "
+                        "do not open the prompt of a topology with nothing to run")
+    p.add_argument("--cli", action="store_true",
+                   help="open the selena> prompt (as mn's CLI) after the scenario; a "
+                        "topology with nothing to run opens it without --cli")
     p.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
                    metavar="SECONDS",
                    help="real seconds to wait for every guest agent (default 600)")
@@ -238,9 +251,11 @@ def _scenario(args: argparse.Namespace) -> Scenario:
         raise ScenarioError(f"give a scenario file or --topo, not both ({args.scenario!r} "
                             f"and --topo {args.topo!r})")
     source = args.topo or args.scenario
-    if not source:
+    custom = getattr(args, "custom", [])
+    if not source and not custom:
         raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
-    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param))
+    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param),
+                         custom=custom)
 
 
 # The scenario a verb's --topo/scenario, --tdf, --link and --param describe.
@@ -322,6 +337,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.test == "pingall":
                 pingall(exp)
             exp.run_scenario()
+            if args.cli or _opens_prompt(args, exp.scenario):
+                from selena.cli.interactive import interact
+                from selena.session import Session
+
+                say("guests up: type help for the commands, exit or Ctrl-D to end the run")
+                interact(Session(exp))
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported below
         failure = exc
     engine = exp.engine
@@ -349,6 +370,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             report(user_error(failure, exp.scenario.source))
         return 1
     return 0
+
+
+def _opens_prompt(args: argparse.Namespace, scenario: Scenario) -> bool:
+    """As mn: a topology with nothing to run (no --test, no scenario actions
+    or run function) opens the prompt; stdin closed or absent does not."""
+    if args.test is not None or scenario.actions or scenario.run is not None:
+        return False
+    try:
+        sys.stdin.fileno()      # none under pytest's capture, or a daemon's closed stdin
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
 
 
 def _print_action_outputs(exp: Experiment, records: list, bundle: Path | None) -> None:
@@ -393,25 +426,14 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def pingall(exp: Experiment) -> None:
-    """Mininet's pingall: every host pings every other host's first address once."""
-    hosts = [h for h in exp.hosts if h.IP()]
-    sent = received = 0
-    for src in hosts:
-        line = []
-        for dst in hosts:
-            if dst.name == src.name:
-                continue
-            result = src.cmd(f"ping -c 1 -W 2 {dst.IP()}", timeout=30)
-            sent += 1
-            if result.ok:
-                received += 1
-                line.append(dst.name)
-            else:
-                line.append("X")
-        print(f"{src.name} -> {' '.join(line)}")
-    dropped = 100 * (sent - received) / sent if sent else 0
-    print(f"pingall: {dropped:.0f}% dropped ({received}/{sent} received)")
-    exp.record("pingall_received_pct", 100 - dropped, expected=100.0, unit="%")
+    """`--test pingall`: Mininet's pingall (selena.session), recorded as a metric."""
+    from selena.session import Session
+
+    result = Session(exp).pingall(timeout=2.0)
+    for line in result.lines():
+        print(line)
+    print(result.results_line())
+    exp.record("pingall_received_pct", 100 - result.dropped_percent, expected=100.0, unit="%")
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -194,6 +194,7 @@ class Controller:
         self.lost_after = lost_after if lost_after is not None else max(10.0, 5.0 * tdf)
         self.clock = clock
         self._guests: dict[str, _Guest] = {}
+        self._held = False      # guests frozen (Experiment.pause): no loss by heartbeat
         # Command ids: a random prefix per controller and a counter, rather
         # than a uuid4 per command (a getrandom system call each, dear in a
         # PV Dom0 under emulation).
@@ -225,6 +226,15 @@ class Controller:
         if self.lost_after == max(10.0, 5.0 * self.tdf):
             self.lost_after = max(10.0, 5.0 * tdf)
         self.tdf = tdf
+
+    def hold_heartbeats(self, held: bool) -> None:
+        """While the guests are frozen (held) no heartbeat comes and none is
+        missed; released, each guest's limit starts again from now."""
+        with self._cond:
+            self._held = held
+            now = self.clock()
+            for guest in self._guests.values():
+                guest.heartbeat_seen = now
 
     # -- guests --------------------------------------------------------------------
 
@@ -565,6 +575,8 @@ class Controller:
             return
         if beat != guest.heartbeat:
             guest.heartbeat, guest.heartbeat_seen = beat, now
+        elif self._held:        # frozen guests beat no more: not lost
+            guest.heartbeat_seen = now
         elif guest.active and now - guest.heartbeat_seen > self.lost_after:
             self._lose(guest, f"no heartbeat for {now - guest.heartbeat_seen:.0f} s "
                               f"(limit {self.lost_after:g} s)")

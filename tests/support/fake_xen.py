@@ -169,7 +169,10 @@ class FakeXen(FakeRunner):
             return self._pause_many(verb, [int(d) for d in args[2:]])
         if verb in ("freeze", "thaw"):
             for domid in args[2:]:
-                self._by_id(int(domid)).frozen = verb == "freeze"
+                dom = self._by_id(int(domid))
+                dom.frozen = verb == "freeze"
+                if dom.agent is not None:   # a frozen guest runs nothing, heartbeats neither
+                    os.killpg(dom.agent.pid, signal.SIGSTOP if dom.frozen else signal.SIGCONT)
             done = "froze" if verb == "freeze" else "thawed"
             out = f"{done} {len(args) - 2} domain(s) at virtual 5000 ns (Xen time 9000 ns)\n"
             return 0, out, ""
