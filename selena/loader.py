@@ -154,7 +154,7 @@ def _apply_tdf(scenario: Scenario, tdf: float | str | None) -> None:
             raise ScenarioError(f"--tdf: {exc}") from None
 
 
-def _custom_scenario(spec: str | None, custom: Sequence[str], link: dict[str, object],
+def _custom_scenario(spec: str | None, custom: Sequence[str], link: LinkOptions,
                      params: dict[str, object], tdf: float | str | None) -> Scenario:
     """--custom FILE --topo NAME[,ARGS]: NAME from FILE's `topos` first, as
     in mn, else a built-in topology."""
