@@ -404,8 +404,10 @@ class Engine:
             pending = list(not_done)
         errors: list[BaseException] = []
         for future in self._scheduled:
-            if future.done() and not future.cancelled() and future.exception() is not None:
-                errors.append(future.exception())  # type: ignore[arg-type]
+            if future.done() and not future.cancelled():
+                error = future.exception()
+                if error is not None:
+                    errors.append(error)
         if pending:
             errors.append(ScenarioError(
                 f"{len(pending)} `at` callback(s) not done when the end of the run had "

@@ -2,6 +2,7 @@
 substitution, iperf and links, on a fake running experiment."""
 
 import json
+from collections.abc import Set as AbstractSet
 
 import pytest
 from fake_session import running
@@ -45,7 +46,7 @@ def test_rate_text_uses_iperfs_units():
 
 
 
-def answering(down: set[str] = frozenset()):
+def answering(down: AbstractSet[str] = frozenset()):
     """Pings to addresses in `down` go unanswered; iperf3 answers a report."""
     def answer(node: str, command: str) -> tuple[int, str]:
         if command.startswith("ping"):

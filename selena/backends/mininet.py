@@ -259,24 +259,29 @@ class MininetBackend(Backend):
             net.start()
             say(f"Mininet baseline: {len(spec.hosts)} hosts, {len(spec.switches)} switches, "
                 f"{len(spec.links)} links (real time)")
-            for switch, flows in spec.flows.items():
-                for flow in flows:
-                    out = net.get(switch).dpctl("add-flow", shlex.quote(flow))
-                    if out.strip():
-                        raise BackendError(f"adding a flow to {switch} in Mininet: "
-                                           f"{flow}: {out.strip()}")
-            for host, commands in spec.setup.items():
-                node = net.get(host)
-                for command in commands:
-                    out = node.cmd(f"{command}; echo selena-rc=$?")
-                    if "selena-rc=0" not in out:
-                        raise BackendError(f"setting up {host} in Mininet: `{command}` "
-                                           f"failed: {out.strip()}")
+            self._configure(net, spec)
         except BaseException:
             self.destroy(plan.experiment)
             raise
         return Deployment(plan.experiment, 1.0,
                           {host: net.get(host).pid for host in spec.hosts}, self.name)
+
+    @staticmethod
+    def _configure(net: Any, spec: MnNet) -> None:
+        """The static flows and each host's network setup, in the started net."""
+        for switch, flows in spec.flows.items():
+            for flow in flows:
+                out = net.get(switch).dpctl("add-flow", shlex.quote(flow))
+                if out.strip():
+                    raise BackendError(f"adding a flow to {switch} in Mininet: "
+                                       f"{flow}: {out.strip()}")
+        for host, commands in spec.setup.items():
+            node = net.get(host)
+            for command in commands:
+                out = node.cmd(f"{command}; echo selena-rc=$?")
+                if "selena-rc=0" not in out:
+                    raise BackendError(f"setting up {host} in Mininet: `{command}` "
+                                       f"failed: {out.strip()}")
 
     def wait_up(self, deployment: Deployment, timeout: float,
                 progress: Progress | None = None) -> list[str]:

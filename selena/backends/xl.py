@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import json
 import logging
 import math
@@ -32,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Protocol, TypeVar
 
 import jinja2
 
@@ -216,8 +217,11 @@ def _real(value: object, what: str, positive: bool = False) -> float:
     return number
 
 
+_V = TypeVar("_V")
+
+
 def _map(data: dict[str, object], key: str, what: str,
-         value: Callable[[object, str], object]) -> dict[str, object]:
+         value: Callable[[object, str], _V]) -> dict[str, _V]:
     raw = data.get(key, {})
     if not isinstance(raw, dict):
         raise TypeError(f"{key} is not an object")
@@ -258,16 +262,16 @@ def _state_from(data: object) -> DeployState:
     tap_pid = data.get("tap_pid")
     return DeployState(
         experiment, _real(data["tdf"], "tdf", positive=True),
-        _map(data, "domains", "domain", domid),                      # type: ignore[arg-type]
-        bridges,                                                     # type: ignore[arg-type]
-        _map(data, "pool_keys", "pool key of", text),                # type: ignore[arg-type]
-        _map(data, "nodes", "domain of node", text),                 # type: ignore[arg-type]
-        _map(data, "shaping", "shaping of", shaping),                # type: ignore[arg-type]
+        _map(data, "domains", "domain", domid),
+        bridges,
+        _map(data, "pool_keys", "pool key of", text),
+        _map(data, "nodes", "domain of node", text),
+        _map(data, "shaping", "shaping of", shaping),
         None if tap_pid is None else _int(tap_pid, "tap_pid", 0, 2**22),  # 0: none
-        _map(data, "vif_nodes", "node of vif", text),                # type: ignore[arg-type]
-        _map(data, "real_cpu", "vCPUs of",                           # type: ignore[arg-type]
+        _map(data, "vif_nodes", "node of vif", text),
+        _map(data, "real_cpu", "vCPUs of",
              lambda v, w: _int(v, w, 1, 4096)),
-        _map(data, "vif_bridges", "bridge of vif", text))            # type: ignore[arg-type]
+        _map(data, "vif_bridges", "bridge of vif", text))
 
 
 
@@ -537,9 +541,9 @@ class XlBackend(Backend):
         try:
             futures: list[Future[None]] = [pool.submit(one, g) for g in plan.guests]
             finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in finished if f.exception() is not None), None)
+            failed = next((e for f in finished if (e := f.exception()) is not None), None)
             if failed is not None:
-                raise failed.exception()  # type: ignore[misc]
+                raise failed
         except BaseException:
             # A failed guest, or Ctrl-C (or SIGTERM made one): no new creates;
             # the ones in flight finish and are recorded, so that the rollback
@@ -625,7 +629,7 @@ class XlBackend(Backend):
             if guest.cpus:
                 act.run(["xl", "vcpu-pin", domid, "all", guest.cpus])
         # The experiment marker and the agent's control keys, before it runs.
-        act.write_keys(control_keys(domid, plan.experiment, guest.net))  # type: ignore[arg-type]
+        act.write_keys(control_keys(domid, plan.experiment, guest.net))
         act.run(["selena-tdf", "set", domid, plan.tdf_text])
         # A pooled guest may carry the cap of its last experiment: always set it.
         if guest.cpu_time == "real" or pooled is not None:
@@ -1027,21 +1031,21 @@ class XlBackend(Backend):
         for name, (domid, marker) in domains.items():
             if marker not in live:
                 self._sweep(removed, failures, name,
-                            lambda d=domid, n=name: self._destroy_domain(n, d, None))
+                            functools.partial(self._destroy_domain, name, domid, None))
         ovs: dict[str, str] = {}
         self._sweep(removed, failures, "", lambda: ovs.update(self._tagged_ovs_bridges()),
                     what="listing the OVS bridges (ovs-vsctl list-br)")
         for bridge, tag in ovs.items():
             if tag not in live:
-                self._sweep(removed, failures, bridge, lambda b=bridge: self.runner.run(
-                    ["ovs-vsctl", "--if-exists", "del-br", b]))
+                self._sweep(removed, failures, bridge, functools.partial(
+                    self.runner.run, ["ovs-vsctl", "--if-exists", "del-br", bridge]))
         linux: dict[str, str] = {}
         self._sweep(removed, failures, "", lambda: linux.update(self._tagged_linux_bridges()),
                     what="listing the Linux bridges (ip link show type bridge)")
         for bridge, tag in linux.items():
             if tag not in live:
                 self._sweep(removed, failures, bridge,
-                            lambda b=bridge: self.runner.run(["ip", "link", "del", b]))
+                            functools.partial(self.runner.run, ["ip", "link", "del", bridge]))
 
     def _sweep_run_files(self, live: set[str], failures: list[str], force: bool) -> None:
         """Run-lock files without a state file: one still held is a live run

@@ -360,6 +360,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if "error" in s:
             print(f"{s['experiment']}: {s['error']}")
             continue
+        # status() is plain data typed as objects: tdf a number, domains and
+        # bridges mappings (XlBackend's DeployState as a dict).
         print(f"{s['experiment']}: TDF {units.tdf_text(float(s['tdf']))}, "  # type: ignore[arg-type]
               f"{len(s['domains'])} guests, {len(s['bridges'])} bridges")  # type: ignore[arg-type]
     return 1 if any("error" in s for s in states) else 0

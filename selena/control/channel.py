@@ -79,7 +79,7 @@ def _note_change(guest: _Guest, rel: str | None) -> None:
         guest.changed.add(rel)
 
 
-def base_path(domid: int) -> str:
+def base_path(domid: int | str) -> str:
     return f"/local/domain/{domid}/selena"
 
 

@@ -118,7 +118,8 @@ class CommandSpec:
     cwd: str | None = None
     timeout_ns: int = 0         # in the guest's (virtual) time; 0: none
 
-    def encode(self) -> str:
+    def _check_limits(self) -> None:
+        """What the agent refuses, refused here with the reason."""
         if bool(self.argv) == (self.shell is not None):
             raise ValidationError("a command needs either an argv or a shell line, not both")
         if self.argv and not self.argv[0]:
@@ -133,6 +134,9 @@ class CommandSpec:
         if self.timeout_ns > TIMEOUT_NS_MAX:
             raise ValidationError(f"command timeout {self.timeout_ns} ns is longer than "
                                   f"{TIMEOUT_NS_MAX} ns (about three years)")
+
+    def encode(self) -> str:
+        self._check_limits()
         lines = [f"selena-cmd {PROTOCOL_VERSION}"]
         if self.timeout_ns:
             lines.append(f"timeout {int(self.timeout_ns)}")
@@ -144,9 +148,9 @@ class CommandSpec:
             if not name or "=" in name:
                 raise ValidationError(f"bad environment variable name {name!r}")
             lines.append(f"env {escape(f'{name}={value}')}")
-        for value in [*self.argv, self.shell]:
-            if value is not None and "\0" in value:
-                raise ValidationError(f"command text {value!r} contains a NUL byte")
+        for part in [*self.argv, self.shell]:
+            if part is not None and "\0" in part:
+                raise ValidationError(f"command text {part!r} contains a NUL byte")
         lines += [f"arg {escape(a)}" for a in self.argv]
         if self.shell is not None:
             lines.append(f"shell {escape(self.shell)}")

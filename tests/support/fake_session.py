@@ -137,6 +137,7 @@ def running(topo: Topology, answer: Answer | None = None) -> Experiment:
     """`topo` as a running experiment on a RecordingBackend and a FakeEngine."""
     exp = Experiment(topo, backend=RecordingBackend(), templates=None, monitor=False,
                      progress=lambda msg: None)
+    # A stand-in for the engine, duck-typed: only the calls a session makes.
     exp.engine = FakeEngine(topo.tdf, answer or (lambda node, command: (0, "")))  # type: ignore[assignment]
     exp.deployment = Deployment(topo.name, topo.tdf,
                                 {name: i for i, name in enumerate(topo.nodes, start=1)},

@@ -119,7 +119,8 @@ class MemoryBackend(Backend):
         def counted(new: float) -> None:
             self.tdf_calls.append(("channel", new))
             original(new)
-        channel.set_tdf = counted       # type: ignore[method-assign]
+        # Wraps the one instance's method to count calls (a test double).
+        channel.set_tdf = counted       # type: ignore[method-assign,assignment]
         self.channels.append(channel)
         return channel
 
