@@ -85,6 +85,11 @@ def parse_topo_spec(spec: str, link: dict[str, object] | None = None) -> Topolog
                             f"(usage: {topo_usage(name)})") from None
     except ValueError as exc:
         raise ScenarioError(f"--topo {spec!r}: {exc}") from None
+    # The user wrote the spec, not a file: problems point at it (not at the
+    # line of whatever program called the builder, such as selena's own script).
+    where = f"--topo {spec}"
+    for item in [*topo.nodes.values(), *topo.links, *topo.hubs]:
+        item.defined_at = where
     apply_link_spec(topo, link or {})
     return topo
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from selena import units
 from selena.errors import Problem, TopologyError, UnitError
@@ -48,6 +48,10 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     """
     problems: list[Problem] = []
     warnings: list[Problem] = []
+    # Problems that make others meaningless (a switch of 5000 ports also has
+    # interface indexes out of range and derived MACs that repeat): first, and
+    # without their consequences.
+    first: list[Problem] = []
 
     def add(kind: str, message: str, where: str | None = None) -> None:
         problems.append(Problem(kind, message, where))
@@ -64,6 +68,7 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
         add("bad TDF", str(exc))
 
     nodes = list(topo.nodes.values())
+    oversized = _too_many_interfaces(topo, nodes, first)
     for node in nodes:
         _check_cpu_time(node, topo.tdf, add, warn)
     if not nodes:
@@ -78,9 +83,9 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
                 f"{_places(same, name=True)}", same[0].defined_at)
     known_templates = set(templates) if templates is not None else None
     for node in nodes:
-        _check_node(node, known_templates, host, add, warn)
+        _check_node(node, known_templates, host, add, warn, oversized=node.name in oversized)
 
-    _check_addresses(topo, nodes, add)
+    _check_addresses(topo, nodes, add, oversized)
     by_name = {n.name: n for n in nodes}
     profiles = set(switch_profiles) if switch_profiles is not None else None
     for node in nodes:
@@ -105,10 +110,6 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
         ports = ports_of[node.name]
         if not ports:
             _check_unwired(node, add, warn)
-        if node.kind is NodeKind.SWITCH and ports > MAX_SWITCH_PORTS:
-            add("switch too large", f"node {node.name}: {ports} ports; a switch guest is set "
-                f"up through one agent command, which holds at most {MAX_SWITCH_PORTS}",
-                node.defined_at)
     for pair, count in pairs.items():
         if count > 1:
             ends = "--".join(f"{n}:eth{i}" for n, i in sorted(pair))
@@ -127,9 +128,37 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     if strict:
         problems += [Problem(w.kind, f"{w.message} (an error with --strict)", w.where)
                      for w in warnings]
+    problems = first + problems
     if problems:
         raise TopologyError(problems)
     return warnings
+
+
+def _too_many_interfaces(topo: Topology, nodes: list[Node], add: list[Problem]) -> set[str]:
+    """Nodes with more interfaces on links than a Xen guest takes (problems
+    appended to `add`); their names."""
+    wired: dict[str, set[int]] = {}
+    for link in topo.links:
+        for ep in (link.a, link.b):
+            wired.setdefault(ep.node, set()).add(ep.iface)
+    for hub in topo.hubs:
+        for ep in hub.endpoints:
+            wired.setdefault(ep.node, set()).add(ep.iface)
+    found = set()
+    for node in nodes:
+        count = len(wired.get(node.name, ()))
+        limit = max_interfaces(node.vcpus)
+        if count <= limit:
+            continue
+        found.add(node.name)
+        cpus = f"{node.vcpus} vCPUs" if node.vcpus > 1 else "1 vCPU"
+        fix = ("use several switches, e.g. a tree (--topo tree,DEPTH,FANOUT)"
+               if node.kind is NodeKind.SWITCH else "give it fewer links")
+        add.append(Problem("too many interfaces",
+                           f"node {node.name}: {count} interfaces on links; a Xen guest with "
+                           f"{cpus} takes at most {limit} (Xenstore's 1000 entries and 64 "
+                           f"grant frames per domain): {fix}", node.defined_at))
+    return found
 
 
 def _groups(nodes: list[Node], key: Callable[[Node], object]) -> dict[object, list[Node]]:
@@ -191,7 +220,7 @@ def _check_cpu_time(node: Node, tdf: float, add: Add, warn: Add) -> None:
 
 
 def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
-                add: Add, warn: Add) -> None:
+                add: Add, warn: Add, *, oversized: bool = False) -> None:
     where = f"node {node.name}"
     at = node.defined_at
     if not NAME_RE.fullmatch(node.name):
@@ -236,7 +265,8 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
             add("duplicate interface", f"{where}: interface eth{iface} defined {count} times",
                 at)
     for iface in node.interfaces:
-        if not 0 <= iface.index <= 99:
+        # A node with too many interfaces is reported once, not per index.
+        if not 0 <= iface.index <= 99 and not oversized:
             add("interface index out of range",
                 f"{where}: interface index {iface.index} out of range (0 to 99)", at)
         if iface.mac and iface.mac.upper() != "RANDOM":
@@ -251,9 +281,43 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
                 f"{where} eth{iface.index}: tx queue length {iface.txqueuelen} out of range", at)
 
 
-# What one bridge setup command carries (openflow.bridge_script within one
-# Xenstore node): 39 ports fit; a round limit below that.
-MAX_SWITCH_PORTS = 32
+# How many interfaces (vifs) one Xen PV guest takes. Mininet's switches have
+# no port limit; a guest meets these first (Xen 4.17 and Linux 6.1 netfront,
+# read in their sources; docs/topologies.md has the table):
+# - Xenstore: xenstored (oxenstored and the C one alike) lets a domain own 1000
+#   entries. Each vif's frontend directory holds entries the guest owns: 7
+#   written by libxl (the directory, backend, backend-id, state, handle, mac,
+#   trusted) and 12 by netfront with one queue (ring refs, split event
+#   channels, multi-queue-num-queues, six feature flags, xdp-headroom); with
+#   several queues 8 plus 5 per queue. The guest's base keys and its agent take
+#   about 25, and the agent writes commands' output as entries: 51 one-queue
+#   vifs leave nothing for that.
+# - grant table: 64 frames (gnttab_max_frames) of 512 v1 entries, 8 reserved;
+#   netfront reserves 256 + 256 grants per queue plus its two rings: 63 vifs.
+# - watches (100 per domain, one per vif) and event channels (1023, two per
+#   queue) come later.
+# netfront opens one queue per vCPU, up to 8 (netback: up to Dom0's CPUs).
+# The margin: 200 entries for commands and their unacknowledged output.
+XENSTORE_ENTRIES = 1000
+XENSTORE_BASE = 25
+XENSTORE_MARGIN = 200
+GRANT_ENTRIES = 64 * 512 - 8
+GRANTS_PER_QUEUE = 256 + 256 + 2
+NETFRONT_MAX_QUEUES = 8
+
+
+def max_interfaces(vcpus: int = 1) -> int:
+    """The most interfaces on links a guest with `vcpus` vCPUs takes."""
+    queues = max(1, min(vcpus, NETFRONT_MAX_QUEUES))
+    # libxl's 7, netfront's 8 per vif and 4 per queue (5: a directory each when several)
+    per_vif = 7 + 8 + (4 if queues == 1 else 5 * queues)
+    by_xenstore = (XENSTORE_ENTRIES - XENSTORE_BASE - XENSTORE_MARGIN) // per_vif
+    by_grants = GRANT_ENTRIES // (queues * GRANTS_PER_QUEUE)
+    return min(by_xenstore, by_grants)
+
+
+# A switch guest with one vCPU (the default): 40 ports.
+MAX_SWITCH_PORTS = max_interfaces(1)
 
 
 def _check_static_flows(node: Node, add: Add) -> None:
@@ -342,13 +406,17 @@ def interface_networks(node: Node, index: int) -> list[ipaddress.IPv4Network |
     return found
 
 
-def _check_addresses(topo: Topology, nodes: list[Node], add: Add) -> None:
+def _check_addresses(topo: Topology, nodes: list[Node], add: Add,
+                     oversized: Collection[str] = ()) -> None:
     ips: dict[str, list[Node]] = {}
     macs: Counter[str] = Counter()
     for node in nodes:
         at = node.defined_at
         for iface in node.interfaces:
-            macs[topo.mac_of(node, iface)] += 1
+            # Derived MACs repeat past index 255: a consequence of too many
+            # interfaces, reported as that.
+            if node.name not in oversized or (iface.mac and iface.mac.upper() != "RANDOM"):
+                macs[topo.mac_of(node, iface)] += 1
             where = f"node {node.name} eth{iface.index}"
             parsed = {}
             for field_name, address in (("ip", iface.ip), ("ip6", iface.ip6)):

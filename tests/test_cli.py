@@ -312,3 +312,22 @@ def test_sigterm_during_run_tears_down_and_records_it(fake_xen, fake_backend, tm
     assert [c["state"] for c in meta["commands"]] == ["exited", "killed"]
     assert fake_xen.domains == {} and fake_xen.bridges == {}
     assert signal.getsignal(signal.SIGTERM) is sentinel_sigterm
+
+
+@pytest.mark.parametrize("verb", ["run", "advise"])
+def test_topo_help_states_the_switch_port_limit(capsys, verb):
+    rc, out, _ = run_cli(capsys, verb, "--help")
+    assert rc == 0
+    assert "A switch takes at most 40 ports (a Xen guest's limit" in " ".join(out.split())
+
+
+def test_topo_over_the_port_limit_is_one_line_naming_it(capsys):
+    rc, _, err = run_cli(capsys, "validate", "--topo", "star,5000")
+    assert rc != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, lines          # the count, then the one problem
+    # named by the spec the user wrote (not by selena's own script's line)
+    assert lines[1].strip() == (
+        "--topo star,5000: node s1: 5000 interfaces on links; a Xen guest with 1 vCPU takes at most 40 "
+        "(Xenstore's 1000 entries and 64 grant frames per domain): use several switches, "
+        "e.g. a tree (--topo tree,DEPTH,FANOUT)")

@@ -18,6 +18,7 @@ from selena.advise import (
 )
 from selena.backends import BACKENDS, DEFAULT_BACKEND
 from selena.cli.experiment import (
+    TOPO_LIMIT,
     deploy_only_args,
     param_arg,
     run_only_args,
@@ -44,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                              "(from `selena calibrate`)")
     p.add_argument("scenario", nargs="?", help="a scenario .py file, or a Mininet-style "
                                                "topology spec (same as --topo)")
-    p.add_argument("--topo", metavar="NAME[,ARGS]", help="a built-in topology, as in mn")
+    p.add_argument("--topo", metavar="NAME[,ARGS]",
+                   help=f"a built-in topology, as in mn. {TOPO_LIMIT}")
     p.add_argument("--tdf", type=tdf_arg, default=None,
                    help="accepted as run takes it (advise finds the TDF to use)")
     p.add_argument("--link", default=None, metavar="tc,bw=..,delay=..",

@@ -29,6 +29,7 @@ from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterru
 from selena.loader import Scenario, checking_only, load_scenario, user_error
 from selena.model import NodeKind
 from selena.specs import TOPOS, topo_usage
+from selena.validate import MAX_SWITCH_PORTS
 
 # Lines of each Listing-2 command's output `selena run` prints.
 ACTION_LINES = 8
@@ -104,6 +105,12 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
 
 
+# Unlike mn's, a switch here is a Xen guest, with a guest's limit on interfaces.
+TOPO_LIMIT = (f"A switch takes at most {MAX_SWITCH_PORTS} ports (a Xen guest's limit, "
+              "fewer with several vCPUs); "
+              "for more hosts use a tree")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     topo_names = ", ".join(topo_usage(t) for t in TOPOS)
 
@@ -112,7 +119,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="a scenario .py file, or a Mininet-style topology spec "
                             "(same as --topo)")
         p.add_argument("--topo", metavar="NAME[,ARGS]",
-                       help=f"a built-in topology, as in mn: {topo_names}")
+                       help=f"a built-in topology, as in mn: {topo_names}. {TOPO_LIMIT}")
         p.add_argument("--tdf", type=tdf_arg, default=None,
                        help="override the experiment's TDF (1 to 1000, up to three decimals)")
         p.add_argument("--link", default=None, metavar="tc,bw=..,delay=..",
