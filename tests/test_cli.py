@@ -328,6 +328,6 @@ def test_topo_over_the_port_limit_is_one_line_naming_it(capsys):
     assert len(lines) == 2, lines          # the count, then the one problem
     # named by the spec the user wrote (not by selena's own script's line)
     assert lines[1].strip() == (
-        "--topo star,5000: node s1: 5000 interfaces on links; a Xen guest with 1 vCPU takes at most 40 "
-        "(Xenstore's 1000 entries and 64 grant frames per domain): use several switches, "
-        "e.g. a tree (--topo tree,DEPTH,FANOUT)")
+        "--topo star,5000: node s1: 5000 interfaces on links; a Xen guest with 1 vCPU "
+        "takes at most 40 (Xenstore's 1000 entries and 64 grant frames per domain): "
+        "use several switches, e.g. a tree (--topo tree,DEPTH,FANOUT)")
