@@ -88,8 +88,12 @@ def parse_topo_spec(spec: str, link: dict[str, object] | None = None) -> Topolog
     # The user wrote the spec, not a file: problems point at it (not at the
     # line of whatever program called the builder, such as selena's own script).
     where = f"--topo {spec}"
-    for item in [*topo.nodes.values(), *topo.links, *topo.hubs]:
-        item.defined_at = where
+    for node in topo.nodes.values():
+        node.defined_at = where
+    for made in topo.links:
+        made.defined_at = where
+    for hub in topo.hubs:
+        hub.defined_at = where
     apply_link_spec(topo, link or {})
     return topo
 
