@@ -196,8 +196,10 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
         via = next((v.mac for v in guest.vifs if v.index == entry.iface), None) \
             if guest else None
         if guest is None or via is None:
+            known = topo.nodes.get(entry.node)
+            device = known.device(entry.iface) if known else f"eth{entry.iface}"
             raise ValidationError(f"static ARP entry {entry.ip} on {entry.node} "
-                                  f"eth{entry.iface}: no such node or the interface is not "
+                                  f"{device}: no such node or the interface is not "
                                   "wired")
         guest.static_arp.append((entry.ip, entry.mac.lower(), via))
     for guest in guests.values():

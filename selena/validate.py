@@ -93,7 +93,7 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     pairs: Counter[frozenset[tuple[str, int]]] = Counter()
     used: Counter[tuple[str, int]] = Counter()
     for link in topo.links:
-        _check_link(link, by_name, add, warn)
+        _check_link(link, topo.describe(link), by_name, add, warn)
         pairs[frozenset({(link.a.node, link.a.iface), (link.b.node, link.b.iface)})] += 1
         used[(link.a.node, link.a.iface)] += 1
         used[(link.b.node, link.b.iface)] += 1
@@ -112,12 +112,13 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
             _check_unwired(node, add, warn)
     for pair, count in pairs.items():
         if count > 1:
-            ends = "--".join(f"{n}:eth{i}" for n, i in sorted(pair))
+            ends = "--".join(f"{n}:{_device(by_name, n, i)}" for n, i in sorted(pair))
             add("duplicate link", f"duplicate link {ends} ({count} times)")
     for (node, iface), count in used.items():
         if count > 1 and len({p for p in pairs if (node, iface) in p}) != 1:
             add("interface on several links",
-                f"interface {node}:eth{iface} is attached to {count} links or hubs")
+                f"interface {node}:{_device(by_name, node, iface)} is attached to {count} "
+                "links or hubs")
 
     if host is not None and host.free_memory_mb is not None:
         total = sum(n.memory_mb for n in nodes)
@@ -262,7 +263,8 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
             f"({units.MEMORY_MIN_MB} MiB to 1 TiB)", at)
     for iface, count in Counter(i.index for i in node.interfaces).items():
         if count > 1:
-            add("duplicate interface", f"{where}: interface eth{iface} defined {count} times",
+            add("duplicate interface", f"{where}: interface {node.device(iface)} defined "
+                f"{count} times",
                 at)
     for iface in node.interfaces:
         # A node with too many interfaces is reported once, not per index.
@@ -271,14 +273,17 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
                 f"{where}: interface index {iface.index} out of range (0 to 99)", at)
         if iface.mac and iface.mac.upper() != "RANDOM":
             if not MAC_RE.fullmatch(iface.mac):
-                add("malformed MAC", f"{where} eth{iface.index}: malformed MAC {iface.mac!r}",
+                add("malformed MAC", f"{where} {node.device(iface.index)}: malformed MAC "
+                    f"{iface.mac!r}",
                     at)
             elif int(iface.mac.split(":")[0], 16) & 1:
-                add("multicast MAC", f"{where} eth{iface.index}: MAC {iface.mac} is multicast",
+                add("multicast MAC", f"{where} {node.device(iface.index)}: MAC {iface.mac} "
+                    "is multicast",
                     at)
         if not 0 <= iface.txqueuelen <= 100_000:
             add("queue length out of range",
-                f"{where} eth{iface.index}: tx queue length {iface.txqueuelen} out of range", at)
+                f"{where} {node.device(iface.index)}: tx queue length {iface.txqueuelen} out "
+                "of range", at)
 
 
 # How many interfaces (vifs) one Xen PV guest takes. Mininet's switches have
@@ -417,7 +422,7 @@ def _check_addresses(topo: Topology, nodes: list[Node], add: Add,
             # interfaces, reported as that.
             if node.name not in oversized or (iface.mac and iface.mac.upper() != "RANDOM"):
                 macs[topo.mac_of(node, iface)] += 1
-            where = f"node {node.name} eth{iface.index}"
+            where = f"node {node.name} {node.device(iface.index)}"
             parsed = {}
             for field_name, address in (("ip", iface.ip), ("ip6", iface.ip6)):
                 if address is None:
@@ -475,14 +480,14 @@ def _check_static_arp(topo: Topology, by_name: dict[str, Node],
                 except ValueError:
                     continue
     for entry in topo.static_arp:
-        where = f"static ARP entry on {entry.node} eth{entry.iface}"
+        where = f"static ARP entry on {entry.node} {_device(by_name, entry.node, entry.iface)}"
         at = entry.defined_at
         node = by_name.get(entry.node)
         if node is None:
             add("ARP entry on unknown node", f"{where}: no node named {entry.node!r}", at)
         elif node.interface(entry.iface) is None:
             add("ARP entry on missing interface",
-                f"{where}: node {entry.node} has no interface eth{entry.iface}", at)
+                f"{where}: node {entry.node} has no interface {node.device(entry.iface)}", at)
         elif (entry.node, entry.iface) not in used:
             add("ARP entry on unwired interface",
                 f"{where}: the interface is not attached to a link or hub", at)
@@ -516,6 +521,12 @@ def _check_static_arp(topo: Topology, by_name: dict[str, Node],
                     f"{other.device(index)}, which holds {ip}, has MAC {real}", at)
 
 
+def _device(by_name: dict[str, Node], node: str, index: int) -> str:
+    """The guest's name for a node's interface (a listing's start at eth1)."""
+    known = by_name.get(node)
+    return known.device(index) if known else f"eth{index}"
+
+
 def _check_endpoint(where: str, node_name: str, iface: int, by_name: dict[str, Node],
                     add: Add, at: str | None = None) -> Node | None:
     node = by_name.get(node_name)
@@ -523,13 +534,15 @@ def _check_endpoint(where: str, node_name: str, iface: int, by_name: dict[str, N
         add("unknown node", f"{where}: unknown node {node_name!r}", at)
         return None
     if node.interface(iface) is None:
-        add("missing interface", f"{where}: node {node_name} has no interface eth{iface}", at)
+        have = ", ".join(node.device(i.index) for i in node.interfaces) or "none"
+        add("missing interface", f"{where}: node {node_name} has no interface "
+            f"{node.device(iface)} (it has {have})", at)
         return None
     return node
 
 
-def _check_link(link: Link, by_name: dict[str, Node], add: Add, warn: Add) -> None:
-    where = str(link)
+def _check_link(link: Link, where: str, by_name: dict[str, Node], add: Add,
+                warn: Add) -> None:
     at = link.defined_at
     a = _check_endpoint(where, link.a.node, link.a.iface, by_name, add, at)
     b = _check_endpoint(where, link.b.node, link.b.iface, by_name, add, at)
@@ -553,7 +566,7 @@ def _check_link(link: Link, by_name: dict[str, Node], add: Add, warn: Add) -> No
     if link.prio and link.rate_bps is None:
         add("priority queue without a rate", f"{where}: prio needs a rate (the priority "
             "queue is where packets wait for the rate limit)", at)
-    _warn_unit_slips(link, warn)
+    _warn_unit_slips(link, where, warn)
     if a is None or b is None:
         return
     by_family_a = {n.version: n for n in interface_networks(a, link.a.iface)}
@@ -564,12 +577,11 @@ def _check_link(link: Link, by_name: dict[str, Node], add: Add, warn: Add) -> No
                 f"({by_family_a[version]} and {by_family_b[version]})", at)
 
 
-def _warn_unit_slips(link: Link, warn: Add) -> None:
-    where = str(link)
+def _warn_unit_slips(link: Link, where: str, warn: Add) -> None:
     at = link.defined_at
     given = link.given
     if given.get("style") == "listing":
-        _warn_listing_slips(link, warn)
+        _warn_listing_slips(link, where, warn)
         return
     loss = given.get("loss")
     if isinstance(loss, int | float) and not isinstance(loss, bool) \
@@ -586,10 +598,9 @@ def _warn_unit_slips(link: Link, warn: Add) -> None:
              f"{_bare_rate_hint(link)}", at)
 
 
-def _warn_listing_slips(link: Link, warn: Add) -> None:
+def _warn_listing_slips(link: Link, where: str, warn: Add) -> None:
     """newLink(a, b, rate, latency) takes Mbit/s and milliseconds (the
     paper's units): advice in those units, with the number to write."""
-    where = str(link)
     at = link.defined_at
     latency = link.given.get("latency_ms")
     if isinstance(latency, int | float) and 0 < latency < 0.001:

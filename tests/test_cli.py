@@ -81,7 +81,7 @@ MISTAKES = [
      "newNode(1, 'H2', NodeType.LINUX_HOST, [(1000, 'RANDOM', '10.0.1.3', '255.255.255.0', '')])\n"
      "newLink((0, 0), (1, 0), 100, 1)\n"
      "setArp(0, 'eth1', '10.0.1.3', 'fe:ff:ff:00:01:99')\n", [], 1,
-     "mine.py:4: static ARP entry on H1 eth0: MAC fe:ff:ff:00:01:99 for 10.0.1.3, but H2 "
+     "mine.py:4: static ARP entry on H1 eth1: MAC fe:ff:ff:00:01:99 for 10.0.1.3, but H2 "
      "eth1, which holds 10.0.1.3, has MAC fe:ff:ff:00:01:03"),
     ("newNode(0, 'H1', NodeType.LINUX_HOST, [])\npushCmd(0, 'ls -l')\n", [], 1,
      "mine.py:2: pushCmd(0, ...): the commands must be a list or a tuple, got 'ls -l'"),
