@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 
 from selena import units
-from selena.errors import Problem, TopologyError, UnitError
+from selena.errors import Problem, TopologyError, UnitError, ValidationError
 from selena.hostinfo import HostInfo
 from selena.model import Link, Node, NodeKind, Topology
 from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask, real_cpu_cap
@@ -105,6 +105,7 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
             _check_endpoint(f"hub {hub.name}", ep.node, ep.iface, by_name, add, hub.defined_at)
             used[(ep.node, ep.iface)] += 1
     _check_static_arp(topo, by_name, used, add)
+    _check_net_size(topo, nodes, oversized, add)
     ports_of = Counter(name for name, _iface in used)
     for node in nodes:
         ports = ports_of[node.name]
@@ -160,6 +161,37 @@ def _too_many_interfaces(topo: Topology, nodes: list[Node], add: list[Problem]) 
                            f"{cpus} takes at most {limit} (Xenstore's 1000 entries and 64 "
                            f"grant frames per domain): {fix}", node.defined_at))
     return found
+
+
+def _check_net_size(topo: Topology, nodes: list[Node], oversized: Collection[str],
+                    add: Add) -> None:
+    """A guest's network directives are one Xenstore value ($S/net): its
+    interface names, addresses, routes and neighbour entries must fit."""
+    from selena.control.protocol import SPEC_MAX_BYTES
+    from selena.plan import net_text  # plan imports this module
+
+    arp: dict[str, list[tuple[str, str, str]]] = {}
+    for entry in topo.static_arp:
+        node = topo.nodes.get(entry.node)
+        iface = node.interface(entry.iface) if node else None
+        if node is not None and iface is not None:
+            arp.setdefault(node.name, []).append((entry.ip, entry.mac.lower(),
+                                                   topo.mac_of(node, iface)))
+    for node in nodes:
+        wired = topo.wired_interfaces(node)
+        if node.name in oversized or not wired:
+            continue
+        macs = {i.index: topo.mac_of(node, i) for i in node.interfaces if i.index in wired}
+        try:
+            size = len(net_text(node, macs, arp.get(node.name)).encode())
+        except (ValueError, ValidationError):
+            continue            # a malformed address or MAC, reported on its own
+        if size > SPEC_MAX_BYTES:
+            add("network settings too long",
+                f"node {node.name}: its interface names, addresses, routes and static ARP "
+                f"entries take {size} bytes, more than one Xenstore value holds "
+                f"({SPEC_MAX_BYTES}): give it fewer interfaces, addresses or ARP entries",
+                node.defined_at)
 
 
 def _groups(nodes: list[Node], key: Callable[[Node], object]) -> dict[object, list[Node]]:

@@ -400,3 +400,39 @@ def test_a_host_with_too_many_links_is_told_to_take_fewer():
     assert "node r1: 41 interfaces on links; a Xen guest with 1 vCPU takes at most 40 " \
            "(Xenstore's 1000 entries and 64 grant frames per domain): give it fewer links" \
         in str(error)
+
+
+def test_a_switch_of_40_ports_has_network_directives_that_fit_one_xenstore_value():
+    from selena.control.protocol import SPEC_MAX_BYTES
+    from selena.plan import make_plan
+    from selena.topologies import single
+
+    def net(hosts):
+        return next(g for g in make_plan(single(hosts)).guests if g.node == "s1").net
+
+    # Each port's name and queue length would take 2509 bytes; the default
+    # queue lengths go once they would not fit (and only then: 3 ports keep them).
+    big = net(40)
+    assert len(big.encode()) <= SPEC_MAX_BYTES
+    assert big.count("\nname ") + big.startswith("name ") == 40
+    assert "txqueuelen" not in big
+    assert net(3).count("txqueuelen") == 3
+
+
+def test_network_directives_too_long_for_one_xenstore_value_are_named():
+    # A router's name and address line per interface: 29 fit, 36 do not.
+    validate(_router(29))
+    error = _problems(_router(36))
+    assert len(error.problems) == 1
+    assert "node r1: its interface names, addresses, routes and static ARP entries take " \
+           "2319 bytes, more than one Xenstore value holds (1920): give it fewer " \
+           "interfaces, addresses or ARP entries" in error.problems[0]
+
+
+def _router(interfaces):
+    topo = Topology("exp")
+    r = topo.add_host("r1")
+    for i in range(interfaces):
+        r.add_interface(i, f"10.{i}.0.1/24")
+        topo.add_link((r, i), topo.add_host(f"h{i}", ip=f"10.{i}.0.2/24"))
+    return topo
