@@ -126,9 +126,9 @@ def _bridge_parts(setup: SwitchSetup) -> tuple[list[str], str, list[str], list[s
              + (" rstp_enable=true" if setup.stp else "")]
     # One function, one short line per port: a command holds about 39 ports.
     function = ('port() { DEV=$(for d in /sys/class/net/*; do [ "$(cat $d/address)" = "$1" ] '
-                 '&& echo "${d##*/}"; done; true); '
-                 '[ -n "$DEV" ] || { echo "no interface with MAC $1" >&2; exit 1; }; '
-                 'ip link set "$DEV" up; [ -z "$2" ] || ovs-vsctl --may-exist add-port '
+                '&& echo "${d##*/}"; done; true); '
+                '[ -n "$DEV" ] || { echo "no interface with MAC $1" >&2; exit 1; }; '
+                'ip link set "$DEV" up; [ -z "$2" ] || ovs-vsctl --may-exist add-port '
                 f'{BRIDGE} "$DEV" -- set interface "$DEV" ofport_request=$2; }}')
     ports = [f"port {q(mac)}" + ("" if setup.bare else f" {number}")
              for number, mac in setup.ports]

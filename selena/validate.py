@@ -68,7 +68,8 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
         add("bad TDF", str(exc))
 
     nodes = list(topo.nodes.values())
-    oversized = _too_many_interfaces(topo, nodes, first)
+    wired = _wired(topo)
+    oversized = _too_many_interfaces(nodes, wired, first)
     for node in nodes:
         _check_cpu_time(node, topo.tdf, add, warn)
     if not nodes:
@@ -105,7 +106,7 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
             _check_endpoint(f"hub {hub.name}", ep.node, ep.iface, by_name, add, hub.defined_at)
             used[(ep.node, ep.iface)] += 1
     _check_static_arp(topo, by_name, used, add)
-    _check_net_size(topo, nodes, oversized, add)
+    _check_net_size(topo, nodes, wired, oversized, add)
     ports_of = Counter(name for name, _iface in used)
     for node in nodes:
         ports = ports_of[node.name]
@@ -136,9 +137,8 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     return warnings
 
 
-def _too_many_interfaces(topo: Topology, nodes: list[Node], add: list[Problem]) -> set[str]:
-    """Nodes with more interfaces on links than a Xen guest takes (problems
-    appended to `add`); their names."""
+def _wired(topo: Topology) -> dict[str, set[int]]:
+    """Each node's interfaces on a link or hub (each one a vif)."""
     wired: dict[str, set[int]] = {}
     for link in topo.links:
         for ep in (link.a, link.b):
@@ -146,6 +146,13 @@ def _too_many_interfaces(topo: Topology, nodes: list[Node], add: list[Problem]) 
     for hub in topo.hubs:
         for ep in hub.endpoints:
             wired.setdefault(ep.node, set()).add(ep.iface)
+    return wired
+
+
+def _too_many_interfaces(nodes: list[Node], wired: dict[str, set[int]],
+                         add: list[Problem]) -> set[str]:
+    """Nodes with more interfaces on links than a Xen guest takes (problems
+    appended to `add`); their names."""
     found = set()
     for node in nodes:
         count = len(wired.get(node.name, ()))
@@ -163,8 +170,8 @@ def _too_many_interfaces(topo: Topology, nodes: list[Node], add: list[Problem]) 
     return found
 
 
-def _check_net_size(topo: Topology, nodes: list[Node], oversized: Collection[str],
-                    add: Add) -> None:
+def _check_net_size(topo: Topology, nodes: list[Node], wired: dict[str, set[int]],
+                    oversized: Collection[str], add: Add) -> None:
     """A guest's network directives are one Xenstore value ($S/net): its
     interface names, addresses, routes and neighbour entries must fit."""
     from selena.control.protocol import SPEC_MAX_BYTES
@@ -178,10 +185,10 @@ def _check_net_size(topo: Topology, nodes: list[Node], oversized: Collection[str
             arp.setdefault(node.name, []).append((entry.ip, entry.mac.lower(),
                                                    topo.mac_of(node, iface)))
     for node in nodes:
-        wired = topo.wired_interfaces(node)
-        if node.name in oversized or not wired:
+        indexes = wired.get(node.name)
+        if node.name in oversized or not indexes:
             continue
-        macs = {i.index: topo.mac_of(node, i) for i in node.interfaces if i.index in wired}
+        macs = {i.index: topo.mac_of(node, i) for i in node.interfaces if i.index in indexes}
         try:
             size = len(net_text(node, macs, arp.get(node.name)).encode())
         except (ValueError, ValidationError):
@@ -296,8 +303,7 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
     for iface, count in Counter(i.index for i in node.interfaces).items():
         if count > 1:
             add("duplicate interface", f"{where}: interface {node.device(iface)} defined "
-                f"{count} times",
-                at)
+                f"{count} times", at)
     for iface in node.interfaces:
         # A node with too many interfaces is reported once, not per index.
         if not 0 <= iface.index <= 99 and not oversized:
@@ -306,12 +312,10 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
         if iface.mac and iface.mac.upper() != "RANDOM":
             if not MAC_RE.fullmatch(iface.mac):
                 add("malformed MAC", f"{where} {node.device(iface.index)}: malformed MAC "
-                    f"{iface.mac!r}",
-                    at)
+                    f"{iface.mac!r}", at)
             elif int(iface.mac.split(":")[0], 16) & 1:
                 add("multicast MAC", f"{where} {node.device(iface.index)}: MAC {iface.mac} "
-                    "is multicast",
-                    at)
+                    "is multicast", at)
         if not 0 <= iface.txqueuelen <= 100_000:
             add("queue length out of range",
                 f"{where} {node.device(iface.index)}: tx queue length {iface.txqueuelen} out "
