@@ -331,3 +331,12 @@ def test_topo_over_the_port_limit_is_one_line_naming_it(capsys):
         "--topo star,5000: node s1: 5000 interfaces on links; a Xen guest with 1 vCPU "
         "takes at most 40 (Xenstore's 1000 entries and 64 grant frames per domain): "
         "use several switches, e.g. a tree (--topo tree,DEPTH,FANOUT)")
+
+
+def test_plan_shows_a_split_bridge_setup_as_its_commands_in_order(capsys):
+    rc, out, err = run_cli(capsys, "plan", "--topo", "single,40")
+    assert rc == 0, err
+    block = out[out.index("# switch s1, through its agent, 2 commands in order:"):]
+    first, second = block.split("#   # next command\n")
+    assert first.count("#   port ") == 40 and "add-br br0" in first
+    assert second.splitlines()[:2] == ["#   set -e", "#   ip link set br0 up"]
