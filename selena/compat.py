@@ -240,14 +240,19 @@ def _device_index(node: Node, device: str, call: str) -> int:
                         "SELENA numbers a node's interfaces from eth1)")
 
 
+def _where(node: str, index: int) -> str:
+    """newNode's interface as the listing numbers it and as the guest names it."""
+    return f"newNode {node!r} interface {index} (eth{index + FIRST_DEVICE})"
+
+
 def _interface(node: str, index: int, spec: tuple) -> Interface:
     if not isinstance(spec, tuple) or len(spec) != 5:
-        raise ScenarioError(f"newNode {node!r} interface {index}: want (queue length, MAC, IP, "
-                            f"netmask, gateway), got {spec!r}")
+        raise ScenarioError(f"{_where(node, index)}: want (queue length, MAC, IP, netmask, "
+                            f"gateway), got {spec!r}")
     qlen, mac, ip, netmask, gateway = spec
     if isinstance(qlen, bool) or not isinstance(qlen, int):
-        raise ScenarioError(f"newNode {node!r} interface {index}: the queue length must be "
-                            f"an int, got {qlen!r}")
+        raise ScenarioError(f"{_where(node, index)}: the queue length must be an int, got "
+                            f"{qlen!r}")
     random = str(mac).upper() == "RANDOM"
     if not ip:
         return Interface(index, mac=None if random else mac, txqueuelen=qlen)
@@ -260,7 +265,7 @@ def _address(node: str, index: int, ip: object, netmask: object) -> tuple[str, i
     """An interface's address and prefix length from newNode's (IP, netmask):
     IPv4 or IPv6, the netmask as 255.255.255.0, 24 or "/24", or the prefix
     written on the address ("10.0.0.1/24", "fd00::1/64") with no netmask."""
-    where = f"newNode {node!r} interface {index}"
+    where = _where(node, index)
     if not isinstance(ip, str):
         raise ScenarioError(f"{where}: the IP address must be a string, got {ip!r}")
     text, _, written = ip.partition("/")

@@ -260,7 +260,7 @@ class Experiment:
 
     def render(self) -> str:
         """What a deploy would run, as a shell script (runs nothing)."""
-        from selena.openflow import bridge_script, flow_scripts
+        from selena.openflow import bridge_scripts, flow_scripts
         from selena.plan import guest_shaping_script
 
         plan = self.plan()
@@ -274,9 +274,16 @@ class Experiment:
                 extra.append(f"# guest-side shaping inside {guest.node}, through its agent:\n"
                              + _commented(script))
         for setup in plan.switches:
-            extra.append(f"# switch {setup.node}, through its agent:\n"
-                         + _commented("".join([bridge_script(setup),
-                                               *(f"{s}\n" for s in flow_scripts(setup))])))
+            bridge = bridge_scripts(setup)
+            commands = [*bridge, *(f"{s}\n" for s in flow_scripts(setup))]
+            if len(bridge) == 1:
+                extra.append(f"# switch {setup.node}, through its agent:\n"
+                             + _commented("".join(commands)))
+            else:
+                # Past one command's size the bridge setup is several commands.
+                extra.append(f"# switch {setup.node}, through its agent, {len(commands)} "
+                             "commands in order:\n"
+                             + _commented("# next command\n".join(commands)))
         return text + ("\n" + "\n".join(extra) if extra else "")
 
     # -- bring up ------------------------------------------------------------------

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from selena import units
-from selena.control.protocol import net_directives
+from selena.control.protocol import SPEC_MAX_BYTES, net_directives
 from selena.errors import TemplateError, ValidationError
 from selena.model import Link, Node, Topology
 from selena.model.cpus import credit_cap, fold_mask
@@ -231,8 +231,10 @@ def _plan_static_arp(topo: Topology, guests: dict[str, GuestPlan]) -> None:
         via = next((v.mac for v in guest.vifs if v.index == entry.iface), None) \
             if guest else None
         if guest is None or via is None:
+            known = topo.nodes.get(entry.node)
+            device = known.device(entry.iface) if known else f"eth{entry.iface}"
             raise ValidationError(f"static ARP entry {entry.ip} on {entry.node} "
-                                  f"eth{entry.iface}: no such node or the interface is not "
+                                  f"{device}: no such node or the interface is not "
                                   "wired")
         guest.static_arp.append((entry.ip, entry.mac.lower(), via))
 
@@ -272,8 +274,23 @@ def _plan_net(topo: Topology, guest: GuestPlan) -> None:
     are left out). Each interface is named as the model says (eth<index>, or
     eth<index + 1> for SELENA-style nodes), whatever order the guest's
     frontends appear in."""
-    node = topo.nodes[guest.node]
-    wired = {vif.index: vif.mac for vif in guest.vifs}
+    guest.net = net_text(topo.nodes[guest.node], {vif.index: vif.mac for vif in guest.vifs},
+                         guest.static_arp)
+
+
+# What netfront's interfaces start with (Linux's ether_setup): a queue length
+# that needs no directive, left out when the directives would not fit.
+DEFAULT_TXQUEUELEN = 1000
+
+
+def net_text(node: Node, wired: dict[int, str],
+             arp: list[tuple[str, str, str]] | None = None) -> str:
+    """A guest's boot-time network directives ($S/net): `wired` maps the
+    indexes of its interfaces with a vif to their MACs, `arp` its static
+    neighbour entries (ip, mac, via mac). They are one Xenstore value, so
+    past SPEC_MAX_BYTES the queue lengths equal to the kernel's default go
+    (a switch of 40 ports fits by names alone); validate reports what still
+    does not fit."""
     names, addresses, qlens = [], [], []
     gateways: dict[int, str] = {}
     for iface in sorted(node.interfaces, key=lambda i: i.index):
@@ -286,8 +303,15 @@ def _plan_net(topo: Topology, guest: GuestPlan) -> None:
         for gateway in (iface.gateway, iface.gateway6):
             if gateway:
                 gateways.setdefault(ipaddress.ip_address(gateway).version, gateway)
-    guest.net = net_directives(addresses, txqueuelen=qlens, arp=guest.static_arp, names=names,
-                               gateways=[gateways[v] for v in sorted(gateways)])
+    routes = [gateways[v] for v in sorted(gateways)]
+    text = net_directives(addresses, txqueuelen=qlens, arp=arp or [], names=names,
+                          gateways=routes)
+    if len(text.encode()) > SPEC_MAX_BYTES:
+        # Only then: shorter guests keep every line (and their plans as before).
+        qlens = [(mac, qlen) for mac, qlen in qlens if qlen != DEFAULT_TXQUEUELEN]
+        text = net_directives(addresses, txqueuelen=qlens, arp=arp or [], names=names,
+                              gateways=routes)
+    return text
 
 
 def guest_shaping_script(guest: GuestPlan) -> str | None:

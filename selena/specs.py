@@ -85,6 +85,15 @@ def parse_topo_spec(spec: str, link: LinkOptions | None = None) -> Topology:
                             f"(usage: {topo_usage(name)})") from None
     except ValueError as exc:
         raise ScenarioError(f"--topo {spec!r}: {exc}") from None
+    # The user wrote the spec, not a file: problems point at it (not at the
+    # line of whatever program called the builder, such as selena's own script).
+    where = f"--topo {spec}"
+    for node in topo.nodes.values():
+        node.defined_at = where
+    for made in topo.links:
+        made.defined_at = where
+    for hub in topo.hubs:
+        hub.defined_at = where
     apply_link_spec(topo, link or {})
     return topo
 

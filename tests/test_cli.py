@@ -81,7 +81,7 @@ MISTAKES = [
      "newNode(1, 'H2', NodeType.LINUX_HOST, [(1000, 'RANDOM', '10.0.1.3', '255.255.255.0', '')])\n"
      "newLink((0, 0), (1, 0), 100, 1)\n"
      "setArp(0, 'eth1', '10.0.1.3', 'fe:ff:ff:00:01:99')\n", [], 1,
-     "mine.py:4: static ARP entry on H1 eth0: MAC fe:ff:ff:00:01:99 for 10.0.1.3, but H2 "
+     "mine.py:4: static ARP entry on H1 eth1: MAC fe:ff:ff:00:01:99 for 10.0.1.3, but H2 "
      "eth1, which holds 10.0.1.3, has MAC fe:ff:ff:00:01:03"),
     ("newNode(0, 'H1', NodeType.LINUX_HOST, [])\npushCmd(0, 'ls -l')\n", [], 1,
      "mine.py:2: pushCmd(0, ...): the commands must be a list or a tuple, got 'ls -l'"),
@@ -379,3 +379,31 @@ def test_run_opens_no_prompt_with_a_test_and_with_cli_after_the_scenario(
                 json.loads((tmp_path / "bundle2/meta.json").read_text())["commands"]]
     assert commands == ["echo from-the-scenario", "echo from-the-prompt"]
     assert fake_xen.domains == {}
+
+
+@pytest.mark.parametrize("verb", ["run", "advise"])
+def test_topo_help_states_the_switch_port_limit(capsys, verb):
+    rc, out, _ = run_cli(capsys, verb, "--help")
+    assert rc == 0
+    assert "A switch takes at most 40 ports (a Xen guest's limit" in " ".join(out.split())
+
+
+def test_topo_over_the_port_limit_is_one_line_naming_it(capsys):
+    rc, _, err = run_cli(capsys, "validate", "--topo", "star,5000")
+    assert rc != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, lines          # the count, then the one problem
+    # named by the spec the user wrote (not by selena's own script's line)
+    assert lines[1].strip() == (
+        "--topo star,5000: node s1: 5000 interfaces on links; a Xen guest with 1 vCPU "
+        "takes at most 40 (Xenstore's 1000 entries and 64 grant frames per domain): "
+        "use several switches, e.g. a tree (--topo tree,DEPTH,FANOUT)")
+
+
+def test_plan_shows_a_split_bridge_setup_as_its_commands_in_order(capsys):
+    rc, out, err = run_cli(capsys, "plan", "--topo", "single,40")
+    assert rc == 0, err
+    block = out[out.index("# switch s1, through its agent, 2 commands in order:"):]
+    first, second = block.split("#   # next command\n")
+    assert first.count("#   port ") == 40 and "add-br br0" in first
+    assert second.splitlines()[:2] == ["#   set -e", "#   ip link set br0 up"]

@@ -477,7 +477,12 @@ class XlBackend(Backend):
                                "jitter_s": link.jitter_s, "loss": link.loss,
                                "queue": link.queue_packets}
                          for vif, link in plan.shaped}
-        state.vif_nodes = {vif.name: f"{guest.node} eth{vif.index}"
+        topo = plan.topology
+        # The guest's own device name (a listing's first interface is eth1).
+        state.vif_nodes = {vif.name: f"{guest.node} "
+                                     + (topo.nodes[guest.node].device(vif.index)
+                                        if topo is not None and guest.node in topo.nodes
+                                        else f"eth{vif.index}")
                            for guest in plan.guests for vif in guest.vifs}
         state.vif_bridges = {vif.name: vif.bridge
                              for guest in plan.guests for vif in guest.vifs}

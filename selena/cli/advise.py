@@ -18,6 +18,7 @@ from selena.advise import (
 )
 from selena.backends import BACKENDS, DEFAULT_BACKEND
 from selena.cli.args import (
+    TOPO_LIMIT,
     custom_arg,
     deploy_only_args,
     param_arg,
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("scenario", nargs="?", help="a scenario .py file, or a Mininet-style "
                                                "topology spec (same as --topo)")
     p.add_argument("--topo", metavar="NAME[,ARGS]", help="a built-in topology, as in mn, "
-                                                           "or one a --custom file names")
+                   f"or one a --custom file names. {TOPO_LIMIT}")
     custom_arg(p)
     p.add_argument("--tdf", type=tdf_arg, default=None,
                    help="accepted as run takes it (advise finds the TDF to use)")

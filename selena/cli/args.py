@@ -14,6 +14,7 @@ from selena.control.channel import DEFAULT_OUTPUT_CAP
 from selena.errors import ScenarioError, UnitError
 from selena.experiment import DEFAULT_READY_TIMEOUT_S
 from selena.loader import Scenario, load_scenario
+from selena.validate import MAX_SWITCH_PORTS
 
 
 def tdf_arg(text: str) -> float:
@@ -105,3 +106,7 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
     return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param),
                          custom=custom)
 
+
+# Unlike mn's, a switch here is a Xen guest, with a guest's limit on interfaces.
+TOPO_LIMIT = (f"A switch takes at most {MAX_SWITCH_PORTS} ports (a Xen guest's limit, "
+              "fewer with several vCPUs); for more hosts use a tree")

@@ -18,6 +18,7 @@ from selena import units
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
 from selena.cli.args import (
+    TOPO_LIMIT,
     custom_arg,
     deploy_only_args,
     param_arg,
@@ -55,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "(same as --topo)")
         p.add_argument("--topo", metavar="NAME[,ARGS]",
                        help=f"a built-in topology, as in mn: {topo_names}; or one a "
-                            "--custom file names")
+                            f"--custom file names. {TOPO_LIMIT}")
         custom_arg(p)
         p.add_argument("--tdf", type=tdf_arg, default=None,
                        help="override the experiment's TDF (1 to 1000, up to three decimals)")

@@ -14,9 +14,9 @@ from selena.errors import ProtocolMismatch, ValidationError
 
 PROTOCOL_VERSION = 1
 # A Xenstore request carries at most 4096 bytes, but xenstored's quota on one
-# node's size (2048 bytes by default, charged to the guest that owns the
-# command's node, with its permissions) is what a long command meets first:
-# E2BIG, found with a 2.2 KB switch setup script in the lab.
+# value's size (2048 bytes by default; oxenstored checks it for Dom0's writes
+# too, C xenstored counts the node's permissions in it) is what a long command
+# meets first: E2BIG, found with a 2.2 KB switch setup script in the lab.
 SPEC_MAX_BYTES = 2048 - 128
 MAX_ARGS = 128
 MAX_ENV = 64

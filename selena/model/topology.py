@@ -541,6 +541,15 @@ class Topology:
                 ports[link.a.node] = link.b.iface + 1
         return ports
 
+    def describe(self, link: Link) -> str:
+        """"link h1:eth0--s1:eth2", each end named by the device its guest has
+        (a listing's interface 0 is eth1; str(link) gives bare indexes)."""
+        return f"link {self.end_name(link.a)}--{self.end_name(link.b)}"
+
+    def end_name(self, end: Endpoint) -> str:
+        node = self.nodes.get(end.node)
+        return f"{end.node}:{node.device(end.iface) if node else f'eth{end.iface}'}"
+
     def mac_of(self, node: Node, iface: Interface) -> str:
         """The interface's MAC: explicit, or derived from experiment, node id and index.
 
