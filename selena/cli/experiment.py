@@ -103,6 +103,14 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-monitor", action="store_true")
     g.add_argument("--output-cap", type=size_arg, default=DEFAULT_OUTPUT_CAP, metavar="SIZE")
     g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
+    capture_arg(g)
+
+
+def capture_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument("--capture", action="append", default=[], metavar="A,B",
+                   help="capture the link between nodes A and B (or A-B) into the bundle's "
+                        "capture-A-B.pcapng, timestamped in the guests' virtual time "
+                        "(repeatable)")
 
 
 def custom_arg(p: argparse.ArgumentParser) -> None:
@@ -202,6 +210,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="bytes of each command's stdout, and of its stderr, kept in Dom0 "
                         "and the bundle (e.g. 1M; default 16M); the rest is dropped and "
                         "counted")
+    capture_arg(p)
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("set-tdf", help="change the TDF of a deployed experiment (guests "
@@ -264,6 +273,9 @@ scenario_of = _scenario
 def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
     if getattr(args, "no_monitor", False):
         options["monitor"] = False
+    if getattr(args, "capture", None):
+        # Checked against the topology now: a bad link is refused before a deploy.
+        options["capture"] = list(args.capture)
     return Experiment(_scenario(args), backend=args.backend, strict=args.strict,
                       bridge=getattr(args, "bridge", "ovs"),
                       shaping=getattr(args, "shaping", "dom0"),
