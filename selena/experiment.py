@@ -766,10 +766,10 @@ class Experiment:
         env["timings"] = dict(self.timings)
         if engine is not None:
             env["tdf_timeline"] = engine.clock.timeline()
-        if self._capture_info:
-            env["captures"] = list(self._capture_info)
             env["params"] = {k: repr(v) if not isinstance(v, int | float | str | bool)
                              else v for k, v in engine.params.items()}
+        if self._capture_info:
+            env["captures"] = list(self._capture_info)
         info = error_info(error) if error is not None else None
         try:
             return writer.finish(topo=self.topology, records=engine.records if engine else [],

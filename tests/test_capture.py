@@ -342,3 +342,4 @@ def test_a_link_captured_in_a_run_lands_in_the_bundle_in_virtual_time(
         assert to_virtual(real, meta["tdf_timeline"]) == pytest.approx(virtual, abs=0.02)
     assert [p.flags for p in got] == [INBOUND, OUTBOUND, INBOUND]
     assert [seg["tdf"] for seg in meta["tdf_timeline"]] == [4, 2]
+    assert meta["params"] == {}         # the rest of meta.json as without a capture
