@@ -146,21 +146,22 @@ class FakeSocket:
 
     def __init__(self):
         self.frames: queue.Queue = queue.Queue()
-        self.timeout = None
+        self.blocking = True
         self.closed = False
 
-    def settimeout(self, value):
-        self.timeout = value
+    def setblocking(self, flag):
+        self.blocking = flag
 
     def close(self):
         self.closed = True
 
 
 def fake_receive(sock, snap):
+    assert not sock.blocking
     try:
-        got = sock.frames.get(timeout=0.05)
+        got = sock.frames.get_nowait()
     except queue.Empty:
-        raise TimeoutError from None
+        raise BlockingIOError from None
     if got is None:
         return None
     stamp, data, toward = got
