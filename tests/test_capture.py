@@ -231,6 +231,15 @@ def test_the_cli_takes_capture_options():
     assert args.capture == ["h1,s1"]
 
 
+def test_the_cli_refuses_an_unknown_link_in_one_line_before_anything_exists(capsys):
+    from selena.cli import main
+
+    assert main(["validate", "--topo", "single,2", "--capture", "h1,s9"]) == 1
+    err = capsys.readouterr().err
+    assert err == "selena: error: capture 'h1,s9': no node named 's9' (links: h1,s1 h2,s1)\n"
+    assert main(["validate", "--topo", "single,2", "--capture", "s1-h2"]) == 0
+
+
 # -- toolchain tier: tshark, a real packet socket, the lifecycle --------------------
 
 
