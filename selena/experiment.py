@@ -47,6 +47,8 @@ from typing import Any
 
 from selena import units
 from selena.backends import Backend, Deployment, get_backend
+from selena.backends.base import CAPTURE_REFUSED
+from selena.capture import LinkRecorder, parse_link
 from selena.compat import Action, run_actions
 from selena.control.channel import CommandHandle, CommandResult
 from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
@@ -140,7 +142,8 @@ class Experiment:
                  monitor: bool = True, monitor_interval: float = DEFAULT_INTERVAL_S,
                  output_cap: int = DEFAULT_OUTPUT_CAP,
                  progress: Progress | None = None, replace: bool = False,
-                 finish_limit: float = FINISH_LIMIT_S, meta: Mapping[str, Any] | None = None):
+                 finish_limit: float = FINISH_LIMIT_S, meta: Mapping[str, Any] | None = None,
+                 capture: Sequence[str | tuple[str, str]] = ()):
         # While selena loads a scenario file (validate, plan, advise, sweep),
         # an Experiment the file constructs is recorded and the file stopped:
         # loading never deploys. A file that runs itself is refused here
@@ -228,6 +231,13 @@ class Experiment:
         self.meta = dict(meta or {})       # extra meta.json keys (a sweep's id)
         self._writer: BundleWriter | None = None
         self._signals = _TerminateAsInterrupt()
+        # Links to capture (exp.capture, --capture), checked now: (a, b) in
+        # the order named; their recorders once running, and what they wrote.
+        self.captures: list[tuple[str, str]] = []
+        self._recorders: list[LinkRecorder] = []
+        self._capture_info: list[dict[str, Any]] = []
+        for item in capture:
+            self._want_capture(*((item,) if isinstance(item, str) else item))
 
     # -- before anything exists ----------------------------------------------------
 
@@ -295,6 +305,9 @@ class Experiment:
             raise ExperimentError("this experiment was closed; create a new Experiment")
         if self.deployment is not None:
             raise ExperimentError(f"experiment {self.topology.name} is already deployed")
+        if self.captures and self.out is None:
+            raise ExperimentError("capturing a link needs a results bundle to hold it: "
+                                  "give out=... (selena run always has one)")
         plan = self.plan()
         for warning in self.warnings:
             self.progress(f"warning: {warning}")
@@ -315,6 +328,13 @@ class Experiment:
             self._release()
             raise
         self.timings["deploy_s"] = time.monotonic() - begin
+        try:
+            # From before the guests have booted: the scenario's first frame is in.
+            for a, b in self.captures:
+                self._start_capture(a, b)
+        except BaseException:
+            self._abort_deploy()
+            raise
         if not wait:
             if self.needs_agents():
                 self._abort_deploy()
@@ -366,6 +386,7 @@ class Experiment:
 
     def _abort_deploy(self) -> None:
         self.progress(f"setting up the guests failed: removing {self.topology.name}")
+        self._stop_captures()
         if self.monitor is not None:
             self.monitor.stop()
             self.monitor = None
@@ -528,6 +549,75 @@ class Experiment:
             index = next(i for i, x in enumerate(self.topology.links) if x is link)
             (self.links_down.discard if up else self.links_down.add)(index)
 
+    def capture(self, a: str, b: str | None = None) -> None:
+        """Capture the link between nodes a and b (or `capture("h1,s1")`)
+        into the bundle's capture-<a>-<b>.pcapng, timestamped in virtual
+        time (selena/capture.py): from the deploy when asked before it, from
+        now when the experiment runs. The capture is taken on the Dom0 vif
+        of a's end and holds both directions."""
+        pair = self._want_capture(a, b)
+        if pair is not None and self.engine is not None:
+            self._start_capture(*pair)
+
+    def _want_capture(self, a: str, b: str | None = None) -> tuple[str, str] | None:
+        """Check one capture (one line naming the links there are); None
+        if it is asked for already."""
+        if not self.backend.link_capture:
+            raise ExperimentError(CAPTURE_REFUSED.format(name=self.backend.name))
+        text = a if b is None else f"{a},{b}"
+        pairs = [(link.a.node, link.b.node) for link in self.topology.links]
+        pair = parse_link(text, sorted(self.topology.nodes), pairs)
+        if any({*pair} == {*seen} for seen in self.captures):
+            return None
+        self.captures.append(pair)
+        return pair
+
+    def _start_capture(self, a: str, b: str) -> None:
+        if self._writer is None:
+            raise ExperimentError("capturing a link needs a results bundle to hold it: "
+                                  "give out=... (selena run always has one)")
+        link = self.links_between(a, b)[0]
+        source = self.backend.capture_source(self.topology.name, link, a)
+        raw = self._writer.staging / f".capture-{a}-{b}.real.pcapng"
+        try:
+            recorder = LinkRecorder(a, b, source, raw).start()
+        except OSError as exc:
+            raise ExperimentError(f"capture {a},{b}: cannot open {source.iface} "
+                                  f"({exc.strerror or exc}); run as root in Dom0") from None
+        self._recorders.append(recorder)
+        self.progress(f"capturing {a}-{b} on {source.iface} ({a}'s end, both directions)")
+
+    def _stop_captures(self) -> None:
+        for recorder in self._recorders:
+            recorder.stop()
+            recorder.raw.unlink(missing_ok=True)
+        self._recorders = []
+
+    def _finish_captures(self) -> None:
+        """The run's captures into the bundle, in virtual time (its timeline)."""
+        engine, recorders, self._recorders = self.engine, self._recorders, []
+        if engine is None or self._writer is None:
+            self._recorders = recorders
+            self._stop_captures()
+            return
+        clock = engine.clock
+        timeline = clock.timeline()
+        if clock.frozen:    # ended paused: virtual time stood still from then on
+            timeline.append({"tdf": clock.tdf, "real_s": clock.real_elapsed(),
+                             "virtual_s": clock.now()})
+        # Virtual second 0 as a wall-clock instant (the kernel stamps frames
+        # with CLOCK_REALTIME; the clock runs on CLOCK_MONOTONIC).
+        origin_ns = time.time_ns() - time.monotonic_ns() + round(clock.started * 1e9)
+        for recorder in recorders:
+            try:
+                info = recorder.finish(self._writer.staging, origin_ns, timeline)
+            except (OSError, SelenaError) as exc:
+                recorder.raw.unlink(missing_ok=True)
+                info = {"link": f"{recorder.a}-{recorder.b}", "error": str(exc)}
+                self.progress(f"capture {recorder.a}-{recorder.b} not written: {exc}")
+            info["virtual_origin"] = origin_ns / 1e9
+            self._capture_info.append(info)
+
     @property
     def paused(self) -> bool:
         return self.engine is not None and self.engine.clock.frozen
@@ -605,6 +695,7 @@ class Experiment:
             if self.monitor is not None:
                 self.fidelity = self.monitor.stop()
                 self.monitor = None
+            self._finish_captures()
             if self._writer is not None:
                 try:
                     if self.deployment is not None:
@@ -671,6 +762,7 @@ class Experiment:
         if self.monitor is not None:
             self.monitor.stop()
             self.monitor = None
+        self._stop_captures()
         self._close_controller()
         self._release()
         self.backend.close()
@@ -688,6 +780,8 @@ class Experiment:
             env["tdf_timeline"] = engine.clock.timeline()
             env["params"] = {k: repr(v) if not isinstance(v, int | float | str | bool)
                              else v for k, v in engine.params.items()}
+        if self._capture_info:
+            env["captures"] = list(self._capture_info)
         info = error_info(error) if error is not None else None
         try:
             return writer.finish(topo=self.topology, records=engine.records if engine else [],

@@ -20,9 +20,12 @@ from selena.hostinfo import HostInfo
 from selena.plan import Plan
 
 if TYPE_CHECKING:
+    from selena.capture import CaptureSource
     from selena.model import Link
 
 Progress = Callable[[str], None]
+CAPTURE_REFUSED = ("the {name} backend cannot capture links (exp.capture, --capture); "
+                   "run tcpdump -w inside a host instead")
 
 
 @dataclass
@@ -91,6 +94,7 @@ class Backend(abc.ABC):
     dilates: bool = True        # guests perceive the TDF (False: real time only)
     guest_agents: bool = True   # nodes run selena's agent (guest shaping, switch set-up)
     captures_links: bool = False  # capture_links works (the packet-spacing check)
+    link_capture: bool = False  # capture_source works (exp.capture, --capture)
 
     @abc.abstractmethod
     def command_channel(self, tdf: float,
@@ -186,6 +190,13 @@ class Backend(abc.ABC):
         from selena.errors import BackendError
 
         raise BackendError(f"the {self.name} backend cannot capture frames on its links")
+
+    def capture_source(self, experiment: str, link: Link, node: str) -> CaptureSource:
+        """The Dom0 interface on which `link` is captured at its end on
+        `node` (exp.capture): every frame of the link, both ways, passes it."""
+        from selena.errors import BackendError
+
+        raise BackendError(CAPTURE_REFUSED.format(name=self.name))
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -69,6 +69,7 @@ from selena.shaping.plan import real_rate_bps, real_seconds
 from selena.signals import sigint_deferred
 
 if TYPE_CHECKING:
+    from selena.capture import CaptureSource
     from selena.control.channel import Controller
     from selena.control.xenstore import XenstoreConnection
     from selena.model import Link
@@ -325,6 +326,7 @@ def _port_switch_commands(bridge: str, kind: str, vif: str, up: bool) -> list[li
 class XlBackend(Backend):
     name = "xl"
     captures_links = True
+    link_capture = True
 
     def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR, *,
                  xenstore: XenstoreConnection | None = None, offloads: bool = False,
@@ -920,6 +922,22 @@ class XlBackend(Backend):
                 dropped=frames[vif].dropped + sum(frames[p].dropped for p in peers[vif]),
                 started=frames[vif].started))
         return captures
+
+    def capture_source(self, experiment: str, link: Link, node: str) -> CaptureSource:
+        """The vif of `node`'s end of the link, from the state file: a
+        packet socket there sees what the guest sends (as it reaches Dom0,
+        before the link's shaping toward the peer) and what it receives (as
+        it leaves the shaping toward the guest)."""
+        from selena.capture import CaptureSource
+
+        state = self.state(experiment)
+        end, peer = (link.a, link.b) if link.a.node == node else (link.b, link.a)
+        label = f"{end.node} eth{end.iface}"
+        vif = next((v for v, lab in state.vif_nodes.items() if lab == label), None)
+        if vif is None:
+            raise BackendError(f"{link} of {experiment}: no vif of {label} in the state "
+                               "file; cannot capture it")
+        return CaptureSource(vif, end.node, peer.node)
 
     def raw_create_seconds(self, plan: Plan, bridge: str = "sbraw0") -> float:
         """Benchmark baseline (selena lab bench-deploy): the sum of plain

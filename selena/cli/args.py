@@ -86,6 +86,14 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-monitor", action="store_true")
     g.add_argument("--output-cap", type=size_arg, default=DEFAULT_OUTPUT_CAP, metavar="SIZE")
     g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
+    capture_arg(g)
+
+
+def capture_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument("--capture", action="append", default=[], metavar="A,B",
+                   help="capture the link between nodes A and B (or A-B) into the bundle's "
+                        "capture-A-B.pcapng, timestamped in the guests' virtual time "
+                        "(repeatable)")
 
 
 def custom_arg(p: argparse.ArgumentParser) -> None:

@@ -19,6 +19,7 @@ from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
 from selena.cli.args import (
     TOPO_LIMIT,
+    capture_arg,
     custom_arg,
     deploy_only_args,
     param_arg,
@@ -138,6 +139,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="bytes of each command's stdout, and of its stderr, kept in Dom0 "
                         "and the bundle (e.g. 1M; default 16M); the rest is dropped and "
                         "counted")
+    capture_arg(p)
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("set-tdf", help="change the TDF of a deployed experiment (guests "
@@ -184,6 +186,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _experiment(args: argparse.Namespace, **options: Any) -> Experiment:
     if getattr(args, "no_monitor", False):
         options["monitor"] = False
+    if getattr(args, "capture", None):
+        # Checked against the topology now: a bad link is refused before a deploy.
+        options["capture"] = list(args.capture)
     return Experiment(scenario_of(args), backend=args.backend, strict=args.strict,
                       bridge=getattr(args, "bridge", "ovs"),
                       shaping=getattr(args, "shaping", "dom0"),
