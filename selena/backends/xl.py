@@ -442,10 +442,7 @@ class XlBackend(Backend):
     def _deploy(self, plan: Plan, pool: dict[str, list[tuple[str, int]]],
                 say: Progress) -> DeployState:
         state = DeployState(plan.experiment, plan.tdf)
-        state.shaping = {vif: {"rate_bps": link.rate_bps, "delay_s": link.delay_s,
-                               "jitter_s": link.jitter_s, "loss": link.loss,
-                               "queue": link.queue_packets}
-                         for vif, link in plan.shaped}
+        state.shaping = {vif: shaping_spec(link) for vif, link in plan.shaped}
         state.vif_nodes = {vif.name: f"{guest.node} eth{vif.index}"
                            for guest in plan.guests for vif in guest.vifs}
         state.vif_bridges = {vif.name: vif.bridge
@@ -798,16 +795,70 @@ class XlBackend(Backend):
         raise BackendError(f"domain {name} is not in Xenstore (/local/domain/*/name) "
                            "after xl create")
 
+    def shape_link(self, experiment: str, link: Link,
+                   progress: Progress | None = None) -> None:
+        """Give one link of a running experiment new values (`link`, in its
+        virtual terms): the Dom0 qdiscs of the vifs of both its ends are
+        re-rendered at the experiment's current TDF, and the state file
+        keeps the values, so that later TDF changes rescale them. A change
+        of the qdiscs' shape (a rate added or lifted, delay, jitter, loss and
+        queue all set to none or from none) replaces the vif's root qdisc.
+        On a failure both vifs get their old shaping back."""
+        from selena.shaping import shaping_commands
+
+        say = progress or (lambda msg: log.info("%s", msg))
+        with self._locked(progress):
+            state = self.state(experiment)
+            ends = {f"{e.node} eth{e.iface}" for e in (link.a, link.b)}
+            vifs = sorted(vif for vif, label in state.vif_nodes.items() if label in ends)
+            if len(vifs) != len(ends):
+                raise BackendError(f"{link} of {experiment}: its vifs are not in the state "
+                                   f"file (found {', '.join(vifs) or 'none'})")
+            new = shaping_spec(link)
+            wanted = new if shaping_commands("-", link, state.tdf) else None
+            old = {vif: state.shaping.get(vif) for vif in vifs}
+            done: list[str] = []
+            try:
+                for vif in vifs:
+                    self._reshape_vif(vif, old[vif], wanted, state.tdf)
+                    done.append(vif)
+            except BaseException:
+                for vif in done:
+                    try:
+                        self._reshape_vif(vif, wanted, old[vif], state.tdf)
+                    except BackendError as exc:
+                        say(f"restoring the old shaping of {vif} failed: {exc}")
+                raise
+            for vif in vifs:
+                if wanted is None:
+                    state.shaping.pop(vif, None)
+                else:
+                    state.shaping[vif] = dict(wanted)
+            self._save(state)
+        say(f"{experiment}: {link} re-shaped at TDF {units.tdf_text(state.tdf)}")
+
+    def _reshape_vif(self, vif: str, old: dict[str, float | None] | None,
+                     new: dict[str, float | None] | None, tdf: float) -> None:
+        from selena.shaping import shaping_commands
+
+        argvs: list[list[str]] = []
+        if old is not None and (new is None or _qdisc_shape(old) != _qdisc_shape(new)):
+            argvs.append(["tc", "qdisc", "del", "dev", vif, "root"])
+        if new is not None:
+            argvs += shaping_commands(vif, spec_link(new), tdf,
+                                      reshape=old is not None and argvs == [])
+        for argv in argvs:
+            try:
+                self.runner.run(argv)
+            except CommandError as exc:
+                raise BackendError(f"re-shaping {vif} at TDF {units.tdf_text(tdf)} "
+                                   f"failed: {exc}") from None
+
     def _shape(self, state: DeployState, tdf: float) -> None:
-        from selena.model import Endpoint, Link
         from selena.shaping import shaping_commands
 
         for vif, spec in state.shaping.items():
-            queue = spec.get("queue")
-            link = Link(Endpoint("", 0), Endpoint("", 0), rate_bps=spec.get("rate_bps"),
-                        delay_s=spec.get("delay_s") or 0.0,
-                        jitter_s=spec.get("jitter_s") or 0.0, loss=spec.get("loss") or 0.0,
-                        queue_packets=None if queue is None else int(queue))
+            link = spec_link(spec)
             for argv in shaping_commands(vif, link, tdf, reshape=True):
                 try:
                     self.runner.run(argv)
@@ -1491,6 +1542,40 @@ class _Script:
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
+
+
+def shaping_spec(link: Link) -> dict[str, float | None]:
+    """A link's shaping in its own (virtual) terms, as the state file keeps
+    it per vif (prio as 1.0: the file holds numbers)."""
+    spec: dict[str, float | None] = {"rate_bps": link.rate_bps, "delay_s": link.delay_s,
+                                     "jitter_s": link.jitter_s, "loss": link.loss,
+                                     "queue": link.queue_packets}
+    if link.prio:
+        spec["prio"] = 1.0
+    return spec
+
+
+def spec_link(spec: dict[str, float | None]) -> Link:
+    """The link a state file's shaping entry describes (no ends)."""
+    from selena.model import Endpoint, Link
+
+    queue = spec.get("queue")
+    return Link(Endpoint("", 0), Endpoint("", 0), rate_bps=spec.get("rate_bps"),
+                delay_s=spec.get("delay_s") or 0.0, jitter_s=spec.get("jitter_s") or 0.0,
+                loss=spec.get("loss") or 0.0,
+                queue_packets=None if queue is None else int(queue),
+                prio=bool(spec.get("prio")))
+
+
+def _qdisc_shape(spec: dict[str, float | None]) -> tuple[bool, bool, bool]:
+    """Which qdiscs a vif's shaping has (htb, netem, prio): while it stays
+    the same, the qdiscs are changed in place."""
+    from selena.shaping.netem import netem_args
+
+    link = spec_link(spec)
+    return (link.rate_bps is not None,
+            bool(netem_args(link.delay_s, link.jitter_s, link.loss, link.queue_packets)),
+            link.prio)
 
 
 def parse_vcpu_list(text: str) -> dict[str, list[float]]:
