@@ -492,13 +492,22 @@ class Experiment:
             return engine.at(t, self.apply_event, event, t)
         return engine.at(t, fn, *args, **kwargs)
 
-    def schedule(self, events: Sequence[Event]) -> list[Future]:
-        """Apply each event (selena.schedule.load_events) at its virtual time;
-        all are checked first, so a bad one schedules none."""
-        self._running()
-        for event in events:
+    def schedule(self, events: Sequence[Event]) -> Future:
+        """Apply each event (selena.schedule.load_events) at its virtual time,
+        in time order, from one scenario thread (a long schedule holds no
+        thread per event); all are checked first, so a bad one schedules
+        none. The run lasts until the last one (within finish_limit)."""
+        engine = self._running()
+        ordered = sorted(events, key=lambda e: e.t or 0.0)
+        for event in ordered:
             check_event(event, self.topology)
-        return [self._running().at(e.t or 0.0, self.apply_event, e, e.t) for e in events]
+
+        def apply_all() -> None:
+            for event in ordered:
+                engine.clock.sleep_until(event.t or 0.0)
+                self.apply_event(event, event.t)
+
+        return engine.at(0.0, apply_all)
 
     def apply_event(self, event: Event, scheduled: float | None = None) -> None:
         """Apply one change now (the recorded event carries `scheduled`, the
