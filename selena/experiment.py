@@ -82,7 +82,14 @@ from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, make_plan
 from selena.results import BundleWriter
 from selena.runner import Runner
-from selena.schedule import RESTART_REFUSED, Event, changed_link, check_event, parse_change
+from selena.schedule import (
+    RESTART_REFUSED,
+    Event,
+    changed_link,
+    check_event,
+    check_events,
+    parse_change,
+)
 from selena.shaping import Placement
 from selena.shaping.guest import apply_guest_shaping
 from selena.signals import restore_handlers
@@ -499,8 +506,7 @@ class Experiment:
         none. The run lasts until the last one (within finish_limit)."""
         engine = self._running()
         ordered = sorted(events, key=lambda e: e.t or 0.0)
-        for event in ordered:
-            check_event(event, self.topology)
+        check_events(ordered, self.topology)
 
         def apply_all() -> None:
             for event in ordered:

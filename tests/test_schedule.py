@@ -104,6 +104,17 @@ def scheduling(exp):
     return exp
 
 
+def test_each_event_is_checked_against_the_link_as_the_events_before_leave_it():
+    topo = pair_topo()          # 20 ms delay, 1 ms jitter
+    later = [parse_line("20 link h1 h2 delay=0.5ms", "F:2"),
+             parse_line("10 link h1 h2 jitter=0", "F:1")]
+    check_events(later, topo)   # the jitter is gone by the time the delay drops
+    with pytest.raises(ScenarioError, match=r"^F:2: .*jitter 0.001 s must be between"):
+        check_events([parse_line("20 link h1 h2 delay=0.5ms", "F:2"),
+                      parse_line("30 link h1 h2 jitter=0", "F:3")], topo)
+    assert topo.links[0].jitter_s == 0.001
+
+
 # -- exp.link on a running experiment (tests/support/fake_session.py) ---------------
 
 def test_set_changes_exactly_that_link_through_the_backend_and_records_the_event():
