@@ -261,6 +261,7 @@ class Experiment:
         # Link and node changes applied during the run (meta.json `events`).
         self.events: list[dict[str, Any]] = []
         self._events_lock = threading.Lock()
+        self._due = threading.local()       # the `at` time of the callback running
         self.deployment: Deployment | None = None
         self.controller: Controller | None = None
         self.engine: Engine | None = None
@@ -497,7 +498,16 @@ class Experiment:
             event = parse_change(fn.split(), "exp.at")
             check_event(event, self.topology)
             return engine.at(t, self.apply_event, event, t)
-        return engine.at(t, fn, *args, **kwargs)
+
+        def due(*args: Any, **kwargs: Any) -> Any:
+            # A change fn makes (link.set, down, crash) records when it was due.
+            self._due.t = t
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._due.t = None
+
+        return engine.at(t, due, *args, **kwargs)
 
     def schedule(self, events: Sequence[Event]) -> Future:
         """Apply each event (selena.schedule.load_events) at its virtual time,
@@ -663,6 +673,7 @@ class Experiment:
             "virtual_s": round(clock.now() - (after - middle) / clock.tdf, 6),
             "real_s": round(middle - clock.started, 6), "tdf": clock.tdf,
             "target": target, "change": change, "took_real_s": round(after - before, 6)}
+        scheduled = scheduled if scheduled is not None else getattr(self._due, "t", None)
         if scheduled is not None:
             entry["scheduled_s"] = scheduled
         with self._events_lock:

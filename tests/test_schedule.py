@@ -178,6 +178,11 @@ def test_at_with_a_change_applies_it_at_that_virtual_time_and_records_when_it_wa
                                             None, 0.007)
         [event] = exp.events
         assert event["scheduled_s"] == 0.05 and event["virtual_s"] >= 0.05
+        exp.at(0.03, exp.link("h2", "s2").set, loss="2%").result(timeout=5)
+        exp.at(0.01, exp.link("h2", "s2").down).result(timeout=5)
+        assert [e.get("scheduled_s") for e in exp.events] == [0.05, 0.03, 0.01]
+        exp.link("h2", "s2").up()                   # not from `at`: no due time
+        assert "scheduled_s" not in exp.events[-1]
         with pytest.raises(ScenarioError, match=r"^exp.at: link h1 s1: 'delay' is not"):
             exp.at(1, "link h1 s1 delay")
         with pytest.raises(ScenarioError, match=r"no link between h1 and h2"):
