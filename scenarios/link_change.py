@@ -46,7 +46,11 @@ def delays_ms(text):
     return before, after
 
 
-def build(delays=DEFAULT_DELAYS):
+def build(delays=DEFAULT_DELAYS, change="at"):
+    """`--param change=events`: the change comes from `--events FILE`."""
+    if change not in ("at", "events"):
+        raise ValueError(f"change={change!r}: want at (the scenario changes the link) or "
+                         "events (selena run --events FILE does)")
     topology = Topology("linkchange", tdf=TDF)
     h1 = topology.add_host("h1", ip="10.0.0.1/24", template="tools-host")
     h2 = topology.add_host("h2", ip="10.0.0.2/24", template="tools-host")
