@@ -308,15 +308,6 @@ class MininetBackend(Backend):
     def thaw(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
         raise BackendError("the Mininet baseline cannot freeze time")
 
-    def set_link(self, experiment: str, link: Link, up: bool,
-                 progress: Progress | None = None) -> None:
-        """Mininet's own configLinkStatus (both veth ends down or up; with
-        several links between the two nodes, Mininet changes them all)."""
-        net = self._nets.get(experiment)
-        if net is None:
-            raise BackendError(f"no Mininet network {experiment} in this process")
-        net.configLinkStatus(link.a.node, link.b.node, "up" if up else "down")
-
     def shape_link(self, experiment: str, link: Link,
                    progress: Progress | None = None) -> None:
         """Mininet's own TCIntf.config on both ends of every link between
@@ -336,6 +327,15 @@ class MininetBackend(Backend):
         for mn_link in links:
             for intf in (mn_link.intf1, mn_link.intf2):
                 intf.config(**params)
+
+    def set_link(self, experiment: str, link: Link, up: bool,
+                 progress: Progress | None = None) -> None:
+        """Mininet's own configLinkStatus (both veth ends down or up; with
+        several links between the two nodes, Mininet changes them all)."""
+        net = self._nets.get(experiment)
+        if net is None:
+            raise BackendError(f"no Mininet network {experiment} in this process")
+        net.configLinkStatus(link.a.node, link.b.node, "up" if up else "down")
 
     def xenstore(self) -> Any:
         raise BackendError("the Mininet baseline has no Xenstore")

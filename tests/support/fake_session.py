@@ -55,12 +55,12 @@ class RecordingBackend(Backend):
         self.asked.append(("thaw", experiment))
         return 0, 0
 
-    def set_link(self, experiment: str, link: Any, up: bool, progress: Any = None) -> None:
-        self.asked.append(("set_link", experiment, str(link), up))
-
     def shape_link(self, experiment: str, link: Any, progress: Any = None) -> None:
         self.asked.append(("shape_link", experiment, str(link), link.rate_bps, link.delay_s,
                            link.jitter_s, link.loss, link.queue_packets))
+
+    def set_link(self, experiment: str, link: Any, up: bool, progress: Any = None) -> None:
+        self.asked.append(("set_link", experiment, str(link), up))
 
     def xenstore(self) -> Any:
         raise AssertionError("no Xenstore here")
