@@ -130,10 +130,6 @@ class FakeXen(FakeRunner):
             return 0, self._qdisc_stats(), ""
         if args[:3] == ("tc", "qdisc", "replace") and "root" in args:
             return self._replace_root(args)
-        if args[:3] == ("tc", "qdisc", "del") and "root" in args:
-            if self.root_qdiscs.pop(args[args.index("dev") + 1], None) is None:
-                return 2, "", "Error: Cannot delete qdisc with handle of zero.\n"
-            return 0, "", ""
         if cmd == ("selena-tdf", "get") and args[2:] == ("0",):
             return 0, "1\n", ""            # Dom0 reads its own TDF: the domctl answers
         if cmd == ("selena-tdf", "host"):
