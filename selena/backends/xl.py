@@ -689,11 +689,7 @@ class XlBackend(Backend):
         say = progress or (lambda msg: log.info("%s", msg))
         with self._locked(progress):
             state = self.state(experiment)
-            ends = {f"{e.node} eth{e.iface}" for e in (link.a, link.b)}
-            vifs = sorted(vif for vif, label in state.vif_nodes.items() if label in ends)
-            if len(vifs) != len(ends):
-                raise BackendError(f"{link} of {experiment}: its vifs are not in the state "
-                                   f"file (found {', '.join(vifs) or 'none'})")
+            vifs = _link_vifs(state, link)
             for vif in vifs:
                 self.runner.run(["ip", "link", "set", vif, "up" if up else "down"])
         say(f"{experiment}: {link} {'up' if up else 'down'}")
@@ -809,11 +805,7 @@ class XlBackend(Backend):
         say = progress or (lambda msg: log.info("%s", msg))
         with self._locked(progress):
             state = self.state(experiment)
-            ends = {f"{e.node} eth{e.iface}" for e in (link.a, link.b)}
-            vifs = sorted(vif for vif, label in state.vif_nodes.items() if label in ends)
-            if len(vifs) != len(ends):
-                raise BackendError(f"{link} of {experiment}: its vifs are not in the state "
-                                   f"file (found {', '.join(vifs) or 'none'})")
+            vifs = _link_vifs(state, link)
             new = shaping_spec(link)
             wanted = new if shaping_commands("-", link, state.tdf) else None
             old = {vif: state.shaping.get(vif) for vif in vifs}
@@ -1542,6 +1534,16 @@ class _Script:
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
+
+
+def _link_vifs(state: DeployState, link: Link) -> list[str]:
+    """The Dom0 vifs of both ends of a link (by the state file's labels)."""
+    ends = {f"{e.node} eth{e.iface}" for e in (link.a, link.b)}
+    vifs = sorted(vif for vif, label in state.vif_nodes.items() if label in ends)
+    if len(vifs) != len(ends):
+        raise BackendError(f"{link} of {state.experiment}: its vifs are not in the state "
+                           f"file (found {', '.join(vifs) or 'none'})")
+    return vifs
 
 
 def shaping_spec(link: Link) -> dict[str, float | None]:
