@@ -31,9 +31,14 @@ import enum
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from selena.errors import ScenarioError
 from selena.model import Interface, Node, NodeKind, Topology
+
+if TYPE_CHECKING:
+    from selena.control.channel import CommandHandle
+    from selena.engine import Engine
 
 
 class NodeType(enum.Enum):
@@ -74,6 +79,35 @@ class PushOFRule:
 
 
 Action = SetArp | PushCmd | PushOFRule
+
+# The origin the records of these actions' commands carry (Recorded.origin):
+# `selena run` prints what pushCmd's commands printed, as SELENA did.
+PUSH_CMD = "pushCmd"
+PUSH_OF_RULE = "pushOFRule"
+
+
+def run_actions(engine: Engine, actions: list[Action]) -> None:
+    """SELENA Listing 2 semantics: in file order, each command waited for,
+    except a shell command ending in `&`, which is left running until the
+    others are done; every record says which action ran it."""
+    background: list[CommandHandle] = []
+    for action in actions:
+        if isinstance(action, SetArp):
+            continue                        # applied at boot (plan net directives)
+        if isinstance(action, PushCmd):
+            for command in action.commands:
+                if command.rstrip().endswith("&"):
+                    background.append(engine.start(action.node, command.rstrip()[:-1],
+                                                   origin=PUSH_CMD))
+                else:
+                    engine.cmd(action.node, command, origin=PUSH_CMD)
+        elif isinstance(action, PushOFRule):
+            engine.cmd(action.node, ["ovs-ofctl", action.action, action.bridge, action.rule],
+                       origin=PUSH_OF_RULE)
+    for handle in background:
+        if not handle.done:
+            engine.kill(handle, 15)
+        engine.wait(handle)
 
 
 def selena_mac(ip: str) -> str:

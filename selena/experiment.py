@@ -48,20 +48,15 @@ from typing import Any
 
 from selena import units
 from selena.backends import Backend, Deployment, get_backend
-from selena.compat import Action
-from selena.control.channel import (
-    DEFAULT_OUTPUT_CAP,
-    CommandHandle,
-    CommandResult,
-    Controller,
-)
+from selena.compat import Action, run_actions
+from selena.control.channel import CommandHandle, CommandResult
+from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.engine import (
     DEFAULT_COMMAND_TIMEOUT_S,
     FINISH_LIMIT_S,
     Engine,
     VirtualClock,
-    run_actions,
 )
 from selena.errors import (
     ExperimentError,
@@ -204,15 +199,18 @@ class Experiment:
 
         install()       # a selena error ending the user's script is one line
 
-        # A scenario file comes back loaded (as a Scenario).
-        topology = intercept(topology, tdf=tdf, params=params, link=link)  # type: ignore[assignment]
-        if isinstance(topology, Scenario):
-            scenario = topology
-        elif isinstance(topology, Topology):
-            scenario = Scenario(topology, source=topology.name, params=dict(params or {}))
+        # A scenario file comes back loaded (as a Scenario). Its TDF is set
+        # once, below, not also while it loads (where an error would name
+        # the CLI's --tdf); a file being loaded is captured with its own.
+        from_file = isinstance(topology, str | Path)
+        loaded = intercept(topology, tdf=None if from_file else tdf, params=params, link=link)
+        if isinstance(loaded, Scenario):
+            scenario = loaded
+        elif isinstance(loaded, Topology):
+            scenario = Scenario(loaded, source=loaded.name, params=dict(params or {}))
         else:
             raise ExperimentError(f"Experiment needs a Topology, a Scenario or a scenario "
-                                  f"file, got {type(topology).__name__}")
+                                  f"file, got {type(loaded).__name__}")
         if tdf is not None:
             try:
                 scenario.topology.tdf = units.tdf(tdf)
@@ -263,7 +261,7 @@ class Experiment:
         self._events_lock = threading.Lock()
         self._due = threading.local()       # the `at` time of the callback running
         self.deployment: Deployment | None = None
-        self.controller: Controller | None = None
+        self.controller: CommandChannel | None = None
         self.engine: Engine | None = None
         self.environment: dict[str, Any] = {}
         self.timings: dict[str, float] = {}         # real seconds of each stage
@@ -303,6 +301,15 @@ class Experiment:
             self._plan = make_plan(self.topology, bridge_kind=self.bridge,
                                    placement=self.placement, host_cpus=self.host.cpus)
         return self._plan
+
+    def needs_agents(self) -> bool:
+        """Whether the nodes must be configured through their agents once
+        up (guest-side shaping, switch bridges and flows), so a deploy has
+        to wait for them: the one place that decides it. A backend without
+        agents configures its nodes itself."""
+        plan = self.plan()
+        return self.backend.guest_agents and (
+            bool(plan.switches) or any(g.guest_shaping for g in plan.guests))
 
     def render(self) -> str:
         """What a deploy would run, as a shell script (runs nothing)."""
@@ -355,7 +362,7 @@ class Experiment:
             raise
         self.timings["deploy_s"] = time.monotonic() - begin
         if not wait:
-            if any(g.guest_shaping for g in plan.guests) or plan.switches:
+            if self.needs_agents():
                 self._abort_deploy()
                 raise ExperimentError("guest-side shaping and switches need the guest "
                                       "agents: deploy with wait")
@@ -373,23 +380,22 @@ class Experiment:
         late = self.backend.wait_up(self.deployment, self.ready_timeout, self.progress)
         if late:
             self.progress(f"not booted after {self.ready_timeout:g} s: {', '.join(late)}")
-        self.controller = self.backend.command_channel(self.topology.tdf,
-                                                       output_cap=self.output_cap)
+        self.controller = channel = self.backend.command_channel(self.topology.tdf,
+                                                                 output_cap=self.output_cap)
         for node, domid in self.deployment.domids.items():
-            self.controller.add_guest(node, domid)
+            channel.add_guest(node, domid)
         self.progress(f"waiting for {len(self.deployment.domids)} guest agents")
-        self.controller.wait_ready(self.ready_timeout)
+        channel.wait_ready(self.ready_timeout)
         # Unpaused to every agent ready: the guests' boot, in real seconds.
         self.timings["boot_to_agents_s"] = time.monotonic() - begin
         if self.backend.guest_agents:
-            apply_guest_shaping(self.controller, plan, progress=self.progress)
+            apply_guest_shaping(channel, plan, progress=self.progress)
         # Without agents the backend set the switches up itself.
-        switches = Switches(self.controller,
-                            plan.switches if self.backend.guest_agents else [])
+        switches = Switches(channel, plan.switches if self.backend.guest_agents else [])
         switches.configure(progress=self.progress)
         self.environment = self._environment()
         deployment = self.deployment
-        self.engine = Engine(self.controller, deployment.domids,
+        self.engine = Engine(channel, deployment.domids,
                              VirtualClock(self.topology.tdf),
                              crash=lambda node: self.backend.crash(deployment, node),
                              switches=switches,
@@ -445,8 +451,7 @@ class Experiment:
                      actions: list[Action] | None = None) -> None:
         """SELENA Listing-2 actions (in file order), then run(exp): by default
         those of the scenario this experiment was made from."""
-        self._running()
-        run_actions(self, self.scenario.actions if actions is None else actions)
+        run_actions(self._running(), self.scenario.actions if actions is None else actions)
         fn = self.scenario.run if run is None else run
         if fn is not None:
             fn(self)

@@ -26,7 +26,7 @@ from types import TracebackType
 from selena import units
 from selena.compat import Action, NodeType, SelenaScript, load_selena_file
 from selena.errors import ScenarioError, ScenarioFileError, SelenaError, UnitError
-from selena.model import Topology
+from selena.model import LinkOptions, Topology
 from selena.specs import apply_link_spec, parse_link_spec, parse_topo_spec
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -125,7 +125,7 @@ def load_scenario(source: str | None, *, tdf: float | str | None = None,
     `build(**params)` (and are kept for `exp.params`). `custom`: Mininet
     custom files (mn --custom), whose `topos` names a --topo spec may use
     before the built-in ones."""
-    link = parse_link_spec(link_spec) if link_spec else {}
+    link: LinkOptions = parse_link_spec(link_spec) if link_spec else {}
     params = dict(params or {})
     if custom:
         return _custom_scenario(source, custom, link, params, tdf)
@@ -142,15 +142,19 @@ def load_scenario(source: str | None, *, tdf: float | str | None = None,
             raise ScenarioError(f"--param {', '.join(params)}: a --topo spec takes no "
                                 "parameters (give them in the spec: tree,depth=2)")
         scenario = Scenario(parse_topo_spec(source, link), source=source)
+    _apply_tdf(scenario, tdf)
+    return scenario
+
+
+def _apply_tdf(scenario: Scenario, tdf: float | str | None) -> None:
     if tdf is not None:
         try:
             scenario.topology.tdf = units.tdf(tdf)
         except UnitError as exc:
             raise ScenarioError(f"--tdf: {exc}") from None
-    return scenario
 
 
-def _custom_scenario(spec: str | None, custom: Sequence[str], link: dict[str, object],
+def _custom_scenario(spec: str | None, custom: Sequence[str], link: LinkOptions,
                      params: dict[str, object], tdf: float | str | None) -> Scenario:
     """--custom FILE --topo NAME[,ARGS]: NAME from FILE's `topos` first, as
     in mn, else a built-in topology."""
@@ -177,11 +181,7 @@ def _custom_scenario(spec: str | None, custom: Sequence[str], link: dict[str, ob
             raise ScenarioError(f"{exc} (custom topos in {shown}: {mine})") from None
     apply_link_spec(topology, link)
     scenario = Scenario(topology, source=f"{shown} --topo {spec}")
-    if tdf is not None:
-        try:
-            scenario.topology.tdf = units.tdf(tdf)
-        except UnitError as exc:
-            raise ScenarioError(f"--tdf: {exc}") from None
+    _apply_tdf(scenario, tdf)
     return scenario
 
 
@@ -192,26 +192,10 @@ def _load_file(path: Path, params: dict[str, object]) -> Scenario:
     # A script parses its own arguments: as loaded, it gets none (its defaults).
     sys.argv = [str(path)]
     try:
-        try:
-            script: SelenaScript = load_selena_file(path, main=as_main)
-        except _ExperimentCaptured as captured:
-            if params:
-                raise ScenarioError(f"{path}: --param {', '.join(params)} needs a "
-                                    "build(**params) function in the scenario") from None
-            captured.scenario.params = params
-            return captured.scenario
-        except SystemExit as exc:
-            if exc.code not in (0, None):
-                raise ScenarioError(f"{path}: the file exited (status {exc.code}) while "
-                                    "selena loaded it, with no arguments; "
-                                    f"{RUNS_ITSELF}") from None
-            script = _exited_script(path)
-        except ScenarioError as exc:
-            if isinstance(exc, ScenarioFileError) or str(exc).startswith(f"{path}:"):
-                raise
-            raise user_error(exc, path) from None
-        except Exception as exc:  # the user's own code failed: name their line
-            raise user_error(exc, path) from None
+        loaded = _run_file(path, as_main, params)
+        if isinstance(loaded, Scenario):
+            return loaded
+        script = loaded
         namespace = script.namespace_after_run
         topo = namespace.get("topology")
         build = namespace.get("build")
@@ -243,7 +227,32 @@ def _load_file(path: Path, params: dict[str, object]) -> Scenario:
     candidate = namespace.get("run")
     if candidate is not None and not callable(candidate):
         raise ScenarioError(f"{path}: `run` must be a function run(exp)")
-    return Scenario(topo, script.actions, candidate, str(path), params)  # type: ignore[arg-type]
+    return Scenario(topo, script.actions, candidate, str(path), params)
+
+
+def _run_file(path: Path, as_main: bool, params: dict[str, object]) -> SelenaScript | Scenario:
+    """Run the file: what it declared, or the Scenario of the Experiment it
+    constructed; its errors as the user should see them."""
+    try:
+        return load_selena_file(path, main=as_main)
+    except _ExperimentCaptured as captured:
+        if params:
+            raise ScenarioError(f"{path}: --param {', '.join(params)} needs a "
+                                "build(**params) function in the scenario") from None
+        captured.scenario.params = params
+        return captured.scenario
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise ScenarioError(f"{path}: the file exited (status {exc.code}) while "
+                                "selena loaded it, with no arguments; "
+                                f"{RUNS_ITSELF}") from None
+        return _exited_script(path)
+    except ScenarioError as exc:
+        if isinstance(exc, ScenarioFileError) or str(exc).startswith(f"{path}:"):
+            raise
+        raise user_error(exc, path) from None
+    except Exception as exc:  # the user's own code failed: name their line
+        raise user_error(exc, path) from None
 
 
 def _exited_script(path: Path) -> SelenaScript:
@@ -303,8 +312,8 @@ def user_error(exc: BaseException, path: Path | str | None = None) -> ScenarioFi
     elif frames:
         last = frames[-1]
         where = f"{_shown(last.filename)}:{last.lineno}"
-    elif isinstance(exc, SelenaError) and getattr(exc, "where", None):
-        where = str(exc.where)  # type: ignore[attr-defined]
+    elif isinstance(exc, SelenaError) and (own := getattr(exc, "where", None)):
+        where = str(own)
     else:
         where = str(path) if path else "scenario"
     shown_tb = "".join(traceback.format_list(frames)) if len(frames) > 1 else ""

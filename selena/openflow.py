@@ -27,7 +27,8 @@ from selena.model import NodeKind, Topology
 from selena.validate import controller_address
 
 if TYPE_CHECKING:
-    from selena.control.channel import CommandHandle, Controller
+    from selena.control.channel import CommandHandle
+    from selena.control.interface import CommandChannel
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ def model_command(setup: SwitchSetup, profile: str | None = None) -> CommandSpec
 class Switches:
     """Sets up every switch of a running experiment and keeps its model."""
 
-    def __init__(self, ctl: Controller, setups: Iterable[SwitchSetup]):
+    def __init__(self, ctl: CommandChannel, setups: Iterable[SwitchSetup]):
         self.ctl = ctl
         self.setups = {s.node: s for s in setups}
         self.models: dict[str, CommandHandle] = {}

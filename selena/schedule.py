@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from selena import units
 from selena.errors import Problem, ScenarioError, UnitError
@@ -166,7 +167,8 @@ def changed_link(link: Link, topo: Topology, *, rate: object = _KEEP, delay: obj
     given = dict(link.given)
     changes: dict[str, object] = {}
 
-    def parse(what: str, value: object, parser, field_name: str) -> None:  # type: ignore[no-untyped-def]
+    def parse(what: str, value: object, parser: Callable[[Any], float],
+              field_name: str) -> None:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ScenarioError(f"{where}: {what} must be a string or a number (e.g. "
                                 f"{what}={LINK_VALUES[what]!r}), not "

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from selena import units
 from selena.errors import Problem, TopologyError, UnitError
 from selena.hostinfo import HostInfo
-from selena.model import Link, Node, NodeKind, Topology
+from selena.model import Interface, Link, Node, NodeKind, Topology
 from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask, real_cpu_cap
 from selena.templates import bad_packages
 
@@ -55,6 +55,29 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     def warn(kind: str, message: str, where: str | None = None) -> None:
         warnings.append(Problem(kind, message, where))
 
+    _check_experiment(topo, add)
+    nodes = list(topo.nodes.values())
+    _check_nodes(topo, nodes, templates, host, add, warn)
+    _check_addresses(topo, nodes, add)
+    by_name = {n.name: n for n in nodes}
+    profiles = set(switch_profiles) if switch_profiles is not None else None
+    for node in nodes:
+        _check_openflow(node, by_name, profiles, add)
+    pairs, used = _check_wiring(topo, by_name, add, warn)
+    _check_static_arp(topo, by_name, used, add)
+    _check_ports(nodes, used, add, warn)
+    _check_shared_interfaces(pairs, used, add)
+    _check_host_memory(nodes, host, add)
+
+    if strict:
+        problems += [Problem(w.kind, f"{w.message} (an error with --strict)", w.where)
+                     for w in warnings]
+    if problems:
+        raise TopologyError(problems)
+    return warnings
+
+
+def _check_experiment(topo: Topology, add: Add) -> None:
     if not NAME_RE.fullmatch(topo.name):
         add("bad experiment name",
             f"experiment name {topo.name!r}: use letters, digits, '.', '_', '-' (max 32)")
@@ -63,7 +86,10 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     except UnitError as exc:
         add("bad TDF", str(exc))
 
-    nodes = list(topo.nodes.values())
+
+def _check_nodes(topo: Topology, nodes: list[Node], templates: Iterable[str] | None,
+                 host: HostInfo | None, add: Add, warn: Add) -> None:
+    """Each node's own fields, and the names and ids nodes must not share."""
     for node in nodes:
         _check_cpu_time(node, topo.tdf, add, warn)
     if not nodes:
@@ -80,13 +106,17 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     for node in nodes:
         _check_node(node, known_templates, host, add, warn)
 
-    _check_addresses(topo, nodes, add)
-    by_name = {n.name: n for n in nodes}
-    profiles = set(switch_profiles) if switch_profiles is not None else None
-    for node in nodes:
-        _check_openflow(node, by_name, profiles, add)
-    pairs: Counter[frozenset[tuple[str, int]]] = Counter()
-    used: Counter[tuple[str, int]] = Counter()
+
+# How often each pair of interfaces is linked, and each interface attached.
+Pairs = Counter[frozenset[tuple[str, int]]]
+Used = Counter[tuple[str, int]]
+
+
+def _check_wiring(topo: Topology, by_name: dict[str, Node], add: Add,
+                  warn: Add) -> tuple[Pairs, Used]:
+    """Check each link and hub; count the pairs and interfaces they join."""
+    pairs: Pairs = Counter()
+    used: Used = Counter()
     for link in topo.links:
         _check_link(link, by_name, add, warn)
         pairs[frozenset({(link.a.node, link.a.iface), (link.b.node, link.b.iface)})] += 1
@@ -99,7 +129,11 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
         for ep in hub.endpoints:
             _check_endpoint(f"hub {hub.name}", ep.node, ep.iface, by_name, add, hub.defined_at)
             used[(ep.node, ep.iface)] += 1
-    _check_static_arp(topo, by_name, used, add)
+    return pairs, used
+
+
+def _check_ports(nodes: list[Node], used: Used, add: Add, warn: Add) -> None:
+    """Nodes on no link, and switches with more ports than one setup command holds."""
     ports_of = Counter(name for name, _iface in used)
     for node in nodes:
         ports = ports_of[node.name]
@@ -109,6 +143,9 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
             add("switch too large", f"node {node.name}: {ports} ports; a switch guest is set "
                 f"up through one agent command, which holds at most {MAX_SWITCH_PORTS}",
                 node.defined_at)
+
+
+def _check_shared_interfaces(pairs: Pairs, used: Used, add: Add) -> None:
     for pair, count in pairs.items():
         if count > 1:
             ends = "--".join(f"{n}:eth{i}" for n, i in sorted(pair))
@@ -118,18 +155,13 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
             add("interface on several links",
                 f"interface {node}:eth{iface} is attached to {count} links or hubs")
 
+
+def _check_host_memory(nodes: list[Node], host: HostInfo | None, add: Add) -> None:
     if host is not None and host.free_memory_mb is not None:
         total = sum(n.memory_mb for n in nodes)
         if total > host.free_memory_mb:
             add("not enough memory", f"guests need {total} MB of memory in total; the host "
                 f"can give {host.free_memory_mb} MB")
-
-    if strict:
-        problems += [Problem(w.kind, f"{w.message} (an error with --strict)", w.where)
-                     for w in warnings]
-    if problems:
-        raise TopologyError(problems)
-    return warnings
 
 
 def _groups(nodes: list[Node], key: Callable[[Node], object]) -> dict[object, list[Node]]:
@@ -215,25 +247,38 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
             "(or leave it unset)", at)
     if not 1 <= node.vcpus <= 128:
         add("vcpus out of range", f"{where}: vcpus {node.vcpus} out of range (1 to 128)", at)
-    if node.cpus is not None:
-        try:
-            parse_mask(node.cpus)
-            folded = fold_mask(node.cpus, host.cpus) if host and host.cpus else None
-        except ValueError as exc:
-            add("bad cpu mask", f"{where}: {exc}", at)
-        else:
-            if folded is not None:
-                assert host is not None and host.cpus is not None
-                warn("cpu mask beyond the host",
-                     f"{where}: cpu mask {node.cpus} names CPUs this host lacks (it has "
-                     f"{host.cpus}: 0-{host.cpus - 1}); pinned to {folded} instead "
-                     f"(CPU n -> n mod {host.cpus})", at)
+    _check_cpu_mask(node, host, add, warn)
     if not units.MEMORY_MIN_MB <= node.memory_mb <= units.MEMORY_MAX_MB:
         add("memory out of range", f"{where}: memory {node.memory_mb} MiB out of range "
             f"({units.MEMORY_MIN_MB} MiB to 1 TiB)", at)
-    for iface, count in Counter(i.index for i in node.interfaces).items():
+    _check_interfaces(node, add)
+
+
+def _check_cpu_mask(node: Node, host: HostInfo | None, add: Add, warn: Add) -> None:
+    if node.cpus is None:
+        return
+    where = f"node {node.name}"
+    at = node.defined_at
+    try:
+        parse_mask(node.cpus)
+        folded = fold_mask(node.cpus, host.cpus) if host and host.cpus else None
+    except ValueError as exc:
+        add("bad cpu mask", f"{where}: {exc}", at)
+        return
+    if folded is not None:
+        assert host is not None and host.cpus is not None
+        warn("cpu mask beyond the host",
+             f"{where}: cpu mask {node.cpus} names CPUs this host lacks (it has "
+             f"{host.cpus}: 0-{host.cpus - 1}); pinned to {folded} instead "
+             f"(CPU n -> n mod {host.cpus})", at)
+
+
+def _check_interfaces(node: Node, add: Add) -> None:
+    where = f"node {node.name}"
+    at = node.defined_at
+    for index, count in Counter(i.index for i in node.interfaces).items():
         if count > 1:
-            add("duplicate interface", f"{where}: interface eth{iface} defined {count} times",
+            add("duplicate interface", f"{where}: interface eth{index} defined {count} times",
                 at)
     for iface in node.interfaces:
         if not 0 <= iface.index <= 99:
@@ -249,7 +294,6 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
         if not 0 <= iface.txqueuelen <= 100_000:
             add("queue length out of range",
                 f"{where} eth{iface.index}: tx queue length {iface.txqueuelen} out of range", at)
-
 
 # What one bridge setup command carries (openflow.bridge_script within one
 # Xenstore node): 39 ports fit; a round limit below that.
@@ -346,47 +390,10 @@ def _check_addresses(topo: Topology, nodes: list[Node], add: Add) -> None:
     ips: dict[str, list[Node]] = {}
     macs: Counter[str] = Counter()
     for node in nodes:
-        at = node.defined_at
         for iface in node.interfaces:
             macs[topo.mac_of(node, iface)] += 1
-            where = f"node {node.name} eth{iface.index}"
-            parsed = {}
-            for field_name, address in (("ip", iface.ip), ("ip6", iface.ip6)):
-                if address is None:
-                    continue
-                try:
-                    addr = ipaddress.ip_interface(address)
-                except ValueError:
-                    add("malformed IP", f"{where}: malformed IP {address!r} "
-                        "(want ADDRESS/PREFIX)", at)
-                    continue
-                if "/" not in address:
-                    add("IP without prefix",
-                        f"{where}: IP {address} needs a prefix length, e.g. {address}/"
-                        f"{24 if addr.version == 4 else 64}", at)
-                if field_name == "ip6" and addr.version != 6:
-                    add("ip6 is not IPv6", f"{where}: ip6 {address} is not an IPv6 address", at)
-                ips.setdefault(str(addr.ip), []).append(node)
-                if addr.version in parsed:
-                    add("two IPv6 addresses",
-                        f"{where}: ip and ip6 are both IPv6; give ip an IPv4 address", at)
-                parsed[addr.version] = addr
-            for field_name, gateway in (("gateway", iface.gateway),
-                                        ("gateway6", iface.gateway6)):
-                if not gateway:
-                    continue
-                try:
-                    gw = ipaddress.ip_address(gateway)
-                except ValueError:
-                    add("malformed gateway", f"{where}: malformed {field_name} {gateway!r}", at)
-                    continue
-                own = parsed.get(gw.version)
-                if own is None:
-                    add("gateway without address", f"{where}: {field_name} {gw} but no "
-                        f"IPv{gw.version} address on the interface", at)
-                elif gw not in own.network:
-                    add("gateway outside subnet",
-                        f"{where}: gateway {gw} is outside {own.network}", at)
+            parsed = _check_interface_ips(node, iface, ips, add)
+            _check_gateways(node, iface, parsed, add)
     for ip, holders in ips.items():
         if len(holders) > 1:
             add("duplicate IP", f"IP {ip} is used by {len(holders)} interfaces: "
@@ -396,8 +403,61 @@ def _check_addresses(topo: Topology, nodes: list[Node], add: Add) -> None:
             add("duplicate MAC", f"MAC {mac} is used by {count} interfaces")
 
 
-def _check_static_arp(topo: Topology, by_name: dict[str, Node],
-                      used: Counter[tuple[str, int]], add: Add) -> None:
+IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
+
+
+def _check_interface_ips(node: Node, iface: Interface, ips: dict[str, list[Node]],
+                         add: Add) -> dict[int, IPInterface]:
+    """Check an interface's ip and ip6; note who holds each address; return
+    the well-formed ones by IP version."""
+    where = f"node {node.name} eth{iface.index}"
+    at = node.defined_at
+    parsed: dict[int, IPInterface] = {}
+    for field_name, address in (("ip", iface.ip), ("ip6", iface.ip6)):
+        if address is None:
+            continue
+        try:
+            addr = ipaddress.ip_interface(address)
+        except ValueError:
+            add("malformed IP", f"{where}: malformed IP {address!r} "
+                "(want ADDRESS/PREFIX)", at)
+            continue
+        if "/" not in address:
+            add("IP without prefix",
+                f"{where}: IP {address} needs a prefix length, e.g. {address}/"
+                f"{24 if addr.version == 4 else 64}", at)
+        if field_name == "ip6" and addr.version != 6:
+            add("ip6 is not IPv6", f"{where}: ip6 {address} is not an IPv6 address", at)
+        ips.setdefault(str(addr.ip), []).append(node)
+        if addr.version in parsed:
+            add("two IPv6 addresses",
+                f"{where}: ip and ip6 are both IPv6; give ip an IPv4 address", at)
+        parsed[addr.version] = addr
+    return parsed
+
+
+def _check_gateways(node: Node, iface: Interface, parsed: dict[int, IPInterface],
+                    add: Add) -> None:
+    where = f"node {node.name} eth{iface.index}"
+    at = node.defined_at
+    for field_name, gateway in (("gateway", iface.gateway), ("gateway6", iface.gateway6)):
+        if not gateway:
+            continue
+        try:
+            gw = ipaddress.ip_address(gateway)
+        except ValueError:
+            add("malformed gateway", f"{where}: malformed {field_name} {gateway!r}", at)
+            continue
+        own = parsed.get(gw.version)
+        if own is None:
+            add("gateway without address", f"{where}: {field_name} {gw} but no "
+                f"IPv{gw.version} address on the interface", at)
+        elif gw not in own.network:
+            add("gateway outside subnet", f"{where}: gateway {gw} is outside {own.network}", at)
+
+
+def _address_holders(by_name: dict[str, Node]) -> dict[str, tuple[Node, int]]:
+    """Which node and interface holds each (well-formed) address."""
     holders: dict[str, tuple[Node, int]] = {}
     for node in by_name.values():
         for iface in node.interfaces:
@@ -406,6 +466,12 @@ def _check_static_arp(topo: Topology, by_name: dict[str, Node],
                     holders[str(ipaddress.ip_interface(address).ip)] = (node, iface.index)
                 except ValueError:
                     continue
+    return holders
+
+
+def _check_static_arp(topo: Topology, by_name: dict[str, Node],
+                      used: Counter[tuple[str, int]], add: Add) -> None:
+    holders = _address_holders(by_name)
     for entry in topo.static_arp:
         where = f"static ARP entry on {entry.node} eth{entry.iface}"
         at = entry.defined_at

@@ -347,10 +347,13 @@ def test_run_of_a_topology_with_nothing_to_run_opens_the_prompt_on_piped_stdin(
     assert "a-eth0<->b-eth0 (DOWN DOWN)" in out
     assert "*** unknown command 'bogus': try help" in err and "Traceback" not in err
     assert "\n1.0\n" in out
-    downs = [c for c in fake_xen.calls if c[:3] == ("ip", "link", "set") and c[-1] == "down"]
-    ups = [c for c in fake_xen.calls if c[:3] == ("ip", "link", "set") and c[-1] == "up"
-           and c[3] in {d[3] for d in downs}]
-    assert len(downs) == 2 and len(ups) >= 2
+    # Down and up in the link's Dom0 bridge: both ports stop receiving and
+    # forwarding, then both start again; no vif itself is taken down.
+    port_flags = [c[3:] for c in fake_xen.calls if c[:2] == ("ovs-ofctl", "mod-port")]
+    downs = [f for f in port_flags if f[1].startswith("no-")]
+    ups = [f for f in port_flags if f[1] in ("receive", "forward")]
+    assert len(downs) == 4 and sorted(downs) == sorted((v, "no-" + f) for v, f in ups)
+    assert not [c for c in fake_xen.calls if c[:3] == ("ip", "link", "set") and c[-1] == "down"]
     # End of input ended the run as any other: bundle, then teardown.
     meta = json.loads((tmp_path / "bundle/meta.json").read_text())
     assert meta["status"] == "ok"

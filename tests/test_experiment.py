@@ -40,14 +40,20 @@ def pair(name: str = "pair", tdf: float = TDF) -> Topology:
     return topo
 
 
-def make(fake_xen, tmp_path, topo: Topology | None = None, **kw) -> Experiment:
+class SaidExperiment(Experiment):
+    """An Experiment keeping the progress lines it said."""
+
+    said: list[str]
+
+
+def make(fake_xen, tmp_path, topo: Topology | None = None, **kw) -> SaidExperiment:
     backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
                         host_root=fake_xen.host_root)
     said: list[str] = []
     kw.setdefault("out", tmp_path / "out")
-    exp = Experiment(topo or pair(), backend=backend, templates=None, progress=said.append,
-                     ready_timeout=20, **kw)
-    exp.said = said  # type: ignore[attr-defined]
+    exp = SaidExperiment(topo or pair(), backend=backend, templates=None,
+                         progress=said.append, ready_timeout=20, **kw)
+    exp.said = said
     return exp
 
 

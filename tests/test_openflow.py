@@ -142,19 +142,17 @@ class FakeController:
         self.submitted.append((node, spec))
         handle = CommandHandle(node, f"c{len(self.submitted)}", spec, 0.0)
         if spec.argv[:3] != ("python3", "-m", "ofmodel"):
-            handle._result = CommandResult(node, handle.id, spec.describe(), "exited",
-                                           exit_code=self.exit_code, stderr=b"ovs-vsctl: boom")
-            handle._done.set()
+            handle.complete(CommandResult(node, handle.id, spec.describe(), "exited",
+                                          exit_code=self.exit_code, stderr=b"ovs-vsctl: boom"))
         return handle
 
     def wait(self, handle, timeout=None):
-        assert handle._done.wait(1), "waited for a command that never ends"
-        return handle._result
+        assert handle.wait_done(1), "waited for a command that never ends"
+        return handle.result
 
     def kill(self, handle, signal=15):
         self.killed.append(handle.id)
-        handle._result = CommandResult(handle.guest, handle.id, "model", "killed", signal=15)
-        handle._done.set()
+        handle.complete(CommandResult(handle.guest, handle.id, "model", "killed", signal=15))
 
 
 def test_switches_start_the_model_before_the_bridge_and_swap_profiles():
@@ -193,9 +191,8 @@ def test_a_failed_bridge_setup_or_a_dead_model_is_an_error():
     switches = Switches(ctl, switch_setups(fig11()))
     switches.configure()
     model = switches.models["s1"]
-    model._result = CommandResult("s1", model.id, "model", "exited", exit_code=2,
-                                  stderr=b"profile: bad field")
-    model._done.set()
+    model.complete(CommandResult("s1", model.id, "model", "exited", exit_code=2,
+                                 stderr=b"profile: bad field"))
     with pytest.raises(BackendError, match="the switch model stopped .*bad field"):
         switches.check_models()
 

@@ -6,6 +6,7 @@ changes), the prompt's link command, and the CLI's --events."""
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 
@@ -14,8 +15,10 @@ from fake_session import running
 
 from selena.backends.xl import DeployState, XlBackend, shaping_spec
 from selena.cli import main
+from selena.cli.interactive import Prompt
 from selena.engine import Engine, VirtualClock
 from selena.errors import BackendError, ExperimentError, ScenarioError
+from selena.experiment import Experiment
 from selena.model import Endpoint, Link, Topology
 from selena.runner import FakeRunner
 from selena.schedule import Event, check_events, load_events, parse_change, parse_line
@@ -213,9 +216,13 @@ def test_a_schedule_runs_in_order_from_one_thread_and_a_bad_event_schedules_none
 
 # -- the prompt and the session go through exp.link ---------------------------------
 
-def test_the_prompts_link_command_sets_values_and_takes_links_down_through_exp_link():
-    from test_interactive import pipe
+def pipe(net: Session, text: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    Prompt(net, stdin=io.StringIO(text), stdout=out, stderr=err, tty=False).run()
+    return out.getvalue(), err.getvalue()
 
+
+def test_the_prompts_link_command_sets_values_and_takes_links_down_through_exp_link():
     exp = running(linear(2))
     net = Session(exp)
     calls = []
@@ -362,9 +369,12 @@ def test_a_changed_link_is_rescaled_at_a_tdf_change_and_the_bundle_lists_the_eve
         fake_xen, tmp_path):
     import json
 
-    from test_experiment import make, pair
-
-    with make(fake_xen, tmp_path, pair(tdf=4)) as exp:
+    topo = pair_topo(tdf=4)
+    topo.links[0].jitter_s = 0.0
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    with Experiment(topo, backend=backend, templates=None, progress=lambda msg: None,
+                    ready_timeout=20, out=tmp_path / "out") as exp:
         fake_xen.calls.clear()
         exp.link("h1", "h2").set(delay="30ms")
         netem = [" ".join(c) for c in fake_xen.calls if "netem" in c]

@@ -2,6 +2,7 @@
 substitution, iperf and links, on a fake running experiment."""
 
 import json
+from collections.abc import Set as AbstractSet
 
 import pytest
 from fake_session import running
@@ -45,7 +46,7 @@ def test_rate_text_uses_iperfs_units():
 
 
 
-def answering(down: set[str] = frozenset()):
+def answering(down: AbstractSet[str] = frozenset()):
     """Pings to addresses in `down` go unanswered; iperf3 answers a report."""
     def answer(node: str, command: str) -> tuple[int, str]:
         if command.startswith("ping"):
@@ -176,20 +177,32 @@ def test_tdf_changes_the_running_experiment():
 
 # -- the xl backend's link down/up ---------------------------------------------------
 
-def test_xl_set_link_sets_both_vifs_of_the_link_down_then_up(tmp_path):
+def test_xl_set_link_stops_and_restarts_both_bridge_ports_of_the_link(tmp_path):
     runner = FakeRunner()
     backend = XlBackend(runner, tmp_path / "state")
-    backend._save(DeployState("pair", 10.0, vif_nodes={"sv1.0": "h1 eth0", "sv2.0": "h2 eth0",
-                                                       "sv3.0": "h3 eth0"}))
+    backend._save(DeployState("pair", 10.0, bridges={"sl-pair0": "ovs", "sl-pair1": "linux"},
+                              vif_nodes={"sv1.0": "h1 eth0", "sv2.0": "h2 eth0",
+                                         "sv3.0": "h3 eth0", "sv1.1": "h1 eth1",
+                                         "sv3.1": "h3 eth1"},
+                              vif_bridges={"sv1.0": "sl-pair0", "sv2.0": "sl-pair0",
+                                           "sv1.1": "sl-pair1", "sv3.1": "sl-pair1"}))
     link = Link(Endpoint("h1", 0), Endpoint("h2", 0))
     backend.set_link("pair", link, up=False)
     backend.set_link("pair", link, up=True)
     assert [" ".join(c) for c in runner.calls] == [
-        "ip link set sv1.0 down", "ip link set sv2.0 down",
-        "ip link set sv1.0 up", "ip link set sv2.0 up"]
-    with pytest.raises(BackendError, match=r"link h1:eth1--h2:eth0 of pair: its vifs are not "
+        f"ovs-ofctl mod-port sl-pair0 {vif} {flag}"
+        for flag_pair in (("no-receive", "no-forward"), ("receive", "forward"))
+        for vif in ("sv1.0", "sv2.0") for flag in flag_pair]
+    runner.calls.clear()
+    backend.set_link("pair", Link(Endpoint("h1", 1), Endpoint("h3", 1)), up=False)
+    assert [" ".join(c) for c in runner.calls] == [
+        "bridge link set dev sv1.1 state 0", "bridge link set dev sv3.1 state 0"]
+    with pytest.raises(BackendError, match=r"link h1:eth2--h2:eth0 of pair: its vifs are not "
                                            r"in the state file \(found sv2.0\)"):
-        backend.set_link("pair", Link(Endpoint("h1", 1), Endpoint("h2", 0)), up=False)
+        backend.set_link("pair", Link(Endpoint("h1", 2), Endpoint("h2", 0)), up=False)
+    backend._save(DeployState("pair", 10.0, vif_nodes={"sv1.0": "h1 eth0", "sv2.0": "h2 eth0"}))
+    with pytest.raises(BackendError, match=r"vif sv1.0 has no bridge in the state file"):
+        backend.set_link("pair", link, up=False)
 
 
 def test_cmd_defaults_to_the_experiments_timeout_and_ctrl_c_kills_the_command():

@@ -1,10 +1,11 @@
 """The interface every backend offers, so the experiment lifecycle, the CLI
 and tests do not depend on xl.
 
-A backend turns a Plan into running guests, tells the lifecycle how to reach
-them (the xenstored the control channel connects to), injects
-faults, and removes exactly what it made. Backends are chosen by name
-(`selena.backends.get_backend("xl")`, `--backend xl`).
+A backend turns a Plan into running guests, gives the lifecycle a command
+channel into them (selena.control.interface.CommandChannel), injects
+faults, and removes exactly what it made. How it reaches its guests (Xen's
+Xenstore, Mininet's namespaces) is its own business. Backends are chosen
+by name (`selena.backends.get_backend("xl")`, `--backend xl`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from selena.control.channel import DEFAULT_OUTPUT_CAP
+from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
 from selena.hostinfo import HostInfo
 from selena.plan import Plan
 
 if TYPE_CHECKING:
-    from selena.control.channel import Controller
-    from selena.control.xenstore import XenstoreConnection
     from selena.model import Link
 
 Progress = Callable[[str], None]
@@ -93,17 +92,12 @@ class Backend(abc.ABC):
     guest_agents: bool = True   # nodes run selena's agent (guest shaping, switch set-up)
     captures_links: bool = False  # capture_links works (the packet-spacing check)
 
-    def command_channel(self, tdf: float, output_cap: int = DEFAULT_OUTPUT_CAP) -> Controller:
-        """What runs commands in the nodes: the Xenstore control channel to
-        the guest agents, on a connection of its own to this backend's
-        xenstored (closed with the controller), so that nothing the guests do
-        to the channel reaches the connection teardown uses; `output_cap`
-        bytes of each command's stdout and of its stderr are kept."""
-        from selena.control.channel import Controller
-
-        shared = self.xenstore()
-        return Controller.connect(shared.path, timeout=shared.timeout, tdf=tdf,
-                                  output_cap=output_cap)
+    @abc.abstractmethod
+    def command_channel(self, tdf: float,
+                        output_cap: int = DEFAULT_OUTPUT_CAP) -> CommandChannel:
+        """A new channel that runs commands in the nodes (closed by the
+        caller), for nodes running at `tdf`; `output_cap` bytes of each
+        command's stdout and of its stderr are kept."""
 
     @abc.abstractmethod
     def host_info(self) -> HostInfo:
@@ -167,11 +161,6 @@ class Backend(abc.ABC):
 
         raise BackendError(f"the {self.name} backend cannot change a link's shaping "
                            "during a run")
-
-    @abc.abstractmethod
-    def xenstore(self) -> XenstoreConnection:
-        """The Xenstore connection this backend uses (the control channel
-        opens its own to the same xenstored)."""
 
     @abc.abstractmethod
     def crash(self, deployment: Deployment, node: str) -> None:

@@ -17,7 +17,7 @@ from selena.advise import (
     measure,
 )
 from selena.backends import BACKENDS, DEFAULT_BACKEND
-from selena.cli.experiment import (
+from selena.cli.args import (
     custom_arg,
     deploy_only_args,
     events_of,

@@ -106,7 +106,7 @@ def make_numeric(text: str) -> int | float | str:
     """mn's makeNumeric: an int, else a float, else the string."""
     for convert in (int, float):
         try:
-            return convert(text)  # type: ignore[no-any-return]
+            return convert(text)
         except ValueError:
             continue
     return text

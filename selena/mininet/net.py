@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from selena.errors import ArgumentError, ExperimentError, ScenarioError
@@ -81,7 +82,7 @@ class NodeHandle:
             args = tuple(args[0])
         command = " ".join(str(a) for a in args)
         exp = self.net._started(f"{self.name}.cmd")
-        result = exp.cmd(self.name, command, timeout=timeout)  # type: ignore[arg-type]
+        result = exp.cmd(self.name, command, timeout=timeout)
         return (result.stdout + result.stderr).decode(errors="replace")
 
     def cmdPrint(self, *args: object, **kwargs: object) -> str:  # noqa: N802
@@ -262,7 +263,7 @@ class Mininet:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self.topo._items
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self.topo.nodes())
 
     @property

@@ -18,10 +18,11 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TypeVar
 
 from selena import units
 from selena.errors import ArgumentError, UnitError
-from selena.model import Topology, caller_location
+from selena.model import Link, LinkOptions, Node, Topology, caller_location
 
 # Options accepted for Mininet's sake and ignored: selena's guests are VMs
 # (every directory and namespace is private), its switches standalone Open
@@ -84,68 +85,80 @@ class _Link:
     b: str
     port1: int
     port2: int
-    opts: dict[str, object]        # selena's add_link keywords, converted
+    opts: LinkOptions               # selena's add_link keywords, converted
     at: str | None
     given: dict[str, object] = field(default_factory=dict)
 
 
-def link_options(opts: Mapping[str, object], call: str) -> dict[str, object]:
+def link_options(opts: Mapping[str, object], call: str) -> LinkOptions:
     """Mininet's TCLink options as selena's add_link keywords; a wrong type
     or value is one line at the caller's line."""
-    out: dict[str, object] = {}
+    out: LinkOptions = {}
     for key, value in opts.items():
         if key in LINK_IGNORED:
             continue
         if key in LINK_REFUSED:
             raise _fail(call, f"option {key}= is not supported: {LINK_REFUSED[key]}")
-        if key == "bw":
-            if value is None or value == 0:
-                continue            # Mininet: no rate limit
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise _fail(call, f"bw is a number of Mbit/s (bw=10), not "
-                                  f"{type(value).__name__} {value!r}")
-            out["rate"] = float(value) * 1e6
-        elif key in ("delay", "jitter"):
-            if value is None:
-                continue
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                raise _fail(call, f"{key}={value!r} has no unit; write {key}='{value}ms' "
-                                  f"(Mininet's {key} is a tc time: '5ms', '100us', '1s')")
-            if not isinstance(value, str):
-                raise _fail(call, f"{key} is a tc time such as '5ms', not "
-                                  f"{type(value).__name__} {value!r}")
-            try:
-                units.seconds(value)
-            except UnitError as exc:
-                raise _fail(call, f"{key}: {exc}") from None
-            out[key] = value
-        elif key == "loss":
-            if value is None or value == 0:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise _fail(call, f"loss is a percentage from 0 to 100 (loss=1), not "
-                                  f"{type(value).__name__} {value!r}")
-            if not 0 <= value <= 100:
-                raise _fail(call, f"loss={value!r} is not a percentage from 0 to 100")
-            out["loss"] = f"{value}%"
-        elif key == "max_queue_size":
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise _fail(call, f"max_queue_size is a number of packets (100), not "
-                                  f"{type(value).__name__} {value!r}")
-            out["queue"] = value
-        else:
+        if key not in ("bw", "delay", "jitter", "loss", "max_queue_size"):
             raise _fail(call, f"unknown link option {key}= (Mininet's TCLink takes "
                               f"{', '.join(LINK_WORDS)}, use_htb)")
+        if value is None or (key in ("bw", "loss") and value == 0):
+            continue                # Mininet: not set (bw 0: no rate limit)
+        if key == "bw":
+            out["rate"] = _bw(value, call)
+        elif key == "delay":
+            out["delay"] = _tc_time(key, value, call)
+        elif key == "jitter":
+            out["jitter"] = _tc_time(key, value, call)
+        elif key == "loss":
+            out["loss"] = _loss(value, call)
+        else:
+            out["queue"] = _queue(value, call)
     return out
 
+
+def _bw(value: object, call: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise _fail(call, f"bw is a number of Mbit/s (bw=10), not "
+                          f"{type(value).__name__} {value!r}")
+    return float(value) * 1e6
+
+
+def _tc_time(key: str, value: object, call: str) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise _fail(call, f"{key}={value!r} has no unit; write {key}='{value}ms' "
+                          f"(Mininet's {key} is a tc time: '5ms', '100us', '1s')")
+    if not isinstance(value, str):
+        raise _fail(call, f"{key} is a tc time such as '5ms', not "
+                          f"{type(value).__name__} {value!r}")
+    try:
+        units.seconds(value)
+    except UnitError as exc:
+        raise _fail(call, f"{key}: {exc}") from None
+    return value
+
+
+def _loss(value: object, call: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(call, f"loss is a percentage from 0 to 100 (loss=1), not "
+                          f"{type(value).__name__} {value!r}")
+    if not 0 <= value <= 100:
+        raise _fail(call, f"loss={value!r} is not a percentage from 0 to 100")
+    return f"{value}%"
+
+
+def _queue(value: object, call: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _fail(call, f"max_queue_size is a number of packets (100), not "
+                          f"{type(value).__name__} {value!r}")
+    return value
 
 class Topo:
     """Mininet's Topo: subclass it and override build(self, *args, **params),
     or call addHost/addSwitch/addLink from __init__ after Topo.__init__(self)."""
 
     def __init__(self, *args: object, **params: object) -> None:
+        # Mininet passes these as dicts; whatever else comes is dict()'s to refuse.
         self.hopts = dict(params.pop("hopts", None) or {})      # type: ignore[call-overload]
         self.sopts = dict(params.pop("sopts", None) or {})      # type: ignore[call-overload]
         self.lopts = dict(params.pop("lopts", None) or {})      # type: ignore[call-overload]
@@ -342,6 +355,7 @@ def to_topology(topo: Topo, name: str, *, ip_base: str = "10.0.0.0/8",
         item = topo._items[host]
         number += 1
         opts = dict(item.opts)
+        # _host_options let only a string or None through as ip.
         ip = _ip(opts.pop("ip", None), number, base)  # type: ignore[arg-type]
         mac = opts.pop("mac", None)
         if mac is None and auto_macs:
@@ -350,10 +364,12 @@ def to_topology(topo: Topo, name: str, *, ip_base: str = "10.0.0.0/8",
         if route and "gateway" not in opts:
             opts["gateway"] = str(route).split()[-1]
         extra = {k: v for k, v in opts.items() if k in HOST_SELENA}
+        # add_host checks these keywords' types itself (at the user's line).
         _made(item, partial(result.add_host, host, ip=ip, mac=mac, **extra))  # type: ignore[arg-type]
     for switch in topo.switches():
         item = topo._items[switch]
         extra = {k: v for k, v in item.opts.items() if k in SWITCH_SELENA}
+        # add_switch checks these keywords' types itself (at the user's line).
         node = _made(item, partial(result.add_switch, switch, **extra))  # type: ignore[arg-type]
         node.stp = bool(item.opts.get("stp", False))
     for link in topo._links:
@@ -363,18 +379,21 @@ def to_topology(topo: Topo, name: str, *, ip_base: str = "10.0.0.0/8",
             node = result.nodes[end]
             if node.interface(index) is None:
                 node.add_interface(index)
-        _made(link, partial(result.add_link, ends[0], ends[1], **link.opts))  # type: ignore[arg-type]
+        _made(link, partial(result.add_link, ends[0], ends[1], **link.opts))
     return result
 
 
-def _made(item: _Item | _Link, make: Callable[[], object]):  # type: ignore[no-untyped-def]
+_Made = TypeVar("_Made", Node, Link)
+
+
+def _made(item: _Item | _Link, make: Callable[[], _Made]) -> _Made:
     """Create a node or link, at the user's line: both its record and any
     error about it name the addHost/addLink call."""
     try:
         made = make()
     except ArgumentError as exc:
         raise ArgumentError(item.at, exc.message) from None
-    made.defined_at = item.at  # type: ignore[attr-defined]
+    made.defined_at = item.at
     return made
 
 
@@ -384,6 +403,7 @@ def _made(item: _Item | _Link, make: Callable[[], object]):  # type: ignore[no-u
 class SingleSwitchTopo(Topo):
     """k hosts on one switch."""
 
+    # A Mininet topology's build() takes its own arguments, not Topo's.
     def build(self, k: int = 2, **_opts: object) -> None:  # type: ignore[override]
         self.k = k
         switch = self.addSwitch("s1")
@@ -394,6 +414,7 @@ class SingleSwitchTopo(Topo):
 class SingleSwitchReversedTopo(Topo):
     """k hosts on one switch, h1 on its last port."""
 
+    # A Mininet topology's build() takes its own arguments, not Topo's.
     def build(self, k: int = 2) -> None:  # type: ignore[override]
         self.k = k
         switch = self.addSwitch("s1")
@@ -404,6 +425,7 @@ class SingleSwitchReversedTopo(Topo):
 class MinimalTopo(SingleSwitchTopo):
     """Two hosts on one switch (mn's default)."""
 
+    # A Mininet topology's build() takes its own arguments, not Topo's.
     def build(self) -> None:  # type: ignore[override]
         super().build(k=2)
 
@@ -411,6 +433,7 @@ class MinimalTopo(SingleSwitchTopo):
 class LinearTopo(Topo):
     """k switches in a line, n hosts on each."""
 
+    # A Mininet topology's build() takes its own arguments, not Topo's.
     def build(self, k: int = 2, n: int = 1, **_opts: object) -> None:  # type: ignore[override]
         self.k, self.n = k, n
         last = None

@@ -8,6 +8,7 @@ from selena.mininet.topo import Topo
 class TreeTopo(Topo):
     """A switch tree of the given depth and fanout; hosts h1.., switches s1.."""
 
+    # A Mininet topology's build() takes its own arguments, not Topo's.
     def build(self, depth: int = 1, fanout: int = 2) -> None:  # type: ignore[override]
         self.hostNum = 1
         self.switchNum = 1
@@ -29,6 +30,7 @@ class TreeTopo(Topo):
 class TorusTopo(Topo):
     """An x by y torus of switches (loops: its switches run the spanning tree)."""
 
+    # A Mininet topology's build() takes its own arguments, not Topo's.
     def build(self, x: int, y: int, n: int = 1) -> None:  # type: ignore[override]
         if x < 3 or y < 3:
             raise ValueError("TorusTopo: x and y must be at least 3")

@@ -6,8 +6,10 @@ import enum
 import hashlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from selena import units
 from selena.errors import ArgumentError, UnitError
@@ -33,7 +35,7 @@ def caller_location() -> str | None:
     """`file:line` of the innermost caller outside the selena package: where a
     user's scenario or script declared a node, link or entry, so that
     validation can point there."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         shown = _shown_name(frame.f_code.co_filename)
         if shown is not None:
@@ -60,7 +62,10 @@ def _want(value: object, types: tuple[type, ...], what: str, call: str,
                                            f"not {type(value).__name__} {value!r}")
 
 
-def _parsed(parse, value: object, what: str, call: str):  # type: ignore[no-untyped-def]
+_T = TypeVar("_T")
+
+
+def _parsed(parse: Callable[[Any], _T], value: object, what: str, call: str) -> _T:
     """A unit parser's result, its error raised at the caller's line."""
     try:
         return parse(value)
@@ -255,6 +260,33 @@ class Endpoint:
         return f"{self.node}:eth{self.iface}"
 
 
+
+class NodeOptions(TypedDict, total=False):
+    """add_node's keywords that add_host, add_switch and add_controller
+    pass on."""
+
+    template: str | None
+    id: int | None
+    vcpus: int
+    cpus: str | None
+    memory: str | int | None
+    tsc_mode: str | None
+    cpu_time: str
+    packages: Sequence[str] | str | None
+
+
+class LinkOptions(TypedDict, total=False):
+    """add_link's shaping keywords, as the --topo builders and a --link spec
+    pass them on to every link."""
+
+    rate: str | float | None
+    delay: str | float
+    jitter: str | float
+    loss: str | float
+    queue: int | None
+    prio: bool
+
+
 @dataclass
 class Link:
     """A point-to-point link. `delay_s` is one-way: each direction adds it once."""
@@ -391,18 +423,19 @@ class Topology:
 
     def add_host(self, name: str, ip: str | None = None, *, mac: str | None = None,
                  gateway: str | None = None, ip6: str | None = None,
-                 gateway6: str | None = None, **kwargs: object) -> Node:
+                 gateway6: str | None = None, **kwargs: Unpack[NodeOptions]) -> Node:
         """A host; ip/ip6 (with gateways) address its first interface, eth0."""
         _check_address_args(f"add_host({name!r}, ...)", ip=ip, mac=mac, gateway=gateway,
                             ip6=ip6, gateway6=gateway6)
-        node = self.add_node(name, NodeKind.HOST, **kwargs)  # type: ignore[arg-type]
+        node = self.add_node(name, NodeKind.HOST, **kwargs)
         if ip is not None or mac is not None or ip6 is not None:
             node.interfaces.append(Interface(0, mac=mac, ip=ip, gateway=gateway, ip6=ip6,
                                              gateway6=gateway6))
         return node
 
     def add_switch(self, name: str, *, controller: Node | str | None = None,
-                   switch_model: str | None = None, **kwargs: object) -> Node:
+                   switch_model: str | None = None,
+                   **kwargs: Unpack[NodeOptions]) -> Node:
         """An Open vSwitch guest. With a controller it is an OpenFlow switch
         (its interface with an IP address is the management port toward the
         controller, the others are datapath ports); switch_model names a
@@ -410,16 +443,17 @@ class Topology:
         call = f"add_switch({name!r}, ...)"
         _want(controller, (Node, str, type(None)), "controller", call)
         _want(switch_model, _TEXT, "switch_model", call)
-        node = self.add_node(name, NodeKind.SWITCH, **kwargs)  # type: ignore[arg-type]
+        node = self.add_node(name, NodeKind.SWITCH, **kwargs)
         node.controller = controller.name if isinstance(controller, Node) else controller
         node.switch_model = switch_model
         return node
 
-    def add_controller(self, name: str, ip: str | None = None, **kwargs: object) -> Node:
+    def add_controller(self, name: str, ip: str | None = None,
+                       **kwargs: Unpack[NodeOptions]) -> Node:
         """An OpenFlow controller guest (of-controller: os-ken with selena's
         reactive learning switch, listening on TCP 6653)."""
         _check_address_args(f"add_controller({name!r}, ...)", ip=ip)
-        node = self.add_node(name, NodeKind.CONTROLLER, **kwargs)  # type: ignore[arg-type]
+        node = self.add_node(name, NodeKind.CONTROLLER, **kwargs)
         if ip is not None:
             node.interfaces.append(Interface(0, ip=ip))
         return node

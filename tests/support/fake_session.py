@@ -62,8 +62,8 @@ class RecordingBackend(Backend):
     def set_link(self, experiment: str, link: Any, up: bool, progress: Any = None) -> None:
         self.asked.append(("set_link", experiment, str(link), up))
 
-    def xenstore(self) -> Any:
-        raise AssertionError("no Xenstore here")
+    def command_channel(self, tdf: float, output_cap: int = 0) -> Any:
+        raise AssertionError("no command channel here: these tests attach a FakeEngine")
 
     def crash(self, deployment: Any, node: str) -> None:
         self.asked.append(("crash", node))
@@ -141,6 +141,7 @@ def running(topo: Topology, answer: Answer | None = None) -> Experiment:
     """`topo` as a running experiment on a RecordingBackend and a FakeEngine."""
     exp = Experiment(topo, backend=RecordingBackend(), templates=None, monitor=False,
                      progress=lambda msg: None)
+    # A stand-in for the engine, duck-typed: only the calls a session makes.
     exp.engine = FakeEngine(topo.tdf, answer or (lambda node, command: (0, "")))  # type: ignore[assignment]
     exp.deployment = Deployment(topo.name, topo.tdf,
                                 {name: i for i, name in enumerate(topo.nodes, start=1)},
