@@ -34,12 +34,13 @@ directory: files a scenario writes there end up in the bundle.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
@@ -78,6 +79,14 @@ from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, make_plan
 from selena.results import BundleWriter
 from selena.runner import Runner
+from selena.schedule import (
+    RESTART_REFUSED,
+    Event,
+    changed_link,
+    check_event,
+    check_events,
+    parse_change,
+)
 from selena.shaping import Placement
 from selena.shaping.guest import apply_guest_shaping
 from selena.signals import restore_handlers
@@ -113,6 +122,13 @@ class Node:
     def crash(self) -> None:
         self.exp.crash(self.name)
 
+    def restart(self) -> None:
+        """Refused for now (one line): a restarted Xen guest is a new domain
+        whose TDF, vif shaping, control keys and agent would all need setting
+        up again; crash() is the failure selena can inject."""
+        self.exp._running()
+        raise ExperimentError(RESTART_REFUSED.format(node=self.name))
+
     @property
     def domid(self) -> int:
         return self.exp.domid(self.name)
@@ -125,6 +141,39 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<Node {self.name} of {self.exp.topology.name}>"
+
+
+class LinkHandle:
+    """The link(s) between two nodes of a running experiment
+    (`exp.link("h1", "s1")`): change their shaping, take them down or up,
+    now or from `exp.at(t, ...)`. Every change is recorded in the bundle
+    (meta.json `events`) with its virtual and real time."""
+
+    def __init__(self, exp: Experiment, a: str, b: str):
+        self.exp = exp
+        self.a = a
+        self.b = b
+
+    def set(self, **values: Any) -> None:
+        """New rate, delay, jitter, loss or queue (units as add_link takes
+        them; rate=None lifts the rate limit), both directions, in virtual
+        terms: Dom0 applies them scaled by the current TDF, and again after
+        every TDF change. Values not given keep theirs. A bad value is
+        refused in one line naming the link; nothing changes then."""
+        self.exp.set_link_values(self.a, self.b, **values)
+
+    def down(self) -> None:
+        self.exp.set_link(self.a, self.b, up=False)
+
+    def up(self) -> None:
+        self.exp.set_link(self.a, self.b, up=True)
+
+    @property
+    def links(self) -> list[Link]:
+        return self.exp.links_between(self.a, self.b)
+
+    def __repr__(self) -> str:
+        return f"<LinkHandle {self.a}--{self.b} of {self.exp.topology.name}>"
 
 
 class Experiment:
@@ -210,6 +259,10 @@ class Experiment:
             self.topology.tdf = 1.0
         self.warnings: list[Problem] = []
         self.links_down: set[int] = set()   # indexes into topology.links (set_link)
+        # Link and node changes applied during the run (meta.json `events`).
+        self.events: list[dict[str, Any]] = []
+        self._events_lock = threading.Lock()
+        self._due = threading.local()       # the `at` time of the callback running
         self.deployment: Deployment | None = None
         self.controller: CommandChannel | None = None
         self.engine: Engine | None = None
@@ -468,9 +521,56 @@ class Experiment:
     def sleep(self, virtual_seconds: float) -> None:
         self._running().sleep(virtual_seconds)
 
-    def at(self, t: float, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
-        """Run fn(*args, **kwargs) at virtual time t (seconds after the start)."""
-        return self._running().at(t, fn, *args, **kwargs)
+    def at(self, t: float, fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> Future:
+        """Run fn(*args, **kwargs) at virtual time t (seconds after the start).
+        `fn` may be a change as a schedule file writes it ("link h1 s1
+        delay=60ms", "link h1 s1 down", "node h2 crash": selena.schedule),
+        checked now and applied at t."""
+        engine = self._running()
+        if isinstance(fn, str):
+            event = parse_change(fn.split(), "exp.at")
+            check_event(event, self.topology)
+            return engine.at(t, self.apply_event, event, t)
+
+        def due(*args: Any, **kwargs: Any) -> Any:
+            # A change fn makes (link.set, down, crash) records when it was due.
+            self._due.t = t
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._due.t = None
+
+        return engine.at(t, due, *args, **kwargs)
+
+    def schedule(self, events: Sequence[Event]) -> Future:
+        """Apply each event (selena.schedule.load_events) at its virtual time,
+        in time order, from one scenario thread (a long schedule holds no
+        thread per event); all are checked first, so a bad one schedules
+        none. The run lasts until the last one (within finish_limit)."""
+        engine = self._running()
+        ordered = sorted(events, key=lambda e: e.t or 0.0)
+        check_events(ordered, self.topology)
+
+        def apply_all() -> None:
+            for event in ordered:
+                engine.clock.sleep_until(event.t or 0.0)
+                self.apply_event(event, event.t)
+
+        return engine.at(0.0, apply_all)
+
+    def apply_event(self, event: Event, scheduled: float | None = None) -> None:
+        """Apply one change now (the recorded event carries `scheduled`, the
+        virtual time it was scheduled for)."""
+        if event.target == "link":
+            a, b = event.nodes
+            if event.change == "set":
+                self.set_link_values(a, b, _scheduled=scheduled, **dict(event.values))
+            else:
+                self.set_link(a, b, up=event.change == "up", _scheduled=scheduled)
+        elif event.change == "crash":
+            self.crash(event.nodes[0], _scheduled=scheduled)
+        else:
+            self[event.nodes[0]].restart()
 
     def parallel(self, *calls: Callable[[], Any]) -> list[Any]:
         return self._running().parallel(*calls)
@@ -502,8 +602,9 @@ class Experiment:
     def set_switch_model(self, node: str, profile: str | None) -> None:
         self._running().set_switch_model(node, profile)
 
-    def crash(self, node: str) -> None:
-        self._running().crash(node)
+    def crash(self, node: str, *, _scheduled: float | None = None) -> None:
+        with self._event(f"node {node}", "crash", _scheduled):
+            self._running().crash(node)
 
     def set_tdf(self, tdf: float | str) -> float:
         """Change the TDF of every guest at one instant: guests paused together,
@@ -529,25 +630,88 @@ class Experiment:
     def links_between(self, a: str, b: str) -> list[Link]:
         """The point-to-point links joining nodes a and b (either way round);
         a one-line ScenarioError for an unknown node or no such link."""
-        self[a], self[b]        # unknown names: one line naming the nodes there are
-        links = [link for link in self.topology.links
-                 if {link.a.node, link.b.node} == {a, b} and a != b]
-        if not links:
-            peers = sorted({e.node for link in self.topology.links
-                            for e in (link.a, link.b) if a in (link.a.node, link.b.node)} - {a})
-            raise ScenarioError(f"no link between {a} and {b} in {self.topology.name} "
-                                f"({a} is linked to {', '.join(peers) or 'nothing'})")
-        return links
+        from selena.schedule import links_between
 
-    def set_link(self, a: str, b: str, up: bool) -> None:
+        self[a], self[b]        # unknown names: one line naming the nodes there are
+        return links_between(self.topology, a, b)
+
+    def link(self, a: str, b: str) -> LinkHandle:
+        """The link(s) between nodes a and b, to change during the run:
+        `exp.link("h1", "s1").set(delay="20ms")`, `.down()`, `.up()`, or
+        `exp.at(30, exp.link("h1", "s1").down)`."""
+        self.links_between(a, b)        # unknown nodes or no link: one line now
+        return LinkHandle(self, a, b)
+
+    def node(self, name: str) -> Node:
+        """The running node `name` (as exp[name]): cmd, start, crash, restart."""
+        return self[name]
+
+    def set_link(self, a: str, b: str, up: bool, *, _scheduled: float | None = None) -> None:
         """Take the link(s) between nodes a and b down (nothing passes; the
         guests' own interfaces stay up, as with a cable pulled out at the
         switch) or bring them back up, as Mininet's configLinkStatus."""
         self._running()
-        for link in self.links_between(a, b):
-            self.backend.set_link(self.topology.name, link, up, self.progress)
-            index = next(i for i, x in enumerate(self.topology.links) if x is link)
-            (self.links_down.discard if up else self.links_down.add)(index)
+        links = self.links_between(a, b)
+        with self._event(f"link {a} {b}", "up" if up else "down", _scheduled):
+            for link in links:
+                self.backend.set_link(self.topology.name, link, up, self.progress)
+                index = next(i for i, x in enumerate(self.topology.links) if x is link)
+                (self.links_down.discard if up else self.links_down.add)(index)
+
+    def set_link_values(self, a: str, b: str, *, _scheduled: float | None = None,
+                        **values: Any) -> None:
+        """LinkHandle.set: new shaping values for the link(s) between a and b."""
+        from selena.schedule import LINK_VALUES
+
+        self._running()
+        unknown = sorted(set(values) - set(LINK_VALUES))
+        if unknown or not values:
+            raise ScenarioError(f"link {a} {b} set: "
+                                + (f"unknown value {unknown[0]!r}; " if unknown else "")
+                                + f"give one or more of {', '.join(LINK_VALUES)} (e.g. "
+                                "delay='20ms')")
+        if self.placement is not Placement.DOM0:
+            raise ExperimentError(f"link {a} {b} set: links shaped inside the guests "
+                                  "(shaping='guest') cannot change during a run; use Dom0 "
+                                  "shaping (the default) to change them")
+        links = self.links_between(a, b)
+        changed = []
+        for link in links:      # all checked before any changes
+            candidate, warnings = changed_link(link, self.topology, **values)
+            for warning in warnings:
+                self.progress(f"warning: {warning}")
+            changed.append((link, candidate))
+        change = " ".join(f"{k}={v}" for k, v in values.items())
+        with self._event(f"link {a} {b}", change, _scheduled):
+            for link, candidate in changed:
+                self.backend.shape_link(self.topology.name, candidate, self.progress)
+                # The model follows (the plan shares these Link objects).
+                for name in ("rate_bps", "delay_s", "jitter_s", "loss", "queue_packets",
+                             "given"):
+                    setattr(link, name, getattr(candidate, name))
+
+    @contextlib.contextmanager
+    def _event(self, target: str, change: str, scheduled: float | None) -> Iterator[None]:
+        """Record a change once applied: its virtual time, the real time
+        (seconds since the scenario's start, as tdf_timeline's real_s) and
+        the TDF at the middle of applying it, how long that took (real
+        seconds) and, from a schedule, the virtual time it was due."""
+        engine = self._running()
+        before = time.monotonic()
+        yield
+        after = time.monotonic()
+        middle = (before + after) / 2
+        clock = engine.clock
+        entry: dict[str, Any] = {
+            "virtual_s": round(clock.now() - (after - middle) / clock.tdf, 6),
+            "real_s": round(middle - clock.started, 6), "tdf": clock.tdf,
+            "target": target, "change": change, "took_real_s": round(after - before, 6)}
+        scheduled = scheduled if scheduled is not None else getattr(self._due, "t", None)
+        if scheduled is not None:
+            entry["scheduled_s"] = scheduled
+        with self._events_lock:
+            self.events.append(entry)
+        self.progress(f"{target} {change} at virtual {entry['virtual_s']:.3f} s")
 
     def capture(self, a: str, b: str | None = None) -> None:
         """Capture the link between nodes a and b (or `capture("h1,s1")`)
@@ -778,6 +942,7 @@ class Experiment:
         env["timings"] = dict(self.timings)
         if engine is not None:
             env["tdf_timeline"] = engine.clock.timeline()
+            env["events"] = list(self.events)
             env["params"] = {k: repr(v) if not isinstance(v, int | float | str | bool)
                              else v for k, v in engine.params.items()}
         if self._capture_info:
@@ -905,5 +1070,5 @@ def _commented(script: str) -> str:
     return "\n".join(f"#   {line}" for line in script.rstrip().splitlines())
 
 
-__all__ = ["FINISH_LIMIT_S", "Experiment", "Node", "SignalInterrupt", "error_info",
+__all__ = ["FINISH_LIMIT_S", "Experiment", "LinkHandle", "Node", "SignalInterrupt", "error_info",
            "installed_templates"]

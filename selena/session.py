@@ -269,8 +269,14 @@ class Session:
 
     def link(self, a: str, b: str, up: bool) -> None:
         """Take the link(s) between nodes `a` and `b` down or bring them up
-        (Experiment.set_link: a one-line error for unknown nodes or no link)."""
-        self.exp.set_link(a, b, up)
+        (exp.link(a, b): a one-line error for unknown nodes or no link)."""
+        handle = self.exp.link(a, b)
+        handle.up() if up else handle.down()
+
+    def set_link(self, a: str, b: str, **values: object) -> None:
+        """New rate, delay, jitter, loss or queue for the link(s) between `a`
+        and `b` (exp.link(a, b).set), in virtual terms."""
+        self.exp.link(a, b).set(**values)
 
     # -- time ----------------------------------------------------------------------
 

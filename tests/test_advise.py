@@ -179,3 +179,16 @@ def test_selena_advise_prints_the_tdf_for_a_shipped_scenario(tmp_path, capsys):
         in capsys.readouterr().out
     assert main(["advise", "nope.py", "--calibration", str(path)]) == 1
     assert "nope.py: no such scenario file" in capsys.readouterr().err
+
+
+def test_selena_advise_takes_runs_events_file_and_checks_it(tmp_path, capsys):
+    path = calibration().save(tmp_path / "cal.json")
+    events = tmp_path / "change.events"
+    events.write_text("5 link h1 h2 delay=60ms\n")
+    assert main(["advise", "scenarios/dilation_demo.py", "--calibration", str(path),
+                 "--events", str(events)]) == 0
+    assert "advice: TDF 9" in capsys.readouterr().out
+    events.write_text("5 link h1 h3 down\n")
+    assert main(["advise", "scenarios/dilation_demo.py", "--calibration", str(path),
+                 "--events", str(events)]) == 1
+    assert f"{events}:1: no node named 'h3'" in capsys.readouterr().err

@@ -124,7 +124,8 @@ def test_errors_are_one_line_and_the_session_goes_on():
         "*** unknown command 'frobnicate': try help",
         "*** unknown command 'h9': try help",
         "*** no link between h1 and h2 in single (h1 is linked to s1)",
-        "*** link: want `link NODE1 NODE2 up|down`",
+        "*** link: want `link NODE1 NODE2 up|down` or `link NODE1 NODE2 NAME=VALUE...` "
+        "(rate, delay, jitter, loss, queue)",
         "*** iperf: want `iperf CLIENT SERVER [SECONDS]`",
         "*** tdf: TDF 'fast' is not a number",
         "*** pingall: 'soon' is not a number of seconds",

@@ -218,3 +218,18 @@ def test_cmd_defaults_to_the_experiments_timeout_and_ctrl_c_kills_the_command():
     with pytest.raises(KeyboardInterrupt):
         net.cmd("h1", "ping h2")
     assert exp.engine.killed == ["ping 10.0.0.2"]
+
+
+def test_xl_finds_a_listing_links_vifs_by_index_although_their_guests_name_them_eth1(tmp_path):
+    # A SELENA listing's interface 0 is the guest's eth1: the state file's
+    # labels say eth1 (for people), the lookup goes by node and index.
+    runner = FakeRunner()
+    backend = XlBackend(runner, tmp_path / "state")
+    backend._save(DeployState("pair", 10.0, bridges={"sl-pair0": "ovs"},
+                              vif_nodes={"sv1.0": "H1 eth1", "sv2.0": "H2 eth1"},
+                              vif_bridges={"sv1.0": "sl-pair0", "sv2.0": "sl-pair0"},
+                              vif_ends={"sv1.0": "H1 0", "sv2.0": "H2 0"}))
+    backend.set_link("pair", Link(Endpoint("H1", 0), Endpoint("H2", 0)), up=False)
+    assert {c[3] for c in runner.calls} == {"sv1.0", "sv2.0"}
+    assert backend.capture_source("pair", Link(Endpoint("H1", 0), Endpoint("H2", 0)),
+                                  "H2").iface == "sv2.0"

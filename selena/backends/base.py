@@ -156,6 +156,16 @@ class Backend(abc.ABC):
 
         raise BackendError(f"the {self.name} backend cannot take links down or up")
 
+    def shape_link(self, experiment: str, link: Link,
+                   progress: Progress | None = None) -> None:
+        """Give one link of a running experiment the values `link` carries
+        (rate, delay, jitter, loss, queue, in virtual terms), both directions,
+        scaled by the current TDF and again by every later TDF change."""
+        from selena.errors import BackendError
+
+        raise BackendError(f"the {self.name} backend cannot change a link's shaping "
+                           "during a run")
+
     @abc.abstractmethod
     def crash(self, deployment: Deployment, node: str) -> None:
         """Fault injection: stop a node's guest at once, as a power failure would."""

@@ -302,6 +302,26 @@ class MininetBackend(Backend):
     def thaw(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
         raise BackendError("the Mininet baseline cannot freeze time")
 
+    def shape_link(self, experiment: str, link: Link,
+                   progress: Progress | None = None) -> None:
+        """Mininet's own TCIntf.config on both ends of every link between
+        the two nodes (real time: the values as they are); Mininet replaces
+        the interfaces' qdiscs. With several links between the two nodes,
+        all of them change, as with configLinkStatus."""
+        from selena.baseline import tc_params
+
+        net = self._nets.get(experiment)
+        if net is None:
+            raise BackendError(f"no Mininet network {experiment} in this process")
+        params = tc_params(link)
+        links = net.linksBetween(net.get(link.a.node), net.get(link.b.node))
+        if not links:
+            raise BackendError(f"{link}: Mininet has no link between {link.a.node} and "
+                               f"{link.b.node}")
+        for mn_link in links:
+            for intf in (mn_link.intf1, mn_link.intf2):
+                intf.config(**params)
+
     def set_link(self, experiment: str, link: Link, up: bool,
                  progress: Progress | None = None) -> None:
         """Mininet's own configLinkStatus (both veth ends down or up; with

@@ -156,6 +156,9 @@ class DeployState:
     # Guests with cpu_time "real": domain name -> vCPUs (their cap follows the TDF).
     real_cpu: dict[str, int] = field(default_factory=dict)
     vif_bridges: dict[str, str] = field(default_factory=dict)  # vif -> its bridge
+    # vif -> "h1 0": its node and the model's interface index, for finding a
+    # link's vifs (vif_nodes holds the guest's device name, for people).
+    vif_ends: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> DeployState:
@@ -272,7 +275,8 @@ def _state_from(data: object) -> DeployState:
         _map(data, "vif_nodes", "node of vif", text),
         _map(data, "real_cpu", "vCPUs of",
              lambda v, w: _int(v, w, 1, 4096)),
-        _map(data, "vif_bridges", "bridge of vif", text))
+        _map(data, "vif_bridges", "bridge of vif", text),
+        _map(data, "vif_ends", "link end of vif", text))
 
 
 
@@ -475,16 +479,15 @@ class XlBackend(Backend):
     def _deploy(self, plan: Plan, pool: dict[str, list[tuple[str, int]]],
                 say: Progress) -> DeployState:
         state = DeployState(plan.experiment, plan.tdf)
-        state.shaping = {vif: {"rate_bps": link.rate_bps, "delay_s": link.delay_s,
-                               "jitter_s": link.jitter_s, "loss": link.loss,
-                               "queue": link.queue_packets}
-                         for vif, link in plan.shaped}
+        state.shaping = {vif: shaping_spec(link) for vif, link in plan.shaped}
         topo = plan.topology
         # The guest's own device name (a listing's first interface is eth1).
         state.vif_nodes = {vif.name: f"{guest.node} "
                                      + (topo.nodes[guest.node].device(vif.index)
                                         if topo is not None and guest.node in topo.nodes
                                         else f"eth{vif.index}")
+                           for guest in plan.guests for vif in guest.vifs}
+        state.vif_ends = {vif.name: _end_key(guest.node, vif.index)
                            for guest in plan.guests for vif in guest.vifs}
         state.vif_bridges = {vif.name: vif.bridge
                              for guest in plan.guests for vif in guest.vifs}
@@ -733,11 +736,7 @@ class XlBackend(Backend):
         say = progress or (lambda msg: log.info("%s", msg))
         with self._locked(progress):
             state = self.state(experiment)
-            ends = {f"{e.node} eth{e.iface}" for e in (link.a, link.b)}
-            vifs = sorted(vif for vif, label in state.vif_nodes.items() if label in ends)
-            if len(vifs) != len(ends):
-                raise BackendError(f"{link} of {experiment}: its vifs are not in the state "
-                                   f"file (found {', '.join(vifs) or 'none'})")
+            vifs = _link_vifs(state, link)
             for vif in vifs:
                 bridge = state.vif_bridges.get(vif)
                 kind = state.bridges.get(bridge or "")
@@ -845,16 +844,66 @@ class XlBackend(Backend):
         raise BackendError(f"domain {name} is not in Xenstore (/local/domain/*/name) "
                            "after xl create")
 
+    def shape_link(self, experiment: str, link: Link,
+                   progress: Progress | None = None) -> None:
+        """Give one link of a running experiment new values (`link`, in its
+        virtual terms): the Dom0 qdiscs of the vifs of both its ends are
+        re-rendered at the experiment's current TDF, and the state file
+        keeps the values, so that later TDF changes rescale them. A change
+        of the qdiscs' shape (a rate added or lifted, delay, jitter, loss and
+        queue all set to none or from none) replaces the vif's root qdisc.
+        On a failure both vifs get their old shaping back."""
+        from selena.shaping import shaping_commands
+
+        say = progress or (lambda msg: log.info("%s", msg))
+        with self._locked(progress):
+            state = self.state(experiment)
+            vifs = _link_vifs(state, link)
+            new = shaping_spec(link)
+            wanted = new if shaping_commands("-", link, state.tdf) else None
+            old = {vif: state.shaping.get(vif) for vif in vifs}
+            done: list[str] = []
+            try:
+                for vif in vifs:
+                    self._reshape_vif(vif, old[vif], wanted, state.tdf)
+                    done.append(vif)
+            except BaseException:
+                for vif in done:
+                    try:
+                        self._reshape_vif(vif, wanted, old[vif], state.tdf)
+                    except BackendError as exc:
+                        say(f"restoring the old shaping of {vif} failed: {exc}")
+                raise
+            for vif in vifs:
+                if wanted is None:
+                    state.shaping.pop(vif, None)
+                else:
+                    state.shaping[vif] = dict(wanted)
+            self._save(state)
+        say(f"{experiment}: {link} re-shaped at TDF {units.tdf_text(state.tdf)}")
+
+    def _reshape_vif(self, vif: str, old: dict[str, float | None] | None,
+                     new: dict[str, float | None] | None, tdf: float) -> None:
+        from selena.shaping import shaping_commands
+
+        argvs: list[list[str]] = []
+        if old is not None and (new is None or _qdisc_shape(old) != _qdisc_shape(new)):
+            argvs.append(["tc", "qdisc", "del", "dev", vif, "root"])
+        if new is not None:
+            argvs += shaping_commands(vif, spec_link(new), tdf,
+                                      reshape=old is not None and argvs == [])
+        for argv in argvs:
+            try:
+                self.runner.run(argv)
+            except CommandError as exc:
+                raise BackendError(f"re-shaping {vif} at TDF {units.tdf_text(tdf)} "
+                                   f"failed: {exc}") from None
+
     def _shape(self, state: DeployState, tdf: float) -> None:
-        from selena.model import Endpoint, Link
         from selena.shaping import shaping_commands
 
         for vif, spec in state.shaping.items():
-            queue = spec.get("queue")
-            link = Link(Endpoint("", 0), Endpoint("", 0), rate_bps=spec.get("rate_bps"),
-                        delay_s=spec.get("delay_s") or 0.0,
-                        jitter_s=spec.get("jitter_s") or 0.0, loss=spec.get("loss") or 0.0,
-                        queue_packets=None if queue is None else int(queue))
+            link = spec_link(spec)
             for argv in shaping_commands(vif, link, tdf, reshape=True):
                 try:
                     self.runner.run(argv)
@@ -932,10 +981,10 @@ class XlBackend(Backend):
 
         state = self.state(experiment)
         end, peer = (link.a, link.b) if link.a.node == node else (link.b, link.a)
-        label = f"{end.node} eth{end.iface}"
-        vif = next((v for v, lab in state.vif_nodes.items() if lab == label), None)
+        key = _end_key(end.node, end.iface)
+        vif = next((v for v, at in _vif_ends(state).items() if at == key), None)
         if vif is None:
-            raise BackendError(f"{link} of {experiment}: no vif of {label} in the state "
+            raise BackendError(f"{link} of {experiment}: no vif of {end} in the state "
                                "file; cannot capture it")
         return CaptureSource(vif, end.node, peer.node)
 
@@ -1554,6 +1603,62 @@ class _Script:
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
+
+
+def _end_key(node: str, index: int) -> str:
+    return f"{node} {index}"
+
+
+def _vif_ends(state: DeployState) -> dict[str, str]:
+    """vif -> its link end; a state file written before vif_ends has only
+    the labels, then "h1 eth0" for interface 0."""
+    if state.vif_ends:
+        return state.vif_ends
+    return {vif: label.replace(" eth", " ", 1) for vif, label in state.vif_nodes.items()}
+
+
+def _link_vifs(state: DeployState, link: Link) -> list[str]:
+    """The Dom0 vifs of both ends of a link (by the state file's labels)."""
+    ends = {_end_key(e.node, e.iface) for e in (link.a, link.b)}
+    vifs = sorted(vif for vif, end in _vif_ends(state).items() if end in ends)
+    if len(vifs) != len(ends):
+        raise BackendError(f"{link} of {state.experiment}: its vifs are not in the state "
+                           f"file (found {', '.join(vifs) or 'none'})")
+    return vifs
+
+
+def shaping_spec(link: Link) -> dict[str, float | None]:
+    """A link's shaping in its own (virtual) terms, as the state file keeps
+    it per vif (prio as 1.0: the file holds numbers)."""
+    spec: dict[str, float | None] = {"rate_bps": link.rate_bps, "delay_s": link.delay_s,
+                                     "jitter_s": link.jitter_s, "loss": link.loss,
+                                     "queue": link.queue_packets}
+    if link.prio:
+        spec["prio"] = 1.0
+    return spec
+
+
+def spec_link(spec: dict[str, float | None]) -> Link:
+    """The link a state file's shaping entry describes (no ends)."""
+    from selena.model import Endpoint, Link
+
+    queue = spec.get("queue")
+    return Link(Endpoint("", 0), Endpoint("", 0), rate_bps=spec.get("rate_bps"),
+                delay_s=spec.get("delay_s") or 0.0, jitter_s=spec.get("jitter_s") or 0.0,
+                loss=spec.get("loss") or 0.0,
+                queue_packets=None if queue is None else int(queue),
+                prio=bool(spec.get("prio")))
+
+
+def _qdisc_shape(spec: dict[str, float | None]) -> tuple[bool, bool, bool]:
+    """Which qdiscs a vif's shaping has (htb, netem, prio): while it stays
+    the same, the qdiscs are changed in place."""
+    from selena.shaping.netem import netem_args
+
+    link = spec_link(spec)
+    return (link.rate_bps is not None,
+            bool(netem_args(link.delay_s, link.jitter_s, link.loss, link.queue_packets)),
+            link.prio)
 
 
 def parse_vcpu_list(text: str) -> dict[str, list[float]]:

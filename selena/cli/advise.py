@@ -21,6 +21,7 @@ from selena.cli.args import (
     TOPO_LIMIT,
     custom_arg,
     deploy_only_args,
+    events_of,
     param_arg,
     run_only_args,
     say,
@@ -54,6 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--link", default=None, metavar="tc,bw=..,delay=..",
                    help="Mininet-style parameters for every link, as run takes them")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    p.add_argument("--events", type=Path, default=None, metavar="FILE",
+                   help="accepted as run takes it and checked (the advice is for the links "
+                        "as deployed, before any change)")
     p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     deploy_only_args(p)
     run_only_args(p)
@@ -95,6 +99,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     with checking_only():   # a file that runs itself is checked, not refused
         exp = Experiment(scenario_of(args), templates=None, strict=args.strict)
     exp.check()
+    events_of(args, exp)
     advice = advise(exp.topology, calibration, args.accuracy,
                     interval_s=args.interval, duration_s=args.duration)
     print(advice.report())

@@ -12,8 +12,9 @@ from pathlib import Path
 from selena import units
 from selena.control.channel import DEFAULT_OUTPUT_CAP
 from selena.errors import ScenarioError, UnitError
-from selena.experiment import DEFAULT_READY_TIMEOUT_S
+from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment
 from selena.loader import Scenario, load_scenario
+from selena.schedule import Event, check_events, load_events
 from selena.validate import MAX_SWITCH_PORTS
 
 
@@ -118,3 +119,13 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
 # Unlike mn's, a switch here is a Xen guest, with a guest's limit on interfaces.
 TOPO_LIMIT = (f"A switch takes at most {MAX_SWITCH_PORTS} ports (a Xen guest's limit, "
               "fewer with several vCPUs); for more hosts use a tree")
+
+
+def events_of(args: argparse.Namespace, exp: Experiment) -> list[Event]:
+    """The --events file's events, each checked against the experiment's
+    topology (FILE:LINE: what, and the fix, for the first bad one)."""
+    if getattr(args, "events", None) is None:
+        return []
+    events = load_events(args.events)
+    check_events(events, exp.topology)
+    return events

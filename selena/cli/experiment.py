@@ -22,6 +22,7 @@ from selena.cli.args import (
     capture_arg,
     custom_arg,
     deploy_only_args,
+    events_of,
     param_arg,
     run_only_args,
     say,
@@ -68,6 +69,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--param", type=param_arg, action="append", default=[],
                        metavar="NAME=VALUE", help="passed to the scenario's build(**params) "
                                                   "and exp.params (repeatable)")
+        p.add_argument("--events", type=Path, default=None, metavar="FILE",
+                       help="link and node changes in virtual time, one a line: "
+                            "`12.5 link h1 s1 delay=20ms`, `30 link h1 s1 down`, `40 node "
+                            "h2 crash` (checked by validate and plan; applied by run)")
         p.add_argument("--strict", action="store_true",
                        help="treat warnings (likely unit slips, CPU masks beyond the host) "
                             "as errors")
@@ -207,13 +212,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     with checking_only():   # a file that runs itself is checked, not refused
         exp = _experiment(args)
     warnings = exp.check()
+    events = events_of(args, exp)
     topo = exp.topology
     hosts = sum(1 for n in topo.nodes.values() if n.kind is NodeKind.HOST)
     print_warnings(warnings)
     print(f"{exp.scenario.source}: valid: experiment {topo.name}, TDF "
           f"{units.tdf_text(topo.tdf)}, {hosts} hosts, {len(topo.nodes) - hosts} other nodes, "
           f"{len(topo.links)} links, {len(topo.hubs)} hubs, {len(exp.scenario.actions)} "
-          f"scenario actions" + (f", {len(warnings)} warning(s)" if warnings else ""))
+          f"scenario actions" + (f", {len(events)} scheduled events" if events else "")
+          + (f", {len(warnings)} warning(s)" if warnings else ""))
     if exp.templates is None:
         print("  (guest templates not checked: none installed on this host)")
     if exp.host is None or exp.host.cpus is None:
@@ -225,12 +232,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with checking_only():
         exp = _experiment(args)
     text = exp.render()
+    events = events_of(args, exp)
     print_warnings(exp.warnings)
     print(text, end="")
+    for event in events:
+        print(f"# at virtual {event.t:g} s: {event.text()}")
     return 0
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    if args.events is not None:
+        raise SelenaError("--events: deploy runs no scenario; use selena run --events FILE")
     exp = _experiment(args, keep=True, ready_timeout=max(args.wait, 1.0))
     if not exp.backend.dilates:
         raise SelenaError(f"the {exp.backend.name} backend lives as long as one `selena run`; "
@@ -252,11 +264,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.command_timeout is not None:
         options["command_timeout"] = args.command_timeout or None
     exp = _experiment(args, **options)
+    events = events_of(args, exp)       # a bad line is refused before any deploy
     started = time.monotonic()
     failure: BaseException | None = None
     try:
         with exp:
             say(f"running {exp.scenario.source} at TDF {units.tdf_text(exp.tdf)}")
+            if events:
+                exp.schedule(events)
+                say(f"{len(events)} events scheduled from {args.events} (the last at "
+                    f"virtual {events[-1].t:g} s)")
             if args.test == "pingall":
                 pingall(exp)
             exp.run_scenario()

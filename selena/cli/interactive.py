@@ -35,6 +35,7 @@ Commands (node names in a command stand for their first IP address, as in mn):
   iperf [CLIENT SERVER [SECONDS]]   TCP throughput with iperf3 (tools-host guests)
   NODE COMMAND...         run a shell command in a node: h1 ping -c 1 h2
   link A B up|down        bring the link(s) between nodes A and B up or down
+  link A B NAME=VALUE...  their rate, delay, jitter, loss or queue: delay=20ms
   tdf N                   change the time dilation factor of the running experiment
   pause | resume          freeze and restart every guest's virtual time
   sh COMMAND...           a shell command in Dom0
@@ -173,10 +174,17 @@ class Prompt(cmd.Cmd):
         return False
 
     def do_link(self, arg: str) -> bool:
+        from selena.schedule import parse_change
+
         words = arg.split()
-        if len(words) != 3 or words[2] not in ("up", "down"):
-            raise SelenaError("link: want `link NODE1 NODE2 up|down`")
-        self.session.link(words[0], words[1], up=words[2] == "up")
+        if len(words) < 3:
+            raise SelenaError("link: want `link NODE1 NODE2 up|down` or `link NODE1 NODE2 "
+                              "NAME=VALUE...` (rate, delay, jitter, loss, queue)")
+        event = parse_change(["link", *words], "link")
+        if event.change == "set":
+            self.session.set_link(words[0], words[1], **dict(event.values))
+        else:
+            self.session.link(words[0], words[1], up=event.change == "up")
         return False
 
     def do_tdf(self, arg: str) -> bool:

@@ -187,3 +187,43 @@ def test_selena_plan_prints_the_mininet_translation(tmp_path, capsys):
     assert "through its agent" not in out
     assert main(["deploy", str(scenario), "--backend", "mininet"]) != 0
     assert "lives as long as one `selena run`" in capsys.readouterr().err
+
+
+class _Intf:
+    def __init__(self, name, configured):
+        self.name, self.configured = name, configured
+
+    def config(self, **params):
+        self.configured.append((self.name, params))
+
+
+class _MnNet:
+    """What shape_link uses of a Mininet network: get, linksBetween, TCIntf.config."""
+
+    def __init__(self):
+        self.configured = []
+        link = type("L", (), {})()
+        link.intf1, link.intf2 = _Intf("h1-eth0", self.configured), _Intf("h2-eth0",
+                                                                          self.configured)
+        self.links = {frozenset({"h1", "h2"}): [link]}
+
+    def get(self, name):
+        return name
+
+    def linksBetween(self, a, b):  # noqa: N802 - Mininet's name
+        return self.links.get(frozenset({a, b}), [])
+
+
+def test_a_link_change_is_mininets_tcintf_config_on_both_ends_in_real_time():
+    from selena.model import Endpoint, Link
+
+    backend = MininetBackend()
+    net = backend._nets["pair"] = _MnNet()
+    backend.shape_link("pair", Link(Endpoint("h1", 0), Endpoint("h2", 0), rate_bps=5e6,
+                                     delay_s=0.02, loss=0.01))
+    params = {"bw": 5.0, "delay": "20000us", "loss": 1.0}
+    assert net.configured == [("h1-eth0", params), ("h2-eth0", params)]
+    with pytest.raises(BackendError, match=r"Mininet has no link between h1 and h3"):
+        backend.shape_link("pair", Link(Endpoint("h1", 0), Endpoint("h3", 0)))
+    with pytest.raises(BackendError, match=r"no Mininet network other in this process"):
+        backend.shape_link("other", Link(Endpoint("h1", 0), Endpoint("h2", 0)))

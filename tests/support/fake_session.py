@@ -55,6 +55,10 @@ class RecordingBackend(Backend):
         self.asked.append(("thaw", experiment))
         return 0, 0
 
+    def shape_link(self, experiment: str, link: Any, progress: Any = None) -> None:
+        self.asked.append(("shape_link", experiment, str(link), link.rate_bps, link.delay_s,
+                           link.jitter_s, link.loss, link.queue_packets))
+
     def set_link(self, experiment: str, link: Any, up: bool, progress: Any = None) -> None:
         self.asked.append(("set_link", experiment, str(link), up))
 
