@@ -58,8 +58,14 @@ echo /etc/default/grub.d/selena-xen.cfg > "$root/DEBIAN/conffiles"
 mkdir -p "$stage/shlibs/debian"
 printf 'Source: selena-xen\n\nPackage: %s\nArchitecture: amd64\n' "$pkg" \
     > "$stage/shlibs/debian/control"
+# libxenctrl's lower bound is the source's own version, not that of this
+# machine's libxen-dev (which may be newer, as when the lab's base is
+# packaged on an up-to-date host): selena-tdf uses only calls that are the
+# same across 4.17 (soname libxenctrl.so.4.17), and xen-utils-4.17 (= the
+# source version) needs at least that libxenmisc4.17 anyway.
 shlibs=$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$root/usr/sbin/selena-tdf" 2>/dev/null \
-         | sed -n 's/^shlibs:Depends=//p')
+         | sed -n 's/^shlibs:Depends=//p' \
+         | sed -E "s/libxenmisc4\.17 \(>= [^)]*\)/libxenmisc4.17 (>= ${srcversion%-*})/")
 # Installed-Size as dpkg-gencontrol counts it: KiB per file, rounded up, plus
 # one per directory.
 size=$(cd "$root" && find . -path ./DEBIAN -prune -o \( -type f -printf '%s\n' \) \
