@@ -40,7 +40,8 @@ apt_opts=(
 echo "fetching the xen $version source ($suite)" >&2
 apt-get "${apt_opts[@]}" update >/dev/null
 if ! apt-get "${apt_opts[@]}" source --download-only "xen=$version" >/dev/null 2>"$apt_dir/source.log"; then
-    echo "cannot download the xen $version source from $uri $suite (HTTP $(grep -m1 -oE "[0-9]{3} +[A-Za-z ]*[A-Za-z]" "$apt_dir/source.log" || tail -1 "$apt_dir/source.log")): check that this machine reaches $uri, or put the files named in $(basename "$pin") into $dest" >&2
+    why=$(grep -m1 -oE "[0-9]{3} +[A-Za-z ]*[A-Za-z]" "$apt_dir/source.log" || tail -1 "$apt_dir/source.log")
+    echo "cannot download the xen $version source from $uri $suite (HTTP $(echo $why)): check that this machine reaches $uri, or put the files named in $(basename "$pin") into $dest" >&2
     exit 1
 fi
 if ! verify; then
