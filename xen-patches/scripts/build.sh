@@ -1,42 +1,74 @@
 #!/usr/bin/env bash
 # Build the patched hypervisor and selena-tdf, cached by the hash of their inputs.
-#   build.sh OUTDIR
+#   build.sh OUTDIR [PIN]     PIN: the source pin (default SOURCE, the lab's;
+#                             make deb passes SOURCE.security)
+# Configured and built as Debian's own hypervisor package is (debian/rules:
+# debian/xen-kconfig + olddefconfig, the build date from the changelog, file
+# paths mapped), so two builds of the same inputs give the same hypervisor.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=$1
+pin=$(realpath "${2:-$here/SOURCE}")
 cache_root=${SELENA_CACHE:-$HOME/.cache/selena}
-key=$(cd "$here" && cat SOURCE series $(cat series) tool/*.c tool/*.h scripts/build.sh \
-      | sha256sum | cut -c1-16)
+key=$( (cat "$pin"; cd "$here" && cat series $(cat series) deb/revision tool/*.c tool/*.h \
+        scripts/build.sh) | sha256sum | cut -c1-16)
 cached="$cache_root/xen/$key"
 
 if [ -f "$cached/.complete" ]; then
     echo "patched Xen: cached ($cached)"
 else
     start=$(date +%s)
-    "$here/scripts/fetch-source.sh" "$cache_root/src/xen"
+    "$here/scripts/fetch-source.sh" "$pin" "$cache_root/src/xen"
+    version=$(awk '$1 == "version" {print $2}' "$pin")
     work="$here/build"
-    rm -rf "$work/xen-src"
+    src="$work/xen-src"
+    rm -rf "$src"
     mkdir -p "$work"
-    echo "unpacking the xen source"
-    dpkg-source -x "$cache_root/src/xen/$(awk '$1=="sha256" && $3 ~ /\.dsc$/ {print $3}' "$here/SOURCE")" \
-        "$work/xen-src" >/dev/null
+    echo "unpacking the xen $version source"
+    # (No Debian keyring here to check the .dsc's signature: the sha256s of
+    # all three files were checked against the pin instead.)
+    dpkg-source -x "$cache_root/src/xen/$(awk '$1=="sha256" && $3 ~ /\.dsc$/ {print $3}' "$pin")" \
+        "$src" 2>&1 >/dev/null | { grep -vE "cannot verify inline signature|^gpgv:" || :; } >&2
+    # Without fuzz: a patch that no longer fits a new Debian source stops the
+    # build instead of landing somewhere near (README.md, "When Debian updates xen").
     echo "applying $(wc -l < "$here/series") patches"
     while read -r p; do
         [ -n "$p" ] || continue
-        patch -d "$work/xen-src" -p1 --quiet --forward < "$here/$p"
+        patch -d "$src" -p1 -F0 --quiet --forward < "$here/$p"
     done < "$here/series"
+    # What Debian's build passes (debian/rules): the version and maintainer
+    # the boot banner shows (Debian's patch 0003), dates from the changelog,
+    # and fixed names instead of this machine's user, host and paths.
+    epoch=$(dpkg-parsechangelog -l "$src/debian/changelog" -STimestamp)
+    export DEB_VERSION="$version+$(cat "$here/deb/revision")"
+    export DEB_MAINTAINER="$(cat "$here/deb/maintainer")"
+    export XEN_BUILD_DATE XEN_BUILD_TIME
+    XEN_BUILD_DATE=$(LC_ALL=C date -u -d "@$epoch")
+    XEN_BUILD_TIME=$(LC_ALL=C date -u -d "@$epoch" +%T)
+    export XEN_WHOAMI=selena XEN_DOMAIN=selena XEN_BUILD_HOST=selena
+    make_args=(XEN_TARGET_ARCH=x86_64
+               "EXTRA_CFLAGS_XEN_CORE=-ffile-prefix-map=$src=. -fdebug-prefix-map=$src=.")
     echo "building the hypervisor (make -j2, about a minute)"
-    make -s -C "$work/xen-src/xen" olddefconfig >/dev/null
-    make -s -C "$work/xen-src/xen" -j2 > "$work/xen-build.log" 2>&1 || {
+    cp "$src/debian/xen-kconfig" "$src/xen/.config"
+    make -s -C "$src/xen" "${make_args[@]}" olddefconfig >/dev/null
+    make -s -C "$src/xen" "${make_args[@]}" -j2 > "$work/xen-build.log" 2>&1 || {
         tail -30 "$work/xen-build.log" >&2
         exit 1
     }
     echo "building selena-tdf"
     mkdir -p "$work/tool"
-    cc -O2 -Wall -Wextra -Werror -o "$work/tool/selena-tdf" "$here/tool/selena-tdf.c" -lxenctrl
+    # Debian's hardening flags, all of them as debian/rules asks for Xen's
+    # tools (what lintian expects of a packaged binary).
+    export DEB_BUILD_MAINT_OPTIONS=hardening=+all
+    (cd "$here" && cc $(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CFLAGS) \
+        -Wall -Wextra -Werror $(dpkg-buildflags --get LDFLAGS) \
+        -o "$work/tool/selena-tdf" tool/selena-tdf.c -lxenctrl)
     tmp="$cached.tmp.$$"
     mkdir -p "$tmp"
-    cp "$work/xen-src/xen/xen" "$work/xen-src/xen/xen.gz" "$work/tool/selena-tdf" "$tmp/"
+    cp "$src/xen/xen" "$src/xen/xen.gz" "$work/tool/selena-tdf" "$tmp/"
+    cp "$src/xen/.config" "$tmp/xen.config"
+    echo "$version" > "$tmp/source-version"
+    echo "$epoch" > "$tmp/source-date-epoch"
     echo "$(( $(date +%s) - start ))" > "$tmp/build-seconds"
     touch "$tmp/.complete"
     rm -rf "$cached"
@@ -44,4 +76,5 @@ else
     echo "patched Xen built in $(cat "$cached/build-seconds") s"
 fi
 mkdir -p "$out"
-cp "$cached/xen" "$cached/xen.gz" "$cached/selena-tdf" "$cached/build-seconds" "$out/"
+cp "$cached/xen" "$cached/xen.gz" "$cached/xen.config" "$cached/selena-tdf" \
+   "$cached/source-version" "$cached/source-date-epoch" "$cached/build-seconds" "$out/"

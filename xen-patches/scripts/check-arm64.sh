@@ -9,7 +9,7 @@ command -v aarch64-linux-gnu-gcc >/dev/null || {
     apt-get install -y -q gcc-aarch64-linux-gnu >/dev/null
 }
 start=$(date +%s)
-"$here/scripts/fetch-source.sh" "$cache_root/src/xen"
+"$here/scripts/fetch-source.sh" "$here/SOURCE" "$cache_root/src/xen"
 work="$here/build/arm64"
 rm -rf "$work"
 mkdir -p "$work"
@@ -17,7 +17,7 @@ dpkg-source -x "$cache_root/src/xen/$(awk '$1=="sha256" && $3 ~ /\.dsc$/ {print 
     "$work/xen-src" >/dev/null 2>&1
 while read -r p; do
     [ -n "$p" ] || continue
-    patch -d "$work/xen-src" -p1 --quiet --forward < "$here/$p"
+    patch -d "$work/xen-src" -p1 -F0 --quiet --forward < "$here/$p"
 done < "$here/series"
 args=(XEN_TARGET_ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-)
 make -s -C "$work/xen-src/xen" "${args[@]}" defconfig >/dev/null
