@@ -5,7 +5,7 @@ import json
 from collections.abc import Set as AbstractSet
 
 import pytest
-from fake_session import running
+from fake_session import pingall_answer, running
 
 from selena.backends.xl import DeployState, XlBackend
 from selena.errors import BackendError, ExperimentError, ScenarioError
@@ -49,6 +49,9 @@ def test_rate_text_uses_iperfs_units():
 def answering(down: AbstractSet[str] = frozenset()):
     """Pings to addresses in `down` go unanswered; iperf3 answers a report."""
     def answer(node: str, command: str) -> tuple[int, str]:
+        looped = pingall_answer(command, down)
+        if looped is not None:
+            return 0, looped
         if command.startswith("ping"):
             return (1, "") if command.split()[-1] in down else (0, "1 packets received")
         if command.startswith("iperf3 -c"):
@@ -82,16 +85,26 @@ def test_unknown_nodes_are_one_line_errors_naming_the_nodes_there_are():
         net.link("h1", "x", up=False)
 
 
-def test_pingall_pings_every_ordered_host_pair_once():
+def test_pingall_pings_every_ordered_host_pair_once_one_command_per_host_side_by_side():
     exp = running(single(3), answering(down={"10.0.0.3"}))
     result = Session(exp).pingall()
-    assert [c[1] for c in exp.engine.commands] == [
-        "ping -c 1 -W 1 10.0.0.2", "ping -c 1 -W 1 10.0.0.3", "ping -c 1 -W 1 10.0.0.1",
-        "ping -c 1 -W 1 10.0.0.3", "ping -c 1 -W 1 10.0.0.1", "ping -c 1 -W 1 10.0.0.2"]
+    loop = ("start for ip in {}; do if ping -c 1 -W 1 $ip >/dev/null 2>&1; "
+            'then echo "$ip 1"; else echo "$ip 0"; fi; done')
+    # All three started before any is waited for; each pings the two others.
+    assert exp.engine.commands == [
+        ("h1", loop.format("10.0.0.2 10.0.0.3"), 60.0),
+        ("h2", loop.format("10.0.0.1 10.0.0.3"), 60.0),
+        ("h3", loop.format("10.0.0.1 10.0.0.2"), 60.0)]
     assert result.lines() == ["h1 -> h2 X", "h2 -> h1 X", "h3 -> h1 h2"]
     assert result.results_line() == "*** Results: 33% dropped (4/6 received)"
     Session(exp).pingall(timeout=2.5)
-    assert exp.engine.commands[-1][1] == "ping -c 1 -W 3 10.0.0.2"
+    assert "ping -c 1 -W 3 $ip" in exp.engine.commands[-1][1]
+
+
+def test_pingall_counts_a_host_whose_command_printed_nothing_as_answering_none():
+    exp = running(single(2), lambda node, command: (0, "") if node == "h1"
+                  else (0, pingall_answer(command) or ""))
+    assert Session(exp).pingall().lines() == ["h1 -> X", "h2 -> h1"]
 
 
 def test_iperf_returns_mininets_server_and_client_rates():

@@ -7,7 +7,7 @@ records what it is asked."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,6 +135,16 @@ class _Handle:
 
 def _text(command: Any) -> str:
     return command if isinstance(command, str) else " ".join(command)
+
+
+def pingall_answer(command: str, down: Collection[str] = ()) -> str | None:
+    """What a guest prints for Session.pingall's loop (`for ip in A B; do ...`):
+    "A 1" per answered address, "A 0" for those in `down`; None for any other
+    command."""
+    if not command.startswith("for ip in "):
+        return None
+    ips = command[len("for ip in "):].split(";", 1)[0].split()
+    return "".join(f"{ip} {0 if ip in down else 1}\n" for ip in ips)
 
 
 def running(topo: Topology, answer: Answer | None = None) -> Experiment:

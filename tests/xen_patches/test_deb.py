@@ -23,7 +23,7 @@ PACKAGE = "xen-hypervisor-4.17-selena"
 
 
 def pin(name: str) -> dict[str, str]:
-    fields = {}
+    fields: dict[str, str] = {}
     for line in (PATCHES / name).read_text().splitlines():
         if line and not line.startswith("#"):
             key, _, value = line.partition(" ")
