@@ -71,10 +71,12 @@ TDF_NOT_PRIVILEGED = "not privileged"
 NOT_DOM0 = "not a Xen Dom0"
 NOT_DOM0_MESSAGE = ("this machine is not a Xen Dom0 (no /proc/xen): try `selena plan FILE` to "
                     "see what a run would do, or the lab: `selena lab run -- selena run FILE`")
-PATCHED_XEN_FIX = ("boot selena's patched Xen: make -C xen-patches, install "
-                   "xen-patches/out/xen.gz as /boot/xen-4.17-amd64.gz, update-grub, reboot")
-TDF_TOOL_FIX = ("make -C xen-patches && install -m 755 xen-patches/out/selena-tdf "
-                "/usr/local/bin/selena-tdf")
+PATCHED_XEN_FIX = ("boot selena's patched Xen: make -C xen-patches deb, apt install "
+                   "./xen-patches/build/deb/xen-hypervisor-4.17-selena_*.deb, reboot "
+                   "(docs/host.md)")
+TDF_TOOL_FIX = ("install selena's hypervisor package (make -C xen-patches deb; it holds "
+                "/usr/sbin/selena-tdf), or make -C xen-patches && install -m 755 "
+                "xen-patches/out/selena-tdf /usr/local/bin/selena-tdf")
 GRUB_XEN = "GRUB_CMDLINE_XEN_DEFAULT in /etc/default/grub, then update-grub and reboot"
 
 
