@@ -429,21 +429,22 @@ class Controller:
                      read_chunks: bool = True,
                      last_seen: tuple[int, int] | None = None) -> None:
         out = f"{guest.base}/out/{handle.id}"
-        if read_state or handle._state is None:
+        if read_state:
+            # `state` holds the final state only (`running` is in `started`,
+            # which Dom0 never reads): absent, the command is queued or running.
             raw = self.xs.read_or_none(f"{out}/state")
-            if raw is None:
-                return                          # queued: the agent has not seen it yet
-            handle._state = parse_state(raw.decode(errors="replace"))
+            if raw is not None:
+                handle._state = parse_state(raw.decode(errors="replace"))
         state = handle._state
+        final = state is not None and state.final
+        if not final and not read_chunks:
+            return                              # `started`, or our own removals
         # Once final, the counts say what is left: no read for a chunk that was
         # never written and no removal of one the final cleanup removes anyway
         # (each is a Xenstore round trip on the command's path to its result).
-        counted = state.final and state.state != "failed"
         batch = CHUNK_BATCH
-        if counted:
+        if final and state is not None and state.state != "failed":
             last = (state.stdout_chunks - 1, state.stderr_chunks - 1)
-        elif not read_chunks and not state.final:
-            last = (-1, -1)
         elif last_seen is not None:
             last = last_seen
         else:
@@ -468,11 +469,11 @@ class Controller:
                for i in range(len(STREAMS))):
             with self._cond:                    # a whole batch read: the rest next pass
                 _note_change(guest, None)
-        if consumed and not state.final:
+        if consumed and not final:
             self.xs.rm_many(consumed)
             self.xs.write(f"{guest.base}/cmd/{handle.id}/ack",
                           f"{handle._next[0]} {handle._next[1]}")
-        if not state.final:
+        if state is None or not final:
             return
         if state.state != "failed" and (handle._next[0] < state.stdout_chunks
                                         or handle._next[1] < state.stderr_chunks):
