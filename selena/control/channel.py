@@ -74,6 +74,25 @@ CHUNK_PROBE = 16
 CHANGE_SET_LIMIT = 256
 
 
+def _worth_a_pass(guest: _Guest, rel: str | None) -> bool:
+    """Whether an event under `out` (rel to it) can give the pump work: not
+    one about a command no longer active (our own removal of its keys), its
+    `started` key (Dom0 never reads it), or a chunk already consumed (our own
+    removal). Anything else, and what cannot be parsed, counts."""
+    if rel is None:
+        return True
+    cid, _, rest = rel.partition("/")
+    handle = guest.active.get(cid)
+    if handle is None:
+        return False
+    if rest == "started":
+        return False
+    stream, _, index = rest.partition("/")
+    if stream in STREAMS and index.isascii() and index.isdigit():
+        return int(index) >= handle._next[STREAMS.index(stream)]
+    return True
+
+
 def _note_change(guest: _Guest, rel: str | None) -> None:
     if None in guest.changed:
         return                          # everything is re-read anyway
@@ -150,6 +169,8 @@ class CommandHandle:
     _next: list[int] = field(default_factory=lambda: [0, 0], repr=False)
     _dropped: list[int] = field(default_factory=lambda: [0, 0], repr=False)
     _state: CommandState | None = field(default=None, repr=False)
+    # Xenstore refused the spec's write (the reply comes to the pump).
+    _send_error: ControlError | None = field(default=None, repr=False)
 
     @property
     def done(self) -> bool:
@@ -235,20 +256,28 @@ class Controller:
 
         prefix = f"{guest.base}/out/"
 
-        def mark(path: str, _token: str) -> None:
+        def mark(path: str, _token: str) -> bool:
+            rel = path[len(prefix):] if path.startswith(prefix) else None
             with self._cond:
-                _note_change(guest, path[len(prefix):] if path.startswith(prefix) else None)
+                # An event that cannot give work does not wake the pump's loop
+                # (three of a `true`'s five events are such).
+                if not _worth_a_pass(guest, rel):
+                    return False
+                _note_change(guest, rel)
                 self._cond.notify_all()
+            return True
 
         agent_dir = f"{guest.base}/agent"
 
-        def agent_changed(path: str, _token: str) -> None:
+        def agent_changed(path: str, _token: str) -> bool:
             with self._cond:
+                self._cond.notify_all()     # wait_ready() re-reads the agent's state
                 # Not on heartbeats (every guest second): only agent/error, or
                 # the directory itself (registration, removal).
                 if path in (agent_dir, f"{agent_dir}/error"):
                     guest.error_changed = True
-                self._cond.notify_all()     # wait_ready() re-reads the agent's state
+                    return True
+            return False
 
         self.xs.watch(f"{guest.base}/out", f"selena-out-{name}", mark)
         self.xs.watch(f"{guest.base}/agent", f"selena-agent-{name}", agent_changed)
@@ -313,8 +342,19 @@ class Controller:
                                time.time())
         with self._cond:
             guest.active[handle.id] = handle
+
+        def sent(error: ControlError | None) -> None:
+            # On the thread reading the socket (the pump, as a rule): a refusal
+            # fails the command there, as a refused acknowledgement does.
+            if error is not None:
+                with self._cond:
+                    handle._send_error = error
+                    _note_change(guest, handle.id)
+                    self._cond.notify_all()
         try:
-            self.xs.write(f"{guest.base}/cmd/{handle.id}", text)
+            # Not waiting for the reply spares the caller a wake-up by the
+            # pump per command (a context switch, dear in a PV Dom0).
+            self.xs.write_nowait(f"{guest.base}/cmd/{handle.id}", text, sent)
         except BaseException:
             with self._cond:                # never sent: nothing for the pump to serve
                 guest.active.pop(handle.id, None)
@@ -412,6 +452,8 @@ class Controller:
             new_chunks = last_seen is None or any(
                 last_seen[i] >= handle._next[i] for i in range(len(STREAMS)))
             try:
+                if handle._send_error is not None:
+                    raise handle._send_error
                 self._collect_one(guest, handle, read_state, new_chunks, last_seen)
             except (ProtocolMismatch, ValueError) as exc:
                 # What a guest writes into its own keys can fail only its own
@@ -505,11 +547,17 @@ class Controller:
             stdout_dropped=handle._dropped[0], stderr_dropped=handle._dropped[1],
             lost_bytes=state.lost_bytes)
         # The waiter has its result before the keys are removed: removal is
-        # housekeeping, not part of the command's round trip.
+        # housekeeping, not part of the command's round trip, and the pump
+        # does not wait for its replies either (they come with later events).
         self._complete(guest, handle, result)
+
+        def removed(error: ControlError | None) -> None:
+            if error is not None:           # the result stands; only housekeeping failed
+                log.warning("guest %s: removing command %s: %s", guest.name, handle.id, error)
         try:
-            self.xs.rm_many([f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}"])
-        except XenstoreError as exc:        # the result stands; only housekeeping failed
+            self.xs.rm_many_nowait([f"{guest.base}/cmd/{handle.id}",
+                                    f"{guest.base}/out/{handle.id}"], removed)
+        except XenstoreError as exc:
             log.warning("guest %s: removing command %s: %s", guest.name, handle.id, exc)
 
     def _read_agent_error(self, guest: _Guest) -> None:

@@ -42,8 +42,12 @@ SOCKET_PATHS = ("/run/xenstored/socket", "/var/run/xenstored/socket")
 RECV_SIZE = 65536
 
 # (path, token); runs on whichever thread is reading the socket, so it must
-# not make Xenstore requests of its own.
-WatchCallback = Callable[[str, str], None]
+# not make Xenstore requests of its own. Returning False says the event needs
+# no work: poll() does not return for it.
+WatchCallback = Callable[[str, str], "bool | None"]
+# The outcome of a request sent without waiting (None: done; else the
+# XenstoreError or ControlError); runs where a WatchCallback does.
+ReplyCallback = Callable[[ControlError | None], None]
 
 
 def default_socket() -> str:
@@ -58,13 +62,18 @@ def default_socket() -> str:
 
 
 class _Pending:
-    __slots__ = ("done", "type", "payload", "length")
+    __slots__ = ("done", "type", "payload", "length", "on_reply", "op", "path")
 
-    def __init__(self) -> None:
+    def __init__(self, on_reply: ReplyCallback | None = None, op: str = "",
+                 path: str = "") -> None:
         self.done = False
         self.type = 0
         self.payload = b""
         self.length = 0
+        # Set for a request nobody waits on (send_nowait): the reader calls it.
+        self.on_reply = on_reply
+        self.op = op
+        self.path = path
 
 
 class XenstoreConnection:
@@ -235,6 +244,51 @@ class XenstoreConnection:
         replies = self._pipeline([(XS_READ, "read", path, _z(path)) for path in paths],
                                  tolerate="ENOENT")
         return [None if isinstance(reply, XenstoreError) else reply for reply in replies]
+
+    def write_nowait(self, path: str, value: bytes | str, on_reply: ReplyCallback) -> None:
+        """write() without waiting for the reply: the thread that reads it
+        calls `on_reply` (None, or the error). The caller is spared a wake-up
+        by the reading thread per request, the dearest part of a request from
+        a thread other than the pump's. Raises at once only what is known
+        before sending (the connection lost, a payload over the limit)."""
+        data = value.encode() if isinstance(value, str) else value
+        self._send_nowait([(XS_WRITE, "write", path, _z(path) + data)], on_reply)
+
+    def rm_many_nowait(self, paths: Sequence[str], on_reply: ReplyCallback) -> None:
+        """rm_many() without waiting: `on_reply` once per path (a missing
+        node is no error), as in write_nowait()."""
+        def tolerant(error: ControlError | None) -> None:
+            if isinstance(error, XenstoreError) and error.code == "ENOENT":
+                error = None
+            on_reply(error)
+        self._send_nowait([(XS_RM, "rm", path, _z(path)) for path in paths], tolerant)
+
+    def _send_nowait(self, requests: Sequence[tuple[int, str, str, bytes]],
+                     on_reply: ReplyCallback) -> None:
+        """Every request in one send; their replies go to `on_reply`."""
+        if getattr(self._in_callback, "active", False):
+            raise ControlError("a Xenstore request from a watch callback would deadlock")
+        for _type, op, path, payload in requests:
+            if len(payload) > PAYLOAD_MAX:
+                raise XenstoreError("E2BIG", op, path)
+        frames, ids = [], []
+        with self._lock:
+            if self._error:
+                raise ControlError(f"xenstore connection lost: {self._error}")
+            for xs_type, op, path, payload in requests:
+                req_id = self._next_id
+                self._next_id = (self._next_id % 0xFFFFFFF0) + 1
+                self._pending[req_id] = _Pending(on_reply, op, path)
+                ids.append(req_id)
+                frames.append(HEADER.pack(xs_type, req_id, 0, len(payload)) + payload)
+        try:
+            with self._send_lock:
+                self._sock.sendall(b"".join(frames))
+        except OSError as exc:
+            with self._lock:
+                for req_id in ids:
+                    self._pending.pop(req_id, None)
+            raise ControlError(f"xenstore {requests[0][1]} {requests[0][2]}: {exc}") from None
 
     def rm_many(self, paths: Sequence[str]) -> None:
         """rm() of several nodes, all requests in flight at once."""
@@ -415,40 +469,78 @@ class XenstoreConnection:
                 if pending is None:
                     log.warning("xenstore reply to unknown request %d dropped", req_id)
                     continue
-                if oversize:
-                    pending.type, pending.length = _OVERSIZE, length
-                else:
-                    pending.type, pending.payload = xs_type, payload
-                pending.done = True
-                self._wake_followers()
+                if pending.on_reply is None:
+                    if oversize:
+                        pending.type, pending.length = _OVERSIZE, length
+                    else:
+                        pending.type, pending.payload = xs_type, payload
+                    pending.done = True
+                    self._wake_followers()
+                    continue
+                del self._pending[req_id]       # nobody waits: the callback is all
+            if oversize:
+                error: ControlError | None = XenstoreError(
+                    "E2BIG", pending.op, pending.path,
+                    f"reply of {length} bytes is over the Xenstore limit of {PAYLOAD_MAX}")
+            elif xs_type == XS_ERROR:
+                error = XenstoreError(payload.rstrip(b"\0").decode(errors="replace"),
+                                      pending.op, pending.path)
+            else:
+                error = None
+            self._reply_callback(pending, error)
 
     def _lost(self, exc: BaseException) -> None:
         with self._io:
             self._error = "closed" if self._closed else str(exc)
+            unanswered = [p for p in self._pending.values() if p.on_reply is not None]
+            for req_id in [r for r, p in self._pending.items() if p.on_reply is not None]:
+                del self._pending[req_id]
             for pending in self._pending.values():
                 pending.type, pending.done = -1, True
             self._io.notify_all()
+        for pending in unanswered:
+            self._reply_callback(pending, ControlError(
+                f"xenstore {pending.op} {pending.path}: connection lost: {self._error}"))
+
+    def _reply_callback(self, pending: _Pending, error: ControlError | None) -> None:
+        assert pending.on_reply is not None
+        self._in_callback.active = True
+        try:
+            pending.on_reply(error)
+        except Exception:  # a broken callback must not stop the reading
+            log.exception("reply callback for %s %s failed", pending.op, pending.path)
+        finally:
+            self._in_callback.active = False
 
     def _dispatch_watch(self, payload: bytes) -> None:
         parts = payload.split(b"\0")
+        if len(parts) < 2:
+            log.warning("malformed watch event %r dropped", payload[:80])
+            self._count_watch_event()
+            return
+        path, token = parts[0].decode(errors="replace"), parts[1].decode(errors="replace")
+        with self._io:
+            callback = self._watches.get(token)
+        if callback is None:
+            self._count_watch_event()
+            return
+        self._in_callback.active = True
+        try:
+            needs_work = callback(path, token) is not False
+        except Exception:  # a broken callback must not stop the reading
+            log.exception("watch callback for %s failed", token)
+            needs_work = True
+        finally:
+            self._in_callback.active = False
+        # Counted after the callback: a poll() that returns for this event
+        # finds what the callback recorded.
+        if needs_work:
+            self._count_watch_event()
+
+    def _count_watch_event(self) -> None:
         with self._io:
             self._watch_events += 1
             self._wake_followers()
-            callback = self._watches.get(parts[1].decode(errors="replace")) \
-                if len(parts) >= 2 else None
-        if len(parts) < 2:
-            log.warning("malformed watch event %r dropped", payload[:80])
-            return
-        if callback is None:
-            return
-        path, token = parts[0].decode(errors="replace"), parts[1].decode(errors="replace")
-        self._in_callback.active = True
-        try:
-            callback(path, token)
-        except Exception:  # a broken callback must not stop the reading
-            log.exception("watch callback for %s failed", token)
-        finally:
-            self._in_callback.active = False
 
 
 def _z(text: str) -> bytes:

@@ -488,6 +488,30 @@ def test_dom0_reads_a_command_state_only_once_it_is_final(channel):
                     (XS_RM, f"{base}/out/{first.id}")], dom0
 
 
+def test_events_that_cannot_give_work_do_not_wake_the_pump_loop(channel):
+    """A `true` fires five events at Dom0's watch (`started`, the final
+    state, our own removals); only the final state's makes the pump look at
+    the guest."""
+    ctl, *_ = channel
+    assert run(ctl, "h1", argv=("true",)).ok       # the guest's first-pass probe
+    time.sleep(0.2)                                 # its removal's events
+    passes: list[set] = []
+    collect = ctl._collect
+
+    def counted(guest, changed):
+        passes.append(set(changed))
+        collect(guest, changed)
+
+    ctl._collect = counted
+    try:
+        handle = ctl.submit("h1", CommandSpec(argv=("sleep", "0.2")))
+        assert ctl.wait(handle, timeout=20).ok
+        time.sleep(0.2)
+    finally:
+        del ctl._collect
+    assert passes == [{f"{handle.id}/state"}], passes
+
+
 def test_an_id_is_served_again_once_dom0_removed_its_keys(channel):
     """The agent skips reading on the removal of a command it answered; the
     same id written afterwards is a new command (bench-control's subprocess

@@ -143,6 +143,24 @@ def test_a_refused_request_about_one_command_fails_only_that_command(owned):
     assert run(ctl, "h1", argv=("echo", "again")).stdout == b"again\n"
 
 
+def test_a_refused_command_spec_fails_only_that_command(owned):
+    """submit() does not wait for the spec's write (the pump reads the reply):
+    Xenstore refusing it (EQUOTA) fails that command with reason xenstore
+    when waited for, and both guests go on being served."""
+    ctl, dom0, xenstored = owned
+    xenstored.refuse_write = lambda who, path: (
+        "EQUOTA" if who == 0 and path.startswith(f"{base_path(5)}/cmd/") else None)
+    other = ctl.submit("h2", CommandSpec(shell="sleep 0.3; echo fine"))
+    victim = ctl.submit("h1", CommandSpec(argv=("echo", "never")))
+    result = ctl.wait(victim, timeout=10)
+    assert (result.state, result.reason) == ("failed", "xenstore"), result
+    assert "EQUOTA" in result.detail and f"cmd/{victim.id}" in result.detail
+    assert ctl.wait(other, timeout=10).stdout == b"fine\n"
+    xenstored.refuse_write = None
+    assert run(ctl, "h1", argv=("echo", "again")).stdout == b"again\n"
+    assert dom0.read_or_none(f"{base_path(5)}/cmd/{victim.id}") is None
+
+
 def _refuse_final_state(xenstored, domid: int, times: int | None) -> list[str]:
     """Refuse the first `times` writes (None: all) of a command's state with
     EQUOTA (`running` goes to another key, `started`, and is let through);

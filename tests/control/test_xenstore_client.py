@@ -260,3 +260,82 @@ def test_a_lost_connection_fails_waiters_and_later_requests(tmp_path):
         with pytest.raises(ControlError, match="connection lost"):
             xs.read("/b")
     server.close()
+
+
+def _replies(xs: XenstoreConnection, count: int, got: list) -> None:
+    """Poll until `count` reply callbacks have run (nobody else reads)."""
+    deadline = time.monotonic() + 5
+    while len(got) < count and time.monotonic() < deadline:
+        xs.poll(0.05)
+    assert len(got) == count, got
+
+
+def test_requests_sent_without_waiting_report_to_their_callback(xenstored):
+    """write_nowait/rm_many_nowait return once sent; the thread reading the
+    socket hands each reply to the callback: None when done, the refusal
+    otherwise (a missing node to remove is no refusal), and the connection
+    serves the next request."""
+    xenstored.add_domain(5)
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    got: list = []
+    try:
+        xenstored.refuse_write = lambda _who, path: "EQUOTA" if path.endswith("/full") else None
+        dom0.write_nowait("/local/domain/5/a", "1", got.append)
+        dom0.write_nowait("/local/domain/5/full", "2", got.append)
+        _replies(dom0, 2, got)
+        assert got[0] is None
+        assert isinstance(got[1], XenstoreError) and got[1].code == "EQUOTA"
+        assert got[1].path == "/local/domain/5/full" and got[1].op == "write"
+        assert dom0.read("/local/domain/5/a") == b"1"
+        got.clear()
+        dom0.rm_many_nowait(["/local/domain/5/a", "/local/domain/5/never-was"], got.append)
+        _replies(dom0, 2, got)
+        assert got == [None, None]
+        assert dom0.read_or_none("/local/domain/5/a") is None
+        with pytest.raises(XenstoreError, match="E2BIG"):
+            dom0.write_nowait("/local/domain/5/big", "x" * 5000, got.append)
+    finally:
+        xenstored.refuse_write = None
+        dom0.close()
+
+
+def test_a_lost_connection_reports_to_the_callbacks_of_unanswered_requests(tmp_path):
+    def answer(conn, kind, req_id, payload):
+        conn.shutdown(socket.SHUT_RDWR)
+
+    server = _serve_once(str(tmp_path / "xs.sock"), answer)
+    got: list = []
+    with XenstoreConnection(str(tmp_path / "xs.sock"), timeout=5) as xs:
+        xs.write_nowait("/a", "1", got.append)
+        _replies(xs, 1, got)
+        assert isinstance(got[0], ControlError) and "connection lost" in str(got[0])
+        with pytest.raises(ControlError, match="connection lost"):
+            xs.write_nowait("/b", "2", got.append)
+    server.close()
+
+
+def test_poll_does_not_return_for_an_event_its_callback_says_needs_no_work(xenstored):
+    """A watch callback returning False (the control channel's own removals,
+    `started` keys) costs the polling thread no return from poll()."""
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    try:
+        seen: list[str] = []
+
+        def callback(path: str, _token: str) -> bool:
+            seen.append(path)
+            return not path.endswith("/quiet")
+
+        dom0.watch("/local/domain/0/f", "tok", callback)
+        dom0.poll(0.5)                                  # the registration's event
+        before = dom0.watch_events()
+        threading.Timer(0.1, lambda: dom0.write("/local/domain/0/f/quiet", "1")).start()
+        begin = time.monotonic()
+        dom0.poll(1.0, since=before)
+        assert time.monotonic() - begin >= 0.9           # the event did not end it
+        assert "/local/domain/0/f/quiet" in seen and dom0.watch_events() == before
+        threading.Timer(0.1, lambda: dom0.write("/local/domain/0/f/loud", "1")).start()
+        begin = time.monotonic()
+        dom0.poll(5.0, since=before)
+        assert time.monotonic() - begin < 4 and dom0.watch_events() == before + 1
+    finally:
+        dom0.close()
