@@ -73,6 +73,10 @@ CHUNK_PROBE = 16
 # keys of its own cannot grow Dom0's memory.
 CHANGE_SET_LIMIT = 256
 
+# Real seconds a finished command's removal waits for another request to ride
+# along with (one send fewer) before it is sent on its own.
+HOUSEKEEPING_DELAY = 0.05
+
 
 def _worth_a_pass(guest: _Guest, rel: str | None) -> bool:
     """Whether an event under `out` (rel to it) can give the pump work: not
@@ -406,17 +410,33 @@ class Controller:
                 # makes poll() return at once rather than after its timeout.
                 events = self.xs.watch_events()
                 with self._cond:
-                    if self._stop:
-                        return
-                    work = [(g, g.changed, g.error_changed) for g in self._guests.values()
-                            if (g.changed or g.error_changed) and g.active]
+                    stop = self._stop
+                    work = [] if stop else [
+                        (g, g.changed, g.error_changed) for g in self._guests.values()
+                        if (g.changed or g.error_changed) and g.active]
                     for g, _, _ in work:
                         g.changed, g.error_changed = set(), False
+                if stop:
+                    try:
+                        self.xs.flush()     # the removals still waiting
+                    except ControlError as exc:
+                        log.warning("removing finished commands at close: %s", exc)
+                    return
                 if not work and self.clock() < next_liveness:
+                    timeout = max(0.0, min(1.0, next_liveness - self.clock()))
+                    queued = self.xs.queued_since()
+                    if queued is not None:
+                        # Removals of finished commands ride along with the
+                        # next request (the next command's spec, as a rule);
+                        # after a short while idle they go on their own.
+                        left = queued + HOUSEKEEPING_DELAY - time.monotonic()
+                        if left <= 0:
+                            self.xs.flush()
+                            continue
+                        timeout = min(timeout, left)
                     # The pump reads the socket itself while it waits: watch
                     # events reach it without a thread hand-off.
-                    self.xs.poll(max(0.0, min(1.0, next_liveness - self.clock())),
-                                 since=events)
+                    self.xs.poll(timeout, since=events)
                     continue
                 for guest, changed, error_changed in work:
                     if error_changed:
@@ -556,7 +576,7 @@ class Controller:
                 log.warning("guest %s: removing command %s: %s", guest.name, handle.id, error)
         try:
             self.xs.rm_many_nowait([f"{guest.base}/cmd/{handle.id}",
-                                    f"{guest.base}/out/{handle.id}"], removed)
+                                    f"{guest.base}/out/{handle.id}"], removed, defer=True)
         except XenstoreError as exc:
             log.warning("guest %s: removing command %s: %s", guest.name, handle.id, exc)
 

@@ -40,6 +40,9 @@ DRAIN_MAX = 16 * 1024 * 1024
 _OVERSIZE = -2                         # _Pending.type: the reply was too large
 SOCKET_PATHS = ("/run/xenstored/socket", "/var/run/xenstored/socket")
 RECV_SIZE = 65536
+# Deferred requests (housekeeping nobody waits for) wait for the next send to
+# ride along with, at most this many.
+QUEUE_MAX = 32
 
 # (path, token); runs on whichever thread is reading the socket, so it must
 # not make Xenstore requests of its own. Returning False says the event needs
@@ -100,6 +103,10 @@ class XenstoreConnection:
         self._pending: dict[int, _Pending] = {}
         self._watches: dict[str, WatchCallback] = {}
         self._watch_events = 0          # dispatched so far: poll() returns on a change
+        # Frames of deferred requests (send_nowait(defer=True)), sent with the
+        # next request or by flush(); and since when the oldest waits.
+        self._queued: list[bytes] = []
+        self._queued_since: float | None = None
         self._wakes = 0
         self._in_callback = threading.local()
         self._next_id = 1
@@ -254,17 +261,42 @@ class XenstoreConnection:
         data = value.encode() if isinstance(value, str) else value
         self._send_nowait([(XS_WRITE, "write", path, _z(path) + data)], on_reply)
 
-    def rm_many_nowait(self, paths: Sequence[str], on_reply: ReplyCallback) -> None:
+    def rm_many_nowait(self, paths: Sequence[str], on_reply: ReplyCallback,
+                       defer: bool = False) -> None:
         """rm_many() without waiting: `on_reply` once per path (a missing
-        node is no error), as in write_nowait()."""
+        node is no error), as in write_nowait(). defer: not sent on its own
+        but with the next request (any thread's) or by flush(), one system
+        call fewer; see queued_since()."""
         def tolerant(error: ControlError | None) -> None:
             if isinstance(error, XenstoreError) and error.code == "ENOENT":
                 error = None
             on_reply(error)
-        self._send_nowait([(XS_RM, "rm", path, _z(path)) for path in paths], tolerant)
+        self._send_nowait([(XS_RM, "rm", path, _z(path)) for path in paths], tolerant, defer)
+
+    def queued_since(self) -> float | None:
+        """time.monotonic() when the oldest deferred request was queued; None
+        when none waits."""
+        with self._lock:
+            return self._queued_since
+
+    def flush(self) -> None:
+        """Send the deferred requests now."""
+        with self._lock:
+            frames = self._take_queued()
+        if frames:
+            try:
+                with self._send_lock:
+                    self._sock.sendall(b"".join(frames))
+            except OSError as exc:
+                raise ControlError(f"xenstore: sending deferred requests: {exc}") from None
+
+    def _take_queued(self) -> list[bytes]:
+        # Holding _lock.
+        frames, self._queued, self._queued_since = self._queued, [], None
+        return frames
 
     def _send_nowait(self, requests: Sequence[tuple[int, str, str, bytes]],
-                     on_reply: ReplyCallback) -> None:
+                     on_reply: ReplyCallback, defer: bool = False) -> None:
         """Every request in one send; their replies go to `on_reply`."""
         if getattr(self._in_callback, "active", False):
             raise ControlError("a Xenstore request from a watch callback would deadlock")
@@ -281,6 +313,12 @@ class XenstoreConnection:
                 self._pending[req_id] = _Pending(on_reply, op, path)
                 ids.append(req_id)
                 frames.append(HEADER.pack(xs_type, req_id, 0, len(payload)) + payload)
+            if defer and len(self._queued) + len(frames) <= QUEUE_MAX:
+                self._queued += frames
+                if self._queued_since is None:
+                    self._queued_since = time.monotonic()
+                return
+            frames = self._take_queued() + frames
         try:
             with self._send_lock:
                 self._sock.sendall(b"".join(frames))
@@ -313,10 +351,10 @@ class XenstoreConnection:
             if len(payload) > PAYLOAD_MAX:
                 raise XenstoreError("E2BIG", op, path)
         sent: list[tuple[int, _Pending, str, str]] = []
-        frames = []
         with self._lock:
             if self._error:
                 raise ControlError(f"xenstore connection lost: {self._error}")
+            frames = self._take_queued()        # deferred requests ride along
             for xs_type, op, path, payload in requests:
                 pending = _Pending()
                 req_id = self._next_id

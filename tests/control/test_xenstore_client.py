@@ -328,14 +328,50 @@ def test_poll_does_not_return_for_an_event_its_callback_says_needs_no_work(xenst
         dom0.watch("/local/domain/0/f", "tok", callback)
         dom0.poll(0.5)                                  # the registration's event
         before = dom0.watch_events()
-        threading.Timer(0.1, lambda: dom0.write("/local/domain/0/f/quiet", "1")).start()
+        quiet = threading.Timer(0.1, lambda: dom0.write("/local/domain/0/f/quiet", "1"))
+        quiet.start()
         begin = time.monotonic()
         dom0.poll(1.0, since=before)
+        quiet.join(5)
         assert time.monotonic() - begin >= 0.9           # the event did not end it
         assert "/local/domain/0/f/quiet" in seen and dom0.watch_events() == before
-        threading.Timer(0.1, lambda: dom0.write("/local/domain/0/f/loud", "1")).start()
+        loud = threading.Timer(0.1, lambda: dom0.write("/local/domain/0/f/loud", "1"))
+        loud.start()
         begin = time.monotonic()
         dom0.poll(5.0, since=before)
         assert time.monotonic() - begin < 4 and dom0.watch_events() == before + 1
+        while loud.is_alive():          # its write's reply comes after the event
+            dom0.poll(0.05)
+    finally:
+        dom0.close()
+
+
+def test_deferred_removals_ride_along_with_the_next_request(xenstored):
+    """rm_many_nowait(defer=True) sends nothing by itself: the removals go
+    in the same send as the next request (ahead of it), or on flush()."""
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    got: list = []
+    try:
+        for key in ("a", "b", "c"):
+            dom0.write(f"/local/domain/0/{key}", "1")
+        with xenstored.lock:
+            xenstored.log.clear()
+        dom0.rm_many_nowait(["/local/domain/0/a", "/local/domain/0/b"], got.append, defer=True)
+        assert dom0.queued_since() is not None
+        time.sleep(0.2)
+        with xenstored.lock:
+            assert xenstored.log == []                  # nothing sent yet
+        assert dom0.read("/local/domain/0/c") == b"1"
+        assert dom0.queued_since() is None
+        with xenstored.lock:
+            assert [path for _who, _kind, path in xenstored.log] == [
+                "/local/domain/0/a", "/local/domain/0/b", "/local/domain/0/c"]
+        _replies(dom0, 2, got)
+        assert got == [None, None] and dom0.read_or_none("/local/domain/0/a") is None
+        got.clear()
+        dom0.rm_many_nowait(["/local/domain/0/c"], got.append, defer=True)
+        dom0.flush()
+        _replies(dom0, 1, got)
+        assert got == [None] and dom0.read_or_none("/local/domain/0/c") is None
     finally:
         dom0.close()
