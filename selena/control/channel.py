@@ -224,7 +224,10 @@ class Controller:
         # PV Dom0 under emulation).
         self._id_prefix = uuid.uuid4().hex[:8]
         self._ids = itertools.count()
-        self._cond = threading.Condition()
+        # `with self._lock` where nothing waits or notifies (a C call, where
+        # the Condition's __enter__ is Python's: the pump takes it per event).
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
         self._stop = False
         self._pump_error: BaseException | None = None
         self._pump = threading.Thread(target=self._pump_loop, name="selena-control",
@@ -262,14 +265,13 @@ class Controller:
 
         def mark(path: str, _token: str) -> bool:
             rel = path[len(prefix):] if path.startswith(prefix) else None
-            with self._cond:
+            with self._lock:
                 # An event that cannot give work does not wake the pump's loop
                 # (three of a `true`'s five events are such).
                 if not _worth_a_pass(guest, rel):
                     return False
                 _note_change(guest, rel)
-                self._cond.notify_all()
-            return True
+            return True             # poll() returns: the pump's loop looks
 
         agent_dir = f"{guest.base}/agent"
 
@@ -351,10 +353,10 @@ class Controller:
             # On the thread reading the socket (the pump, as a rule): a refusal
             # fails the command there, as a refused acknowledgement does.
             if error is not None:
-                with self._cond:
+                with self._lock:
                     handle._send_error = error
                     _note_change(guest, handle.id)
-                    self._cond.notify_all()
+                self.xs.wake()      # a reply, not an event: poll() would not return
         try:
             # Not waiting for the reply spares the caller a wake-up by the
             # pump per command (a context switch, dear in a PV Dom0).
@@ -409,7 +411,7 @@ class Controller:
                 # Read before looking for work: an event that comes in between
                 # makes poll() return at once rather than after its timeout.
                 events = self.xs.watch_events()
-                with self._cond:
+                with self._lock:
                     stop = self._stop
                     work = [] if stop else [
                         (g, g.changed, g.error_changed) for g in self._guests.values()
@@ -615,7 +617,7 @@ class Controller:
         self._complete(guest, handle, result)
 
     def _complete(self, guest: _Guest, handle: CommandHandle, result: CommandResult) -> None:
-        with self._cond:
+        with self._lock:
             guest.active.pop(handle.id, None)
         handle._result = result
         handle._done.set()

@@ -96,6 +96,9 @@ class XenstoreConnection:
         self._wake_r.setblocking(False)
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()
+        # Waited on and notified holding _lock; taken as `with self._lock`, a
+        # C call, not the Condition's Python-level __enter__ (hot: several
+        # times per message).
         self._io = threading.Condition(self._lock)
         self._leader: threading.Thread | None = None
         self._followers = 0             # threads waiting in _follow()
@@ -185,7 +188,7 @@ class XenstoreConnection:
         wake(), on timeout, or when the connection is lost (the next request
         then raises)."""
         deadline = time.monotonic() + timeout
-        with self._io:
+        with self._lock:
             seen = self._watch_events if since is None else since
             wakes = self._wakes
             while self._leader is not None:
@@ -208,7 +211,7 @@ class XenstoreConnection:
 
     def wake(self) -> None:
         """Make a poll() in another thread return now."""
-        with self._io:
+        with self._lock:
             self._wakes += 1
             self._io.notify_all()
         try:
@@ -217,7 +220,7 @@ class XenstoreConnection:
             pass    # closed, or its buffer is full: a wake-up is already pending
 
     def close(self) -> None:
-        with self._io:
+        with self._lock:
             self._closed = True
             self._io.notify_all()
         try:
@@ -228,7 +231,7 @@ class XenstoreConnection:
         # A leader still in select() sees the shutdown and fails every waiter;
         # the sockets are closed once nobody reads them.
         deadline = time.monotonic() + 5
-        with self._io:
+        with self._lock:
             while self._leader is not None and time.monotonic() < deadline:
                 self._follow(0.1)
         self._sock.close()
@@ -404,7 +407,7 @@ class XenstoreConnection:
         """Until `pending` has its reply: as a follower while another thread
         reads the socket, as the leader otherwise."""
         while True:
-            with self._io:
+            with self._lock:
                 while not pending.done and self._leader is not None and not self._error:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
@@ -440,7 +443,7 @@ class XenstoreConnection:
             self._io.notify_all()
 
     def _resign(self) -> None:
-        with self._io:
+        with self._lock:
             self._leader = None
             self._wake_followers()
 
@@ -502,7 +505,7 @@ class XenstoreConnection:
             elif xs_type == XS_WATCH_EVENT:
                 self._dispatch_watch(payload)
                 continue
-            with self._io:
+            with self._lock:
                 pending = self._pending.get(req_id)
                 if pending is None:
                     log.warning("xenstore reply to unknown request %d dropped", req_id)
@@ -528,7 +531,7 @@ class XenstoreConnection:
             self._reply_callback(pending, error)
 
     def _lost(self, exc: BaseException) -> None:
-        with self._io:
+        with self._lock:
             self._error = "closed" if self._closed else str(exc)
             unanswered = [p for p in self._pending.values() if p.on_reply is not None]
             for req_id in [r for r, p in self._pending.items() if p.on_reply is not None]:
@@ -557,7 +560,7 @@ class XenstoreConnection:
             self._count_watch_event()
             return
         path, token = parts[0].decode(errors="replace"), parts[1].decode(errors="replace")
-        with self._io:
+        with self._lock:
             callback = self._watches.get(token)
         if callback is None:
             self._count_watch_event()
@@ -576,7 +579,7 @@ class XenstoreConnection:
             self._count_watch_event()
 
     def _count_watch_event(self) -> None:
-        with self._io:
+        with self._lock:
             self._watch_events += 1
             self._wake_followers()
 

@@ -151,8 +151,14 @@ def test_a_refused_command_spec_fails_only_that_command(owned):
     xenstored.refuse_write = lambda who, path: (
         "EQUOTA" if who == 0 and path.startswith(f"{base_path(5)}/cmd/") else None)
     other = ctl.submit("h2", CommandSpec(shell="sleep 0.3; echo fine"))
+    wakes: list[float] = []
+    wake = ctl.xs.wake
+    ctl.xs.wake = lambda: (wakes.append(time.monotonic()), wake())[-1]  # type: ignore[method-assign]
     victim = ctl.submit("h1", CommandSpec(argv=("echo", "never")))
     result = ctl.wait(victim, timeout=10)
+    del ctl.xs.wake
+    # A reply fires no watch event: the pump's poll is woken to look at once.
+    assert wakes, "the refusal did not wake the pump"
     assert (result.state, result.reason) == ("failed", "xenstore"), result
     assert "EQUOTA" in result.detail and f"cmd/{victim.id}" in result.detail
     assert ctl.wait(other, timeout=10).stdout == b"fine\n"
