@@ -40,6 +40,7 @@ DRAIN_MAX = 16 * 1024 * 1024
 _OVERSIZE = -2                         # _Pending.type: the reply was too large
 SOCKET_PATHS = ("/run/xenstored/socket", "/var/run/xenstored/socket")
 RECV_SIZE = 65536
+RECV_TIMEOUT_S = 1.0
 # Deferred requests (housekeeping nobody waits for) wait for the next send to
 # ride along with, at most this many.
 QUEUE_MAX = 32
@@ -91,6 +92,11 @@ class XenstoreConnection:
         except OSError as exc:
             self._sock.close()
             raise ControlError(f"cannot connect to xenstored at {self.path}: {exc}") from None
+        # A leader blocked in recv() for a reply looks at its deadline this
+        # often (_read_some).
+        every = min(RECV_TIMEOUT_S, max(timeout, 0.01))
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                              struct.pack("ll", int(every), int(every % 1 * 1e6)))
         # wake() interrupts a leader blocked in select() for poll().
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -455,14 +461,22 @@ class XenstoreConnection:
         if remaining <= 0:
             return False
         try:
-            ready, _, _ = select.select([self._sock, self._wake_r], [], [], remaining)
-            if self._wake_r in ready:
-                self._drain_wakes()
-                if wakeable:
+            if wakeable:
+                ready, _, _ = select.select([self._sock, self._wake_r], [], [], remaining)
+                if self._wake_r in ready:
+                    self._drain_wakes()
                     return False
-            if self._sock not in ready:
-                return not wakeable and time.monotonic() < deadline
-            data = self._sock.recv(RECV_SIZE)
+                if self._sock not in ready:
+                    return False
+                data = self._sock.recv(RECV_SIZE)
+            else:
+                # Waiting for a reply: no wake-up to watch for, so a blocking
+                # recv alone (one system call, not select's two), which the
+                # socket's receive timeout bounds to check the deadline.
+                try:
+                    data = self._sock.recv(RECV_SIZE)
+                except (BlockingIOError, TimeoutError):
+                    return time.monotonic() < deadline
             if not data:
                 raise ConnectionError("xenstored closed the connection")
         except (OSError, ValueError, ConnectionError) as exc:

@@ -375,3 +375,25 @@ def test_deferred_removals_ride_along_with_the_next_request(xenstored):
         assert got == [None] and dom0.read_or_none("/local/domain/0/c") is None
     finally:
         dom0.close()
+
+
+def test_a_request_nobody_answers_fails_at_its_timeout(tmp_path):
+    """The thread waiting for a reply blocks in recv() (no select), bounded by
+    the socket's receive timeout: the connection's timeout still holds, and
+    the connection serves on."""
+    answered: list[int] = []
+
+    def answer(conn, kind, req_id, payload):
+        if payload.startswith(b"/slow"):
+            return                          # never answered
+        answered.append(req_id)
+        conn.sendall(HEADER.pack(XS_READ, req_id, 0, 2) + b"ok")
+
+    server = _serve_once(str(tmp_path / "xs.sock"), answer)
+    with XenstoreConnection(str(tmp_path / "xs.sock"), timeout=0.3) as xs:
+        begin = time.monotonic()
+        with pytest.raises(ControlError, match="no reply within 0.3 s"):
+            xs.read("/slow")
+        assert 0.25 <= time.monotonic() - begin < 2.0
+        assert xs.read("/fast") == b"ok" and answered
+    server.close()
