@@ -499,15 +499,17 @@ class XenstoreConnection:
 
     def _dispatch_buffered(self) -> None:
         buf = self._buffer
-        while len(buf) >= HEADER.size:
-            xs_type, req_id, _tx, length = HEADER.unpack_from(buf)
+        size, unpack = HEADER.size, HEADER.unpack_from     # per message: kept local
+        while len(buf) >= size:
+            xs_type, req_id, _tx, length = unpack(buf)
             if length > DRAIN_MAX:
                 raise ConnectionError(f"reply of {length} bytes: the stream is broken")
-            if len(buf) < HEADER.size + length:
+            end = size + length
+            if len(buf) < end:
                 return
             oversize = length > PAYLOAD_MAX
-            payload = b"" if oversize else bytes(buf[HEADER.size:HEADER.size + length])
-            del buf[:HEADER.size + length]
+            payload = b"" if oversize else bytes(buf[size:end])
+            del buf[:end]
             if oversize:
                 # What a guest wrote can make xenstored answer past the limit
                 # (a listing of its directory): that fails one request, read
@@ -530,7 +532,8 @@ class XenstoreConnection:
                     else:
                         pending.type, pending.payload = xs_type, payload
                     pending.done = True
-                    self._wake_followers()
+                    if self._followers:         # _wake_followers(), inline: hot
+                        self._io.notify_all()
                     continue
                 del self._pending[req_id]       # nobody waits: the callback is all
             if oversize:
