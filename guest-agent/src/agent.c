@@ -136,15 +136,17 @@ static int vset_state(const char *id, const char *fmt, va_list ap)
 }
 
 /*
- * `running` goes to out/<id>/started, not to state: Dom0 then reads state only
- * when it is final (each state event was a read, and `running` told it nothing).
+ * `running` goes to agent/started/<id>, not to out/<id>/state: Dom0 then reads
+ * state only when it is final (each state event was a read, and `running` told
+ * it nothing), and, watching only agent/state and agent/error of our agent
+ * directory, is not even woken by it.
  */
 static void set_started(const char *id, int pid, unsigned long long start)
 {
     char suffix[128], value[96];
 
     snprintf(value, sizeof(value), "running pid=%d start=%llu", pid, start);
-    snprintf(suffix, sizeof(suffix), "out/%s/started", id);
+    snprintf(suffix, sizeof(suffix), "agent/started/%s", id);
     put(suffix, value);
 }
 
@@ -366,7 +368,7 @@ static int known(const char *id)
     rc = get(suffix, &val, NULL);
     if ( rc == -ENOENT )
     {
-        snprintf(suffix, sizeof(suffix), "out/%s/started", id);
+        snprintf(suffix, sizeof(suffix), "agent/started/%s", id);
         rc = get(suffix, &val, NULL);
     }
     if ( rc == 0 )
@@ -1038,7 +1040,7 @@ static void fail_orphans(void)
             free(state);        /* answered already */
             continue;
         }
-        snprintf(suffix, sizeof(suffix), "out/%s/started", p);
+        snprintf(suffix, sizeof(suffix), "agent/started/%s", p);
         if ( get(suffix, &state, NULL) )
             continue;
         if ( sscanf(state, "running pid=%ld", &pid) == 1 )

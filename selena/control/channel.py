@@ -80,16 +80,14 @@ HOUSEKEEPING_DELAY = 0.05
 
 def _worth_a_pass(guest: _Guest, rel: str | None) -> bool:
     """Whether an event under `out` (rel to it) can give the pump work: not
-    one about a command no longer active (our own removal of its keys), its
-    `started` key (Dom0 never reads it), or a chunk already consumed (our own
-    removal). Anything else, and what cannot be parsed, counts."""
+    one about a command no longer active (our own removal of its keys) or a
+    chunk already consumed (our own removal). Anything else, and what cannot
+    be parsed, counts."""
     if rel is None:
         return True
     cid, _, rest = rel.partition("/")
     handle = guest.active.get(cid)
     if handle is None:
-        return False
-    if rest == "started":
         return False
     stream, _, index = rest.partition("/")
     if stream in STREAMS and index.isascii() and index.isdigit():
@@ -104,6 +102,12 @@ def _note_change(guest: _Guest, rel: str | None) -> None:
         guest.changed = {None}
     else:
         guest.changed.add(rel)
+
+
+def _command_keys(guest: _Guest, handle: CommandHandle) -> list[str]:
+    """What Dom0 removes once a command is done (PROTOCOL.md)."""
+    return [f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}",
+            f"{guest.base}/agent/started/{handle.id}"]
 
 
 def base_path(domid: int) -> str:
@@ -273,20 +277,21 @@ class Controller:
                 _note_change(guest, rel)
             return True             # poll() returns: the pump's loop looks
 
-        agent_dir = f"{guest.base}/agent"
+        agent_error = f"{guest.base}/agent/error"
 
         def agent_changed(path: str, _token: str) -> bool:
             with self._cond:
                 self._cond.notify_all()     # wait_ready() re-reads the agent's state
-                # Not on heartbeats (every guest second): only agent/error, or
-                # the directory itself (registration, removal).
-                if path in (agent_dir, f"{agent_dir}/error"):
+                if path == agent_error:
                     guest.error_changed = True
                     return True
             return False
 
         self.xs.watch(f"{guest.base}/out", f"selena-out-{name}", mark)
-        self.xs.watch(f"{guest.base}/agent", f"selena-agent-{name}", agent_changed)
+        # Two keys of the agent's directory, not all of it: neither its
+        # heartbeat (every guest second) nor a command's `started` wakes Dom0.
+        self.xs.watch(f"{guest.base}/agent/state", f"selena-agent-state-{name}", agent_changed)
+        self.xs.watch(agent_error, f"selena-agent-{name}", agent_changed)
 
     def wait_ready(self, timeout: float) -> None:
         """Wait until every agent reports ready with our protocol version."""
@@ -494,15 +499,16 @@ class Controller:
                      last_seen: tuple[int, int] | None = None) -> None:
         out = f"{guest.base}/out/{handle.id}"
         if read_state:
-            # `state` holds the final state only (`running` is in `started`,
-            # which Dom0 never reads): absent, the command is queued or running.
+            # `state` holds the final state only (`running` is in the agent's
+            # started/<id>, which Dom0 never reads): absent, the command is
+            # queued or running.
             raw = self.xs.read_or_none(f"{out}/state")
             if raw is not None:
                 handle._state = parse_state(raw.decode(errors="replace"))
         state = handle._state
         final = state is not None and state.final
         if not final and not read_chunks:
-            return                              # `started`, or our own removals
+            return                              # our own removals
         # Once final, the counts say what is left: no read for a chunk that was
         # never written and no removal of one the final cleanup removes anyway
         # (each is a Xenstore round trip on the command's path to its result).
@@ -577,8 +583,7 @@ class Controller:
             if error is not None:           # the result stands; only housekeeping failed
                 log.warning("guest %s: removing command %s: %s", guest.name, handle.id, error)
         try:
-            self.xs.rm_many_nowait([f"{guest.base}/cmd/{handle.id}",
-                                    f"{guest.base}/out/{handle.id}"], removed, defer=True)
+            self.xs.rm_many_nowait(_command_keys(guest, handle), removed, defer=True)
         except XenstoreError as exc:
             log.warning("guest %s: removing command %s: %s", guest.name, handle.id, exc)
 
@@ -609,7 +614,7 @@ class Controller:
             reason=reason, detail=why, stdout=bytes(handle._out[0]),
             stderr=bytes(handle._out[1]), submitted=handle.submitted, finished=time.time(),
             stdout_dropped=handle._dropped[0], stderr_dropped=handle._dropped[1])
-        for path in (f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}"):
+        for path in _command_keys(guest, handle):
             try:
                 self.xs.rm(path)
             except XenstoreError as exc:

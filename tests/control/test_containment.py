@@ -169,7 +169,7 @@ def test_a_refused_command_spec_fails_only_that_command(owned):
 
 def _refuse_final_state(xenstored, domid: int, times: int | None) -> list[str]:
     """Refuse the first `times` writes (None: all) of a command's state with
-    EQUOTA (`running` goes to another key, `started`, and is let through);
+    EQUOTA (`running` goes to another key, agent/started/<id>, let through);
     returns the refused paths."""
     seen: dict[str, int] = {}
     refused: list[str] = []

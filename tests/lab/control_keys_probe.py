@@ -1,6 +1,6 @@
 """Run in the lab's Dom0 by test_control_keys_e2e.py: one guest, real
 oxenstored, the real agent. Prints what the test checks: a running command's
-`started` key and its absent `state`, the final state, the removal of its
+agent/started/<id> key and its absent out/<id>/state, the final state, the removal of its
 keys, and selena's CPU per `true` (printed, never asserted)."""
 
 import time
@@ -25,12 +25,13 @@ def main() -> None:
 def probe(exp: Experiment) -> None:
     ctl = exp.controller
     assert ctl is not None
-    out = f"{base_path(exp.domid('h1'))}/out"
+    base = base_path(exp.domid("h1"))
+    out = f"{base}/out"
     handle = ctl.submit("h1", CommandSpec(argv=("sleep", "2")))
     deadline = time.monotonic() + 20
     started = None
     while started is None and time.monotonic() < deadline:
-        started = ctl.xs.read_or_none(f"{out}/{handle.id}/started")
+        started = ctl.xs.read_or_none(f"{base}/agent/started/{handle.id}")
         time.sleep(0.05)
     state = ctl.xs.read_or_none(f"{out}/{handle.id}/state")
     print(f"started={started!r}")
@@ -41,7 +42,9 @@ def probe(exp: Experiment) -> None:
     while (ctl.xs.read_or_none(f"{out}/{handle.id}") is not None
            and time.monotonic() - began < 10):
         time.sleep(0.02)
-    print(f"removed={ctl.xs.read_or_none(f'{out}/{handle.id}') is None} "
+    gone = all(ctl.xs.read_or_none(path) is None
+               for path in (f"{out}/{handle.id}", f"{base}/agent/started/{handle.id}"))
+    print(f"removed={gone} "
           f"after {time.monotonic() - began:.2f} s")
     true = CommandSpec(argv=("true",))
     cpu, wall = time.process_time(), time.perf_counter()

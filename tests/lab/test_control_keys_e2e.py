@@ -1,6 +1,6 @@
 """End to end in the lab: the command keys of protocol 1 as the real agent
 writes them into real Xenstore (oxenstored), which Dom0 reads once per
-command: `running` in `started`, `state` only once final, both removed
+command: `running` in agent/started/<id>, `state` only once final, all removed
 after the result (tests/lab/control_keys_probe.py runs in Dom0; about a
 minute of lab time: one tiny guest, a 2 s command and 100 `true`)."""
 
