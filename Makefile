@@ -26,6 +26,7 @@ $(VENV)/.installed: pyproject.toml
 
 lint: deps
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # No C build, no fuzzers, no Open vSwitch, no lab.
 check: lint

@@ -18,8 +18,8 @@ from selena.runner import FakeRunner
 from selena.topologies import fat_tree
 from selena.validate import validate
 
-# Hosts per switch in the many-host topology: a switch guest takes at most
-# 32 ports (one agent command), so 16 hosts plus two uplinks.
+# Hosts per switch in the many-host topology: 16 hosts plus two uplinks, as
+# when a switch took at most 32 ports (now 40), so the figures stay comparable.
 PER_SWITCH = 16
 
 

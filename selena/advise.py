@@ -244,7 +244,8 @@ def least_delay_path(topology: Topology) -> HostPath | None:
 
 
 def busiest_link(topology: Topology) -> tuple[str, float] | None:
-    rated = [(str(link), link.rate_bps / 1e6) for link in topology.links if link.rate_bps]
+    rated = [(topology.describe(link), link.rate_bps / 1e6) for link in topology.links
+             if link.rate_bps]
     return max(rated, key=lambda item: item[1]) if rated else None
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from selena.errors import BackendError
 from selena.model import Link, Node, NodeKind, Topology
-from selena.plan import Plan
+from selena.plan import Plan, VifPlan
 from selena.shaping import Placement
 
 # Mininet's node names end up in interface names (s1-eth1): short and plain.
@@ -86,26 +86,49 @@ def translate(topo: Topology, plan: Plan) -> MnNet:
         problems.append("--shaping guest: Mininet shapes its links itself (TCLink)")
     net = MnNet()
     for node in topo.nodes.values():
-        where = f"node {node.name}"
-        if len(node.name) > MAX_NAME or not node.name.replace("_", "").isalnum():
-            problems.append(f"{where}: Mininet needs a name of at most {MAX_NAME} letters, "
-                            "digits and '_'")
-        if node.kind is NodeKind.HOST:
-            net.hosts.append(node.name)
-        elif node.kind is NodeKind.SWITCH:
-            if node.controller or node.switch_model:
-                problems.append(f"{where}: an OpenFlow switch with a controller or a switch "
-                                "model has no Mininet baseline")
-            if node.bare_bridge:
-                problems.append(f"{where}: a bare bridge (ports added by the scenario) has no "
-                                "Mininet baseline")
-            net.switches.append((node.name, node.stp))
-        else:
-            problems.append(f"{where}: a {node.kind.value} node has no Mininet baseline")
-        if node.vcpus != 1 or node.cpus:
-            problems.append(f"{where}: vcpus/cpus pinning has no Mininet equivalent (hosts "
-                            "share Dom0's CPUs)")
+        _translate_node(node, net, problems)
     vifs = {(g.node, v.index): v for g in plan.guests for v in g.vifs}
+    translated = _translate_links(topo, vifs, net)
+    _translate_hubs(topo, vifs, net)
+    mn_ports = _name_switch_ports(net)
+    _translate_flows(topo, translated, mn_ports, net, problems)
+    if problems:
+        raise BackendError("the Mininet baseline cannot run this topology:\n  "
+                           + "\n  ".join(problems))
+    for guest in plan.guests:
+        if guest.node in net.hosts:
+            net.setup[guest.node] = net_commands(guest.net, {v.mac: topo.nodes[guest.node]
+                                                             .device(v.index)
+                                                             for v in guest.vifs})
+    return net
+
+
+def _translate_node(node: Node, net: MnNet, problems: list[str]) -> None:
+    """Add the node as a Mininet host or switch, or say why it has none."""
+    where = f"node {node.name}"
+    if len(node.name) > MAX_NAME or not node.name.replace("_", "").isalnum():
+        problems.append(f"{where}: Mininet needs a name of at most {MAX_NAME} letters, "
+                        "digits and '_'")
+    if node.kind is NodeKind.HOST:
+        net.hosts.append(node.name)
+    elif node.kind is NodeKind.SWITCH:
+        if node.controller or node.switch_model:
+            problems.append(f"{where}: an OpenFlow switch with a controller or a switch "
+                            "model has no Mininet baseline")
+        if node.bare_bridge:
+            problems.append(f"{where}: a bare bridge (ports added by the scenario) has no "
+                            "Mininet baseline")
+        net.switches.append((node.name, node.stp))
+    else:
+        problems.append(f"{where}: a {node.kind.value} node has no Mininet baseline")
+    if node.vcpus != 1 or node.cpus:
+        problems.append(f"{where}: vcpus/cpus pinning has no Mininet equivalent (hosts "
+                        "share Dom0's CPUs)")
+
+
+def _translate_links(topo: Topology, vifs: dict[tuple[str, int], VifPlan],
+                     net: MnNet) -> list[tuple[Link, MnLink]]:
+    """Each wired link as a shaped Mininet link; each with its translation."""
     translated: list[tuple[Link, MnLink]] = []
     for link in topo.links:
         a, b = link.a, link.b
@@ -116,24 +139,41 @@ def translate(topo: Topology, plan: Plan) -> MnNet:
             topo.nodes[b.node].device(b.iface), vifs[(a.node, a.iface)].mac,
             vifs[(b.node, b.iface)].mac, tc_params(link)))
         translated.append((link, net.links[-1]))
+    return translated
+
+
+def _translate_hubs(topo: Topology, vifs: dict[tuple[str, int], VifPlan],
+                    net: MnNet) -> None:
+    """A hub as a switch of its own with an unshaped link to each end."""
     for hub in topo.hubs:
         name = f"hub{len(net.switches)}"
         net.switches.append((name, False))
         for i, end in enumerate(hub.endpoints, start=1):
             net.links.append(MnLink(end.node, name, topo.nodes[end.node].device(end.iface),
                                     f"{name}-eth{i}", vifs[(end.node, end.iface)].mac, None))
+
+
+def _name_switch_ports(net: MnNet) -> dict[tuple[int, int], int]:
+    """Name the switch ends of the links; return Mininet's port numbers."""
     # Switch ports: Mininet names them itself; the hosts' names are selena's.
     # A port gets a locally administered MAC of its own: Mininet's veth pair
     # takes both addresses or none ("None" is invalid lladdr otherwise).
     numbers = {name: i for i, (name, _) in enumerate(net.switches, start=1)}
     mn_ports = _port_numbers(net.links)
-    for link in net.links:
+    for mn_link in net.links:
         for side in (1, 2):
-            node = link.node1 if side == 1 else link.node2
+            node = mn_link.node1 if side == 1 else mn_link.node2
             if node in numbers:
-                port = mn_ports[(id(link), side)]
-                setattr(link, f"intf{side}", f"{node}-eth{port}")
-                setattr(link, f"mac{side}", _switch_port_mac(numbers[node], port))
+                port = mn_ports[(id(mn_link), side)]
+                setattr(mn_link, f"intf{side}", f"{node}-eth{port}")
+                setattr(mn_link, f"mac{side}", _switch_port_mac(numbers[node], port))
+    return mn_ports
+
+
+def _translate_flows(topo: Topology, translated: list[tuple[Link, MnLink]],
+                     mn_ports: dict[tuple[int, int], int], net: MnNet,
+                     problems: list[str]) -> None:
+    """Static flows with selena's port numbers rewritten to Mininet's."""
     # Per switch: selena's port number (interface index + 1) -> Mininet's.
     renumber: dict[str, dict[int, int]] = {}
     for link, mn_link in translated:
@@ -143,15 +183,6 @@ def translate(topo: Topology, plan: Plan) -> MnNet:
         if node.kind is NodeKind.SWITCH and node.flows and not node.controller:
             net.flows[node.name] = _mininet_flows(node, renumber.get(node.name, {}),
                                                   problems)
-    if problems:
-        raise BackendError("the Mininet baseline cannot run this topology:\n  "
-                           + "\n  ".join(problems))
-    for guest in plan.guests:
-        if guest.node in net.hosts:
-            net.setup[guest.node] = net_commands(guest.net, {v.mac: topo.nodes[guest.node]
-                                                             .device(v.index)
-                                                             for v in guest.vifs})
-    return net
 
 
 # The port references a static flow may make; anything else naming a port

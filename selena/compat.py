@@ -31,9 +31,14 @@ import enum
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from selena.errors import ScenarioError
 from selena.model import Interface, Node, NodeKind, Topology
+
+if TYPE_CHECKING:
+    from selena.control.channel import CommandHandle
+    from selena.engine import Engine
 
 
 class NodeType(enum.Enum):
@@ -74,6 +79,35 @@ class PushOFRule:
 
 
 Action = SetArp | PushCmd | PushOFRule
+
+# The origin the records of these actions' commands carry (Recorded.origin):
+# `selena run` prints what pushCmd's commands printed, as SELENA did.
+PUSH_CMD = "pushCmd"
+PUSH_OF_RULE = "pushOFRule"
+
+
+def run_actions(engine: Engine, actions: list[Action]) -> None:
+    """SELENA Listing 2 semantics: in file order, each command waited for,
+    except a shell command ending in `&`, which is left running until the
+    others are done; every record says which action ran it."""
+    background: list[CommandHandle] = []
+    for action in actions:
+        if isinstance(action, SetArp):
+            continue                        # applied at boot (plan net directives)
+        if isinstance(action, PushCmd):
+            for command in action.commands:
+                if command.rstrip().endswith("&"):
+                    background.append(engine.start(action.node, command.rstrip()[:-1],
+                                                   origin=PUSH_CMD))
+                else:
+                    engine.cmd(action.node, command, origin=PUSH_CMD)
+        elif isinstance(action, PushOFRule):
+            engine.cmd(action.node, ["ovs-ofctl", action.action, action.bridge, action.rule],
+                       origin=PUSH_OF_RULE)
+    for handle in background:
+        if not handle.done:
+            engine.kill(handle, 15)
+        engine.wait(handle)
 
 
 def selena_mac(ip: str) -> str:
@@ -206,14 +240,19 @@ def _device_index(node: Node, device: str, call: str) -> int:
                         "SELENA numbers a node's interfaces from eth1)")
 
 
+def _where(node: str, index: int) -> str:
+    """newNode's interface as the listing numbers it and as the guest names it."""
+    return f"newNode {node!r} interface {index} (eth{index + FIRST_DEVICE})"
+
+
 def _interface(node: str, index: int, spec: tuple) -> Interface:
     if not isinstance(spec, tuple) or len(spec) != 5:
-        raise ScenarioError(f"newNode {node!r} interface {index}: want (queue length, MAC, IP, "
-                            f"netmask, gateway), got {spec!r}")
+        raise ScenarioError(f"{_where(node, index)}: want (queue length, MAC, IP, netmask, "
+                            f"gateway), got {spec!r}")
     qlen, mac, ip, netmask, gateway = spec
     if isinstance(qlen, bool) or not isinstance(qlen, int):
-        raise ScenarioError(f"newNode {node!r} interface {index}: the queue length must be "
-                            f"an int, got {qlen!r}")
+        raise ScenarioError(f"{_where(node, index)}: the queue length must be an int, got "
+                            f"{qlen!r}")
     random = str(mac).upper() == "RANDOM"
     if not ip:
         return Interface(index, mac=None if random else mac, txqueuelen=qlen)
@@ -226,7 +265,7 @@ def _address(node: str, index: int, ip: object, netmask: object) -> tuple[str, i
     """An interface's address and prefix length from newNode's (IP, netmask):
     IPv4 or IPv6, the netmask as 255.255.255.0, 24 or "/24", or the prefix
     written on the address ("10.0.0.1/24", "fd00::1/64") with no netmask."""
-    where = f"newNode {node!r} interface {index}"
+    where = _where(node, index)
     if not isinstance(ip, str):
         raise ScenarioError(f"{where}: the IP address must be a string, got {ip!r}")
     text, _, written = ip.partition("/")

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selena.compat import Action, PushCmd, PushOFRule, SetArp
-from selena.control.channel import CommandHandle, CommandResult, Controller
+from selena.control.channel import CommandHandle, CommandResult
+from selena.control.interface import CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError, ScenarioError
 from selena.metrics import Metric, make_metric
@@ -53,6 +53,10 @@ STRAGGLER_WAIT_S = 30.0
 # so the teardown is never held up without limit (Experiment(finish_limit=)).
 FINISH_LIMIT_S = 600.0
 
+# A record's origin when the scenario's own code ran it (exp.cmd, exp.start);
+# SELENA Listing-2 actions record theirs (selena.compat: "pushCmd", ...).
+SCENARIO = "scenario"
+
 # Where a finished command's output goes as it completes (the bundle being
 # written): called with its record and its stdout and stderr.
 OutputSink = Callable[["Recorded", bytes, bytes], None]
@@ -69,6 +73,7 @@ class VirtualClock:
         # (real start, virtual start, tdf) of each segment, in order.
         self._segments: list[tuple[float, float, float]] = [(start, 0.0, tdf)]
         self._stopped = False
+        self._frozen: float | None = None     # virtual seconds where time stands still
 
     @property
     def tdf(self) -> float:
@@ -79,8 +84,38 @@ class VirtualClock:
         return self._segments[0][0]
 
     def now(self) -> float:
+        if self._frozen is not None:
+            return self._frozen
         real0, virtual0, tdf = self._segments[-1]
         return virtual0 + (self._clock() - real0) / tdf
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen is not None
+
+    def freeze(self, at: float | None = None) -> float:
+        """The guests' time stood still from `at` (a real instant, default
+        now): virtual time stays where it was until thaw(); returns it."""
+        with self._cond:
+            if self._frozen is None:
+                real = self._clock() if at is None else max(at, self._segments[-1][0])
+                real0, virtual0, tdf = self._segments[-1]
+                self._frozen = virtual0 + (real - real0) / tdf
+            return self._frozen
+
+    def thaw(self, at: float | None = None) -> float:
+        """Virtual time goes on from `at` (default now), from where freeze()
+        stopped it, at the same TDF: none is lost. A new segment of the
+        timeline (same TDF) starts there."""
+        with self._cond:
+            if self._frozen is None:
+                return self.now()
+            virtual = self._frozen
+            real = self._clock() if at is None else max(at, self._segments[-1][0])
+            self._segments.append((real, virtual, self.tdf))
+            self._frozen = None
+            self._cond.notify_all()
+            return virtual
 
     def real_elapsed(self) -> float:
         return self._clock() - self.started
@@ -134,6 +169,7 @@ class Recorded:
     n: int = 0                  # its number among its node's commands (1, 2, ...)
     stdout_bytes: int = 0
     stderr_bytes: int = 0
+    origin: str = SCENARIO      # what ran it: the scenario's code or a listing action
 
 
 @dataclass
@@ -141,13 +177,14 @@ class _Started:
     handle: CommandHandle
     virtual_start: float
     timeout: float | None       # virtual seconds; None: no limit
+    origin: str = SCENARIO
 
 
 class Engine:
     """The scenario API over one experiment's guests: commands, virtual-time
     scheduling, waiting, metrics and fault injection."""
 
-    def __init__(self, controller: Controller, domids: dict[str, int], clock: VirtualClock,
+    def __init__(self, controller: CommandChannel, domids: dict[str, int], clock: VirtualClock,
                  *, crash: Callable[[str], None] | None = None,
                  switches: Switches | None = None, out_dir: Path | None = None,
                  command_timeout: float | None = DEFAULT_COMMAND_TIMEOUT_S,
@@ -209,17 +246,19 @@ class Engine:
 
     def cmd(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
             env: dict[str, str] | None = None, cwd: str | None = None,
-            check: bool = False) -> CommandResult:
+            check: bool = False, origin: str = SCENARIO) -> CommandResult:
         """Run a command in `node` and wait for it. A string runs in /bin/sh; a
         list is an argv. timeout is in virtual seconds, enforced by the guest
-        (default: the experiment's command_timeout; 0 or math.inf: none)."""
+        (default: the experiment's command_timeout; 0 or math.inf: none).
+        origin: what its record says ran it."""
         if timeout is None:
             timeout = self.command_timeout
-        return self.wait(self.start(node, command, timeout=timeout, env=env, cwd=cwd),
-                         check=check)
+        return self.wait(self.start(node, command, timeout=timeout, env=env, cwd=cwd,
+                                    origin=origin), check=check)
 
     def start(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
-              env: dict[str, str] | None = None, cwd: str | None = None) -> CommandHandle:
+              env: dict[str, str] | None = None, cwd: str | None = None,
+              origin: str = SCENARIO) -> CommandHandle:
         """Start a command in the background; wait() or kill() it later
         (timeout in virtual seconds; None, 0 or math.inf: none)."""
         if node not in self.domids:
@@ -239,7 +278,7 @@ class Engine:
             timeout_ns=round(limit * 1e9) if limit else 0)
         handle = self.controller.submit(node, spec)
         with self._lock:
-            self._started[handle.id] = _Started(handle, self.now(), limit)
+            self._started[handle.id] = _Started(handle, self.now(), limit, origin)
         return handle
 
     def wait(self, handle: CommandHandle, *, check: bool = False) -> CommandResult:
@@ -263,7 +302,7 @@ class Engine:
                     overdue_since = time.monotonic()
                 elif time.monotonic() - overdue_since > WAIT_SLACK_S:
                     break
-                handle._done.wait(1.0)
+                handle.wait_done(1.0)
             if not handle.done:
                 raise ControlError(f"command {handle.spec.describe()!r} on {handle.guest} still "
                                    f"running {WAIT_SLACK_S:g} real s after its {timeout:g} s "
@@ -288,7 +327,8 @@ class Engine:
             n = self._per_node[result.guest] = self._per_node.get(result.guest, 0) + 1
             rec = Recorded(self._seq, dataclasses.replace(result, stdout=b"", stderr=b""),
                            started.virtual_start if started else 0.0, n,
-                           len(result.stdout), len(result.stderr))
+                           len(result.stdout), len(result.stderr),
+                           started.origin if started else SCENARIO)
             self.records.append(rec)
             output = self._output
         # Written outside the lock (other commands keep finishing meanwhile);
@@ -364,8 +404,10 @@ class Engine:
             pending = list(not_done)
         errors: list[BaseException] = []
         for future in self._scheduled:
-            if future.done() and not future.cancelled() and future.exception() is not None:
-                errors.append(future.exception())  # type: ignore[arg-type]
+            if future.done() and not future.cancelled():
+                error = future.exception()
+                if error is not None:
+                    errors.append(error)
         if pending:
             errors.append(ScenarioError(
                 f"{len(pending)} `at` callback(s) not done when the end of the run had "
@@ -430,24 +472,3 @@ def _timeout(timeout: float | None) -> float | None:
                             "(use math.inf for none)")
     return float(timeout)
 
-
-def run_actions(exp: Any, actions: list[Action]) -> None:
-    """SELENA Listing 2 semantics: in file order, each command waited for,
-    except a shell command ending in `&`, which is left running until the
-    others are done."""
-    background: list[CommandHandle] = []
-    for action in actions:
-        if isinstance(action, SetArp):
-            continue                        # applied at boot (plan net directives)
-        if isinstance(action, PushCmd):
-            for command in action.commands:
-                if command.rstrip().endswith("&"):
-                    background.append(exp.start(action.node, command.rstrip()[:-1]))
-                else:
-                    exp.cmd(action.node, command)
-        elif isinstance(action, PushOFRule):
-            exp.cmd(action.node, ["ovs-ofctl", action.action, action.bridge, action.rule])
-    for handle in background:
-        if not handle.done:
-            exp.kill(handle, 15)
-        exp.wait(handle)

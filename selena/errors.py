@@ -181,23 +181,16 @@ class GuestLost(ControlError):
 
 
 class GuestSetupError(ControlError):
-    """A guest's agent could not apply its boot-time network directives."""
+    """A guest's agent could not apply its boot-time network directives.
 
-    def __init__(self, guest: str, report: str):
+    `report` is the guest's own agent/net value; `where` and `why` are what
+    the control protocol read from it (selena.control.protocol.net_failure),
+    already safe to print: this module knows no wire format."""
+
+    def __init__(self, guest: str, report: str, where: str, why: str):
         self.guest = guest
         self.report = report
-        # "failed <index> <escaped reason>" (PROTOCOL.md, agent/net)
-        # Every word of it is the guest's: shown with control characters escaped.
-        from selena.control.protocol import printable, unescape
-
-        parts = report.split(" ", 2)
-        where = f"directive {printable(parts[1], 20)}" if len(parts) > 1 else "its directives"
-        why = parts[2] if len(parts) > 2 else report
-        try:
-            why = unescape(why).decode(errors="replace")
-        except ControlError:
-            pass
-        super().__init__(f"guest {guest}: network setup failed at {where}: {printable(why)}")
+        super().__init__(f"guest {guest}: network setup failed at {where}: {why}")
 
 
 class AnalysisError(SelenaError):

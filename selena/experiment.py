@@ -47,20 +47,17 @@ from typing import Any
 
 from selena import units
 from selena.backends import Backend, Deployment, get_backend
-from selena.compat import Action
-from selena.control.channel import (
-    DEFAULT_OUTPUT_CAP,
-    CommandHandle,
-    CommandResult,
-    Controller,
-)
+from selena.backends.base import CAPTURE_REFUSED
+from selena.capture import LinkRecorder, parse_link
+from selena.compat import Action, run_actions
+from selena.control.channel import CommandHandle, CommandResult
+from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.engine import (
     DEFAULT_COMMAND_TIMEOUT_S,
     FINISH_LIMIT_S,
     Engine,
     VirtualClock,
-    run_actions,
 )
 from selena.errors import (
     ExperimentError,
@@ -75,7 +72,7 @@ from selena.fidelity import DEFAULT_INTERVAL_S, FidelityReport, Monitor
 from selena.hostinfo import HostInfo
 from selena.loader import Scenario, describe, user_frames
 from selena.metrics import Metric
-from selena.model import NodeKind, Topology
+from selena.model import Link, NodeKind, Topology
 from selena.openflow import Switches
 from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, make_plan
@@ -145,7 +142,8 @@ class Experiment:
                  monitor: bool = True, monitor_interval: float = DEFAULT_INTERVAL_S,
                  output_cap: int = DEFAULT_OUTPUT_CAP,
                  progress: Progress | None = None, replace: bool = False,
-                 finish_limit: float = FINISH_LIMIT_S, meta: Mapping[str, Any] | None = None):
+                 finish_limit: float = FINISH_LIMIT_S, meta: Mapping[str, Any] | None = None,
+                 capture: Sequence[str | tuple[str, str]] = ()):
         # While selena loads a scenario file (validate, plan, advise, sweep),
         # an Experiment the file constructs is recorded and the file stopped:
         # loading never deploys. A file that runs itself is refused here
@@ -155,15 +153,18 @@ class Experiment:
 
         install()       # a selena error ending the user's script is one line
 
-        # A scenario file comes back loaded (as a Scenario).
-        topology = intercept(topology, tdf=tdf, params=params, link=link)  # type: ignore[assignment]
-        if isinstance(topology, Scenario):
-            scenario = topology
-        elif isinstance(topology, Topology):
-            scenario = Scenario(topology, source=topology.name, params=dict(params or {}))
+        # A scenario file comes back loaded (as a Scenario). Its TDF is set
+        # once, below, not also while it loads (where an error would name
+        # the CLI's --tdf); a file being loaded is captured with its own.
+        from_file = isinstance(topology, str | Path)
+        loaded = intercept(topology, tdf=None if from_file else tdf, params=params, link=link)
+        if isinstance(loaded, Scenario):
+            scenario = loaded
+        elif isinstance(loaded, Topology):
+            scenario = Scenario(loaded, source=loaded.name, params=dict(params or {}))
         else:
             raise ExperimentError(f"Experiment needs a Topology, a Scenario or a scenario "
-                                  f"file, got {type(topology).__name__}")
+                                  f"file, got {type(loaded).__name__}")
         if tdf is not None:
             try:
                 scenario.topology.tdf = units.tdf(tdf)
@@ -208,8 +209,9 @@ class Experiment:
                           f"{units.tdf_text(self.topology.tdf)}")
             self.topology.tdf = 1.0
         self.warnings: list[Problem] = []
+        self.links_down: set[int] = set()   # indexes into topology.links (set_link)
         self.deployment: Deployment | None = None
-        self.controller: Controller | None = None
+        self.controller: CommandChannel | None = None
         self.engine: Engine | None = None
         self.environment: dict[str, Any] = {}
         self.timings: dict[str, float] = {}         # real seconds of each stage
@@ -229,6 +231,13 @@ class Experiment:
         self.meta = dict(meta or {})       # extra meta.json keys (a sweep's id)
         self._writer: BundleWriter | None = None
         self._signals = _TerminateAsInterrupt()
+        # Links to capture (exp.capture, --capture), checked now: (a, b) in
+        # the order named; their recorders once running, and what they wrote.
+        self.captures: list[tuple[str, str]] = []
+        self._recorders: list[LinkRecorder] = []
+        self._capture_info: list[dict[str, Any]] = []
+        for item in capture:
+            self._want_capture(*((item,) if isinstance(item, str) else item))
 
     # -- before anything exists ----------------------------------------------------
 
@@ -250,9 +259,18 @@ class Experiment:
                                    placement=self.placement, host_cpus=self.host.cpus)
         return self._plan
 
+    def needs_agents(self) -> bool:
+        """Whether the nodes must be configured through their agents once
+        up (guest-side shaping, switch bridges and flows), so a deploy has
+        to wait for them: the one place that decides it. A backend without
+        agents configures its nodes itself."""
+        plan = self.plan()
+        return self.backend.guest_agents and (
+            bool(plan.switches) or any(g.guest_shaping for g in plan.guests))
+
     def render(self) -> str:
         """What a deploy would run, as a shell script (runs nothing)."""
-        from selena.openflow import bridge_script, flow_scripts
+        from selena.openflow import bridge_scripts, flow_scripts
         from selena.plan import guest_shaping_script
 
         plan = self.plan()
@@ -266,9 +284,16 @@ class Experiment:
                 extra.append(f"# guest-side shaping inside {guest.node}, through its agent:\n"
                              + _commented(script))
         for setup in plan.switches:
-            extra.append(f"# switch {setup.node}, through its agent:\n"
-                         + _commented("".join([bridge_script(setup),
-                                               *(f"{s}\n" for s in flow_scripts(setup))])))
+            bridge = bridge_scripts(setup)
+            commands = [*bridge, *(f"{s}\n" for s in flow_scripts(setup))]
+            if len(bridge) == 1:
+                extra.append(f"# switch {setup.node}, through its agent:\n"
+                             + _commented("".join(commands)))
+            else:
+                # Past one command's size the bridge setup is several commands.
+                extra.append(f"# switch {setup.node}, through its agent, {len(commands)} "
+                             "commands in order:\n"
+                             + _commented("# next command\n".join(commands)))
         return text + ("\n" + "\n".join(extra) if extra else "")
 
     # -- bring up ------------------------------------------------------------------
@@ -280,6 +305,9 @@ class Experiment:
             raise ExperimentError("this experiment was closed; create a new Experiment")
         if self.deployment is not None:
             raise ExperimentError(f"experiment {self.topology.name} is already deployed")
+        if self.captures and self.out is None:
+            raise ExperimentError("capturing a link needs a results bundle to hold it: "
+                                  "give out=... (selena run always has one)")
         plan = self.plan()
         for warning in self.warnings:
             self.progress(f"warning: {warning}")
@@ -300,8 +328,15 @@ class Experiment:
             self._release()
             raise
         self.timings["deploy_s"] = time.monotonic() - begin
+        try:
+            # From before the guests have booted: the scenario's first frame is in.
+            for a, b in self.captures:
+                self._start_capture(a, b)
+        except BaseException:
+            self._abort_deploy()
+            raise
         if not wait:
-            if any(g.guest_shaping for g in plan.guests) or plan.switches:
+            if self.needs_agents():
                 self._abort_deploy()
                 raise ExperimentError("guest-side shaping and switches need the guest "
                                       "agents: deploy with wait")
@@ -319,23 +354,22 @@ class Experiment:
         late = self.backend.wait_up(self.deployment, self.ready_timeout, self.progress)
         if late:
             self.progress(f"not booted after {self.ready_timeout:g} s: {', '.join(late)}")
-        self.controller = self.backend.command_channel(self.topology.tdf,
-                                                       output_cap=self.output_cap)
+        self.controller = channel = self.backend.command_channel(self.topology.tdf,
+                                                                 output_cap=self.output_cap)
         for node, domid in self.deployment.domids.items():
-            self.controller.add_guest(node, domid)
+            channel.add_guest(node, domid)
         self.progress(f"waiting for {len(self.deployment.domids)} guest agents")
-        self.controller.wait_ready(self.ready_timeout)
+        channel.wait_ready(self.ready_timeout)
         # Unpaused to every agent ready: the guests' boot, in real seconds.
         self.timings["boot_to_agents_s"] = time.monotonic() - begin
         if self.backend.guest_agents:
-            apply_guest_shaping(self.controller, plan, progress=self.progress)
+            apply_guest_shaping(channel, plan, progress=self.progress)
         # Without agents the backend set the switches up itself.
-        switches = Switches(self.controller,
-                            plan.switches if self.backend.guest_agents else [])
+        switches = Switches(channel, plan.switches if self.backend.guest_agents else [])
         switches.configure(progress=self.progress)
         self.environment = self._environment()
         deployment = self.deployment
-        self.engine = Engine(self.controller, deployment.domids,
+        self.engine = Engine(channel, deployment.domids,
                              VirtualClock(self.topology.tdf),
                              crash=lambda node: self.backend.crash(deployment, node),
                              switches=switches,
@@ -352,6 +386,7 @@ class Experiment:
 
     def _abort_deploy(self) -> None:
         self.progress(f"setting up the guests failed: removing {self.topology.name}")
+        self._stop_captures()
         if self.monitor is not None:
             self.monitor.stop()
             self.monitor = None
@@ -391,8 +426,7 @@ class Experiment:
                      actions: list[Action] | None = None) -> None:
         """SELENA Listing-2 actions (in file order), then run(exp): by default
         those of the scenario this experiment was made from."""
-        self._running()
-        run_actions(self, self.scenario.actions if actions is None else actions)
+        run_actions(self._running(), self.scenario.actions if actions is None else actions)
         fn = self.scenario.run if run is None else run
         if fn is not None:
             fn(self)
@@ -480,6 +514,8 @@ class Experiment:
         a failure half-way puts every guest and link back at the old TDF.
         Returns the real instant (time.monotonic) the guests changed."""
         engine = self._running()
+        if engine.clock.frozen:
+            raise ExperimentError("the experiment is paused: resume it before changing the TDF")
         try:
             new = units.tdf(tdf)
         except UnitError as exc:
@@ -489,6 +525,134 @@ class Experiment:
         if self.controller is not None:
             self.controller.set_tdf(new)
         return (first + last) / 2
+
+    def links_between(self, a: str, b: str) -> list[Link]:
+        """The point-to-point links joining nodes a and b (either way round);
+        a one-line ScenarioError for an unknown node or no such link."""
+        self[a], self[b]        # unknown names: one line naming the nodes there are
+        links = [link for link in self.topology.links
+                 if {link.a.node, link.b.node} == {a, b} and a != b]
+        if not links:
+            peers = sorted({e.node for link in self.topology.links
+                            for e in (link.a, link.b) if a in (link.a.node, link.b.node)} - {a})
+            raise ScenarioError(f"no link between {a} and {b} in {self.topology.name} "
+                                f"({a} is linked to {', '.join(peers) or 'nothing'})")
+        return links
+
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        """Take the link(s) between nodes a and b down (nothing passes; the
+        guests' own interfaces stay up, as with a cable pulled out at the
+        switch) or bring them back up, as Mininet's configLinkStatus."""
+        self._running()
+        for link in self.links_between(a, b):
+            self.backend.set_link(self.topology.name, link, up, self.progress)
+            index = next(i for i, x in enumerate(self.topology.links) if x is link)
+            (self.links_down.discard if up else self.links_down.add)(index)
+
+    def capture(self, a: str, b: str | None = None) -> None:
+        """Capture the link between nodes a and b (or `capture("h1,s1")`)
+        into the bundle's capture-<a>-<b>.pcapng, timestamped in virtual
+        time (selena/capture.py): from the deploy when asked before it, from
+        now when the experiment runs. The capture is taken on the Dom0 vif
+        of a's end and holds both directions."""
+        pair = self._want_capture(a, b)
+        if pair is not None and self.engine is not None:
+            self._start_capture(*pair)
+
+    def _want_capture(self, a: str, b: str | None = None) -> tuple[str, str] | None:
+        """Check one capture (one line naming the links there are); None
+        if it is asked for already."""
+        if not self.backend.link_capture:
+            raise ExperimentError(CAPTURE_REFUSED.format(name=self.backend.name))
+        text = a if b is None else f"{a},{b}"
+        pairs = [(link.a.node, link.b.node) for link in self.topology.links]
+        pair = parse_link(text, sorted(self.topology.nodes), pairs)
+        if any({*pair} == {*seen} for seen in self.captures):
+            return None
+        self.captures.append(pair)
+        return pair
+
+    def _start_capture(self, a: str, b: str) -> None:
+        if self._writer is None:
+            raise ExperimentError("capturing a link needs a results bundle to hold it: "
+                                  "give out=... (selena run always has one)")
+        link = self.links_between(a, b)[0]
+        source = self.backend.capture_source(self.topology.name, link, a)
+        raw = self._writer.staging / f".capture-{a}-{b}.real.pcapng"
+        try:
+            recorder = LinkRecorder(a, b, source, raw).start()
+        except OSError as exc:
+            raise ExperimentError(f"capture {a},{b}: cannot open {source.iface} "
+                                  f"({exc.strerror or exc}); run as root in Dom0") from None
+        self._recorders.append(recorder)
+        self.progress(f"capturing {a}-{b} on {source.iface} ({a}'s end, both directions)")
+
+    def _stop_captures(self) -> None:
+        for recorder in self._recorders:
+            recorder.stop()
+            recorder.raw.unlink(missing_ok=True)
+        self._recorders = []
+
+    def _finish_captures(self) -> None:
+        """The run's captures into the bundle, in virtual time (its timeline)."""
+        engine, recorders, self._recorders = self.engine, self._recorders, []
+        if engine is None or self._writer is None:
+            self._recorders = recorders
+            self._stop_captures()
+            return
+        clock = engine.clock
+        timeline = clock.timeline()
+        if clock.frozen:    # ended paused: virtual time stood still from then on
+            timeline.append({"tdf": clock.tdf, "real_s": clock.real_elapsed(),
+                             "virtual_s": clock.now()})
+        # Virtual second 0 as a wall-clock instant (the kernel stamps frames
+        # with CLOCK_REALTIME; the clock runs on CLOCK_MONOTONIC).
+        origin_ns = time.time_ns() - time.monotonic_ns() + round(clock.started * 1e9)
+        for recorder in recorders:
+            try:
+                info = recorder.finish(self._writer.staging, origin_ns, timeline)
+            except (OSError, SelenaError) as exc:
+                recorder.raw.unlink(missing_ok=True)
+                info = {"link": f"{recorder.a}-{recorder.b}", "error": str(exc)}
+                self.progress(f"capture {recorder.a}-{recorder.b} not written: {exc}")
+            info["virtual_origin"] = origin_ns / 1e9
+            self._capture_info.append(info)
+
+    @property
+    def paused(self) -> bool:
+        return self.engine is not None and self.engine.clock.frozen
+
+    def pause(self) -> float:
+        """Freeze every guest's virtual time at one instant (the backend's
+        freeze: guests paused, clocks and timers standing still); the
+        experiment's own virtual clock stands still with them. Commands
+        wait until resume(). Returns the virtual time of the pause."""
+        engine = self._running()
+        if engine.clock.frozen:
+            raise ExperimentError("the experiment is paused already")
+        if self.controller is not None:
+            # No heartbeat comes while frozen: that is not a lost guest.
+            self.controller.hold_heartbeats(True)
+        before = time.monotonic()
+        try:
+            self.backend.freeze(self.topology.name, self.progress)
+        except BaseException:
+            if self.controller is not None:
+                self.controller.hold_heartbeats(False)
+            raise
+        return engine.clock.freeze(at=(before + time.monotonic()) / 2)
+
+    def resume(self) -> float:
+        """Restart virtual time where pause() stopped it, losing none."""
+        engine = self._running()
+        if not engine.clock.frozen:
+            raise ExperimentError("the experiment is not paused")
+        before = time.monotonic()
+        self.backend.thaw(self.topology.name, self.progress)
+        virtual = engine.clock.thaw(at=(before + time.monotonic()) / 2)
+        if self.controller is not None:
+            self.controller.hold_heartbeats(False)
+        return virtual
 
     def domid(self, node: str) -> int:
         return self._running().domid(node)
@@ -531,6 +695,7 @@ class Experiment:
             if self.monitor is not None:
                 self.fidelity = self.monitor.stop()
                 self.monitor = None
+            self._finish_captures()
             if self._writer is not None:
                 try:
                     if self.deployment is not None:
@@ -597,6 +762,7 @@ class Experiment:
         if self.monitor is not None:
             self.monitor.stop()
             self.monitor = None
+        self._stop_captures()
         self._close_controller()
         self._release()
         self.backend.close()
@@ -614,6 +780,8 @@ class Experiment:
             env["tdf_timeline"] = engine.clock.timeline()
             env["params"] = {k: repr(v) if not isinstance(v, int | float | str | bool)
                              else v for k, v in engine.params.items()}
+        if self._capture_info:
+            env["captures"] = list(self._capture_info)
         info = error_info(error) if error is not None else None
         try:
             return writer.finish(topo=self.topology, records=engine.records if engine else [],

@@ -18,7 +18,7 @@ import os
 import sys
 import sysconfig
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -26,7 +26,7 @@ from types import TracebackType
 from selena import units
 from selena.compat import Action, NodeType, SelenaScript, load_selena_file
 from selena.errors import ScenarioError, ScenarioFileError, SelenaError, UnitError
-from selena.model import Topology
+from selena.model import LinkOptions, Topology
 from selena.specs import apply_link_spec, parse_link_spec, parse_topo_spec
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -115,15 +115,22 @@ def intercept(topology: object, *, tdf: float | str | None = None,
     return topology
 
 
-def load_scenario(source: str, *, tdf: float | str | None = None,
+def load_scenario(source: str | None, *, tdf: float | str | None = None,
                   link_spec: str | None = None,
-                  params: Mapping[str, object] | None = None) -> Scenario:
+                  params: Mapping[str, object] | None = None,
+                  custom: Sequence[str] = ()) -> Scenario:
     """A scenario: topology, SELENA-style actions, and the run function.
 
     `source` is a .py file or a --topo spec; `params` go to the file's
-    `build(**params)` (and are kept for `exp.params`)."""
-    link = parse_link_spec(link_spec) if link_spec else {}
+    `build(**params)` (and are kept for `exp.params`). `custom`: Mininet
+    custom files (mn --custom), whose `topos` names a --topo spec may use
+    before the built-in ones."""
+    link: LinkOptions = parse_link_spec(link_spec) if link_spec else {}
     params = dict(params or {})
+    if custom:
+        return _custom_scenario(source, custom, link, params, tdf)
+    if source is None:
+        raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
     path = Path(source)
     if path.suffix == ".py":
         if not path.exists():
@@ -135,11 +142,46 @@ def load_scenario(source: str, *, tdf: float | str | None = None,
             raise ScenarioError(f"--param {', '.join(params)}: a --topo spec takes no "
                                 "parameters (give them in the spec: tree,depth=2)")
         scenario = Scenario(parse_topo_spec(source, link), source=source)
+    _apply_tdf(scenario, tdf)
+    return scenario
+
+
+def _apply_tdf(scenario: Scenario, tdf: float | str | None) -> None:
     if tdf is not None:
         try:
             scenario.topology.tdf = units.tdf(tdf)
         except UnitError as exc:
             raise ScenarioError(f"--tdf: {exc}") from None
+
+
+def _custom_scenario(spec: str | None, custom: Sequence[str], link: LinkOptions,
+                     params: dict[str, object], tdf: float | str | None) -> Scenario:
+    """--custom FILE --topo NAME[,ARGS]: NAME from FILE's `topos` first, as
+    in mn, else a built-in topology."""
+    from selena.mininet.custom import build_custom, load_custom
+
+    shown = ",".join(custom)
+    if spec is not None and spec.endswith(".py"):
+        raise ScenarioError(f"--custom {shown} goes with --topo NAME (a topology its `topos` "
+                            f"names), not a scenario file ({spec})")
+    topos = load_custom(custom)
+    if spec is None:
+        names = ", ".join(topos) or "none"
+        raise ScenarioError(f"--custom {shown}: name the topology with --topo NAME[,ARGS] "
+                            f"(its topos: {names})")
+    if params:
+        raise ScenarioError(f"--param {', '.join(params)}: a custom topology takes its "
+                            "arguments in the spec, as mn does (--topo mytopo,3,bw=10)")
+    topology = build_custom(spec, topos, shown)
+    if topology is None:
+        try:
+            topology = parse_topo_spec(spec)
+        except ScenarioError as exc:
+            mine = ", ".join(topos) or "none"
+            raise ScenarioError(f"{exc} (custom topos in {shown}: {mine})") from None
+    apply_link_spec(topology, link)
+    scenario = Scenario(topology, source=f"{shown} --topo {spec}")
+    _apply_tdf(scenario, tdf)
     return scenario
 
 
@@ -150,26 +192,10 @@ def _load_file(path: Path, params: dict[str, object]) -> Scenario:
     # A script parses its own arguments: as loaded, it gets none (its defaults).
     sys.argv = [str(path)]
     try:
-        try:
-            script: SelenaScript = load_selena_file(path, main=as_main)
-        except _ExperimentCaptured as captured:
-            if params:
-                raise ScenarioError(f"{path}: --param {', '.join(params)} needs a "
-                                    "build(**params) function in the scenario") from None
-            captured.scenario.params = params
-            return captured.scenario
-        except SystemExit as exc:
-            if exc.code not in (0, None):
-                raise ScenarioError(f"{path}: the file exited (status {exc.code}) while "
-                                    "selena loaded it, with no arguments; "
-                                    f"{RUNS_ITSELF}") from None
-            script = _exited_script(path)
-        except ScenarioError as exc:
-            if isinstance(exc, ScenarioFileError) or str(exc).startswith(f"{path}:"):
-                raise
-            raise user_error(exc, path) from None
-        except Exception as exc:  # the user's own code failed: name their line
-            raise user_error(exc, path) from None
+        loaded = _run_file(path, as_main, params)
+        if isinstance(loaded, Scenario):
+            return loaded
+        script = loaded
         namespace = script.namespace_after_run
         topo = namespace.get("topology")
         build = namespace.get("build")
@@ -201,7 +227,32 @@ def _load_file(path: Path, params: dict[str, object]) -> Scenario:
     candidate = namespace.get("run")
     if candidate is not None and not callable(candidate):
         raise ScenarioError(f"{path}: `run` must be a function run(exp)")
-    return Scenario(topo, script.actions, candidate, str(path), params)  # type: ignore[arg-type]
+    return Scenario(topo, script.actions, candidate, str(path), params)
+
+
+def _run_file(path: Path, as_main: bool, params: dict[str, object]) -> SelenaScript | Scenario:
+    """Run the file: what it declared, or the Scenario of the Experiment it
+    constructed; its errors as the user should see them."""
+    try:
+        return load_selena_file(path, main=as_main)
+    except _ExperimentCaptured as captured:
+        if params:
+            raise ScenarioError(f"{path}: --param {', '.join(params)} needs a "
+                                "build(**params) function in the scenario") from None
+        captured.scenario.params = params
+        return captured.scenario
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise ScenarioError(f"{path}: the file exited (status {exc.code}) while "
+                                "selena loaded it, with no arguments; "
+                                f"{RUNS_ITSELF}") from None
+        return _exited_script(path)
+    except ScenarioError as exc:
+        if isinstance(exc, ScenarioFileError) or str(exc).startswith(f"{path}:"):
+            raise
+        raise user_error(exc, path) from None
+    except Exception as exc:  # the user's own code failed: name their line
+        raise user_error(exc, path) from None
 
 
 def _exited_script(path: Path) -> SelenaScript:
@@ -210,7 +261,8 @@ def _exited_script(path: Path) -> SelenaScript:
 
 
 def _is_script(path: Path) -> bool:
-    """Whether the file drives an Experiment itself and declares no
+    """Whether the file drives an Experiment (or a selena.mininet Mininet)
+    itself and declares no
     `topology` or `build`: then it is loaded as `__main__` (its
     `if __name__ == "__main__":` block runs) so that the Experiment it
     constructs is reached and captured."""
@@ -228,9 +280,11 @@ def _is_script(path: Path) -> bool:
             declares = True
     if declares:
         return False
-    return any((isinstance(n, ast.Name) and n.id == "Experiment")
-               or (isinstance(n, ast.Attribute) and n.attr == "Experiment")
-               or (isinstance(n, ast.alias) and n.name.endswith("Experiment"))
+    # selena.mininet's Mininet constructs its Experiment: a script of it too.
+    drivers = ("Experiment", "Mininet")
+    return any((isinstance(n, ast.Name) and n.id in drivers)
+               or (isinstance(n, ast.Attribute) and n.attr in drivers)
+               or (isinstance(n, ast.alias) and n.name.endswith(drivers))
                for n in ast.walk(tree))
 
 
@@ -258,8 +312,8 @@ def user_error(exc: BaseException, path: Path | str | None = None) -> ScenarioFi
     elif frames:
         last = frames[-1]
         where = f"{_shown(last.filename)}:{last.lineno}"
-    elif isinstance(exc, SelenaError) and getattr(exc, "where", None):
-        where = str(exc.where)  # type: ignore[attr-defined]
+    elif isinstance(exc, SelenaError) and (own := getattr(exc, "where", None)):
+        where = str(own)
     else:
         where = str(path) if path else "scenario"
     shown_tb = "".join(traceback.format_list(frames)) if len(frames) > 1 else ""

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from selena.control.protocol import CommandSpec
-from selena.errors import BackendError
+from selena.errors import BackendError, ValidationError
 from selena.model import NodeKind, Topology
 from selena.validate import controller_address
 
 if TYPE_CHECKING:
-    from selena.control.channel import CommandHandle, Controller
+    from selena.control.channel import CommandHandle
+    from selena.control.interface import CommandChannel
 
 log = logging.getLogger(__name__)
 
@@ -75,32 +76,71 @@ def switch_setups(topo: Topology) -> list[SwitchSetup]:
 
 
 def bridge_script(setup: SwitchSetup) -> str:
-    """Shell script for the switch's agent: bridge, ports, controller."""
+    """Shell script for the switch's agent: bridge, ports, controller (in one
+    piece: bridge_scripts splits it into commands that each fit)."""
+    head, function, ports, tail = _bridge_parts(setup)
+    return "\n".join(["set -e", *head, function, *ports, *tail]) + "\n"
+
+
+def bridge_scripts(setup: SwitchSetup) -> list[str]:
+    """The bridge setup as agent commands to run in order, each within one
+    Xenstore node (SPEC_MAX_BYTES encoded): one command while it fits (up to
+    about 39 ports), then the ports in batches, each command defining port()
+    again, and the bridge brought up and connected by the last."""
+    whole = bridge_script(setup)
+    if _fits(whole):
+        return [whole]
+    head, function, ports, tail = _bridge_parts(setup)
+    scripts: list[str] = []
+    lines, added = ["set -e", *head, function], 0
+    for line, is_port in [*((p, True) for p in ports), *((t, False) for t in tail)]:
+        if not _fits("\n".join([*lines, line]) + "\n"):
+            if not added:
+                raise BackendError(f"switch {setup.node}: a bridge setup line does not fit "
+                                   f"one agent command: {line[:80]}")
+            scripts.append("\n".join(lines) + "\n")
+            # Each command is a shell of its own: ports need port() again.
+            lines, added = (["set -e", function] if is_port else ["set -e"]), 0
+        lines.append(line)
+        added += 1
+    scripts.append("\n".join(lines) + "\n")
+    return scripts
+
+
+def _fits(script: str) -> bool:
+    try:
+        CommandSpec(shell=script).encode()
+    except ValidationError:
+        return False
+    return True
+
+
+def _bridge_parts(setup: SwitchSetup) -> tuple[list[str], str, list[str], list[str]]:
+    """The bridge script's lines: the bridge, the port() function, one line
+    per port, and what follows the ports."""
     q = shlex.quote
-    lines = ["set -e",
-             f"ovs-vsctl --may-exist add-br {BRIDGE} -- set bridge {BRIDGE} "
+    lines = [f"ovs-vsctl --may-exist add-br {BRIDGE} -- set bridge {BRIDGE} "
              f"other-config:datapath-id={setup.datapath_id} "
              "other-config:disable-in-band=true protocols=OpenFlow10,OpenFlow13 "
              # secure: nothing forwards but the controller's or the static flows
              f"fail-mode={'secure' if setup.controller or setup.flows else 'standalone'}"
              + (" rstp_enable=true" if setup.stp else "")]
-    # One function, one short line per port: the whole script must fit one
-    # Xenstore node (SPEC_MAX_BYTES): up to validate.MAX_SWITCH_PORTS ports.
-    lines.append('port() { DEV=$(for d in /sys/class/net/*; do [ "$(cat $d/address)" = "$1" ] '
-                 '&& echo "${d##*/}"; done; true); '
-                 '[ -n "$DEV" ] || { echo "no interface with MAC $1" >&2; exit 1; }; '
-                 'ip link set "$DEV" up; [ -z "$2" ] || ovs-vsctl --may-exist add-port '
-                 f'{BRIDGE} "$DEV" -- set interface "$DEV" ofport_request=$2; }}')
-    for number, mac in setup.ports:
-        lines.append(f"port {q(mac)}" + ("" if setup.bare else f" {number}"))
-    lines.append(f"ip link set {BRIDGE} up")
+    # One function, one short line per port: a command holds about 39 ports.
+    function = ('port() { DEV=$(for d in /sys/class/net/*; do [ "$(cat $d/address)" = "$1" ] '
+                '&& echo "${d##*/}"; done; true); '
+                '[ -n "$DEV" ] || { echo "no interface with MAC $1" >&2; exit 1; }; '
+                'ip link set "$DEV" up; [ -z "$2" ] || ovs-vsctl --may-exist add-port '
+                f'{BRIDGE} "$DEV" -- set interface "$DEV" ofport_request=$2; }}')
+    ports = [f"port {q(mac)}" + ("" if setup.bare else f" {number}")
+             for number, mac in setup.ports]
+    tail = [f"ip link set {BRIDGE} up"]
     if setup.controller:
         target = f"tcp:{MODEL_LISTEN}" if setup.profile else setup.controller
         # Reconnect quickly after a model restart (default backoff is 8 s).
-        lines.append(f"ovs-vsctl set-controller {BRIDGE} {q(target)} -- "
-                     f"set controller {BRIDGE} max_backoff=1000")
-        lines.append(_wait_connected(target))
-    return "\n".join(lines) + "\n"
+        tail.append(f"ovs-vsctl set-controller {BRIDGE} {q(target)} -- "
+                    f"set controller {BRIDGE} max_backoff=1000")
+        tail.append(_wait_connected(target))
+    return lines, function, ports, tail
 
 
 # Raw bytes of static flows per command: a command must fit one Xenstore node
@@ -153,7 +193,7 @@ def model_command(setup: SwitchSetup, profile: str | None = None) -> CommandSpec
 class Switches:
     """Sets up every switch of a running experiment and keeps its model."""
 
-    def __init__(self, ctl: Controller, setups: Iterable[SwitchSetup]):
+    def __init__(self, ctl: CommandChannel, setups: Iterable[SwitchSetup]):
         self.ctl = ctl
         self.setups = {s.node: s for s in setups}
         self.models: dict[str, CommandHandle] = {}
@@ -162,11 +202,17 @@ class Switches:
         for setup in self.setups.values():
             if setup.profile:
                 self.models[setup.node] = self.ctl.submit(setup.node, model_command(setup))
-        handles = [(node, self.ctl.submit(node, CommandSpec(shell=bridge_script(s))))
-                   for node, s in self.setups.items()]
+        # A switch's commands run in order, every switch's side by side: in
+        # rounds, the n-th command of each switch that has one.
+        scripts = {node: bridge_scripts(s) for node, s in self.setups.items()}
         limit = SETUP_TIMEOUT_S + CONNECT_TRIES / 10 * self.ctl.tdf
-        for node, handle in handles:
-            self._check(node, self.ctl.wait(handle, limit), "bridge setup")
+        for n in range(max(map(len, scripts.values()), default=0)):
+            handles = [(node, self.ctl.submit(node, CommandSpec(shell=parts[n])))
+                       for node, parts in scripts.items() if n < len(parts)]
+            for node, handle in handles:
+                what = ("bridge setup" if len(scripts[node]) == 1
+                        else f"bridge setup (command {n + 1} of {len(scripts[node])})")
+                self._check(node, self.ctl.wait(handle, limit), what)
         flows = [(node, [self.ctl.submit(node, CommandSpec(shell=script))
                          for script in flow_scripts(s)])
                  for node, s in self.setups.items()]

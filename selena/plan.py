@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from selena import units
-from selena.control.protocol import net_directives
+from selena.control.protocol import SPEC_MAX_BYTES, net_directives
 from selena.errors import TemplateError, ValidationError
 from selena.model import Link, Node, Topology
 from selena.model.cpus import credit_cap, fold_mask
@@ -142,8 +142,34 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
     if bridge_kind not in ("ovs", "linux"):
         raise ValidationError(f"bridge kind {bridge_kind!r}: use ovs or linux")
     tag = short_id(topo.name)
+    guests = _plan_guests(topo, template_root, host_cpus)
+    vif_names = {(node.name, iface.index): f"sv{tag}{node.id}.{iface.index}"[:IFNAMSIZ]
+                 for node in topo.nodes.values() for iface in node.interfaces}
+    segments: list[SegmentPlan] = []
+    shaped: list[tuple[str, Link]] = []
+    script = "vif-openvswitch" if bridge_kind == "ovs" else "vif-bridge"
+    for bridge, members, link in _segments_of(topo, tag):
+        for node_name, index in members:
+            vif = _attach(topo, guests[node_name], vif_names[(node_name, index)], index,
+                          bridge, script)
+            if link is not None:
+                _shape(topo, guests[node_name], vif, link, placement, shaped)
+        segments.append(SegmentPlan(bridge, bridge_kind,
+                                    tuple(vif_names[m] for m in members)))
+    for guest in guests.values():
+        # Numerically: the n-th vif in the xl config becomes the guest's eth<n>.
+        guest.vifs.sort(key=lambda v: v.index)
+    _plan_static_arp(topo, guests)
+    for guest in guests.values():
+        _plan_net(topo, guest)
+    return Plan(topo.name, topo.tdf, list(guests.values()), segments, shaped, placement,
+                switch_setups(topo), topology=topo)
+
+
+def _plan_guests(topo: Topology, template_root: Path,
+                 host_cpus: int | None) -> dict[str, GuestPlan]:
+    """Each node's domain, still without vifs, by node name."""
     guests: dict[str, GuestPlan] = {}
-    vif_names: dict[tuple[str, int], str] = {}
     specs: dict[str, TemplateSpec] = {}
     for node in topo.nodes.values():
         if node.template not in specs:
@@ -158,52 +184,59 @@ def make_plan(topo: Topology, *, bridge_kind: str = "ovs",
             template=node.template,
             tsc_mode={"native": "native", "emulate": "always_emulate"}.get(node.tsc_mode or ""),
             cpu_time=node.cpu_time)
-        for iface in node.interfaces:
-            vif_names[(node.name, iface.index)] = f"sv{tag}{node.id}.{iface.index}"[:IFNAMSIZ]
-    segments: list[SegmentPlan] = []
-    shaped: list[tuple[str, Link]] = []
-    script = "vif-openvswitch" if bridge_kind == "ovs" else "vif-bridge"
-    members_of: list[tuple[str, list[tuple[str, int]], Link | None]] = []
+    return guests
+
+
+def _segments_of(topo: Topology,
+                 tag: str) -> list[tuple[str, list[tuple[str, int]], Link | None]]:
+    """Each bridge, the (node, interface) pairs on it and its link (None for
+    a hub): links first, then hubs, in the order declared."""
+    segments: list[tuple[str, list[tuple[str, int]], Link | None]] = []
     for i, link in enumerate(topo.links):
-        members_of.append((f"sl{tag}l{i}", [(link.a.node, link.a.iface),
-                                             (link.b.node, link.b.iface)], link))
+        segments.append((f"sl{tag}l{i}", [(link.a.node, link.a.iface),
+                                          (link.b.node, link.b.iface)], link))
     for i, hub in enumerate(topo.hubs):
-        members_of.append((f"sl{tag}h{i}", [(e.node, e.iface) for e in hub.endpoints], None))
-    for bridge, members, link in members_of:
-        for node_name, index in members:
-            node = topo.nodes[node_name]
-            iface = node.interface(index)
-            assert iface is not None, "validate() before make_plan()"
-            vif = VifPlan(vif_names[(node_name, index)], topo.mac_of(node, iface), bridge,
-                          script, index)
-            guests[node_name].vifs.append(vif)
-            if link is not None and placement is Placement.DOM0:
-                # Dom0 egress on a vif is the direction towards that guest.
-                if shaping_commands(vif.name, link, topo.tdf, placement):
-                    shaped.append((vif.name, link))
-            elif link is not None:
-                # Guest egress is the direction away from that guest.
-                commands = shaping_commands("$DEV", link, topo.tdf, placement)
-                if commands:
-                    guests[node_name].guest_shaping.append((vif.mac, commands))
-        segments.append(SegmentPlan(bridge, bridge_kind,
-                                    tuple(vif_names[m] for m in members)))
-    for guest in guests.values():
-        # Numerically: the n-th vif in the xl config becomes the guest's eth<n>.
-        guest.vifs.sort(key=lambda v: v.index)
+        segments.append((f"sl{tag}h{i}", [(e.node, e.iface) for e in hub.endpoints], None))
+    return segments
+
+
+def _attach(topo: Topology, guest: GuestPlan, name: str, index: int, bridge: str,
+            script: str) -> VifPlan:
+    """Give the guest a vif for its interface `index` on `bridge`."""
+    node = topo.nodes[guest.node]
+    iface = node.interface(index)
+    assert iface is not None, "validate() before make_plan()"
+    vif = VifPlan(name, topo.mac_of(node, iface), bridge, script, index)
+    guest.vifs.append(vif)
+    return vif
+
+
+def _shape(topo: Topology, guest: GuestPlan, vif: VifPlan, link: Link,
+           placement: Placement, shaped: list[tuple[str, Link]]) -> None:
+    """Shape the link's direction towards (Dom0) or away from (guest) the guest."""
+    if placement is Placement.DOM0:
+        # Dom0 egress on a vif is the direction towards that guest.
+        if shaping_commands(vif.name, link, topo.tdf, placement):
+            shaped.append((vif.name, link))
+        return
+    # Guest egress is the direction away from that guest.
+    commands = shaping_commands("$DEV", link, topo.tdf, placement)
+    if commands:
+        guest.guest_shaping.append((vif.mac, commands))
+
+
+def _plan_static_arp(topo: Topology, guests: dict[str, GuestPlan]) -> None:
     for entry in topo.static_arp:
         guest = guests.get(entry.node)
         via = next((v.mac for v in guest.vifs if v.index == entry.iface), None) \
             if guest else None
         if guest is None or via is None:
+            known = topo.nodes.get(entry.node)
+            device = known.device(entry.iface) if known else f"eth{entry.iface}"
             raise ValidationError(f"static ARP entry {entry.ip} on {entry.node} "
-                                  f"eth{entry.iface}: no such node or the interface is not "
+                                  f"{device}: no such node or the interface is not "
                                   "wired")
         guest.static_arp.append((entry.ip, entry.mac.lower(), via))
-    for guest in guests.values():
-        _plan_net(topo, guest)
-    return Plan(topo.name, topo.tdf, list(guests.values()), segments, shaped, placement,
-                switch_setups(topo), topology=topo)
 
 
 def pool_key(guest: GuestPlan) -> str:
@@ -241,8 +274,23 @@ def _plan_net(topo: Topology, guest: GuestPlan) -> None:
     are left out). Each interface is named as the model says (eth<index>, or
     eth<index + 1> for SELENA-style nodes), whatever order the guest's
     frontends appear in."""
-    node = topo.nodes[guest.node]
-    wired = {vif.index: vif.mac for vif in guest.vifs}
+    guest.net = net_text(topo.nodes[guest.node], {vif.index: vif.mac for vif in guest.vifs},
+                         guest.static_arp)
+
+
+# What netfront's interfaces start with (Linux's ether_setup): a queue length
+# that needs no directive, left out when the directives would not fit.
+DEFAULT_TXQUEUELEN = 1000
+
+
+def net_text(node: Node, wired: dict[int, str],
+             arp: list[tuple[str, str, str]] | None = None) -> str:
+    """A guest's boot-time network directives ($S/net): `wired` maps the
+    indexes of its interfaces with a vif to their MACs, `arp` its static
+    neighbour entries (ip, mac, via mac). They are one Xenstore value, so
+    past SPEC_MAX_BYTES the queue lengths equal to the kernel's default go
+    (a switch of 40 ports fits by names alone); validate reports what still
+    does not fit."""
     names, addresses, qlens = [], [], []
     gateways: dict[int, str] = {}
     for iface in sorted(node.interfaces, key=lambda i: i.index):
@@ -255,8 +303,15 @@ def _plan_net(topo: Topology, guest: GuestPlan) -> None:
         for gateway in (iface.gateway, iface.gateway6):
             if gateway:
                 gateways.setdefault(ipaddress.ip_address(gateway).version, gateway)
-    guest.net = net_directives(addresses, txqueuelen=qlens, arp=guest.static_arp, names=names,
-                               gateways=[gateways[v] for v in sorted(gateways)])
+    routes = [gateways[v] for v in sorted(gateways)]
+    text = net_directives(addresses, txqueuelen=qlens, arp=arp or [], names=names,
+                          gateways=routes)
+    if len(text.encode()) > SPEC_MAX_BYTES:
+        # Only then: shorter guests keep every line (and their plans as before).
+        qlens = [(mac, qlen) for mac, qlen in qlens if qlen != DEFAULT_TXQUEUELEN]
+        text = net_directives(addresses, txqueuelen=qlens, arp=arp or [], names=names,
+                              gateways=routes)
+    return text
 
 
 def guest_shaping_script(guest: GuestPlan) -> str | None:

@@ -273,7 +273,7 @@ class _SpawnedProcess:
             return None
 
     def kill(self) -> None:
-        _kill_group(self.proc)  # type: ignore[arg-type]
+        _kill_group(self.proc)
 
 
 class _ScriptedProcess:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from selena import topologies, units
 from selena.errors import ScenarioError, UnitError
-from selena.model import Link, Topology
+from selena.model import Link, LinkOptions, Topology
 
 # Mininet's names; `star` and `fattree` are selena's own.
 TOPOS: dict[str, Callable[..., Topology]] = {
@@ -45,7 +45,7 @@ def topo_usage(name: str) -> str:
     return f"{name}" + (f",{','.join(params)}" if params else "")
 
 
-def parse_topo_spec(spec: str, link: dict[str, object] | None = None) -> Topology:
+def parse_topo_spec(spec: str, link: LinkOptions | None = None) -> Topology:
     """`linear`, `linear,3`, `tree,depth=2,fanout=3`, `torus,3,3`..."""
     name, *args = [part.strip() for part in spec.split(",")]
     if name not in TOPOS:
@@ -85,17 +85,26 @@ def parse_topo_spec(spec: str, link: dict[str, object] | None = None) -> Topolog
                             f"(usage: {topo_usage(name)})") from None
     except ValueError as exc:
         raise ScenarioError(f"--topo {spec!r}: {exc}") from None
+    # The user wrote the spec, not a file: problems point at it (not at the
+    # line of whatever program called the builder, such as selena's own script).
+    where = f"--topo {spec}"
+    for node in topo.nodes.values():
+        node.defined_at = where
+    for made in topo.links:
+        made.defined_at = where
+    for hub in topo.hubs:
+        hub.defined_at = where
     apply_link_spec(topo, link or {})
     return topo
 
 
-def parse_link_spec(spec: str) -> dict[str, object]:
+def parse_link_spec(spec: str) -> LinkOptions:
     """Mininet's `tc,bw=10,delay=5ms,jitter=1ms,loss=1,max_queue_size=100`
     as add_link keyword arguments (`default` or `tc` alone: no shaping)."""
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     if parts and parts[0] in ("tc", "default"):
         parts = parts[1:]
-    kwargs: dict[str, object] = {}
+    kwargs: LinkOptions = {}
     for part in parts:
         key, sep, value = part.partition("=")
         if not sep:
@@ -104,8 +113,10 @@ def parse_link_spec(spec: str) -> dict[str, object]:
         try:
             if key == "bw":
                 kwargs["rate"] = float(value) * 1e6         # Mbit/s, as in Mininet
-            elif key in ("delay", "jitter"):
-                kwargs[key] = _tc_time(spec, key, value)
+            elif key == "delay":
+                kwargs["delay"] = _tc_time(spec, key, value)
+            elif key == "jitter":
+                kwargs["jitter"] = _tc_time(spec, key, value)
             elif key == "loss":
                 percent = float(value)
                 if not 0 <= percent <= 100:
@@ -137,21 +148,22 @@ def _tc_time(spec: str, key: str, value: str) -> str:
     return value
 
 
-def apply_link_spec(topo: Topology, link: dict[str, object]) -> None:
+def apply_link_spec(topo: Topology, link: LinkOptions) -> None:
     """Set the given parameters on every link of the topology."""
     for existing in topo.links:
         _apply(existing, link)
 
 
-def _apply(existing: Link, link: dict[str, object]) -> None:
-    if "rate" in link:
-        existing.rate_bps = units.rate_bps(link["rate"])  # type: ignore[arg-type]
+def _apply(existing: Link, link: LinkOptions) -> None:
+    # A --link spec never carries None (parse_link_spec): present is a value.
+    if (rate := link.get("rate")) is not None:
+        existing.rate_bps = units.rate_bps(rate)
     if "delay" in link:
-        existing.delay_s = units.seconds(link["delay"])  # type: ignore[arg-type]
+        existing.delay_s = units.seconds(link["delay"])
     if "jitter" in link:
-        existing.jitter_s = units.seconds(link["jitter"])  # type: ignore[arg-type]
+        existing.jitter_s = units.seconds(link["jitter"])
     if "loss" in link:
-        existing.loss = units.ratio(link["loss"])  # type: ignore[arg-type]
-    if "queue" in link:
-        existing.queue_packets = int(link["queue"])  # type: ignore[call-overload]
+        existing.loss = units.ratio(link["loss"])
+    if (queue := link.get("queue")) is not None:
+        existing.queue_packets = int(queue)
     existing.given.update(link)

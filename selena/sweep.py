@@ -329,6 +329,28 @@ def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
     rows = summary_rows(plan, runs, tolerance_pct)
     metric_names = sorted({name for r in runs for name in r.metrics})
     top = plan.tdfs[-1]
+    pooled, base = _pooled_samples(runs, metric_names)
+    ks: dict[str, dict[float, float]] = {}
+    for name, by_tdf in pooled.items():
+        if top not in by_tdf or not by_tdf[top]:
+            continue
+        ks[name] = {t: (1.0 if t == top else ks_pvalue(s, by_tdf[top]))
+                    for t, s in by_tdf.items() if s}
+    baseline_ks = {name: ks_pvalue(samples, pooled[name][top]) for name, samples in base.items()
+                   if samples and pooled[name].get(top)}
+    reasons: dict[float, list[str]] = {}
+    for tdf in plan.tdfs:
+        why = _not_recommended(tdf, top, runs, rows, metric_names, ks, alpha)
+        if why:
+            reasons[tdf] = why
+    recommended = next((t for t in plan.tdfs if t not in reasons), None)
+    return SweepAnalysis(plan, runs, rows, ks, recommended, reasons,
+                         "scipy" if scipy_available() else "asymptotic", baseline_ks, skipped)
+
+
+def _pooled_samples(runs: Sequence[RunMetrics], metric_names: list[str]
+                    ) -> tuple[dict[str, dict[float, list[float]]], dict[str, list[float]]]:
+    """The samples of the finished runs per metric: by TDF, and the baseline's."""
     pooled: dict[str, dict[float, list[float]]] = {m: {} for m in metric_names}
     base: dict[str, list[float]] = {m: [] for m in metric_names}
     for r in runs:
@@ -340,38 +362,31 @@ def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
                 base[name].extend(samples)
             else:
                 pooled[name].setdefault(r.run.tdf, []).extend(samples)
-    ks: dict[str, dict[float, float]] = {}
-    for name, by_tdf in pooled.items():
-        if top not in by_tdf or not by_tdf[top]:
-            continue
-        ks[name] = {t: (1.0 if t == top else ks_pvalue(s, by_tdf[top]))
-                    for t, s in by_tdf.items() if s}
-    baseline_ks = {name: ks_pvalue(samples, pooled[name][top]) for name, samples in base.items()
-                   if samples and pooled[name].get(top)}
-    reasons: dict[float, list[str]] = {}
-    for tdf in plan.tdfs:
-        why = []
-        at = [r for r in runs if r.run.tdf == tdf and not r.run.baseline]
-        if not at:
-            why.append("not run")
-        for r in at:
-            if r.status != "ok":
-                why.append(f"repeat {r.run.repeat} {r.status}")
-        for row in rows:
-            if row["tdf"] == units.tdf_text(tdf) and row["verdict"] not in ("ok", "unchecked",
-                                                                            "failed"):
-                why.append(f"{row['metric']} repeat {row['repeat']} {row['verdict']}")
-        for name in metric_names:
-            p = ks.get(name, {}).get(tdf)
-            if p is None:
-                why.append(f"{name}: no samples to compare")
-            elif p < alpha:
-                why.append(f"{name} differs from TDF {units.tdf_text(top)} (KS p={p:.3g})")
-        if why:
-            reasons[tdf] = why
-    recommended = next((t for t in plan.tdfs if t not in reasons), None)
-    return SweepAnalysis(plan, runs, rows, ks, recommended, reasons,
-                         "scipy" if scipy_available() else "asymptotic", baseline_ks, skipped)
+    return pooled, base
+
+
+def _not_recommended(tdf: float, top: float, runs: Sequence[RunMetrics],
+                     rows: list[dict[str, Any]], metric_names: list[str],
+                     ks: dict[str, dict[float, float]], alpha: float) -> list[str]:
+    """Why the TDF cannot be recommended (nothing when it can)."""
+    why = []
+    at = [r for r in runs if r.run.tdf == tdf and not r.run.baseline]
+    if not at:
+        why.append("not run")
+    for r in at:
+        if r.status != "ok":
+            why.append(f"repeat {r.run.repeat} {r.status}")
+    for row in rows:
+        if row["tdf"] == units.tdf_text(tdf) and row["verdict"] not in ("ok", "unchecked",
+                                                                        "failed"):
+            why.append(f"{row['metric']} repeat {row['repeat']} {row['verdict']}")
+    for name in metric_names:
+        p = ks.get(name, {}).get(tdf)
+        if p is None:
+            why.append(f"{name}: no samples to compare")
+        elif p < alpha:
+            why.append(f"{name} differs from TDF {units.tdf_text(top)} (KS p={p:.3g})")
+    return why
 
 
 def summary_rows(plan: SweepPlan, runs: Sequence[RunMetrics],

@@ -8,7 +8,9 @@ Open vSwitch guests (standalone learning bridges). `link` keyword arguments
 
 from __future__ import annotations
 
-from selena.model import Node, Topology
+from typing import Unpack
+
+from selena.model import LinkOptions, Node, Topology
 
 
 def _host_ip(i: int) -> str:
@@ -25,29 +27,30 @@ def _hosts(topo: Topology, count: int, start: int = 1) -> list[Node]:
     return [topo.add_host(f"h{i}", ip=_host_ip(i)) for i in range(start, start + count)]
 
 
-def single(k: int = 2, name: str = "single", tdf: float = 1.0, **link: object) -> Topology:
+def single(k: int = 2, name: str = "single", tdf: float = 1.0,
+           **link: Unpack[LinkOptions]) -> Topology:
     """k hosts on one switch (Mininet's `single`)."""
     _at_least("single k", k, 1)
     topo = Topology(name, tdf=tdf)
     s = topo.add_switch("s1")
     for h in _hosts(topo, k):
-        topo.add_link(h, s, **link)  # type: ignore[arg-type]
+        topo.add_link(h, s, **link)
     return topo
 
 
-def star(n: int, name: str = "star", tdf: float = 1.0, **link: object) -> Topology:
+def star(n: int, name: str = "star", tdf: float = 1.0, **link: Unpack[LinkOptions]) -> Topology:
     """n hosts on one switch (`single` by another name)."""
     _at_least("star n", n, 1)
     return single(n, name=name, tdf=tdf, **link)
 
 
-def minimal(name: str = "minimal", tdf: float = 1.0, **link: object) -> Topology:
+def minimal(name: str = "minimal", tdf: float = 1.0, **link: Unpack[LinkOptions]) -> Topology:
     """Two hosts on one switch (Mininet's default topology)."""
     return single(2, name=name, tdf=tdf, **link)
 
 
 def reversed_single(k: int = 2, name: str = "reversed", tdf: float = 1.0,
-                    **link: object) -> Topology:
+                    **link: Unpack[LinkOptions]) -> Topology:
     """k hosts on one switch with the port order reversed: h1 on the
     switch's last port (Mininet's `reversed`)."""
     _at_least("reversed k", k, 1)
@@ -55,12 +58,12 @@ def reversed_single(k: int = 2, name: str = "reversed", tdf: float = 1.0,
     s = topo.add_switch("s1")
     for i, h in enumerate(_hosts(topo, k), start=1):
         s.add_interface(k - i)
-        topo.add_link(h, (s, k - i), **link)  # type: ignore[arg-type]
+        topo.add_link(h, (s, k - i), **link)
     return topo
 
 
 def linear(k: int = 2, n: int = 1, name: str = "linear", tdf: float = 1.0,
-           **link: object) -> Topology:
+           **link: Unpack[LinkOptions]) -> Topology:
     """k switches in a line with n hosts on each (Mininet's `linear`); hosts
     are h1..hk for n=1 and h<j>s<i> otherwise."""
     _at_least("linear k", k, 1)
@@ -73,15 +76,15 @@ def linear(k: int = 2, n: int = 1, name: str = "linear", tdf: float = 1.0,
         for j in range(1, n + 1):
             count += 1
             host = topo.add_host(f"h{i}" if n == 1 else f"h{j}s{i}", ip=_host_ip(count))
-            topo.add_link(host, switch, **link)  # type: ignore[arg-type]
+            topo.add_link(host, switch, **link)
         if previous is not None:
-            topo.add_link(switch, previous, **link)  # type: ignore[arg-type]
+            topo.add_link(switch, previous, **link)
         previous = switch
     return topo
 
 
 def tree(depth: int = 1, fanout: int = 2, name: str = "tree", tdf: float = 1.0,
-         **link: object) -> Topology:
+         **link: Unpack[LinkOptions]) -> Topology:
     """A switch tree of the given depth; fanout hosts under each leaf switch
     (Mininet's `tree`)."""
     _at_least("tree depth", depth, 1)
@@ -96,7 +99,7 @@ def tree(depth: int = 1, fanout: int = 2, name: str = "tree", tdf: float = 1.0,
         counter["s"] += 1
         switch = topo.add_switch(f"s{counter['s']}")
         for _ in range(fanout):
-            topo.add_link(switch, build(level + 1), **link)  # type: ignore[arg-type]
+            topo.add_link(switch, build(level + 1), **link)
         return switch
 
     build(0)
@@ -104,7 +107,7 @@ def tree(depth: int = 1, fanout: int = 2, name: str = "tree", tdf: float = 1.0,
 
 
 def torus(x: int, y: int, n: int = 1, name: str = "torus", tdf: float = 1.0,
-          **link: object) -> Topology:
+          **link: Unpack[LinkOptions]) -> Topology:
     """An x by y grid of switches wrapped at the edges, n hosts on each
     (Mininet's `torus`). It has loops, so its switches run the rapid spanning
     tree protocol (Mininet needs `--switch lxbr,stp=1` for the same)."""
@@ -123,16 +126,16 @@ def torus(x: int, y: int, n: int = 1, name: str = "torus", tdf: float = 1.0,
                 count += 1
                 host = topo.add_host(f"h{i}x{j}" if n == 1 else f"h{i}x{j}_{h}",
                                      ip=_host_ip(count))
-                topo.add_link(host, switch, **link)  # type: ignore[arg-type]
+                topo.add_link(host, switch, **link)
     for i in range(1, x + 1):
         for j in range(1, y + 1):
-            topo.add_link(switches[i, j], switches[i, j % y + 1], **link)  # type: ignore[arg-type]
-            topo.add_link(switches[i, j], switches[i % x + 1, j], **link)  # type: ignore[arg-type]
+            topo.add_link(switches[i, j], switches[i, j % y + 1], **link)
+            topo.add_link(switches[i, j], switches[i % x + 1, j], **link)
     return topo
 
 
 def fat_tree(k: int = 4, pods: int | None = None, name: str = "fattree", tdf: float = 1.0,
-             *, routing: str = "stp", **link: object) -> Topology:
+             *, routing: str = "stp", **link: Unpack[LinkOptions]) -> Topology:
     """A k-ary fat tree: (k/2)^2 core, k pods of k/2 aggregation + k/2 edge,
     k^3/4 hosts.
 
@@ -175,19 +178,19 @@ def fat_tree(k: int = 4, pods: int | None = None, name: str = "fattree", tdf: fl
         edges = [switch(f"e{pod}_{i}") for i in range(half)]
         for i, agg in enumerate(aggs):
             for edge in edges:
-                topo.add_link(agg, edge, **link)  # type: ignore[arg-type]
+                topo.add_link(agg, edge, **link)
             up[agg.name] = ([cores[c] for c in
                              dict.fromkeys((i * half + j) % len(cores) for j in range(half))],
                             half)
             for core in up[agg.name][0]:
-                topo.add_link(agg, core, **link)  # type: ignore[arg-type]
+                topo.add_link(agg, core, **link)
                 into_pod.setdefault(core.name, {}).setdefault(pod, []).append(agg)
         for edge in edges:
             up[edge.name] = (aggs, 1)
             for _ in range(half):
                 host += 1
                 h = topo.add_host(f"h{host}", ip=_host_ip(host))
-                topo.add_link(h, edge, **link)  # type: ignore[arg-type]
+                topo.add_link(h, edge, **link)
                 for node in (edge, *aggs):
                     down.setdefault(node.name, {})[host] = edge if node is not edge else h
     if routing == "static":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
 from selena.errors import UnitError
@@ -45,7 +46,7 @@ def _split(value: str, what: str) -> tuple[float, str]:
     return float(m.group(1)), m.group(2).lower().removesuffix("/s")
 
 
-def _scaled(value: str, what: str, table: dict[str, float], hint: str) -> float:
+def _scaled(value: str, what: str, table: Mapping[str, float], hint: str) -> float:
     """A "number unit" string in the base unit of `table`."""
     number, unit = _split(value, what)
     if unit not in table:

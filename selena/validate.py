@@ -13,12 +13,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from selena import units
-from selena.errors import Problem, TopologyError, UnitError
+from selena.errors import Problem, TopologyError, UnitError, ValidationError
 from selena.hostinfo import HostInfo
-from selena.model import Link, Node, NodeKind, Topology
+from selena.model import Interface, Link, Node, NodeKind, Topology
 from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask, real_cpu_cap
 from selena.templates import bad_packages
 
@@ -48,6 +48,10 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     """
     problems: list[Problem] = []
     warnings: list[Problem] = []
+    # Problems that make others meaningless (a switch of 5000 ports also has
+    # interface indexes out of range and derived MACs that repeat): first, and
+    # without their consequences.
+    first: list[Problem] = []
 
     def add(kind: str, message: str, where: str | None = None) -> None:
         problems.append(Problem(kind, message, where))
@@ -55,6 +59,33 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     def warn(kind: str, message: str, where: str | None = None) -> None:
         warnings.append(Problem(kind, message, where))
 
+    _check_experiment(topo, add)
+    nodes = list(topo.nodes.values())
+    wired = _wired(topo)
+    oversized = _too_many_interfaces(nodes, wired, first)
+    _check_nodes(topo, nodes, templates, host, add, warn, oversized)
+    _check_addresses(topo, nodes, add, oversized)
+    by_name = {n.name: n for n in nodes}
+    profiles = set(switch_profiles) if switch_profiles is not None else None
+    for node in nodes:
+        _check_openflow(node, by_name, profiles, add)
+    pairs, used = _check_wiring(topo, by_name, add, warn)
+    _check_static_arp(topo, by_name, used, add)
+    _check_net_size(topo, nodes, wired, oversized, add)
+    _check_ports(nodes, used, add, warn)
+    _check_shared_interfaces(pairs, used, by_name, add)
+    _check_host_memory(nodes, host, add)
+
+    if strict:
+        problems += [Problem(w.kind, f"{w.message} (an error with --strict)", w.where)
+                     for w in warnings]
+    problems = first + problems
+    if problems:
+        raise TopologyError(problems)
+    return warnings
+
+
+def _check_experiment(topo: Topology, add: Add) -> None:
     if not NAME_RE.fullmatch(topo.name):
         add("bad experiment name",
             f"experiment name {topo.name!r}: use letters, digits, '.', '_', '-' (max 32)")
@@ -63,7 +94,11 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
     except UnitError as exc:
         add("bad TDF", str(exc))
 
-    nodes = list(topo.nodes.values())
+
+def _check_nodes(topo: Topology, nodes: list[Node], templates: Iterable[str] | None,
+                 host: HostInfo | None, add: Add, warn: Add,
+                 oversized: Collection[str]) -> None:
+    """Each node's own fields, and the names and ids nodes must not share."""
     for node in nodes:
         _check_cpu_time(node, topo.tdf, add, warn)
     if not nodes:
@@ -78,17 +113,21 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
                 f"{_places(same, name=True)}", same[0].defined_at)
     known_templates = set(templates) if templates is not None else None
     for node in nodes:
-        _check_node(node, known_templates, host, add, warn)
+        _check_node(node, known_templates, host, add, warn, oversized=node.name in oversized)
 
-    _check_addresses(topo, nodes, add)
-    by_name = {n.name: n for n in nodes}
-    profiles = set(switch_profiles) if switch_profiles is not None else None
-    for node in nodes:
-        _check_openflow(node, by_name, profiles, add)
-    pairs: Counter[frozenset[tuple[str, int]]] = Counter()
-    used: Counter[tuple[str, int]] = Counter()
+
+# How often each pair of interfaces is linked, and each interface attached.
+Pairs = Counter[frozenset[tuple[str, int]]]
+Used = Counter[tuple[str, int]]
+
+
+def _check_wiring(topo: Topology, by_name: dict[str, Node], add: Add,
+                  warn: Add) -> tuple[Pairs, Used]:
+    """Check each link and hub; count the pairs and interfaces they join."""
+    pairs: Pairs = Counter()
+    used: Used = Counter()
     for link in topo.links:
-        _check_link(link, by_name, add, warn)
+        _check_link(link, topo.describe(link), by_name, add, warn)
         pairs[frozenset({(link.a.node, link.a.iface), (link.b.node, link.b.iface)})] += 1
         used[(link.a.node, link.a.iface)] += 1
         used[(link.b.node, link.b.iface)] += 1
@@ -99,37 +138,101 @@ def validate(topo: Topology, *, templates: Iterable[str] | None = None,
         for ep in hub.endpoints:
             _check_endpoint(f"hub {hub.name}", ep.node, ep.iface, by_name, add, hub.defined_at)
             used[(ep.node, ep.iface)] += 1
-    _check_static_arp(topo, by_name, used, add)
+    return pairs, used
+
+
+def _check_ports(nodes: list[Node], used: Used, add: Add, warn: Add) -> None:
+    """Nodes on no link or hub."""
     ports_of = Counter(name for name, _iface in used)
     for node in nodes:
         ports = ports_of[node.name]
         if not ports:
             _check_unwired(node, add, warn)
-        if node.kind is NodeKind.SWITCH and ports > MAX_SWITCH_PORTS:
-            add("switch too large", f"node {node.name}: {ports} ports; a switch guest is set "
-                f"up through one agent command, which holds at most {MAX_SWITCH_PORTS}",
-                node.defined_at)
+
+
+def _check_shared_interfaces(pairs: Pairs, used: Used, by_name: dict[str, Node],
+                             add: Add) -> None:
     for pair, count in pairs.items():
         if count > 1:
-            ends = "--".join(f"{n}:eth{i}" for n, i in sorted(pair))
+            ends = "--".join(f"{n}:{_device(by_name, n, i)}" for n, i in sorted(pair))
             add("duplicate link", f"duplicate link {ends} ({count} times)")
     for (node, iface), count in used.items():
         if count > 1 and len({p for p in pairs if (node, iface) in p}) != 1:
             add("interface on several links",
-                f"interface {node}:eth{iface} is attached to {count} links or hubs")
+                f"interface {node}:{_device(by_name, node, iface)} is attached to {count} "
+                "links or hubs")
 
+
+def _check_host_memory(nodes: list[Node], host: HostInfo | None, add: Add) -> None:
     if host is not None and host.free_memory_mb is not None:
         total = sum(n.memory_mb for n in nodes)
         if total > host.free_memory_mb:
             add("not enough memory", f"guests need {total} MB of memory in total; the host "
                 f"can give {host.free_memory_mb} MB")
 
-    if strict:
-        problems += [Problem(w.kind, f"{w.message} (an error with --strict)", w.where)
-                     for w in warnings]
-    if problems:
-        raise TopologyError(problems)
-    return warnings
+
+def _wired(topo: Topology) -> dict[str, set[int]]:
+    """Each node's interfaces on a link or hub (each one a vif)."""
+    wired: dict[str, set[int]] = {}
+    for link in topo.links:
+        for ep in (link.a, link.b):
+            wired.setdefault(ep.node, set()).add(ep.iface)
+    for hub in topo.hubs:
+        for ep in hub.endpoints:
+            wired.setdefault(ep.node, set()).add(ep.iface)
+    return wired
+
+
+def _too_many_interfaces(nodes: list[Node], wired: dict[str, set[int]],
+                         add: list[Problem]) -> set[str]:
+    """Nodes with more interfaces on links than a Xen guest takes (problems
+    appended to `add`); their names."""
+    found = set()
+    for node in nodes:
+        count = len(wired.get(node.name, ()))
+        limit = max_interfaces(node.vcpus)
+        if count <= limit:
+            continue
+        found.add(node.name)
+        cpus = f"{node.vcpus} vCPUs" if node.vcpus > 1 else "1 vCPU"
+        fix = ("use several switches, e.g. a tree (--topo tree,DEPTH,FANOUT)"
+               if node.kind is NodeKind.SWITCH else "give it fewer links")
+        add.append(Problem("too many interfaces",
+                           f"node {node.name}: {count} interfaces on links; a Xen guest with "
+                           f"{cpus} takes at most {limit} (Xenstore's 1000 entries and 64 "
+                           f"grant frames per domain): {fix}", node.defined_at))
+    return found
+
+
+def _check_net_size(topo: Topology, nodes: list[Node], wired: dict[str, set[int]],
+                    oversized: Collection[str], add: Add) -> None:
+    """A guest's network directives are one Xenstore value ($S/net): its
+    interface names, addresses, routes and neighbour entries must fit."""
+    from selena.control.protocol import SPEC_MAX_BYTES
+    from selena.plan import net_text  # plan imports this module
+
+    arp: dict[str, list[tuple[str, str, str]]] = {}
+    for entry in topo.static_arp:
+        node = topo.nodes.get(entry.node)
+        iface = node.interface(entry.iface) if node else None
+        if node is not None and iface is not None:
+            arp.setdefault(node.name, []).append((entry.ip, entry.mac.lower(),
+                                                   topo.mac_of(node, iface)))
+    for node in nodes:
+        indexes = wired.get(node.name)
+        if node.name in oversized or not indexes:
+            continue
+        macs = {i.index: topo.mac_of(node, i) for i in node.interfaces if i.index in indexes}
+        try:
+            size = len(net_text(node, macs, arp.get(node.name)).encode())
+        except (ValueError, ValidationError):
+            continue            # a malformed address or MAC, reported on its own
+        if size > SPEC_MAX_BYTES:
+            add("network settings too long",
+                f"node {node.name}: its interface names, addresses, routes and static ARP "
+                f"entries take {size} bytes, more than one Xenstore value holds "
+                f"({SPEC_MAX_BYTES}): give it fewer interfaces, addresses or ARP entries",
+                node.defined_at)
 
 
 def _groups(nodes: list[Node], key: Callable[[Node], object]) -> dict[object, list[Node]]:
@@ -191,7 +294,7 @@ def _check_cpu_time(node: Node, tdf: float, add: Add, warn: Add) -> None:
 
 
 def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
-                add: Add, warn: Add) -> None:
+                add: Add, warn: Add, *, oversized: bool = False) -> None:
     where = f"node {node.name}"
     at = node.defined_at
     if not NAME_RE.fullmatch(node.name):
@@ -215,45 +318,94 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
             "(or leave it unset)", at)
     if not 1 <= node.vcpus <= 128:
         add("vcpus out of range", f"{where}: vcpus {node.vcpus} out of range (1 to 128)", at)
-    if node.cpus is not None:
-        try:
-            parse_mask(node.cpus)
-            folded = fold_mask(node.cpus, host.cpus) if host and host.cpus else None
-        except ValueError as exc:
-            add("bad cpu mask", f"{where}: {exc}", at)
-        else:
-            if folded is not None:
-                assert host is not None and host.cpus is not None
-                warn("cpu mask beyond the host",
-                     f"{where}: cpu mask {node.cpus} names CPUs this host lacks (it has "
-                     f"{host.cpus}: 0-{host.cpus - 1}); pinned to {folded} instead "
-                     f"(CPU n -> n mod {host.cpus})", at)
+    _check_cpu_mask(node, host, add, warn)
     if not units.MEMORY_MIN_MB <= node.memory_mb <= units.MEMORY_MAX_MB:
         add("memory out of range", f"{where}: memory {node.memory_mb} MiB out of range "
             f"({units.MEMORY_MIN_MB} MiB to 1 TiB)", at)
-    for iface, count in Counter(i.index for i in node.interfaces).items():
+    _check_interfaces(node, add, oversized)
+
+
+def _check_cpu_mask(node: Node, host: HostInfo | None, add: Add, warn: Add) -> None:
+    if node.cpus is None:
+        return
+    where = f"node {node.name}"
+    at = node.defined_at
+    try:
+        parse_mask(node.cpus)
+        folded = fold_mask(node.cpus, host.cpus) if host and host.cpus else None
+    except ValueError as exc:
+        add("bad cpu mask", f"{where}: {exc}", at)
+        return
+    if folded is not None:
+        assert host is not None and host.cpus is not None
+        warn("cpu mask beyond the host",
+             f"{where}: cpu mask {node.cpus} names CPUs this host lacks (it has "
+             f"{host.cpus}: 0-{host.cpus - 1}); pinned to {folded} instead "
+             f"(CPU n -> n mod {host.cpus})", at)
+
+
+def _check_interfaces(node: Node, add: Add, oversized: bool) -> None:
+    where = f"node {node.name}"
+    at = node.defined_at
+    for index, count in Counter(i.index for i in node.interfaces).items():
         if count > 1:
-            add("duplicate interface", f"{where}: interface eth{iface} defined {count} times",
-                at)
+            add("duplicate interface", f"{where}: interface {node.device(index)} defined "
+                f"{count} times", at)
     for iface in node.interfaces:
-        if not 0 <= iface.index <= 99:
+        # A node with too many interfaces is reported once, not per index.
+        if not 0 <= iface.index <= 99 and not oversized:
             add("interface index out of range",
                 f"{where}: interface index {iface.index} out of range (0 to 99)", at)
         if iface.mac and iface.mac.upper() != "RANDOM":
             if not MAC_RE.fullmatch(iface.mac):
-                add("malformed MAC", f"{where} eth{iface.index}: malformed MAC {iface.mac!r}",
-                    at)
+                add("malformed MAC", f"{where} {node.device(iface.index)}: malformed MAC "
+                    f"{iface.mac!r}", at)
             elif int(iface.mac.split(":")[0], 16) & 1:
-                add("multicast MAC", f"{where} eth{iface.index}: MAC {iface.mac} is multicast",
-                    at)
+                add("multicast MAC", f"{where} {node.device(iface.index)}: MAC {iface.mac} "
+                    "is multicast", at)
         if not 0 <= iface.txqueuelen <= 100_000:
             add("queue length out of range",
-                f"{where} eth{iface.index}: tx queue length {iface.txqueuelen} out of range", at)
+                f"{where} {node.device(iface.index)}: tx queue length {iface.txqueuelen} out "
+                "of range", at)
 
 
-# What one bridge setup command carries (openflow.bridge_script within one
-# Xenstore node): 39 ports fit; a round limit below that.
-MAX_SWITCH_PORTS = 32
+# How many interfaces (vifs) one Xen PV guest takes. Mininet's switches have
+# no port limit; a guest meets these first (Xen 4.17 and Linux 6.1 netfront,
+# read in their sources; docs/topologies.md has the table):
+# - Xenstore: xenstored (oxenstored and the C one alike) lets a domain own 1000
+#   entries. Each vif's frontend directory holds entries the guest owns: 7
+#   written by libxl (the directory, backend, backend-id, state, handle, mac,
+#   trusted) and 12 by netfront with one queue (ring refs, split event
+#   channels, multi-queue-num-queues, six feature flags, xdp-headroom); with
+#   several queues 8 plus 5 per queue. The guest's base keys and its agent take
+#   about 25, and the agent writes commands' output as entries: 51 one-queue
+#   vifs leave nothing for that.
+# - grant table: 64 frames (gnttab_max_frames) of 512 v1 entries, 8 reserved;
+#   netfront reserves 256 + 256 grants per queue plus its two rings: 63 vifs.
+# - watches (100 per domain, one per vif) and event channels (1023, two per
+#   queue) come later.
+# netfront opens one queue per vCPU, up to 8 (netback: up to Dom0's CPUs).
+# The margin: 200 entries for commands and their unacknowledged output.
+XENSTORE_ENTRIES = 1000
+XENSTORE_BASE = 25
+XENSTORE_MARGIN = 200
+GRANT_ENTRIES = 64 * 512 - 8
+GRANTS_PER_QUEUE = 256 + 256 + 2
+NETFRONT_MAX_QUEUES = 8
+
+
+def max_interfaces(vcpus: int = 1) -> int:
+    """The most interfaces on links a guest with `vcpus` vCPUs takes."""
+    queues = max(1, min(vcpus, NETFRONT_MAX_QUEUES))
+    # libxl's 7, netfront's 8 per vif and 4 per queue (5: a directory each when several)
+    per_vif = 7 + 8 + (4 if queues == 1 else 5 * queues)
+    by_xenstore = (XENSTORE_ENTRIES - XENSTORE_BASE - XENSTORE_MARGIN) // per_vif
+    by_grants = GRANT_ENTRIES // (queues * GRANTS_PER_QUEUE)
+    return min(by_xenstore, by_grants)
+
+
+# A switch guest with one vCPU (the default): 40 ports.
+MAX_SWITCH_PORTS = max_interfaces(1)
 
 
 def _check_static_flows(node: Node, add: Add) -> None:
@@ -342,51 +494,18 @@ def interface_networks(node: Node, index: int) -> list[ipaddress.IPv4Network |
     return found
 
 
-def _check_addresses(topo: Topology, nodes: list[Node], add: Add) -> None:
+def _check_addresses(topo: Topology, nodes: list[Node], add: Add,
+                     oversized: Collection[str] = ()) -> None:
     ips: dict[str, list[Node]] = {}
     macs: Counter[str] = Counter()
     for node in nodes:
-        at = node.defined_at
         for iface in node.interfaces:
-            macs[topo.mac_of(node, iface)] += 1
-            where = f"node {node.name} eth{iface.index}"
-            parsed = {}
-            for field_name, address in (("ip", iface.ip), ("ip6", iface.ip6)):
-                if address is None:
-                    continue
-                try:
-                    addr = ipaddress.ip_interface(address)
-                except ValueError:
-                    add("malformed IP", f"{where}: malformed IP {address!r} "
-                        "(want ADDRESS/PREFIX)", at)
-                    continue
-                if "/" not in address:
-                    add("IP without prefix",
-                        f"{where}: IP {address} needs a prefix length, e.g. {address}/"
-                        f"{24 if addr.version == 4 else 64}", at)
-                if field_name == "ip6" and addr.version != 6:
-                    add("ip6 is not IPv6", f"{where}: ip6 {address} is not an IPv6 address", at)
-                ips.setdefault(str(addr.ip), []).append(node)
-                if addr.version in parsed:
-                    add("two IPv6 addresses",
-                        f"{where}: ip and ip6 are both IPv6; give ip an IPv4 address", at)
-                parsed[addr.version] = addr
-            for field_name, gateway in (("gateway", iface.gateway),
-                                        ("gateway6", iface.gateway6)):
-                if not gateway:
-                    continue
-                try:
-                    gw = ipaddress.ip_address(gateway)
-                except ValueError:
-                    add("malformed gateway", f"{where}: malformed {field_name} {gateway!r}", at)
-                    continue
-                own = parsed.get(gw.version)
-                if own is None:
-                    add("gateway without address", f"{where}: {field_name} {gw} but no "
-                        f"IPv{gw.version} address on the interface", at)
-                elif gw not in own.network:
-                    add("gateway outside subnet",
-                        f"{where}: gateway {gw} is outside {own.network}", at)
+            # Derived MACs repeat past index 255: a consequence of too many
+            # interfaces, reported as that.
+            if node.name not in oversized or (iface.mac and iface.mac.upper() != "RANDOM"):
+                macs[topo.mac_of(node, iface)] += 1
+            parsed = _check_interface_ips(node, iface, ips, add)
+            _check_gateways(node, iface, parsed, add)
     for ip, holders in ips.items():
         if len(holders) > 1:
             add("duplicate IP", f"IP {ip} is used by {len(holders)} interfaces: "
@@ -396,8 +515,61 @@ def _check_addresses(topo: Topology, nodes: list[Node], add: Add) -> None:
             add("duplicate MAC", f"MAC {mac} is used by {count} interfaces")
 
 
-def _check_static_arp(topo: Topology, by_name: dict[str, Node],
-                      used: Counter[tuple[str, int]], add: Add) -> None:
+IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
+
+
+def _check_interface_ips(node: Node, iface: Interface, ips: dict[str, list[Node]],
+                         add: Add) -> dict[int, IPInterface]:
+    """Check an interface's ip and ip6; note who holds each address; return
+    the well-formed ones by IP version."""
+    where = f"node {node.name} {node.device(iface.index)}"
+    at = node.defined_at
+    parsed: dict[int, IPInterface] = {}
+    for field_name, address in (("ip", iface.ip), ("ip6", iface.ip6)):
+        if address is None:
+            continue
+        try:
+            addr = ipaddress.ip_interface(address)
+        except ValueError:
+            add("malformed IP", f"{where}: malformed IP {address!r} "
+                "(want ADDRESS/PREFIX)", at)
+            continue
+        if "/" not in address:
+            add("IP without prefix",
+                f"{where}: IP {address} needs a prefix length, e.g. {address}/"
+                f"{24 if addr.version == 4 else 64}", at)
+        if field_name == "ip6" and addr.version != 6:
+            add("ip6 is not IPv6", f"{where}: ip6 {address} is not an IPv6 address", at)
+        ips.setdefault(str(addr.ip), []).append(node)
+        if addr.version in parsed:
+            add("two IPv6 addresses",
+                f"{where}: ip and ip6 are both IPv6; give ip an IPv4 address", at)
+        parsed[addr.version] = addr
+    return parsed
+
+
+def _check_gateways(node: Node, iface: Interface, parsed: dict[int, IPInterface],
+                    add: Add) -> None:
+    where = f"node {node.name} {node.device(iface.index)}"
+    at = node.defined_at
+    for field_name, gateway in (("gateway", iface.gateway), ("gateway6", iface.gateway6)):
+        if not gateway:
+            continue
+        try:
+            gw = ipaddress.ip_address(gateway)
+        except ValueError:
+            add("malformed gateway", f"{where}: malformed {field_name} {gateway!r}", at)
+            continue
+        own = parsed.get(gw.version)
+        if own is None:
+            add("gateway without address", f"{where}: {field_name} {gw} but no "
+                f"IPv{gw.version} address on the interface", at)
+        elif gw not in own.network:
+            add("gateway outside subnet", f"{where}: gateway {gw} is outside {own.network}", at)
+
+
+def _address_holders(by_name: dict[str, Node]) -> dict[str, tuple[Node, int]]:
+    """Which node and interface holds each (well-formed) address."""
     holders: dict[str, tuple[Node, int]] = {}
     for node in by_name.values():
         for iface in node.interfaces:
@@ -406,15 +578,21 @@ def _check_static_arp(topo: Topology, by_name: dict[str, Node],
                     holders[str(ipaddress.ip_interface(address).ip)] = (node, iface.index)
                 except ValueError:
                     continue
+    return holders
+
+
+def _check_static_arp(topo: Topology, by_name: dict[str, Node],
+                      used: Counter[tuple[str, int]], add: Add) -> None:
+    holders = _address_holders(by_name)
     for entry in topo.static_arp:
-        where = f"static ARP entry on {entry.node} eth{entry.iface}"
+        where = f"static ARP entry on {entry.node} {_device(by_name, entry.node, entry.iface)}"
         at = entry.defined_at
         node = by_name.get(entry.node)
         if node is None:
             add("ARP entry on unknown node", f"{where}: no node named {entry.node!r}", at)
         elif node.interface(entry.iface) is None:
             add("ARP entry on missing interface",
-                f"{where}: node {entry.node} has no interface eth{entry.iface}", at)
+                f"{where}: node {entry.node} has no interface {node.device(entry.iface)}", at)
         elif (entry.node, entry.iface) not in used:
             add("ARP entry on unwired interface",
                 f"{where}: the interface is not attached to a link or hub", at)
@@ -448,6 +626,12 @@ def _check_static_arp(topo: Topology, by_name: dict[str, Node],
                     f"{other.device(index)}, which holds {ip}, has MAC {real}", at)
 
 
+def _device(by_name: dict[str, Node], node: str, index: int) -> str:
+    """The guest's name for a node's interface (a listing's start at eth1)."""
+    known = by_name.get(node)
+    return known.device(index) if known else f"eth{index}"
+
+
 def _check_endpoint(where: str, node_name: str, iface: int, by_name: dict[str, Node],
                     add: Add, at: str | None = None) -> Node | None:
     node = by_name.get(node_name)
@@ -455,13 +639,15 @@ def _check_endpoint(where: str, node_name: str, iface: int, by_name: dict[str, N
         add("unknown node", f"{where}: unknown node {node_name!r}", at)
         return None
     if node.interface(iface) is None:
-        add("missing interface", f"{where}: node {node_name} has no interface eth{iface}", at)
+        have = ", ".join(node.device(i.index) for i in node.interfaces) or "none"
+        add("missing interface", f"{where}: node {node_name} has no interface "
+            f"{node.device(iface)} (it has {have})", at)
         return None
     return node
 
 
-def _check_link(link: Link, by_name: dict[str, Node], add: Add, warn: Add) -> None:
-    where = str(link)
+def _check_link(link: Link, where: str, by_name: dict[str, Node], add: Add,
+                warn: Add) -> None:
     at = link.defined_at
     a = _check_endpoint(where, link.a.node, link.a.iface, by_name, add, at)
     b = _check_endpoint(where, link.b.node, link.b.iface, by_name, add, at)
@@ -478,14 +664,20 @@ def _check_link(link: Link, by_name: dict[str, Node], add: Add, warn: Add) -> No
         add("jitter out of range",
             f"{where}: jitter {link.jitter_s:g} s must be between 0 and the delay", at)
     if not 0 <= link.loss <= 1:
-        add("loss out of range", f"{where}: loss {link.loss:g} out of range (0 to 100%)", at)
+        given = link.given.get("loss")
+        # Mininet's loss=5 is 5 percent; selena's number is a ratio.
+        hint = (f"; loss is a ratio: for {given:g} percent (Mininet's loss={given:g}) write "
+                f"loss=\"{given:g}%\"" if isinstance(given, int | float)
+                and not isinstance(given, bool) and 1 < given <= 100 else "")
+        add("loss out of range", f"{where}: loss {link.loss:g} out of range (0 to 100%)"
+            f"{hint}", at)
     if link.queue_packets is not None and not 1 <= link.queue_packets <= QUEUE_MAX_PACKETS:
         add("queue out of range", f"{where}: queue {link.queue_packets} packets out of range "
             f"(1 to {QUEUE_MAX_PACKETS})", at)
     if link.prio and link.rate_bps is None:
         add("priority queue without a rate", f"{where}: prio needs a rate (the priority "
             "queue is where packets wait for the rate limit)", at)
-    _warn_unit_slips(link, warn)
+    _warn_unit_slips(link, where, warn)
     if a is None or b is None:
         return
     by_family_a = {n.version: n for n in interface_networks(a, link.a.iface)}
@@ -496,12 +688,11 @@ def _check_link(link: Link, by_name: dict[str, Node], add: Add, warn: Add) -> No
                 f"({by_family_a[version]} and {by_family_b[version]})", at)
 
 
-def _warn_unit_slips(link: Link, warn: Add) -> None:
-    where = str(link)
+def _warn_unit_slips(link: Link, where: str, warn: Add) -> None:
     at = link.defined_at
     given = link.given
     if given.get("style") == "listing":
-        _warn_listing_slips(link, warn)
+        _warn_listing_slips(link, where, warn)
         return
     loss = given.get("loss")
     if isinstance(loss, int | float) and not isinstance(loss, bool) \
@@ -518,10 +709,9 @@ def _warn_unit_slips(link: Link, warn: Add) -> None:
              f"{_bare_rate_hint(link)}", at)
 
 
-def _warn_listing_slips(link: Link, warn: Add) -> None:
+def _warn_listing_slips(link: Link, where: str, warn: Add) -> None:
     """newLink(a, b, rate, latency) takes Mbit/s and milliseconds (the
     paper's units): advice in those units, with the number to write."""
-    where = str(link)
     at = link.defined_at
     latency = link.given.get("latency_ms")
     if isinstance(latency, int | float) and 0 < latency < 0.001:

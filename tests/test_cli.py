@@ -81,7 +81,7 @@ MISTAKES = [
      "newNode(1, 'H2', NodeType.LINUX_HOST, [(1000, 'RANDOM', '10.0.1.3', '255.255.255.0', '')])\n"
      "newLink((0, 0), (1, 0), 100, 1)\n"
      "setArp(0, 'eth1', '10.0.1.3', 'fe:ff:ff:00:01:99')\n", [], 1,
-     "mine.py:4: static ARP entry on H1 eth0: MAC fe:ff:ff:00:01:99 for 10.0.1.3, but H2 "
+     "mine.py:4: static ARP entry on H1 eth1: MAC fe:ff:ff:00:01:99 for 10.0.1.3, but H2 "
      "eth1, which holds 10.0.1.3, has MAC fe:ff:ff:00:01:03"),
     ("newNode(0, 'H1', NodeType.LINUX_HOST, [])\npushCmd(0, 'ls -l')\n", [], 1,
      "mine.py:2: pushCmd(0, ...): the commands must be a list or a tuple, got 'ls -l'"),
@@ -312,3 +312,98 @@ def test_sigterm_during_run_tears_down_and_records_it(fake_xen, fake_backend, tm
     assert [c["state"] for c in meta["commands"]] == ["exited", "killed"]
     assert fake_xen.domains == {} and fake_xen.bridges == {}
     assert signal.getsignal(signal.SIGTERM) is sentinel_sigterm
+
+
+# -- issue 30: the selena> prompt of `selena run` --------------------------------------
+
+def _stdin(tmp_path: Path, monkeypatch, text: str) -> None:
+    """A real file as stdin (pytest's own has no file descriptor: no prompt)."""
+    path = tmp_path / "stdin.txt"
+    path.write_text(text)
+    handle = path.open()
+    monkeypatch.setattr("sys.stdin", handle)
+
+
+def _fake_ping(tmp_path: Path, monkeypatch) -> None:
+    """The fake guests run commands on this host: a ping that always answers."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ping").write_text("#!/bin/sh\necho \"pinged $*\"\n")
+    (bin_dir / "ping").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+
+
+def test_run_of_a_topology_with_nothing_to_run_opens_the_prompt_on_piped_stdin(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _fake_ping(tmp_path, monkeypatch)
+    _stdin(tmp_path, monkeypatch, "nodes\npingall\na echo b\nlink a b down\nlinks\n"
+                                  "link a b up\nbogus\npy exp.tdf\n")
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, PAIR), "--out", "bundle")
+    assert rc == 0, err
+    assert "available nodes are: \na b\n" in out
+    assert "*** Results: 0% dropped (2/2 received)" in out
+    assert "\n10.0.0.2\n" in out                     # `a echo b`: b's address
+    assert "a-eth0<->b-eth0 (DOWN DOWN)" in out
+    assert "*** unknown command 'bogus': try help" in err and "Traceback" not in err
+    assert "\n1.0\n" in out
+    # Down and up in the link's Dom0 bridge: both ports stop receiving and
+    # forwarding, then both start again; no vif itself is taken down.
+    port_flags = [c[3:] for c in fake_xen.calls if c[:2] == ("ovs-ofctl", "mod-port")]
+    downs = [f for f in port_flags if f[1].startswith("no-")]
+    ups = [f for f in port_flags if f[1] in ("receive", "forward")]
+    assert len(downs) == 4 and sorted(downs) == sorted((v, "no-" + f) for v, f in ups)
+    assert not [c for c in fake_xen.calls if c[:3] == ("ip", "link", "set") and c[-1] == "down"]
+    # End of input ended the run as any other: bundle, then teardown.
+    meta = json.loads((tmp_path / "bundle/meta.json").read_text())
+    assert meta["status"] == "ok"
+    assert [c["command"] for c in meta["commands"]] == [
+        "ping -c 1 -W 1 10.0.0.2", "ping -c 1 -W 1 10.0.0.1", "echo 10.0.0.2"]
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+
+
+def test_run_opens_no_prompt_with_a_test_and_with_cli_after_the_scenario(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _fake_ping(tmp_path, monkeypatch)
+    _stdin(tmp_path, monkeypatch, "a echo from-the-prompt\nexit\n")
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, PAIR), "--test", "pingall",
+                           "--out", "bundle")
+    assert rc == 0, err
+    assert "*** Results: 0% dropped (2/2 received)" in out
+    assert "from-the-prompt" not in out
+    body = PAIR + "\ndef run(exp):\n    exp.cmd('a', 'echo from-the-scenario')\n"
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, body), "--cli", "--out", "bundle2")
+    assert rc == 0, err
+    commands = [c["command"] for c in
+                json.loads((tmp_path / "bundle2/meta.json").read_text())["commands"]]
+    assert commands == ["echo from-the-scenario", "echo from-the-prompt"]
+    assert fake_xen.domains == {}
+
+
+@pytest.mark.parametrize("verb", ["run", "advise"])
+def test_topo_help_states_the_switch_port_limit(capsys, verb):
+    rc, out, _ = run_cli(capsys, verb, "--help")
+    assert rc == 0
+    assert "A switch takes at most 40 ports (a Xen guest's limit" in " ".join(out.split())
+
+
+def test_topo_over_the_port_limit_is_one_line_naming_it(capsys):
+    rc, _, err = run_cli(capsys, "validate", "--topo", "star,5000")
+    assert rc != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, lines          # the count, then the one problem
+    # named by the spec the user wrote (not by selena's own script's line)
+    assert lines[1].strip() == (
+        "--topo star,5000: node s1: 5000 interfaces on links; a Xen guest with 1 vCPU "
+        "takes at most 40 (Xenstore's 1000 entries and 64 grant frames per domain): "
+        "use several switches, e.g. a tree (--topo tree,DEPTH,FANOUT)")
+
+
+def test_plan_shows_a_split_bridge_setup_as_its_commands_in_order(capsys):
+    rc, out, err = run_cli(capsys, "plan", "--topo", "single,40")
+    assert rc == 0, err
+    block = out[out.index("# switch s1, through its agent, 2 commands in order:"):]
+    first, second = block.split("#   # next command\n")
+    assert first.count("#   port ") == 40 and "add-br br0" in first
+    assert second.splitlines()[:2] == ["#   set -e", "#   ip link set br0 up"]

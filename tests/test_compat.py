@@ -107,3 +107,54 @@ def test_packages_on_a_node_type_without_a_debian_image_are_refused(tmp_path):
     bad.write_text('newNode(0, "a", NodeType.DEBIAN_HOST, [], packages="memcached")\n')
     with pytest.raises(ScenarioError, match="the packages must be"):
         load_selena_file(bad)
+
+
+# -- a listing's interfaces are named as its guests name them (eth1 first) ----------------
+
+LISTING_MISTAKES = '''\
+newNode(0, "H1", NodeType.LINUX_HOST, [(1000, "RANDOM", "10.0.1.2", "255.255.255.0", "")],
+        1, "0", "64M")
+newNode(1, "H2", NodeType.LINUX_HOST, [(1000, "RANDOM", "10.0.2.3", "255.255.255.0", ""),
+        (1000, "01:00:00:00:00:01", "", "0.0.0.0", "")], 1, "0", "64M")
+newLink((0, 0), (1, 0), 1000, 0.2)
+newLink((0, 0), (1, 0), 1000, 0.2)
+newLink((0, 0), (1, 1), 1000, 0.2)
+newLink((0, 1), (1, 1), 1000, 0.2)
+'''
+
+
+def test_listing_problems_name_the_guests_devices_never_the_index(tmp_path):
+    from selena.errors import TopologyError
+
+    path = tmp_path / "mine.py"
+    path.write_text(LISTING_MISTAKES)
+    with pytest.raises(TopologyError) as info:
+        validate(load_selena_file(path).topology)
+    text = str(info.value)
+    # newLink((0, 0), (1, 0)): interface 0 of each node, eth1 in both guests
+    assert "mine.py:5: link H1:eth1--H2:eth1: ends are in different subnets" in text
+    assert "duplicate link H1:eth1--H2:eth1 (2 times)" in text
+    assert "interface H1:eth1 is attached to 3 links or hubs" in text
+    # (0, 1): H1's second interface, which would be eth2; it has only eth1
+    assert "mine.py:8: link H1:eth2--H2:eth2: node H1 has no interface eth2 (it has eth1)" \
+        in text
+    assert "node H2 eth2: MAC 01:00:00:00:00:01 is multicast" in text
+    assert "eth0" not in text
+
+
+def test_the_xl_backend_labels_a_listings_vifs_by_the_guests_devices(fake_xen, tmp_path):
+    from selena.backends.xl import XlBackend
+    from selena.plan import make_plan
+
+    topo = load_selena_file(LISTING).topology
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0)
+    backend.deploy(make_plan(topo))
+    labels = sorted(backend.state("paper-listing1").vif_nodes.values())
+    assert labels == ["H1 eth1", "H2 eth1", "Switch eth1", "Switch eth2"]
+
+
+def test_advise_names_a_listings_busiest_link_by_the_guests_devices():
+    from selena.advise import busiest_link
+
+    topo = load_selena_file(LISTING).topology
+    assert busiest_link(topo) == ("link H1:eth1--Switch:eth1", 1000.0)

@@ -40,14 +40,20 @@ def pair(name: str = "pair", tdf: float = TDF) -> Topology:
     return topo
 
 
-def make(fake_xen, tmp_path, topo: Topology | None = None, **kw) -> Experiment:
+class SaidExperiment(Experiment):
+    """An Experiment keeping the progress lines it said."""
+
+    said: list[str]
+
+
+def make(fake_xen, tmp_path, topo: Topology | None = None, **kw) -> SaidExperiment:
     backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
                         host_root=fake_xen.host_root)
     said: list[str] = []
     kw.setdefault("out", tmp_path / "out")
-    exp = Experiment(topo or pair(), backend=backend, templates=None, progress=said.append,
-                     ready_timeout=20, **kw)
-    exp.said = said  # type: ignore[attr-defined]
+    exp = SaidExperiment(topo or pair(), backend=backend, templates=None,
+                         progress=said.append, ready_timeout=20, **kw)
+    exp.said = said
     return exp
 
 
@@ -475,3 +481,23 @@ def test_the_end_of_a_run_waits_at_most_finish_limit(fake_xen, tmp_path):
     assert json.loads((tmp_path / "out/meta.json").read_text())["status"] == "failed"
     with pytest.raises(ValidationError, match="finish_limit"):
         make(fake_xen, tmp_path, finish_limit=-1)
+
+
+def test_pause_and_resume_keep_guests_alive_and_virtual_time_still(fake_xen, tmp_path):
+    """Frozen guests (the fake stops their agents) send no heartbeat: not a
+    lost guest; the virtual clock stands still while paused."""
+    exp = make(fake_xen, tmp_path, pair(tdf=2))
+    with exp:
+        exp.controller.lost_after = 3.0     # the agents beat every second
+        handle = exp.start("h1", "sleep 0.5; echo done", timeout=30)
+        at = exp.pause()
+        assert exp.paused and {d.frozen for d in fake_xen.domains.values()} == {True}
+        time.sleep(4.5)                     # > lost_after without a heartbeat
+        assert exp.now() == at
+        assert exp.resume() == at
+        result = exp.wait(handle)
+        assert (result.state, result.stdout) == ("exited", b"done\n"), result.summary()
+        assert not exp.paused and {d.frozen for d in fake_xen.domains.values()} == {False}
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert [seg["tdf"] for seg in meta["tdf_timeline"]] == [2.0, 2.0]
+    assert meta["commands"][0]["state"] == "exited"

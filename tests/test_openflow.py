@@ -4,17 +4,19 @@ sequence the Switches helper drives through the control channel."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 
 from selena.control.channel import CommandHandle, CommandResult
-from selena.errors import BackendError, TopologyError
+from selena.errors import BackendError, TopologyError, ValidationError
 from selena.model import Topology
 from selena.openflow import (
     MODEL_LISTEN,
     Switches,
     bridge_script,
+    bridge_scripts,
     flow_scripts,
     model_command,
     switch_setups,
@@ -142,19 +144,17 @@ class FakeController:
         self.submitted.append((node, spec))
         handle = CommandHandle(node, f"c{len(self.submitted)}", spec, 0.0)
         if spec.argv[:3] != ("python3", "-m", "ofmodel"):
-            handle._result = CommandResult(node, handle.id, spec.describe(), "exited",
-                                           exit_code=self.exit_code, stderr=b"ovs-vsctl: boom")
-            handle._done.set()
+            handle.complete(CommandResult(node, handle.id, spec.describe(), "exited",
+                                          exit_code=self.exit_code, stderr=b"ovs-vsctl: boom"))
         return handle
 
     def wait(self, handle, timeout=None):
-        assert handle._done.wait(1), "waited for a command that never ends"
-        return handle._result
+        assert handle.wait_done(1), "waited for a command that never ends"
+        return handle.result
 
     def kill(self, handle, signal=15):
         self.killed.append(handle.id)
-        handle._result = CommandResult(handle.guest, handle.id, "model", "killed", signal=15)
-        handle._done.set()
+        handle.complete(CommandResult(handle.guest, handle.id, "model", "killed", signal=15))
 
 
 def test_switches_start_the_model_before_the_bridge_and_swap_profiles():
@@ -193,9 +193,8 @@ def test_a_failed_bridge_setup_or_a_dead_model_is_an_error():
     switches = Switches(ctl, switch_setups(fig11()))
     switches.configure()
     model = switches.models["s1"]
-    model._result = CommandResult("s1", model.id, "model", "exited", exit_code=2,
-                                  stderr=b"profile: bad field")
-    model._done.set()
+    model.complete(CommandResult("s1", model.id, "model", "exited", exit_code=2,
+                                 stderr=b"profile: bad field"))
     with pytest.raises(BackendError, match="the switch model stopped .*bad field"):
         switches.check_models()
 
@@ -250,15 +249,106 @@ def test_bad_static_flows_are_named(change, message):
     assert message in str(info.value)
 
 
-def test_a_switch_of_32_ports_is_set_up_by_one_command_and_33_are_refused():
+def test_a_switch_of_32_ports_is_set_up_by_one_command_as_before():
     from selena.control.protocol import CommandSpec
     from selena.topologies import star
 
     (setup,) = switch_setups(star(32))
+    assert bridge_scripts(setup) == [bridge_script(setup)]
     CommandSpec(shell=bridge_script(setup)).encode()       # fits one Xenstore node
-    validate(star(32))
-    with pytest.raises(TopologyError, match="node s1: 33 ports; a switch guest"):
-        validate(star(33))
+
+
+def _split(setup):
+    """The bridge setup's commands, each checked to fit one Xenstore node."""
+    from selena.control.protocol import SPEC_MAX_BYTES, CommandSpec
+
+    scripts = bridge_scripts(setup)
+    for script in scripts:
+        assert len(CommandSpec(shell=script).encode()) <= SPEC_MAX_BYTES
+        assert script.startswith("set -e\n")
+    return scripts
+
+
+@pytest.mark.parametrize("controller", [False, True])
+def test_more_ports_than_one_command_holds_go_in_several_in_order(controller):
+    from selena.topologies import star
+
+    # 100 ports (past the guest limit validation enforces) to force three
+    # commands; with a controller the wait for it comes last.
+    setup = dataclasses.replace(switch_setups(star(100))[0],
+                                controller="tcp:10.9.0.2:6653" if controller else None)
+    scripts = _split(setup)
+    assert len(scripts) == 3
+    assert "add-br br0" in scripts[0] and all("add-br" not in s for s in scripts[1:])
+    # every port exactly once, in order, each in a command that defines port()
+    sent = [line for s in scripts for line in s.splitlines() if line.startswith("port ")]
+    assert sent == [f"port {mac} {number}" for number, mac in setup.ports]
+    for script in scripts:
+        if "\nport " in script:
+            assert script.index("port() {") < script.index("\nport ")
+    # the bridge comes up (and connects) only after its last port
+    last = scripts[-1]
+    assert last.index(f"port {setup.ports[-1][1]}") < last.index("ip link set br0 up")
+    assert sum(s.count("ip link set br0 up") for s in scripts) == 1
+    if controller:
+        assert last.rstrip().endswith("sleep 0.1; done")
+        assert last.index("ip link set br0 up") < last.index("set-controller br0")
+
+
+def test_forty_ports_pass_validation_and_take_two_commands():
+    from selena.topologies import single
+
+    topo = single(40)
+    validate(topo)
+    (setup,) = switch_setups(topo)
+    assert len(setup.ports) == 40
+    scripts = _split(setup)
+    from selena.control.protocol import SPEC_MAX_BYTES, CommandSpec
+
+    # in one piece it is over the limit, so it is split: two commands
+    with pytest.raises(ValidationError, match=f"at most {SPEC_MAX_BYTES}"):
+        CommandSpec(shell=bridge_script(setup)).encode()
+    assert len(scripts) == 2
+    assert "".join(scripts).count("\nport ") == 40
+
+
+def test_switches_run_a_split_setup_in_rounds_and_name_the_failed_command():
+    from selena.topologies import single
+
+    topo = single(40)
+    ctl = FakeController()
+    lines: list[str] = []
+    Switches(ctl, switch_setups(topo)).configure(progress=lines.append)
+    sent = [spec.shell for _, spec in ctl.submitted]
+    assert sent == bridge_scripts(switch_setups(topo)[0])
+    assert lines == ["switch s1: 40 ports, standalone"]
+
+    with pytest.raises(BackendError, match=r"switch s1: bridge setup \(command 1 of 2\) "
+                                           r"failed .*boom"):
+        Switches(FakeController(exit_code=1), switch_setups(topo)).configure()
+
+
+def test_switches_wait_for_each_command_before_sending_the_next():
+    """A switch's second command is submitted only once its first has ended;
+    another switch's first command goes with the first round."""
+    from selena.topologies import single
+
+    big = switch_setups(single(40))[0]
+    small = dataclasses.replace(switch_setups(fig11(None))[0], node="s2")
+    order: list[str] = []
+
+    class Recording(FakeController):
+        def submit(self, node, spec):
+            order.append(f"submit {node} {len(self.submitted)}")
+            return super().submit(node, spec)
+
+        def wait(self, handle, timeout=None):
+            order.append(f"wait {handle.guest} {handle.id}")
+            return super().wait(handle, timeout)
+
+    Switches(Recording(), [big, small]).configure()
+    assert order == ["submit s1 0", "submit s2 1", "wait s1 c1", "wait s2 c2",
+                     "submit s1 2", "wait s1 c3"]
 
 
 def test_long_flow_tables_are_split_into_commands_that_each_fit():

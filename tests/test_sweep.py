@@ -19,6 +19,7 @@ from selena.experiment import Experiment
 from selena.model import Topology
 from selena.sweep import (
     SUMMARY_COLUMNS,
+    RunOutcome,
     SweepPlan,
     SweepRun,
     analyze,
@@ -53,7 +54,8 @@ def rtts(tdf: float, seed: int) -> list[float]:
     return [EXPECTED_RTT + 8.0 / tdf + rng.gauss(0, 0.3) for _ in range(30)]
 
 
-def synthetic_sweep(out: Path, tdfs=(1, 5, 10), repeat: int = 2) -> list:
+def synthetic_sweep(out: Path, tdfs=(1, 5, 10),
+                    repeat: int = 2) -> tuple[list[RunOutcome], list[str]]:
     plan = SweepPlan("scenarios/demo.py", list(tdfs), repeat, {"rate_mbit": 20})
 
     def run_one(run: SweepRun, bundle: Path) -> None:

@@ -236,5 +236,5 @@ def test_a_newnode_address_it_cannot_read_is_one_line(tmp_path, capsys, ip, mask
                     f'"{mask}", "")])\n')
     assert main(["validate", str(path)]) == 1
     err = capsys.readouterr().err
-    assert f"bad.py:1: newNode 'h1' interface 0: {message}" in err
+    assert f"bad.py:1: newNode 'h1' interface 0 (eth1): {message}" in err
     assert len(err.strip().splitlines()) == 1 and "0.0.0.0" not in err

@@ -324,3 +324,115 @@ def test_a_coarse_real_cpu_cap_is_a_warning():
                                "Xen's cap is whole percent, so 2% (+28% CPU speed)")
     topo.tdf = 10
     assert validate(topo) == []
+
+
+# -- how many interfaces a guest takes ---------------------------------------------------
+
+
+def _problems(topo, **kwargs):
+    with pytest.raises(TopologyError) as info:
+        validate(topo, **kwargs)
+    return info.value
+
+
+def test_the_interface_limit_follows_xenstore_and_the_grant_table():
+    from selena.validate import MAX_SWITCH_PORTS, max_interfaces
+
+    # 1 queue: Xenstore (1000 - 25 - 200) // 19 = 40, before grants' 32760 // 514 = 63;
+    # queues (one per vCPU, up to 8) take grants and entries each.
+    assert MAX_SWITCH_PORTS == max_interfaces(1) == 40
+    assert [max_interfaces(v) for v in (2, 4, 8, 64)] == [31, 15, 7, 7]
+
+
+@pytest.mark.parametrize("hosts", [100, 5000])
+def test_a_switch_with_too_many_ports_is_one_problem_named_first(hosts):
+    from selena.topologies import single
+
+    error = _problems(single(hosts), host=HostInfo("xl", cpus=8, free_memory_mb=1_000_000))
+    assert len(error.problems) == 1, error.problems[:5]
+    assert error.problems[0].endswith(
+        f"node s1: {hosts} interfaces on links; a Xen guest with 1 vCPU takes at most 40 "
+        "(Xenstore's 1000 entries and 64 grant frames per domain): use several switches, "
+        "e.g. a tree (--topo tree,DEPTH,FANOUT)")
+    assert str(error).count("interfaces on links") == 1
+    assert "\n" not in error.problems[0]
+
+
+def test_the_limit_comes_first_before_other_real_problems():
+    from selena.topologies import star
+
+    topo = star(5000)
+    topo.tdf = 0                        # an unrelated mistake, found in the same pass
+    error = _problems(topo, host=HostInfo("xl", cpus=8, free_memory_mb=1024))
+    kinds = [p.kind for p in error.details]
+    assert kinds[0] == "too many interfaces"
+    assert kinds.count("too many interfaces") == 1
+    # nothing that follows from it: no index out of range, no repeated derived MAC
+    assert set(kinds) == {"too many interfaces", "bad TDF", "not enough memory"}
+    # the first line shown after the count
+    assert "node s1: 5000 interfaces on links" in str(error).splitlines()[1]
+
+
+def test_forty_ports_are_valid_and_the_limit_depends_on_vcpus():
+    from selena.topologies import single
+
+    validate(single(40))
+    validate(single_with_vcpus(31, 2))
+    error = _problems(single_with_vcpus(32, 2))
+    assert "node s1: 32 interfaces on links; a Xen guest with 2 vCPUs takes at most 31" \
+        in str(error)
+
+
+def single_with_vcpus(hosts, vcpus):
+    from selena.topologies import single
+
+    topo = single(hosts)
+    topo.nodes["s1"].vcpus = vcpus
+    return topo
+
+
+def test_a_host_with_too_many_links_is_told_to_take_fewer():
+    topo = Topology("exp")
+    router = topo.add_host("r1")
+    for i in range(41):
+        topo.add_link(router, topo.add_host(f"h{i}"))
+    error = _problems(topo)
+    assert "node r1: 41 interfaces on links; a Xen guest with 1 vCPU takes at most 40 " \
+           "(Xenstore's 1000 entries and 64 grant frames per domain): give it fewer links" \
+        in str(error)
+
+
+def test_a_switch_of_40_ports_has_network_directives_that_fit_one_xenstore_value():
+    from selena.control.protocol import SPEC_MAX_BYTES
+    from selena.plan import make_plan
+    from selena.topologies import single
+
+    def net(hosts):
+        return next(g for g in make_plan(single(hosts)).guests if g.node == "s1").net
+
+    # Each port's name and queue length would take 2509 bytes; the default
+    # queue lengths go once they would not fit (and only then: 3 ports keep them).
+    big = net(40)
+    assert len(big.encode()) <= SPEC_MAX_BYTES
+    assert big.count("\nname ") + big.startswith("name ") == 40
+    assert "txqueuelen" not in big
+    assert net(3).count("txqueuelen") == 3
+
+
+def test_network_directives_too_long_for_one_xenstore_value_are_named():
+    # A router's name and address line per interface: 29 fit, 36 do not.
+    validate(_router(29))
+    error = _problems(_router(36))
+    assert len(error.problems) == 1
+    assert "node r1: its interface names, addresses, routes and static ARP entries take " \
+           "2319 bytes, more than one Xenstore value holds (1920): give it fewer " \
+           "interfaces, addresses or ARP entries" in error.problems[0]
+
+
+def _router(interfaces):
+    topo = Topology("exp")
+    r = topo.add_host("r1")
+    for i in range(interfaces):
+        r.add_interface(i, f"10.{i}.0.1/24")
+        topo.add_link((r, i), topo.add_host(f"h{i}", ip=f"10.{i}.0.2/24"))
+    return topo

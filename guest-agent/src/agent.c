@@ -21,9 +21,10 @@
 #include <unistd.h>
 #include <dirent.h>
 
-#include "net.h"
+#include "netconf.h"
 #include "spec.h"
 #include "xs.h"
+#include "xstool.h"
 
 #define MAX_CMDS 64
 #define CHUNK_BYTES 2048
@@ -36,7 +37,6 @@
  */
 #define TOTAL_WINDOW_CHUNKS 512
 #define EOF_GRACE_NS 2000000000ull  /* after exit, wait this long for pipe EOF */
-#define NET_WAIT_NS 10000000000ull
 /* A refused final state is tried again this often, after 10, 20, 40 ms. */
 #define FINAL_TRIES 4
 #define FINAL_BACKOFF_MS 10
@@ -610,170 +610,22 @@ static void enforce_timeouts(uint64_t mono)
     }
 }
 
-/* ---- boot-time network configuration ---- */
+/* ---- session start: network, warm start ---- */
 
-static int ifname_of(const char *mac, char *name, size_t len)
-{
-    DIR *d = opendir("/sys/class/net");
-    struct dirent *e;
-    int found = 0;
-
-    if ( !d )
-        return 0;
-    while ( !found && (e = readdir(d)) )
-    {
-        char path[300], addr[32];
-        FILE *f;
-
-        if ( e->d_name[0] == '.' )
-            continue;
-        snprintf(path, sizeof(path), "/sys/class/net/%s/address", e->d_name);
-        f = fopen(path, "r");
-        if ( !f )
-            continue;
-        if ( fgets(addr, sizeof(addr), f) && strncasecmp(addr, mac, 17) == 0 &&
-             strlen(e->d_name) < len )
-        {
-            memcpy(name, e->d_name, strlen(e->d_name) + 1);
-            found = 1;
-        }
-        fclose(f);
-    }
-    closedir(d);
-    return found;
-}
-
-static int run_argv(char *const argv[])
-{
-    int status;
-    pid_t pid = fork();
-
-    if ( pid < 0 )
-        return -1;
-    if ( pid == 0 )
-    {
-        sigprocmask(SIG_UNBLOCK, &sigchld_set, NULL);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    if ( waitpid(pid, &status, 0) < 0 )
-        return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static int apply_directive(const struct net_directive *d, char *detail, size_t dlen)
-{
-    char ifname[64] = "";
-    uint64_t deadline = now_ns(CLOCK_MONOTONIC) + NET_WAIT_NS;
-    int rc = 0;
-
-    if ( d->kind != NET_ROUTE )
-    {
-        struct timespec pause = { 0, 100000000 };
-
-        while ( !ifname_of(d->mac, ifname, sizeof(ifname)) )
-        {
-            if ( now_ns(CLOCK_MONOTONIC) > deadline )
-            {
-                snprintf(detail, dlen, "no interface with MAC %s", d->mac);
-                return -1;
-            }
-            nanosleep(&pause, NULL);
-        }
-    }
-    switch ( d->kind )
-    {
-    case NET_NAME:
-        if ( net_rename(ifname, d->arg1) )
-        {
-            snprintf(detail, dlen, "cannot rename %s to %s: %s", ifname, d->arg1,
-                     strerror(errno));
-            return -1;
-        }
-        break;
-    case NET_ADDR:
-    {
-        char *const add[] = { "ip", "addr", "add", (char *)d->arg1, "dev", ifname, NULL };
-        char *const up[] = { "ip", "link", "set", ifname, "up", NULL };
-
-        if ( strchr(d->arg1, ':') )
-            net_no_dad(ifname);
-        rc = run_argv(add) || run_argv(up);
-        break;
-    }
-    case NET_MTU:
-    {
-        char *const a[] = { "ip", "link", "set", ifname, "mtu", (char *)d->arg1, NULL };
-
-        rc = run_argv(a);
-        break;
-    }
-    case NET_TXQUEUELEN:
-    {
-        char *const a[] = { "ip", "link", "set", ifname, "qlen", (char *)d->arg1, NULL };
-
-        rc = run_argv(a);
-        break;
-    }
-    case NET_ROUTE:
-    {
-        char *const a[] = { "ip", strchr(d->arg2, ':') ? "-6" : "-4", "route", "replace",
-                            (char *)d->arg1, "via", (char *)d->arg2, NULL };
-
-        rc = run_argv(a);
-        break;
-    }
-    case NET_ARP:
-        if ( net_set_neighbour(ifname, d->arg1, d->arg2) )
-        {
-            snprintf(detail, dlen, "cannot set neighbour %s on %s: %s", d->arg1, ifname,
-                     strerror(errno));
-            return -1;
-        }
-        break;
-    }
-    if ( rc )
-        snprintf(detail, dlen, "ip failed (status %d)", rc);
-    return rc ? -1 : 0;
-}
-
+/* Apply the network directives (netconf.c) and report on agent/net. */
 static void configure_network(void)
 {
-    char *buf, *line, *next, detail[200], esc[600];
+    char *buf, result[700];
     size_t len;
-    unsigned int index = 0;
 
     if ( get("net", &buf, &len) )
     {
         put("agent/net", "ok");
         return;
     }
-    for ( line = buf; line && *line; line = next )
-    {
-        struct net_directive d;
-        size_t n;
-
-        next = strchr(line, '\n');
-        n = next ? (size_t)(next - line) : strlen(line);
-        if ( next )
-            next++;
-        if ( n == 0 )
-            continue;
-        if ( net_parse_line(line, n, &d, detail, sizeof(detail)) ||
-             apply_directive(&d, detail, sizeof(detail)) )
-        {
-            char value[700];
-
-            snprintf(value, sizeof(value), "failed %u %s", index,
-                     escape(detail, esc, sizeof(esc)));
-            put("agent/net", value);
-            free(buf);
-            return;
-        }
-        index++;
-    }
+    netconf_apply(buf, result, sizeof(result));
     free(buf);
-    put("agent/net", "ok");
+    put("agent/net", result);
 }
 
 /*
@@ -890,6 +742,127 @@ static int next_timeout_ms(uint64_t mono)
     return (int)((soonest - mono) / 1000000ull + 1);
 }
 
+/* Handle the events queued on the connection; after lost ones, re-read
+ * everything that events would announce. */
+static void dispatch_events(void)
+{
+    struct xs_event ev;
+    unsigned int i;
+
+    while ( xs_next_event(&xs, &ev) )
+    {
+        if ( strcmp(ev.token, WATCH_TOKEN) == 0 )
+            handle_event(ev.path);
+        else if ( strcmp(ev.token, VERSION_TOKEN) == 0 )
+            version_changed();
+        free(ev.path);
+        free(ev.token);
+    }
+    if ( xs.ev_dropped )
+    {
+        xs.ev_dropped = 0;
+        rescan();
+        for ( i = 0; i < MAX_CMDS; i++ )
+            if ( cmds[i].used )
+            {
+                read_ack(&cmds[i]);
+                read_kill(&cmds[i]);
+            }
+    }
+}
+
+/* Kill commands past their timeout; drain what exited ones left in their
+ * pipes once the EOF grace is over; finish the commands that are done. */
+static void advance_commands(uint64_t mono)
+{
+    unsigned int i;
+
+    enforce_timeouts(mono);
+    for ( i = 0; i < MAX_CMDS; i++ )
+    {
+        struct cmd *c = &cmds[i];
+        unsigned int k;
+
+        if ( !c->used )
+            continue;
+        for ( k = 0; k < 2; k++ )
+            if ( c->exited && mono >= c->end_mono + EOF_GRACE_NS )
+                pump_stream(c, k, 1);
+        finish_if_done(c);
+    }
+}
+
+/* What serve() polls: the xenbus device, SIGCHLD, the heartbeat timer, then
+ * each output pipe whose window is open (its command and stream alongside). */
+struct poll_set {
+    struct pollfd pfd[3 + 2 * MAX_CMDS];
+    struct cmd *owner[3 + 2 * MAX_CMDS];
+    unsigned int which[3 + 2 * MAX_CMDS];
+    unsigned int n;
+};
+
+static void fill_poll_set(struct poll_set *ps, int sfd, int tfd)
+{
+    unsigned int i;
+
+    ps->n = 0;
+    ps->pfd[ps->n++] = (struct pollfd){ .fd = xs.fd, .events = POLLIN };
+    ps->pfd[ps->n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+    ps->pfd[ps->n++] = (struct pollfd){ .fd = tfd, .events = POLLIN };
+    for ( i = 0; i < MAX_CMDS; i++ )
+    {
+        unsigned int k;
+
+        if ( !cmds[i].used )
+            continue;
+        for ( k = 0; k < 2; k++ )
+            if ( window_open(&cmds[i].out[k]) )
+            {
+                ps->owner[ps->n] = &cmds[i];
+                ps->which[ps->n] = k;
+                ps->pfd[ps->n++] = (struct pollfd){ .fd = cmds[i].out[k].fd,
+                                                    .events = POLLIN };
+            }
+    }
+}
+
+/* Act on what poll() found ready. Returns 0, or 1 when the xenbus
+ * connection failed (fatal). */
+static int handle_ready(const struct poll_set *ps, int sfd, int tfd)
+{
+    unsigned int i;
+    int rc;
+
+    if ( ps->pfd[0].revents )
+    {
+        rc = xs_pump(&xs);
+        if ( rc )
+        {
+            logmsg("xenbus: %s", strerror(-rc));
+            return 1;
+        }
+    }
+    if ( ps->pfd[1].revents )
+    {
+        struct signalfd_siginfo si;
+
+        while ( read(sfd, &si, sizeof(si)) == sizeof(si) )
+            ;
+        reap();
+    }
+    if ( ps->pfd[2].revents )
+    {
+        uint64_t ticks;
+
+        if ( read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks) )
+            heartbeat();
+    }
+    for ( i = 3; i < ps->n; i++ )
+        if ( ps->pfd[i].revents )
+            pump_stream(ps->owner[i], ps->which[i], 0);
+    return 0;
+}
+
 static int serve(void)
 {
     struct itimerspec every_second = { { 1, 0 }, { 1, 0 } };
@@ -905,105 +878,25 @@ static int serve(void)
     heartbeat();
     for ( ;; )
     {
-        struct pollfd pfd[3 + 2 * MAX_CMDS];
-        struct cmd *owner[3 + 2 * MAX_CMDS];
-        unsigned int which[3 + 2 * MAX_CMDS];
-        unsigned int n = 0, i;
-        struct xs_event ev;
+        struct poll_set ps;
         uint64_t mono;
         int rc;
 
-        while ( xs_next_event(&xs, &ev) )
-        {
-            if ( strcmp(ev.token, WATCH_TOKEN) == 0 )
-                handle_event(ev.path);
-            else if ( strcmp(ev.token, VERSION_TOKEN) == 0 )
-                version_changed();
-            free(ev.path);
-            free(ev.token);
-        }
-        if ( xs.ev_dropped )
-        {
-            /* Lost events: re-read everything that events would announce. */
-            xs.ev_dropped = 0;
-            rescan();
-            for ( i = 0; i < MAX_CMDS; i++ )
-                if ( cmds[i].used )
-                {
-                    read_ack(&cmds[i]);
-                    read_kill(&cmds[i]);
-                }
-        }
+        dispatch_events();
         mono = now_ns(CLOCK_MONOTONIC);
-        enforce_timeouts(mono);
-        for ( i = 0; i < MAX_CMDS; i++ )
-        {
-            struct cmd *c = &cmds[i];
-            unsigned int k;
-
-            if ( !c->used )
-                continue;
-            for ( k = 0; k < 2; k++ )
-                if ( c->exited && mono >= c->end_mono + EOF_GRACE_NS )
-                    pump_stream(c, k, 1);
-            finish_if_done(c);
-        }
-
-        pfd[n++] = (struct pollfd){ .fd = xs.fd, .events = POLLIN };
-        pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-        pfd[n++] = (struct pollfd){ .fd = tfd, .events = POLLIN };
-        for ( i = 0; i < MAX_CMDS; i++ )
-        {
-            unsigned int k;
-
-            if ( !cmds[i].used )
-                continue;
-            for ( k = 0; k < 2; k++ )
-                if ( window_open(&cmds[i].out[k]) )
-                {
-                    owner[n] = &cmds[i];
-                    which[n] = k;
-                    pfd[n++] = (struct pollfd){ .fd = cmds[i].out[k].fd,
-                                                .events = POLLIN };
-                }
-        }
+        advance_commands(mono);
+        fill_poll_set(&ps, sfd, tfd);
+        /* Events queued by what ran above: handle them before sleeping. */
         if ( xs.ev_count )
             continue;
-        rc = poll(pfd, n, next_timeout_ms(mono));
+        rc = poll(ps.pfd, ps.n, next_timeout_ms(mono));
         if ( rc < 0 && errno != EINTR )
         {
             logmsg("poll: %s", strerror(errno));
             return 1;
         }
-        if ( rc <= 0 )
-            continue;
-        if ( pfd[0].revents )
-        {
-            rc = xs_pump(&xs);
-            if ( rc )
-            {
-                logmsg("xenbus: %s", strerror(-rc));
-                return 1;
-            }
-        }
-        if ( pfd[1].revents )
-        {
-            struct signalfd_siginfo si;
-
-            while ( read(sfd, &si, sizeof(si)) == sizeof(si) )
-                ;
-            reap();
-        }
-        if ( pfd[2].revents )
-        {
-            uint64_t ticks;
-
-            if ( read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks) )
-                heartbeat();
-        }
-        for ( i = 3; i < n; i++ )
-            if ( pfd[i].revents )
-                pump_stream(owner[i], which[i], 0);
+        if ( rc > 0 && handle_ready(&ps, sfd, tfd) )
+            return 1;
     }
 }
 
@@ -1133,96 +1026,6 @@ static int open_xenbus(const char *device)
     return rc;
 }
 
-/* `selena-agent xs read|write|rm|ls PATH [VALUE]`: a Xenstore client for
- * tests inside guests (permission checks); prints the error name on failure. */
-/*
- * `selena-agent xs echo PING PONG COUNT`: the control channel's floor for
- * `selena lab bench-control`. Writes "ready" to PONG, then copies each new
- * value of PING to PONG, COUNT times: a Xenstore round trip with a watch on
- * each side and no process started.
- */
-static int xs_echo(const char *ping, const char *pong, long count)
-{
-    struct pollfd pfd = { .fd = xs.fd, .events = POLLIN };
-    char *last = NULL;
-    int rc = xs_watch(&xs, ping, "selena-echo");
-
-    if ( rc == 0 )
-        rc = xs_write_str(&xs, pong, "ready");
-    while ( rc == 0 && count > 0 )
-    {
-        struct xs_event ev;
-        char *val;
-        size_t len;
-
-        while ( !xs.ev_count && rc == 0 )
-        {
-            if ( poll(&pfd, 1, -1) < 0 && errno != EINTR )
-                rc = -errno;
-            else if ( pfd.revents & POLLIN )
-                rc = xs_pump(&xs);
-        }
-        while ( rc == 0 && xs_next_event(&xs, &ev) )
-        {
-            free(ev.path);
-            free(ev.token);
-        }
-        if ( rc || xs_read(&xs, ping, &val, &len) )
-            continue;               /* not written yet: the watch's first firing */
-        if ( !last || strcmp(val, last) != 0 )
-        {
-            rc = xs_write_str(&xs, pong, val);
-            count--;
-        }
-        free(last);
-        last = val;
-    }
-    free(last);
-    return rc;
-}
-
-static int xs_tool(int argc, char **argv, const char *device)
-{
-    char *val = NULL;
-    size_t len = 0;
-    int rc;
-
-    if ( argc < 2 || open_xenbus(device) )
-        return 2;
-    if ( strcmp(argv[0], "echo") == 0 && argc == 4 )
-        rc = xs_echo(argv[1], argv[2], strtol(argv[3], NULL, 10));
-    else if ( strcmp(argv[0], "read") == 0 )
-        rc = xs_read(&xs, argv[1], &val, &len);
-    else if ( strcmp(argv[0], "ls") == 0 )
-        rc = xs_directory(&xs, argv[1], &val, &len);
-    else if ( strcmp(argv[0], "write") == 0 && argc == 3 )
-        rc = xs_write_str(&xs, argv[1], argv[2]);
-    else if ( strcmp(argv[0], "rm") == 0 )
-        rc = xs_rm(&xs, argv[1]);
-    else
-    {
-        fprintf(stderr, "usage: selena-agent xs read|ls|rm PATH | write PATH VALUE | "
-                "echo PING PONG COUNT\n");
-        return 2;
-    }
-    if ( rc )
-    {
-        printf("%s\n", xs_errname(rc));
-        return 1;
-    }
-    if ( val )
-    {
-        size_t i;
-
-        for ( i = 0; i < len; i++ )
-            putchar(val[i] ? val[i] : '\n');
-        if ( len && val[len - 1] )
-            putchar('\n');
-        free(val);
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     const char *device = "/dev/xen/xenbus";
@@ -1240,7 +1043,11 @@ int main(int argc, char **argv)
     sigemptyset(&sigchld_set);
     sigaddset(&sigchld_set, SIGCHLD);
     if ( argc > 1 && strcmp(argv[1], "xs") == 0 )
-        return xs_tool(argc - 2, argv + 2, device);
+    {
+        if ( argc < 4 || open_xenbus(device) )
+            return 2;
+        return xs_tool(&xs, argc - 2, argv + 2);
+    }
     if ( argc > 1 )
     {
         fprintf(stderr, "usage: selena-agent [--device PATH] [xs ...]\n");

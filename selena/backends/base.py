@@ -1,10 +1,11 @@
 """The interface every backend offers, so the experiment lifecycle, the CLI
 and tests do not depend on xl.
 
-A backend turns a Plan into running guests, tells the lifecycle how to reach
-them (the xenstored the control channel connects to), injects
-faults, and removes exactly what it made. Backends are chosen by name
-(`selena.backends.get_backend("xl")`, `--backend xl`).
+A backend turns a Plan into running guests, gives the lifecycle a command
+channel into them (selena.control.interface.CommandChannel), injects
+faults, and removes exactly what it made. How it reaches its guests (Xen's
+Xenstore, Mininet's namespaces) is its own business. Backends are chosen
+by name (`selena.backends.get_backend("xl")`, `--backend xl`).
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from selena.control.channel import DEFAULT_OUTPUT_CAP
+from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
 from selena.hostinfo import HostInfo
 from selena.plan import Plan
 
 if TYPE_CHECKING:
-    from selena.control.channel import Controller
-    from selena.control.xenstore import XenstoreConnection
+    from selena.capture import CaptureSource
+    from selena.model import Link
 
 Progress = Callable[[str], None]
+CAPTURE_REFUSED = ("the {name} backend cannot capture links (exp.capture, --capture); "
+                   "run tcpdump -w inside a host instead")
 
 
 @dataclass
@@ -91,18 +94,14 @@ class Backend(abc.ABC):
     dilates: bool = True        # guests perceive the TDF (False: real time only)
     guest_agents: bool = True   # nodes run selena's agent (guest shaping, switch set-up)
     captures_links: bool = False  # capture_links works (the packet-spacing check)
+    link_capture: bool = False  # capture_source works (exp.capture, --capture)
 
-    def command_channel(self, tdf: float, output_cap: int = DEFAULT_OUTPUT_CAP) -> Controller:
-        """What runs commands in the nodes: the Xenstore control channel to
-        the guest agents, on a connection of its own to this backend's
-        xenstored (closed with the controller), so that nothing the guests do
-        to the channel reaches the connection teardown uses; `output_cap`
-        bytes of each command's stdout and of its stderr are kept."""
-        from selena.control.channel import Controller
-
-        shared = self.xenstore()
-        return Controller.connect(shared.path, timeout=shared.timeout, tdf=tdf,
-                                  output_cap=output_cap)
+    @abc.abstractmethod
+    def command_channel(self, tdf: float,
+                        output_cap: int = DEFAULT_OUTPUT_CAP) -> CommandChannel:
+        """A new channel that runs commands in the nodes (closed by the
+        caller), for nodes running at `tdf`; `output_cap` bytes of each
+        command's stdout and of its stderr are kept."""
 
     @abc.abstractmethod
     def host_info(self) -> HostInfo:
@@ -149,10 +148,13 @@ class Backend(abc.ABC):
         """Restart every guest's virtual time at one real instant, losing
         none; returns (virtual ns, real ns)."""
 
-    @abc.abstractmethod
-    def xenstore(self) -> XenstoreConnection:
-        """The Xenstore connection this backend uses (the control channel
-        opens its own to the same xenstored)."""
+    def set_link(self, experiment: str, link: Link, up: bool,
+                 progress: Progress | None = None) -> None:
+        """Take one link of a running experiment down (nothing passes either
+        way; its shaping is kept) or bring it back up."""
+        from selena.errors import BackendError
+
+        raise BackendError(f"the {self.name} backend cannot take links down or up")
 
     @abc.abstractmethod
     def crash(self, deployment: Deployment, node: str) -> None:
@@ -188,6 +190,13 @@ class Backend(abc.ABC):
         from selena.errors import BackendError
 
         raise BackendError(f"the {self.name} backend cannot capture frames on its links")
+
+    def capture_source(self, experiment: str, link: Link, node: str) -> CaptureSource:
+        """The Dom0 interface on which `link` is captured at its end on
+        `node` (exp.capture): every frame of the link, both ways, passes it."""
+        from selena.errors import BackendError
+
+        raise BackendError(CAPTURE_REFUSED.format(name=self.name))
 
     @abc.abstractmethod
     def close(self) -> None:

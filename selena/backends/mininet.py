@@ -23,10 +23,12 @@ from typing import IO, Any
 
 from selena.backends.base import Backend, Deployment, LoadSample, Progress
 from selena.baseline import MnNet, translate
-from selena.control.channel import DEFAULT_OUTPUT_CAP, CommandHandle, CommandResult
+from selena.control.channel import CommandHandle, CommandResult
+from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.errors import BackendError, ControlError, ExperimentExists, GuestLost
 from selena.hostinfo import HostInfo
+from selena.model import Link
 from selena.plan import Plan
 
 log = logging.getLogger(__name__)
@@ -55,8 +57,9 @@ def _read_both(proc: subprocess.Popen[bytes], cap: int) -> list[tuple[bytes, int
     return [into[0] for into in results]
 
 
-class NamespaceChannel:
-    """Runs commands in Mininet hosts (the Controller's interface)."""
+class NamespaceChannel(CommandChannel):
+    """Runs commands in Mininet hosts (the CommandChannel of the mininet
+    backend): each through `mnexec -a PID`, one process group each."""
 
     tdf = 1.0
 
@@ -68,12 +71,18 @@ class NamespaceChannel:
         self.output_cap = output_cap
         self._pids: dict[str, int] = {}
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        # Commands kill() signalled: their end is reported as a kill, not
+        # as a signal from elsewhere.
+        self._killed: set[str] = set()
         self._lock = threading.Lock()
         self._closed = False
 
     def set_tdf(self, tdf: float) -> None:
         if tdf != 1.0:
             raise ControlError("the Mininet baseline runs in real time (TDF 1)")
+
+    def hold_heartbeats(self, held: bool) -> None:
+        """Namespaces have no agents and so no heartbeats to hold."""
 
     def add_guest(self, name: str, pid: int) -> None:
         self._pids[name] = pid
@@ -99,10 +108,9 @@ class NamespaceChannel:
                                     cwd=spec.cwd or "/", start_new_session=True,
                                     env={"PATH": COMMAND_PATH, "HOME": "/root", **spec.env})
         except OSError as exc:
-            self._finish(handle, CommandResult(guest_name, handle.id, spec.describe(), "failed",
-                                               reason="exec", detail=str(exc),
-                                               submitted=handle.submitted,
-                                               finished=time.time()))
+            handle.complete(CommandResult(guest_name, handle.id, spec.describe(), "failed",
+                                          reason="exec", detail=str(exc),
+                                          submitted=handle.submitted, finished=time.time()))
             return handle
         with self._lock:
             self._procs[handle.id] = proc
@@ -124,6 +132,8 @@ class NamespaceChannel:
                 timer.cancel()
             with self._lock:
                 self._procs.pop(handle.id, None)
+                killed = handle.id in self._killed
+                self._killed.discard(handle.id)
             code = proc.returncode
             common: dict[str, Any] = dict(start_ns=start_ns, end_ns=end_ns,
                                           dur_ns=ended - began, stdout=out, stderr=err,
@@ -134,19 +144,13 @@ class NamespaceChannel:
                 result = CommandResult(guest_name, handle.id, spec.describe(), "exited",
                                        exit_code=code, **common)
             else:
-                reason = "timeout" if timed_out.is_set() else getattr(handle, "_kill_reason",
-                                                                      "signal")
+                reason = "timeout" if timed_out.is_set() else "kill" if killed else "signal"
                 result = CommandResult(guest_name, handle.id, spec.describe(), "killed",
                                        signal=-code, reason=reason, **common)
-            self._finish(handle, result)
+            handle.complete(result)
 
         threading.Thread(target=collect, name=f"mn-{guest_name}", daemon=True).start()
         return handle
-
-    @staticmethod
-    def _finish(handle: CommandHandle, result: CommandResult) -> None:
-        handle._result = result
-        handle._done.set()
 
     @staticmethod
     def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -158,21 +162,10 @@ class NamespaceChannel:
     def kill(self, handle: CommandHandle, signal: int = 15) -> None:
         with self._lock:
             proc = self._procs.get(handle.id)
-        if proc is None or handle.done:
-            return
-        handle._kill_reason = "kill"    # type: ignore[attr-defined]
+            if proc is None or handle.done:
+                return
+            self._killed.add(handle.id)
         self._signal(proc, signal)
-
-    def wait(self, handle: CommandHandle, timeout: float | None = None) -> CommandResult:
-        if not handle._done.wait(timeout):
-            raise ControlError(f"command {handle.spec.describe()!r} on {handle.guest} still "
-                               f"running after {timeout:g} s")
-        assert handle._result is not None
-        return handle._result
-
-    def run(self, guest_name: str, spec: CommandSpec,
-            timeout: float | None = None) -> CommandResult:
-        return self.wait(self.submit(guest_name, spec), timeout)
 
     def close(self) -> None:
         self._closed = True
@@ -266,24 +259,29 @@ class MininetBackend(Backend):
             net.start()
             say(f"Mininet baseline: {len(spec.hosts)} hosts, {len(spec.switches)} switches, "
                 f"{len(spec.links)} links (real time)")
-            for switch, flows in spec.flows.items():
-                for flow in flows:
-                    out = net.get(switch).dpctl("add-flow", shlex.quote(flow))
-                    if out.strip():
-                        raise BackendError(f"adding a flow to {switch} in Mininet: "
-                                           f"{flow}: {out.strip()}")
-            for host, commands in spec.setup.items():
-                node = net.get(host)
-                for command in commands:
-                    out = node.cmd(f"{command}; echo selena-rc=$?")
-                    if "selena-rc=0" not in out:
-                        raise BackendError(f"setting up {host} in Mininet: `{command}` "
-                                           f"failed: {out.strip()}")
+            self._configure(net, spec)
         except BaseException:
             self.destroy(plan.experiment)
             raise
         return Deployment(plan.experiment, 1.0,
                           {host: net.get(host).pid for host in spec.hosts}, self.name)
+
+    @staticmethod
+    def _configure(net: Any, spec: MnNet) -> None:
+        """The static flows and each host's network setup, in the started net."""
+        for switch, flows in spec.flows.items():
+            for flow in flows:
+                out = net.get(switch).dpctl("add-flow", shlex.quote(flow))
+                if out.strip():
+                    raise BackendError(f"adding a flow to {switch} in Mininet: "
+                                       f"{flow}: {out.strip()}")
+        for host, commands in spec.setup.items():
+            node = net.get(host)
+            for command in commands:
+                out = node.cmd(f"{command}; echo selena-rc=$?")
+                if "selena-rc=0" not in out:
+                    raise BackendError(f"setting up {host} in Mininet: `{command}` "
+                                       f"failed: {out.strip()}")
 
     def wait_up(self, deployment: Deployment, timeout: float,
                 progress: Progress | None = None) -> list[str]:
@@ -304,8 +302,14 @@ class MininetBackend(Backend):
     def thaw(self, experiment: str, progress: Progress | None = None) -> tuple[int, int]:
         raise BackendError("the Mininet baseline cannot freeze time")
 
-    def xenstore(self) -> Any:
-        raise BackendError("the Mininet baseline has no Xenstore")
+    def set_link(self, experiment: str, link: Link, up: bool,
+                 progress: Progress | None = None) -> None:
+        """Mininet's own configLinkStatus (both veth ends down or up; with
+        several links between the two nodes, Mininet changes them all)."""
+        net = self._nets.get(experiment)
+        if net is None:
+            raise BackendError(f"no Mininet network {experiment} in this process")
+        net.configLinkStatus(link.a.node, link.b.node, "up" if up else "down")
 
     def crash(self, deployment: Deployment, node: str) -> None:
         raise BackendError("the Mininet baseline cannot crash a node")

@@ -47,7 +47,8 @@ class VifFrames:
     started: float = 0.0      # real time (CLOCK_REALTIME) from which nothing was missed
 
 
-def _open(vif: str) -> socket.socket:
+def open_socket(vif: str) -> socket.socket:
+    """A timestamping packet socket on `vif` that queues every frame both ways."""
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
@@ -59,29 +60,47 @@ def _open(vif: str) -> socket.socket:
     return sock
 
 
+def receive(sock: socket.socket, snap: int = SNAP_BYTES
+            ) -> tuple[int, int, bytes, bool] | None:
+    """One queued frame of a socket from _open: (kernel timestamp in
+    CLOCK_REALTIME ns, its original length, its first `snap` bytes, whether
+    it went out toward the guest); None for a frame without a timestamp.
+    Raises BlockingIOError / TimeoutError when nothing is queued."""
+    ancillary = socket.CMSG_SPACE(_TIMESPEC.size) + socket.CMSG_SPACE(_AUXDATA.size)
+    data, cmsgs, _flags, address = sock.recvmsg(snap, ancillary)
+    stamp_ns = 0
+    length = len(data)
+    for level, kind, value in cmsgs:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            sec, nsec = _TIMESPEC.unpack_from(value)
+            stamp_ns = sec * 1_000_000_000 + nsec
+        elif level == SOL_PACKET and kind == PACKET_AUXDATA:
+            length = _AUXDATA.unpack_from(value)[1]          # tp_len
+    if not stamp_ns:
+        return None
+    return stamp_ns, length, bytes(data), address[2] == PACKET_OUTGOING
+
+
+def dropped(sock: socket.socket) -> int:
+    """Frames the socket's buffer could not hold since the last call."""
+    stats = sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+    return int(struct.unpack("II", stats)[1])
+
+
 def _drain(sock: socket.socket) -> VifFrames:
     frames = VifFrames()
     sock.setblocking(False)
-    ancillary = socket.CMSG_SPACE(_TIMESPEC.size) + socket.CMSG_SPACE(_AUXDATA.size)
     while True:
         try:
-            data, cmsgs, _flags, address = sock.recvmsg(SNAP_BYTES, ancillary)
+            got = receive(sock)
         except BlockingIOError:
             break
-        stamp = 0.0
-        length = len(data)
-        for level, kind, value in cmsgs:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                sec, nsec = _TIMESPEC.unpack_from(value)
-                stamp = sec + nsec / 1e9
-            elif level == SOL_PACKET and kind == PACKET_AUXDATA:
-                length = _AUXDATA.unpack_from(value)[1]          # tp_len
-        if not stamp:
+        if got is None:
             continue
-        frame = Frame(stamp, length, bytes(data))
-        (frames.outgoing if address[2] == PACKET_OUTGOING else frames.incoming).append(frame)
-    stats = sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
-    frames.dropped = struct.unpack("II", stats)[1]
+        stamp_ns, length, data, outgoing = got
+        frame = Frame(stamp_ns / 1e9, length, data)
+        (frames.outgoing if outgoing else frames.incoming).append(frame)
+    frames.dropped = dropped(sock)
     return frames
 
 
@@ -91,7 +110,7 @@ def capture(vifs: Sequence[str], seconds: float) -> dict[str, VifFrames]:
     socks: dict[str, socket.socket] = {}
     try:
         for vif in vifs:
-            socks[vif] = _open(vif)
+            socks[vif] = open_socket(vif)
         started = time.time()
         time.sleep(seconds)
         for sock in socks.values():
@@ -103,3 +122,6 @@ def capture(vifs: Sequence[str], seconds: float) -> dict[str, VifFrames]:
     finally:
         for sock in socks.values():
             sock.close()
+
+
+_open = open_socket      # the name it had

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import json
 import logging
 import math
@@ -32,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Protocol, TypeVar
 
 import jinja2
 
@@ -45,6 +46,7 @@ from selena.backends.base import (
     Progress,
     QdiscStats,
 )
+from selena.control.interface import DEFAULT_OUTPUT_CAP
 from selena.control.keys import Key, control_keys
 from selena.errors import (
     BackendError,
@@ -67,7 +69,10 @@ from selena.shaping.plan import real_rate_bps, real_seconds
 from selena.signals import sigint_deferred
 
 if TYPE_CHECKING:
+    from selena.capture import CaptureSource
+    from selena.control.channel import Controller
     from selena.control.xenstore import XenstoreConnection
+    from selena.model import Link
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +218,11 @@ def _real(value: object, what: str, positive: bool = False) -> float:
     return number
 
 
+_V = TypeVar("_V")
+
+
 def _map(data: dict[str, object], key: str, what: str,
-         value: Callable[[object, str], object]) -> dict[str, object]:
+         value: Callable[[object, str], _V]) -> dict[str, _V]:
     raw = data.get(key, {})
     if not isinstance(raw, dict):
         raise TypeError(f"{key} is not an object")
@@ -255,16 +263,16 @@ def _state_from(data: object) -> DeployState:
     tap_pid = data.get("tap_pid")
     return DeployState(
         experiment, _real(data["tdf"], "tdf", positive=True),
-        _map(data, "domains", "domain", domid),                      # type: ignore[arg-type]
-        bridges,                                                     # type: ignore[arg-type]
-        _map(data, "pool_keys", "pool key of", text),                # type: ignore[arg-type]
-        _map(data, "nodes", "domain of node", text),                 # type: ignore[arg-type]
-        _map(data, "shaping", "shaping of", shaping),                # type: ignore[arg-type]
+        _map(data, "domains", "domain", domid),
+        bridges,
+        _map(data, "pool_keys", "pool key of", text),
+        _map(data, "nodes", "domain of node", text),
+        _map(data, "shaping", "shaping of", shaping),
         None if tap_pid is None else _int(tap_pid, "tap_pid", 0, 2**22),  # 0: none
-        _map(data, "vif_nodes", "node of vif", text),                # type: ignore[arg-type]
-        _map(data, "real_cpu", "vCPUs of",                           # type: ignore[arg-type]
+        _map(data, "vif_nodes", "node of vif", text),
+        _map(data, "real_cpu", "vCPUs of",
              lambda v, w: _int(v, w, 1, 4096)),
-        _map(data, "vif_bridges", "bridge of vif", text))            # type: ignore[arg-type]
+        _map(data, "vif_bridges", "bridge of vif", text))
 
 
 
@@ -304,9 +312,21 @@ def _batches(domids: Sequence[int | str]) -> list[list[str]]:
             for i in range(0, len(items), TDF_TOOL_DOMAINS_MAX)]
 
 
+
+def _port_switch_commands(bridge: str, kind: str, vif: str, up: bool) -> list[list[str]]:
+    """The Dom0 commands that stop (or restart) a bridge passing frames
+    through one of its ports, leaving the port's device alone."""
+    if kind == "ovs":
+        prefix = "" if up else "no-"
+        return [["ovs-ofctl", "mod-port", bridge, vif, f"{prefix}receive"],
+                ["ovs-ofctl", "mod-port", bridge, vif, f"{prefix}forward"]]
+    # A Linux bridge port: disabled (0) or forwarding (3); selena's bridges run no STP.
+    return [["bridge", "link", "set", "dev", vif, "state", "3" if up else "0"]]
+
 class XlBackend(Backend):
     name = "xl"
     captures_links = True
+    link_capture = True
 
     def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR, *,
                  xenstore: XenstoreConnection | None = None, offloads: bool = False,
@@ -335,7 +355,21 @@ class XlBackend(Backend):
 
     # -- connection and host -------------------------------------------------------
 
+    def command_channel(self, tdf: float, output_cap: int = DEFAULT_OUTPUT_CAP) -> Controller:
+        """The Xenstore control channel to the guest agents, on a connection
+        of its own to this backend's xenstored (closed with the controller),
+        so that nothing the guests do to the channel reaches the connection
+        teardown uses."""
+        from selena.control.channel import Controller
+
+        shared = self.xenstore()
+        return Controller.connect(shared.path, timeout=shared.timeout, tdf=tdf,
+                                  output_cap=output_cap)
+
     def xenstore(self) -> XenstoreConnection:
+        """The Xenstore connection this backend uses (the control channel
+        opens its own to the same xenstored); Xen's alone, not part of the
+        Backend interface."""
         if self._xs is None:
             from selena.control.xenstore import XenstoreConnection
 
@@ -445,7 +479,12 @@ class XlBackend(Backend):
                                "jitter_s": link.jitter_s, "loss": link.loss,
                                "queue": link.queue_packets}
                          for vif, link in plan.shaped}
-        state.vif_nodes = {vif.name: f"{guest.node} eth{vif.index}"
+        topo = plan.topology
+        # The guest's own device name (a listing's first interface is eth1).
+        state.vif_nodes = {vif.name: f"{guest.node} "
+                                     + (topo.nodes[guest.node].device(vif.index)
+                                        if topo is not None and guest.node in topo.nodes
+                                        else f"eth{vif.index}")
                            for guest in plan.guests for vif in guest.vifs}
         state.vif_bridges = {vif.name: vif.bridge
                              for guest in plan.guests for vif in guest.vifs}
@@ -509,9 +548,9 @@ class XlBackend(Backend):
         try:
             futures: list[Future[None]] = [pool.submit(one, g) for g in plan.guests]
             finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in finished if f.exception() is not None), None)
+            failed = next((e for f in finished if (e := f.exception()) is not None), None)
             if failed is not None:
-                raise failed.exception()  # type: ignore[misc]
+                raise failed
         except BaseException:
             # A failed guest, or Ctrl-C (or SIGTERM made one): no new creates;
             # the ones in flight finish and are recorded, so that the rollback
@@ -597,7 +636,7 @@ class XlBackend(Backend):
             if guest.cpus:
                 act.run(["xl", "vcpu-pin", domid, "all", guest.cpus])
         # The experiment marker and the agent's control keys, before it runs.
-        act.write_keys(control_keys(domid, plan.experiment, guest.net))  # type: ignore[arg-type]
+        act.write_keys(control_keys(domid, plan.experiment, guest.net))
         act.run(["selena-tdf", "set", domid, plan.tdf_text])
         # A pooled guest may carry the cap of its last experiment: always set it.
         if guest.cpu_time == "real" or pooled is not None:
@@ -681,6 +720,33 @@ class XlBackend(Backend):
         say(f"{state.experiment}: {'froze' if op == 'freeze' else 'thawed'} "
             f"{len(domids)} guests at once")
         return int(m.group(1)), int(m.group(2))
+
+    def set_link(self, experiment: str, link: Link, up: bool,
+                 progress: Progress | None = None) -> None:
+        """Down: the link's Dom0 bridge passes nothing to or from either end
+        (their own interfaces stay up, as a cable pulled out elsewhere); up:
+        it forwards again. Done in the bridge (OVS port flags no-receive and
+        no-forward, or a Linux bridge port disabled), never by taking the vif
+        itself down: netback comes back from that with its guest's transmit
+        path stalled for seconds (seen in the lab), and the vifs' qdiscs, so
+        the link's shaping, are not touched."""
+        say = progress or (lambda msg: log.info("%s", msg))
+        with self._locked(progress):
+            state = self.state(experiment)
+            ends = {f"{e.node} eth{e.iface}" for e in (link.a, link.b)}
+            vifs = sorted(vif for vif, label in state.vif_nodes.items() if label in ends)
+            if len(vifs) != len(ends):
+                raise BackendError(f"{link} of {experiment}: its vifs are not in the state "
+                                   f"file (found {', '.join(vifs) or 'none'})")
+            for vif in vifs:
+                bridge = state.vif_bridges.get(vif)
+                kind = state.bridges.get(bridge or "")
+                if bridge is None or kind is None:
+                    raise BackendError(f"{link} of {experiment}: vif {vif} has no bridge in "
+                                       "the state file")
+                for command in _port_switch_commands(bridge, kind, vif, up):
+                    self.runner.run(command)
+        say(f"{experiment}: {link} {'up' if up else 'down'}")
 
     def set_tdf(self, experiment: str, tdf: float,
                 progress: Progress | None = None) -> tuple[float, float]:
@@ -857,6 +923,22 @@ class XlBackend(Backend):
                 started=frames[vif].started))
         return captures
 
+    def capture_source(self, experiment: str, link: Link, node: str) -> CaptureSource:
+        """The vif of `node`'s end of the link, from the state file: a
+        packet socket there sees what the guest sends (as it reaches Dom0,
+        before the link's shaping toward the peer) and what it receives (as
+        it leaves the shaping toward the guest)."""
+        from selena.capture import CaptureSource
+
+        state = self.state(experiment)
+        end, peer = (link.a, link.b) if link.a.node == node else (link.b, link.a)
+        label = f"{end.node} eth{end.iface}"
+        vif = next((v for v, lab in state.vif_nodes.items() if lab == label), None)
+        if vif is None:
+            raise BackendError(f"{link} of {experiment}: no vif of {label} in the state "
+                               "file; cannot capture it")
+        return CaptureSource(vif, end.node, peer.node)
+
     def raw_create_seconds(self, plan: Plan, bridge: str = "sbraw0") -> float:
         """Benchmark baseline (selena lab bench-deploy): the sum of plain
         `xl create` times for the plan's guests, one after the other, on a
@@ -972,21 +1054,21 @@ class XlBackend(Backend):
         for name, (domid, marker) in domains.items():
             if marker not in live:
                 self._sweep(removed, failures, name,
-                            lambda d=domid, n=name: self._destroy_domain(n, d, None))
+                            functools.partial(self._destroy_domain, name, domid, None))
         ovs: dict[str, str] = {}
         self._sweep(removed, failures, "", lambda: ovs.update(self._tagged_ovs_bridges()),
                     what="listing the OVS bridges (ovs-vsctl list-br)")
         for bridge, tag in ovs.items():
             if tag not in live:
-                self._sweep(removed, failures, bridge, lambda b=bridge: self.runner.run(
-                    ["ovs-vsctl", "--if-exists", "del-br", b]))
+                self._sweep(removed, failures, bridge, functools.partial(
+                    self.runner.run, ["ovs-vsctl", "--if-exists", "del-br", bridge]))
         linux: dict[str, str] = {}
         self._sweep(removed, failures, "", lambda: linux.update(self._tagged_linux_bridges()),
                     what="listing the Linux bridges (ip link show type bridge)")
         for bridge, tag in linux.items():
             if tag not in live:
                 self._sweep(removed, failures, bridge,
-                            lambda b=bridge: self.runner.run(["ip", "link", "del", b]))
+                            functools.partial(self.runner.run, ["ip", "link", "del", bridge]))
 
     def _sweep_run_files(self, live: set[str], failures: list[str], force: bool) -> None:
         """Run-lock files without a state file: one still held is a live run

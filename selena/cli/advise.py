@@ -17,7 +17,9 @@ from selena.advise import (
     measure,
 )
 from selena.backends import BACKENDS, DEFAULT_BACKEND
-from selena.cli.experiment import (
+from selena.cli.args import (
+    TOPO_LIMIT,
+    custom_arg,
     deploy_only_args,
     param_arg,
     run_only_args,
@@ -44,7 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                              "(from `selena calibrate`)")
     p.add_argument("scenario", nargs="?", help="a scenario .py file, or a Mininet-style "
                                                "topology spec (same as --topo)")
-    p.add_argument("--topo", metavar="NAME[,ARGS]", help="a built-in topology, as in mn")
+    p.add_argument("--topo", metavar="NAME[,ARGS]", help="a built-in topology, as in mn, "
+                   f"or one a --custom file names. {TOPO_LIMIT}")
+    custom_arg(p)
     p.add_argument("--tdf", type=tdf_arg, default=None,
                    help="accepted as run takes it (advise finds the TDF to use)")
     p.add_argument("--link", default=None, metavar="tc,bw=..,delay=..",

@@ -12,96 +12,40 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from selena import units
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
+from selena.cli.args import (
+    TOPO_LIMIT,
+    capture_arg,
+    custom_arg,
+    deploy_only_args,
+    param_arg,
+    run_only_args,
+    say,
+    scenario_of,
+    seconds_arg,
+    size_arg,
+    tdf_arg,
+)
+from selena.compat import PUSH_CMD
 from selena.control.channel import DEFAULT_OUTPUT_CAP
+from selena.engine import Recorded
 from selena.errors import (
     CleanupError,
     Problem,
-    ScenarioError,
     SelenaError,
-    UnitError,
     group_problems,
 )
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterrupt
-from selena.loader import Scenario, checking_only, load_scenario, user_error
+from selena.loader import Scenario, checking_only, user_error
 from selena.model import NodeKind
 from selena.specs import TOPOS, topo_usage
 
 # Lines of each Listing-2 command's output `selena run` prints.
 ACTION_LINES = 8
-
-
-def tdf_arg(text: str) -> float:
-    try:
-        return units.tdf(text)
-    except UnitError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def param_arg(text: str) -> tuple[str, object]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.isidentifier():
-        raise argparse.ArgumentTypeError(f"--param {text!r}: want NAME=VALUE")
-    for convert in (int, float):
-        try:
-            return key, convert(value)
-        except ValueError:
-            continue
-    return key, value
-
-
-def seconds_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be zero or more seconds")
-    return value
-
-
-def size_arg(text: str) -> int:
-    try:
-        value = units.size_bytes(text)
-    except UnitError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be zero or more bytes")
-    return value
-
-
-def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def deploy_only_args(p: argparse.ArgumentParser) -> None:
-    """deploy's and run's options, for a verb that only checks (validate,
-    advise): accepted so that a run's command line can be checked as it is."""
-    g = p.add_argument_group("deploy options (accepted as run takes them; "
-                             "nothing is deployed)")
-    g.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
-    g.add_argument("--shaping", choices=("dom0", "guest"), default="dom0")
-    g.add_argument("--offload", action="store_true")
-    g.add_argument("--warm", action="store_true")
-
-
-def run_only_args(p: argparse.ArgumentParser) -> None:
-    """The options only `run` (and deploy) use, accepted and ignored by the
-    verbs that check a scenario, so that `selena validate` takes a run's
-    command line unchanged."""
-    g = p.add_argument_group("run options (accepted as run takes them; unused here)")
-    g.add_argument("--out", type=Path, default=None)
-    g.add_argument("--keep", action="store_true")
-    g.add_argument("--test", choices=("pingall", "none"), default=None)
-    g.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
-                   metavar="SECONDS")
-    g.add_argument("--command-timeout", type=seconds_arg, default=None, metavar="SECONDS")
-    g.add_argument("--no-monitor", action="store_true")
-    g.add_argument("--output-cap", type=size_arg, default=DEFAULT_OUTPUT_CAP, metavar="SIZE")
-    g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,7 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="a scenario .py file, or a Mininet-style topology spec "
                             "(same as --topo)")
         p.add_argument("--topo", metavar="NAME[,ARGS]",
-                       help=f"a built-in topology, as in mn: {topo_names}")
+                       help=f"a built-in topology, as in mn: {topo_names}; or one a "
+                            f"--custom file names. {TOPO_LIMIT}")
+        custom_arg(p)
         p.add_argument("--tdf", type=tdf_arg, default=None,
                        help="override the experiment's TDF (1 to 1000, up to three decimals)")
         p.add_argument("--link", default=None, metavar="tc,bw=..,delay=..",
@@ -176,7 +122,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="results directory (default results/<experiment>-<time>)")
     p.add_argument("--keep", action="store_true", help="leave the experiment running")
     p.add_argument("--test", choices=("pingall", "none"), default=None,
-                   help="as mn --test: pingall pings every host from every other")
+                   help="as mn --test: pingall pings every host from every other; none: "
+                        "do not open the prompt of a topology with nothing to run")
+    p.add_argument("--cli", action="store_true",
+                   help="open the selena> prompt (as mn's CLI) after the scenario; a "
+                        "topology with nothing to run opens it without --cli")
     p.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
                    metavar="SECONDS",
                    help="real seconds to wait for every guest agent (default 600)")
@@ -189,6 +139,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="bytes of each command's stdout, and of its stderr, kept in Dom0 "
                         "and the bundle (e.g. 1M; default 16M); the rest is dropped and "
                         "counted")
+    capture_arg(p)
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("set-tdf", help="change the TDF of a deployed experiment (guests "
@@ -232,29 +183,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_clean)
 
 
-def _scenario(args: argparse.Namespace) -> Scenario:
-    if args.scenario and args.topo:
-        raise ScenarioError(f"give a scenario file or --topo, not both ({args.scenario!r} "
-                            f"and --topo {args.topo!r})")
-    source = args.topo or args.scenario
-    if not source:
-        raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
-    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param))
-
-
-# The scenario a verb's --topo/scenario, --tdf, --link and --param describe.
-scenario_of = _scenario
-
-
-def _experiment(args: argparse.Namespace, **options: object) -> Experiment:
+def _experiment(args: argparse.Namespace, **options: Any) -> Experiment:
     if getattr(args, "no_monitor", False):
         options["monitor"] = False
-    return Experiment(_scenario(args), backend=args.backend, strict=args.strict,
+    if getattr(args, "capture", None):
+        # Checked against the topology now: a bad link is refused before a deploy.
+        options["capture"] = list(args.capture)
+    return Experiment(scenario_of(args), backend=args.backend, strict=args.strict,
                       bridge=getattr(args, "bridge", "ovs"),
                       shaping=getattr(args, "shaping", "dom0"),
                       offloads=getattr(args, "offload", False),
                       warm=getattr(args, "warm", False),
-                      replace=getattr(args, "replace", False), progress=say, **options)  # type: ignore[arg-type]
+                      replace=getattr(args, "replace", False), progress=say, **options)
 
 
 def print_warnings(warnings: list[Problem]) -> None:
@@ -295,8 +235,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if not exp.backend.dilates:
         raise SelenaError(f"the {exp.backend.name} backend lives as long as one `selena run`; "
                           "it cannot deploy an experiment that outlives the command")
-    needs_agents = bool(exp.plan().switches) or exp.placement.value == "guest"
-    exp.deploy(wait=args.wait > 0 or needs_agents)
+    exp.deploy(wait=args.wait > 0 or exp.needs_agents())
     try:
         for node, domid in sorted(exp.domids.items()):
             print(f"{node}\tselena-{exp.topology.name}-{node}\t{domid}")
@@ -321,6 +260,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.test == "pingall":
                 pingall(exp)
             exp.run_scenario()
+            if args.cli or _opens_prompt(args, exp.scenario):
+                from selena.cli.interactive import interact
+                from selena.session import Session
+
+                say("guests up: type help for the commands, exit or Ctrl-D to end the run")
+                interact(Session(exp))
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported below
         failure = exc
     engine = exp.engine
@@ -328,7 +273,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for rec in sorted(engine.records, key=lambda r: r.seq):
             r = rec.result
             print(f"{r.guest:>10}  {r.summary():<28} {r.command[:60]}")
-        _print_action_outputs(exp, engine.records, exp.bundle)
+        _print_action_outputs(engine.records, exp.bundle)
         for metric in engine.metrics.values():
             print(metric.line())
     if exp.fidelity is not None:
@@ -350,19 +295,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_action_outputs(exp: Experiment, records: list, bundle: Path | None) -> None:
+def _opens_prompt(args: argparse.Namespace, scenario: Scenario) -> bool:
+    """As mn: a topology with nothing to run (no --test, no scenario actions
+    or run function) opens the prompt; stdin closed or absent does not."""
+    if args.test is not None or scenario.actions or scenario.run is not None:
+        return False
+    try:
+        sys.stdin.fileno()      # none under pytest's capture, or a daemon's closed stdin
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
+def _print_action_outputs(records: list[Recorded], bundle: Path | None) -> None:
     """SELENA Listing-2 commands print what they printed (netperf's result,
     say), as SELENA's own controller showed it: from the bundle, since the
-    engine keeps no output."""
-    from selena.compat import PushCmd
-
-    pushed = {c.rstrip().rstrip("&").rstrip() for a in exp.scenario.actions
-              if isinstance(a, PushCmd) for c in a.commands}
-    if bundle is None or not pushed:
+    engine keeps no output. Their records say they came from pushCmd."""
+    if bundle is None:
         return
     for rec in sorted(records, key=lambda r: r.seq):
         r = rec.result
-        if r.command.strip() not in pushed or not rec.stdout_bytes:
+        if rec.origin != PUSH_CMD or not rec.stdout_bytes:
             continue
         text = _tail(bundle / "nodes" / r.guest / f"{rec.n}.stdout")
         if text.strip():
@@ -392,25 +345,14 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def pingall(exp: Experiment) -> None:
-    """Mininet's pingall: every host pings every other host's first address once."""
-    hosts = [h for h in exp.hosts if h.IP()]
-    sent = received = 0
-    for src in hosts:
-        line = []
-        for dst in hosts:
-            if dst.name == src.name:
-                continue
-            result = src.cmd(f"ping -c 1 -W 2 {dst.IP()}", timeout=30)
-            sent += 1
-            if result.ok:
-                received += 1
-                line.append(dst.name)
-            else:
-                line.append("X")
-        print(f"{src.name} -> {' '.join(line)}")
-    dropped = 100 * (sent - received) / sent if sent else 0
-    print(f"pingall: {dropped:.0f}% dropped ({received}/{sent} received)")
-    exp.record("pingall_received_pct", 100 - dropped, expected=100.0, unit="%")
+    """`--test pingall`: Mininet's pingall (selena.session), recorded as a metric."""
+    from selena.session import Session
+
+    result = Session(exp).pingall(timeout=2.0)
+    for line in result.lines():
+        print(line)
+    print(result.results_line())
+    exp.record("pingall_received_pct", 100 - result.dropped_percent, expected=100.0, unit="%")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -424,6 +366,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if "error" in s:
             print(f"{s['experiment']}: {s['error']}")
             continue
+        # status() is plain data typed as objects: tdf a number, domains and
+        # bridges mappings (XlBackend's DeployState as a dict).
         print(f"{s['experiment']}: TDF {units.tdf_text(float(s['tdf']))}, "  # type: ignore[arg-type]
               f"{len(s['domains'])} guests, {len(s['bridges'])} bridges")  # type: ignore[arg-type]
     return 1 if any("error" in s for s in states) else 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from selena import units
 from selena.backends import BACKENDS, DEFAULT_BACKEND
-from selena.cli.experiment import param_arg, say, tdf_arg
+from selena.cli.args import param_arg, say, tdf_arg
 from selena.errors import AnalysisError, ScenarioError, SelenaError, UnitError
 from selena.experiment import Experiment
 from selena.loader import user_error

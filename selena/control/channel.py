@@ -18,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
 from selena.control.protocol import (
     PROTOCOL_VERSION,
     CommandSpec,
     CommandState,
     guest_text,
+    net_failure,
     parse_state,
     printable,
 )
@@ -38,12 +40,6 @@ from selena.errors import (
 log = logging.getLogger(__name__)
 
 STREAMS = ("stdout", "stderr")
-
-# What Dom0 keeps of one command's stdout, and again of its stderr: beyond it
-# chunks are still read and acknowledged (so the guest never stalls) but
-# dropped, and the result counts what was dropped (`yes` in a guest once put
-# 27 MB into Dom0 in 7 s).
-DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
 
 
 def _last_chunks(changed: set[str]) -> tuple[int, int]:
@@ -110,7 +106,7 @@ def _command_keys(guest: _Guest, handle: CommandHandle) -> list[str]:
             f"{guest.base}/agent/started/{handle.id}"]
 
 
-def base_path(domid: int) -> str:
+def base_path(domid: int | str) -> str:
     return f"/local/domain/{domid}/selena"
 
 
@@ -184,6 +180,22 @@ class CommandHandle:
     def done(self) -> bool:
         return self._done.is_set()
 
+    @property
+    def result(self) -> CommandResult | None:
+        """The final result; None while the command runs."""
+        return self._result
+
+    def wait_done(self, timeout: float | None = None) -> bool:
+        """Block until the command has ended (True) or `timeout` real seconds
+        passed (False); None: no limit."""
+        return self._done.wait(timeout)
+
+    def complete(self, result: CommandResult) -> None:
+        """The command has ended: its channel hands over the result (once)
+        and every waiter wakes."""
+        self._result = result
+        self._done.set()
+
 
 @dataclass
 class _Guest:
@@ -201,8 +213,9 @@ class _Guest:
     error_changed: bool = True
 
 
-class Controller:
-    """Runs commands in guests through their agents.
+class Controller(CommandChannel):
+    """Runs commands in guests through their agents (the CommandChannel of
+    the xl backend).
 
     lost_after: real seconds without a heartbeat change before a guest is
     declared lost (default max(10, 5 x TDF): the agent beats every guest second).
@@ -223,6 +236,7 @@ class Controller:
         self.lost_after = lost_after if lost_after is not None else max(10.0, 5.0 * tdf)
         self.clock = clock
         self._guests: dict[str, _Guest] = {}
+        self._held = False      # guests frozen (Experiment.pause): no loss by heartbeat
         # Command ids: a random prefix per controller and a counter, rather
         # than a uuid4 per command (a getrandom system call each, dear in a
         # PV Dom0 under emulation).
@@ -257,6 +271,15 @@ class Controller:
         if self.lost_after == max(10.0, 5.0 * self.tdf):
             self.lost_after = max(10.0, 5.0 * tdf)
         self.tdf = tdf
+
+    def hold_heartbeats(self, held: bool) -> None:
+        """While the guests are frozen (held) no heartbeat comes and none is
+        missed; released, each guest's limit starts again from now."""
+        with self._cond:
+            self._held = held
+            now = self.clock()
+            for guest in self._guests.values():
+                guest.heartbeat_seen = now
 
     # -- guests --------------------------------------------------------------------
 
@@ -335,7 +358,7 @@ class Controller:
         except XenstoreError as exc:
             raise GuestLost(guest.name, f"cannot read its agent's keys: {exc}") from None
         if net.startswith("failed"):
-            raise GuestSetupError(guest.name, net)
+            raise GuestSetupError(guest.name, net, *net_failure(net))
         return True
 
     # -- commands ------------------------------------------------------------------
@@ -387,10 +410,6 @@ class Controller:
             raise ControlError(f"control channel failed: {self._pump_error}")
         assert handle._result is not None
         return handle._result
-
-    def run(self, guest_name: str, spec: CommandSpec,
-            timeout: float | None = None) -> CommandResult:
-        return self.wait(self.submit(guest_name, spec), timeout)
 
     def close(self) -> None:
         with self._cond:
@@ -624,8 +643,7 @@ class Controller:
     def _complete(self, guest: _Guest, handle: CommandHandle, result: CommandResult) -> None:
         with self._lock:
             guest.active.pop(handle.id, None)
-        handle._result = result
-        handle._done.set()
+        handle.complete(result)
 
     def _check_alive(self, guest: _Guest) -> None:
         if guest.lost:
@@ -641,6 +659,8 @@ class Controller:
             return
         if beat != guest.heartbeat:
             guest.heartbeat, guest.heartbeat_seen = beat, now
+        elif self._held:        # frozen guests beat no more: not lost
+            guest.heartbeat_seen = now
         elif guest.active and now - guest.heartbeat_seen > self.lost_after:
             self._lose(guest, f"no heartbeat for {now - guest.heartbeat_seen:.0f} s "
                               f"(limit {self.lost_after:g} s)")

@@ -14,9 +14,9 @@ from selena.errors import ProtocolMismatch, ValidationError
 
 PROTOCOL_VERSION = 1
 # A Xenstore request carries at most 4096 bytes, but xenstored's quota on one
-# node's size (2048 bytes by default, charged to the guest that owns the
-# command's node, with its permissions) is what a long command meets first:
-# E2BIG, found with a 2.2 KB switch setup script in the lab.
+# value's size (2048 bytes by default; oxenstored checks it for Dom0's writes
+# too, C xenstored counts the node's permissions in it) is what a long command
+# meets first: E2BIG, found with a 2.2 KB switch setup script in the lab.
 SPEC_MAX_BYTES = 2048 - 128
 MAX_ARGS = 128
 MAX_ENV = 64
@@ -90,6 +90,20 @@ def unescape(text: str) -> bytes:
     return bytes(out)
 
 
+def net_failure(report: str) -> tuple[str, str]:
+    """Where and why an agent's boot-time network set-up failed, from its
+    agent/net report `failed <index> <escaped reason>` (PROTOCOL.md); every
+    word is the guest's, so both come back with control characters escaped."""
+    parts = report.split(" ", 2)
+    where = f"directive {printable(parts[1], 20)}" if len(parts) > 1 else "its directives"
+    why = parts[2] if len(parts) > 2 else report
+    try:
+        why = unescape(why).decode(errors="replace")
+    except ProtocolMismatch:
+        pass
+    return where, printable(why)
+
+
 # The agent refuses longer ones (spec.h): start + timeout must not wrap.
 TIMEOUT_NS_MAX = 10**17
 
@@ -104,7 +118,8 @@ class CommandSpec:
     cwd: str | None = None
     timeout_ns: int = 0         # in the guest's (virtual) time; 0: none
 
-    def encode(self) -> str:
+    def _check_limits(self) -> None:
+        """What the agent refuses, refused here with the reason."""
         if bool(self.argv) == (self.shell is not None):
             raise ValidationError("a command needs either an argv or a shell line, not both")
         if self.argv and not self.argv[0]:
@@ -119,6 +134,9 @@ class CommandSpec:
         if self.timeout_ns > TIMEOUT_NS_MAX:
             raise ValidationError(f"command timeout {self.timeout_ns} ns is longer than "
                                   f"{TIMEOUT_NS_MAX} ns (about three years)")
+
+    def encode(self) -> str:
+        self._check_limits()
         lines = [f"selena-cmd {PROTOCOL_VERSION}"]
         if self.timeout_ns:
             lines.append(f"timeout {int(self.timeout_ns)}")
@@ -130,9 +148,9 @@ class CommandSpec:
             if not name or "=" in name:
                 raise ValidationError(f"bad environment variable name {name!r}")
             lines.append(f"env {escape(f'{name}={value}')}")
-        for value in [*self.argv, self.shell]:
-            if value is not None and "\0" in value:
-                raise ValidationError(f"command text {value!r} contains a NUL byte")
+        for part in [*self.argv, self.shell]:
+            if part is not None and "\0" in part:
+                raise ValidationError(f"command text {part!r} contains a NUL byte")
         lines += [f"arg {escape(a)}" for a in self.argv]
         if self.shell is not None:
             lines.append(f"shell {escape(self.shell)}")

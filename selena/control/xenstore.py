@@ -383,24 +383,11 @@ class XenstoreConnection:
             replies: list[bytes | XenstoreError] = []
             failure: Exception | None = None
             for _req_id, pending, op, path in sent:
-                if pending.type == -1:
-                    raise ControlError(f"xenstore {op} {path}: connection lost: {self._error}")
-                if pending.type == _OVERSIZE:
-                    error = XenstoreError(
-                        "E2BIG", op, path,
-                        f"reply of {pending.length} bytes is over the Xenstore limit of "
-                        f"{PAYLOAD_MAX}; refused")
-                    if error.code != tolerate and failure is None:
-                        failure = error
-                    replies.append(error)
-                elif pending.type == XS_ERROR:
-                    error = XenstoreError(pending.payload.rstrip(b"\0").decode(errors="replace"),
-                                          op, path)
-                    if error.code != tolerate and failure is None:
-                        failure = error
-                    replies.append(error)
-                else:
-                    replies.append(pending.payload)
+                reply = self._reply(pending, op, path)
+                if isinstance(reply, XenstoreError) and reply.code != tolerate \
+                        and failure is None:
+                    failure = reply
+                replies.append(reply)
             if failure is not None:
                 raise failure
             return replies
@@ -408,6 +395,20 @@ class XenstoreConnection:
             with self._lock:
                 for req_id, *_ in sent:
                     self._pending.pop(req_id, None)
+
+    def _reply(self, pending: _Pending, op: str, path: str) -> bytes | XenstoreError:
+        """A request's answer: its payload, or the error xenstored (or the
+        size limit) gave; a lost connection is raised."""
+        if pending.type == -1:
+            raise ControlError(f"xenstore {op} {path}: connection lost: {self._error}")
+        if pending.type == _OVERSIZE:
+            return XenstoreError("E2BIG", op, path,
+                                 f"reply of {pending.length} bytes is over the Xenstore "
+                                 f"limit of {PAYLOAD_MAX}; refused")
+        if pending.type == XS_ERROR:
+            return XenstoreError(pending.payload.rstrip(b"\0").decode(errors="replace"),
+                                 op, path)
+        return pending.payload
 
     def _wait(self, pending: _Pending, deadline: float, op: str, path: str) -> None:
         """Until `pending` has its reply: as a follower while another thread

@@ -85,10 +85,10 @@ def install_modules(runner: Runner, kernel_root: Path, rootfs: Path,
                 raise LabError(f"no kernel modules under {mod} in {version}")
             stack.extend(under)
             continue
-        path = by_name.get(mod.replace("_", "-"))
-        if path is None:
+        found = by_name.get(mod.replace("_", "-"))
+        if found is None:
             raise LabError(f"kernel module {mod} not found in {version}")
-        stack.append(path)
+        stack.append(found)
     while stack:
         path = stack.pop()
         if path not in needed:

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from selena.control.channel import Controller, base_path
+from selena.control.interface import CommandChannel
 from selena.control.protocol import CommandSpec, parse_state
 from selena.experiment import Experiment
 from selena.model import Topology
@@ -37,7 +38,7 @@ class _Final(Exception):
     """Stops the xenstore-watch subprocess once the command is final."""
 
 
-def channel_round_trips(ctl: Controller, guests: list[str], total: int,
+def channel_round_trips(ctl: CommandChannel, guests: list[str], total: int,
                         executions: list[float] | None = None) -> list[float]:
     """`total` commands, spread over the guests, each guest one after another;
     each command's run time in the guest goes to `executions`, in the order of
@@ -71,7 +72,7 @@ def floor_round_trips(exp: Experiment, guests: list[str], total: int) -> list[fl
 
 def _floor_on(exp: Experiment, guest: str, count: int) -> list[float]:
     ctl = exp.controller
-    assert ctl is not None
+    assert isinstance(ctl, Controller)     # Xenstore itself: the xl backend's channel
     base = f"{base_path(exp.domid(guest))}/out/bench-floor"
     ping, pong = f"{base}/ping", f"{base}/pong"
     changed = threading.Event()
@@ -237,7 +238,7 @@ def _breakdown(exp: Experiment, guests: list[str], commands: int
     process, xenstored) per case: 1 guest, all but one, and all but one
     beside the last one flooding output."""
     ctl = exp.controller
-    assert ctl is not None
+    assert isinstance(ctl, Controller)     # Xenstore itself: the xl backend's channel
     rows = []
     serving, flooder = guests[:-1] or guests, guests[-1]
     for case, names, flood in (("1 guest", guests[:1], False),

@@ -88,6 +88,74 @@ class GuestRecipe:
     packaged_programs: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 
+@dataclass
+class GuestContents:
+    """What a guest initramfs holds on top of busybox, gathered once: the
+    cache key hashes these files and install() copies them, so the two
+    cannot drift apart."""
+
+    name: str                           # the recipe's
+    shared: Path                        # guest-templates/tiny-host: the shared init
+    own: Path                           # the template's directory: rc, template.yaml
+    agent: Path | None                  # None in a tree without the agent
+    tools: list[Path]                   # the static tools, into /usr/bin
+    host_binaries: list[Path]           # with their libraries, at the same paths
+    host_paths: list[Path]              # host files or directories, at the same paths
+    packaged: list[tuple[Path, Path]]   # (file in an extracted .deb, guest path)
+    tree_dirs: list[tuple[Path, str]]   # (directory in this tree, guest path)
+    python: bool                        # Debian's python3 standard library
+    site: Path | None                   # pip-installed packages, into /opt/selena
+
+    def files(self) -> list[Path]:
+        """Every file the cache key covers: both template directories whole."""
+        found = _tree_files(self.shared) + _tree_files(self.own) + self.tools
+        found += [self.agent] if self.agent else []
+        for src, _ in self.tree_dirs:
+            found += _tree_files(src)
+        found += [src for src, _ in self.packaged]
+        found += self.host_binaries
+        for path in self.host_paths:
+            found += _tree_files(path) if path.is_dir() else [path]
+        return found
+
+    def key(self) -> str:
+        # The standard library by fingerprint (not hashed file by file) and
+        # the pip site by its own content key (its directory name).
+        extra = [_python_stdlib_fingerprint()] if self.python else []
+        extra += [self.site.name] if self.site else []
+        return _hash(_hash_files(self.files()), self.name, "guest-initrd-v3", *extra)
+
+    def install(self, root: Path) -> None:
+        """Copy everything into the guest root `root` (busybox already there)."""
+        shutil.copy2(self.shared / "init", root / "init")
+        os.chmod(root / "init", 0o755)
+        if (self.own / "rc").exists():
+            shutil.copy2(self.own / "rc", root / "etc/selena/rc")
+            os.chmod(root / "etc/selena/rc", 0o755)
+        if self.agent is not None:
+            shutil.copy2(self.agent, root / "sbin" / "selena-agent")
+        for tool in self.tools:
+            shutil.copy2(tool, root / "usr" / "bin" / tool.name)
+        for path in self.host_binaries:
+            # Same path in the guest, so the dynamic loader finds the libraries;
+            # replace (never write through) a busybox applet link of that name.
+            dest = _mkparent(root / path.relative_to("/"))
+            if dest.is_symlink() or dest.exists():
+                dest.unlink()
+            shutil.copy2(path, dest)
+        for path in self.host_paths:
+            _copy_any(path, root / str(path).lstrip("/"))
+        for src, guest_path in self.packaged:
+            shutil.copy2(src, _mkparent(root / guest_path.relative_to("/")))
+        if self.python:
+            _copy_python_stdlib(root)
+        for tree, guest_dir in self.tree_dirs:
+            shutil.copytree(tree, root / guest_dir.lstrip("/"),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        if self.site is not None:
+            shutil.copytree(self.site, root / "opt/selena", symlinks=True, dirs_exist_ok=True)
+
+
 # Debian's own python3 (not whatever python3 PATH finds first): the guests get
 # its binary and standard library.
 GUEST_PYTHON = "/usr/bin/python3"
@@ -324,43 +392,8 @@ class LabBuilder:
         return self.guest_initrd(GUEST_RECIPES["tiny-host"])
 
     def guest_initrd(self, recipe: GuestRecipe) -> Path:
-        tpl = self.src / "guest-templates" / "tiny-host"       # the shared init
-        own = self.src / "guest-templates" / recipe.name       # rc, template.yaml
-        agent = self.src / "guest-agent" / "build" / "selena-agent"
-        tools = self.src / "guest-templates" / "build" / "bin"
-        self._make_optional(self.src / "guest-agent")
-        self._make_optional(self.src / "guest-templates", "tools")
-        inputs = _tree_files(tpl) + _tree_files(own) + _tree_files(tools)
-        inputs += [agent] if agent.exists() else []
-        for src, _ in recipe.tree_dirs:
-            inputs += _tree_files(self.src / src)
-        host_binaries = _host_binaries_with_libs(self.runner, recipe.host_programs)
-        packaged: list[tuple[Path, Path]] = []      # (file in an extracted .deb, guest path)
-        for package, component, paths in recipe.packaged_programs:
-            unpacked = self.debian_package(package, component)
-            for rel in paths:
-                if not (unpacked / rel).exists():
-                    raise LabError(f"Debian package {package} has no {rel}")
-                packaged.append((unpacked / rel, Path("/") / rel))
-        if packaged:
-            host_binaries = sorted(set(host_binaries) | set(
-                _shared_libraries(self.runner, [src for src, _ in packaged])))
-            inputs += [src for src, _ in packaged]
-        site = self.python_site(recipe) if recipe.requirements else None
-        if recipe.python:
-            # C extensions load libraries too (_ssl: libssl; greenlet: libstdc++).
-            extensions = [p for p in (_python_stdlib_dir() / "lib-dynload").glob("*.so")
-                          if not p.name.startswith(PYTHON_EXTENSIONS_SKIP)]
-            extensions += sorted(site.rglob("*.so")) if site else []
-            host_binaries = sorted(set(host_binaries) | set(
-                _shared_libraries(self.runner, extensions)))
-        inputs += host_binaries
-        for path in recipe.host_paths:
-            inputs += _tree_files(Path(path)) if Path(path).is_dir() else [Path(path)]
-        extra = [_python_stdlib_fingerprint()] if recipe.python else []
-        extra += [site.name] if site else []
-        key = _hash(_hash_files(inputs), recipe.name, "guest-initrd-v3", *extra)
-        target = self.root / f"{recipe.name}-{key}.cpio.gz"
+        contents = self.guest_contents(recipe)
+        target = self.root / f"{recipe.name}-{contents.key()}.cpio.gz"
         if target.exists():
             self.progress(f"[5/6] {recipe.name} guest: cached ({target.name})")
             return target
@@ -375,35 +408,50 @@ class LabBuilder:
                 (root / d).mkdir(parents=True, exist_ok=True)
             shutil.copy2(busybox, root / "bin" / "busybox")
             self.runner.run(["chroot", str(root), "/bin/busybox", "--install", "-s"])
-            shutil.copy2(tpl / "init", root / "init")
-            os.chmod(root / "init", 0o755)
-            if (own / "rc").exists():
-                shutil.copy2(own / "rc", root / "etc/selena/rc")
-                os.chmod(root / "etc/selena/rc", 0o755)
-            if agent.exists():
-                shutil.copy2(agent, root / "sbin" / "selena-agent")
-            for tool in _tree_files(tools):
-                shutil.copy2(tool, root / "usr" / "bin" / tool.name)
-            for path in host_binaries:
-                # Same path in the guest, so the dynamic loader finds the libraries;
-                # replace (never write through) a busybox applet link of that name.
-                dest = _mkparent(root / path.relative_to("/"))
-                if dest.is_symlink() or dest.exists():
-                    dest.unlink()
-                shutil.copy2(path, dest)
-            for name in recipe.host_paths:
-                _copy_any(Path(name), root / name.lstrip("/"))
-            for src, dest in packaged:
-                shutil.copy2(src, _mkparent(root / dest.relative_to("/")))
-            if recipe.python:
-                _copy_python_stdlib(root)
-            for src, dest in recipe.tree_dirs:
-                shutil.copytree(self.src / src, root / dest.lstrip("/"),
-                                ignore=shutil.ignore_patterns("__pycache__"))
-            if site is not None:
-                shutil.copytree(site, root / "opt/selena", symlinks=True, dirs_exist_ok=True)
+            contents.install(root)
             self._pack(root, target)
         return target
+
+    def guest_contents(self, recipe: GuestRecipe) -> GuestContents:
+        """Gather what the recipe's initramfs holds (building the agent and
+        tools, fetching packages and pip sites as needed)."""
+        agent = self.src / "guest-agent" / "build" / "selena-agent"
+        self._make_optional(self.src / "guest-agent")
+        self._make_optional(self.src / "guest-templates", "tools")
+        tools = self.src / "guest-templates" / "build" / "bin"
+        host_binaries = _host_binaries_with_libs(self.runner, recipe.host_programs)
+        packaged = self._packaged_programs(recipe)
+        if packaged:
+            host_binaries = sorted(set(host_binaries) | set(
+                _shared_libraries(self.runner, [src for src, _ in packaged])))
+        site = self.python_site(recipe) if recipe.requirements else None
+        if recipe.python:
+            # C extensions load libraries too (_ssl: libssl; greenlet: libstdc++).
+            extensions = [p for p in (_python_stdlib_dir() / "lib-dynload").glob("*.so")
+                          if not p.name.startswith(PYTHON_EXTENSIONS_SKIP)]
+            extensions += sorted(site.rglob("*.so")) if site else []
+            host_binaries = sorted(set(host_binaries) | set(
+                _shared_libraries(self.runner, extensions)))
+        return GuestContents(
+            name=recipe.name,
+            shared=self.src / "guest-templates" / "tiny-host",
+            own=self.src / "guest-templates" / recipe.name,
+            agent=agent if agent.exists() else None, tools=_tree_files(tools),
+            host_binaries=host_binaries, host_paths=[Path(p) for p in recipe.host_paths],
+            packaged=packaged,
+            tree_dirs=[(self.src / src, dest) for src, dest in recipe.tree_dirs],
+            python=recipe.python, site=site)
+
+    def _packaged_programs(self, recipe: GuestRecipe) -> list[tuple[Path, Path]]:
+        """(file in an extracted .deb, guest path) of the recipe's packaged programs."""
+        packaged: list[tuple[Path, Path]] = []
+        for package, component, paths in recipe.packaged_programs:
+            unpacked = self.debian_package(package, component)
+            for rel in paths:
+                if not (unpacked / rel).exists():
+                    raise LabError(f"Debian package {package} has no {rel}")
+                packaged.append((unpacked / rel, Path("/") / rel))
+        return packaged
 
     def debian_package(self, name: str, component: str = "main") -> Path:
         """A bookworm package unpacked (dpkg-deb -x) under the cache, fetched

@@ -232,66 +232,26 @@ def segments(run: Run, base_tdf: float) -> list[tuple[float, list[Sample]]]:
     return result
 
 
+Row = tuple[str, float, float, float, bool]     # measure, measured, expected, error %, ok
+
+
 def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
           tsc: str | None = None, watchdog: int = WATCHDOG_S) -> list[str]:
     run = run_guest(tdf, changes, timeout, vcpus=vcpus, tsc=tsc, watchdog=watchdog)
-    rows: list[tuple[str, float, float, float, bool]] = []
     failures: list[str] = []
     segs = segments(run, tdf)
-    first_tdf, first = segs[0]
+    first = segs[0][1]
     if len(first) < 3:
         raise CheckFailed(f"{len(first)} samples before the first change "
                           f"({len(run.samples)} in all); console tail:\n{run.tail}")
-    for name, attr in (("CLOCK_MONOTONIC", "mono"), ("CLOCK_REALTIME", "realtime"),
-                       ("gettimeofday", "tod")):
-        rate = fit_rate([(s.real, getattr(s, attr) / 1e9) for s in first])
-        rows.append(_row(f"{name} rate", rate, 1 / first_tdf, CLOCK_TOLERANCE))
-    for i, (seg_tdf, samples) in enumerate(segs[1:], start=1):
-        try:
-            rate = fit_rate([(s.real, s.mono / 1e9) for s in samples])
-        except CheckFailed as exc:
-            failures.append(f"after change {i} to TDF {seg_tdf:g}: {exc}")
-            continue
-        rows.append(_row(f"after change {i} to TDF {seg_tdf:g}: rate", rate, 1 / seg_tdf,
-                         CLOCK_TOLERANCE))
+    rows = _rate_rows(segs, failures)
     monos = [s.mono for s in run.samples]
     backwards = sum(1 for a, b in zip(monos, monos[1:], strict=False) if b < a)
     if backwards:
         failures.append(f"guest CLOCK_MONOTONIC went backwards {backwards} time(s)")
-    # Continuity: around each change, guest time advanced by what the factors imply.
-    # The change took effect between the command's start and its return.
-    for (t_change, new), t_issued in zip(run.changes, run.issued, strict=True):
-        before = [s for s in run.samples if s.real <= t_issued]
-        after = [s for s in run.samples if s.real > t_change]
-        if before and after:
-            a, b = before[-1], after[0]
-            old = _tdf_at(run, tdf, a.real)
-            advanced = (b.mono - a.mono) / 1e9
-            bounds = [(t - a.real) / old + (b.real - t) / new for t in (t_issued, t_change)]
-            jump = min(advanced - min(bounds), advanced - max(bounds), key=abs) \
-                if not min(bounds) <= advanced <= max(bounds) else 0.0
-            if abs(jump) > 0.1:
-                failures.append(f"guest time jumped {jump:+.3f} s at the change to TDF {new:g}")
+    failures += _jumps(run, tdf)
     rows += _tsc_rows(run, first, tsc, failures)
-    for cpu in range(vcpus):
-        for kind in ("nanosleep", "timerfd", "select", "poll"):
-            marks = run.timers.get(f"{kind}@{cpu}", {})
-            if "T0" not in marks or "T1" not in marks:
-                failures.append(f"timer {kind} on vCPU {cpu}: no result")
-                continue
-            (r0, v0), (r1, v1) = marks["T0"], marks["T1"]
-            virtual = TIMER_MS / 1000
-            real = r1 - r0
-            at = _tdf_at(run, tdf, r0)      # the timers run after the last change
-            expected = at * virtual
-            slack = TIMER_SLACK_REAL_S + at * TIMER_SLACK_VIRTUAL_S
-            ok = (expected * (1 - TIMER_TOLERANCE) - CONSOLE_LATENCY_S <= real
-                  <= expected * (1 + TIMER_TOLERANCE) + slack)
-            rows.append((f"{kind} {TIMER_MS} ms vCPU {cpu}: real s", real, expected,
-                         (real - expected) / expected * 100, ok))
-            if (v1 - v0) / 1e9 < virtual:
-                failures.append(f"timer {kind} on vCPU {cpu} fired early in guest time: "
-                                f"{(v1 - v0) / 1e9:.4f} s")
+    rows += _timer_rows(run, tdf, vcpus, failures)
     checks = _steal_checks(run, vcpus) + _cross_checks(run, vcpus)
     checks.append(_watchdog_check(run, tdf, watchdog))
     sequence = " -> ".join(f"{t:g}" for t in [tdf, *changes])
@@ -312,8 +272,73 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
     return failures
 
 
+def _rate_rows(segs: list[tuple[float, list[Sample]]], failures: list[str]) -> list[Row]:
+    """Each clock's rate before the first change, and the monotonic clock's
+    after each change."""
+    rows: list[Row] = []
+    first_tdf, first = segs[0]
+    for name, attr in (("CLOCK_MONOTONIC", "mono"), ("CLOCK_REALTIME", "realtime"),
+                       ("gettimeofday", "tod")):
+        rate = fit_rate([(s.real, getattr(s, attr) / 1e9) for s in first])
+        rows.append(_row(f"{name} rate", rate, 1 / first_tdf, CLOCK_TOLERANCE))
+    for i, (seg_tdf, samples) in enumerate(segs[1:], start=1):
+        try:
+            rate = fit_rate([(s.real, s.mono / 1e9) for s in samples])
+        except CheckFailed as exc:
+            failures.append(f"after change {i} to TDF {seg_tdf:g}: {exc}")
+            continue
+        rows.append(_row(f"after change {i} to TDF {seg_tdf:g}: rate", rate, 1 / seg_tdf,
+                         CLOCK_TOLERANCE))
+    return rows
+
+
+def _jumps(run: Run, tdf: float) -> list[str]:
+    """Continuity: around each change, guest time advanced by what the
+    factors imply. The change took effect between the command's start and
+    its return."""
+    failures = []
+    for (t_change, new), t_issued in zip(run.changes, run.issued, strict=True):
+        before = [s for s in run.samples if s.real <= t_issued]
+        after = [s for s in run.samples if s.real > t_change]
+        if before and after:
+            a, b = before[-1], after[0]
+            old = _tdf_at(run, tdf, a.real)
+            advanced = (b.mono - a.mono) / 1e9
+            bounds = [(t - a.real) / old + (b.real - t) / new for t in (t_issued, t_change)]
+            jump = min(advanced - min(bounds), advanced - max(bounds), key=abs) \
+                if not min(bounds) <= advanced <= max(bounds) else 0.0
+            if abs(jump) > 0.1:
+                failures.append(f"guest time jumped {jump:+.3f} s at the change to TDF {new:g}")
+    return failures
+
+
+def _timer_rows(run: Run, tdf: float, vcpus: int, failures: list[str]) -> list[Row]:
+    """Each kind of timer on each vCPU: real time to fire against the TDF's."""
+    rows: list[Row] = []
+    for cpu in range(vcpus):
+        for kind in ("nanosleep", "timerfd", "select", "poll"):
+            marks = run.timers.get(f"{kind}@{cpu}", {})
+            if "T0" not in marks or "T1" not in marks:
+                failures.append(f"timer {kind} on vCPU {cpu}: no result")
+                continue
+            (r0, v0), (r1, v1) = marks["T0"], marks["T1"]
+            virtual = TIMER_MS / 1000
+            real = r1 - r0
+            at = _tdf_at(run, tdf, r0)      # the timers run after the last change
+            expected = at * virtual
+            slack = TIMER_SLACK_REAL_S + at * TIMER_SLACK_VIRTUAL_S
+            ok = (expected * (1 - TIMER_TOLERANCE) - CONSOLE_LATENCY_S <= real
+                  <= expected * (1 + TIMER_TOLERANCE) + slack)
+            rows.append((f"{kind} {TIMER_MS} ms vCPU {cpu}: real s", real, expected,
+                         (real - expected) / expected * 100, ok))
+            if (v1 - v0) / 1e9 < virtual:
+                failures.append(f"timer {kind} on vCPU {cpu} fired early in guest time: "
+                                f"{(v1 - v0) / 1e9:.4f} s")
+    return rows
+
+
 def _tsc_rows(run: Run, first: list[Sample], tsc: str | None,
-              failures: list[str]) -> list[tuple[str, float, float, float, bool]]:
+              failures: list[str]) -> list[Row]:
     """The TSC per second of guest time against CPUID leaf 0x40000003."""
     if run.cpuid is None or run.cpuid[0] == 0:
         failures.append("no CPUID leaf 0x40000003 from the guest")
@@ -385,7 +410,7 @@ def _tdf_at(run: Run, base: float, t: float) -> float:
     return current
 
 
-def _row(name: str, got: float, want: float, tol: float) -> tuple[str, float, float, float, bool]:
+def _row(name: str, got: float, want: float, tol: float) -> Row:
     err = (got - want) / want
     return (name, got, want, err * 100, abs(err) <= tol)
 

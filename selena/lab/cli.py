@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from selena.cli.experiment import tdf_arg
+from selena.cli.args import tdf_arg
 from selena.lab.build import LabBuilder
 from selena.lab.images import scenario_variants
 from selena.lab.qemu import DOM0_MEMORY_MB, QEMU_MEMORY_MB, Lab

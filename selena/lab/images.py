@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -266,10 +266,11 @@ class DebianImages:
             return
         shutil.rmtree(tmp, ignore_errors=True)
 
-    def _run(self, argv: list[str], what: str, **kwargs: object) -> None:
+    def _run(self, argv: list[str], what: str, *, timeout: float,
+             env: Mapping[str, str] | None = None) -> None:
         """A build step whose failure is the user's to read: the tool's own
         error lines (apt's "E: Unable to locate package ...") are the message."""
-        result = self.runner.run(argv, check=False, **kwargs)  # type: ignore[arg-type]
+        result = self.runner.run(argv, check=False, timeout=timeout, env=env)
         if result.returncode != 0:
             lines = (result.stderr + result.stdout).splitlines()
             errors = [ln for ln in lines if ln.startswith(("E:", "W: Failure", "E "))]

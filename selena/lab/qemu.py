@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from selena.errors import LabError
 from selena.lab.build import LabArtefacts, LabBuilder
@@ -293,7 +294,7 @@ class LabSession:
         self._proc.kill()
         self._proc.wait()
 
-    def _broken(self, what: str) -> None:
+    def _broken(self, what: str) -> NoReturn:
         self.broken = what
         if self._proc is not None:
             self._proc.kill()

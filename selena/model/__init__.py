@@ -6,6 +6,7 @@ from selena.model.topology import (
     Hub,
     Interface,
     Link,
+    LinkOptions,
     Node,
     NodeKind,
     StaticArp,
@@ -13,5 +14,5 @@ from selena.model.topology import (
     caller_location,
 )
 
-__all__ = ["DEFAULT_TEMPLATES", "Endpoint", "Hub", "Interface", "Link", "Node", "NodeKind",
-           "StaticArp", "Topology", "caller_location"]
+__all__ = ["DEFAULT_TEMPLATES", "Endpoint", "Hub", "Interface", "Link", "LinkOptions", "Node",
+           "NodeKind", "StaticArp", "Topology", "caller_location"]

@@ -6,8 +6,10 @@ import enum
 import hashlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from selena import units
 from selena.errors import ArgumentError, UnitError
@@ -33,7 +35,7 @@ def caller_location() -> str | None:
     """`file:line` of the innermost caller outside the selena package: where a
     user's scenario or script declared a node, link or entry, so that
     validation can point there."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         shown = _shown_name(frame.f_code.co_filename)
         if shown is not None:
@@ -60,7 +62,10 @@ def _want(value: object, types: tuple[type, ...], what: str, call: str,
                                            f"not {type(value).__name__} {value!r}")
 
 
-def _parsed(parse, value: object, what: str, call: str):  # type: ignore[no-untyped-def]
+_T = TypeVar("_T")
+
+
+def _parsed(parse: Callable[[Any], _T], value: object, what: str, call: str) -> _T:
     """A unit parser's result, its error raised at the caller's line."""
     try:
         return parse(value)
@@ -73,6 +78,75 @@ def _parsed(parse, value: object, what: str, call: str):  # type: ignore[no-unty
 
 _TEXT = (str, type(None))
 _AMOUNT = (str, int, float)
+
+
+class MininetWordError(ArgumentError, AttributeError):
+    """Mininet's method name used on selena's Topology: one line at the
+    caller's line naming selena's word (still an AttributeError, so that
+    hasattr() works)."""
+
+
+# Mininet's words on selena's Topology, with selena's own.
+MININET_METHODS = {
+    "addHost": "selena's is add_host (topo.add_host('h1', ip='10.0.0.1/24'))",
+    "addSwitch": "selena's is add_switch (topo.add_switch('s1'))",
+    "addLink": "selena's is add_link (topo.add_link(h1, s1, rate='10Mbit', delay='5ms'))",
+    "addController": "selena's is add_controller",
+    "addNode": "selena's is add_host or add_switch",
+    "hosts": "selena's are [n for n in topo.nodes.values() if n.kind is NodeKind.HOST]",
+    "switches": "selena's are [n for n in topo.nodes.values() if n.kind is "
+                "NodeKind.SWITCH]",
+    "build": "a Mininet Topo's build() is selena.mininet.Topo's; selena's Topology is "
+             "built by calling add_host/add_switch/add_link",
+}
+
+NODE_OPTIONS = ("template", "id", "vcpus", "cpus", "memory", "tsc_mode", "cpu_time",
+                "packages")
+HOST_OPTIONS = ("ip", "mac", "gateway", "ip6", "gateway6")
+SWITCH_OPTIONS = ("controller", "switch_model")
+LINK_OPTIONS = ("rate", "delay", "jitter", "loss", "queue", "prio")
+
+
+def _mininet_hint(key: str, value: object) -> str | None:
+    """selena's spelling of a Mininet option, with the value converted."""
+    if key == "bw":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return f"bw= is Mininet's (Mbit/s); selena's is rate=\"{value:g}Mbit\""
+        return "bw= is Mininet's (Mbit/s); selena's is rate=\"10Mbit\""
+    if key == "max_queue_size":
+        return f"max_queue_size= is Mininet's; selena's is queue={value!r} (packets)"
+    if key == "use_htb":
+        return "use_htb= is Mininet's; selena chooses the qdisc itself: drop it"
+    if key in ("port1", "port2"):
+        return (f"{key}= is Mininet's; selena names an interface with a (node, index) end: "
+                "add_link((h1, 0), (s1, 1))")
+    if key in ("intfName1", "intfName2"):
+        return f"{key}= is Mininet's; selena's guests name interface i eth<i>: drop it"
+    if key == "defaultRoute":
+        return "defaultRoute= is Mininet's; selena's is gateway='10.0.0.254'"
+    if key in ("cpu", "cores"):
+        return f"{key}= is Mininet's; selena's guests take vcpus= and cpus='2-3' (pinning)"
+    if key == "dpid":
+        return "dpid= is Mininet's; selena numbers its switches itself: drop it"
+    if key in ("cls", "inNamespace", "privateDirs"):
+        return f"{key}= is Mininet's; selena's nodes are Xen guests: drop it"
+    if key == "stp":
+        return "stp= is Mininet's; selena's is the node's attribute: node.stp = True"
+    return None
+
+
+def _unknown_options(call: str, unknown: dict[str, object], known: tuple[str, ...]) -> None:
+    """One line at the caller's line for options selena does not have:
+    Mininet's get selena's spelling, others the closest known name."""
+    import difflib
+
+    key, value = next(iter(unknown.items()))
+    hint = _mininet_hint(key, value)
+    if hint is None:
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = (f"unknown option {key}=" + (f"; did you mean {close[0]}=?" if close else "")
+                + f" (options: {', '.join(known)})")
+    raise ArgumentError(caller_location(), f"{call}: {hint}")
 
 
 class NodeKind(enum.Enum):
@@ -186,6 +260,33 @@ class Endpoint:
         return f"{self.node}:eth{self.iface}"
 
 
+
+class NodeOptions(TypedDict, total=False):
+    """add_node's keywords that add_host, add_switch and add_controller
+    pass on."""
+
+    template: str | None
+    id: int | None
+    vcpus: int
+    cpus: str | None
+    memory: str | int | None
+    tsc_mode: str | None
+    cpu_time: str
+    packages: Sequence[str] | str | None
+
+
+class LinkOptions(TypedDict, total=False):
+    """add_link's shaping keywords, as the --topo builders and a --link spec
+    pass them on to every link."""
+
+    rate: str | float | None
+    delay: str | float
+    jitter: str | float
+    loss: str | float
+    queue: int | None
+    prio: bool
+
+
 @dataclass
 class Link:
     """A point-to-point link. `delay_s` is one-way: each direction adds it once."""
@@ -245,6 +346,14 @@ class Topology:
     _attached: dict[str, set[int]] = field(default_factory=dict, init=False, repr=False,
                                            compare=False)
 
+    def __getattr__(self, name: str) -> object:
+        # Only reached for a missing attribute: Mininet's words get selena's.
+        if name in MININET_METHODS:
+            raise MininetWordError(caller_location(), f"Topology has no {name}: "
+                                                      f"{MININET_METHODS[name]}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}",
+                             name=name, obj=self)
+
     def __post_init__(self) -> None:
         _want(self.name, (str,), "the name", "Topology(...)", "'pair'")
         _want(self.tdf, (int, float, str), "tdf", "Topology(...)", "10")
@@ -272,7 +381,7 @@ class Topology:
                  id: int | None = None, vcpus: int = 1, cpus: str | None = None,
                  memory: str | int | None = None, tsc_mode: str | None = None,
                  cpu_time: str = "dilated",
-                 packages: Sequence[str] | str | None = None) -> Node:
+                 packages: Sequence[str] | str | None = None, **unknown: object) -> Node:
         """Add a node; errors about it are reported by validation, not here.
         memory: "512M" (= "512MB" = "512MiB"), "1G", or a number of MiB; None
         gives the template's default (TEMPLATE_MEMORY_MB).
@@ -280,6 +389,10 @@ class Topology:
         packages: Debian packages for a debian-based template ("memcached"
         or ["memcached", "ptpd"])."""
         call = f"add_{kind.value if isinstance(kind, NodeKind) else 'node'}({name!r}, ...)"
+        if unknown:
+            _unknown_options(call, unknown, NODE_OPTIONS + (
+                HOST_OPTIONS if kind is NodeKind.HOST else
+                SWITCH_OPTIONS if kind is NodeKind.SWITCH else ()))
         _want(name, (str,), "the name", call, "'h1'")
         _want(kind, (NodeKind,), "the kind", call)
         _want(template, _TEXT, "template", call)
@@ -310,18 +423,19 @@ class Topology:
 
     def add_host(self, name: str, ip: str | None = None, *, mac: str | None = None,
                  gateway: str | None = None, ip6: str | None = None,
-                 gateway6: str | None = None, **kwargs: object) -> Node:
+                 gateway6: str | None = None, **kwargs: Unpack[NodeOptions]) -> Node:
         """A host; ip/ip6 (with gateways) address its first interface, eth0."""
         _check_address_args(f"add_host({name!r}, ...)", ip=ip, mac=mac, gateway=gateway,
                             ip6=ip6, gateway6=gateway6)
-        node = self.add_node(name, NodeKind.HOST, **kwargs)  # type: ignore[arg-type]
+        node = self.add_node(name, NodeKind.HOST, **kwargs)
         if ip is not None or mac is not None or ip6 is not None:
             node.interfaces.append(Interface(0, mac=mac, ip=ip, gateway=gateway, ip6=ip6,
                                              gateway6=gateway6))
         return node
 
     def add_switch(self, name: str, *, controller: Node | str | None = None,
-                   switch_model: str | None = None, **kwargs: object) -> Node:
+                   switch_model: str | None = None,
+                   **kwargs: Unpack[NodeOptions]) -> Node:
         """An Open vSwitch guest. With a controller it is an OpenFlow switch
         (its interface with an IP address is the management port toward the
         controller, the others are datapath ports); switch_model names a
@@ -329,16 +443,17 @@ class Topology:
         call = f"add_switch({name!r}, ...)"
         _want(controller, (Node, str, type(None)), "controller", call)
         _want(switch_model, _TEXT, "switch_model", call)
-        node = self.add_node(name, NodeKind.SWITCH, **kwargs)  # type: ignore[arg-type]
+        node = self.add_node(name, NodeKind.SWITCH, **kwargs)
         node.controller = controller.name if isinstance(controller, Node) else controller
         node.switch_model = switch_model
         return node
 
-    def add_controller(self, name: str, ip: str | None = None, **kwargs: object) -> Node:
+    def add_controller(self, name: str, ip: str | None = None,
+                       **kwargs: Unpack[NodeOptions]) -> Node:
         """An OpenFlow controller guest (of-controller: os-ken with selena's
         reactive learning switch, listening on TCP 6653)."""
         _check_address_args(f"add_controller({name!r}, ...)", ip=ip)
-        node = self.add_node(name, NodeKind.CONTROLLER, **kwargs)  # type: ignore[arg-type]
+        node = self.add_node(name, NodeKind.CONTROLLER, **kwargs)
         if ip is not None:
             node.interfaces.append(Interface(0, ip=ip))
         return node
@@ -347,11 +462,13 @@ class Topology:
                  b: Node | str | tuple[Node | str, int], *,
                  rate: str | float | None = None, delay: str | float = 0,
                  jitter: str | float = 0, loss: str | float = 0,
-                 queue: int | None = None, prio: bool = False) -> Link:
+                 queue: int | None = None, prio: bool = False, **unknown: object) -> Link:
         """Link two nodes. A node alone uses its first unlinked interface, or a new one.
         prio: each direction queues by IP precedence in three strict-priority
         bands (6-7, 4-5, the rest) instead of one FIFO; needs a rate."""
         call = "add_link"
+        if unknown:
+            _unknown_options(call, unknown, LINK_OPTIONS)
         _want(rate, (*_AMOUNT, type(None)), "rate", call, "'100Mbit', or bit/s")
         _want(delay, _AMOUNT, "delay", call, "'5ms', or seconds")
         _want(jitter, _AMOUNT, "jitter", call, "'1ms', or seconds")
@@ -423,6 +540,15 @@ class Topology:
             elif link.b.node == name:
                 ports[link.a.node] = link.b.iface + 1
         return ports
+
+    def describe(self, link: Link) -> str:
+        """"link h1:eth0--s1:eth2", each end named by the device its guest has
+        (a listing's interface 0 is eth1; str(link) gives bare indexes)."""
+        return f"link {self.end_name(link.a)}--{self.end_name(link.b)}"
+
+    def end_name(self, end: Endpoint) -> str:
+        node = self.nodes.get(end.node)
+        return f"{end.node}:{node.device(end.iface) if node else f'eth{end.iface}'}"
 
     def mac_of(self, node: Node, iface: Interface) -> str:
         """The interface's MAC: explicit, or derived from experiment, node id and index.

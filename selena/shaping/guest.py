@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from selena.control.channel import Controller
+from selena.control.interface import CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.errors import BackendError
 from selena.plan import Plan, guest_shaping_script
@@ -15,7 +15,7 @@ from selena.plan import Plan, guest_shaping_script
 APPLY_TIMEOUT_S = 300.0
 
 
-def apply_guest_shaping(ctl: Controller, plan: Plan,
+def apply_guest_shaping(ctl: CommandChannel, plan: Plan,
                         progress: Callable[[str], None] | None = None) -> int:
     """Shape every guest's egress; returns how many guests were shaped."""
     handles = []

@@ -169,7 +169,8 @@ async def calibrate(conn: SwitchConnection, *, name: str, samples: int, max_tabl
 async def calibrate_main(args: argparse.Namespace) -> int:
     print(f"calibrate: waiting for a switch on {args.listen[0]}:{args.listen[1]}",
           file=sys.stderr, flush=True)
-    conn, server = await accept_one(*args.listen, timeout=300)
+    host, port = args.listen
+    conn, server = await accept_one(host, port, timeout=300)
     try:
         profile = await calibrate(conn, name=args.name, samples=args.samples,
                                   max_table=args.max_table, rate_seconds=args.rate_seconds,

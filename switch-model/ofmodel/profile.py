@@ -98,11 +98,18 @@ class Profile:
         return yaml.safe_dump(data, sort_keys=False)
 
 
-def _number(data: dict[str, Any], key: str, where: str, *, default: float | None = 0.0,
-            minimum: float = 0.0, allow_none: bool = False) -> float | None:
-    value = data.get(key, default)
-    if value is None and allow_none:
+def _optional_number(data: dict[str, Any], key: str, where: str, *,
+                     minimum: float = 0.0) -> float | None:
+    """The number at `key`, or None when it is absent or null."""
+    if data.get(key) is None:
         return None
+    return _number(data, key, where, minimum=minimum)
+
+
+def _number(data: dict[str, Any], key: str, where: str, *, default: float | None = 0.0,
+            minimum: float = 0.0) -> float:
+    """The number at `key` (`default` when absent; None: required)."""
+    value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value) or value < minimum:
         raise ProfileError(f"{where}.{key}: want a number >= {minimum:g}, got {value!r}")
@@ -158,8 +165,7 @@ def parse_profile(data: Any, source: str = "profile") -> Profile:
     packet_in = _section(data, "packet_in", source)
     table = _section(data, "table", source)
     replies = _section(data, "replies", source)
-    rate = _number(packet_in, "max_rate", f"{source}.packet_in", default=None,
-                   allow_none=True, minimum=0.001)
+    rate = _optional_number(packet_in, "max_rate", f"{source}.packet_in", minimum=0.001)
     burst = packet_in.get("burst", 1)
     if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
         raise ProfileError(f"{source}.packet_in.burst: want an integer >= 1, got {burst!r}")

@@ -461,3 +461,15 @@ def test_a_failed_cap_restores_the_old_tdf_and_cap(fake_xen, tmp_path):
     assert {d.tdf for d in fake_xen.domains.values()} == {"10"}
     assert fake_xen.domains["selena-demo-h1"].cap == 10
     assert all(not d.paused for d in fake_xen.domains.values())
+
+
+def test_a_switch_of_40_ports_deploys_with_its_network_directives_in_one_value(fake_xen,
+                                                                               tmp_path):
+    """Dom0's writes meet xenstored's 2048-byte values too: a port's name and
+    queue length line each took 2509 bytes for 40 ports (E2BIG)."""
+    from selena.topologies import single
+
+    plan = make_plan(single(40))
+    backend(fake_xen, tmp_path).deploy(plan)
+    net = fake_xen.domains["selena-single-s1"].net          # what Dom0 wrote
+    assert net.count("name ") == 40 and len(net) <= 2048

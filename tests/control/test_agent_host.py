@@ -577,3 +577,26 @@ def test_an_id_removed_while_its_command_ran_is_served_again(channel):
     dom0.rm(f"{base}/out/early")
     dom0.write(f"{base}/cmd/early", CommandSpec(shell="exit 6").encode())
     assert state_of("early", b"exited").startswith(b"exited code=6 ")
+
+
+@pytest.mark.parametrize("net, index", [("frobnicate eth0\n", 0), ("\n\nfrobnicate\n", 0)])
+def test_a_directive_the_agent_cannot_parse_is_reported_on_agent_net(
+        xenstored, agent_binary, net, index):
+    """Boot-time network configuration (netconf.c): the first directive that
+    fails is reported by its index among the non-empty lines, with the
+    parser's words, and the agent still comes up ready."""
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    xenstored.add_domain(7)
+    apply_keys(dom0, 7, net=net)
+    proc = subprocess.Popen([str(agent_binary), "--device", xenstored.listen(7)])
+    try:
+        deadline = time.monotonic() + 10
+        while dom0.read_or_none(f"{base_path(7)}/agent/state") != b"ready":
+            assert time.monotonic() < deadline, "the agent never became ready"
+            time.sleep(0.01)
+        reported = dom0.read_or_none(f"{base_path(7)}/agent/net")
+        assert reported == f"failed {index} unknown%20directive".encode()
+    finally:
+        proc.kill()
+        proc.wait()
+        dom0.close()

@@ -82,3 +82,38 @@ def test_printable_escapes_controls_and_cuts_long_text():
     assert printable("a\x1b[2J\n\t\x7f\x85\u202eb") == "a\\x1b[2J\\x0a\\x09\\x7f\\x85\\u202eb"
     assert printable(b"\xff\x1bok") == "\\xff\\x1bok"
     assert printable("x" * 20, limit=5) == "xxxxx... (15 more characters)"
+
+
+def test_a_failed_net_report_says_where_and_why_with_the_guests_words_escaped():
+    from selena.control.protocol import net_failure
+    from selena.errors import GuestSetupError
+
+    where, why = net_failure("failed 2 no%20such%20device%1B[31m")
+    assert (where, why) == ("directive 2", "no such device\\x1b[31m")
+    assert net_failure("failed") == ("its directives", "failed")
+    assert net_failure("failed 0 bad%zz") == ("directive 0", "bad%zz")
+    error = GuestSetupError("h1", "failed 2 x", *net_failure("failed 2 x"))
+    assert str(error) == "guest h1: network setup failed at directive 2: x"
+
+
+def test_the_errors_module_does_not_import_the_wire_format():
+    # errors.py is imported by everything; the protocol imports errors, so the
+    # other way round would be a cycle (issue 35).
+    import subprocess
+    import sys
+
+    probe = ("import sys, selena.errors\n"
+             "print(sorted(m for m in sys.modules if m.startswith('selena.control')))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
+    # Not even lazily, inside a function (where the old GuestSetupError did).
+    import ast
+    from pathlib import Path
+
+    import selena.errors
+
+    tree = ast.parse(Path(selena.errors.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m and m.startswith("selena")}

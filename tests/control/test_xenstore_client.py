@@ -31,7 +31,7 @@ def test_read_many_has_every_request_in_flight_at_once(tmp_path):
     def serve() -> None:
         conn, _ = server.accept()
         with conn:
-            requests = []
+            requests: list[tuple[int, int, bytes]] = []
             buf = b""
             while len(requests) < 3:
                 buf += conn.recv(4096)

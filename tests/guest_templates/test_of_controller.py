@@ -11,6 +11,7 @@ files. Every process started here is stopped by its PID, also on failure.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -525,7 +526,7 @@ def test_every_tcp_flow_gets_its_own_entry(bridge: Bridge) -> None:
     (udp,) = [f for f in flows if "udp" in f.fields]
     assert (udp["tp_src"], udp["tp_dst"], udp["idle_timeout"]) == ("5353", "53", "10")
     for sport in (40001, 40002):
-        wait_for(f"flow {sport} on port 2", lambda s=sport: tcp_frames(bridge, 2, s))
+        wait_for(f"flow {sport} on port 2", functools.partial(tcp_frames, bridge, 2, sport))
 
 
 def test_unknown_destination_is_flooded_without_an_entry(bridge: Bridge) -> None:

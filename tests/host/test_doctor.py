@@ -4,10 +4,12 @@ the not-a-Dom0 case for real on this machine, and preflight's one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,11 +76,11 @@ class Runner(FakeRunner):
         super().__init__()
         self.missing = set(missing)
 
-    def run(self, argv: Sequence[str], **kwargs: object) -> CommandResult:  # type: ignore[override]
+    def run(self, argv: Sequence[str], **kwargs: Any) -> CommandResult:
         if argv[0] in self.missing:
             self.calls.append(tuple(argv))
             raise CommandError(list(argv), None, "", "cannot start: No such file or directory")
-        return super().run(argv, **kwargs)  # type: ignore[arg-type]
+        return super().run(argv, **kwargs)
 
 
 def write(root: Path, path: str, text: str = "") -> Path:
@@ -145,12 +147,12 @@ def lab(tmp_path) -> tuple[HostProbe, Runner]:
     return probe, runner
 
 
-def fresh(probe: HostProbe, **changes: object) -> HostProbe:
+def fresh(probe: HostProbe, *, runner: Runner | None = None, bridge: str | None = None,
+          environ: dict[str, str] | None = None) -> HostProbe:
     """The same host, with no cached command results."""
-    values = {"runner": probe.runner, "root": probe.root, "results_dir": probe.results_dir,
-              "bridge": probe.bridge, "disk_usage": probe.disk_usage, "environ": probe.environ}
-    values.update(changes)
-    return HostProbe(**values)  # type: ignore[arg-type]
+    return dataclasses.replace(probe, _cache={}, runner=runner or probe.runner,
+                               bridge=bridge or probe.bridge,
+                               environ=probe.environ if environ is None else environ)
 
 
 def by_name(checks):

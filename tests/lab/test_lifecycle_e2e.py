@@ -48,7 +48,7 @@ def test_hosts_ping_each_other_over_ipv6(lab):
     result = lab.run(f"rm -rf {out}; selena run scenarios/ipv6_pair.py --test pingall "
                      f"--out {out}", timeout=600)
     assert result.returncode == 0, result.output
-    assert "pingall: 0% dropped (2/2 received)" in result.output
+    assert "*** Results: 0% dropped (2/2 received)" in result.output
     h1 = [o for o in _outputs(_bundle("ipv6"), "h1") if "-6" in o[0]["command"]]
     assert h1[0][0]["exit_code"] == 0 and "3 packets received" in h1[0][1]
     h2 = [o for o in _outputs(_bundle("ipv6"), "h2") if "-6" in o[0]["command"]]

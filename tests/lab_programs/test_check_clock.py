@@ -66,3 +66,38 @@ def test_watchdog_must_be_armed_and_reports_the_largest_increase():
 def test_default_changes_go_down_and_back_up():
     assert default_changes(10.0) == [2.0, 10.0]
     assert default_changes(2.0) == [4.0, 2.0]
+
+
+def _ideal_run(jump_s: float = 0.0) -> Run:
+    """A guest whose clocks follow TDF 10, then 2 from real second 20 (the
+    change issued at 19.9), with timers, steal, CPUID and the watchdog as a
+    faithful guest reports them; `jump_s` of guest time added at the change."""
+    from selena.lab.check_clock import TIMER_MS, Sample
+
+    def mono_ns(real: float) -> int:
+        guest = real / 10 if real <= 20 else 2.0 + (real - 20) / 2 + jump_s
+        return round(guest * 1e9)
+
+    run = Run(changes=[(20.0, 2.0)], issued=[19.9], cpuid=(1_000_000, 1, 0),
+              watchdog=(2, 3))
+    for i in range(400):
+        real = i / 10
+        ns = mono_ns(real)
+        run.samples.append(Sample(real, ns, ns, ns, ns))     # TSC at 1 GHz
+        run.steal.append((ns, [0]))
+    for n, kind in enumerate(("nanosleep", "timerfd", "select", "poll")):
+        start = 25.0 + n
+        run.timers[f"{kind}@0"] = {"T0": (start, mono_ns(start)),
+                                   "T1": (start + 2 * TIMER_MS / 1000,
+                                          mono_ns(start) + TIMER_MS * 1_000_000)}
+    return run
+
+
+def test_check_passes_a_faithful_clock_and_names_a_jump(monkeypatch) -> None:
+    import selena.lab.check_clock as check_clock
+
+    monkeypatch.setattr(check_clock, "run_guest", lambda *a, **k: _ideal_run())
+    assert check_clock.check(10.0, [2.0], 60.0) == []
+    monkeypatch.setattr(check_clock, "run_guest", lambda *a, **k: _ideal_run(jump_s=0.5))
+    failures = check_clock.check(10.0, [2.0], 60.0)
+    assert any("guest time jumped +0.4" in f for f in failures), failures

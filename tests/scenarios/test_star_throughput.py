@@ -24,7 +24,9 @@ class FakeExperiment:
 
     def __init__(self, rates: dict[str, float], params: dict | None = None) -> None:
         self.rates, self.params = rates, params or {}
-        self.t, self.metrics, self.started = 0.0, {}, []
+        self.t = 0.0
+        self.metrics: dict[str, tuple[list[float], float | None]] = {}
+        self.started: list[tuple[float, Handle]] = []
 
     def now(self):
         return self.t

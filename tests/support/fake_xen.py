@@ -100,9 +100,16 @@ class FakeXen(FakeRunner):
     # -- the commands --------------------------------------------------------------
 
     def _answer_xen(self, args: tuple[str, ...]) -> tuple[int, str, str]:
-        cmd = args[:2]
         if "selena.backends.vif_tap" in args:      # started as a daemon; taps nothing here
             return 0, f"tapping {len(args) - 5} vifs of {args[3]}\n", ""
+        handler = {"xl": self._answer_xl, "tc": self._answer_tc,
+                   "selena-tdf": self._answer_tdf, "ovs-vsctl": self._answer_ovs,
+                   "ip": self._answer_ip}.get(args[0])
+        answer = handler(args) if handler else None
+        return answer or (0, "", "")        # ip link set up, tc, ethtool, network-attach...
+
+    def _answer_xl(self, args: tuple[str, ...]) -> tuple[int, str, str] | None:
+        cmd = args[:2]
         if cmd == ("xl", "create"):
             return self._create(Path(args[-1]))
         if cmd == ("xl", "domid"):
@@ -126,16 +133,6 @@ class FakeXen(FakeRunner):
             return 0, "\n".join(lines) + "\n", ""
         if cmd == ("xl", "vcpu-list"):
             return 0, self._vcpu_list(), ""
-        if args[:5] == ("tc", "-s", "-j", "qdisc", "show"):
-            return 0, self._qdisc_stats(), ""
-        if args[:3] == ("tc", "qdisc", "replace") and "root" in args:
-            return self._replace_root(args)
-        if cmd == ("selena-tdf", "get") and args[2:] == ("0",):
-            return 0, "1\n", ""            # Dom0 reads its own TDF: the domctl answers
-        if cmd == ("selena-tdf", "host"):
-            return 0, (f"nr_cpus : {self.cpus}\nfree_memory : "
-                       f"{self.free_memory_mb}\nxen_major : 4\nxen_minor : 17\n"
-                       "xen_extra : .5-fake\n"), ""
         if cmd == ("xl", "rename"):
             dom = self.domains.pop(args[2])
             dom.name = args[3]
@@ -148,31 +145,58 @@ class FakeXen(FakeRunner):
         if cmd == ("xl", "sched-credit2") and args[2:3] == ("-d",) and args[4:5] == ("-c",):
             self._by_id(int(args[3])).cap = int(args[5])
             return 0, "", ""
-        if cmd[0] == "selena-tdf" and args[1] == "set":
+        return None
+
+    def _answer_tc(self, args: tuple[str, ...]) -> tuple[int, str, str] | None:
+        if args[:5] == ("tc", "-s", "-j", "qdisc", "show"):
+            return 0, self._qdisc_stats(), ""
+        if args[:3] == ("tc", "qdisc", "replace") and "root" in args:
+            return self._replace_root(args)
+        return None
+
+    def _answer_tdf(self, args: tuple[str, ...]) -> tuple[int, str, str] | None:
+        verb = args[1] if len(args) > 1 else ""
+        if args[1:] == ("get", "0"):
+            return 0, "1\n", ""            # Dom0 reads its own TDF: the domctl answers
+        if verb == "host":
+            return 0, (f"nr_cpus : {self.cpus}\nfree_memory : "
+                       f"{self.free_memory_mb}\nxen_major : 4\nxen_minor : 17\n"
+                       "xen_extra : .5-fake\n"), ""
+        if verb == "set":
             self._by_id(int(args[2])).tdf = args[3]
             return 0, "", ""
-        if cmd[0] == "selena-tdf" and args[1] in ("pause", "unpause"):
-            return self._pause_many(args[1], [int(d) for d in args[2:]])
-        if cmd[0] == "selena-tdf" and args[1] in ("freeze", "thaw"):
+        if verb in ("pause", "unpause"):
+            return self._pause_many(verb, [int(d) for d in args[2:]])
+        if verb in ("freeze", "thaw"):
             for domid in args[2:]:
-                self._by_id(int(domid)).frozen = args[1] == "freeze"
-            verb = "froze" if args[1] == "freeze" else "thawed"
-            out = f"{verb} {len(args) - 2} domain(s) at virtual 5000 ns (Xen time 9000 ns)\n"
+                dom = self._by_id(int(domid))
+                dom.frozen = verb == "freeze"
+                if dom.agent is not None:   # a frozen guest runs nothing, heartbeats neither
+                    os.killpg(dom.agent.pid, signal.SIGSTOP if dom.frozen else signal.SIGCONT)
+            done = "froze" if verb == "freeze" else "thawed"
+            out = f"{done} {len(args) - 2} domain(s) at virtual 5000 ns (Xen time 9000 ns)\n"
             return 0, out, ""
-        if cmd == ("ovs-vsctl", "add-br"):
+        return None
+
+    def _answer_ovs(self, args: tuple[str, ...]) -> tuple[int, str, str] | None:
+        verb = args[1] if len(args) > 1 else ""
+        if verb == "add-br":
             tag = next((a.split("=", 1)[1] for a in args
                         if a.startswith("external_ids:selena-experiment=")), None)
             self.bridges[args[2]] = tag
             return 0, "", ""
-        if cmd == ("ovs-vsctl", "br-get-external-id"):
+        if verb == "br-get-external-id":
             if args[2] not in self.bridges:
                 return 1, "", f"ovs-vsctl: no bridge named {args[2]}\n"
             return 0, (self.bridges[args[2]] or "") + "\n", ""
-        if cmd == ("ovs-vsctl", "list-br"):
+        if verb == "list-br":
             return 0, "".join(f"{b}\n" for b in self.bridges), ""
-        if cmd == ("ovs-vsctl", "--if-exists"):
+        if verb == "--if-exists":
             self.bridges.pop(args[3], None)
             return 0, "", ""
+        return None
+
+    def _answer_ip(self, args: tuple[str, ...]) -> tuple[int, str, str] | None:
         if args[:3] == ("ip", "link", "add"):
             self.linux_bridges[args[3]] = None
             return 0, "", ""
@@ -190,7 +214,7 @@ class FakeXen(FakeRunner):
             return 0, "".join(f"{i}: {n}: <BROADCAST> mtu 1500 state UP"
                               + (f" \\    alias {a}" if a else "") + "\n"
                               for i, (n, a) in enumerate(shown, start=10)), ""
-        return 0, "", ""        # ip link set up, tc, ethtool, network-attach...
+        return None
 
     def _replace_root(self, args: tuple[str, ...]) -> tuple[int, str, str]:
         # Like the kernel: replacing a root qdisc with one of the same kind is a

@@ -60,6 +60,7 @@ def model(profile: Path, controller_port: int) -> Iterator[int]:
         [sys.executable, "-m", "ofmodel", "proxy", "--listen", f"127.0.0.1:{port}",
          "--controller", f"127.0.0.1:{controller_port}", "--profile", str(profile)],
         env={**os.environ, "PYTHONPATH": str(MODEL_DIR)}, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None      # stderr=PIPE
     try:
         line = proc.stderr.readline()
         assert "listening" in line, line + proc.stderr.read()

@@ -1,0 +1,120 @@
+"""Argument helpers the CLI's verb modules share (selena.cli.experiment,
+.sweep, .advise and the lab's): option types that refuse bad values in one
+line, the option groups a checking verb accepts so that a run's command line
+can be checked unchanged, and the scenario the options describe."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from selena import units
+from selena.control.channel import DEFAULT_OUTPUT_CAP
+from selena.errors import ScenarioError, UnitError
+from selena.experiment import DEFAULT_READY_TIMEOUT_S
+from selena.loader import Scenario, load_scenario
+from selena.validate import MAX_SWITCH_PORTS
+
+
+def tdf_arg(text: str) -> float:
+    try:
+        return units.tdf(text)
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def param_arg(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"--param {text!r}: want NAME=VALUE")
+    for convert in (int, float):
+        try:
+            return key, convert(value)
+        except ValueError:
+            continue
+    return key, value
+
+
+def seconds_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be zero or more seconds")
+    return value
+
+
+def size_arg(text: str) -> int:
+    try:
+        value = units.size_bytes(text)
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be zero or more bytes")
+    return value
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def deploy_only_args(p: argparse.ArgumentParser) -> None:
+    """deploy's and run's options, for a verb that only checks (validate,
+    advise): accepted so that a run's command line can be checked as it is."""
+    g = p.add_argument_group("deploy options (accepted as run takes them; "
+                             "nothing is deployed)")
+    g.add_argument("--bridge", choices=("ovs", "linux"), default="ovs")
+    g.add_argument("--shaping", choices=("dom0", "guest"), default="dom0")
+    g.add_argument("--offload", action="store_true")
+    g.add_argument("--warm", action="store_true")
+
+
+def run_only_args(p: argparse.ArgumentParser) -> None:
+    """The options only `run` (and deploy) use, accepted and ignored by the
+    verbs that check a scenario, so that `selena validate` takes a run's
+    command line unchanged."""
+    g = p.add_argument_group("run options (accepted as run takes them; unused here)")
+    g.add_argument("--out", type=Path, default=None)
+    g.add_argument("--keep", action="store_true")
+    g.add_argument("--test", choices=("pingall", "none"), default=None)
+    g.add_argument("--cli", action="store_true")
+    g.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
+                   metavar="SECONDS")
+    g.add_argument("--command-timeout", type=seconds_arg, default=None, metavar="SECONDS")
+    g.add_argument("--no-monitor", action="store_true")
+    g.add_argument("--output-cap", type=size_arg, default=DEFAULT_OUTPUT_CAP, metavar="SIZE")
+    g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
+    capture_arg(g)
+
+
+def capture_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument("--capture", action="append", default=[], metavar="A,B",
+                   help="capture the link between nodes A and B (or A-B) into the bundle's "
+                        "capture-A-B.pcapng, timestamped in the guests' virtual time "
+                        "(repeatable)")
+
+
+def custom_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--custom", action="append", default=[], metavar="FILE",
+                   help="a Mininet custom file (mn --custom): its `topos` give --topo names, "
+                        "with Mininet's units (repeatable, or FILE1,FILE2)")
+
+
+def scenario_of(args: argparse.Namespace) -> Scenario:
+    """The scenario a verb's --topo/scenario, --tdf, --link and --param describe."""
+    if args.scenario and args.topo:
+        raise ScenarioError(f"give a scenario file or --topo, not both ({args.scenario!r} "
+                            f"and --topo {args.topo!r})")
+    source = args.topo or args.scenario
+    custom = getattr(args, "custom", [])
+    if not source and not custom:
+        raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
+    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param),
+                         custom=custom)
+
+
+# Unlike mn's, a switch here is a Xen guest, with a guest's limit on interfaces.
+TOPO_LIMIT = (f"A switch takes at most {MAX_SWITCH_PORTS} ports (a Xen guest's limit, "
+              "fewer with several vCPUs); for more hosts use a tree")

@@ -1,0 +1,304 @@
+"""The `selena>` prompt of `selena run`, like Mininet's `mn` CLI: parses a
+line, calls selena.session.Session, prints. Every error is one line and the
+session goes on; only `exit`, `quit` or the end of input (Ctrl-D) end it,
+and then `selena run` ends the run as any other (bundle, teardown).
+
+On a terminal: a prompt, readline history in ~/.selena_history and
+completion of commands and node names; Ctrl-C cancels the line or the
+command running, as in mn. Piped input (scripts, tests): lines read one by
+one, no prompt, the end of input ends the session.
+"""
+
+from __future__ import annotations
+
+import cmd
+import shlex
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from selena import units
+from selena.errors import SelenaError, UnitError
+from selena.experiment import SignalInterrupt
+from selena.session import Session
+
+HISTORY = Path("~/.selena_history")
+HISTORY_LINES = 1000
+
+HELP = """\
+Commands (node names in a command stand for their first IP address, as in mn):
+  nodes                   the nodes
+  net                     each node's interfaces and what they connect to
+  links                   every link and its state (OK or DOWN)
+  dump                    each node's addresses, Xen domain id and template
+  pingall [SECONDS]       every host pings every other once (mn's pingall)
+  iperf [CLIENT SERVER [SECONDS]]   TCP throughput with iperf3 (tools-host guests)
+  NODE COMMAND...         run a shell command in a node: h1 ping -c 1 h2
+  link A B up|down        bring the link(s) between nodes A and B up or down
+  tdf N                   change the time dilation factor of the running experiment
+  pause | resume          freeze and restart every guest's virtual time
+  sh COMMAND...           a shell command in Dom0
+  py EXPR                 a Python expression or statement (exp, net, session, nodes)
+  help                    this text
+  exit | quit | Ctrl-D    end the session: the run ends (results, teardown)"""
+
+
+class Prompt(cmd.Cmd):
+    """One interactive session on a running experiment."""
+
+    def __init__(self, session: Session, stdin: IO[str] | None = None,
+                 stdout: IO[str] | None = None, stderr: IO[str] | None = None,
+                 tty: bool | None = None):
+        stdin = stdin if stdin is not None else sys.stdin
+        super().__init__(stdin=stdin, stdout=stdout if stdout is not None else sys.stdout)
+        self.err = stderr if stderr is not None else sys.stderr
+        self.session = session
+        self.tty = stdin.isatty() if tty is None else tty
+        # On a terminal input() gives readline's editing, history and completion.
+        self.use_rawinput = self.tty
+        self.prompt = "selena> " if self.tty else ""
+        self.identchars += "-."     # node names like h1-a, and `py` words
+
+    # -- the loop ------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Read and run lines until exit or end of input. Ctrl-C cancels the
+        line being typed or the command running, not the session."""
+        history = _History() if self.tty else None
+        try:
+            while True:
+                try:
+                    self.cmdloop()
+                    return
+                except SignalInterrupt:
+                    raise           # SIGTERM, SIGHUP: the run ends (and is torn down)
+                except KeyboardInterrupt:
+                    self.say("\nInterrupt")     # mn's word for it
+        finally:
+            if history is not None:
+                history.save()
+
+    def onecmd(self, line: str) -> bool:
+        try:
+            return super().onecmd(line)
+        except SelenaError as exc:
+            self.error(str(exc))
+        except KeyboardInterrupt:
+            raise
+        except SystemExit:          # `py exit()`: the session ends by exit or Ctrl-D only
+            self.error("to end the session, type exit (or Ctrl-D)")
+        except Exception as exc:  # noqa: BLE001 - one line, the session goes on
+            self.error(f"{type(exc).__name__}: {exc}")
+        return False
+
+    def emptyline(self) -> bool:
+        return False            # not cmd.Cmd's repeat of the last command
+
+    def say(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+        self.stdout.flush()
+
+    def error(self, text: str) -> None:
+        self.stdout.flush()
+        self.err.write(f"*** {text}\n")
+        self.err.flush()
+
+    def default(self, line: str) -> bool:  # type: ignore[override]  # onecmd returns it
+        word, _, rest = line.strip().partition(" ")
+        if word in self.session.exp.topology.nodes:
+            return self._node_command(word, rest.strip())
+        self.error(f"unknown command {word!r}: try help")
+        return False
+
+    # -- commands ------------------------------------------------------------------
+
+    def do_EOF(self, arg: str) -> bool:  # noqa: N802 - cmd.Cmd's name for the end of input
+        if self.tty:
+            self.say("")
+        return True
+
+    def do_exit(self, arg: str) -> bool:
+        return True
+
+    do_quit = do_exit
+
+    def do_help(self, arg: str) -> bool:
+        self.say(HELP)
+        return False
+
+    def do_nodes(self, arg: str) -> bool:
+        self.say("available nodes are: \n" + " ".join(self.session.nodes))
+        return False
+
+    def do_net(self, arg: str) -> bool:
+        for line in self.session.net_lines():
+            self.say(line)
+        return False
+
+    def do_links(self, arg: str) -> bool:
+        for line in self.session.link_lines():
+            self.say(line)
+        return False
+
+    def do_dump(self, arg: str) -> bool:
+        for line in self.session.dump_lines():
+            self.say(line)
+        return False
+
+    def do_pingall(self, arg: str) -> bool:
+        timeout = _seconds(arg, "pingall", default=1.0)
+        self.say("*** Ping: testing ping reachability")
+        result = self.session.pingall(timeout=timeout)
+        for line in result.lines():
+            self.say(line)
+        self.say(result.results_line())
+        return False
+
+    def do_iperf(self, arg: str) -> bool:
+        words = arg.split()
+        hosts = [h.name for h in self.session.exp.hosts]
+        if not words:
+            if len(hosts) < 2:
+                raise SelenaError("iperf: the experiment has fewer than two hosts")
+            words = [hosts[0], hosts[-1]]       # mn: the first and the last host
+        if len(words) not in (2, 3):
+            raise SelenaError("iperf: want `iperf CLIENT SERVER [SECONDS]`")
+        seconds = _seconds(words[2] if len(words) == 3 else "", "iperf", default=5.0)
+        client, server = words[0], words[1]
+        for name in (client, server):
+            self.session.node(name)
+        self.say(f"*** Iperf: testing TCP bandwidth between {client} and {server}")
+        result = self.session.iperf(client, server, seconds=seconds)
+        self.say(f"*** Results: {list(result)!r}")
+        return False
+
+    def do_link(self, arg: str) -> bool:
+        words = arg.split()
+        if len(words) != 3 or words[2] not in ("up", "down"):
+            raise SelenaError("link: want `link NODE1 NODE2 up|down`")
+        self.session.link(words[0], words[1], up=words[2] == "up")
+        return False
+
+    def do_tdf(self, arg: str) -> bool:
+        if not arg.strip():
+            self.say(f"TDF {units.tdf_text(self.session.exp.tdf)}")
+            return False
+        try:
+            value = units.tdf(arg.strip())
+        except UnitError as exc:
+            raise SelenaError(f"tdf: {exc}") from None
+        now = self.session.tdf(value)
+        self.say(f"TDF {units.tdf_text(now)}")
+        return False
+
+    def do_pause(self, arg: str) -> bool:
+        at = self.session.pause()
+        self.say(f"paused at virtual time {at:.3f} s (resume to go on)")
+        return False
+
+    def do_resume(self, arg: str) -> bool:
+        at = self.session.resume()
+        self.say(f"resumed at virtual time {at:.3f} s")
+        return False
+
+    def do_sh(self, arg: str) -> bool:
+        if not arg.strip():
+            raise SelenaError("sh: want `sh COMMAND`")
+        result = self.session.sh(arg)
+        self._print(result.stdout, result.stderr)
+        if result.returncode:
+            self.error(f"sh: exit status {result.returncode}")
+        return False
+
+    def do_py(self, arg: str) -> bool:
+        if not arg.strip():
+            raise SelenaError("py: want `py EXPRESSION`")
+        scope = self.session.namespace()
+        try:
+            code = compile(arg, "<py>", "eval")
+        except SyntaxError:
+            exec(compile(arg, "<py>", "exec"), scope)  # noqa: S102 - the user's own Python
+            return False
+        value = eval(code, scope)  # noqa: S307 - the user's own Python
+        if value is not None:
+            self.say(repr(value))
+        return False
+
+    def _node_command(self, node: str, command: str) -> bool:
+        if not command:
+            raise SelenaError(f"{node}: want `{node} COMMAND`")
+        result = self.session.cmd(node, command)
+        self._print(result.stdout, result.stderr)
+        if not result.ok:
+            self.error(f"{node}: {result.summary()}")
+        return False
+
+    def _print(self, out: bytes | str, err: bytes | str) -> None:
+        for data, stream in ((out, self.stdout), (err, self.err)):
+            text = data.decode(errors="replace") if isinstance(data, bytes) else data
+            if text:
+                self.stdout.flush()
+                stream.write(text if text.endswith("\n") else text + "\n")
+                stream.flush()
+
+    # -- completion ----------------------------------------------------------------
+
+    def completenames(self, text: str, *ignored: Any) -> list[str]:
+        commands = super().completenames(text, *ignored)
+        nodes = [n for n in self.session.nodes if n.startswith(text)]
+        return sorted({c for c in commands if c != "EOF"} | set(nodes))
+
+    def completedefault(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
+        return [n for n in self.session.nodes if n.startswith(text)]
+
+    def complete_link(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
+        if len(shlex.split(line[:begidx])) >= 3:
+            return [w for w in ("up", "down") if w.startswith(text)]
+        return self.completedefault(text, line, begidx, endidx)
+
+
+def _seconds(text: str, what: str, default: float) -> float:
+    if not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise SelenaError(f"{what}: {text.strip()!r} is not a number of seconds") from None
+    if not value > 0:
+        raise SelenaError(f"{what}: {text.strip()!r}: want more than zero seconds")
+    return value
+
+
+class _History:
+    """readline history in ~/.selena_history, on a terminal only."""
+
+    def __init__(self) -> None:
+        self.path = HISTORY.expanduser()
+        try:
+            import readline
+        except ImportError:         # a Python without readline: no history, still a prompt
+            self.readline = None
+            return
+        self.readline = readline
+        readline.set_history_length(HISTORY_LINES)
+        try:
+            readline.read_history_file(self.path)
+        except OSError:
+            pass
+
+    def save(self) -> None:
+        if self.readline is None:
+            return
+        try:
+            self.readline.write_history_file(self.path)
+        except OSError:
+            pass            # a read-only home: the session still ended well
+
+
+def interact(session: Session, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
+             stderr: IO[str] | None = None) -> None:
+    """Run the `selena>` prompt on `session` until exit or end of input."""
+    Prompt(session, stdin=stdin, stdout=stdout, stderr=stderr).run()
+
+
+__all__ = ["HELP", "Prompt", "interact"]

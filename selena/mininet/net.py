@@ -1,0 +1,366 @@
+"""Mininet's `Mininet` object for scripts (`from selena.mininet import
+Mininet`), on selena's one lifecycle: `net.start()` deploys through an
+`Experiment`, `net.stop()` tears it down (also at exit, or on an exception,
+if the script forgot), and pingAll/iperf are selena.session's.
+
+    from selena.mininet import Mininet, TCLink
+    from selena.mininet.topo import SingleSwitchTopo
+
+    net = Mininet(topo=SingleSwitchTopo(2), link=TCLink)
+    net.start()
+    h1, h2 = net.get("h1", "h2")
+    print(h1.cmd("ping -c1 %s" % h2.IP()))
+    net.pingAll()
+    net.stop()
+"""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+from selena.errors import ArgumentError, ExperimentError, ScenarioError
+from selena.mininet import node as mn_node
+from selena.mininet.link import Link, TCLink
+from selena.mininet.log import error, output, warn
+from selena.mininet.topo import Topo, natural, to_topology
+from selena.model import caller_location
+
+# Mininet's constructor options that selena cannot honour without changing
+# what the script means: refused, one line each, with what to do instead.
+REFUSED = {
+    "xterms": "selena's guests have no X terminals: use h.cmd(...)",
+    "autoPinCpus": "pin a guest's vCPUs with addHost(..., cpus='2-3')",
+}
+# Accepted and ignored: selena's guests are VMs with their own namespaces,
+# its switches standalone learning bridges (what Mininet's default
+# controller makes of them), its links always shaped as TCLink shapes them.
+IGNORED = ("inNamespace", "cleanup", "listenPort", "waitConnected", "intf", "autoStaticArp",
+           "build_timeout")
+# Passed to selena's Experiment as they are.
+SELENA = ("tdf", "out", "backend", "strict", "ready_timeout", "command_timeout", "monitor",
+          "shaping", "bridge", "warm", "replace", "progress", "runner", "xenstore",
+          "templates", "keep", "output_cap")
+
+# Nets started and not stopped: stopped at exit, so no guest outlives the script.
+_LIVE: weakref.WeakSet[Mininet] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_forgotten() -> None:
+    # Said on the console, as Mininet's own messages are (selena.mininet.log).
+    for net in list(_LIVE):
+        warn(f"*** net {net.name} was not stopped: stopping it at exit\n")
+        try:
+            net.stop()
+        except Exception as exc:  # noqa: BLE001 - at exit, say it and go on
+            error(f"*** stopping net {net.name} at exit failed: {exc}\n")
+
+
+class NodeHandle:
+    """A node of a started net, as Mininet's Node: `cmd` returns the output
+    (stdout then stderr) as a string, `IP()` its first address."""
+
+    def __init__(self, net: Mininet, name: str):
+        self.net = net
+        self.name = name
+
+    def cmd(self, *args: object, **kwargs: object) -> str:
+        """Run a shell command in the guest and return its output, as
+        Mininet does (`h1.cmd('ping -c1', h2.IP())`: words joined by spaces).
+        Mininet's `verbose=` is accepted; `timeout=` is in virtual seconds."""
+        kwargs.pop("verbose", None)
+        timeout = kwargs.pop("timeout", None)
+        if kwargs:
+            raise ArgumentError(caller_location(), f"{self.name}.cmd: unknown option(s) "
+                                                   f"{', '.join(kwargs)}")
+        if not args:
+            raise ArgumentError(caller_location(), f"{self.name}.cmd: give a command")
+        if len(args) == 1 and isinstance(args[0], list | tuple):
+            args = tuple(args[0])
+        command = " ".join(str(a) for a in args)
+        exp = self.net._started(f"{self.name}.cmd")
+        result = exp.cmd(self.name, command, timeout=timeout)
+        return (result.stdout + result.stderr).decode(errors="replace")
+
+    def cmdPrint(self, *args: object, **kwargs: object) -> str:  # noqa: N802
+        text = self.cmd(*args, **kwargs)
+        output(text)
+        return text
+
+    def IP(self, intf: object = None) -> str | None:  # noqa: N802 - Mininet's name
+        node = self.net.topology.nodes[self.name]
+        iface = node.interface(0) if intf is None else node.interface(_index(intf))
+        return iface.ip.split("/")[0] if iface and iface.ip else None
+
+    def MAC(self, intf: object = None) -> str | None:  # noqa: N802
+        node = self.net.topology.nodes[self.name]
+        iface = node.interface(0) if intf is None else node.interface(_index(intf))
+        return self.net.topology.mac_of(node, iface) if iface else None
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class HostHandle(NodeHandle):
+    pass
+
+
+class SwitchHandle(NodeHandle):
+    pass
+
+
+def _index(intf: object) -> int:
+    """An interface as Mininet names it (h1-eth0, eth0, 0) as its index."""
+    text = str(intf)
+    digits = text.rsplit("eth", 1)[-1]
+    try:
+        return int(digits)
+    except ValueError:
+        raise ArgumentError(caller_location(), f"interface {intf!r}: want a name like "
+                                               "h1-eth0") from None
+
+
+class Mininet:
+    """Mininet(topo=..., link=TCLink, ...) on selena. Options that would
+    change the meaning are refused (REFUSED), harmless ones ignored (IGNORED);
+    selena's own (tdf=10, out=...) go to the Experiment."""
+
+    def __init__(self, topo: Topo | None = None, switch: object = None, host: object = None,
+                 controller: object = None, link: object = None, build: bool = True,
+                 ipBase: str = "10.0.0.0/8", autoSetMacs: bool = False,  # noqa: N803
+                 **options: Any) -> None:
+        where = caller_location()
+        for key in options:
+            if key in REFUSED:
+                raise ArgumentError(where, f"Mininet({key}=...) is not supported: "
+                                           f"{REFUSED[key]}")
+            if key not in IGNORED and key not in SELENA:
+                raise ArgumentError(where, f"Mininet(): unknown option {key}= (selena takes "
+                                           f"Mininet's topo, switch, host, controller, link, "
+                                           f"ipBase, autoSetMacs, build and its own "
+                                           f"{', '.join(SELENA[:3])}...)")
+        if topo is not None and not isinstance(topo, Topo):
+            raise ArgumentError(where, f"Mininet(topo=...) must be a Topo, not "
+                                       f"{type(topo).__name__}")
+        _check_class(switch, mn_node.SWITCHES, "switch", where)
+        _check_class(host, mn_node.HOSTS, "host", where)
+        _check_class(link, (Link, TCLink), "link", where)
+        _check_controller(controller, where)
+        self.topo = topo if topo is not None else Topo()
+        self.ipBase = ipBase
+        self.autoSetMacs = autoSetMacs
+        self.name = type(self.topo).__name__.lower().removesuffix("topo") or "mininet"
+        self.options = {k: v for k, v in options.items() if k in SELENA}
+        self.where = where
+        self.exp: Any = None
+        self.session: Any = None
+        self.topology: Any = None
+        self.built = False
+        if build:
+            self.build()
+
+    # -- before start --------------------------------------------------------------
+
+    def addHost(self, name: str, **opts: object) -> HostHandle:  # noqa: N802
+        self._not_built("addHost")
+        self.topo.addHost(name, **opts)
+        return HostHandle(self, name)
+
+    def addSwitch(self, name: str, **opts: object) -> SwitchHandle:  # noqa: N802
+        self._not_built("addSwitch")
+        self.topo.addSwitch(name, **opts)
+        return SwitchHandle(self, name)
+
+    def addController(self, *args: object, **opts: object) -> None:  # noqa: N802
+        """Accepted: selena's switches are standalone learning bridges, as
+        Mininet's default controller makes them."""
+
+    def addLink(self, node1: object, node2: object, port1: int | None = None,  # noqa: N802
+                port2: int | None = None, **opts: object) -> None:
+        self._not_built("addLink")
+        self.topo.addLink(str(node1), str(node2), port1, port2, **opts)
+
+    def _not_built(self, what: str) -> None:
+        if self.built:
+            raise ArgumentError(caller_location(), f"{what}: the net is built already; "
+                                                   "add nodes to a Mininet(build=False) or "
+                                                   "to its Topo before build()")
+
+    def build(self) -> None:
+        """The selena Topology and its Experiment (nothing is created yet)."""
+        from selena.experiment import Experiment
+
+        if self.built:
+            return
+        self.topology = to_topology(self.topo, self.name, ip_base=self.ipBase,
+                                    auto_macs=self.autoSetMacs)
+        self.exp = Experiment(self.topology, **self.options)
+        self.built = True
+
+    # -- the lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Validate, deploy and wait for every guest (selena's Experiment)."""
+        from selena.session import Session
+
+        self.build()
+        if self.session is not None:
+            raise ExperimentError(f"net {self.name} is started already")
+        output(f"*** Starting {len(self.hosts)} hosts and {len(self.switches)} switches "
+               f"(selena, TDF {self.exp.tdf:g})\n")
+        self.exp.deploy()
+        _LIVE.add(self)
+        self.session = Session(self.exp)
+
+    def stop(self) -> None:
+        """Tear everything down (and write the results bundle if out= was
+        given). Safe to call twice."""
+        _LIVE.discard(self)
+        if self.exp is not None and self.session is not None:
+            output("*** Stopping the experiment\n")
+            self.session = None
+            self.exp.close()
+
+    def __enter__(self) -> Mininet:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        _LIVE.discard(self)
+        if self.exp is not None and self.session is not None:
+            self.session = None
+            self.exp.close(exc)
+
+    def _started(self, what: str) -> Any:
+        if self.session is None:
+            raise ExperimentError(f"{what}: the net is not started (call net.start() first)")
+        return self.exp
+
+    # -- nodes ---------------------------------------------------------------------
+
+    def _handle(self, name: str) -> NodeHandle:
+        if not isinstance(name, str) or not self.topo._items.get(name):
+            have = ", ".join(self.topo.nodes())
+            raise ScenarioError(f"no node named {name!r} in net {self.name} (have {have})")
+        return (SwitchHandle if self.topo.isSwitch(name) else HostHandle)(self, name)
+
+    def get(self, *names: str) -> Any:
+        """One node for one name, a list for several (Mininet's get)."""
+        found = [self._handle(n) for n in names]
+        return found[0] if len(found) == 1 else found
+
+    getNodeByName = get  # noqa: N815 - Mininet's name
+
+    def __getitem__(self, name: str) -> NodeHandle:
+        return self._handle(name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.topo._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.topo.nodes())
+
+    @property
+    def hosts(self) -> list[NodeHandle]:
+        return [self._handle(n) for n in self.topo.hosts()]
+
+    @property
+    def switches(self) -> list[NodeHandle]:
+        return [self._handle(n) for n in self.topo.switches()]
+
+    @property
+    def controllers(self) -> list[NodeHandle]:
+        return []
+
+    # -- tests ---------------------------------------------------------------------
+
+    def pingAll(self, timeout: float | None = None) -> float:  # noqa: N802
+        """Every host pings every other once; prints Mininet's lines and
+        returns the dropped percentage."""
+        return self.ping(None, timeout)
+
+    def ping(self, hosts: list[NodeHandle] | None = None, timeout: float | None = None) -> float:
+        self._started("pingAll")
+        output("*** Ping: testing ping reachability\n")
+        result = self.session.pingall(timeout=1.0 if timeout is None else float(timeout))
+        if hosts is not None:
+            names = {str(h) for h in hosts}
+            from selena.session import PingAll
+
+            result = PingAll([p for p in result.pairs if p[0] in names and p[1] in names])
+        for line in result.lines():
+            output(line + " \n")
+        output(result.results_line() + "\n")
+        return result.dropped_percent
+
+    def iperf(self, hosts: tuple[NodeHandle, NodeHandle] | list[NodeHandle] | None = None,
+              l4Type: str = "TCP", udpBw: str = "10M", fmt: str | None = None,  # noqa: N803
+              seconds: float = 5, port: int = 5001) -> list[str]:
+        """TCP throughput from the first host to the second (default: the
+        first and last host); returns Mininet's ['server rate', 'client rate']."""
+        self._started("iperf")
+        if l4Type != "TCP":
+            raise ArgumentError(caller_location(), f"iperf(l4Type={l4Type!r}): only TCP is "
+                                                   "supported")
+        if hosts is None:
+            all_hosts = self.hosts
+            if len(all_hosts) < 2:
+                raise ScenarioError("iperf: the net needs two hosts")
+            hosts = (all_hosts[0], all_hosts[-1])
+        client, server = (str(h) for h in hosts)
+        output(f"*** Iperf: testing TCP bandwidth between {client} and {server} \n")
+        received, sent = self.session.iperf(client, server, float(seconds))
+        result = [received, sent]
+        output(f"*** Results: {result}\n")
+        return result
+
+    def configLinkStatus(self, src: object, dst: object, status: str) -> None:  # noqa: N802
+        """Take the link between two nodes 'down' or bring it 'up'."""
+        self._started("configLinkStatus")
+        if status not in ("up", "down"):
+            raise ArgumentError(caller_location(), f"configLinkStatus: status must be 'up' or "
+                                                   f"'down', not {status!r}")
+        self.session.link(str(src), str(dst), status == "up")
+
+    def interact(self) -> None:
+        """Start, open the selena> prompt (Mininet's CLI), stop."""
+        from selena.mininet.cli import CLI
+
+        self.start()
+        try:
+            CLI(self)
+        finally:
+            self.stop()
+
+
+def _check_class(value: object, allowed: tuple[type, ...], what: str, where: str | None) -> None:
+    if value is None:
+        return
+    cls = value if isinstance(value, type) else getattr(value, "func", type(value))
+    if isinstance(cls, type) and issubclass(cls, allowed):
+        return
+    names = ", ".join(c.__name__ for c in allowed)
+    raise ArgumentError(where, f"Mininet({what}={getattr(cls, '__name__', cls)}) is not "
+                               f"supported: selena's {what}s behave as {names}")
+
+
+def _check_controller(value: object, where: str | None) -> None:
+    if value is None:
+        return
+    cls = value if isinstance(value, type) else type(value)
+    if isinstance(cls, type) and issubclass(cls, mn_node.RemoteController):
+        raise ArgumentError(where, "Mininet(controller=RemoteController) is not supported: "
+                                   "selena's switches are standalone learning bridges; "
+                                   "for OpenFlow use selena's Topology.add_controller")
+    if isinstance(cls, type) and issubclass(cls, mn_node.Controller):
+        return
+    raise ArgumentError(where, f"Mininet(controller={value!r}) is not supported")
+
+
+__all__ = ["Mininet", "NodeHandle", "HostHandle", "SwitchHandle", "natural"]

@@ -1,0 +1,306 @@
+"""Interactive use of a running experiment, as Mininet's CLI and `Mininet`
+object offer it: node names standing for their addresses, pingall, iperf,
+links down and up. The library core of `selena run`'s `selena>` prompt
+(selena/cli/interactive.py) and of the Mininet-compatible API
+(selena.mininet); both only parse and print around it.
+
+    with Experiment(topo) as exp:
+        net = Session(exp)
+        result = net.pingall()
+        print("\\n".join(result.lines()), result.results_line(), sep="\\n")
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import signal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from selena.control.channel import CommandResult
+from selena.errors import ScenarioError
+from selena.runner import CommandResult as RunResult
+from selena.runner import Runner
+
+if TYPE_CHECKING:
+    from selena.experiment import Experiment
+
+log = logging.getLogger(__name__)
+
+# Virtual seconds a ping or iperf command may take before it is killed.
+PING_COMMAND_TIMEOUT_S = 30.0
+IPERF_SLACK_S = 60.0
+# Attempts of the iperf3 client while its server is not listening yet: the
+# server is started in the background and a fixed sleep would cost TDF x its
+# length in real time.
+IPERF_CONNECT_TRIES = 20
+IPERF_CONNECT_WAIT_S = 0.1
+
+
+@dataclass(frozen=True)
+class PingAll:
+    """One ping per ordered host pair, as Mininet's pingall sends them."""
+
+    pairs: list[tuple[str, str, bool]]      # (src, dst, answered), in sending order
+
+    @property
+    def sent(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def received(self) -> int:
+        return sum(1 for _, _, ok in self.pairs if ok)
+
+    @property
+    def dropped_percent(self) -> float:
+        return 100.0 * (self.sent - self.received) / self.sent if self.sent else 0.0
+
+    def results_line(self) -> str:
+        """Mininet's summary line (its %i truncates: 1 of 3 dropped is 33%)."""
+        if not self.sent:
+            return "*** Warning: No packets sent"
+        return (f"*** Results: {int(self.dropped_percent)}% dropped "
+                f"({self.received}/{self.sent} received)")
+
+    def lines(self) -> list[str]:
+        """Mininet's per-host lines: `h1 -> h2 h3`, X for a ping not answered."""
+        order: list[str] = []
+        seen: dict[str, list[str]] = {}
+        for src, dst, ok in self.pairs:
+            if src not in seen:
+                order.append(src)
+                seen[src] = []
+            seen[src].append(dst if ok else "X")
+        return [f"{src} -> {' '.join(seen[src])}" for src in order]
+
+
+class Session:
+    """Mininet-style operations on a deployed, running Experiment."""
+
+    def __init__(self, exp: Experiment, runner: Runner | None = None) -> None:
+        self.exp = exp
+        self.runner = runner or Runner()      # `sh` in Dom0
+
+    # -- names ---------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted(self.exp.topology.nodes)
+
+    def node(self, name: str) -> str:
+        """`name` if the experiment has that node; else a one-line ScenarioError."""
+        self.exp[name]      # raises, naming the nodes there are
+        return name
+
+    def ip(self, name: str) -> str | None:
+        return self.exp[name].IP()
+
+    def substitute(self, command: str) -> str:
+        """Every word that is a node's name replaced by that node's first IP
+        address, as mn does (`h1 ping h2` pings h2's address); words that are
+        not node names, and nodes without an address, are left as they are."""
+        topo = self.exp.topology
+
+        def one(match: re.Match[str]) -> str:
+            word = match.group(0)
+            if word in topo.nodes:
+                return self.exp[word].IP() or word
+            return word
+
+        return re.sub(r"\S+", one, command)
+
+    # -- commands ------------------------------------------------------------------
+
+    def _running(self, what: str) -> None:
+        if self.exp.paused:
+            raise ScenarioError(f"{what}: the experiment is paused (resume first)")
+
+    def cmd(self, node: str, command: str, timeout: float | None = None) -> CommandResult:
+        """Run `command` (node names substituted) in `node`'s guest and wait
+        (`timeout` virtual seconds, by default the experiment's). Ctrl-C
+        while waiting kills the command in the guest (as mn sends SIGINT to
+        the node's shell), then goes on as KeyboardInterrupt."""
+        self.node(node)
+        self._running(node)
+        if timeout is None:
+            timeout = self.exp.command_timeout      # as exp.cmd (None there: no limit)
+        handle = self.exp.start(node, self.substitute(command), timeout=timeout)
+        try:
+            return self.exp.wait(handle)
+        except KeyboardInterrupt:
+            self.exp.kill(handle, signal.SIGINT)
+            raise
+
+    def sh(self, command: str) -> RunResult:
+        """A shell command in Dom0 (mn's `sh`), through the runner; its exit
+        status is in the result, not raised."""
+        return self.runner.run(["sh", "-c", command], check=False, timeout=None)
+
+    def namespace(self) -> dict[str, object]:
+        """What `py EXPR` sees, as in mn: the experiment (`exp`, also `net`),
+        this session, and every node by its name."""
+        names: dict[str, object] = {n: self.exp[n] for n in self.nodes if n.isidentifier()}
+        return {**names, "exp": self.exp, "net": self.exp, "session": self}
+
+    # -- what the network looks like (mn's net, links, dump) -----------------------
+
+    def _intf(self, node: str, index: int) -> str:
+        return f"{node}-{self.exp.topology.nodes[node].device(index)}"
+
+    def net_lines(self) -> list[str]:
+        """mn's `net`: each node with its interfaces and what they reach."""
+        topo = self.exp.topology
+        peers: dict[tuple[str, int], list[str]] = {}
+        for link in topo.links:
+            peers.setdefault((link.a.node, link.a.iface), []).append(
+                self._intf(link.b.node, link.b.iface))
+            peers.setdefault((link.b.node, link.b.iface), []).append(
+                self._intf(link.a.node, link.a.iface))
+        for hub in topo.hubs:
+            for e in hub.endpoints:
+                peers.setdefault((e.node, e.iface), []).append(hub.name)
+        lines = []
+        for name in self.nodes:
+            node = topo.nodes[name]
+            ends = [f"{self._intf(name, i.index)}:{','.join(peers.get((name, i.index), []))}"
+                    for i in sorted(node.interfaces, key=lambda i: i.index)]
+            lines.append(" ".join([name, *ends]))
+        return lines
+
+    def link_lines(self) -> list[str]:
+        """mn's `links`, with the state as set here: (OK OK) or (DOWN DOWN)."""
+        topo = self.exp.topology
+        lines = []
+        for i, link in enumerate(topo.links):
+            state = "DOWN" if i in self.exp.links_down else "OK"
+            lines.append(f"{self._intf(link.a.node, link.a.iface)}<->"
+                         f"{self._intf(link.b.node, link.b.iface)} ({state} {state})")
+        for hub in topo.hubs:
+            lines.append(f"{hub.name}: " + " ".join(self._intf(e.node, e.iface)
+                                                     for e in hub.endpoints))
+        return lines
+
+    def dump_lines(self) -> list[str]:
+        """mn's `dump`: each node, its addresses and its Xen domain id."""
+        topo = self.exp.topology
+        domids = self.exp.domids
+        lines = []
+        for name in self.nodes:
+            node = topo.nodes[name]
+            addrs = ",".join(f"{self._intf(name, i.index)}:"
+                             f"{'/'.join(a.split('/')[0] for a in i.addresses()) or 'None'}"
+                             for i in sorted(node.interfaces, key=lambda i: i.index))
+            lines.append(f"<{node.kind.value.capitalize()} {name}: {addrs} "
+                         f"domid={domids.get(name, '?')} template={node.template}>")
+        return lines
+
+    def pingall(self, timeout: float = 1.0) -> PingAll:
+        """Every host with an address pings every other host's first address
+        once (busybox `ping -c 1 -W`, the wait in whole virtual seconds)."""
+        self._running("pingall")
+        wait = max(1, math.ceil(timeout))
+        hosts = [(h.name, h.IP()) for h in self.exp.hosts if h.IP()]
+        pairs: list[tuple[str, str, bool]] = []
+        for src, _ in hosts:
+            for dst, ip in hosts:
+                if dst == src:
+                    continue
+                result = self.exp.cmd(src, f"ping -c 1 -W {wait} {ip}",
+                                      timeout=PING_COMMAND_TIMEOUT_S)
+                pairs.append((src, dst, result.ok))
+        return PingAll(pairs)
+
+    def iperf(self, client: str, server: str, seconds: float = 5.0) -> tuple[str, str]:
+        """TCP throughput from `client` to `server` with iperf3, as Mininet's
+        iperf returns it: (what the server received, what the client sent),
+        e.g. ('9.41 Mbits/sec', '9.87 Mbits/sec'). The guests need iperf3
+        (the tools-host template; tiny-host has none): a one-line
+        ScenarioError says so."""
+        for name in (client, server):
+            self.node(name)
+        self._running("iperf")
+        if client == server:
+            raise ScenarioError(f"iperf: give two different hosts, not {client} twice")
+        ip = self.exp[server].IP()
+        if not ip:
+            raise ScenarioError(f"iperf: {server} has no IP address to connect to")
+        if not seconds > 0:
+            raise ScenarioError(f"iperf: {seconds!r} seconds: want more than zero")
+        for name in (client, server):
+            if not self.exp.cmd(name, "command -v iperf3", timeout=PING_COMMAND_TIMEOUT_S).ok:
+                template = self.exp.topology.nodes[name].template
+                raise ScenarioError(f"iperf: {name} has no iperf3 (template {template}; "
+                                    "the tools-host template has it)")
+        budget = seconds + IPERF_SLACK_S
+        srv = self.exp.start(server, ["iperf3", "-s", "-1", "-J"], timeout=budget)
+        try:
+            report = self._iperf_client(client, ip, seconds, budget)
+        except BaseException:
+            self.exp.kill(srv)
+            raise
+        self.exp.wait(srv)
+        end = report.get("end", {})
+        try:
+            received = end["sum_received"]["bits_per_second"]
+            sent = end["sum_sent"]["bits_per_second"]
+        except (KeyError, TypeError):
+            raise ScenarioError(f"iperf: {client}'s iperf3 report has no totals") from None
+        return rate_text(received), rate_text(sent)
+
+    def _iperf_client(self, client: str, ip: str, seconds: float,
+                      budget: float) -> dict:
+        argv = ["iperf3", "-c", ip, "-t", f"{seconds:g}", "-J"]
+        for _ in range(IPERF_CONNECT_TRIES):
+            result = self.exp.cmd(client, argv, timeout=budget)
+            report = _json(result.stdout)
+            error = str(report.get("error", "")) if report is not None else ""
+            if result.ok and report is not None:
+                return report
+            if "refused" not in error:
+                why = error or result.summary()
+                raise ScenarioError(f"iperf: {client} -> {ip} failed: {why}")
+            self.exp.sleep(IPERF_CONNECT_WAIT_S)      # the server is not listening yet
+        raise ScenarioError(f"iperf: the iperf3 server on {ip} never listened")
+
+    # -- the network ---------------------------------------------------------------
+
+    def link(self, a: str, b: str, up: bool) -> None:
+        """Take the link(s) between nodes `a` and `b` down or bring them up
+        (Experiment.set_link: a one-line error for unknown nodes or no link)."""
+        self.exp.set_link(a, b, up)
+
+    # -- time ----------------------------------------------------------------------
+
+    def tdf(self, tdf: float | str) -> float:
+        """Change the TDF of the running experiment (Experiment.set_tdf)."""
+        self.exp.set_tdf(tdf)
+        return self.exp.tdf
+
+    def pause(self) -> float:
+        """Freeze the experiment's virtual time; returns it (virtual seconds)."""
+        return self.exp.pause()
+
+    def resume(self) -> float:
+        return self.exp.resume()
+
+
+def rate_text(bits_per_second: float) -> str:
+    """iperf's own way of writing a rate (Mininet shows iperf's strings)."""
+    for unit, scale in (("Gbits/sec", 1e9), ("Mbits/sec", 1e6), ("Kbits/sec", 1e3)):
+        if bits_per_second >= scale:
+            return f"{bits_per_second / scale:.2f} {unit}"
+    return f"{bits_per_second:.0f} bits/sec"
+
+
+def _json(data: bytes) -> dict | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+__all__ = ["PingAll", "Session", "rate_text"]

@@ -1,0 +1,55 @@
+"""End to end in the lab: the selena> prompt of `selena run --topo single,2`
+(issue 30 item 4), its commands piped in as a script would: nodes, net,
+Mininet's pingall, a node command with a node name for an address, iperf
+(tiny-host guests have no iperf3: one line says so), a link taken down
+(pingall then drops everything) and brought back up (nothing dropped), a TDF
+change, pause and resume, exit; then the run's bundle and teardown as for any
+run. Lab time: one boot of three small guests, about a minute."""
+
+import json
+
+import lab_results
+import pytest
+
+from selena.paths import project_root
+
+pytestmark = pytest.mark.lab
+
+OUT = lab_results.out("test-interactive")
+
+SCRIPT = "\n".join([
+    "nodes", "net", "pingall", "h1 ping -c 1 h2", "iperf h1 h2",
+    "link h1 s1 down", "links", "pingall", "link h1 s1 up", "pingall",
+    "tdf 20", "pause", "resume", "bogus", "exit"]) + "\n"
+
+
+def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
+    result = lab.run(
+        f"rm -rf {OUT}; printf '%s' '{SCRIPT}' | selena run --topo single,2 --out {OUT}; "
+        "echo run-status=$?; "
+        "echo \"domains-after=$(xl list | grep -c '^selena-')\"; "
+        "echo \"bridges-after=$(ovs-vsctl list-br | grep -c '^sl')\"",
+        timeout=400)
+    out = result.output
+    assert "run-status=0" in out, out
+    assert "available nodes are: \nh1 h2 s1\n" in out
+    assert "h1 h1-eth0:s1-eth0\n" in out and "s1 s1-eth0:h1-eth0 s1-eth1:h2-eth0\n" in out
+    results = [line for line in out.splitlines() if line.startswith("*** Results: ")
+               and "dropped" in line]
+    # Up, down (nothing gets through either way), up again.
+    assert results == ["*** Results: 0% dropped (2/2 received)",
+                       "*** Results: 100% dropped (0/2 received)",
+                       "*** Results: 0% dropped (2/2 received)"], out
+    assert "1 packets transmitted, 1 packets received" in out      # h1 ping -c 1 h2
+    assert ("*** iperf: h1 has no iperf3 (template tiny-host; the tools-host template "
+            "has it)") in out
+    assert "h1-eth0<->s1-eth0 (DOWN DOWN)" in out
+    assert "TDF 20\n" in out
+    assert "paused at virtual time" in out and "resumed at virtual time" in out
+    assert "*** unknown command 'bogus': try help" in out and "Traceback" not in out
+    assert "domains-after=0" in out and "bridges-after=0" in out
+    meta = json.loads((project_root() / OUT / "meta.json").read_text())
+    assert meta["status"] == "ok"
+    assert [seg["tdf"] for seg in meta["tdf_timeline"]][-2:] == [20, 20]   # tdf, resume
+    h1 = [c["command"] for c in meta["commands"] if c["node"] == "h1"]
+    assert "ping -c 1 10.0.0.2" in h1            # h2's name became its address

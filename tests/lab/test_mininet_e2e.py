@@ -1,0 +1,46 @@
+"""Mininet's API on selena in the lab (issue 30, item 3): a `selena.mininet`
+script (start, pingAll, h1.cmd, stop; and one that forgets to stop) and a
+Mininet custom file run with `selena run --custom FILE --topo mytopo`."""
+
+import re
+
+import lab_results
+import pytest
+
+from selena.paths import project_root
+
+pytestmark = pytest.mark.lab
+
+SCRIPT = "tests/lab_programs/mininet_script.py"
+CUSTOM = "tests/data/mininet/topo-2sw-2host.py"
+
+
+def test_a_mininet_script_starts_pings_and_stops(lab):
+    """Two tiny hosts, twice: about 30 s of lab time."""
+    result = lab.run(f"python3 {SCRIPT}; echo status=$?; python3 {SCRIPT} --forget; "
+                     "echo forgot-status=$?; xl list | grep -c selena- ; echo left-counted",
+                     timeout=300)
+    out = result.output
+    assert "status=0" in out and "forgot-status=0" in out, out
+    assert out.count("dropped=0.0") == 2, out
+    assert "*** Results: 0% dropped (2/2 received)" in out
+    assert "h1 -> h2" in out and "h2 -> h1" in out
+    assert out.count("1 packets transmitted, 1 packets received") == 2, out
+    assert len(re.findall(r"^stopped\r?$", out, re.M)) == 1
+    # the forgotten stop happened at exit, and nothing is left behind
+    assert "*** net mnpair was not stopped: stopping it at exit" in out
+    assert "0\nleft-counted" in out
+
+
+def test_selena_run_custom_topo_pingall(lab):
+    """Mininet's example custom file, unchanged: two hosts and two switches,
+    about 60 s of lab time."""
+    out_dir = lab_results.out("test-mininet-custom")
+    result = lab.run(f"rm -rf {out_dir}; selena run --custom {CUSTOM} --topo mytopo "
+                     f"--test pingall --out {out_dir}; echo status=$?; "
+                     "xl list | grep -c selena- ; echo left-counted", timeout=600)
+    out = result.output
+    assert "status=0" in out, out
+    assert "*** Results: 0% dropped (2/2 received)" in out, out
+    assert "0\nleft-counted" in out
+    assert (project_root() / out_dir / "meta.json").exists()

@@ -1,0 +1,24 @@
+"""A Mininet-style script on selena (tests/lab/test_mininet_e2e.py runs it in
+the lab's Dom0): start, pingAll, h1.cmd('ping ...' % h2.IP()), stop. With
+--forget it never calls net.stop(): selena stops the net at exit."""
+
+import sys
+
+from selena.mininet import Mininet, TCLink, Topo
+
+
+class MnPairTopo(Topo):
+    def build(self):
+        h1 = self.addHost('h1')
+        h2 = self.addHost('h2')
+        self.addLink(h1, h2, bw=10, delay='5ms')
+
+
+net = Mininet(topo=MnPairTopo(), link=TCLink, tdf=2)
+net.start()
+print('dropped=%r' % net.pingAll())
+h1, h2 = net.get('h1', 'h2')
+print(h1.cmd('ping -c1 %s' % h2.IP()))
+if '--forget' not in sys.argv:
+    net.stop()
+    print('stopped')

@@ -1,0 +1,212 @@
+"""The `selena>` prompt (selena/cli/interactive.py) on a fake running
+experiment (tests/support/fake_session.py): every command, piped input,
+one-line errors that never end the session, the end of input."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from fake_session import running
+
+from selena.cli import interactive
+from selena.cli.interactive import Prompt
+from selena.runner import FakeRunner
+from selena.session import Session
+from selena.topologies import single
+
+
+def answer(node: str, command: str) -> tuple[int, str]:
+    if command.startswith("ping"):
+        return 0, "1 packets received\n"
+    if command.startswith("iperf3 -c"):
+        return 0, json.dumps({"end": {"sum_sent": {"bits_per_second": 9.87e6},
+                                      "sum_received": {"bits_per_second": 9.41e6}}})
+    if command == "false":
+        return 1, ""
+    return 0, f"{node}: {command}\n"
+
+
+def session(topo=None, runner=None) -> Session:
+    return Session(running(topo or single(2, tdf=10), answer), runner=runner)
+
+
+def pipe(net: Session, text: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    Prompt(net, stdin=io.StringIO(text), stdout=out, stderr=err, tty=False).run()
+    return out.getvalue(), err.getvalue()
+
+
+def test_piped_lines_run_in_order_without_a_prompt_and_end_at_eof():
+    net = session()
+    out, err = pipe(net, "nodes\nnet\nlinks\ndump\n")
+    assert err == ""
+    assert "selena>" not in out
+    assert out.splitlines() == [
+        "available nodes are: ", "h1 h2 s1",
+        "h1 h1-eth0:s1-eth0", "h2 h2-eth0:s1-eth1", "s1 s1-eth0:h1-eth0 s1-eth1:h2-eth0",
+        "h1-eth0<->s1-eth0 (OK OK)", "h2-eth0<->s1-eth1 (OK OK)",
+        "<Host h1: h1-eth0:10.0.0.1 domid=2 template=tiny-host>",
+        "<Host h2: h2-eth0:10.0.0.2 domid=3 template=tiny-host>",
+        "<Switch s1: s1-eth0:None,s1-eth1:None domid=1 template=ovs-switch>"]
+
+
+def test_pingall_prints_mininets_lines():
+    out, _ = pipe(session(), "pingall\n")
+    assert out.splitlines() == ["*** Ping: testing ping reachability", "h1 -> h2", "h2 -> h1",
+                                "*** Results: 0% dropped (2/2 received)"]
+
+
+def test_node_commands_substitute_names_and_print_the_output():
+    net = session()
+    out, err = pipe(net, "h1 echo h2 s1\nh2 false\n")
+    assert out == "h1: echo 10.0.0.2 s1\n"
+    assert err == "*** h2: exited 1\n"
+    assert [c[1] for c in net.exp.engine.commands] == ["start echo 10.0.0.2 s1",
+                                                        "start false"]
+
+
+def test_iperf_with_and_without_hosts():
+    net = session()
+    out, _ = pipe(net, "iperf h1 h2 2\niperf\n")
+    assert out.splitlines() == [
+        "*** Iperf: testing TCP bandwidth between h1 and h2",
+        "*** Results: ['9.41 Mbits/sec', '9.87 Mbits/sec']"] * 2
+    clients = [c[1] for c in net.exp.engine.commands if c[1].startswith("iperf3 -c")]
+    assert clients == ["iperf3 -c 10.0.0.2 -t 2 -J", "iperf3 -c 10.0.0.2 -t 5 -J"]
+
+
+def test_link_down_shows_in_links_and_goes_to_the_backend():
+    net = session()
+    out, err = pipe(net, "link h1 s1 down\nlinks\nlink s1 h1 up\nlinks\n")
+    assert err == ""
+    assert out.splitlines() == ["h1-eth0<->s1-eth0 (DOWN DOWN)", "h2-eth0<->s1-eth1 (OK OK)",
+                                "h1-eth0<->s1-eth0 (OK OK)", "h2-eth0<->s1-eth1 (OK OK)"]
+    assert [a[-1] for a in net.exp.backend.asked] == [False, True]
+
+
+def test_tdf_pause_and_resume():
+    net = session()
+    out, err = pipe(net, "tdf\ntdf 20\npause\nh1 true\nresume\ntdf 2.5\n")
+    lines = out.splitlines()
+    assert lines[:2] == ["TDF 10", "TDF 20"]
+    assert lines[2].startswith("paused at virtual time ")
+    assert lines[3].startswith("resumed at virtual time ")
+    assert lines[4] == "TDF 2.5"
+    assert err == "*** h1: the experiment is paused (resume first)\n"
+    assert [a[0] for a in net.exp.backend.asked] == ["set_tdf", "freeze", "thaw", "set_tdf"]
+
+
+def test_sh_runs_in_dom0_through_the_runner():
+    runner = FakeRunner()
+    runner.respond(["sh", "-c", "xl list"], 0, "Name ID\n")
+    runner.respond(["sh", "-c", "exit 3"], 3, "", "bad\n")
+    out, err = pipe(session(runner=runner), "sh xl list\nsh exit 3\n")
+    assert out == "Name ID\n"
+    assert err == "bad\n*** sh: exit status 3\n"
+    assert runner.calls == [("sh", "-c", "xl list"), ("sh", "-c", "exit 3")]
+
+
+def test_py_sees_the_experiment_the_session_and_the_nodes():
+    out, err = pipe(session(), "py h1.IP()\npy net.topology.name\npy session.nodes\n"
+                               "py x = 1\npy None\n")
+    assert err == ""
+    assert out.splitlines() == ["'10.0.0.1'", "'single'", "['h1', 'h2', 's1']"]
+
+
+def test_errors_are_one_line_and_the_session_goes_on():
+    net = session()
+    script = ("frobnicate\nh9 true\nlink h1 h2 down\nlink h1\niperf h1\ntdf fast\n"
+              "pingall soon\npy 1/0\npy (\nsh\nh1\npy exit()\nnodes\n")
+    out, err = pipe(net, script)
+    assert err.splitlines() == [
+        "*** unknown command 'frobnicate': try help",
+        "*** unknown command 'h9': try help",
+        "*** no link between h1 and h2 in single (h1 is linked to s1)",
+        "*** link: want `link NODE1 NODE2 up|down`",
+        "*** iperf: want `iperf CLIENT SERVER [SECONDS]`",
+        "*** tdf: TDF 'fast' is not a number",
+        "*** pingall: 'soon' is not a number of seconds",
+        "*** ZeroDivisionError: division by zero",
+        "*** SyntaxError: '(' was never closed (<py>, line 1)",
+        "*** sh: want `sh COMMAND`",
+        "*** h1: want `h1 COMMAND`",
+        "*** to end the session, type exit (or Ctrl-D)"]
+    assert "Traceback" not in err
+    assert out.splitlines()[-1] == "h1 h2 s1"       # the last line still ran
+
+
+def test_exit_ends_the_session_before_the_end_of_input():
+    out, _ = pipe(session(), "nodes\nexit\nnodes\n")
+    assert out.count("available nodes") == 1
+    out, _ = pipe(session(), "quit\nnodes\n")
+    assert out == ""
+
+
+def test_help_lists_every_command():
+    out, _ = pipe(session(), "help\n")
+    for word in ("nodes", "net", "links", "dump", "pingall", "iperf", "link A B up|down",
+                 "tdf N", "pause", "resume", "sh COMMAND", "py EXPR", "exit"):
+        assert word in out
+
+
+def test_completion_of_commands_and_node_names():
+    prompt = Prompt(session(), stdin=io.StringIO(""), stdout=io.StringIO(), tty=False)
+    assert prompt.completenames("h") == ["h1", "h2", "help"]
+    assert prompt.completenames("p") == ["pause", "pingall", "py"]
+    assert prompt.completedefault("s", "h1 ping s", 8, 9) == ["s1"]
+    assert prompt.complete_link("", "link h1 ", 8, 8) == ["h1", "h2", "s1"]
+    assert prompt.complete_link("d", "link h1 s1 d", 11, 12) == ["down"]
+
+
+class _Interrupting(io.StringIO):
+    """Input whose second line is a Ctrl-C."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.lines = 0
+
+    def readline(self, *args):
+        self.lines += 1
+        if self.lines == 2:
+            raise KeyboardInterrupt
+        return super().readline(*args)
+
+
+def test_ctrl_c_cancels_the_line_not_the_session():
+    out = io.StringIO()
+    Prompt(session(), stdin=_Interrupting("nodes\nnodes\n"), stdout=out,
+           stderr=io.StringIO(), tty=False).run()
+    assert out.getvalue().count("available nodes") == 2
+    assert "\nInterrupt\n" in out.getvalue()
+
+
+def test_a_terminal_gets_a_prompt_and_readline_history(tmp_path, monkeypatch):
+    monkeypatch.setattr(interactive, "HISTORY", tmp_path / "history")
+    saved = []
+
+    class FakeReadline:
+        def set_history_length(self, n):
+            pass
+
+        def read_history_file(self, path):
+            raise FileNotFoundError(path)
+
+        def write_history_file(self, path):
+            saved.append(path)
+
+    monkeypatch.setitem(__import__("sys").modules, "readline", FakeReadline())
+    prompt = Prompt(session(), stdin=io.StringIO("nodes\n"), stdout=io.StringIO(), tty=True)
+    assert prompt.prompt == "selena> " and prompt.use_rawinput
+    prompt.use_rawinput = False     # input() would read the real terminal
+    prompt.run()
+    assert saved == [tmp_path / "history"]
+    assert "selena> " in prompt.stdout.getvalue()
+
+
+@pytest.mark.parametrize("line", ["help", "nodes"])
+def test_nothing_is_written_to_the_history_file_when_piped(tmp_path, monkeypatch, line):
+    monkeypatch.setattr(interactive, "HISTORY", tmp_path / "history")
+    pipe(session(), line + "\n")
+    assert not (tmp_path / "history").exists()

@@ -1,0 +1,503 @@
+"""Mininet's API with Mininet's meanings (issue 30, item 3): custom files
+for `mn --custom` load unchanged with `selena validate|plan --custom FILE
+--topo NAME` (a `mininet` shim while they load, whether or not Mininet is
+installed), with Mininet's units and numbering; wrong types are one line at
+the user's call; selena's own Topology answers Mininet's words with its own;
+the `selena.mininet` script API (Mininet, start/stop, get, cmd, IP) drives
+the one Experiment."""
+
+from __future__ import annotations
+
+import io
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from selena.backends.xl import XlBackend
+from selena.cli import main
+from selena.errors import ArgumentError, ExperimentError, ScenarioError
+from selena.loader import load_scenario
+from selena.mininet import Mininet, SingleSwitchTopo, TCLink, Topo
+from selena.mininet.cli import CLI
+from selena.mininet.custom import load_custom, shim, split_args
+from selena.mininet.topo import to_topology
+from selena.model import NodeKind, Topology
+from selena.session import PingAll
+
+DATA = Path(__file__).parent / "data" / "mininet"
+TWO_SWITCH = DATA / "topo-2sw-2host.py"
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        rc = main(list(argv))
+    except SystemExit as exc:
+        rc = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def custom(tmp_path: Path, body: str, name: str = "custom.py") -> str:
+    path = tmp_path / name
+    path.write_text(body)
+    return str(path)
+
+
+# -- a Mininet custom file, unchanged -------------------------------------------------
+
+def test_validate_loads_a_mininet_custom_file_unchanged(capsys):
+    rc, out, err = run_cli(capsys, "validate", "--custom", str(TWO_SWITCH), "--topo", "mytopo")
+    assert rc == 0, err
+    assert "valid: experiment mytopo, TDF 1, 2 hosts, 2 other nodes, 3 links" in out
+    assert "mininet" not in sys.modules or not sys.modules["mininet"].__name__.startswith(
+        "selena")
+
+
+def test_plan_shapes_the_link_in_mininets_units(capsys):
+    rc, out, err = run_cli(capsys, "plan", "--custom", str(TWO_SWITCH), "--topo", "shaped")
+    assert rc == 0, err
+    # bw=10 (Mbit/s), delay='5ms', loss=1 (percent), max_queue_size=100 (packets)
+    assert out.count("htb rate 10000000bit") == 2       # the s3-s4 link, both directions
+    assert out.count("netem limit 100 delay 5000us loss 1%") == 2
+
+
+def test_topo_arguments_are_split_as_mn_does(capsys):
+    rc, out, err = run_cli(capsys, "validate", "--custom", str(TWO_SWITCH),
+                           "--topo", "line,3,bw=5,delay=2ms")
+    assert rc == 0, err
+    assert "3 hosts, 3 other nodes, 5 links" in out
+    assert split_args("mytopo,3,1.5,name=x,k=2") == ("mytopo", [3, 1.5], {"name": "x", "k": 2})
+    scenario = load_scenario("line,2,bw=5", custom=[str(TWO_SWITCH)])
+    assert {link.rate_bps for link in scenario.topology.links} == {5e6}
+
+
+def test_mininet_numbering_addresses_and_ports():
+    topo = load_scenario("shaped", custom=[str(TWO_SWITCH)]).topology
+    assert topo.nodes["h1"].interfaces[0].ip == "10.0.0.1/8"
+    assert topo.nodes["h2"].interfaces[0].ip == "10.0.0.2/8"
+    # s3: port 1 to h1, port 2 to s4, as Mininet numbers them
+    assert topo.openflow_ports("s3") == {"h1": 1, "s4": 2}
+    assert topo.openflow_ports("s4") == {"s3": 1, "h2": 2}
+    # a link's line is the addLink call in the custom file
+    shaped = next(link for link in topo.links if link.rate_bps)
+    assert shaped.defined_at.endswith("topo-2sw-2host.py:40")
+    assert topo.nodes["h1"].defined_at.endswith("topo-2sw-2host.py:35")
+
+
+def test_explicit_addresses_keep_mininets_defaults_and_numbers():
+    class Pair(Topo):
+        def build(self):
+            self.addHost("h10", ip="192.168.0.10/24", mac="00:00:00:00:00:0a")
+            self.addHost("h2")              # natural order: h2 before h10
+            self.addHost("h3", ip="10.1.1.1", defaultRoute="via 10.0.0.254")
+            self.addSwitch("s1", stp=True, dpid="1", failMode="standalone")
+            for h in ("h2", "h3", "h10"):
+                self.addLink(h, "s1", use_htb=True)
+
+    topo = to_topology(Pair(), "pair", auto_macs=True)
+    assert topo.nodes["h2"].interfaces[0].ip == "10.0.0.1/8"
+    assert topo.nodes["h2"].interfaces[0].mac == "00:00:00:00:00:01"
+    assert topo.nodes["h3"].interfaces[0].ip == "10.1.1.1/8"       # no prefix: /8
+    assert topo.nodes["h3"].interfaces[0].gateway == "10.0.0.254"
+    assert topo.nodes["h10"].interfaces[0].mac == "00:00:00:00:00:0a"
+    assert topo.nodes["s1"].stp is True
+
+
+def test_default_options_apply_to_calls_without_options_as_in_mininet():
+    class Two(Topo):
+        def build(self):
+            self.addHost("h1")
+            self.addHost("h2", ip="10.0.0.9/8")
+            self.addSwitch("s1")
+            self.addLink("h1", "s1")
+            self.addLink("h2", "s1", bw=10)
+
+    topo = to_topology(Two(hopts={"template": "tools-host"}, lopts={"bw": 5}), "two")
+    assert topo.nodes["h1"].template == "tools-host"
+    assert topo.nodes["h2"].template == "tiny-host"     # its own options replace hopts
+    assert [link.rate_bps for link in topo.links] == [5e6, 10e6]
+
+
+def test_custom_names_come_before_built_in_ones(tmp_path, capsys):
+    path = custom(tmp_path, "from mininet.topo import Topo\n"
+                            "class One(Topo):\n"
+                            "    def build(self):\n"
+                            "        self.addLink(self.addHost('a'), self.addHost('b'))\n"
+                            "topos = {'single': One}\n")
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "single")
+    assert rc == 0, err
+    assert "2 hosts, 0 other nodes, 1 links" in out
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "linear,3")
+    assert rc == 0 and "3 hosts, 3 other nodes, 5 links" in out, err
+
+
+def test_the_shim_takes_precedence_over_an_installed_mininet_and_is_restored(
+        tmp_path, monkeypatch):
+    fake = tmp_path / "site" / "mininet"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("REAL = True\n")
+    (fake / "topo.py").write_text("raise RuntimeError('the installed Mininet was used')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    for name in [n for n in sys.modules if n == "mininet" or n.startswith("mininet.")]:
+        monkeypatch.delitem(sys.modules, name)
+    import mininet  # the installed one
+
+    assert mininet.REAL
+    topos = load_custom([TWO_SWITCH])
+    assert set(topos) == {"mytopo", "shaped", "line"}
+    with shim():
+        import mininet.topo as shimmed
+
+        assert shimmed.Topo is Topo
+    assert sys.modules["mininet"] is mininet           # put back as it was
+    assert "mininet.topo" not in sys.modules
+
+
+def test_without_mininet_installed_nothing_is_left_behind():
+    before = {n for n in sys.modules if n == "mininet" or n.startswith("mininet.")}
+    load_custom([TWO_SWITCH])
+    after = {n for n in sys.modules if n == "mininet" or n.startswith("mininet.")}
+    assert after == before
+
+
+# -- one line for each mistake, at the user's call ------------------------------------
+
+HEAD = "from mininet.topo import Topo\nclass T(Topo):\n    def build(self):\n"
+TAIL = "topos = {'t': T}\n"
+PAIR = "        self.addHost('h1')\n        self.addSwitch('s1')\n"
+
+MISTAKES = [
+    ("        self.addHost(1)\n", 4, "addHost: the name must be a string such as 'h1', not int 1"),
+    (PAIR + "        self.addLink('h1', 's1', bw='10M')\n", 6,
+     "addLink: bw is a number of Mbit/s (bw=10), not str '10M'"),
+    (PAIR + "        self.addLink('h1', 's1', delay=5)\n", 6,
+     "addLink: delay=5 has no unit; write delay='5ms'"),
+    (PAIR + "        self.addLink('h1', 's1', jitter='5 parsecs')\n", 6, "addLink: jitter:"),
+    (PAIR + "        self.addLink('h1', 's1', loss=150)\n", 6,
+     "addLink: loss=150 is not a percentage from 0 to 100"),
+    (PAIR + "        self.addLink('h1', 's1', loss='1%')\n", 6,
+     "addLink: loss is a percentage from 0 to 100 (loss=1), not str '1%'"),
+    (PAIR + "        self.addLink('h1', 's1', max_queue_size='100')\n", 6,
+     "addLink: max_queue_size is a number of packets (100), not str '100'"),
+    (PAIR + "        self.addLink('h1', 's1', enable_red=True)\n", 6,
+     "addLink: option enable_red= is not supported"),
+    (PAIR + "        self.addLink('h1', 's1', bandwidth=10)\n", 6,
+     "addLink: unknown link option bandwidth="),
+    (PAIR + "        self.addLink('h1', 's2')\n", 6, "addLink: no node named 's2' yet"),
+    (PAIR + "        self.addLink('h1', 's1', port2=0)\n", 6,
+     "addLink: s1 port 0: a switch's ports start at 1"),
+    ("        self.addHost('h1', cpu=0.5)\n", 4,
+     "addHost('h1'): option cpu= is not supported: a guest has whole vCPUs"),
+    ("        self.addHost('h1', ip=167772161)\n", 4,
+     "addHost('h1'): ip must be a string such as '10.0.0.1/24', not int 167772161"),
+    ("        self.addSwitch('s1', failMode='secure')\n", 4,
+     "addSwitch('s1'): failMode='secure' is not supported"),
+    ("        self.addSwitch('s1', color='red')\n", 4, "addSwitch('s1'): unknown switch option"),
+]
+
+
+@pytest.mark.parametrize("body,line,message", MISTAKES, ids=[m[2][:40] for m in MISTAKES])
+def test_a_wrong_call_is_one_line_at_the_users_line(tmp_path, capsys, body, line, message):
+    path = custom(tmp_path, HEAD + body + TAIL)
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "t")
+    assert rc == 1
+    assert f"{path}:{line}: {message}" in err, err
+    assert "Traceback" not in err and "selena/" not in err
+
+
+def test_a_wrong_type_found_only_on_conversion_still_names_the_call(tmp_path):
+    path = custom(tmp_path, HEAD + "        self.addHost('h1', memory='lots')\n" + TAIL)
+    with pytest.raises(ArgumentError) as caught:
+        load_scenario("t", custom=[path])
+    assert str(caught.value).startswith(f"{path}:4: add_host('h1', ...): memory")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--topo", "mytopo"], None),
+    ([], "name the topology with --topo NAME[,ARGS] (its topos: mytopo, shaped, line)"),
+    (["--topo", "nosuch"], "unknown topology 'nosuch'"),
+    (["--topo", "mytopo,3"], "--topo 'mytopo,3': "),
+    (["--topo", "mytopo", "--param", "x=1"], "a custom topology takes its arguments in the "
+                                             "spec"),
+])
+def test_custom_command_lines(capsys, argv, message):
+    rc, out, err = run_cli(capsys, "validate", "--custom", str(TWO_SWITCH), *argv)
+    if message is None:
+        assert rc == 0, err
+    else:
+        assert rc != 0 and message in err, err
+        if "nosuch" in message:
+            assert "custom topos in" in err and "mytopo, shaped, line" in err and "linear" in err
+
+
+def test_a_custom_file_may_import_what_mininet_files_import(tmp_path, capsys):
+    path = custom(tmp_path, """\
+from mininet.topo import Topo, SingleSwitchTopo, LinearTopo
+from mininet.topolib import TreeTopo
+from mininet.net import Mininet
+from mininet.node import OVSSwitch, OVSKernelSwitch, Controller, CPULimitedHost, Host
+from mininet.link import TCLink, Link
+from mininet.log import setLogLevel, info
+from mininet.util import irange, dumpNodeConnections
+from mininet.cli import CLI
+
+class Star(Topo):
+    def build(self, n=3, **opts):
+        s = self.addSwitch('s1', cls=OVSKernelSwitch)
+        for i in irange(1, n):
+            self.addLink(self.addHost('h%s' % i, cls=Host), s, cls=TCLink, bw=100)
+
+topos = {'star': Star, 'tree': lambda depth=2: TreeTopo(depth=depth, fanout=2),
+         'lin': LinearTopo}
+""")
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "star,4")
+    assert rc == 0 and "4 hosts, 1 other nodes, 4 links" in out, err
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "tree,depth=3")
+    assert rc == 0 and "8 hosts, 7 other nodes, 14 links" in out, err
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "lin,3,2")
+    assert rc == 0 and "6 hosts, 3 other nodes, 8 links" in out, err
+    path = custom(tmp_path, "from mininet.clean import cleanup\n", "clean.py")
+    rc, out, err = run_cli(capsys, "validate", "--custom", path, "--topo", "x")
+    assert rc == 1 and f"{path}:1: selena's Mininet API has no mininet.clean (it has " in err
+
+
+def test_bad_custom_files_are_named(tmp_path, capsys):
+    rc, _, err = run_cli(capsys, "validate", "--custom", "nosuch.py", "--topo", "x")
+    assert rc == 1 and "--custom nosuch.py: no such file" in err
+    path = custom(tmp_path, "topos = ['mytopo']\n")
+    rc, _, err = run_cli(capsys, "validate", "--custom", path, "--topo", "x")
+    assert rc == 1 and "`topos` must be a dict" in err
+    path = custom(tmp_path, "from mininet.topo import Topo\nx = undefined_name\n")
+    rc, _, err = run_cli(capsys, "validate", "--custom", path, "--topo", "x")
+    assert rc == 1 and f"{path}:2: NameError" in err
+    rc, _, err = run_cli(capsys, "validate", str(TWO_SWITCH), "--custom", str(TWO_SWITCH))
+    assert rc == 1 and "goes with --topo NAME" in err
+
+
+def test_advise_takes_custom(capsys, tmp_path):
+    from selena.advise import Calibration
+
+    cal = Calibration(9.0, 0.0, 1.0, 40.0, {}, [], [], host="lab").save(tmp_path / "cal.json")
+    rc, out, err = run_cli(capsys, "advise", "--custom", str(TWO_SWITCH), "--topo", "mytopo",
+                           "--calibration", str(cal))
+    assert "TDF" in out, err
+
+
+# -- selena's own Topology answers Mininet's words ------------------------------------
+
+@pytest.mark.parametrize("call,message", [
+    (lambda t: t.addHost("h1"), "Topology has no addHost: selena's is add_host"),
+    (lambda t: t.addSwitch("s1"), "Topology has no addSwitch: selena's is add_switch"),
+    (lambda t: t.addLink("h1", "h2"), "Topology has no addLink: selena's is add_link"),
+    (lambda t: t.hosts(), "Topology has no hosts"),
+    (lambda t: t.add_link("h1", "h2", bw=10), "add_link: bw= is Mininet's (Mbit/s); selena's "
+                                              "is rate=\"10Mbit\""),
+    (lambda t: t.add_link("h1", "h2", max_queue_size=100),
+     "add_link: max_queue_size= is Mininet's; selena's is queue=100 (packets)"),
+    (lambda t: t.add_link("h1", "h2", use_htb=True), "use_htb= is Mininet's"),
+    (lambda t: t.add_link("h1", "h2", port1=1), "add_link((h1, 0), (s1, 1))"),
+    (lambda t: t.add_link("h1", "h2", rte="1Mbit"), "unknown option rte=; did you mean rate=?"),
+    (lambda t: t.add_host("h3", defaultRoute="via 10.0.0.254"),
+     "add_host('h3', ...): defaultRoute= is Mininet's; selena's is gateway="),
+    (lambda t: t.add_host("h3", cpu=0.5), "vcpus= and cpus="),
+    (lambda t: t.add_switch("s1", dpid="1"), "add_switch('s1', ...): dpid= is Mininet's"),
+])
+def test_topology_hints_mininet_words_at_the_callers_line(call, message):
+    topo = Topology("t")
+    topo.add_host("h1", ip="10.0.0.1/24")
+    topo.add_host("h2", ip="10.0.0.2/24")
+    with pytest.raises(ArgumentError) as caught:
+        call(topo)
+    assert message in str(caught.value)
+    assert str(caught.value).startswith("tests/test_mininet_api.py:") or \
+        "test_mininet_api.py:" in str(caught.value)
+
+
+def test_topology_keeps_attribute_errors_for_other_names():
+    topo = Topology("t")
+    assert not hasattr(topo, "addHost")
+    with pytest.raises(AttributeError, match="no attribute 'colour'"):
+        topo.colour  # noqa: B018
+
+
+def test_mininets_loss_in_percent_is_named_by_validation(tmp_path, capsys):
+    body = ("from selena.model import Topology\n"
+            "topology = Topology('t')\n"
+            "a = topology.add_host('a', ip='10.0.0.1/24')\n"
+            "b = topology.add_host('b', ip='10.0.0.2/24')\n"
+            "topology.add_link(a, b, loss=5)\n")
+    rc, _, err = run_cli(capsys, "validate", custom(tmp_path, body, "mine.py"))
+    assert rc == 1
+    assert "mine.py:5: link a:eth0--b:eth0: loss 5 out of range (0 to 100%); loss is a ratio: " \
+           "for 5 percent (Mininet's loss=5) write loss=\"5%\"" in err
+
+
+# -- the script API --------------------------------------------------------------------
+
+class Pair(Topo):
+    def build(self, bw=10):
+        self.addHost("h1")
+        self.addHost("h2")
+        self.addLink("h1", "h2", bw=bw, delay="5ms")
+
+
+def test_mininet_object_before_start():
+    net = Mininet(topo=SingleSwitchTopo(3), link=TCLink, controller=None, autoSetMacs=True,
+                  cleanup=True, waitConnected=True, templates=None)
+    assert [str(h) for h in net.hosts] == ["h1", "h2", "h3"]
+    assert [str(s) for s in net.switches] == ["s1"]
+    h1, h3 = net.get("h1", "h3")
+    assert net["h3"].name == "h3" and h3.IP() == "10.0.0.3" and h1.MAC() == "00:00:00:00:00:01"
+    assert net.get("s1").name == "s1" and "h2" in net
+    with pytest.raises(ExperimentError, match=r"h1.cmd: the net is not started"):
+        h1.cmd("true")
+    with pytest.raises(ScenarioError, match="no node named 'h9'"):
+        net.get("h9")
+    with pytest.raises(ArgumentError, match="addHost: the net is built already"):
+        net.addHost("h4")
+    with pytest.raises(ExperimentError, match=r"CLI\(net\): the net is not started"):
+        CLI(net)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"xterms": True}, "Mininet(xterms=...) is not supported"),
+    ({"autoPinCpus": True}, "Mininet(autoPinCpus=...) is not supported"),
+    ({"frobnicate": 1}, "Mininet(): unknown option frobnicate="),
+    ({"topo": "single,3"}, "Mininet(topo=...) must be a Topo, not str"),
+    ({"controller": "RemoteController"}, "Mininet(controller="),
+])
+def test_mininet_options_that_change_the_meaning_are_refused(kwargs, message):
+    with pytest.raises(ArgumentError) as caught:
+        Mininet(**kwargs)
+    assert message in str(caught.value)
+    assert "test_mininet_api.py:" in str(caught.value)
+
+
+def test_remote_controller_is_refused():
+    from selena.mininet.node import RemoteController
+
+    with pytest.raises(ArgumentError, match="RemoteController"):
+        Mininet(topo=Pair(), controller=RemoteController)
+
+
+def test_a_net_built_without_a_topo():
+    net = Mininet(build=False, templates=None)
+    h1 = net.addHost("h1", ip="10.0.0.1/24")
+    net.addHost("h2")
+    net.addLink(h1, "h2", bw=5)
+    net.build()
+    assert net.topology.links[0].rate_bps == 5e6
+    assert net.get("h2").IP() == "10.0.0.2"
+    assert net.topology.nodes["h1"].kind is NodeKind.HOST
+
+
+class FakeSession:
+    def __init__(self):
+        self.calls = []
+
+    def pingall(self, timeout):
+        self.calls.append(("pingall", timeout))
+        return PingAll([("h1", "h2", True), ("h2", "h1", False)])
+
+    def iperf(self, client, server, seconds):
+        self.calls.append(("iperf", client, server, seconds))
+        return ("9.41 Mbits/sec", "9.87 Mbits/sec")
+
+    def link(self, a, b, up):
+        self.calls.append(("link", a, b, up))
+
+
+def test_ping_all_and_iperf_print_and_return_as_mininet(capsys):
+    net = Mininet(topo=Pair(), templates=None)
+    net.session = FakeSession()
+    assert net.pingAll() == 50.0
+    out = capsys.readouterr().out
+    assert "h1 -> h2 \nh2 -> X \n*** Results: 50% dropped (1/2 received)\n" in out
+    assert net.iperf((net["h1"], net["h2"]), seconds=3) == ["9.41 Mbits/sec", "9.87 Mbits/sec"]
+    assert "*** Results: ['9.41 Mbits/sec', '9.87 Mbits/sec']" in capsys.readouterr().out
+    net.configLinkStatus("h1", "h2", "down")
+    assert net.session.calls == [("pingall", 1.0), ("iperf", "h1", "h2", 3.0),
+                                 ("link", "h1", "h2", False)]
+    with pytest.raises(ArgumentError, match="only TCP"):
+        net.iperf(l4Type="UDP")
+    net.session = None
+
+
+MAIN_GUARDED = """\
+from selena.mininet import Mininet
+from selena.mininet.log import setLogLevel
+from selena.mininet.topo import SingleSwitchTopo
+
+
+def simpleTest():
+    net = Mininet(topo=SingleSwitchTopo(k=4), tdf=5)
+    net.start()
+    net.pingAll()
+    net.stop()
+    open(__file__ + ".ran", "w").write("started")
+
+
+if __name__ == '__main__':
+    setLogLevel('info')
+    simpleTest()
+"""
+
+
+def test_validate_checks_a_selena_mininet_script_and_run_refuses_it(tmp_path, capsys):
+    """As Mininet's examples are written: the net is built in a function the
+    main block calls. Loading stops at the Mininet (its Experiment) and runs
+    nothing after it."""
+    path = custom(tmp_path, MAIN_GUARDED, "simple.py")
+    rc, out, err = run_cli(capsys, "validate", path)
+    assert rc == 0, err
+    assert "valid: experiment singleswitch, TDF 5, 4 hosts, 1 other nodes, 4 links" in out
+    assert not Path(path + ".ran").exists()
+    rc, out, err = run_cli(capsys, "run", path)
+    assert rc == 1 and "this file runs its own experiment" in err
+
+
+# -- against a fake Dom0 (the real agents; toolchain tier) -----------------------------
+
+def fake_net(fake_xen, tmp_path, **kw) -> Mininet:
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    return Mininet(topo=Pair(), link=TCLink, backend=backend, templates=None,
+                   ready_timeout=20, progress=lambda msg: None, **kw)
+
+
+def test_start_cmd_ip_cli_and_stop(fake_xen, tmp_path, capsys):
+    net = fake_net(fake_xen, tmp_path, tdf=4)
+    net.start()
+    assert set(fake_xen.domains) == {"selena-pair-h1", "selena-pair-h2"}
+    assert {d.tdf for d in fake_xen.domains.values()} == {"4"}
+    h1, h2 = net.get("h1", "h2")
+    assert h1.cmd("echo to %s" % h2.IP()) == "to 10.0.0.2\n"  # noqa: UP031 - as Mininet's users write it
+    assert h1.cmd("echo", "out;", "echo err >&2") == "out\nerr\n"
+    CLI(net, stdin=io.StringIO("h1 echo via-the-prompt\nexit\n"))     # selena's prompt
+    assert "via-the-prompt" in capsys.readouterr().out
+    began = time.monotonic()
+    assert h2.cmd("sleep 300 &") == ""          # returns at once, as in Mininet
+    net.stop()
+    assert time.monotonic() - began < 30
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+    net.stop()                                   # twice is fine
+
+
+def test_a_forgotten_stop_happens_at_exit(fake_xen, tmp_path, capsys):
+    from selena.mininet import net as net_module
+
+    net = fake_net(fake_xen, tmp_path)
+    net.start()
+    assert fake_xen.domains
+    net_module._stop_forgotten()                 # what atexit runs
+    assert fake_xen.domains == {}
+    assert "*** net pair was not stopped: stopping it at exit" in capsys.readouterr().err
+
+
+def test_an_exception_in_a_with_block_tears_down(fake_xen, tmp_path):
+    with pytest.raises(RuntimeError, match="boom"), fake_net(fake_xen, tmp_path) as net:
+        assert net["h1"].cmd("echo up") == "up\n"
+        raise RuntimeError("boom")
+    assert fake_xen.domains == {}

@@ -1,0 +1,220 @@
+"""selena.session: Mininet's pingall lines and summary, node-name
+substitution, iperf and links, on a fake running experiment."""
+
+import json
+from collections.abc import Set as AbstractSet
+
+import pytest
+from fake_session import running
+
+from selena.backends.xl import DeployState, XlBackend
+from selena.errors import BackendError, ExperimentError, ScenarioError
+from selena.model import Endpoint, Link
+from selena.runner import FakeRunner
+from selena.session import PingAll, Session, rate_text
+from selena.topologies import linear, single
+
+
+def test_pingall_results_line_is_mininets():
+    result = PingAll([("h1", "h2", True), ("h2", "h1", True)])
+    assert (result.sent, result.received, result.dropped_percent) == (2, 2, 0.0)
+    assert result.results_line() == "*** Results: 0% dropped (2/2 received)"
+    assert result.lines() == ["h1 -> h2", "h2 -> h1"]
+
+
+def test_pingall_truncates_the_percentage_and_marks_misses():
+    result = PingAll([("h1", "h2", True), ("h1", "h3", False), ("h2", "h1", True),
+                      ("h2", "h3", False), ("h3", "h1", False), ("h3", "h2", True)])
+    assert result.results_line() == "*** Results: 50% dropped (3/6 received)"
+    assert result.lines() == ["h1 -> h2 X", "h2 -> h1 X", "h3 -> X h2"]
+    third = PingAll([("h1", "h2", False), ("h2", "h1", True), ("h1", "h3", True)])
+    assert third.results_line() == "*** Results: 33% dropped (2/3 received)"
+
+
+def test_pingall_without_hosts_warns_as_mininet():
+    assert PingAll([]).results_line() == "*** Warning: No packets sent"
+
+
+def test_rate_text_uses_iperfs_units():
+    assert rate_text(9.41e6) == "9.41 Mbits/sec"
+    assert rate_text(1.5e9) == "1.50 Gbits/sec"
+    assert rate_text(640e3) == "640.00 Kbits/sec"
+    assert rate_text(12) == "12 bits/sec"
+
+
+# -- Session on a running experiment (tests/support/fake_session.py) -----------------
+
+
+
+def answering(down: AbstractSet[str] = frozenset()):
+    """Pings to addresses in `down` go unanswered; iperf3 answers a report."""
+    def answer(node: str, command: str) -> tuple[int, str]:
+        if command.startswith("ping"):
+            return (1, "") if command.split()[-1] in down else (0, "1 packets received")
+        if command.startswith("iperf3 -c"):
+            return 0, json.dumps({"end": {"sum_sent": {"bits_per_second": 9.87e6},
+                                          "sum_received": {"bits_per_second": 9.41e6}}})
+        return 0, f"{node} ran {command}\n"
+    return answer
+
+
+def test_substitute_replaces_node_names_by_their_first_address_only():
+    net = Session(running(single(3)))
+    assert net.substitute("ping -c 1 h2") == "ping -c 1 10.0.0.2"
+    # A switch has no address, a word containing a name is not a name.
+    assert net.substitute("echo s1 h2x xh1 h3") == "echo s1 h2x xh1 10.0.0.3"
+    assert net.substitute("  h1\th2 ") == "  10.0.0.1\t10.0.0.2 "
+
+
+def test_cmd_runs_the_substituted_command_in_the_node():
+    exp = running(single(2), answering())
+    result = Session(exp).cmd("h1", "ping -c 1 h2", timeout=5)
+    assert result.ok
+    assert exp.engine.commands == [("h1", "start ping -c 1 10.0.0.2", 5)]
+
+
+def test_unknown_nodes_are_one_line_errors_naming_the_nodes_there_are():
+    net = Session(running(single(2)))
+    with pytest.raises(ScenarioError, match=r"no node named 'h9' in experiment single "
+                                            r"\(have h1, h2, s1\)"):
+        net.cmd("h9", "true")
+    with pytest.raises(ScenarioError, match="no node named 'x'"):
+        net.link("h1", "x", up=False)
+
+
+def test_pingall_pings_every_ordered_host_pair_once():
+    exp = running(single(3), answering(down={"10.0.0.3"}))
+    result = Session(exp).pingall()
+    assert [c[1] for c in exp.engine.commands] == [
+        "ping -c 1 -W 1 10.0.0.2", "ping -c 1 -W 1 10.0.0.3", "ping -c 1 -W 1 10.0.0.1",
+        "ping -c 1 -W 1 10.0.0.3", "ping -c 1 -W 1 10.0.0.1", "ping -c 1 -W 1 10.0.0.2"]
+    assert result.lines() == ["h1 -> h2 X", "h2 -> h1 X", "h3 -> h1 h2"]
+    assert result.results_line() == "*** Results: 33% dropped (4/6 received)"
+    Session(exp).pingall(timeout=2.5)
+    assert exp.engine.commands[-1][1] == "ping -c 1 -W 3 10.0.0.2"
+
+
+def test_iperf_returns_mininets_server_and_client_rates():
+    exp = running(single(2), answering())
+    assert Session(exp).iperf("h1", "h2", seconds=3) == ("9.41 Mbits/sec", "9.87 Mbits/sec")
+    commands = [c[:2] for c in exp.engine.commands]
+    assert commands == [("h1", "command -v iperf3"), ("h2", "command -v iperf3"),
+                        ("h2", "start iperf3 -s -1 -J"),
+                        ("h1", "iperf3 -c 10.0.0.2 -t 3 -J")]
+
+
+def test_iperf_without_iperf3_in_the_guest_says_so_in_one_line():
+    def answer(node, command):
+        return (127, "") if node == "h2" and command == "command -v iperf3" else (0, "")
+    net = Session(running(single(2), answer))
+    with pytest.raises(ScenarioError, match=r"^iperf: h2 has no iperf3 \(template tiny-host; "
+                                            r"the tools-host template has it\)$"):
+        net.iperf("h1", "h2")
+    with pytest.raises(ScenarioError, match="two different hosts"):
+        net.iperf("h1", "h1")
+
+
+def test_iperf_retries_while_the_server_is_not_listening_then_kills_it_on_failure():
+    tries = []
+
+    def answer(node, command):
+        if command.startswith("iperf3 -c"):
+            tries.append(command)
+            if len(tries) < 3:
+                return 1, json.dumps({"error": "unable to connect to server: Connection "
+                                               "refused"})
+            return 1, json.dumps({"error": "the server has terminated"})
+        return 0, ""
+    exp = running(single(2), answer)
+    with pytest.raises(ScenarioError, match="iperf: h1 -> 10.0.0.2 failed: the server has "
+                                            "terminated"):
+        Session(exp).iperf("h1", "h2")
+    assert len(tries) == 3
+    assert exp.engine.killed == ["iperf3 -s -1 -J"]
+
+
+def test_link_down_and_up_go_to_the_backend_for_every_link_between_the_pair():
+    exp = running(linear(2))
+    net = Session(exp)
+    net.link("s1", "h1", up=False)
+    net.link("h1", "s1", up=True)
+    assert exp.backend.asked == [("set_link", "linear", "link h1:eth0--s1:eth0", False),
+                                 ("set_link", "linear", "link h1:eth0--s1:eth0", True)]
+    with pytest.raises(ScenarioError, match=r"^no link between h1 and h2 in linear \(h1 is "
+                                            r"linked to s1\)$"):
+        net.link("h1", "h2", up=False)
+
+
+def test_pause_freezes_virtual_time_and_refuses_commands_until_resume():
+    exp = running(single(2, tdf=10), answering())
+    net = Session(exp)
+    at = net.pause()
+    assert exp.paused and exp.backend.asked == [("freeze", "single")]
+    assert exp.now() == at
+    for call in (lambda: net.cmd("h1", "true"), net.pingall, lambda: net.iperf("h1", "h2")):
+        with pytest.raises(ScenarioError, match="the experiment is paused"):
+            call()
+    with pytest.raises(ExperimentError, match="paused: resume it before changing the TDF"):
+        net.tdf(20)
+    with pytest.raises(ExperimentError, match="paused already"):
+        net.pause()
+    assert net.resume() == at
+    assert not exp.paused and exp.backend.asked[-1] == ("thaw", "single")
+    assert exp.now() >= at
+    # The timeline goes on from the pause, at the same TDF.
+    assert [s["tdf"] for s in exp.engine.clock.timeline()] == [10, 10]
+    with pytest.raises(ExperimentError, match="not paused"):
+        net.resume()
+
+
+def test_tdf_changes_the_running_experiment():
+    exp = running(single(2, tdf=10))
+    assert Session(exp).tdf("20") == 20
+    assert exp.backend.asked == [("set_tdf", "single", 20.0)]
+    with pytest.raises(ScenarioError, match="set_tdf"):
+        Session(exp).tdf("fast")
+
+
+# -- the xl backend's link down/up ---------------------------------------------------
+
+def test_xl_set_link_stops_and_restarts_both_bridge_ports_of_the_link(tmp_path):
+    runner = FakeRunner()
+    backend = XlBackend(runner, tmp_path / "state")
+    backend._save(DeployState("pair", 10.0, bridges={"sl-pair0": "ovs", "sl-pair1": "linux"},
+                              vif_nodes={"sv1.0": "h1 eth0", "sv2.0": "h2 eth0",
+                                         "sv3.0": "h3 eth0", "sv1.1": "h1 eth1",
+                                         "sv3.1": "h3 eth1"},
+                              vif_bridges={"sv1.0": "sl-pair0", "sv2.0": "sl-pair0",
+                                           "sv1.1": "sl-pair1", "sv3.1": "sl-pair1"}))
+    link = Link(Endpoint("h1", 0), Endpoint("h2", 0))
+    backend.set_link("pair", link, up=False)
+    backend.set_link("pair", link, up=True)
+    assert [" ".join(c) for c in runner.calls] == [
+        f"ovs-ofctl mod-port sl-pair0 {vif} {flag}"
+        for flag_pair in (("no-receive", "no-forward"), ("receive", "forward"))
+        for vif in ("sv1.0", "sv2.0") for flag in flag_pair]
+    runner.calls.clear()
+    backend.set_link("pair", Link(Endpoint("h1", 1), Endpoint("h3", 1)), up=False)
+    assert [" ".join(c) for c in runner.calls] == [
+        "bridge link set dev sv1.1 state 0", "bridge link set dev sv3.1 state 0"]
+    with pytest.raises(BackendError, match=r"link h1:eth2--h2:eth0 of pair: its vifs are not "
+                                           r"in the state file \(found sv2.0\)"):
+        backend.set_link("pair", Link(Endpoint("h1", 2), Endpoint("h2", 0)), up=False)
+    backend._save(DeployState("pair", 10.0, vif_nodes={"sv1.0": "h1 eth0", "sv2.0": "h2 eth0"}))
+    with pytest.raises(BackendError, match=r"vif sv1.0 has no bridge in the state file"):
+        backend.set_link("pair", link, up=False)
+
+
+def test_cmd_defaults_to_the_experiments_timeout_and_ctrl_c_kills_the_command():
+    exp = running(single(2), answering())
+    exp.command_timeout = 600.0
+    net = Session(exp)
+    net.cmd("h1", "true")
+    assert exp.engine.commands[-1] == ("h1", "start true", 600.0)
+
+    def interrupted(handle, check=False):
+        raise KeyboardInterrupt
+    exp.engine.wait = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        net.cmd("h1", "ping h2")
+    assert exp.engine.killed == ["ping 10.0.0.2"]
