@@ -135,13 +135,19 @@ static int vset_state(const char *id, const char *fmt, va_list ap)
     return put(suffix, value);
 }
 
-static void set_state(const char *id, const char *fmt, ...)
+/*
+ * `running` goes to agent/started/<id>, not to out/<id>/state: Dom0 then reads
+ * state only when it is final (each state event was a read, and `running` told
+ * it nothing), and, watching only agent/state and agent/error of our agent
+ * directory, is not even woken by it.
+ */
+static void set_started(const char *id, int pid, unsigned long long start)
 {
-    va_list ap;
+    char suffix[128], value[96];
 
-    va_start(ap, fmt);
-    vset_state(id, fmt, ap);
-    va_end(ap);
+    snprintf(value, sizeof(value), "running pid=%d start=%llu", pid, start);
+    snprintf(suffix, sizeof(suffix), "agent/started/%s", id);
+    put(suffix, value);
 }
 
 /*
@@ -337,8 +343,7 @@ static void start_command(const char *id)
     set_nonblock(c->out[1].fd);
     if ( s.timeout_ns )
         c->deadline_mono = c->start_mono + s.timeout_ns;
-    set_state(id, "running pid=%d start=%llu", (int)pid,
-              (unsigned long long)c->start_rt);
+    set_started(id, (int)pid, (unsigned long long)c->start_rt);
  out:
     for ( i = 0; i < 2; i++ )
     {
@@ -361,6 +366,11 @@ static int known(const char *id)
         return 1;
     snprintf(suffix, sizeof(suffix), "out/%s/state", id);
     rc = get(suffix, &val, NULL);
+    if ( rc == -ENOENT )
+    {
+        snprintf(suffix, sizeof(suffix), "agent/started/%s", id);
+        rc = get(suffix, &val, NULL);
+    }
     if ( rc == 0 )
         free(val);
     return rc != -ENOENT;
@@ -918,6 +928,12 @@ static void fail_orphans(void)
         if ( !*p || !valid_cmd_id(p) )
             continue;
         snprintf(suffix, sizeof(suffix), "out/%s/state", p);
+        if ( get(suffix, &state, NULL) == 0 )
+        {
+            free(state);        /* answered already */
+            continue;
+        }
+        snprintf(suffix, sizeof(suffix), "agent/started/%s", p);
         if ( get(suffix, &state, NULL) )
             continue;
         if ( sscanf(state, "running pid=%ld", &pid) == 1 )

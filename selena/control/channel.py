@@ -69,6 +69,27 @@ CHUNK_PROBE = 16
 # keys of its own cannot grow Dom0's memory.
 CHANGE_SET_LIMIT = 256
 
+# Real seconds a finished command's removal waits for another request to ride
+# along with (one send fewer) before it is sent on its own.
+HOUSEKEEPING_DELAY = 0.05
+
+
+def _worth_a_pass(guest: _Guest, rel: str | None) -> bool:
+    """Whether an event under `out` (rel to it) can give the pump work: not
+    one about a command no longer active (our own removal of its keys) or a
+    chunk already consumed (our own removal). Anything else, and what cannot
+    be parsed, counts."""
+    if rel is None:
+        return True
+    cid, _, rest = rel.partition("/")
+    handle = guest.active.get(cid)
+    if handle is None:
+        return False
+    stream, _, index = rest.partition("/")
+    if stream in STREAMS and index.isascii() and index.isdigit():
+        return int(index) >= handle._next[STREAMS.index(stream)]
+    return True
+
 
 def _note_change(guest: _Guest, rel: str | None) -> None:
     if None in guest.changed:
@@ -77,6 +98,12 @@ def _note_change(guest: _Guest, rel: str | None) -> None:
         guest.changed = {None}
     else:
         guest.changed.add(rel)
+
+
+def _command_keys(guest: _Guest, handle: CommandHandle) -> list[str]:
+    """What Dom0 removes once a command is done (PROTOCOL.md)."""
+    return [f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}",
+            f"{guest.base}/agent/started/{handle.id}"]
 
 
 def base_path(domid: int | str) -> str:
@@ -146,6 +173,8 @@ class CommandHandle:
     _next: list[int] = field(default_factory=lambda: [0, 0], repr=False)
     _dropped: list[int] = field(default_factory=lambda: [0, 0], repr=False)
     _state: CommandState | None = field(default=None, repr=False)
+    # Xenstore refused the spec's write (the reply comes to the pump).
+    _send_error: ControlError | None = field(default=None, repr=False)
 
     @property
     def done(self) -> bool:
@@ -213,7 +242,10 @@ class Controller(CommandChannel):
         # PV Dom0 under emulation).
         self._id_prefix = uuid.uuid4().hex[:8]
         self._ids = itertools.count()
-        self._cond = threading.Condition()
+        # `with self._lock` where nothing waits or notifies (a C call, where
+        # the Condition's __enter__ is Python's: the pump takes it per event).
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
         self._stop = False
         self._pump_error: BaseException | None = None
         self._pump = threading.Thread(target=self._pump_loop, name="selena-control",
@@ -258,23 +290,31 @@ class Controller(CommandChannel):
 
         prefix = f"{guest.base}/out/"
 
-        def mark(path: str, _token: str) -> None:
-            with self._cond:
-                _note_change(guest, path[len(prefix):] if path.startswith(prefix) else None)
-                self._cond.notify_all()
+        def mark(path: str, _token: str) -> bool:
+            rel = path[len(prefix):] if path.startswith(prefix) else None
+            with self._lock:
+                # An event that cannot give work does not wake the pump's loop
+                # (three of a `true`'s five events are such).
+                if not _worth_a_pass(guest, rel):
+                    return False
+                _note_change(guest, rel)
+            return True             # poll() returns: the pump's loop looks
 
-        agent_dir = f"{guest.base}/agent"
+        agent_error = f"{guest.base}/agent/error"
 
-        def agent_changed(path: str, _token: str) -> None:
+        def agent_changed(path: str, _token: str) -> bool:
             with self._cond:
-                # Not on heartbeats (every guest second): only agent/error, or
-                # the directory itself (registration, removal).
-                if path in (agent_dir, f"{agent_dir}/error"):
-                    guest.error_changed = True
                 self._cond.notify_all()     # wait_ready() re-reads the agent's state
+                if path == agent_error:
+                    guest.error_changed = True
+                    return True
+            return False
 
         self.xs.watch(f"{guest.base}/out", f"selena-out-{name}", mark)
-        self.xs.watch(f"{guest.base}/agent", f"selena-agent-{name}", agent_changed)
+        # Two keys of the agent's directory, not all of it: neither its
+        # heartbeat (every guest second) nor a command's `started` wakes Dom0.
+        self.xs.watch(f"{guest.base}/agent/state", f"selena-agent-state-{name}", agent_changed)
+        self.xs.watch(agent_error, f"selena-agent-{name}", agent_changed)
 
     def wait_ready(self, timeout: float) -> None:
         """Wait until every agent reports ready with our protocol version."""
@@ -336,8 +376,19 @@ class Controller(CommandChannel):
                                time.time())
         with self._cond:
             guest.active[handle.id] = handle
+
+        def sent(error: ControlError | None) -> None:
+            # On the thread reading the socket (the pump, as a rule): a refusal
+            # fails the command there, as a refused acknowledgement does.
+            if error is not None:
+                with self._lock:
+                    handle._send_error = error
+                    _note_change(guest, handle.id)
+                self.xs.wake()      # a reply, not an event: poll() would not return
         try:
-            self.xs.write(f"{guest.base}/cmd/{handle.id}", text)
+            # Not waiting for the reply spares the caller a wake-up by the
+            # pump per command (a context switch, dear in a PV Dom0).
+            self.xs.write_nowait(f"{guest.base}/cmd/{handle.id}", text, sent)
         except BaseException:
             with self._cond:                # never sent: nothing for the pump to serve
                 guest.active.pop(handle.id, None)
@@ -384,18 +435,34 @@ class Controller(CommandChannel):
                 # Read before looking for work: an event that comes in between
                 # makes poll() return at once rather than after its timeout.
                 events = self.xs.watch_events()
-                with self._cond:
-                    if self._stop:
-                        return
-                    work = [(g, g.changed, g.error_changed) for g in self._guests.values()
-                            if (g.changed or g.error_changed) and g.active]
+                with self._lock:
+                    stop = self._stop
+                    work = [] if stop else [
+                        (g, g.changed, g.error_changed) for g in self._guests.values()
+                        if (g.changed or g.error_changed) and g.active]
                     for g, _, _ in work:
                         g.changed, g.error_changed = set(), False
+                if stop:
+                    try:
+                        self.xs.flush()     # the removals still waiting
+                    except ControlError as exc:
+                        log.warning("removing finished commands at close: %s", exc)
+                    return
                 if not work and self.clock() < next_liveness:
+                    timeout = max(0.0, min(1.0, next_liveness - self.clock()))
+                    queued = self.xs.queued_since()
+                    if queued is not None:
+                        # Removals of finished commands ride along with the
+                        # next request (the next command's spec, as a rule);
+                        # after a short while idle they go on their own.
+                        left = queued + HOUSEKEEPING_DELAY - time.monotonic()
+                        if left <= 0:
+                            self.xs.flush()
+                            continue
+                        timeout = min(timeout, left)
                     # The pump reads the socket itself while it waits: watch
                     # events reach it without a thread hand-off.
-                    self.xs.poll(max(0.0, min(1.0, next_liveness - self.clock())),
-                                 since=events)
+                    self.xs.poll(timeout, since=events)
                     continue
                 for guest, changed, error_changed in work:
                     if error_changed:
@@ -431,6 +498,8 @@ class Controller(CommandChannel):
             new_chunks = last_seen is None or any(
                 last_seen[i] >= handle._next[i] for i in range(len(STREAMS)))
             try:
+                if handle._send_error is not None:
+                    raise handle._send_error
                 self._collect_one(guest, handle, read_state, new_chunks, last_seen)
             except (ProtocolMismatch, ValueError) as exc:
                 # What a guest writes into its own keys can fail only its own
@@ -448,21 +517,23 @@ class Controller(CommandChannel):
                      read_chunks: bool = True,
                      last_seen: tuple[int, int] | None = None) -> None:
         out = f"{guest.base}/out/{handle.id}"
-        if read_state or handle._state is None:
+        if read_state:
+            # `state` holds the final state only (`running` is in the agent's
+            # started/<id>, which Dom0 never reads): absent, the command is
+            # queued or running.
             raw = self.xs.read_or_none(f"{out}/state")
-            if raw is None:
-                return                          # queued: the agent has not seen it yet
-            handle._state = parse_state(raw.decode(errors="replace"))
+            if raw is not None:
+                handle._state = parse_state(raw.decode(errors="replace"))
         state = handle._state
+        final = state is not None and state.final
+        if not final and not read_chunks:
+            return                              # our own removals
         # Once final, the counts say what is left: no read for a chunk that was
         # never written and no removal of one the final cleanup removes anyway
         # (each is a Xenstore round trip on the command's path to its result).
-        counted = state.final and state.state != "failed"
         batch = CHUNK_BATCH
-        if counted:
+        if final and state is not None and state.state != "failed":
             last = (state.stdout_chunks - 1, state.stderr_chunks - 1)
-        elif not read_chunks and not state.final:
-            last = (-1, -1)
         elif last_seen is not None:
             last = last_seen
         else:
@@ -487,11 +558,11 @@ class Controller(CommandChannel):
                for i in range(len(STREAMS))):
             with self._cond:                    # a whole batch read: the rest next pass
                 _note_change(guest, None)
-        if consumed and not state.final:
+        if consumed and not final:
             self.xs.rm_many(consumed)
             self.xs.write(f"{guest.base}/cmd/{handle.id}/ack",
                           f"{handle._next[0]} {handle._next[1]}")
-        if not state.final:
+        if state is None or not final:
             return
         if state.state != "failed" and (handle._next[0] < state.stdout_chunks
                                         or handle._next[1] < state.stderr_chunks):
@@ -523,11 +594,16 @@ class Controller(CommandChannel):
             stdout_dropped=handle._dropped[0], stderr_dropped=handle._dropped[1],
             lost_bytes=state.lost_bytes)
         # The waiter has its result before the keys are removed: removal is
-        # housekeeping, not part of the command's round trip.
+        # housekeeping, not part of the command's round trip, and the pump
+        # does not wait for its replies either (they come with later events).
         self._complete(guest, handle, result)
+
+        def removed(error: ControlError | None) -> None:
+            if error is not None:           # the result stands; only housekeeping failed
+                log.warning("guest %s: removing command %s: %s", guest.name, handle.id, error)
         try:
-            self.xs.rm_many([f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}"])
-        except XenstoreError as exc:        # the result stands; only housekeeping failed
+            self.xs.rm_many_nowait(_command_keys(guest, handle), removed, defer=True)
+        except XenstoreError as exc:
             log.warning("guest %s: removing command %s: %s", guest.name, handle.id, exc)
 
     def _read_agent_error(self, guest: _Guest) -> None:
@@ -557,7 +633,7 @@ class Controller(CommandChannel):
             reason=reason, detail=why, stdout=bytes(handle._out[0]),
             stderr=bytes(handle._out[1]), submitted=handle.submitted, finished=time.time(),
             stdout_dropped=handle._dropped[0], stderr_dropped=handle._dropped[1])
-        for path in (f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}"):
+        for path in _command_keys(guest, handle):
             try:
                 self.xs.rm(path)
             except XenstoreError as exc:
@@ -565,7 +641,7 @@ class Controller(CommandChannel):
         self._complete(guest, handle, result)
 
     def _complete(self, guest: _Guest, handle: CommandHandle, result: CommandResult) -> None:
-        with self._cond:
+        with self._lock:
             guest.active.pop(handle.id, None)
         handle.complete(result)
 

@@ -186,6 +186,9 @@ class CommandState:
         return self.state in FINAL_STATES
 
 
+_FINAL_NUMBERS = ("code", "signal", "start", "end", "dur", "stdout", "stderr", "lost")
+
+
 def parse_state(text: str) -> CommandState:
     word, _, rest = text.strip().partition(" ")
     fields: dict[str, str] = {}
@@ -195,25 +198,32 @@ def parse_state(text: str) -> CommandState:
             raise ProtocolMismatch(f"malformed command state {text!r}")
         fields[key] = value
 
-    def num(key: str) -> int | None:
-        if key not in fields:
-            return None
-        try:
-            return int(fields[key])
-        except ValueError:
-            raise ProtocolMismatch(f"non-numeric {key} in command state {text!r}") from None
+    def numbers(keys: tuple[str, ...]) -> dict[str, int]:
+        # One call per state, not one per key: Dom0 parses a state per command.
+        found: dict[str, int] = {}
+        for key in keys:
+            value = fields.get(key)
+            if value is not None:
+                try:
+                    found[key] = int(value)
+                except ValueError:
+                    raise ProtocolMismatch(f"non-numeric {key} in command state "
+                                           f"{text!r}") from None
+        return found
 
     if word == "running":
-        return CommandState("running", pid=num("pid"), start_ns=num("start"))
+        num = numbers(("pid", "start"))
+        return CommandState("running", pid=num.get("pid"), start_ns=num.get("start"))
     if word in ("exited", "killed"):
         for key in ("start", "end", "dur", "stdout", "stderr"):
             if key not in fields:
                 raise ProtocolMismatch(f"command state {text!r} lacks {key}")
-        return CommandState(word, code=num("code"), signal=num("signal"),
-                            reason=fields.get("reason"), start_ns=num("start"),
-                            end_ns=num("end"), dur_ns=num("dur"),
-                            stdout_chunks=num("stdout") or 0, stderr_chunks=num("stderr") or 0,
-                            lost_bytes=num("lost") or 0)
+        num = numbers(_FINAL_NUMBERS)
+        return CommandState(word, code=num.get("code"), signal=num.get("signal"),
+                            reason=fields.get("reason"), start_ns=num["start"],
+                            end_ns=num["end"], dur_ns=num["dur"],
+                            stdout_chunks=num["stdout"], stderr_chunks=num["stderr"],
+                            lost_bytes=num.get("lost", 0))
     if word == "failed":
         detail = unescape(fields.get("detail", "")).decode(errors="replace")
         return CommandState("failed", reason=fields.get("reason", "?"), detail=detail)

@@ -40,10 +40,18 @@ DRAIN_MAX = 16 * 1024 * 1024
 _OVERSIZE = -2                         # _Pending.type: the reply was too large
 SOCKET_PATHS = ("/run/xenstored/socket", "/var/run/xenstored/socket")
 RECV_SIZE = 65536
+RECV_TIMEOUT_S = 1.0
+# Deferred requests (housekeeping nobody waits for) wait for the next send to
+# ride along with, at most this many.
+QUEUE_MAX = 32
 
 # (path, token); runs on whichever thread is reading the socket, so it must
-# not make Xenstore requests of its own.
-WatchCallback = Callable[[str, str], None]
+# not make Xenstore requests of its own. Returning False says the event needs
+# no work: poll() does not return for it.
+WatchCallback = Callable[[str, str], "bool | None"]
+# The outcome of a request sent without waiting (None: done; else the
+# XenstoreError or ControlError); runs where a WatchCallback does.
+ReplyCallback = Callable[[ControlError | None], None]
 
 
 def default_socket() -> str:
@@ -58,13 +66,18 @@ def default_socket() -> str:
 
 
 class _Pending:
-    __slots__ = ("done", "type", "payload", "length")
+    __slots__ = ("done", "type", "payload", "length", "on_reply", "op", "path")
 
-    def __init__(self) -> None:
+    def __init__(self, on_reply: ReplyCallback | None = None, op: str = "",
+                 path: str = "") -> None:
         self.done = False
         self.type = 0
         self.payload = b""
         self.length = 0
+        # Set for a request nobody waits on (send_nowait): the reader calls it.
+        self.on_reply = on_reply
+        self.op = op
+        self.path = path
 
 
 class XenstoreConnection:
@@ -79,11 +92,19 @@ class XenstoreConnection:
         except OSError as exc:
             self._sock.close()
             raise ControlError(f"cannot connect to xenstored at {self.path}: {exc}") from None
+        # A leader blocked in recv() for a reply looks at its deadline this
+        # often (_read_some).
+        every = min(RECV_TIMEOUT_S, max(timeout, 0.01))
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                              struct.pack("ll", int(every), int(every % 1 * 1e6)))
         # wake() interrupts a leader blocked in select() for poll().
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()
+        # Waited on and notified holding _lock; taken as `with self._lock`, a
+        # C call, not the Condition's Python-level __enter__ (hot: several
+        # times per message).
         self._io = threading.Condition(self._lock)
         self._leader: threading.Thread | None = None
         self._followers = 0             # threads waiting in _follow()
@@ -91,6 +112,10 @@ class XenstoreConnection:
         self._pending: dict[int, _Pending] = {}
         self._watches: dict[str, WatchCallback] = {}
         self._watch_events = 0          # dispatched so far: poll() returns on a change
+        # Frames of deferred requests (send_nowait(defer=True)), sent with the
+        # next request or by flush(); and since when the oldest waits.
+        self._queued: list[bytes] = []
+        self._queued_since: float | None = None
         self._wakes = 0
         self._in_callback = threading.local()
         self._next_id = 1
@@ -169,7 +194,7 @@ class XenstoreConnection:
         wake(), on timeout, or when the connection is lost (the next request
         then raises)."""
         deadline = time.monotonic() + timeout
-        with self._io:
+        with self._lock:
             seen = self._watch_events if since is None else since
             wakes = self._wakes
             while self._leader is not None:
@@ -192,7 +217,7 @@ class XenstoreConnection:
 
     def wake(self) -> None:
         """Make a poll() in another thread return now."""
-        with self._io:
+        with self._lock:
             self._wakes += 1
             self._io.notify_all()
         try:
@@ -201,7 +226,7 @@ class XenstoreConnection:
             pass    # closed, or its buffer is full: a wake-up is already pending
 
     def close(self) -> None:
-        with self._io:
+        with self._lock:
             self._closed = True
             self._io.notify_all()
         try:
@@ -212,7 +237,7 @@ class XenstoreConnection:
         # A leader still in select() sees the shutdown and fails every waiter;
         # the sockets are closed once nobody reads them.
         deadline = time.monotonic() + 5
-        with self._io:
+        with self._lock:
             while self._leader is not None and time.monotonic() < deadline:
                 self._follow(0.1)
         self._sock.close()
@@ -235,6 +260,82 @@ class XenstoreConnection:
         replies = self._pipeline([(XS_READ, "read", path, _z(path)) for path in paths],
                                  tolerate="ENOENT")
         return [None if isinstance(reply, XenstoreError) else reply for reply in replies]
+
+    def write_nowait(self, path: str, value: bytes | str, on_reply: ReplyCallback) -> None:
+        """write() without waiting for the reply: the thread that reads it
+        calls `on_reply` (None, or the error). The caller is spared a wake-up
+        by the reading thread per request, the dearest part of a request from
+        a thread other than the pump's. Raises at once only what is known
+        before sending (the connection lost, a payload over the limit)."""
+        data = value.encode() if isinstance(value, str) else value
+        self._send_nowait([(XS_WRITE, "write", path, _z(path) + data)], on_reply)
+
+    def rm_many_nowait(self, paths: Sequence[str], on_reply: ReplyCallback,
+                       defer: bool = False) -> None:
+        """rm_many() without waiting: `on_reply` once per path (a missing
+        node is no error), as in write_nowait(). defer: not sent on its own
+        but with the next request (any thread's) or by flush(), one system
+        call fewer; see queued_since()."""
+        def tolerant(error: ControlError | None) -> None:
+            if isinstance(error, XenstoreError) and error.code == "ENOENT":
+                error = None
+            on_reply(error)
+        self._send_nowait([(XS_RM, "rm", path, _z(path)) for path in paths], tolerant, defer)
+
+    def queued_since(self) -> float | None:
+        """time.monotonic() when the oldest deferred request was queued; None
+        when none waits."""
+        with self._lock:
+            return self._queued_since
+
+    def flush(self) -> None:
+        """Send the deferred requests now."""
+        with self._lock:
+            frames = self._take_queued()
+        if frames:
+            try:
+                with self._send_lock:
+                    self._sock.sendall(b"".join(frames))
+            except OSError as exc:
+                raise ControlError(f"xenstore: sending deferred requests: {exc}") from None
+
+    def _take_queued(self) -> list[bytes]:
+        # Holding _lock.
+        frames, self._queued, self._queued_since = self._queued, [], None
+        return frames
+
+    def _send_nowait(self, requests: Sequence[tuple[int, str, str, bytes]],
+                     on_reply: ReplyCallback, defer: bool = False) -> None:
+        """Every request in one send; their replies go to `on_reply`."""
+        if getattr(self._in_callback, "active", False):
+            raise ControlError("a Xenstore request from a watch callback would deadlock")
+        for _type, op, path, payload in requests:
+            if len(payload) > PAYLOAD_MAX:
+                raise XenstoreError("E2BIG", op, path)
+        frames, ids = [], []
+        with self._lock:
+            if self._error:
+                raise ControlError(f"xenstore connection lost: {self._error}")
+            for xs_type, op, path, payload in requests:
+                req_id = self._next_id
+                self._next_id = (self._next_id % 0xFFFFFFF0) + 1
+                self._pending[req_id] = _Pending(on_reply, op, path)
+                ids.append(req_id)
+                frames.append(HEADER.pack(xs_type, req_id, 0, len(payload)) + payload)
+            if defer and len(self._queued) + len(frames) <= QUEUE_MAX:
+                self._queued += frames
+                if self._queued_since is None:
+                    self._queued_since = time.monotonic()
+                return
+            frames = self._take_queued() + frames
+        try:
+            with self._send_lock:
+                self._sock.sendall(b"".join(frames))
+        except OSError as exc:
+            with self._lock:
+                for req_id in ids:
+                    self._pending.pop(req_id, None)
+            raise ControlError(f"xenstore {requests[0][1]} {requests[0][2]}: {exc}") from None
 
     def rm_many(self, paths: Sequence[str]) -> None:
         """rm() of several nodes, all requests in flight at once."""
@@ -259,10 +360,10 @@ class XenstoreConnection:
             if len(payload) > PAYLOAD_MAX:
                 raise XenstoreError("E2BIG", op, path)
         sent: list[tuple[int, _Pending, str, str]] = []
-        frames = []
         with self._lock:
             if self._error:
                 raise ControlError(f"xenstore connection lost: {self._error}")
+            frames = self._take_queued()        # deferred requests ride along
             for xs_type, op, path, payload in requests:
                 pending = _Pending()
                 req_id = self._next_id
@@ -313,7 +414,7 @@ class XenstoreConnection:
         """Until `pending` has its reply: as a follower while another thread
         reads the socket, as the leader otherwise."""
         while True:
-            with self._io:
+            with self._lock:
                 while not pending.done and self._leader is not None and not self._error:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
@@ -349,7 +450,7 @@ class XenstoreConnection:
             self._io.notify_all()
 
     def _resign(self) -> None:
-        with self._io:
+        with self._lock:
             self._leader = None
             self._wake_followers()
 
@@ -361,14 +462,22 @@ class XenstoreConnection:
         if remaining <= 0:
             return False
         try:
-            ready, _, _ = select.select([self._sock, self._wake_r], [], [], remaining)
-            if self._wake_r in ready:
-                self._drain_wakes()
-                if wakeable:
+            if wakeable:
+                ready, _, _ = select.select([self._sock, self._wake_r], [], [], remaining)
+                if self._wake_r in ready:
+                    self._drain_wakes()
                     return False
-            if self._sock not in ready:
-                return not wakeable and time.monotonic() < deadline
-            data = self._sock.recv(RECV_SIZE)
+                if self._sock not in ready:
+                    return False
+                data = self._sock.recv(RECV_SIZE)
+            else:
+                # Waiting for a reply: no wake-up to watch for, so a blocking
+                # recv alone (one system call, not select's two), which the
+                # socket's receive timeout bounds to check the deadline.
+                try:
+                    data = self._sock.recv(RECV_SIZE)
+                except (BlockingIOError, TimeoutError):
+                    return time.monotonic() < deadline
             if not data:
                 raise ConnectionError("xenstored closed the connection")
         except (OSError, ValueError, ConnectionError) as exc:
@@ -391,15 +500,17 @@ class XenstoreConnection:
 
     def _dispatch_buffered(self) -> None:
         buf = self._buffer
-        while len(buf) >= HEADER.size:
-            xs_type, req_id, _tx, length = HEADER.unpack_from(buf)
+        size, unpack = HEADER.size, HEADER.unpack_from     # per message: kept local
+        while len(buf) >= size:
+            xs_type, req_id, _tx, length = unpack(buf)
             if length > DRAIN_MAX:
                 raise ConnectionError(f"reply of {length} bytes: the stream is broken")
-            if len(buf) < HEADER.size + length:
+            end = size + length
+            if len(buf) < end:
                 return
             oversize = length > PAYLOAD_MAX
-            payload = b"" if oversize else bytes(buf[HEADER.size:HEADER.size + length])
-            del buf[:HEADER.size + length]
+            payload = b"" if oversize else bytes(buf[size:end])
+            del buf[:end]
             if oversize:
                 # What a guest wrote can make xenstored answer past the limit
                 # (a listing of its directory): that fails one request, read
@@ -411,45 +522,84 @@ class XenstoreConnection:
             elif xs_type == XS_WATCH_EVENT:
                 self._dispatch_watch(payload)
                 continue
-            with self._io:
+            with self._lock:
                 pending = self._pending.get(req_id)
                 if pending is None:
                     log.warning("xenstore reply to unknown request %d dropped", req_id)
                     continue
-                if oversize:
-                    pending.type, pending.length = _OVERSIZE, length
-                else:
-                    pending.type, pending.payload = xs_type, payload
-                pending.done = True
-                self._wake_followers()
+                if pending.on_reply is None:
+                    if oversize:
+                        pending.type, pending.length = _OVERSIZE, length
+                    else:
+                        pending.type, pending.payload = xs_type, payload
+                    pending.done = True
+                    if self._followers:         # _wake_followers(), inline: hot
+                        self._io.notify_all()
+                    continue
+                del self._pending[req_id]       # nobody waits: the callback is all
+            if oversize:
+                error: ControlError | None = XenstoreError(
+                    "E2BIG", pending.op, pending.path,
+                    f"reply of {length} bytes is over the Xenstore limit of {PAYLOAD_MAX}")
+            elif xs_type == XS_ERROR:
+                error = XenstoreError(payload.rstrip(b"\0").decode(errors="replace"),
+                                      pending.op, pending.path)
+            else:
+                error = None
+            self._reply_callback(pending, error)
 
     def _lost(self, exc: BaseException) -> None:
-        with self._io:
+        with self._lock:
             self._error = "closed" if self._closed else str(exc)
+            unanswered = [p for p in self._pending.values() if p.on_reply is not None]
+            for req_id in [r for r, p in self._pending.items() if p.on_reply is not None]:
+                del self._pending[req_id]
             for pending in self._pending.values():
                 pending.type, pending.done = -1, True
             self._io.notify_all()
+        for pending in unanswered:
+            self._reply_callback(pending, ControlError(
+                f"xenstore {pending.op} {pending.path}: connection lost: {self._error}"))
+
+    def _reply_callback(self, pending: _Pending, error: ControlError | None) -> None:
+        assert pending.on_reply is not None
+        self._in_callback.active = True
+        try:
+            pending.on_reply(error)
+        except Exception:  # a broken callback must not stop the reading
+            log.exception("reply callback for %s %s failed", pending.op, pending.path)
+        finally:
+            self._in_callback.active = False
 
     def _dispatch_watch(self, payload: bytes) -> None:
         parts = payload.split(b"\0")
-        with self._io:
-            self._watch_events += 1
-            self._wake_followers()
-            callback = self._watches.get(parts[1].decode(errors="replace")) \
-                if len(parts) >= 2 else None
         if len(parts) < 2:
             log.warning("malformed watch event %r dropped", payload[:80])
-            return
-        if callback is None:
+            self._count_watch_event()
             return
         path, token = parts[0].decode(errors="replace"), parts[1].decode(errors="replace")
+        with self._lock:
+            callback = self._watches.get(token)
+        if callback is None:
+            self._count_watch_event()
+            return
         self._in_callback.active = True
         try:
-            callback(path, token)
+            needs_work = callback(path, token) is not False
         except Exception:  # a broken callback must not stop the reading
             log.exception("watch callback for %s failed", token)
+            needs_work = True
         finally:
             self._in_callback.active = False
+        # Counted after the callback: a poll() that returns for this event
+        # finds what the callback recorded.
+        if needs_work:
+            self._count_watch_event()
+
+    def _count_watch_event(self) -> None:
+        with self._lock:
+            self._watch_events += 1
+            self._wake_followers()
 
 
 def _z(text: str) -> bytes:

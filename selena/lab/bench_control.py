@@ -133,6 +133,9 @@ def subprocess_round_trips(runner: Runner, domids: dict[str, int], total: int) -
             runner.run(["xenstore-rm", f"{base}/cmd/{cid}"])
             runner.run(["xenstore-rm", f"{base}/out/{cid}"])
             times.append(time.perf_counter() - start)
+        # The agent's `running` markers (PROTOCOL.md), untimed: SELENA's
+        # controller knew no such key, and they count against the guest's quota.
+        runner.run(["xenstore-rm", f"{base}/agent/started"], check=False)
         return times
     return _spread(worker, list(domids), total)
 

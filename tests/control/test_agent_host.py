@@ -21,7 +21,7 @@ from selena.control.channel import (
 )
 from selena.control.keys import control_keys
 from selena.control.protocol import CommandSpec
-from selena.control.xenstore import XS_READ, XS_WRITE, XenstoreConnection
+from selena.control.xenstore import XS_READ, XS_RM, XS_WRITE, XenstoreConnection
 from selena.errors import ControlError, ProtocolMismatch
 
 GUESTS = {"h1": 5, "h2": 6}
@@ -327,7 +327,8 @@ def test_unacknowledged_chunks_stay_within_the_domain_quota(channel):
     deadline, chunks = time.monotonic() + 30, 0
     while time.monotonic() < deadline:
         running = [c for c in dom0.directory(f"{base}/out")
-                   if (dom0.read_or_none(f"{base}/out/{c}/state") or b"").startswith(b"running")]
+                   if (dom0.read_or_none(f"{base}/agent/started/{c}") or b"").startswith(b"running")
+                   and dom0.read_or_none(f"{base}/out/{c}/state") is None]
         chunks = sum(len(dom0.directory(f"{base}/out/{c}/stdout"))
                      for c in dom0.directory(f"{base}/out")
                      if "stdout" in dom0.directory(f"{base}/out/{c}"))
@@ -454,9 +455,63 @@ def test_the_agent_reads_only_the_spec_of_a_command(channel):
         guest = [(kind, path) for who, kind, path in xenstored.log
                  if who == domid and f"/{first.id}" in path]
     base = base_path(domid)
-    assert guest == [(XS_READ, f"{base}/cmd/{first.id}"),        # the spec
-                     (XS_WRITE, f"{base}/out/{first.id}/state"),  # running
-                     (XS_WRITE, f"{base}/out/{first.id}/state")]  # exited
+    assert guest == [(XS_READ, f"{base}/cmd/{first.id}"),          # the spec
+                     (XS_WRITE, f"{base}/agent/started/{first.id}"),  # running
+                     (XS_WRITE, f"{base}/out/{first.id}/state")]      # exited
+
+
+def test_dom0_reads_a_command_state_only_once_it_is_final(channel):
+    """`running` is in the agent's started/<id>, which Dom0 never reads: a
+    `true` costs Dom0 the spec's write, one read of the final state and the
+    removal of its three keys, sent together (each request is Dom0 CPU, dear
+    under emulation)."""
+    ctl, _dom0, xenstored, _ = channel
+    assert run(ctl, "h1", argv=("true",)).ok       # the guest's first-pass probe
+    with xenstored.lock:
+        xenstored.log.clear()
+    first = ctl.submit("h1", CommandSpec(argv=("sleep", "0.2")))
+    assert ctl.wait(first, timeout=20).ok
+    base = base_path(GUESTS["h1"])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        with xenstored.lock:
+            dom0 = [(kind, path) for who, kind, path in xenstored.log
+                    if who == 0 and f"/{first.id}" in path]
+            started = [path for who, kind, path in xenstored.log
+                       if who == 5 and path.endswith(f"/agent/started/{first.id}")]
+        if len(dom0) == 5:
+            break
+        time.sleep(0.01)
+    assert started, "the agent never wrote `started`"
+    assert dom0 == [(XS_WRITE, f"{base}/cmd/{first.id}"),
+                    (XS_READ, f"{base}/out/{first.id}/state"),
+                    (XS_RM, f"{base}/cmd/{first.id}"),
+                    (XS_RM, f"{base}/out/{first.id}"),
+                    (XS_RM, f"{base}/agent/started/{first.id}")], dom0
+
+
+def test_events_that_cannot_give_work_do_not_wake_the_pump_loop(channel):
+    """A `true` fires two events at Dom0's watches (the final state, our own
+    removal of its `out` key; `started` and the heartbeat are not watched);
+    only the final state's makes the pump look at the guest."""
+    ctl, *_ = channel
+    assert run(ctl, "h1", argv=("true",)).ok       # the guest's first-pass probe
+    time.sleep(0.2)                                 # its removal's events
+    passes: list[set] = []
+    collect = ctl._collect
+
+    def counted(guest, changed):
+        passes.append(set(changed))
+        collect(guest, changed)
+
+    ctl._collect = counted
+    try:
+        handle = ctl.submit("h1", CommandSpec(argv=("sleep", "0.2")))
+        assert ctl.wait(handle, timeout=20).ok
+        time.sleep(0.2)
+    finally:
+        del ctl._collect
+    assert passes == [{f"{handle.id}/state"}], passes
 
 
 def test_an_id_is_served_again_once_dom0_removed_its_keys(channel):
@@ -508,15 +563,15 @@ def test_an_id_removed_while_its_command_ran_is_served_again(channel):
     _ctl, dom0, _xenstored, _ = channel
     base = base_path(GUESTS["h1"])
 
-    def state_of(cid: str, want: bytes) -> bytes:
+    def state_of(cid: str, want: bytes, key: str = "out/{}/state") -> bytes:
         deadline = time.monotonic() + 10
-        while not (state := dom0.read_or_none(f"{base}/out/{cid}/state") or b"").startswith(want):
+        while not (state := dom0.read_or_none(f"{base}/{key.format(cid)}") or b"").startswith(want):
             assert time.monotonic() < deadline, f"{cid} never reached {want!r}: {state!r}"
             time.sleep(0.01)
         return state
 
     dom0.write(f"{base}/cmd/early", CommandSpec(shell="sleep 0.5; exit 5").encode())
-    state_of("early", b"running")
+    state_of("early", b"running", key="agent/started/{}")
     dom0.rm(f"{base}/cmd/early")
     assert state_of("early", b"exited").startswith(b"exited code=5 ")
     dom0.rm(f"{base}/out/early")

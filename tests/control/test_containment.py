@@ -143,9 +143,34 @@ def test_a_refused_request_about_one_command_fails_only_that_command(owned):
     assert run(ctl, "h1", argv=("echo", "again")).stdout == b"again\n"
 
 
+def test_a_refused_command_spec_fails_only_that_command(owned):
+    """submit() does not wait for the spec's write (the pump reads the reply):
+    Xenstore refusing it (EQUOTA) fails that command with reason xenstore
+    when waited for, and both guests go on being served."""
+    ctl, dom0, xenstored = owned
+    xenstored.refuse_write = lambda who, path: (
+        "EQUOTA" if who == 0 and path.startswith(f"{base_path(5)}/cmd/") else None)
+    other = ctl.submit("h2", CommandSpec(shell="sleep 0.3; echo fine"))
+    wakes: list[float] = []
+    wake = ctl.xs.wake
+    ctl.xs.wake = lambda: (wakes.append(time.monotonic()), wake())[-1]  # type: ignore[method-assign]
+    victim = ctl.submit("h1", CommandSpec(argv=("echo", "never")))
+    result = ctl.wait(victim, timeout=10)
+    del ctl.xs.wake
+    # A reply fires no watch event: the pump's poll is woken to look at once.
+    assert wakes, "the refusal did not wake the pump"
+    assert (result.state, result.reason) == ("failed", "xenstore"), result
+    assert "EQUOTA" in result.detail and f"cmd/{victim.id}" in result.detail
+    assert ctl.wait(other, timeout=10).stdout == b"fine\n"
+    xenstored.refuse_write = None
+    assert run(ctl, "h1", argv=("echo", "again")).stdout == b"again\n"
+    assert dom0.read_or_none(f"{base_path(5)}/cmd/{victim.id}") is None
+
+
 def _refuse_final_state(xenstored, domid: int, times: int | None) -> list[str]:
-    """Let a command's first state (running) through, then refuse `times`
-    writes of it (None: all) with EQUOTA; returns the refused paths."""
+    """Refuse the first `times` writes (None: all) of a command's state with
+    EQUOTA (`running` goes to another key, agent/started/<id>, let through);
+    returns the refused paths."""
     seen: dict[str, int] = {}
     refused: list[str] = []
 
@@ -153,7 +178,7 @@ def _refuse_final_state(xenstored, domid: int, times: int | None) -> list[str]:
         if who != domid or not path.endswith("/state"):
             return None
         seen[path] = seen.get(path, 0) + 1
-        if seen[path] > 1 and (times is None or seen[path] - 1 <= times):
+        if times is None or seen[path] <= times:
             refused.append(path)
             return "EQUOTA"
         return None
@@ -193,7 +218,7 @@ def test_a_final_state_the_agent_cannot_write_is_reported_on_agent_error(owned):
     with xenstored.lock:
         state_writes = [p for who, kind, p in xenstored.log
                         if who == 5 and kind == XS_WRITE and p.endswith(f"{handle.id}/state")]
-    assert len(state_writes) == 5                   # running, then four final tries
+    assert len(state_writes) == 4                   # four final tries
     assert ctl.wait(other, timeout=10).stdout == b"fine\n"
     xenstored.refuse_write = None
     assert run(ctl, "h1", argv=("echo", "again")).stdout == b"again\n"

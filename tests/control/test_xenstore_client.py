@@ -260,3 +260,140 @@ def test_a_lost_connection_fails_waiters_and_later_requests(tmp_path):
         with pytest.raises(ControlError, match="connection lost"):
             xs.read("/b")
     server.close()
+
+
+def _replies(xs: XenstoreConnection, count: int, got: list) -> None:
+    """Poll until `count` reply callbacks have run (nobody else reads)."""
+    deadline = time.monotonic() + 5
+    while len(got) < count and time.monotonic() < deadline:
+        xs.poll(0.05)
+    assert len(got) == count, got
+
+
+def test_requests_sent_without_waiting_report_to_their_callback(xenstored):
+    """write_nowait/rm_many_nowait return once sent; the thread reading the
+    socket hands each reply to the callback: None when done, the refusal
+    otherwise (a missing node to remove is no refusal), and the connection
+    serves the next request."""
+    xenstored.add_domain(5)
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    got: list = []
+    try:
+        xenstored.refuse_write = lambda _who, path: "EQUOTA" if path.endswith("/full") else None
+        dom0.write_nowait("/local/domain/5/a", "1", got.append)
+        dom0.write_nowait("/local/domain/5/full", "2", got.append)
+        _replies(dom0, 2, got)
+        assert got[0] is None
+        assert isinstance(got[1], XenstoreError) and got[1].code == "EQUOTA"
+        assert got[1].path == "/local/domain/5/full" and got[1].op == "write"
+        assert dom0.read("/local/domain/5/a") == b"1"
+        got.clear()
+        dom0.rm_many_nowait(["/local/domain/5/a", "/local/domain/5/never-was"], got.append)
+        _replies(dom0, 2, got)
+        assert got == [None, None]
+        assert dom0.read_or_none("/local/domain/5/a") is None
+        with pytest.raises(XenstoreError, match="E2BIG"):
+            dom0.write_nowait("/local/domain/5/big", "x" * 5000, got.append)
+    finally:
+        xenstored.refuse_write = None
+        dom0.close()
+
+
+def test_a_lost_connection_reports_to_the_callbacks_of_unanswered_requests(tmp_path):
+    def answer(conn, kind, req_id, payload):
+        conn.shutdown(socket.SHUT_RDWR)
+
+    server = _serve_once(str(tmp_path / "xs.sock"), answer)
+    got: list = []
+    with XenstoreConnection(str(tmp_path / "xs.sock"), timeout=5) as xs:
+        xs.write_nowait("/a", "1", got.append)
+        _replies(xs, 1, got)
+        assert isinstance(got[0], ControlError) and "connection lost" in str(got[0])
+        with pytest.raises(ControlError, match="connection lost"):
+            xs.write_nowait("/b", "2", got.append)
+    server.close()
+
+
+def test_poll_does_not_return_for_an_event_its_callback_says_needs_no_work(xenstored):
+    """A watch callback returning False (the control channel's own removals,
+    `started` keys) costs the polling thread no return from poll()."""
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    try:
+        seen: list[str] = []
+
+        def callback(path: str, _token: str) -> bool:
+            seen.append(path)
+            return not path.endswith("/quiet")
+
+        dom0.watch("/local/domain/0/f", "tok", callback)
+        dom0.poll(0.5)                                  # the registration's event
+        before = dom0.watch_events()
+        quiet = threading.Timer(0.1, lambda: dom0.write("/local/domain/0/f/quiet", "1"))
+        quiet.start()
+        begin = time.monotonic()
+        dom0.poll(1.0, since=before)
+        quiet.join(5)
+        assert time.monotonic() - begin >= 0.9           # the event did not end it
+        assert "/local/domain/0/f/quiet" in seen and dom0.watch_events() == before
+        loud = threading.Timer(0.1, lambda: dom0.write("/local/domain/0/f/loud", "1"))
+        loud.start()
+        begin = time.monotonic()
+        dom0.poll(5.0, since=before)
+        assert time.monotonic() - begin < 4 and dom0.watch_events() == before + 1
+        while loud.is_alive():          # its write's reply comes after the event
+            dom0.poll(0.05)
+    finally:
+        dom0.close()
+
+
+def test_deferred_removals_ride_along_with_the_next_request(xenstored):
+    """rm_many_nowait(defer=True) sends nothing by itself: the removals go
+    in the same send as the next request (ahead of it), or on flush()."""
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    got: list = []
+    try:
+        for key in ("a", "b", "c"):
+            dom0.write(f"/local/domain/0/{key}", "1")
+        with xenstored.lock:
+            xenstored.log.clear()
+        dom0.rm_many_nowait(["/local/domain/0/a", "/local/domain/0/b"], got.append, defer=True)
+        assert dom0.queued_since() is not None
+        time.sleep(0.2)
+        with xenstored.lock:
+            assert xenstored.log == []                  # nothing sent yet
+        assert dom0.read("/local/domain/0/c") == b"1"
+        assert dom0.queued_since() is None
+        with xenstored.lock:
+            assert [path for _who, _kind, path in xenstored.log] == [
+                "/local/domain/0/a", "/local/domain/0/b", "/local/domain/0/c"]
+        _replies(dom0, 2, got)
+        assert got == [None, None] and dom0.read_or_none("/local/domain/0/a") is None
+        got.clear()
+        dom0.rm_many_nowait(["/local/domain/0/c"], got.append, defer=True)
+        dom0.flush()
+        _replies(dom0, 1, got)
+        assert got == [None] and dom0.read_or_none("/local/domain/0/c") is None
+    finally:
+        dom0.close()
+
+
+def test_a_request_nobody_answers_fails_at_its_timeout(tmp_path):
+    """The thread waiting for a reply blocks in recv() (no select), bounded by
+    the socket's receive timeout: the connection's timeout still holds, and
+    the connection serves on."""
+    answered: list[int] = []
+
+    def answer(conn, kind, req_id, payload):
+        if payload.startswith(b"/slow"):
+            return                          # never answered
+        answered.append(req_id)
+        conn.sendall(HEADER.pack(XS_READ, req_id, 0, 2) + b"ok")
+
+    server = _serve_once(str(tmp_path / "xs.sock"), answer)
+    with XenstoreConnection(str(tmp_path / "xs.sock"), timeout=0.3) as xs:
+        begin = time.monotonic()
+        with pytest.raises(ControlError, match="no reply within 0.3 s"):
+            xs.read("/slow")
+        assert 0.25 <= time.monotonic() - begin < 2.0
+        assert xs.read("/fast") == b"ok" and answered
+    server.close()

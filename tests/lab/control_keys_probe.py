@@ -1,0 +1,58 @@
+"""Run in the lab's Dom0 by test_control_keys_e2e.py: one guest, real
+oxenstored, the real agent. Prints what the test checks: a running command's
+agent/started/<id> key and its absent out/<id>/state, the final state, the removal of its
+keys, and selena's CPU per `true` (printed, never asserted)."""
+
+import time
+
+from selena.control.channel import base_path
+from selena.control.protocol import CommandSpec
+from selena.experiment import Experiment
+from selena.model import Topology
+
+
+def topology() -> Topology:
+    topo = Topology("ctlkeys", tdf=1)
+    topo.add_host("h1")
+    return topo
+
+
+def main() -> None:
+    with Experiment(topology(), command_timeout=None, monitor=False) as exp:
+        probe(exp)
+
+
+def probe(exp: Experiment) -> None:
+    ctl = exp.controller
+    assert ctl is not None
+    base = base_path(exp.domid("h1"))
+    out = f"{base}/out"
+    handle = ctl.submit("h1", CommandSpec(argv=("sleep", "2")))
+    deadline = time.monotonic() + 20
+    started = None
+    while started is None and time.monotonic() < deadline:
+        started = ctl.xs.read_or_none(f"{base}/agent/started/{handle.id}")
+        time.sleep(0.05)
+    state = ctl.xs.read_or_none(f"{out}/{handle.id}/state")
+    print(f"started={started!r}")
+    print(f"state-while-running={state!r}")
+    result = ctl.wait(handle, timeout=60)
+    print(f"result={result.state} {result.exit_code}")
+    began = time.monotonic()
+    while (ctl.xs.read_or_none(f"{out}/{handle.id}") is not None
+           and time.monotonic() - began < 10):
+        time.sleep(0.02)
+    gone = all(ctl.xs.read_or_none(path) is None
+               for path in (f"{out}/{handle.id}", f"{base}/agent/started/{handle.id}"))
+    print(f"removed={gone} "
+          f"after {time.monotonic() - began:.2f} s")
+    true = CommandSpec(argv=("true",))
+    cpu, wall = time.process_time(), time.perf_counter()
+    ok = sum(ctl.run("h1", true, timeout=60).ok for _ in range(100))
+    print(f"true-ok={ok}/100 cpu-ms-per-command="
+          f"{(time.process_time() - cpu) * 10:.1f} "
+          f"wall-ms-per-command={(time.perf_counter() - wall) * 10:.1f}")
+
+
+if __name__ == "__main__":
+    main()
