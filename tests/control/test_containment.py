@@ -153,7 +153,7 @@ def test_a_refused_command_spec_fails_only_that_command(owned):
     other = ctl.submit("h2", CommandSpec(shell="sleep 0.3; echo fine"))
     wakes: list[float] = []
     wake = ctl.xs.wake
-    ctl.xs.wake = lambda: (wakes.append(time.monotonic()), wake())[-1]  # type: ignore[method-assign]
+    ctl.xs.wake = lambda: (wakes.append(time.monotonic()), wake())[-1]
     victim = ctl.submit("h1", CommandSpec(argv=("echo", "never")))
     result = ctl.wait(victim, timeout=10)
     del ctl.xs.wake

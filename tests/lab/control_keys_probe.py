@@ -5,7 +5,7 @@ keys, and selena's CPU per `true` (printed, never asserted)."""
 
 import time
 
-from selena.control.channel import base_path
+from selena.control.channel import Controller, base_path
 from selena.control.protocol import CommandSpec
 from selena.experiment import Experiment
 from selena.model import Topology
@@ -24,7 +24,7 @@ def main() -> None:
 
 def probe(exp: Experiment) -> None:
     ctl = exp.controller
-    assert ctl is not None
+    assert isinstance(ctl, Controller)     # the xl backend's: Xenstore keys to read
     base = base_path(exp.domid("h1"))
     out = f"{base}/out"
     handle = ctl.submit("h1", CommandSpec(argv=("sleep", "2")))
