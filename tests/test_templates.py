@@ -194,8 +194,9 @@ def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, mon
 
 
 def test_a_chroot_with_host_mounts_left_in_it_is_never_removed(tmp_path, monkeypatch, caplog):
+    from fake_runner import FakeRunner
+
     from selena.lab import images
-    from selena.runner import FakeRunner
 
     tmp = tmp_path / "build"
     (tmp / "root" / "dev").mkdir(parents=True)
@@ -211,9 +212,10 @@ def test_a_chroot_with_host_mounts_left_in_it_is_never_removed(tmp_path, monkeyp
 
 
 def test_apt_errors_name_the_package_and_the_chroot_is_unmounted(tmp_path):
+    from fake_runner import FakeRunner
+
     from selena.errors import ImageBuildError
     from selena.lab import images
-    from selena.runner import FakeRunner
 
     runner = FakeRunner()
     runner.respond(["chroot", str(tmp_path / "root"), "apt-get", "install"], 100, "",

@@ -4,11 +4,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fake_runner import FakeRunner
 
 from selena.errors import LabError
 from selena.lab.build import LabArtefacts
 from selena.lab.qemu import Lab, command_script, qemu_argv
-from selena.runner import FakeRunner
 
 ART = LabArtefacts(Path("/c/xen"), Path("/c/vmlinuz"), Path("/c/dom0.cpio.gz"),
                    Path("/c/tiny.cpio.gz"), {})
