@@ -25,7 +25,10 @@ from pathlib import Path
 import yaml
 
 from selena.errors import ImageBuildError, LabError
-from selena.lab.artefacts import (
+from selena.paths import cache_dir, project_root
+from selena.runner import BUILD_TIMEOUT_S, Runner
+from selena.templates import TemplateSpec, normalise_packages, read_spec, variant_disk
+from selena.templates.artefacts import (
     digest,
     hash_files,
     install_modules,
@@ -34,9 +37,6 @@ from selena.lab.artefacts import (
     pack_cpio,
     tree_files,
 )
-from selena.paths import cache_dir, project_root
-from selena.runner import BUILD_TIMEOUT_S, Runner
-from selena.templates import TemplateSpec, normalise_packages, read_spec, variant_disk
 
 log = logging.getLogger(__name__)
 
