@@ -146,7 +146,7 @@ def test_a_disk_path_that_could_change_the_xl_config_is_refused(tmp_path):
 
 def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, monkeypatch):
     from selena.lab import build
-    from selena.lab.images import DebianBase
+    from selena.templates.images import DebianBase
 
     recipes = tmp_path / "guest-templates"
     (recipes / "qj").mkdir(parents=True)
@@ -196,7 +196,7 @@ def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, mon
 def test_a_chroot_with_host_mounts_left_in_it_is_never_removed(tmp_path, monkeypatch, caplog):
     from fake_runner import FakeRunner
 
-    from selena.lab import images
+    from selena.templates import images
 
     tmp = tmp_path / "build"
     (tmp / "root" / "dev").mkdir(parents=True)
@@ -215,7 +215,7 @@ def test_apt_errors_name_the_package_and_the_chroot_is_unmounted(tmp_path):
     from fake_runner import FakeRunner
 
     from selena.errors import ImageBuildError
-    from selena.lab import images
+    from selena.templates import images
 
     runner = FakeRunner()
     runner.respond(["chroot", str(tmp_path / "root"), "apt-get", "install"], 100, "",

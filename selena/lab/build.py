@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from selena.errors import LabError
-from selena.lab.images import DebianImages
 from selena.paths import cache_dir, project_root
 from selena.provenance import patch_series_hash
 from selena.runner import BUILD_TIMEOUT_S, Runner
@@ -38,6 +37,7 @@ from selena.templates.artefacts import hash_files as _hash_files
 from selena.templates.artefacts import install_modules, kernel_version, pack_cpio
 from selena.templates.artefacts import mkparent as _mkparent
 from selena.templates.artefacts import tree_files as _tree_files
+from selena.templates.images import DebianImages
 
 log = logging.getLogger(__name__)
 
