@@ -145,7 +145,7 @@ def test_a_disk_path_that_could_change_the_xl_config_is_refused(tmp_path):
 
 
 def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, monkeypatch):
-    from selena.lab import build
+    from selena.templates import build
     from selena.templates.images import DebianBase
 
     recipes = tmp_path / "guest-templates"
@@ -178,7 +178,7 @@ def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, mon
         def installed_spec(self, base_, name, disk, memory_mb, packages):
             return f"{name} {disk.name}"
 
-    builder = build.LabBuilder.__new__(build.LabBuilder)
+    builder = build.TemplateBuilder.__new__(build.TemplateBuilder)
     builder.src, builder.images, builder.timings = tmp_path, Images(), {}
     builder.progress = lambda msg: None
     specs = builder.debian_templates(tmp_path, [("qj", ("iperf3",), "s.py: node m1"),
