@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from selena.backends.xl import xl_config
-from selena.errors import LabError, TemplateError, TopologyError, ValidationError
+from selena.errors import ImageBuildError, TemplateError, TopologyError, ValidationError
 from selena.model import Topology
 from selena.plan import make_plan, pool_key
 from selena.templates import bad_packages, load_template, read_spec, variant_disk
@@ -189,7 +189,8 @@ def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, mon
         (variant_disk(qj_disk, ["iperf3"]).name, ("ptpd", "memcached", "iperf3"),
          "s.py: node m1 (qj + iperf3)"),
         (variant_disk(base.disk, ["iperf3"]).name, ("iperf3",), "s.py: node m2 (debian + iperf3)")]
-    with pytest.raises(LabError, match="s.py: node m3: packages need the debian template"):
+    with pytest.raises(ImageBuildError, match="s.py: node m3: packages need the debian "
+                                             "template"):
         builder.debian_templates(tmp_path, [("tiny", ("iperf3",), "s.py: node m3")])
 
 
@@ -214,7 +215,6 @@ def test_a_chroot_with_host_mounts_left_in_it_is_never_removed(tmp_path, monkeyp
 def test_apt_errors_name_the_package_and_the_chroot_is_unmounted(tmp_path):
     from fake_runner import FakeRunner
 
-    from selena.errors import ImageBuildError
     from selena.templates import images
 
     runner = FakeRunner()

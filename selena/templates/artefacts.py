@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from selena.errors import LabError
+from selena.errors import ImageBuildError
 from selena.paths import project_root
 from selena.runner import Runner
 
@@ -59,7 +59,7 @@ def shquote(text: str) -> str:
 def kernel_version(kernel_root: Path) -> str:
     versions = [p.name for p in (kernel_root / "lib/modules").iterdir()]
     if len(versions) != 1:
-        raise LabError(f"expected one kernel in {kernel_root}, found {versions}")
+        raise ImageBuildError(f"expected one kernel in {kernel_root}, found {versions}")
     return versions[0]
 
 
@@ -83,12 +83,12 @@ def install_modules(runner: Runner, kernel_root: Path, rootfs: Path,
         if mod.endswith("/"):
             under = [path for path in deps if path.startswith(mod)]
             if not under:
-                raise LabError(f"no kernel modules under {mod} in {version}")
+                raise ImageBuildError(f"no kernel modules under {mod} in {version}")
             stack.extend(under)
             continue
         found = by_name.get(mod.replace("_", "-"))
         if found is None:
-            raise LabError(f"kernel module {mod} not found in {version}")
+            raise ImageBuildError(f"kernel module {mod} not found in {version}")
         stack.append(found)
     while stack:
         path = stack.pop()

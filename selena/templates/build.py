@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from selena.errors import LabError
+from selena.errors import ImageBuildError
 from selena.paths import cache_dir, project_root
 from selena.runner import BUILD_TIMEOUT_S, Runner
 from selena.templates import read_spec, variant_disk
@@ -197,7 +197,7 @@ class TemplateBuilder:
         names = [ln.split(":", 1)[1].strip() for ln in out.splitlines()
                  if ln.strip().startswith("Depends:") and "linux-image-" in ln]
         if not names:
-            raise LabError("cannot resolve linux-image-amd64 (run apt-get update)")
+            raise ImageBuildError("cannot resolve linux-image-amd64 (run apt-get update)")
         name = names[0]
         pkgdir = self.root / "kernel"
         pkgdir.mkdir(parents=True, exist_ok=True)
@@ -208,7 +208,7 @@ class TemplateBuilder:
                         timeout=BUILD_TIMEOUT_S)
         found = sorted(pkgdir.glob(f"{name}_*.deb"))
         if not found:
-            raise LabError(f"apt-get download {name} produced no .deb in {pkgdir}")
+            raise ImageBuildError(f"apt-get download {name} produced no .deb in {pkgdir}")
         return found[-1]
 
     def kernel_tree(self, deb: Path) -> Path:
@@ -238,7 +238,7 @@ class TemplateBuilder:
                             timeout=BUILD_TIMEOUT_S)
             debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
             if not debs:
-                raise LabError(f"apt-get download {package}={version} produced no .deb")
+                raise ImageBuildError(f"apt-get download {package}={version} produced no .deb")
         key = _hash(debs[-1].name, _hash_files(_tree_files(kdir)))
         target = self.root / f"guest-vmlinuz-{key}"
         if target.exists():
@@ -278,7 +278,7 @@ class TemplateBuilder:
             installs[spec.name] = spec.packages
         for template, packages, who in variants:
             if template not in disks:
-                raise LabError(f"{who}: packages need the debian template or one based on "
+                raise ImageBuildError(f"{who}: packages need the debian template or one based on "
                                f"it, not {template!r}")
             # Named after the template's image, as the planner names it; a
             # derived template's own packages go in as well.
@@ -302,7 +302,7 @@ class TemplateBuilder:
         self.progress(f"[5/6] {recipe.name} guest initramfs")
         busybox = Path("/bin/busybox")
         if not busybox.exists():
-            raise LabError("busybox-static is not installed (/bin/busybox missing)")
+            raise ImageBuildError("busybox-static is not installed (/bin/busybox missing)")
         with tempfile.TemporaryDirectory(dir=self.root) as tmp:
             root = Path(tmp) / "root"
             for d in ("bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev", "tmp",
@@ -351,7 +351,7 @@ class TemplateBuilder:
             unpacked = self.debian_package(package, component)
             for rel in paths:
                 if not (unpacked / rel).exists():
-                    raise LabError(f"Debian package {package} has no {rel}")
+                    raise ImageBuildError(f"Debian package {package} has no {rel}")
                 packaged.append((unpacked / rel, Path("/") / rel))
         return packaged
 
@@ -378,7 +378,7 @@ class TemplateBuilder:
                             timeout=600)
             found = sorted(pkgdir.glob(f"{name}_*.deb"))
             if not found:
-                raise LabError(f"apt-get download {name} produced no .deb in {pkgdir}")
+                raise ImageBuildError(f"apt-get download {name} produced no .deb in {pkgdir}")
         dest = apt / "unpacked" / found[-1].stem
         if not (dest / ".complete").exists():
             shutil.rmtree(dest, ignore_errors=True)
@@ -402,7 +402,7 @@ class TemplateBuilder:
         shutil.rmtree(partial, ignore_errors=True)
         self.runner.run(["sh", str(builder), str(partial)], timeout=1800)
         if not (partial / "site-packages").is_dir():
-            raise LabError(f"{builder} did not create {partial / 'site-packages'}")
+            raise ImageBuildError(f"{builder} did not create {partial / 'site-packages'}")
         partial.rename(target)
         return target
 
@@ -436,7 +436,8 @@ def _host_binaries_with_libs(runner: Runner, names: Iterable[str]) -> list[Path]
     for name in names:
         binary = shutil.which(name)
         if binary is None:
-            raise LabError(f"{name} is not installed on this host (.ci/host-deps installs it)")
+            raise ImageBuildError(
+                f"{name} is not installed on this host (.ci/host-deps installs it)")
         found.append(Path(binary))
         out = runner.run(["ldd", binary]).stdout
         for line in out.splitlines():
@@ -457,7 +458,8 @@ def _python_stdlib_fingerprint() -> str:
 def _python_stdlib_dir() -> Path:
     lib = Path("/usr/lib/python3.11")
     if not (lib / "os.py").exists():
-        raise LabError(f"{lib} is missing: the guests' python3 runtime is Debian bookworm's 3.11")
+        raise ImageBuildError(
+            f"{lib} is missing: the guests' python3 runtime is Debian bookworm's 3.11")
     return lib
 
 
@@ -469,7 +471,7 @@ def _copy_python_stdlib(root: Path) -> None:
 
 def _copy_any(src: Path, dest: Path) -> None:
     if not src.exists():
-        raise LabError(f"{src} is missing on this host (.ci/host-deps installs it)")
+        raise ImageBuildError(f"{src} is missing on this host (.ci/host-deps installs it)")
     if src.is_dir():
         shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
     else:

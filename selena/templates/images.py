@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from selena.errors import ImageBuildError, LabError
+from selena.errors import ImageBuildError
 from selena.paths import cache_dir, project_root
 from selena.runner import BUILD_TIMEOUT_S, Runner
 from selena.templates import TemplateSpec, normalise_packages, read_spec, variant_disk
@@ -130,10 +130,10 @@ class DebianImages:
         packed = (kernel_root / "boot" / f"vmlinuz-{version}").read_bytes()
         start = packed.find(b"\xfd7zXZ\x00")
         if start < 0:
-            raise LabError(f"vmlinuz-{version}: no xz payload found")
+            raise ImageBuildError(f"vmlinuz-{version}: no xz payload found")
         elf = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(packed[start:])
         if not elf.startswith(b"\x7fELF"):
-            raise LabError(f"vmlinuz-{version}: the xz payload is not an ELF kernel")
+            raise ImageBuildError(f"vmlinuz-{version}: the xz payload is not an ELF kernel")
         partial = target.with_suffix(".partial")
         partial.write_bytes(elf)
         partial.rename(target)
@@ -168,7 +168,7 @@ class DebianImages:
         """A template.yaml under guest-templates naming `base: debian`."""
         spec = read_spec(recipe)
         if spec.base != "debian":
-            raise LabError(f"{recipe}: base {spec.base!r}: only debian can be extended")
+            raise ImageBuildError(f"{recipe}: base {spec.base!r}: only debian can be extended")
         disk = variant_disk(base.disk, spec.packages)
         return spec, self.variant(base, disk, spec.packages, f"template {spec.name}")
 
@@ -205,7 +205,7 @@ class DebianImages:
     def _initramfs(self, kernel_root: Path, target: Path) -> None:
         busybox = Path("/bin/busybox")
         if not busybox.exists():
-            raise LabError("busybox-static is not installed (/bin/busybox missing)")
+            raise ImageBuildError("busybox-static is not installed (/bin/busybox missing)")
         version = kernel_version(kernel_root)
         moddir = kernel_root / "lib/modules" / version
         by_name = {p.name.removesuffix(".ko"): p for p in moddir.rglob("*.ko")}
@@ -218,7 +218,7 @@ class DebianImages:
             for name in INITRAMFS_MODULES:
                 module = by_name.get(name) or by_name.get(name.replace("-", "_"))
                 if module is None:
-                    raise LabError(f"kernel module {name} not found in {version}")
+                    raise ImageBuildError(f"kernel module {name} not found in {version}")
                 shutil.copy2(module, root / "lib" / "modules" / f"{name}.ko")
             pack_cpio(self.runner, root, target)
 
