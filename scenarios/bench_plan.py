@@ -14,7 +14,7 @@ import time
 from selena.backends.xl import XlBackend, xl_config
 from selena.model import Topology
 from selena.plan import make_plan
-from selena.runner import FakeRunner
+from selena.runner import Runner
 from selena.topologies import fat_tree
 from selena.validate import validate
 
@@ -63,7 +63,7 @@ def plan_bench(count: int) -> float:
     t0 = time.perf_counter()
     validate(topo, templates=None)
     plan = make_plan(topo)
-    text = XlBackend(runner=FakeRunner()).render(plan)
+    text = XlBackend(runner=Runner(dry_run=True)).render(plan)
     elapsed = time.perf_counter() - t0
     print(f"selena plan, {count} hosts, {len(topo.nodes) - count} switches: {elapsed:.3f} s "
           f"({len(text.splitlines())} lines; {1e3 * elapsed / count:.3f} ms per host)")

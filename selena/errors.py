@@ -104,8 +104,9 @@ class TemplateError(ValidationError):
 
 
 class ImageBuildError(SelenaError):
-    """Building a guest image failed (e.g. apt could not install a package);
-    the message carries the tool's own words."""
+    """Building a guest template's files failed (a kernel, an initramfs, a
+    disk image: e.g. apt could not install a package, a host program is
+    missing); the message carries the tool's own words or names the fix."""
 
 
 class ScenarioError(SelenaError):

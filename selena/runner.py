@@ -2,8 +2,9 @@
 
 Every external command selena runs (xl, selena-tdf, ip, tc, ovs-vsctl, qemu,
 apt-get, ...) goes through a Runner so it is logged with its duration, can be
-recorded for replay, and can be swapped for a FakeRunner in unit tests that
-assert the exact commands generated.
+recorded for replay, and can be swapped for a test double (tests/support/
+fake_runner.py's FakeRunner) in unit tests that assert the exact commands
+generated.
 """
 
 from __future__ import annotations
@@ -274,79 +275,6 @@ class _SpawnedProcess:
 
     def kill(self) -> None:
         _kill_group(self.proc)
-
-
-class _ScriptedProcess:
-    """FakeRunner's spawned process: prints a script, then ends."""
-
-    def __init__(self, output: str):
-        self.output = output
-
-    def lines(self) -> Iterator[str]:
-        yield from self.output.splitlines(keepends=True)
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        return 0
-
-    def kill(self) -> None:
-        pass
-
-
-@dataclass
-class FakeRunner(Runner):
-    """A runner for unit tests: records argv lists and answers from a script.
-
-    `responses` maps a command prefix (tuple of leading argv items) to the
-    result to give; unmatched commands succeed with empty output.
-    """
-
-    calls: list[tuple[str, ...]] = field(default_factory=list)
-    responses: dict[tuple[str, ...], tuple[int, str, str]] = field(default_factory=dict)
-
-    def respond(self, prefix: Sequence[str], returncode: int = 0, stdout: str = "",
-                stderr: str = "") -> None:
-        self.responses[tuple(prefix)] = (returncode, stdout, stderr)
-
-    def _answer(self, args: tuple[str, ...]) -> tuple[int, str, str]:
-        best: tuple[str, ...] | None = None
-        for prefix in self.responses:
-            if args[: len(prefix)] == prefix and (best is None or len(prefix) > len(best)):
-                best = prefix
-        return self.responses[best] if best is not None else (0, "", "")
-
-    def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
-            timeout: float | None | _Default = DEFAULT, env: Mapping[str, str] | None = None,
-            cwd: str | Path | None = None) -> CommandResult:
-        args = tuple(str(a) for a in argv)
-        self.calls.append(args)
-        rc, out, err = self._answer(args)
-        result = CommandResult(args, rc, out, err, 0.0)
-        self._record(result)
-        if check and rc != 0:
-            raise CommandError(list(args), rc, err)
-        return result
-
-    def stream(self, argv: Sequence[str], on_line: Callable[[str], None], *,
-               check: bool = True, timeout: float | None = DEFAULT_STREAM_TIMEOUT_S,
-               env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-               stdin: int | None = subprocess.DEVNULL) -> CommandResult:
-        result = self.run(argv, check=check)
-        for line in result.stdout.splitlines(keepends=True):
-            on_line(line)
-        return result
-
-    def spawn(self, argv: Sequence[str], *, cwd: str | Path | None = None) -> Process:
-        """A process whose output is the scripted stdout for argv."""
-        return _ScriptedProcess(self.run(argv, check=False).stdout)
-
-    def daemon(self, argv: Sequence[str], log_file: Path) -> int:
-        """Recorded like run(); appends the scripted stdout to log_file (as
-        the real daemon's output is appended)."""
-        result = self.run(argv, check=False)
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_file, "a") as out:
-            out.write(result.stdout)
-        return 0
 
 
 def _die_with_parent() -> None:

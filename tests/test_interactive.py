@@ -8,11 +8,11 @@ import io
 import json
 
 import pytest
+from fake_runner import FakeRunner
 from fake_session import pingall_answer, running
 
 from selena.cli import interactive
 from selena.cli.interactive import Prompt
-from selena.runner import FakeRunner
 from selena.session import Session
 from selena.topologies import single
 

@@ -121,8 +121,9 @@ def test_the_plan_benchmark_runs_and_prints_its_figures(capsys, monkeypatch):
 def test_rendering_a_plan_grows_linearly_with_its_guests():
     """`selena plan` once scanned every guest's domid variable for every word
     it printed (57 s for 5000 hosts): count those scans instead of timing."""
+    from fake_runner import FakeRunner
+
     from selena.backends import xl
-    from selena.runner import FakeRunner
 
     scans: list[int] = []
 
@@ -151,8 +152,9 @@ def test_rendering_a_plan_grows_linearly_with_its_guests():
 
 
 def test_a_rendered_word_is_quoted_for_the_shell_unless_it_holds_a_domid():
+    from fake_runner import FakeRunner
+
     from selena.backends import xl
-    from selena.runner import FakeRunner
 
     script = xl._Script(xl.XlBackend(runner=FakeRunner()))
     script.vars = {f"n{i}": f"D{i}" for i in range(1, 13)}

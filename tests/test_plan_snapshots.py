@@ -37,6 +37,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from fake_runner import FakeRunner
 
 import selena
 import selena.cli.experiment
@@ -44,7 +45,6 @@ import selena.model.topology
 import selena.plan
 from selena.cli import main
 from selena.experiment import Experiment
-from selena.runner import FakeRunner
 from selena.templates import TemplateSpec, read_spec, variant_disk
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -362,7 +362,8 @@ def test_another_process_with_another_hash_seed_plans_the_same(
     """Set and dict orders of strings differ between processes: a plan
     depending on them would differ on the next machine."""
     seeds = {"0", "1"} - {os.environ.get("PYTHONHASHSEED", "")}
-    code = ("import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests'];"
+    code = ("import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests',"
+            " sys.argv[1] + '/tests/support'];"
             "import test_plan_snapshots as t;"
             "print(json.dumps({c.name: t.snapshot(c) for c in t.CASES}))")
     env = {**os.environ, "PYTHONHASHSEED": sorted(seeds)[0],

@@ -1,9 +1,10 @@
 import sys
 
 import pytest
+from fake_runner import FakeRunner
 
 from selena.errors import CommandError, CommandTimeout
-from selena.runner import FakeRunner, Runner
+from selena.runner import Runner
 
 
 def test_run_captures_output_and_records_history():

@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from fake_runner import FakeRunner
 from fake_session import running
 
 from selena.backends.xl import DeployState, XlBackend, shaping_spec
@@ -20,7 +21,6 @@ from selena.engine import Engine, VirtualClock
 from selena.errors import BackendError, ExperimentError, ScenarioError
 from selena.experiment import Experiment
 from selena.model import Endpoint, Link, Topology
-from selena.runner import FakeRunner
 from selena.schedule import Event, check_events, load_events, parse_change, parse_line
 from selena.session import Session
 from selena.topologies import linear

@@ -5,12 +5,12 @@ import json
 from collections.abc import Set as AbstractSet
 
 import pytest
+from fake_runner import FakeRunner
 from fake_session import pingall_answer, running
 
 from selena.backends.xl import DeployState, XlBackend
 from selena.errors import BackendError, ExperimentError, ScenarioError
 from selena.model import Endpoint, Link
-from selena.runner import FakeRunner
 from selena.session import PingAll, Session, rate_text
 from selena.topologies import linear, single
 

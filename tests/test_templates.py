@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from selena.backends.xl import xl_config
-from selena.errors import LabError, TemplateError, TopologyError, ValidationError
+from selena.errors import ImageBuildError, TemplateError, TopologyError, ValidationError
 from selena.model import Topology
 from selena.plan import make_plan, pool_key
 from selena.templates import bad_packages, load_template, read_spec, variant_disk
@@ -145,8 +145,8 @@ def test_a_disk_path_that_could_change_the_xl_config_is_refused(tmp_path):
 
 
 def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, monkeypatch):
-    from selena.lab import build
-    from selena.lab.images import DebianBase
+    from selena.templates import build
+    from selena.templates.images import DebianBase
 
     recipes = tmp_path / "guest-templates"
     (recipes / "qj").mkdir(parents=True)
@@ -178,7 +178,7 @@ def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, mon
         def installed_spec(self, base_, name, disk, memory_mb, packages):
             return f"{name} {disk.name}"
 
-    builder = build.LabBuilder.__new__(build.LabBuilder)
+    builder = build.TemplateBuilder.__new__(build.TemplateBuilder)
     builder.src, builder.images, builder.timings = tmp_path, Images(), {}
     builder.progress = lambda msg: None
     specs = builder.debian_templates(tmp_path, [("qj", ("iperf3",), "s.py: node m1"),
@@ -189,13 +189,15 @@ def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, mon
         (variant_disk(qj_disk, ["iperf3"]).name, ("ptpd", "memcached", "iperf3"),
          "s.py: node m1 (qj + iperf3)"),
         (variant_disk(base.disk, ["iperf3"]).name, ("iperf3",), "s.py: node m2 (debian + iperf3)")]
-    with pytest.raises(LabError, match="s.py: node m3: packages need the debian template"):
+    with pytest.raises(ImageBuildError, match="s.py: node m3: packages need the debian "
+                                             "template"):
         builder.debian_templates(tmp_path, [("tiny", ("iperf3",), "s.py: node m3")])
 
 
 def test_a_chroot_with_host_mounts_left_in_it_is_never_removed(tmp_path, monkeypatch, caplog):
-    from selena.lab import images
-    from selena.runner import FakeRunner
+    from fake_runner import FakeRunner
+
+    from selena.templates import images
 
     tmp = tmp_path / "build"
     (tmp / "root" / "dev").mkdir(parents=True)
@@ -211,9 +213,9 @@ def test_a_chroot_with_host_mounts_left_in_it_is_never_removed(tmp_path, monkeyp
 
 
 def test_apt_errors_name_the_package_and_the_chroot_is_unmounted(tmp_path):
-    from selena.errors import ImageBuildError
-    from selena.lab import images
-    from selena.runner import FakeRunner
+    from fake_runner import FakeRunner
+
+    from selena.templates import images
 
     runner = FakeRunner()
     runner.respond(["chroot", str(tmp_path / "root"), "apt-get", "install"], 100, "",

@@ -1,9 +1,12 @@
-"""The `selena` command line: parses, calls the experiment lifecycle (or the
-lab), prints. Nothing here creates guests or runs xl itself.
+"""The `selena` command line: parses, calls the experiment lifecycle (or a
+plugin's commands: the lab's), prints. Nothing here creates guests or runs xl
+itself.
 
-Each verb group is a module listed in SUBCOMMAND_MODULES exposing
-`register(subparsers)`, which adds parsers whose `func` attribute takes the
-parsed arguments and returns an exit status.
+Each verb group is a module exposing `register(subparsers)`, which adds
+parsers whose `func` attribute takes the parsed arguments and returns an exit
+status: the product's own, listed in SUBCOMMAND_MODULES, and those other
+packages declare as entry points in the PLUGIN_GROUP group (the lab,
+selena.lab.cli, through pyproject.toml), so the product never imports them.
 """
 
 from __future__ import annotations
@@ -12,13 +15,29 @@ import argparse
 import importlib
 import logging
 import sys
+from importlib.metadata import entry_points
+from types import ModuleType
 
 from selena import __version__
 from selena.errors import ScenarioFileError, SelenaError
 
 SUBCOMMAND_MODULES: list[str] = ["selena.cli.experiment", "selena.cli.sweep", "selena.cli.advise",
-                                   "selena.cli.host",
-                                   "selena.lab.cli"]
+                                   "selena.cli.host"]
+# Entry points (name = "module") whose modules add verb groups.
+PLUGIN_GROUP = "selena.commands"
+# Commands a plugin of this source tree adds, for a clear error when the
+# install predates its entry point (the metadata is written by pip install).
+KNOWN_PLUGINS = {"lab": "selena.lab.cli"}
+
+
+def plugin_modules() -> dict[str, ModuleType]:
+    """The installed plugins' modules by entry-point name (the first of a
+    name wins: an install and a source tree may both declare it)."""
+    found: dict[str, ModuleType] = {}
+    for point in entry_points(group=PLUGIN_GROUP):
+        if point.name not in found:
+            found[point.name] = point.load()
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +51,23 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    for module in plugin_modules().values():
+        module.register(subparsers)
     return parser
+
+
+def missing_plugin(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """The one-line error for a known plugin command this install did not
+    register (its entry point is missing), else None."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or words[0] not in KNOWN_PLUGINS:
+        return None
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if words[0] in commands.choices:
+        return None
+    return (f"`selena {words[0]}` is not registered: this install has no {PLUGIN_GROUP} "
+            f"entry point {words[0]} = {KNOWN_PLUGINS[words[0]]}; reinstall selena from its "
+            f"source tree (pip install -e .)")
 
 
 def report(exc: SelenaError) -> None:
@@ -46,6 +81,10 @@ def report(exc: SelenaError) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    missing = missing_plugin(parser, sys.argv[1:] if argv is None else argv)
+    if missing:
+        print(f"selena: error: {missing}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")

@@ -2,7 +2,7 @@
 one-line verdict and, when it fails, the command that fixes it.
 
 A check is a small function over a HostProbe, which runs commands through
-the Runner (a FakeRunner in tests) and reads files under an injectable root
+the Runner (a FakeRunner from tests/support in tests) and reads files under an injectable root
 (a fake /proc and /sys tree in tests). Statuses:
 
 - ok:   fine;

@@ -1,111 +1,16 @@
-"""Helpers shared by the lab's artefact builders: content hashes that key the
-cache, file listings, and kernel modules copied with their dependencies."""
+"""Moved to selena.templates.artefacts (the template builds a real host needs
+use them too); re-exported here for the lab's and scripts' old import path."""
 
-from __future__ import annotations
+from selena.templates.artefacts import (
+    digest,
+    hash_files,
+    install_modules,
+    kernel_version,
+    mkparent,
+    pack_cpio,
+    shquote,
+    tree_files,
+)
 
-import hashlib
-import shutil
-from collections.abc import Iterable
-from pathlib import Path
-
-from selena.errors import LabError
-from selena.paths import project_root
-from selena.runner import Runner
-
-
-def digest(*parts: bytes | str) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode() if isinstance(part, str) else part)
-        h.update(b"\0")
-    return h.hexdigest()[:16]
-
-
-def hash_files(paths: Iterable[Path]) -> str:
-    """Content and name of each file; names inside the tree are relative to it,
-    so every clone of the same commit finds the same cached artefacts."""
-    root = project_root()
-    named = [(path.relative_to(root) if path.is_relative_to(root) else path, path)
-             for path in paths]
-    h = hashlib.sha256()
-    # In the order of those names, not of the paths: a clone under /tmp put the
-    # tree's files before /usr's and one under /work after them.
-    for name, path in sorted(named):
-        h.update(str(name).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def tree_files(root: Path, suffixes: tuple[str, ...] | None = None) -> list[Path]:
-    if not root.exists():
-        return []
-    return sorted(
-        p for p in root.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts
-        and (suffixes is None or p.suffix in suffixes)
-    )
-
-
-def mkparent(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def shquote(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"
-
-
-def kernel_version(kernel_root: Path) -> str:
-    versions = [p.name for p in (kernel_root / "lib/modules").iterdir()]
-    if len(versions) != 1:
-        raise LabError(f"expected one kernel in {kernel_root}, found {versions}")
-    return versions[0]
-
-
-def install_modules(runner: Runner, kernel_root: Path, rootfs: Path,
-                    wanted: Iterable[str]) -> None:
-    """Copy kernel modules (by name, or every module under a directory of
-    the kernel's tree given as "dir/") and their dependencies from an
-    unpacked kernel package into a root filesystem, then depmod it."""
-    version = kernel_version(kernel_root)
-    moddir = kernel_root / "lib/modules" / version
-    deps: dict[str, list[str]] = {}
-    by_name: dict[str, str] = {}
-    for line in (moddir / "modules.dep").read_text().splitlines():
-        path, _, rest = line.partition(":")
-        deps[path] = rest.split()
-        name = Path(path).name.removesuffix(".ko").replace("_", "-")
-        by_name[name] = path
-    needed: set[str] = set()
-    stack = []
-    for mod in wanted:
-        if mod.endswith("/"):
-            under = [path for path in deps if path.startswith(mod)]
-            if not under:
-                raise LabError(f"no kernel modules under {mod} in {version}")
-            stack.extend(under)
-            continue
-        found = by_name.get(mod.replace("_", "-"))
-        if found is None:
-            raise LabError(f"kernel module {mod} not found in {version}")
-        stack.append(found)
-    while stack:
-        path = stack.pop()
-        if path not in needed:
-            needed.add(path)
-            stack.extend(deps.get(path, []))
-    dest = rootfs / "lib/modules" / version
-    for path in needed:
-        shutil.copy2(moddir / path, mkparent(dest / path))
-    for meta in ("modules.order", "modules.builtin", "modules.builtin.modinfo"):
-        if (moddir / meta).exists():
-            shutil.copy2(moddir / meta, mkparent(dest / meta))
-    runner.run(["depmod", "-b", str(rootfs), version])
-
-
-def pack_cpio(runner: Runner, rootfs: Path, target: Path) -> None:
-    """rootfs as a gzip'd newc cpio (an initramfs), written atomically."""
-    partial = target.with_suffix(".partial")
-    runner.run(["sh", "-c", "find . -mindepth 1 | cpio -o -H newc --quiet | gzip -1 > "
-                + shquote(str(partial))], cwd=rootfs, timeout=1800)
-    partial.rename(target)
+__all__ = ["digest", "hash_files", "install_modules", "kernel_version", "mkparent", "pack_cpio",
+           "shquote", "tree_files"]

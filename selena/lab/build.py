@@ -2,47 +2,57 @@
 
 Artefacts (under cache_dir()/lab/):
 - the patched hypervisor, via `make -C xen-patches` (its own cache);
-- the Debian kernel package, shared by Dom0 and the guests;
 - the Dom0 base image: a debootstrap'd bookworm root with the Xen tools, Open
   vSwitch, iproute2/tc, iperf3 and python3, plus the kernel modules Dom0 needs,
   packed as a gzip'd cpio (slow to build: minutes; rebuilt only when its
   package list or kernel changes);
-- the tiny-host guest initramfs (busybox, xen-netfront, the guest agent);
 - the Dom0 overlay: a small cpio with the init script, the selena package
-  from the current tree, selena-tdf and the guest templates (about a second).
+  from the current tree, selena-tdf and the guest templates (about a second);
+- the guest templates themselves (Debian's kernel package, shared by Dom0 and
+  the guests, the tiny guests' kernel, each guest initramfs, the debian disk
+  images): selena.templates.build's TemplateBuilder, which a real host's
+  template build uses too; its names are re-exported here.
 Linux accepts concatenated gzip'd cpio archives as one initramfs, so Dom0
 boots base + overlay and the slow part is reused across code changes.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from selena.errors import LabError
-from selena.lab.artefacts import digest as _hash
-from selena.lab.artefacts import hash_files as _hash_files
-from selena.lab.artefacts import install_modules, kernel_version, pack_cpio
-from selena.lab.artefacts import mkparent as _mkparent
-from selena.lab.artefacts import tree_files as _tree_files
-from selena.lab.images import DebianImages
-from selena.paths import cache_dir, project_root
 from selena.provenance import patch_series_hash
-from selena.runner import BUILD_TIMEOUT_S, Runner
-from selena.templates import read_spec, variant_disk
+from selena.templates.artefacts import digest as _hash
+from selena.templates.artefacts import hash_files as _hash_files
+from selena.templates.artefacts import install_modules
+from selena.templates.artefacts import mkparent as _mkparent
+from selena.templates.artefacts import tree_files as _tree_files
+from selena.templates.build import (
+    GUEST_PYTHON,
+    GUEST_RECIPES,
+    OVS_PROGRAMS,
+    PYTHON_EXTENSIONS_SKIP,
+    PYTHON_STDLIB_SKIP,
+    GuestContents,
+    GuestRecipe,
+    Progress,
+    TemplateBuilder,
+    _record_build_time,
+    build_times_file,
+)
+from selena.templates.images import MIRROR, SUITE
 
-log = logging.getLogger(__name__)
-
-SUITE = "bookworm"
-MIRROR = "http://deb.debian.org/debian"
+# Moved to selena.templates.build; the old import path keeps working.
+__all__ = ["DOM0_MODULES", "DOM0_PACKAGES", "GUEST_PYTHON", "GUEST_RECIPES", "MIRROR",
+           "OVS_PROGRAMS", "PYTHON_EXTENSIONS_SKIP", "PYTHON_STDLIB_SKIP", "SUITE",
+           "GuestContents", "GuestRecipe", "LabArtefacts", "LabBuilder", "Progress",
+           "TemplateBuilder", "build_times_file"]
 
 DOM0_PACKAGES = (
     "xen-utils-4.17", "xenstore-utils", "iproute2", "kmod", "busybox", "procps",
@@ -65,132 +75,6 @@ DOM0_MODULES = (
 )
 
 
-
-@dataclass(frozen=True)
-class GuestRecipe:
-    """What a template's initramfs holds on top of busybox, the shared init,
-    the agent and the static tools: host programs (with their shared
-    libraries, at the same paths), host data files or directories, a python3
-    runtime, directories of this tree, and pip-installed packages."""
-
-    name: str
-    host_programs: tuple[str, ...] = ()
-    host_paths: tuple[str, ...] = ()
-    python: bool = False
-    # (directory in this tree, where it goes in the guest)
-    tree_dirs: tuple[tuple[str, str], ...] = ()
-    # requirements file in this tree; the build-site.sh beside it installs
-    # them (and whatever else the template runs) into /opt/selena
-    requirements: str | None = None
-    # Programs from Debian packages the host need not have installed:
-    # (package, archive component, paths inside the package). They are
-    # fetched with a private apt configuration (non-free needs no host change).
-    packaged_programs: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-
-
-@dataclass
-class GuestContents:
-    """What a guest initramfs holds on top of busybox, gathered once: the
-    cache key hashes these files and install() copies them, so the two
-    cannot drift apart."""
-
-    name: str                           # the recipe's
-    shared: Path                        # guest-templates/tiny-host: the shared init
-    own: Path                           # the template's directory: rc, template.yaml
-    agent: Path | None                  # None in a tree without the agent
-    tools: list[Path]                   # the static tools, into /usr/bin
-    host_binaries: list[Path]           # with their libraries, at the same paths
-    host_paths: list[Path]              # host files or directories, at the same paths
-    packaged: list[tuple[Path, Path]]   # (file in an extracted .deb, guest path)
-    tree_dirs: list[tuple[Path, str]]   # (directory in this tree, guest path)
-    python: bool                        # Debian's python3 standard library
-    site: Path | None                   # pip-installed packages, into /opt/selena
-
-    def files(self) -> list[Path]:
-        """Every file the cache key covers: both template directories whole."""
-        found = _tree_files(self.shared) + _tree_files(self.own) + self.tools
-        found += [self.agent] if self.agent else []
-        for src, _ in self.tree_dirs:
-            found += _tree_files(src)
-        found += [src for src, _ in self.packaged]
-        found += self.host_binaries
-        for path in self.host_paths:
-            found += _tree_files(path) if path.is_dir() else [path]
-        return found
-
-    def key(self) -> str:
-        # The standard library by fingerprint (not hashed file by file) and
-        # the pip site by its own content key (its directory name).
-        extra = [_python_stdlib_fingerprint()] if self.python else []
-        extra += [self.site.name] if self.site else []
-        return _hash(_hash_files(self.files()), self.name, "guest-initrd-v3", *extra)
-
-    def install(self, root: Path) -> None:
-        """Copy everything into the guest root `root` (busybox already there)."""
-        shutil.copy2(self.shared / "init", root / "init")
-        os.chmod(root / "init", 0o755)
-        if (self.own / "rc").exists():
-            shutil.copy2(self.own / "rc", root / "etc/selena/rc")
-            os.chmod(root / "etc/selena/rc", 0o755)
-        if self.agent is not None:
-            shutil.copy2(self.agent, root / "sbin" / "selena-agent")
-        for tool in self.tools:
-            shutil.copy2(tool, root / "usr" / "bin" / tool.name)
-        for path in self.host_binaries:
-            # Same path in the guest, so the dynamic loader finds the libraries;
-            # replace (never write through) a busybox applet link of that name.
-            dest = _mkparent(root / path.relative_to("/"))
-            if dest.is_symlink() or dest.exists():
-                dest.unlink()
-            shutil.copy2(path, dest)
-        for path in self.host_paths:
-            _copy_any(path, root / str(path).lstrip("/"))
-        for src, guest_path in self.packaged:
-            shutil.copy2(src, _mkparent(root / guest_path.relative_to("/")))
-        if self.python:
-            _copy_python_stdlib(root)
-        for tree, guest_dir in self.tree_dirs:
-            shutil.copytree(tree, root / guest_dir.lstrip("/"),
-                            ignore=shutil.ignore_patterns("__pycache__"))
-        if self.site is not None:
-            shutil.copytree(self.site, root / "opt/selena", symlinks=True, dirs_exist_ok=True)
-
-
-# Debian's own python3 (not whatever python3 PATH finds first): the guests get
-# its binary and standard library.
-GUEST_PYTHON = "/usr/bin/python3"
-OVS_PROGRAMS = ("ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-ofctl",
-                "ovs-appctl")
-GUEST_RECIPES = {
-    "tiny-host": GuestRecipe("tiny-host"),
-    # netperf (non-free in Debian) for SELENA's Listing 2.
-    "tools-host": GuestRecipe("tools-host", host_programs=("iperf3", "tc"),
-                              packaged_programs=(("netperf", "non-free",
-                                                  ("usr/bin/netperf", "usr/bin/netserver")),)),
-    "ovs-switch": GuestRecipe(
-        "ovs-switch", host_programs=(*OVS_PROGRAMS, "tc", "unshare", GUEST_PYTHON),
-        host_paths=("/usr/share/openvswitch/vswitch.ovsschema",
-                    "/usr/lib/python3/dist-packages/yaml"),
-        python=True,
-        tree_dirs=(("switch-model/ofmodel", "/opt/selena/switch-model/ofmodel"),
-                   ("switch-model/profiles", "/opt/selena/switch-model/profiles"))),
-    # build-site.sh installs os-ken, the app and the osken-manager launcher
-    # into /opt/selena.
-    "of-controller": GuestRecipe(
-        "of-controller", host_programs=(GUEST_PYTHON,), python=True,
-        requirements="guest-templates/of-controller/requirements.txt"),
-}
-# Parts of the standard library no guest program imports (about 40 MB).
-PYTHON_EXTENSIONS_SKIP = ("_curses", "_dbm", "_gdbm", "_sqlite3", "nis.", "readline.",
-                          "_crypt.", "_tkinter", "_test", "xx", "_ctypes_test")
-PYTHON_STDLIB_SKIP = ("test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
-                      "pydoc_data", "config-3*", "__pycache__", "site-packages", "venv",
-                      "*.exe", "sqlite3", "curses", "dbm",
-                      *(f"{name}*.so" for name in PYTHON_EXTENSIONS_SKIP))
-
-Progress = Callable[[str], None]
-
-
 @dataclass(frozen=True)
 class LabArtefacts:
     xen: Path            # multiboot ELF for QEMU -kernel
@@ -203,30 +87,9 @@ class LabArtefacts:
     images: Path | None = None
 
 
-def build_times_file() -> Path:
-    """How long each artefact took when it was last built cold (seconds)."""
-    return cache_dir() / "lab" / "build-times.json"
-
-
-def _record_build_time(step: str, seconds: float) -> None:
-    path = build_times_file()
-    times = json.loads(path.read_text()) if path.exists() else {}
-    times[step] = round(seconds, 1)
-    path.write_text(json.dumps(times, indent=1) + "\n")
-
-
-class LabBuilder:
-    """Builds (or finds in the cache) everything `selena lab run` boots."""
-
-    def __init__(self, runner: Runner | None = None, progress: Progress | None = None):
-        self.runner = runner or Runner()
-        self.progress = progress or (lambda msg: log.info("%s", msg))
-        self.root = cache_dir() / "lab"
-        self.src = project_root()
-        self.timings: dict[str, float] = {}
-        self.images = DebianImages(self.runner, self.progress)
-
-    # -- steps -------------------------------------------------------------
+class LabBuilder(TemplateBuilder):
+    """Builds (or finds in the cache) everything `selena lab run` boots: the
+    templates (TemplateBuilder's steps) and the hypervisor and Dom0."""
 
     def build(self, variants: Iterable[tuple[str, tuple[str, ...], str]] = ()) -> LabArtefacts:
         """Everything the lab boots; `variants` are (template, packages,
@@ -246,40 +109,6 @@ class LabBuilder:
         return LabArtefacts(xen, kernel, dom0_initrd, initrds["tiny-host"], dict(self.timings),
                             images=self.images.root)
 
-    def debian_templates(self, kernel_root: Path,
-                         variants: Iterable[tuple[str, tuple[str, ...], str]] = ()
-                         ) -> dict[str, str]:
-        """The debian template, every template under guest-templates based on
-        it, and the requested package variants; returns the template.yaml
-        Dom0 reads for each template."""
-        self.progress("[5/6] debian template (Debian's kernel, a shared disk image)")
-        t = time.monotonic()
-        base = self.images.base(kernel_root)
-        specs = {"debian": self.images.installed_spec(base, "debian", base.disk,
-                                                      base.spec.memory_mb, ())}
-        disks = {"debian": base.disk}
-        # What each template installs on top of the base image.
-        installs: dict[str, tuple[str, ...]] = {"debian": ()}
-        for recipe in sorted((self.src / "guest-templates").glob("*/template.yaml")):
-            if read_spec(recipe).base is None:
-                continue
-            spec, disk = self.images.derived(base, recipe)
-            specs[spec.name] = self.images.installed_spec(base, spec.name, disk,
-                                                          spec.memory_mb, spec.packages)
-            disks[spec.name] = disk
-            installs[spec.name] = spec.packages
-        for template, packages, who in variants:
-            if template not in disks:
-                raise LabError(f"{who}: packages need the debian template or one based on "
-                               f"it, not {template!r}")
-            # Named after the template's image, as the planner names it; a
-            # derived template's own packages go in as well.
-            self.images.variant(base, variant_disk(disks[template], packages),
-                                (*installs[template], *packages),
-                                f"{who} ({template} + {' '.join(packages)})")
-        self.timings["debian"] = time.monotonic() - t
-        return specs
-
     def hypervisor(self) -> Path:
         self.progress("[1/6] patched Xen hypervisor (make -C xen-patches)")
         t = time.monotonic()
@@ -287,70 +116,6 @@ class LabBuilder:
                            lambda line: self.progress("      " + line.rstrip()))
         self.timings["xen"] = time.monotonic() - t
         return self.src / "xen-patches" / "out" / "xen"
-
-    def kernel_package(self) -> Path:
-        """The Debian kernel .deb that linux-image-amd64 currently points at."""
-        self.progress("[2/6] Debian kernel package")
-        out = self.runner.run(["apt-cache", "depends", "linux-image-amd64"]).stdout
-        names = [ln.split(":", 1)[1].strip() for ln in out.splitlines()
-                 if ln.strip().startswith("Depends:") and "linux-image-" in ln]
-        if not names:
-            raise LabError("cannot resolve linux-image-amd64 (run apt-get update)")
-        name = names[0]
-        pkgdir = self.root / "kernel"
-        pkgdir.mkdir(parents=True, exist_ok=True)
-        existing = sorted(pkgdir.glob(f"{name}_*.deb"))
-        if existing:
-            return existing[-1]
-        self.runner.run(["apt-get", "download", "-q", name], cwd=pkgdir,
-                        timeout=BUILD_TIMEOUT_S)
-        found = sorted(pkgdir.glob(f"{name}_*.deb"))
-        if not found:
-            raise LabError(f"apt-get download {name} produced no .deb in {pkgdir}")
-        return found[-1]
-
-    def kernel_tree(self, deb: Path) -> Path:
-        dest = self.root / "kernel" / deb.stem
-        if (dest / ".complete").exists():
-            return dest
-        shutil.rmtree(dest, ignore_errors=True)
-        self.runner.run(["dpkg-deb", "-x", str(deb), str(dest)], timeout=BUILD_TIMEOUT_S)
-        version = kernel_version(dest)
-        self.runner.run(["depmod", "-b", str(dest), version])
-        (dest / ".complete").touch()
-        return dest
-
-    def guest_kernel(self, dom0_kernel_deb: Path) -> Path:
-        """A trimmed Xen PV kernel for tiny guests (everything built in), from
-        Debian's linux-source of the same version as Dom0's kernel."""
-        kdir = self.src / "guest-templates" / "kernel"
-        version = dom0_kernel_deb.stem.split("_")[1]            # e.g. 6.1.192-2
-        series = ".".join(version.split(".")[:2])               # 6.1
-        package = f"linux-source-{series}"
-        srcdir = self.root / "kernel-src"
-        srcdir.mkdir(parents=True, exist_ok=True)
-        debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
-        if not debs:
-            self.progress(f"      downloading {package}={version} (about 140 MB)")
-            self.runner.run(["apt-get", "download", "-q", f"{package}={version}"], cwd=srcdir,
-                            timeout=BUILD_TIMEOUT_S)
-            debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
-            if not debs:
-                raise LabError(f"apt-get download {package}={version} produced no .deb")
-        key = _hash(debs[-1].name, _hash_files(_tree_files(kdir)))
-        target = self.root / f"guest-vmlinuz-{key}"
-        if target.exists():
-            self.progress(f"[4/6] guest kernel: cached ({target.name})")
-            return target
-        self.progress(f"[4/6] guest kernel from {debs[-1].name} (tinyconfig + "
-                      "tiny-pv.config; several minutes on 2 cores)")
-        t = time.monotonic()
-        self.runner.stream([str(kdir / "build-kernel.sh"), str(debs[-1]),
-                            str(kdir / "tiny-pv.config"), str(target)],
-                           lambda line: self.progress("      " + line.rstrip()))
-        self.timings["guest_kernel"] = time.monotonic() - t
-        _record_build_time("guest_kernel", self.timings["guest_kernel"])
-        return target
 
     def dom0_base(self, kernel_root: Path) -> Path:
         key = _hash(SUITE, MIRROR, " ".join(DOM0_PACKAGES), " ".join(DOM0_MODULES),
@@ -384,124 +149,6 @@ class LabBuilder:
             self._pack(rootfs, target)
         self.timings["dom0_base"] = time.monotonic() - t
         _record_build_time("dom0_base", self.timings["dom0_base"])
-        return target
-
-    def tiny_host(self) -> Path:
-        """The tiny-host guest initramfs: busybox, the agent, init (its kernel
-        has every driver built in, so no modules)."""
-        return self.guest_initrd(GUEST_RECIPES["tiny-host"])
-
-    def guest_initrd(self, recipe: GuestRecipe) -> Path:
-        contents = self.guest_contents(recipe)
-        target = self.root / f"{recipe.name}-{contents.key()}.cpio.gz"
-        if target.exists():
-            self.progress(f"[5/6] {recipe.name} guest: cached ({target.name})")
-            return target
-        self.progress(f"[5/6] {recipe.name} guest initramfs")
-        busybox = Path("/bin/busybox")
-        if not busybox.exists():
-            raise LabError("busybox-static is not installed (/bin/busybox missing)")
-        with tempfile.TemporaryDirectory(dir=self.root) as tmp:
-            root = Path(tmp) / "root"
-            for d in ("bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev", "tmp",
-                      "run", "etc/selena", "root", "var/log", "var/run"):
-                (root / d).mkdir(parents=True, exist_ok=True)
-            shutil.copy2(busybox, root / "bin" / "busybox")
-            self.runner.run(["chroot", str(root), "/bin/busybox", "--install", "-s"])
-            contents.install(root)
-            self._pack(root, target)
-        return target
-
-    def guest_contents(self, recipe: GuestRecipe) -> GuestContents:
-        """Gather what the recipe's initramfs holds (building the agent and
-        tools, fetching packages and pip sites as needed)."""
-        agent = self.src / "guest-agent" / "build" / "selena-agent"
-        self._make_optional(self.src / "guest-agent")
-        self._make_optional(self.src / "guest-templates", "tools")
-        tools = self.src / "guest-templates" / "build" / "bin"
-        host_binaries = _host_binaries_with_libs(self.runner, recipe.host_programs)
-        packaged = self._packaged_programs(recipe)
-        if packaged:
-            host_binaries = sorted(set(host_binaries) | set(
-                _shared_libraries(self.runner, [src for src, _ in packaged])))
-        site = self.python_site(recipe) if recipe.requirements else None
-        if recipe.python:
-            # C extensions load libraries too (_ssl: libssl; greenlet: libstdc++).
-            extensions = [p for p in (_python_stdlib_dir() / "lib-dynload").glob("*.so")
-                          if not p.name.startswith(PYTHON_EXTENSIONS_SKIP)]
-            extensions += sorted(site.rglob("*.so")) if site else []
-            host_binaries = sorted(set(host_binaries) | set(
-                _shared_libraries(self.runner, extensions)))
-        return GuestContents(
-            name=recipe.name,
-            shared=self.src / "guest-templates" / "tiny-host",
-            own=self.src / "guest-templates" / recipe.name,
-            agent=agent if agent.exists() else None, tools=_tree_files(tools),
-            host_binaries=host_binaries, host_paths=[Path(p) for p in recipe.host_paths],
-            packaged=packaged,
-            tree_dirs=[(self.src / src, dest) for src, dest in recipe.tree_dirs],
-            python=recipe.python, site=site)
-
-    def _packaged_programs(self, recipe: GuestRecipe) -> list[tuple[Path, Path]]:
-        """(file in an extracted .deb, guest path) of the recipe's packaged programs."""
-        packaged: list[tuple[Path, Path]] = []
-        for package, component, paths in recipe.packaged_programs:
-            unpacked = self.debian_package(package, component)
-            for rel in paths:
-                if not (unpacked / rel).exists():
-                    raise LabError(f"Debian package {package} has no {rel}")
-                packaged.append((unpacked / rel, Path("/") / rel))
-        return packaged
-
-    def debian_package(self, name: str, component: str = "main") -> Path:
-        """A bookworm package unpacked (dpkg-deb -x) under the cache, fetched
-        with a private apt configuration so that components the host does
-        not use (non-free) need no change to the host's apt sources."""
-        apt = self.root / "apt"
-        options = ["-o", f"Dir::Etc::SourceList={apt / 'sources.list'}",
-                   "-o", f"Dir::Etc::SourceParts={apt / 'sources.list.d'}",
-                   "-o", f"Dir::State::Lists={apt / 'lists'}",
-                   "-o", f"Dir::Cache={apt / 'cache'}", "-o", "Debug::NoLocking=1"]
-        pkgdir = apt / "debs"
-        found = sorted(pkgdir.glob(f"{name}_*.deb"))
-        if not found:
-            for sub in ("sources.list.d", "lists/partial", "cache/archives/partial", "debs"):
-                (apt / sub).mkdir(parents=True, exist_ok=True)
-            (apt / "sources.list").write_text(
-                f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {MIRROR} "
-                f"{SUITE} main contrib non-free\n")
-            self.progress(f"      fetching Debian package {name} ({component})")
-            self.runner.run(["apt-get", *options, "update", "-q"], timeout=600)
-            self.runner.run(["apt-get", *options, "download", "-q", name], cwd=pkgdir,
-                            timeout=600)
-            found = sorted(pkgdir.glob(f"{name}_*.deb"))
-            if not found:
-                raise LabError(f"apt-get download {name} produced no .deb in {pkgdir}")
-        dest = apt / "unpacked" / found[-1].stem
-        if not (dest / ".complete").exists():
-            shutil.rmtree(dest, ignore_errors=True)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            self.runner.run(["dpkg-deb", "-x", str(found[-1]), str(dest)])
-            (dest / ".complete").touch()
-        return dest
-
-    def python_site(self, recipe: GuestRecipe) -> Path:
-        """A template's /opt/selena from its build-site.sh (pip packages and
-        its apps), cached by everything in the template's directory."""
-        assert recipe.requirements is not None
-        requirements = self.src / recipe.requirements
-        builder = requirements.parent / "build-site.sh"
-        key = _hash(_hash_files(_tree_files(requirements.parent)), _python_stdlib_fingerprint())
-        target = self.root / f"site-{recipe.name}-{key}"
-        if target.exists():
-            return target
-        self.progress(f"[5/6] {recipe.name}: pip packages ({requirements.name})")
-        partial = target.with_suffix(".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        self.runner.run(["sh", str(builder), str(partial)], timeout=1800)
-        if not (partial / "site-packages").is_dir():
-            raise LabError(f"{builder} did not create {partial / 'site-packages'}")
-        partial.rename(target)
         return target
 
     def dom0_overlay(self, kernel: Path, initrds: dict[str, Path],
@@ -570,22 +217,10 @@ class LabBuilder:
             self._pack(root, target)
         return target
 
-    # -- helpers -------------------------------------------------------------
-
-    def _make_optional(self, directory: Path, *targets: str) -> None:
-        """Build a part that may not exist yet in this tree (agent, tools)."""
-        makefile = directory / "Makefile"
-        if makefile.exists():
-            self.runner.run(["make", "-s", "-C", str(directory), *targets],
-                            timeout=BUILD_TIMEOUT_S)
-
     def _trim(self, rootfs: Path) -> None:
         for sub in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info",
                     "var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(rootfs / sub, ignore_errors=True)
-
-    def _pack(self, rootfs: Path, target: Path) -> None:
-        pack_cpio(self.runner, rootfs, target)
 
     def _concat(self, *parts: Path) -> Path:
         key = _hash(*(p.name for p in parts))
@@ -598,64 +233,3 @@ class LabBuilder:
                         shutil.copyfileobj(src, out, 1 << 20)
             partial.rename(target)
         return target
-
-
-def _shared_libraries(runner: Runner, objects: Iterable[Path]) -> list[Path]:
-    """Every shared library the given ELF objects load (through ldd)."""
-    found: set[Path] = set()
-    for obj in objects:
-        out = runner.run(["ldd", str(obj)], check=False).stdout
-        for line in out.splitlines():
-            match = re.search(r"(/\S+) \(0x", line)
-            if match:
-                found.add(Path(match.group(1)))
-    return sorted(found)
-
-
-def _host_binaries_with_libs(runner: Runner, names: Iterable[str]) -> list[Path]:
-    """Host programs for the guests and every shared library they load
-    (resolved through ldd), as absolute paths."""
-    found: list[Path] = []
-    for name in names:
-        binary = shutil.which(name)
-        if binary is None:
-            raise LabError(f"{name} is not installed on this host (.ci/host-deps installs it)")
-        found.append(Path(binary))
-        out = runner.run(["ldd", binary]).stdout
-        for line in out.splitlines():
-            match = re.search(r"(/\S+) \(0x", line)
-            if match:
-                found.append(Path(match.group(1)))
-    return sorted(set(found))
-
-
-def _python_stdlib_fingerprint() -> str:
-    """Identifies the host's python3 and standard library (names and sizes)."""
-    lib = _python_stdlib_dir()
-    listing = "\n".join(f"{p.relative_to(lib)} {p.stat().st_size}"
-                        for p in _tree_files(lib) if "test" not in p.parts)
-    return _hash(listing, Path(GUEST_PYTHON).resolve().read_bytes())
-
-
-def _python_stdlib_dir() -> Path:
-    lib = Path("/usr/lib/python3.11")
-    if not (lib / "os.py").exists():
-        raise LabError(f"{lib} is missing: the guests' python3 runtime is Debian bookworm's 3.11")
-    return lib
-
-
-def _copy_python_stdlib(root: Path) -> None:
-    lib = _python_stdlib_dir()
-    shutil.copytree(lib, root / lib.relative_to("/"), symlinks=True,
-                    ignore=shutil.ignore_patterns(*PYTHON_STDLIB_SKIP))
-
-
-def _copy_any(src: Path, dest: Path) -> None:
-    if not src.exists():
-        raise LabError(f"{src} is missing on this host (.ci/host-deps installs it)")
-    if src.is_dir():
-        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
-    else:
-        shutil.copy2(src, _mkparent(dest))
-
-

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from selena.cli.args import tdf_arg
 from selena.lab.build import LabBuilder
-from selena.lab.images import scenario_variants
 from selena.lab.qemu import DOM0_MEMORY_MB, QEMU_MEMORY_MB, Lab
 from selena.paths import project_root
+from selena.templates.images import scenario_variants
 
 
 def _progress(msg: str) -> None:

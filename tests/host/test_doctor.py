@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_runner import FakeRunner
 
 import selena.cli.host as cli_host
 from selena.cli import main
@@ -52,7 +53,7 @@ from selena.host.doctor import (
 )
 from selena.model import Topology
 from selena.plan import TEMPLATE_ROOT
-from selena.runner import CommandResult, FakeRunner
+from selena.runner import CommandResult
 from selena.shaping import shaping_commands
 
 ROOT = Path(__file__).resolve().parents[2]

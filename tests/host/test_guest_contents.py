@@ -1,11 +1,11 @@
 """A guest initramfs's cache key covers exactly what the build copies into
-it (selena.lab.build.GuestContents lists each input once)."""
+it (selena.templates.build.GuestContents lists each input once)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from selena.lab.build import GuestContents
+from selena.templates.build import GuestContents
 
 
 def _file(path: Path, text: str) -> Path:

@@ -11,13 +11,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fake_runner import FakeRunner
 
 from selena.backends.xl import XlBackend
 from selena.errors import HostNotReady
 from selena.experiment import Experiment
 from selena.host.doctor import NOT_DOM0_MESSAGE
 from selena.model import Topology
-from selena.runner import FakeRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 CREATES = ("xl create", "ovs-vsctl add-br", "ip link add")

@@ -4,11 +4,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fake_runner import FakeRunner
 
 from selena.errors import LabError
 from selena.lab.build import LabArtefacts
 from selena.lab.qemu import Lab, command_script, qemu_argv
-from selena.runner import FakeRunner
 
 ART = LabArtefacts(Path("/c/xen"), Path("/c/vmlinuz"), Path("/c/dom0.cpio.gz"),
                    Path("/c/tiny.cpio.gz"), {})
@@ -135,7 +135,7 @@ def test_second_lab_waits_for_the_first(tmp_path, monkeypatch):
 
 
 def test_cache_keys_do_not_depend_on_where_the_tree_is_cloned(tmp_path, monkeypatch):
-    from selena.lab import artefacts as build
+    from selena.templates import artefacts as build
 
     # A file outside the tree (a host binary) between the two clones' paths.
     host = tmp_path / "m" / "usr-bin-tool"

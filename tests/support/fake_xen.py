@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fake_runner import FakeRunner
 from fake_xenstored import FakeXenstored
 
 from selena.control.xenstore import XenstoreConnection
-from selena.runner import CommandResult, FakeRunner
+from selena.runner import CommandResult
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "guest-agent" / "build" / "selena-agent"
