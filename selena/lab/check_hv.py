@@ -18,8 +18,16 @@
   at boot) counts the ticks of the default 10 ms PV periodic timer at TDF 10:
   they come 10 ms of guest time apart, so 100 ms of real time apart.
 - privilege: the hardware domain (Dom0) cannot be dilated or frozen.
+- restore: the restore path's pseudo MSRs (factor, virtual time), written
+  with XEN_DOMCTL_set_vcpu_msrs as libxc's restore writes them
+  (xen-patches/tests/tdf_restore.c, built on the host by `make -C xen-patches
+  tdfrestore`), are taken by a domain that has never run (restored flag,
+  that factor, virtual time held at that value) and refused for the same
+  domain once running (EBUSY; EPERM under an XSM policy without the TDF
+  permission) and for Dom0, whose virtual time then keeps running as
+  before: same factor, not frozen, advancing at 1/TDF of real time.
 
-Run in Dom0: python3 -m selena.lab.check_hv [freeze] [save] [ticker] [privilege]
+Run in Dom0: python3 -m selena.lab.check_hv [freeze] [save] [ticker] [privilege] [restore]
 """
 
 from __future__ import annotations
@@ -49,6 +57,12 @@ TICK_TDF = 10.0
 TICK_VIRTUAL_NS = 10_000_000  # Xen's default PV periodic timer
 TICK_TOLERANCE = 0.15
 TICKGUEST = Path("xen-patches/build/tickguest")   # relative to the shared tree
+TDF_RESTORE = Path("xen-patches/build/tdf-restore")  # likewise
+RESTORE_TDF = 5.0            # set at creation, replaced by the accepted restore
+RESTORE_MILLI = 2000         # the accepted restore's factor (TDF 2)
+RESTORE_VIRT_NS = 7_000_000_000  # and virtual time
+RESTORE_RUN_S = 2.0          # real seconds the refused domain is watched
+RESTORE_SLACK_NS = 1_000     # rounding of the hypervisor's own virtual time
 
 
 class CheckError(Exception):
@@ -271,8 +285,75 @@ def check_privilege() -> list[str]:
     return failures
 
 
+def _tdf_restore(domid: str, milli: int, virt_ns: int) -> str:
+    """Write the pseudo MSRs to vCPU 0 of domid: "ok" or "errno N NAME"."""
+    return sh(str(TDF_RESTORE.resolve()), domid, str(milli), str(virt_ns)).strip()
+
+
+def _runs_on(name: str, before: dict[str, str], after: dict[str, str],
+             milli: int) -> list[str]:
+    """Failures unless virtual time ran from `before` to `after` at 1000/milli."""
+    real = int(after["real_ns"]) - int(before["real_ns"])
+    virt = int(after["virtual_ns"]) - int(before["virtual_ns"])
+    want = real * 1000 // milli
+    print(f"restore {name}: virtual time advanced {virt} ns in {real} ns of real time "
+          f"(expected {want} ns), tdf {after['tdf']}, frozen {after['frozen']}, "
+          f"restored {after['restored']}")
+    failures = []
+    if real <= 0 or abs(virt - want) > RESTORE_SLACK_NS:
+        failures.append(f"{name}: virtual time advanced {virt} ns in {real} ns of real "
+                        f"time, expected {want} ns")
+    if after["tdf"] != before["tdf"] or after["frozen"] != "no" or after["restored"] != "no":
+        failures.append(f"{name}: tdf/frozen/restored {before['tdf']}/{before['frozen']}/"
+                        f"{before['restored']} became {after['tdf']}/{after['frozen']}/"
+                        f"{after['restored']}")
+    return failures
+
+
+def check_restore() -> list[str]:
+    tool = TDF_RESTORE.resolve()
+    if not tool.exists():
+        return [f"{tool} is missing: run make -C xen-patches tdfrestore on the host"]
+    failures: list[str] = []
+    name = "selena-restore"
+    domid = create_paused(name, tiny_guest_config(name, ""), RESTORE_TDF)
+    try:
+        # Never run yet: what the toolstack's restore does is taken.
+        out = _tdf_restore(domid, RESTORE_MILLI, RESTORE_VIRT_NS)
+        held = status(domid)
+        print(f"restore: never-run domain -> {out}; tdf {held['tdf']}, restored "
+              f"{held['restored']}, virtual_ns {held['virtual_ns']}")
+        if out != "ok" or held["tdf"] != f"{RESTORE_MILLI / 1000:g}" \
+                or held["restored"] != "yes" or int(held["virtual_ns"]) != RESTORE_VIRT_NS:
+            failures.append(f"never-run domain: restore -> {out}, status {held}")
+        sh("xl", "unpause", name)
+        time.sleep(0.5)
+        # Running: the same write, TDF 1 and virtual time back to 1 ns, refused.
+        before = status(domid)
+        out = _tdf_restore(domid, 1000, 1)
+        after = status(domid)
+        time.sleep(RESTORE_RUN_S)
+        later = status(domid)
+        print(f"restore: running domain -> {out}")
+        if not re.fullmatch(r"errno \d+ (EBUSY|EPERM)", out):
+            failures.append(f"running domain: restore -> {out!r}, expected EBUSY or EPERM")
+        failures += _runs_on("running domain", before, after, RESTORE_MILLI)
+        failures += _runs_on("running domain", after, later, RESTORE_MILLI)
+        # Dom0 (the caller, the hardware domain): refused, its time untouched.
+        before = status("0")
+        out = _tdf_restore("0", 2000, 1)
+        after = status("0")
+        print(f"restore: Dom0 -> {out}")
+        if not out.startswith("errno "):
+            failures.append(f"Dom0: restore -> {out!r}, expected a refusal")
+        failures += _runs_on("Dom0", before, after, 1000)
+    finally:
+        try_sh("xl", "destroy", name)
+    return failures
+
+
 CHECKS = {"freeze": check_freeze, "save": check_save_restore, "ticker": check_ticker,
-          "privilege": check_privilege}
+          "privilege": check_privilege, "restore": check_restore}
 
 
 def main(argv: list[str] | None = None) -> int:

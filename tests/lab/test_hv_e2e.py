@@ -1,6 +1,7 @@
 """End to end in the lab: the hypervisor's dilation under run-time changes,
-on two vCPUs with the native-TSC pvclock path, freeze/thaw, save/restore and
-privilege, in one job of the shared lab boot (see selena/lab/check_clock.py and check_hv.py)."""
+on two vCPUs with the native-TSC pvclock path, freeze/thaw, save/restore,
+privilege and the restore path's refusal for a running domain, in one job of
+the shared lab boot (see selena/lab/check_clock.py and check_hv.py)."""
 
 import re
 import subprocess
@@ -16,10 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def result(lab):
-    subprocess.run(["make", "-s", "-C", str(ROOT / "xen-patches"), "tickguest"], check=True)
+    subprocess.run(["make", "-s", "-C", str(ROOT / "xen-patches"), "tickguest", "tdfrestore"],
+                   check=True)
     script = ("python3 -m selena.lab.check_clock --tdf 2.5 --vcpus 2 --tsc native "
               "--change-to 1,8; echo check-clock-rc=$?; "
-              "python3 -m selena.lab.check_hv freeze save ticker privilege; "
+              "python3 -m selena.lab.check_hv freeze save ticker privilege restore; "
               "echo check-hv-rc=$?")
     return lab.run(["sh", "-c", script], timeout=900)
 
@@ -76,3 +78,21 @@ def test_dom0_cannot_be_dilated_or_frozen(result):
     out = result.output
     assert re.search(r"privilege: selena-tdf set 0 2 -> rc 1: .*keep real time", out)
     assert re.search(r"privilege: selena-tdf freeze 0 -> rc 1: .*keep real time", out)
+
+
+def test_restore_path_only_for_a_domain_that_never_ran(result):
+    out = result.output
+    # The control: a domain not yet unpaused takes the pseudo MSRs as xl restore writes them.
+    assert re.search(r"restore: never-run domain -> ok; tdf 2, restored yes, "
+                     r"virtual_ns 7000000000$", out, re.M), out
+    # Running, the same write (TDF 1, virtual time 1 ns) is refused and changes nothing.
+    assert re.search(r"restore: running domain -> errno \d+ (EBUSY|EPERM)$", out, re.M), out
+    runs = re.findall(r"restore running domain: virtual time advanced (\d+) ns in (\d+) ns of "
+                      r"real time \(expected (\d+) ns\), tdf (\S+), frozen (\w+), "
+                      r"restored (\w+)", out)
+    assert len(runs) == 2, out
+    for virt, real, want, tdf, frozen, restored in runs:
+        assert abs(int(virt) - int(want)) <= 1000 and int(want) == int(real) // 2
+        assert (tdf, frozen, restored) == ("2", "no", "no")
+    assert re.search(r"restore: Dom0 -> errno \d+ \w+$", out, re.M), out
+    assert "check-hv-rc=0" in out
