@@ -59,12 +59,14 @@ def build(delays=DEFAULT_DELAYS, change="at"):
 
 
 def split_rtts(text, start, change, interval=PING_INTERVAL_S, margin=MARGIN_S):
-    """ping's replies (iputils: icmp_seq from 1, one sent every `interval`
-    virtual seconds from `start`) as round trips sent before and after the
-    virtual instant `change`, leaving out those within `margin` of it."""
+    """ping's replies (busybox's seq from 0, as the guests have it, or
+    iputils' icmp_seq from 1; one sent every `interval` virtual seconds from
+    `start`) as round trips sent before and after the virtual instant
+    `change`, leaving out those within `margin` of it."""
     before, after = [], []
-    for seq, rtt in re.findall(r"icmp_seq=(\d+) ttl=\d+ time=([\d.]+) ms", text):
-        sent = start + (int(seq) - 1) * interval
+    for name, seq, rtt in re.findall(r"(icmp_seq|seq)=(\d+) ttl=\d+ time=([\d.]+) ms", text):
+        first = 1 if name == "icmp_seq" else 0
+        sent = start + (int(seq) - first) * interval
         if sent <= change - margin:
             before.append(float(rtt))
         elif sent >= change + margin:

@@ -23,6 +23,22 @@ def test_replies_are_split_at_the_change_leaving_out_those_near_it():
     assert after == [121.1, 121.4]           # 10.8, 11.0 (10.6 is too near)
 
 
+# The guests' ping (busybox, as in tools-host): seq from 0.
+BUSYBOX_PING = """PING 10.0.0.2 (10.0.0.2): 56 data bytes
+64 bytes from 10.0.0.2: seq=0 ttl=64 time=61.2 ms
+64 bytes from 10.0.0.2: seq=1 ttl=64 time=60.9 ms
+64 bytes from 10.0.0.2: seq=2 ttl=64 time=61.0 ms
+64 bytes from 10.0.0.2: seq=3 ttl=64 time=121.3 ms
+64 bytes from 10.0.0.2: seq=4 ttl=64 time=121.1 ms
+64 bytes from 10.0.0.2: seq=5 ttl=64 time=121.4 ms
+"""
+
+
+def test_busybox_replies_count_their_sequence_from_zero():
+    before, after = link_change.split_rtts(BUSYBOX_PING, start=10.0, change=10.5, margin=0.25)
+    assert before == [61.2, 60.9] and after == [121.1, 121.4]
+
+
 def test_the_topology_starts_at_the_first_delay_at_tdf_10():
     topo = link_change.build()
     assert topo.tdf == 10 and topo.links[0].delay_s == 0.03
