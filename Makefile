@@ -47,7 +47,14 @@ plan-snapshots: deps
 # the C checks of xen-patches, and the end-to-end lab tests.
 test: deps lint
 	$(SELENA) lab build
-	$(VENV)/bin/pytest -v --durations=30
+	$(VENV)/bin/pytest -v --durations=30 -m 'not scale'
+
+# Lab tests that deploy tens of guests (a switch of 40 ports): long, so
+# outside make test, like the reproductions.
+.PHONY: test-scale
+test-scale: deps
+	$(SELENA) lab build
+	$(VENV)/bin/pytest -v -m scale
 
 demo: deps
 	$(SELENA) lab build

@@ -8,7 +8,13 @@ nothing is left in Dom0 afterwards.
 Lab time, estimated (not yet measured): deploying 41 guests 4 at a time
 about 2-3 min (bench-deploy: about 2.7 s per tiny guest), the switch's 40
 ports some 30 s, pingall's 1560 pings (each host's 39 in one command, the
-hosts side by side), teardown about 1 min."""
+hosts side by side), teardown about 1 min.
+
+In the lab (QEMU's software CPU) this deploy has not passed yet: creating
+the 40-vif switch guest beside the hosts (four creates at a time), one of
+its vif-openvswitch hotplug scripts outlives libxl's hotplug timeout
+("killing execution of /etc/xen/scripts/vif-openvswitch online because of
+timeout") and the deploy is rolled back cleanly (nothing left)."""
 
 import json
 
@@ -17,7 +23,8 @@ import pytest
 
 from selena.paths import project_root
 
-pytestmark = pytest.mark.lab
+# Outside make test (make test-scale): 41 guests are a long deploy in the lab.
+pytestmark = [pytest.mark.lab, pytest.mark.scale]
 
 OUT = lab_results.out("test-ports")
 
