@@ -548,17 +548,8 @@ class XlBackend(Backend):
 
         workers = min(self.parallel, len(plan.guests)) or 1
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deploy")
-        # A guest with many vifs runs one hotplug script per vif, each within
-        # libxl's hotplug timeout: created alone first, not beside others (a
-        # 40-port switch created beside four hosts had one outlive it in the lab).
-        alone = [g for g in plan.guests if len(g.vifs) > ALONE_VIFS]
-        together = [g for g in plan.guests if len(g.vifs) <= ALONE_VIFS]
         try:
-            futures: list[Future[None]] = []
-            for guest in alone:
-                futures.append(pool.submit(one, guest))
-                futures[-1].result()
-            futures += [pool.submit(one, g) for g in together]
+            futures: list[Future[None]] = [pool.submit(one, g) for g in plan.guests]
             finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((e for f in finished if (e := f.exception()) is not None), None)
             if failed is not None:
@@ -1612,10 +1603,6 @@ class _Script:
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
-
-
-# Guests with more vifs than this are created one at a time, before the rest.
-ALONE_VIFS = 8
 
 
 def _end_key(node: str, index: int) -> str:
