@@ -11,10 +11,13 @@ ports some 30 s, pingall's 1560 pings (each host's 39 in one command, the
 hosts side by side), teardown about 1 min.
 
 In the lab (QEMU's software CPU) this deploy has not passed yet: creating
-the 40-vif switch guest beside the hosts (four creates at a time), one of
-its vif-openvswitch hotplug scripts outlives libxl's hotplug timeout
-("killing execution of /etc/xen/scripts/vif-openvswitch online because of
-timeout") and the deploy is rolled back cleanly (nothing left)."""
+the 40-vif switch guest, one of its vif-openvswitch hotplug scripts outlives
+libxl's hotplug timeout ("killing execution of /etc/xen/scripts/
+vif-openvswitch online because of timeout"), also when the switch is created
+alone (libxl runs a domain's vif scripts side by side, each an ovs-vsctl
+add-port that waits for ovs-vswitchd), and the deploy is rolled back cleanly
+(nothing left). Next: a hotplug script that does not wait for ovs-vswitchd,
+or the vifs attached in batches after the create."""
 
 import json
 
