@@ -27,24 +27,12 @@ def ovs():
     if shutil.which("unshare") is None or shutil.which("ovs-vswitchd") is None:
         pytest.fail("needs unshare and Open vSwitch (.ci/host-deps installs them)")
     sandbox = OvsSandbox(Path(tempfile.mkdtemp(prefix="selena-ovs-ports-")))
-    d = sandbox.dir
     try:
-        sandbox.run("ovsdb-tool", "create", f"{d}/conf.db",
-                    "/usr/share/openvswitch/vswitch.ovsschema")
-        sandbox.run("ovsdb-server", f"{d}/conf.db", f"--remote=punix:{d}/db.sock",
-                    f"--unixctl={d}/ovsdb.ctl", f"--pidfile={d}/ovsdb.pid", "--detach",
-                    f"--log-file={d}/ovsdb.log")
-        sandbox.pids.append(int((d / "ovsdb.pid").read_text()))
-        sandbox.vsctl("--no-wait", "init")
         # override: the guest's system datapath and its ports become dummies.
-        sandbox.run("ovs-vswitchd", f"unix:{d}/db.sock", "--enable-dummy=override",
-                    f"--unixctl={d}/vswitchd.ctl", f"--pidfile={d}/vswitchd.pid", "--detach",
-                    f"--log-file={d}/vswitchd.log")
-        sandbox.pids.append(int((d / "vswitchd.pid").read_text()))
-        yield sandbox
+        yield sandbox.start_daemons(dummy="--enable-dummy=override")
     finally:
         sandbox.stop()
-        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(sandbox.dir, ignore_errors=True)
 
 
 def run_in_guest(ovs: OvsSandbox, setup: SwitchSetup, scripts: list[str],

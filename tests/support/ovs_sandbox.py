@@ -40,7 +40,10 @@ class OvsSandbox:
     def ofctl(self, *args: str) -> str:
         return self.run("ovs-ofctl", "-O", "OpenFlow13", *args)
 
-    def start(self) -> OvsSandbox:
+    def start_daemons(self, dummy: str = "--enable-dummy") -> OvsSandbox:
+        """ovsdb-server and ovs-vswitchd of this sandbox, no bridge yet;
+        `dummy` is vswitchd's --enable-dummy option (=override: the system
+        datapath and its ports become dummies too)."""
         if not SCHEMA.exists():
             raise RuntimeError("Open vSwitch is not installed (.ci/host-deps installs it)")
         d = self.dir
@@ -50,10 +53,15 @@ class OvsSandbox:
                  f"--log-file={d}/ovsdb.log")
         self.pids.append(int((d / "ovsdb.pid").read_text()))
         self.vsctl("--no-wait", "init")
-        self.run("ovs-vswitchd", f"unix:{d}/db.sock", "--enable-dummy",
+        self.run("ovs-vswitchd", f"unix:{d}/db.sock", dummy,
                  f"--unixctl={d}/vswitchd.ctl", f"--pidfile={d}/vswitchd.pid", "--detach",
                  f"--log-file={d}/vswitchd.log")
         self.pids.append(int((d / "vswitchd.pid").read_text()))
+        return self
+
+    def start(self) -> OvsSandbox:
+        """The daemons and br0, a secure-mode netdev bridge with dummy ports p1, p2."""
+        self.start_daemons()
         self.vsctl("add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev",
                    "protocols=OpenFlow10,OpenFlow13", "fail-mode=secure",
                    "other-config:disable-in-band=true",
