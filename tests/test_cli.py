@@ -9,20 +9,11 @@ import signal
 from pathlib import Path
 
 import pytest
+from cli_main import run_cli
 
 from selena.backends.xl import XlBackend
-from selena.cli import main
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:          # argparse errors
-        rc = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def test_validate_paper_listing(capsys):

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_main import run_cli
 
 from selena.backends.xl import XlBackend
-from selena.cli import main
 from selena.errors import ArgumentError, ExperimentError, ScenarioError
 from selena.loader import load_scenario
 from selena.mininet import Mininet, SingleSwitchTopo, TCLink, Topo
@@ -28,15 +28,6 @@ from selena.session import PingAll
 
 DATA = Path(__file__).parent / "data" / "mininet"
 TWO_SWITCH = DATA / "topo-2sw-2host.py"
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def custom(tmp_path: Path, body: str, name: str = "custom.py") -> str:
@@ -397,8 +388,9 @@ class FakeSession:
     def __init__(self):
         self.calls = []
 
-    def pingall(self, timeout):
-        self.calls.append(("pingall", timeout))
+    def pingall(self, timeout, hosts=None):
+        self.calls.append(("pingall", timeout) if hosts is None
+                          else ("pingall", timeout, sorted(hosts)))
         return PingAll([("h1", "h2", True), ("h2", "h1", False)])
 
     def iperf(self, client, server, seconds):
@@ -407,6 +399,13 @@ class FakeSession:
 
     def link(self, a, b, up):
         self.calls.append(("link", a, b, up))
+
+
+def test_ping_of_some_hosts_asks_the_session_to_ping_only_among_them():
+    net = Mininet(topo=Pair(), templates=None)
+    net.session = FakeSession()
+    net.ping([net["h1"], net["h2"]], timeout=2)
+    assert net.session.calls == [("pingall", 2.0, ["h1", "h2"])]
 
 
 def test_ping_all_and_iperf_print_and_return_as_mininet(capsys):

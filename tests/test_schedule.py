@@ -11,11 +11,11 @@ import threading
 import time
 
 import pytest
+from cli_main import run_cli as cli
 from fake_runner import FakeRunner
 from fake_session import running
 
 from selena.backends.xl import DeployState, XlBackend, shaping_spec
-from selena.cli import main
 from selena.cli.interactive import Prompt
 from selena.engine import Engine, VirtualClock
 from selena.errors import BackendError, ExperimentError, ScenarioError
@@ -328,14 +328,6 @@ def test_xl_a_link_whose_vifs_are_unknown_is_refused(tmp_path):
 
 
 # -- selena validate / plan / run --events -------------------------------------------
-
-def cli(capsys, *argv):
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def test_validate_and_plan_check_the_events_file(capsys, tmp_path):
