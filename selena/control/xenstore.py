@@ -299,6 +299,21 @@ class XenstoreConnection:
             except OSError as exc:
                 raise ControlError(f"xenstore: sending deferred requests: {exc}") from None
 
+    def _check_sendable(self, requests: Sequence[tuple[int, str, str, bytes]]) -> None:
+        """Refuse, before anything is sent, what could never be answered."""
+        if getattr(self._in_callback, "active", False):
+            raise ControlError("a Xenstore request from a watch callback would deadlock")
+        for _type, op, path, payload in requests:
+            if len(payload) > PAYLOAD_MAX:
+                raise XenstoreError("E2BIG", op, path)
+
+    def _register(self, xs_type: int, payload: bytes, pending: _Pending) -> tuple[int, bytes]:
+        """A new request id for `pending` and the request's frame (holding _lock)."""
+        req_id = self._next_id
+        self._next_id = (self._next_id % 0xFFFFFFF0) + 1
+        self._pending[req_id] = pending
+        return req_id, HEADER.pack(xs_type, req_id, 0, len(payload)) + payload
+
     def _take_queued(self) -> list[bytes]:
         # Holding _lock.
         frames, self._queued, self._queued_since = self._queued, [], None
@@ -307,21 +322,15 @@ class XenstoreConnection:
     def _send_nowait(self, requests: Sequence[tuple[int, str, str, bytes]],
                      on_reply: ReplyCallback, defer: bool = False) -> None:
         """Every request in one send; their replies go to `on_reply`."""
-        if getattr(self._in_callback, "active", False):
-            raise ControlError("a Xenstore request from a watch callback would deadlock")
-        for _type, op, path, payload in requests:
-            if len(payload) > PAYLOAD_MAX:
-                raise XenstoreError("E2BIG", op, path)
+        self._check_sendable(requests)
         frames, ids = [], []
         with self._lock:
             if self._error:
                 raise ControlError(f"xenstore connection lost: {self._error}")
             for xs_type, op, path, payload in requests:
-                req_id = self._next_id
-                self._next_id = (self._next_id % 0xFFFFFFF0) + 1
-                self._pending[req_id] = _Pending(on_reply, op, path)
+                req_id, frame = self._register(xs_type, payload, _Pending(on_reply, op, path))
                 ids.append(req_id)
-                frames.append(HEADER.pack(xs_type, req_id, 0, len(payload)) + payload)
+                frames.append(frame)
             if defer and len(self._queued) + len(frames) <= QUEUE_MAX:
                 self._queued += frames
                 if self._queued_since is None:
@@ -354,11 +363,7 @@ class XenstoreConnection:
         connection's requests in order; an error with code `tolerate` is
         returned in its place, any other is raised once all replies are in
         (so no reply is left to arrive for a request nobody waits on)."""
-        if getattr(self._in_callback, "active", False):
-            raise ControlError("a Xenstore request from a watch callback would deadlock")
-        for _type, op, path, payload in requests:
-            if len(payload) > PAYLOAD_MAX:
-                raise XenstoreError("E2BIG", op, path)
+        self._check_sendable(requests)
         sent: list[tuple[int, _Pending, str, str]] = []
         with self._lock:
             if self._error:
@@ -366,11 +371,9 @@ class XenstoreConnection:
             frames = self._take_queued()        # deferred requests ride along
             for xs_type, op, path, payload in requests:
                 pending = _Pending()
-                req_id = self._next_id
-                self._next_id = (self._next_id % 0xFFFFFFF0) + 1
-                self._pending[req_id] = pending
+                req_id, frame = self._register(xs_type, payload, pending)
                 sent.append((req_id, pending, op, path))
-                frames.append(HEADER.pack(xs_type, req_id, 0, len(payload)) + payload)
+                frames.append(frame)
         try:
             try:
                 with self._send_lock:
