@@ -101,6 +101,14 @@ def test_pingall_pings_every_ordered_host_pair_once_one_command_per_host_side_by
     assert "ping -c 1 -W 3 $ip" in exp.engine.commands[-1][1]
 
 
+def test_pingall_among_some_hosts_pings_only_between_them():
+    exp = running(single(3), answering())
+    result = Session(exp).pingall(hosts={"h1", "h3"})
+    assert [(node, command.split(";")[0]) for node, command, _ in exp.engine.commands] == [
+        ("h1", "start for ip in 10.0.0.3"), ("h3", "start for ip in 10.0.0.1")]
+    assert result.lines() == ["h1 -> h3", "h3 -> h1"]
+
+
 def test_pingall_counts_a_host_whose_command_printed_nothing_as_answering_none():
     exp = running(single(2), lambda node, command: (0, "") if node == "h1"
                   else (0, pingall_answer(command) or ""))

@@ -288,12 +288,8 @@ class Mininet:
     def ping(self, hosts: list[NodeHandle] | None = None, timeout: float | None = None) -> float:
         self._started("pingAll")
         output("*** Ping: testing ping reachability\n")
-        result = self.session.pingall(timeout=1.0 if timeout is None else float(timeout))
-        if hosts is not None:
-            names = {str(h) for h in hosts}
-            from selena.session import PingAll
-
-            result = PingAll([p for p in result.pairs if p[0] in names and p[1] in names])
+        result = self.session.pingall(timeout=1.0 if timeout is None else float(timeout),
+                                      hosts=None if hosts is None else {str(h) for h in hosts})
         for line in result.lines():
             output(line + " \n")
         output(result.results_line() + "\n")
