@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -170,7 +171,15 @@ def build_times_file() -> Path:
     return cache_dir() / "lab" / "build-times.json"
 
 
+_build_times_lock = threading.Lock()
+
+
 def _record_build_time(step: str, seconds: float) -> None:
+    with _build_times_lock:         # steps may finish side by side
+        _write_build_time(step, seconds)
+
+
+def _write_build_time(step: str, seconds: float) -> None:
     path = build_times_file()
     times = json.loads(path.read_text()) if path.exists() else {}
     times[step] = round(seconds, 1)

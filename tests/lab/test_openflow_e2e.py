@@ -1,13 +1,19 @@
 """End to end in the lab: Open vSwitch switch guests, standalone and under an
 OpenFlow controller with the switch model on the channel (issue 6).
 
-The second test is a short run of Figure 11's setup (scenarios/
-switch_model_fct.py): 8 virtual seconds of 1 MB flows per profile at TDF 10.
-With Open vSwitch's own control plane (`ideal`) no flow waits for a SYN
-retransmission; with the Pica8 profile's 50 packet_in/s budget some SYNs (or
-SYN-ACKs) are dropped, and those flows complete whole seconds later: Linux
-retransmits a SYN after 1 s and 3 s, a SYN-ACK 1 s after each attempt, so a
-flow that lost one or two handshake packets waits 1, 2 or 3 s."""
+The third test is a short, overloaded run of Figure 11's setup (scenarios/
+switch_model_fct.py): 2 virtual seconds of 100 kB flows at 40 flows/s per
+profile, TDF 10. With Open vSwitch's own control plane (`ideal`) no flow
+waits for a SYN retransmission; the Pica8 profile's budget of 50 packet_in/s
+(a burst of 5) cannot carry the 80 packet_ins/s of 40 new connections (a SYN
+and a SYN-ACK each), so many handshakes lose a packet and those flows
+complete whole seconds later: Linux retransmits a SYN after 1 s and 3 s, a
+SYN-ACK 1 s after each attempt. The load is chosen so the verdict is not a
+matter of luck: at Figure 11's own 10 flows/s, a simulation of the token
+bucket over Poisson arrivals gives a short run no slow flow at all in more
+than one run in twenty; at 40 flows/s about 60% of the flows are slow, and
+fewer than 30% in under one run in a thousand. The paper's load, 30 s per
+profile, is `make reproduce-fct` (outside `make test`)."""
 
 import json
 import re
@@ -61,10 +67,10 @@ def test_static_flows_forward_around_a_ring_of_switches_without_flooding(lab):
     assert packets["10.0.0.1"] == packets["10.0.0.2"] == 0, dump
 
 
-def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_some(lab, tmp_path):
+def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_many(lab, tmp_path):
     out = f"{OUT}-fct"
-    script = (f"rm -rf {out}; SELENA_FCT_DURATION=8 selena run "
-              f"scenarios/switch_model_fct.py --tdf {TDF} --out {out}")
+    script = (f"rm -rf {out}; SELENA_FCT_DURATION=2 SELENA_FCT_RATE=40 SELENA_FCT_SIZE=100000 "
+              f"selena run scenarios/switch_model_fct.py --tdf {TDF} --out {out}")
     result = lab.run(["sh", "-c", script], timeout=1200)
     assert result.returncode == 0, result.output
     assert "switch s1: 2 ports, switch model ideal" in result.output, result.output
@@ -73,18 +79,19 @@ def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_some(la
     records = {p: parse_flowgen_csv((bundle / f"fct-{p}.csv").read_text(), source=p)
                for p in ("ideal", "pica8-p3290")}
     for profile, flows in records.items():
-        # 8 s at 10 flows/s; every flow completed within flowgen's timeout.
-        assert len(flows) >= 48, f"{profile}: only {len(flows)} flows"
+        # 2 s at 40 flows/s from flowgen's fixed seed; every flow completed
+        # within flowgen's timeout.
+        assert len(flows) >= 50, f"{profile}: only {len(flows)} flows"
         assert all(f.ok for f in flows), [f for f in flows if not f.ok]
     ideal = [f.fct_s for f in records["ideal"]]
     pica8 = [f.fct_s for f in records["pica8-p3290"]]
-    # Open vSwitch's control plane drops no handshake packet; one flow in 50
-    # is left to the lab itself (a CI run once had one 2.1 s flow in ~100).
+    # Open vSwitch's control plane drops no handshake packet; a few flows in
+    # a hundred are left to the lab itself (a CI run once had one 2.1 s flow
+    # in ~100 at a quarter of this load).
     ideal_slow = [x for x in ideal if x > 1.0]
-    assert len(ideal_slow) <= 0.02 * len(ideal), f"ideal: slow flows {ideal_slow}"
+    assert len(ideal_slow) <= 0.05 * len(ideal), f"ideal: slow flows {ideal_slow}"
     slow = [x for x in pica8 if x > 1.0]
-    assert len(slow) >= 0.02 * len(pica8), f"pica8: {len(slow)} of {len(pica8)} flows > 1 s"
-    assert len(slow) > len(ideal_slow), (slow, ideal_slow)
+    assert len(slow) >= 0.30 * len(pica8), f"pica8: {len(slow)} of {len(pica8)} flows > 1 s"
     # The slow flows sit on the retransmission steps: each lies within the
     # ideal profile's slowest handshake-clean flow (plus a margin) after a step.
     reach = max(x for x in ideal if x <= 1.0) + 0.25

@@ -1,0 +1,64 @@
+"""The lab build compiles the guest kernel beside the Dom0 base and the
+debian images (CPU work beside downloads and disk writes), and still waits
+for it before the overlay that carries it."""
+
+import threading
+from pathlib import Path
+
+from selena.lab.build import LabBuilder
+
+
+class StepsOnly(LabBuilder):
+    """Every step replaced by a record of when it ran; the guest kernel
+    finishes only once the debian images have started, which a sequential
+    build would never let it do."""
+
+    def __init__(self, root: Path):
+        super().__init__(root=root)
+        self.events: list[str] = []
+        self.debian_started = threading.Event()
+        self.kernel_root = root / "kernel-root"
+        (self.kernel_root / "boot").mkdir(parents=True)
+        (self.kernel_root / "boot" / "vmlinuz-6.1").write_text("")
+
+    def hypervisor(self) -> Path:
+        self.events.append("xen")
+        return self.root / "xen"
+
+    def kernel_package(self) -> Path:
+        return self.root / "linux-image.deb"
+
+    def kernel_tree(self, deb: Path) -> Path:
+        return self.kernel_root
+
+    def dom0_base(self, kernel_root: Path) -> Path:
+        self.events.append("dom0 base")
+        return self.root / "base.cpio.gz"
+
+    def guest_kernel(self, dom0_kernel_deb: Path) -> Path:
+        overlapped = self.debian_started.wait(timeout=10)
+        self.events.append(f"guest kernel done, overlapped={overlapped}")
+        return self.root / "guest-vmlinuz"
+
+    def guest_initrd(self, recipe):  # type: ignore[no-untyped-def]
+        return self.root / f"{recipe.name}.cpio.gz"
+
+    def debian_templates(self, kernel_root, variants=()):  # type: ignore[no-untyped-def]
+        self.events.append("debian")
+        self.debian_started.set()
+        return {}
+
+    def dom0_overlay(self, kernel, initrds, disk_templates=None):  # type: ignore[no-untyped-def]
+        self.events.append(f"overlay with {kernel.name}")
+        return self.root / "overlay.cpio.gz"
+
+    def _concat(self, *parts: Path) -> Path:
+        return self.root / "initrd.cpio.gz"
+
+
+def test_the_guest_kernel_builds_beside_the_images_and_before_the_overlay(tmp_path):
+    builder = StepsOnly(tmp_path)
+    builder.build()
+    assert "guest kernel done, overlapped=True" in builder.events, builder.events
+    assert builder.events[-1] == "overlay with guest-vmlinuz", builder.events
+    assert builder.events.index("guest kernel done, overlapped=True") < len(builder.events) - 1
