@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Callable, Sequence
 
 import lab_results
+import lab_stats
 import pytest
 
 from selena.lab.images import scenario_variants
@@ -34,6 +35,7 @@ class SharedLab:
             session = self.lab.session()
             session.__enter__()
             self.session = session
+            lab_stats.set_boot_id(session.run_id)     # the values measured in this boot
         return self.session.run(command, tdf=tdf, timeout=timeout, on_output=on_output)
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ import statistics
 import lab_results
 import pytest
 from bundles import node_outputs
+from lab_stats import check
 
 from selena.paths import project_root
 
@@ -35,13 +36,15 @@ def test_mininet_runs_the_link_scenario_in_real_time(lab):
     assert len(rtts) == 20
     # TCLink puts the delay on each end's egress: a round trip adds it twice,
     # never less (real time can only add to it).
-    assert 2 * DELAY_MS * 0.99 <= statistics.median(rtts) <= 2 * DELAY_MS * 1.5, rtts
+    check("baseline.mininet.rtt_median_ms", statistics.median(rtts), low=2 * DELAY_MS * 0.99,
+          high=2 * DELAY_MS * 1.5, unit=" ms", samples=rtts)
     tcp, udp = [json.loads(out)["end"] for info, out in h1
                 if info["command"].startswith("iperf3")]
     # htb caps the rate (Mbit/s, not bit/s or MB/s); under emulation it may fall short.
     for name, got in (("tcp", tcp), ("udp", udp)):
         mbit = got["sum_received"]["bits_per_second"] / 1e6
-        assert 0.3 * RATE_MBIT <= mbit <= 1.03 * RATE_MBIT, (name, mbit)
+        check(f"baseline.mininet.{name}_mbit", mbit, low=0.3 * RATE_MBIT,
+              high=1.03 * RATE_MBIT, unit=" Mbit/s")
     fidelity = json.loads((bundle / "fidelity.json").read_text())
     assert fidelity["intervals"] >= 5 and fidelity["dom0_busy"], fidelity
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import lab_results
 import pytest
+from lab_stats import check
 
 from selena.paths import project_root
 
@@ -54,10 +55,12 @@ def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab
     info, stdout, _ = _cmd(bundle, "h2", timed_out)
     assert info["state"] == "killed" and info["signal"] == 9 and stdout == b"started\n"
     # 2 virtual seconds of timeout, measured on the guest's own dilated clock.
-    assert 2.0e9 <= info["dur_ns"] < 3.0e9
+    check("control.timeout_2s.duration_virtual_s", info["dur_ns"] / 1e9, low=2.0, below=3.0,
+          unit=" s", context=info)
     at_three = next(_cmd(bundle, "h2", i)[0] for i in range(1, 5)
                     if _cmd(bundle, "h2", i)[1] == b"at-three\n")
-    assert at_three["at_virtual"] >= 3.0
+    check("control.at_3s.started_virtual_s", at_three["at_virtual"], low=3.0, unit=" s",
+          context=at_three)
 
     info, _, _ = _cmd(bundle, "h1", 3)
     assert info["state"] == "killed" and info["reason"] == "kill" and info["signal"] == 15
@@ -94,7 +97,9 @@ def test_selena_run_three_guests_outputs_timeouts_kills_permissions_and_loss(lab
     assert len(stdout) == 640 * 1024
     assert all(_cmd(bundle, "h1", n)[1] == b"beside-flood\n" for n in (8, 9, 10))
     metrics = json.loads((bundle / "metrics.json").read_text())
-    assert metrics["echo_beside_flood_real_ms"]["max"] < 5000, metrics
+    check("control.echo_beside_flood_real_ms.max", metrics["echo_beside_flood_real_ms"]["max"],
+          below=5000, unit=" ms", samples=metrics["echo_beside_flood_real_ms"].get("samples"),
+          context=metrics)
 
     info, _, _ = _cmd(bundle, "h3", 4)
     assert info["state"] == "lost" and "gone" in info["detail"]

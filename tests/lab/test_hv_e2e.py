@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from lab_stats import check
 
 pytestmark = pytest.mark.lab
 
@@ -35,9 +36,12 @@ def test_two_vcpus_native_tsc_any_change_sequence(result):
     # A decimal TDF to start with, then TDF 1 and 8: each rate within 1%.
     for name in ("CLOCK_MONOTONIC", "CLOCK_REALTIME", "gettimeofday"):
         got, want = re.search(rf"^{name} rate\s+([\d.]+)\s+([\d.]+)", out, re.M).groups()
-        assert float(want) == 0.4 and abs(float(got) / 0.4 - 1) < 0.01, (name, got)
-    for _tdf, got, want in rates:
-        assert abs(float(got) / float(want) - 1) < 0.01, (got, want)
+        assert float(want) == 0.4, (name, want)
+        check(f"hv.clock_rate_over_expected.{name}.tdf2.5", float(got) / 0.4, above=0.99,
+              below=1.01, context=(name, got))
+    for tdf, got, want in rates:
+        check(f"hv.clock_rate_over_expected.after_change_to_tdf{tdf}", float(got) / float(want),
+              above=0.99, below=1.01, context=(got, want))
     for name in ("monotonic across vCPUs (1)", "steal vCPU 0 monotonic", "steal vCPU 1 <= elapsed",
                  "TSC kHz per guest second", "nanosleep 300 ms vCPU 1: real s",
                  "watchdog 2 s survived"):
@@ -53,16 +57,17 @@ def test_freeze_thaw_group_loses_no_virtual_time(result):
         assert re.search(rf"freeze {guest}: frozen=yes/yes, virtual time advanced 0 ns", out)
         step = float(re.search(rf"freeze {guest}: guest clock step across the freeze "
                                r"([\d.]+) ms", out).group(1))
-        assert step < 1.0
+        check("hv.freeze.guest_clock_step_ms", step, below=1.0, unit=" ms")
 
 
 def test_save_restore_keeps_tdf_and_continuous_virtual_time(result):
     out = result.output
     assert re.search(r"restored TDF 5 \(restored=yes, after unpause no\)", out), out
     rate = float(re.search(r"guest clock rate after restore ([\d.]+)", out).group(1))
-    assert abs(rate - 0.2) / 0.2 < 0.02
+    check("hv.restore.clock_rate_over_expected", rate / 0.2, above=0.98, below=1.02)
     m = re.search(r"CLOCK_MONOTONIC advanced ([-\d.]+) s and CLOCK_REALTIME ([-\d.]+) s", out)
-    assert 0 <= float(m.group(1)) <= 0.5 and 0 <= float(m.group(2)) <= 0.5
+    check("hv.restore.clock_monotonic_advanced_s", float(m.group(1)), low=0, high=0.5, unit=" s")
+    check("hv.restore.clock_realtime_advanced_s", float(m.group(2)), low=0, high=0.5, unit=" s")
 
 
 def test_default_pv_ticker_is_dilated(result):
@@ -70,8 +75,9 @@ def test_default_pv_ticker_is_dilated(result):
     m = re.search(r"ticker: (\d+) default PV ticks at TDF 10: median ([\d.]+) ms of guest time "
                   r"apart .*, ([\d.]+) ms of real time apart", out)
     assert m, out
-    assert int(m.group(1)) >= 10
-    assert abs(float(m.group(2)) - 10) <= 1.5 and abs(float(m.group(3)) - 100) <= 15
+    check("hv.ticker.ticks", int(m.group(1)), low=10)
+    check("hv.ticker.median_guest_ms", float(m.group(2)), low=8.5, high=11.5, unit=" ms")
+    check("hv.ticker.median_real_ms", float(m.group(3)), low=85, high=115, unit=" ms")
 
 
 def test_dom0_cannot_be_dilated_or_frozen(result):
@@ -92,7 +98,9 @@ def test_restore_path_only_for_a_domain_that_never_ran(result):
                       r"restored (\w+)", out)
     assert len(runs) == 2, out
     for virt, real, want, tdf, frozen, restored in runs:
-        assert abs(int(virt) - int(want)) <= 1000 and int(want) == int(real) // 2
+        assert int(want) == int(real) // 2
+        check("hv.restore_refused.virtual_minus_expected_ns", int(virt) - int(want),
+              low=-1000, high=1000, unit=" ns")
         assert (tdf, frozen, restored) == ("2", "no", "no")
     assert re.search(r"restore: Dom0 -> errno \d+ \w+$", out, re.M), out
     assert "check-hv-rc=0" in out

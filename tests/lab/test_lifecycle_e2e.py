@@ -8,6 +8,7 @@ from pathlib import Path
 
 import lab_results
 import pytest
+from lab_stats import check
 
 from selena.lab import demo
 from selena.paths import project_root
@@ -40,7 +41,9 @@ def test_a_plain_python_script_runs_an_experiment(lab):
     assert meta["status"] == "ok" and meta["tdf"] == 5
     assert meta["timings"]["boot_to_agents_s"] > 0
     rtt = json.loads((_bundle("script") / "metrics.json").read_text())["rtt_ms"]
-    assert rtt["n"] == 4 and 20.0 <= rtt["median"] <= 30.0, rtt
+    assert rtt["n"] == 4, rtt
+    check("lifecycle.script.rtt_median_ms", rtt["median"], low=20.0, high=30.0, unit=" ms",
+          samples=rtt.get("samples"), context=rtt)
 
 
 def test_hosts_ping_each_other_over_ipv6(lab):
@@ -75,7 +78,8 @@ def test_the_paper_listings_run_as_printed(lab):
     # netperf's TCP_STREAM result line: sizes, time, then throughput (10^6 bit/s).
     line = next(ln for ln in netperf.splitlines()
                 if re.match(r"\s*\d+\s+\d+\s+\d+\s+[\d.]+\s+[\d.]+\s*$", ln))
-    assert float(line.split()[-1]) > 1.0, netperf
+    check("lifecycle.listing.netperf_mbit", float(line.split()[-1]), above=1.0,
+          unit=" Mbit/s", context=netperf)
     assert "Throughput" in netperf
 
 
@@ -92,6 +96,9 @@ def test_the_demo_sweep_is_faithful_at_tdf_10_and_degraded_at_tdf_1(lab, monkeyp
     rows = demo.read_rows(project_root(), 10)
     text, ok = demo.report(rows, 10)
     print(text)
+    for name, (_, _, error) in rows[-1].values.items():     # what report's verdict is of
+        check(f"demo.tdf10.{name}.error_pct", error, low=-demo.TOLERANCE_PCT,
+              high=demo.TOLERANCE_PCT, unit="%", context=text)
     assert ok, text
     assert [r.tdf for r in rows] == [1.0, 10.0]
     tdf1, tdf10 = rows
@@ -102,7 +109,8 @@ def test_the_demo_sweep_is_faithful_at_tdf_10_and_degraded_at_tdf_1(lab, monkeyp
     verdicts = {(r["tdf"], r["metric"]): r["verdict"] for r in analysis.rows}
     assert verdicts[("10", "rtt_ms")] == "ok" and verdicts[("10", "tcp_mbit")] == "ok"
     assert verdicts[("1", "rtt_ms")].startswith("degraded"), analysis.report()
-    assert analysis.ks["rtt_ms"][1.0] < 0.05
+    check("demo.ks_p_rtt_ms_tdf1", analysis.ks["rtt_ms"][1.0], below=0.05,
+          context=analysis.report())
     assert analysis.recommended == 10.0, analysis.report()
     assert "run 2 of 2" in result.output
     # The packet-spacing invariant on the data direction (h2 sends, iperf3 -R):
@@ -115,6 +123,9 @@ def test_the_demo_sweep_is_faithful_at_tdf_10_and_degraded_at_tdf_1(lab, monkeyp
     data1, data10 = (next(s for s in spacing[tdf]["spacing"].values()
                           if s["label"] == "h2 eth0 -> h1 eth0") for tdf in (1, 10))
     print("spacing at TDF 1:", data1, "\nspacing at TDF 10:", data10)
-    assert data1["spaced"] >= 200 and data1["late"] > 0, spacing[1]
-    assert data10["windows"] >= 5 and data10["departures"] > 0, spacing[10]
+    check("demo.tdf1.spacing_spaced_frames", data1["spaced"], low=200, context=spacing[1])
+    check("demo.tdf1.spacing_late_frames", data1["late"], above=0, trials=data1["spaced"],
+          context=spacing[1])
+    check("demo.tdf10.spacing_windows", data10["windows"], low=5, context=spacing[10])
+    check("demo.tdf10.spacing_departures", data10["departures"], above=0, context=spacing[10])
     assert not any(r.startswith("link ") for r in spacing[10]["reasons"])

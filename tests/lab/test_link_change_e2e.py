@@ -12,6 +12,7 @@ import json
 
 import lab_results
 import pytest
+from lab_stats import check
 
 from selena.paths import project_root
 
@@ -36,11 +37,16 @@ def test_a_delay_changed_at_a_virtual_time_is_what_the_guests_measure_on_each_si
     assert event["target"] == "link h1 h2" and event["change"] == "delay=60ms"
     assert event["tdf"] == 10 and event["scheduled_s"] == 4.5
     # Applied within 0.1 virtual s of its time; real time is about TDF x virtual.
-    assert 4.5 <= event["virtual_s"] < 4.6, event
+    check("link_change.event_applied_virtual_s", event["virtual_s"], low=4.5, below=4.6,
+          unit=" s", context=event)
     start = meta["tdf_timeline"][0]
-    assert event["real_s"] == pytest.approx(start["real_s"] + 10 * event["virtual_s"], abs=1.0)
+    check("link_change.event_real_minus_tdf_times_virtual_s",
+          event["real_s"] - (start["real_s"] + 10 * event["virtual_s"]), low=-1.0, high=1.0,
+          unit=" s", context=(start, event))
     metrics = json.loads((bundle / "metrics.json").read_text())
     for name, expected in (("rtt_ms_before", 60.0), ("rtt_ms_after", 120.0)):
         m = metrics[name]
-        assert m["expected"] == expected and m["n"] >= 10, (name, m)
-        assert abs(m["error_pct"]) <= 5.0, (name, m)
+        assert m["expected"] == expected, (name, m)
+        check(f"link_change.{name}.n", m["n"], low=10, context=m)
+        check(f"link_change.{name}.error_pct", m["error_pct"], low=-5.0, high=5.0, unit="%",
+              samples=m.get("samples"), context=m)

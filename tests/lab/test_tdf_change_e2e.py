@@ -9,6 +9,7 @@ import json
 
 import lab_results
 import pytest
+from lab_stats import check
 
 from selena.paths import project_root
 
@@ -34,7 +35,9 @@ def test_links_keep_their_virtual_rate_and_delay_across_tdf_changes(lab):
     for tdf in (2, 10, 5):
         for name in (f"rtt_ms_tdf{tdf}", f"tcp_mbit_tdf{tdf}"):
             m = metrics[name]
-            assert m["n"] >= 2, (name, m)
-            assert abs(m["error_pct"]) <= 5.0, (name, m)
+            check(f"tdf_change.{name}.n", m["n"], low=2, context=m)
+            check(f"tdf_change.{name}.error_pct", m["error_pct"], low=-5.0, high=5.0, unit="%",
+                  samples=m.get("samples"), context=m)
     # Each set_tdf took real time at the old TDF: well under a virtual second.
-    assert 0 <= metrics["set_tdf_virtual_s"]["max"] < 1.0
+    check("tdf_change.set_tdf_virtual_s.max", metrics["set_tdf_virtual_s"]["max"], low=0,
+          below=1.0, unit=" s", samples=metrics["set_tdf_virtual_s"].get("samples"))

@@ -1,0 +1,283 @@
+"""What the recorded lab values say about each statistical assertion's bound
+(the logic of scripts/lab-thresholds; the records are lab_stats.check's).
+
+Standard library only: the numbers must be checkable by hand.
+
+Per assertion: the spread of the recorded values, how many the current bound
+(the latest record's) would fail, and a proposed bound for a false-failure
+rate of at most 1%, with what the amount of data can and cannot support:
+
+- with n >= MIN_N runs, the proposal is the wider of a normal fit's 1% point
+  (per bounded side) and the most extreme value seen plus half the central
+  90% range; both are assumptions about the tail, and say so;
+- distribution-free, n runs of which k fall outside a bound put the failure
+  rate below the exact one-sided 95% Clopper-Pearson limit (3/n for k = 0,
+  the "rule of three"): 1% needs about 300 clean runs;
+- a count out of N trials (trials recorded) is also judged as a binomial
+  with the pooled rate of all runs: the chance that one more run of N trials
+  falls outside the bound, and the bound that keeps it at or under 1%."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MIN_N = 20
+TARGET = 0.01                   # the false-failure rate asked for
+Z_ONE_SIDED = 2.3263            # standard normal quantile at 1 - 0.01
+Z_TWO_SIDED = 2.5758            # at 1 - 0.005 (0.5% beyond each of two bounds)
+
+
+def load(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The records, and how many lines were unreadable (a line cut by a killed
+    run must not hide the others)."""
+    records, bad = [], 0
+    if not path.exists():
+        return [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(entry, dict) and "name" in entry and "value" in entry:
+            records.append(entry)
+        else:
+            bad += 1
+    return records, bad
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between order statistics (numpy's default)."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def binom_cdf(k: int, n: int, p: float) -> float:
+    """P(K <= k) for K ~ Binomial(n, p)."""
+    if k < 0:
+        return 0.0
+    if k >= n or p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    # In logs: the binomial coefficients of a thousand trials overflow a float.
+    logs = (math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+            + i * math.log(p) + (n - i) * math.log1p(-p) for i in range(k + 1))
+    return min(1.0, sum(math.exp(t) for t in logs))
+
+
+def upper_limit(k: int, n: int, confidence: float = 0.95) -> float:
+    """Exact one-sided Clopper-Pearson upper limit of a rate seen k times in
+    n: the p with P(K <= k | n, p) = 1 - confidence (k = 0: 1 - 0.05^(1/n),
+    about 3/n)."""
+    if n <= 0:
+        return 1.0
+    if k >= n:
+        return 1.0
+    lo, hi = k / n, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if binom_cdf(k, n, mid) > 1 - confidence:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@dataclass(frozen=True)
+class Bounds:
+    low: float | None = None        # inclusive
+    above: float | None = None      # exclusive
+    high: float | None = None
+    below: float | None = None
+
+    @classmethod
+    def of(cls, entry: dict[str, Any]) -> Bounds:
+        b = entry.get("bounds") or {}
+        return cls(b.get("low"), b.get("above"), b.get("high"), b.get("below"))
+
+    @property
+    def lower(self) -> float | None:
+        return self.low if self.low is not None else self.above
+
+    @property
+    def upper(self) -> float | None:
+        return self.high if self.high is not None else self.below
+
+    def holds(self, value: float) -> bool:
+        return not (math.isnan(value)
+                    or (self.low is not None and value < self.low)
+                    or (self.above is not None and value <= self.above)
+                    or (self.high is not None and value > self.high)
+                    or (self.below is not None and value >= self.below))
+
+    def text(self) -> str:
+        parts = [f"{sym} {_num(v)}" for sym, v in ((">=", self.low), (">", self.above),
+                                                    ("<=", self.high), ("<", self.below))
+                 if v is not None]
+        return " and ".join(parts) or "none"
+
+
+@dataclass
+class Binomial:
+    trials: int                     # N of the latest run
+    pooled_rate: float              # sum of counts over sum of trials
+    fail_probability: float         # P(one run of N trials is outside the bound)
+    proposed: str                   # the count bound with P <= TARGET
+
+
+@dataclass
+class Summary:
+    name: str
+    unit: str
+    n: int
+    recovered: int
+    lows: list[float]               # per run, the least of its values
+    highs: list[float]              # per run, the greatest
+    bounds: Bounds
+    failed: int                     # runs the current bound fails
+    tests: list[str] = field(default_factory=list)
+    binomial: Binomial | None = None
+
+    @property
+    def values(self) -> list[float]:
+        return self.lows + self.highs
+
+    def stat(self, q: float) -> float:
+        return quantile(self.highs if q >= 0.5 else self.lows, q)
+
+    def confidence(self) -> str:
+        """The distribution-free statement: what n runs support."""
+        limit = upper_limit(self.failed, self.n)
+        return (f"{self.failed} of {self.n} outside: rate < {limit:.1%} (95%, exact); "
+                f"<= 1% needs {runs_needed(self.failed)} runs with {self.failed} outside")
+
+    def proposed(self) -> str:
+        if self.n < MIN_N:
+            return f"none yet (n = {self.n} < {MIN_N})"
+        two = self.bounds.lower is not None and self.bounds.upper is not None
+        z = Z_TWO_SIDED if two else Z_ONE_SIDED
+        everything = self.values
+        mean = sum(everything) / len(everything)
+        sd = math.sqrt(sum((v - mean) ** 2 for v in everything) / (len(everything) - 1))
+        spread = (quantile(self.highs, 0.95) - quantile(self.lows, 0.05)) / 2
+        parts = []
+        if self.bounds.lower is not None:
+            parts.append(f">= {_num(min(mean - z * sd, min(self.lows) - spread))}")
+        if self.bounds.upper is not None:
+            parts.append(f"<= {_num(max(mean + z * sd, max(self.highs) + spread))}")
+        return " and ".join(parts)
+
+
+def runs_needed(outside: int, rate: float = TARGET) -> int:
+    """Runs for which `outside` failures put the 95% upper limit at `rate`."""
+    n = outside + 1
+    while upper_limit(outside, n) > rate:
+        n = max(n + 1, int(n * 1.05))
+    lo = max(outside + 1, int(n / 1.05) - 1)
+    return next(m for m in range(lo, n + 1) if upper_limit(outside, m) <= rate)
+
+
+def binomial_view(entries: Sequence[dict[str, Any]], bounds: Bounds) -> Binomial | None:
+    counted = [e for e in entries if e.get("trials")]
+    if not counted:
+        return None
+    total_k = sum(float(e["value"]) for e in counted)
+    total_n = sum(int(e["trials"]) for e in counted)
+    p = total_k / total_n if total_n else 0.0
+    trials = int(counted[-1]["trials"])
+    fail = 0.0
+    if bounds.low is not None:
+        fail += binom_cdf(math.ceil(bounds.low) - 1, trials, p)
+    if bounds.above is not None:
+        fail += binom_cdf(math.floor(bounds.above), trials, p)
+    if bounds.high is not None:
+        fail += 1 - binom_cdf(math.floor(bounds.high), trials, p)
+    if bounds.below is not None:
+        fail += 1 - binom_cdf(math.ceil(bounds.below) - 1, trials, p)
+    return Binomial(trials, p, min(1.0, fail), _count_bound(bounds, trials, p))
+
+
+def _count_bound(bounds: Bounds, trials: int, p: float) -> str:
+    """The count bound(s) holding a run of `trials` to <= TARGET per side
+    (half of it each when both sides are bounded)."""
+    per_side = TARGET / 2 if bounds.lower is not None and bounds.upper is not None else TARGET
+    parts = []
+    if bounds.lower is not None:
+        low = 0                     # P(K < low) grows with low: the last that holds
+        while low < trials and binom_cdf(low, trials, p) <= per_side:
+            low += 1
+        parts.append(f">= {low}" if low > 0 else "none possible (>= 0)")
+    if bounds.upper is not None:
+        high = next(k for k in range(trials + 1) if 1 - binom_cdf(k, trials, p) <= per_side)
+        parts.append(f"<= {high}")
+    return " and ".join(parts) + f" of {trials}"
+
+
+def summarize(records: Iterable[dict[str, Any]]) -> list[Summary]:
+    """One summary per assertion name, in name order; the bound is the
+    latest record's (by time), and every run is judged against it."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for entry in records:
+        by_name.setdefault(str(entry["name"]), []).append(entry)
+    summaries = []
+    for name, entries in sorted(by_name.items()):
+        entries.sort(key=lambda e: str(e.get("time", "")))
+        bounds = Bounds.of(entries[-1])
+        per_run = [[float(v) for v in e.get("values") or [e["value"]]] for e in entries]
+        summaries.append(Summary(
+            name=name, unit=str(entries[-1].get("unit", "")), n=len(entries),
+            recovered=sum(1 for e in entries if str(e.get("source", "")).startswith("recovered")),
+            lows=[min(vs) for vs in per_run], highs=[max(vs) for vs in per_run], bounds=bounds,
+            failed=sum(1 for vs in per_run if not all(bounds.holds(v) for v in vs)),
+            tests=sorted({str(e["test"]) for e in entries if e.get("test")}),
+            binomial=binomial_view(entries, bounds)))
+    return summaries
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}"
+
+
+HEADER = ("assertion", "n", "min", "p5", "median", "p95", "max", "bound", "failed",
+          "proposed (<= 1%)", "what n supports", "binomial (counts)")
+
+
+def row(s: Summary) -> tuple[str, ...]:
+    unit = s.unit.strip()
+    binomial = "-"
+    if s.binomial:
+        b = s.binomial
+        binomial = (f"pooled rate {b.pooled_rate:.2%}; P(fail) at N = {b.trials}: "
+                    f"{b.fail_probability:.1%}; bound for <= 1%: {b.proposed}")
+    n = f"{s.n}" + (f" ({s.recovered} recovered)" if s.recovered else "")
+    return (s.name + (f" [{unit}]" if unit else ""), n, _num(min(s.lows)), _num(s.stat(0.05)),
+            _num(quantile(s.values, 0.5)), _num(s.stat(0.95)), _num(max(s.highs)),
+            s.bounds.text(), str(s.failed), s.proposed(), s.confidence(), binomial)
+
+
+def markdown(summaries: Sequence[Summary]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in row(s)) + " |" for s in summaries]
+    return "\n".join(lines) + "\n"
+
+
+def text(summaries: Sequence[Summary]) -> str:
+    blocks = []
+    for s in summaries:
+        cells = row(s)
+        blocks.append(f"{cells[0]}\n" + "".join(f"  {h}: {c}\n"
+                                                for h, c in zip(HEADER[1:], cells[1:],
+                                                                strict=True)
+                                                if c != "-"))
+    return "\n".join(blocks)
