@@ -109,18 +109,23 @@ def test_a_failed_attach_is_named_stops_the_rest_and_is_rolled_back(fake_xen, tm
 
 def test_another_guests_failure_stops_the_attaches_in_flight(fake_xen, tmp_path):
     attached = [0]
-    answer = fake_xen._answer_xl
+    attaching = threading.Event()
+    answer, create = fake_xen._answer_xl, fake_xen._create
 
     def slow_attach(args):
         if args[:2] == ("xl", "network-attach"):
             attached[0] += 1
+            attaching.set()
             time.sleep(0.05)
         return answer(args)
 
-    fake_xen._answer_xl = slow_attach
-    # The hosts are created beside s1's attaches; the third one fails.
-    fake_xen.fail[("xl", "create", "-p", "-q", str(tmp_path / "state/single/h3.cfg"))] = (
-        1, "out of memory")
+    def failing_create(cfg):
+        if cfg.name == "h3.cfg":    # created beside s1's attaches, once they run
+            assert attaching.wait(5)
+            return 1, "", "out of memory"
+        return create(cfg)
+
+    fake_xen._answer_xl, fake_xen._create = slow_attach, failing_create
     with pytest.raises(CommandError, match="out of memory"):
         backend(fake_xen, tmp_path, parallel=2).deploy(make_plan(single(40)))
     assert 1 <= attached[0] < 40 - VIFS_AT_CREATE
