@@ -63,7 +63,7 @@ from selena.errors import (
 )
 from selena.hostinfo import HostInfo
 from selena.model.cpus import credit_cap
-from selena.plan import GuestPlan, Plan, pool_key
+from selena.plan import GuestPlan, Plan, VifPlan, pool_key
 from selena.runner import Runner
 from selena.shaping.plan import real_rate_bps, real_seconds
 from selena.signals import sigint_deferred
@@ -98,9 +98,21 @@ HOST_LOCK_TIMEOUT_S = 300.0
 HOST_LOCK_POLL_S = 0.2
 # Looks at a run lock held by a process that has not yet written its pid.
 RUN_LOCK_TRIES = 20
+# libxl runs the hotplug scripts of a create's vifs side by side, each under
+# its compile-time timeout (LIBXL_HOTPLUG_TIMEOUT, 40 s in 4.17), and Debian's
+# vif-openvswitch waits for ovs-vswitchd to reconfigure (no --no-wait) and for
+# a global iptables lock: a 40-vif create outlived it in the lab. A guest's
+# vifs past this many are attached after its create, one at a time (xl picks
+# devids and libxl's lock per domain: concurrent attaches would only race),
+# still paused. Every shipped scenario's guests have at most 5, so their
+# configs and plans are unchanged.
+VIFS_AT_CREATE = 8
 # `xl create` waits for the hotplug scripts of every vif and the disk; the
 # other Dom0 tools take the runner's default (selena.runner.DEFAULT_TIMEOUT_S).
 XL_CREATE_TIMEOUT_S = 300.0
+# One vif's attach: libxl's hotplug timeout (40 s) and its wait for the
+# backend (10 s), with room for xl itself on a slow Dom0.
+XL_ATTACH_TIMEOUT_S = 120.0
 # What `xl domid` prints when libxl lists no domain of that name (xl_misc.c).
 _XL_NOT_FOUND = "Can't get domid of domain name '{}', maybe this domain does not exist."
 
@@ -136,8 +148,21 @@ _ENV.filters["disk"] = _refusing(_DISK_PATH, "disk image", "disk spec (an absolu
 
 
 def xl_config(plan: Plan, guest: GuestPlan) -> str:
-    """The guest's xl configuration (every value checked as it is rendered)."""
-    return _ENV.get_template("xl.cfg.j2").render(experiment=plan.experiment, guest=guest)
+    """The guest's xl configuration (every value checked as it is rendered):
+    its first VIFS_AT_CREATE vifs; the rest are attached after the create
+    (attach_argvs)."""
+    created = guest if len(guest.vifs) <= VIFS_AT_CREATE else \
+        dataclasses.replace(guest, vifs=guest.vifs[:VIFS_AT_CREATE])
+    return _ENV.get_template("xl.cfg.j2").render(experiment=plan.experiment, guest=created)
+
+
+def attach_argvs(guest: GuestPlan, domid: str) -> list[tuple[VifPlan, list[str]]]:
+    """The `xl network-attach` of each of the guest's vifs past the ones its
+    config holds, in order, each with the devid its place in a config would
+    give it (so the n-th vif is still the guest's eth<n>)."""
+    return [(vif, ["xl", "network-attach", domid, f"mac={vif.mac}", f"bridge={vif.bridge}",
+                   f"script={vif.script}", f"vifname={vif.name}", f"devid={devid}"])
+            for devid, vif in enumerate(guest.vifs) if devid >= VIFS_AT_CREATE]
 
 
 @dataclass
@@ -309,6 +334,8 @@ class _Actions(Protocol):
 
     def domid(self, guest: GuestPlan, known: int | None = None) -> str: ...
 
+    def attach(self, guest: GuestPlan, vif: VifPlan, argv: list[str]) -> None: ...
+
 
 def _batches(domids: Sequence[int | str]) -> list[list[str]]:
     items = [str(d) for d in domids]
@@ -423,6 +450,10 @@ class XlBackend(Backend):
             self._bridge_steps(script, plan.experiment, seg.bridge, seg.kind)
         script.comment(f"2. guests, created paused (up to {self.parallel} at a time): "
                        "config, create, control keys, TDF, shaping, offloads")
+        if any(len(guest.vifs) > VIFS_AT_CREATE for guest in plan.guests):
+            script.comment(f"   a guest's vifs past its first {VIFS_AT_CREATE} are attached "
+                           "after its create, one at a time (libxl runs a create's vif "
+                           "hotplug scripts side by side under one timeout)")
         for guest in plan.guests:
             self._guest_steps(script, plan, guest, None)
         vifs = [vif.name for guest in plan.guests for vif in guest.vifs]
@@ -538,8 +569,14 @@ class XlBackend(Backend):
         count_lock = threading.Lock()
 
         def one(guest: GuestPlan) -> None:
+            if act.stop.is_set():
+                return      # a guest failed: a worker must not start the next one
             pooled = reuse.get(guest.node)
-            self._guest_steps(act, plan, guest, pooled)
+            try:
+                self._guest_steps(act, plan, guest, pooled)
+            except BaseException:
+                act.stop.set()      # before this worker takes another guest
+                raise
             with count_lock:
                 done[0] += 1
                 n = done[0]
@@ -548,8 +585,11 @@ class XlBackend(Backend):
 
         workers = min(self.parallel, len(plan.guests)) or 1
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deploy")
+        # Guests with vifs to attach first: their attaches, one after the
+        # other, are the deploy's longest chain, and overlap the others' creates.
+        order = sorted(plan.guests, key=lambda g: len(g.vifs) <= VIFS_AT_CREATE)
         try:
-            futures: list[Future[None]] = [pool.submit(one, g) for g in plan.guests]
+            futures: list[Future[None]] = [pool.submit(one, g) for g in order]
             finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((e for f in finished if (e := f.exception()) is not None), None)
             if failed is not None:
@@ -557,7 +597,8 @@ class XlBackend(Backend):
         except BaseException:
             # A failed guest, or Ctrl-C (or SIGTERM made one): no new creates;
             # the ones in flight finish and are recorded, so that the rollback
-            # finds every guest created.
+            # finds every guest created; their vif attaches stop at the next one.
+            act.stop.set()
             with sigint_deferred(say, "stopping the deploy; Ctrl-C is ignored until "
                                       "what it created is removed"):
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -629,6 +670,13 @@ class XlBackend(Backend):
             except BackendError:    # created but not recorded: teardown would miss it
                 act.run(["xl", "destroy", guest.domain_name], check=False)
                 raise
+            # The marker (with the control keys) before the attaches: a
+            # recorded domain without it is not destroyed by the rollback,
+            # which destroys the domain and its vifs (the ports go with the
+            # experiment's bridges).
+            act.write_keys(control_keys(domid, plan.experiment, guest.net))
+            for vif, argv in attach_argvs(guest, domid):
+                act.attach(guest, vif, argv)
         else:
             pooled_name, pooled_domid = pooled
             act.run(["xl", "rename", pooled_name, guest.domain_name])
@@ -638,8 +686,8 @@ class XlBackend(Backend):
                          f"script={vif.script}", f"vifname={vif.name}"])
             if guest.cpus:
                 act.run(["xl", "vcpu-pin", domid, "all", guest.cpus])
-        # The experiment marker and the agent's control keys, before it runs.
-        act.write_keys(control_keys(domid, plan.experiment, guest.net))
+            # The experiment marker and the agent's control keys, before it runs.
+            act.write_keys(control_keys(domid, plan.experiment, guest.net))
         act.run(["selena-tdf", "set", domid, plan.tdf_text])
         # A pooled guest may carry the cap of its last experiment: always set it.
         if guest.cpu_time == "real" or pooled is not None:
@@ -1006,6 +1054,8 @@ class XlBackend(Backend):
                 cfg.write_text(xl_config(plan, raw))
                 names.append(raw.domain_name)
                 total += self.runner.run(["xl", "create", "-q", str(cfg)]).duration
+                for _, argv in attach_argvs(raw, raw.domain_name):
+                    total += self.runner.run(argv, timeout=XL_ATTACH_TIMEOUT_S).duration
         finally:
             for name in names:
                 self.runner.run(["xl", "destroy", name], check=False)
@@ -1517,6 +1567,8 @@ class _Exec:
     def __init__(self, backend: XlBackend, state: DeployState):
         self.backend = backend
         self.state = state
+        # Set when the deploy fails or is interrupted: no more vif attaches.
+        self.stop = threading.Event()
 
     def run(self, argv: Sequence[str], check: bool = True) -> None:
         slow = tuple(argv[:2]) == ("xl", "create")
@@ -1544,6 +1596,17 @@ class _Exec:
             self.state.pool_keys[name] = pool_key(guest)
             self.backend._save(self.state)
         return str(domid)
+
+    def attach(self, guest: GuestPlan, vif: VifPlan, argv: list[str]) -> None:
+        where = (f"{guest.node}'s interface {vif.index} (vif {vif.name} on bridge "
+                 f"{vif.bridge})")
+        if self.stop.is_set():
+            raise BackendError(f"{where} not attached: the deploy is stopping")
+        try:
+            self.backend.runner.run(argv, timeout=XL_ATTACH_TIMEOUT_S)
+        except CommandError as exc:
+            raise BackendError(f"attaching {where} failed: {exc} (the hotplug script's own "
+                               "messages are in /var/log/xen/xen-hotplug.log)") from exc
 
 
 _PLACEHOLDER = re.compile(r"\$D([1-9])")
@@ -1584,6 +1647,9 @@ class _Script:
             self.lines.append(f"{var}=$(xl domid {shlex.quote(guest.domain_name)})"
                               f"   # {guest.node}")
         return f"${var}"
+
+    def attach(self, guest: GuestPlan, vif: VifPlan, argv: list[str]) -> None:
+        self.run(argv)
 
     def _word(self, word: str) -> str:
         if "$D" in word and self._has_placeholder(word):

@@ -42,6 +42,9 @@ class Domain:
     net: str = ""           # the boot-time network directives Dom0 wrote
     frozen: bool = False    # selena-tdf freeze
     cap: int = 0            # xl sched-credit2 -c (percent of a CPU, 0 = none)
+    # devid -> Dom0 vif name: the config's vifs numbered in order, as xl does,
+    # then those of `xl network-attach`.
+    vifs: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -141,6 +144,8 @@ class FakeXen(FakeRunner):
             if self.dom0 is not None:       # libxl renames it in Xenstore too
                 self.dom0.write(f"/local/domain/{dom.domid}/name", args[3])
             return 0, "", ""
+        if cmd == ("xl", "network-attach"):
+            return self._network_attach(args[2], dict(a.split("=", 1) for a in args[3:]))
         if cmd == ("xl", "network-list"):
             return 0, "Idx BE Mac Addr. handle state evt-ch tx-/rx-ring-ref BE-path\n", ""
         if cmd == ("xl", "sched-credit2") and args[2:3] == ("-d",) and args[4:5] == ("-c",):
@@ -260,7 +265,24 @@ class FakeXen(FakeRunner):
         self.next_domid += 1
         assert self.store is not None
         self.store.add_domain(domid, name.group(1))
-        self.domains[name.group(1)] = Domain(name.group(1), domid, int(memory.group(1)))
+        vif_line = re.search(r"^vif = \[(.*)\]$", text, re.M)
+        vifs = re.findall(r"vifname=([^,']+)", vif_line.group(1)) if vif_line else []
+        self.domains[name.group(1)] = Domain(name.group(1), domid, int(memory.group(1)),
+                                             vifs=dict(enumerate(vifs)))
+        return 0, "", ""
+
+    def _network_attach(self, domain: str, spec: dict[str, str]) -> tuple[int, str, str]:
+        """libxl's answers: an unknown domain, a devid in use (xl numbers one
+        not given after the highest)."""
+        dom = self.domains.get(domain) or next(
+            (d for d in self.domains.values() if str(d.domid) == domain), None)
+        if dom is None:
+            return 1, "", f"{domain} is an invalid domain identifier (rc=-6)\n"
+        devid = int(spec.get("devid", max(dom.vifs, default=-1) + 1))
+        if devid in dom.vifs:
+            return 1, "", (f"libxl: error: libxl_device.c: device vif/{devid} of domain "
+                           f"{dom.domid} exists\n")
+        dom.vifs[devid] = spec.get("vifname", f"vif{dom.domid}.{devid}")
         return 0, "", ""
 
     def _pause_many(self, verb: str, domids: list[int]) -> tuple[int, str, str]:
