@@ -13,6 +13,7 @@ import statistics
 import lab_results
 import pytest
 from bundles import node_outputs
+from lab_stats import check
 
 from selena.paths import project_root
 
@@ -45,16 +46,18 @@ def test_guests_see_the_link_rate_and_the_round_trip(lab, shaping):
     assert len(rtts) == 20
     median = statistics.median(rtts)
     want = 2 * DELAY_MS
-    assert abs(median / want - 1) <= 0.05, f"median RTT {median} ms, want {want} ms +-5%: {rtts}"
+    check(f"fidelity.{shaping}.rtt_median_ratio", median / want, low=0.95, high=1.05,
+          samples=rtts, context=f"median RTT {median} ms, want {want} ms")
     tcp, udp = [json.loads(out)["end"] for info, out in h1
                 if info["command"].startswith("iperf3")]
     # The link rate counts whole Ethernet frames (1514 bytes per full packet).
     tcp_mbit = tcp["sum_received"]["bits_per_second"] / 1e6
     tcp_max = RATE_MBIT * 1448 / 1514
-    assert abs(tcp_mbit / tcp_max - 1) <= 0.05, f"TCP {tcp_mbit:.1f} Mbit/s, max {tcp_max:.1f}"
+    check(f"fidelity.{shaping}.tcp_ratio", tcp_mbit / tcp_max, low=0.95, high=1.05,
+          context=f"TCP {tcp_mbit:.1f} Mbit/s, max {tcp_max:.1f}")
     udp_mbit = udp["sum_received"]["bits_per_second"] / 1e6
-    assert abs(udp_mbit / RATE_MBIT - 1) <= 0.05, \
-        f"UDP {udp_mbit:.1f} Mbit/s, want {RATE_MBIT} +-5%"
+    check(f"fidelity.{shaping}.udp_ratio", udp_mbit / RATE_MBIT, low=0.95, high=1.05,
+          context=f"UDP {udp_mbit:.1f} Mbit/s, want {RATE_MBIT}")
     # The fidelity monitor sampled real Xen and real qdiscs all along.
     fidelity = json.loads((project_root() / out / "fidelity.json").read_text())
     assert fidelity["verdict"] in ("ok", "degraded"), fidelity["reasons"]
@@ -68,7 +71,9 @@ def test_guests_see_the_link_rate_and_the_round_trip(lab, shaping):
         spacing = {link["label"]: link for link in fidelity["spacing"].values()}
         into_h2 = spacing["h1 eth0 -> h2 eth0"]
         print("spacing toward h2:", into_h2)
-        assert into_h2["spaced"] >= 200 and into_h2["late_share"] < 0.10, into_h2
+        assert into_h2["spaced"] >= 200, into_h2
+        check("fidelity.dom0.late_share_toward_h2", into_h2["late_share"], below=0.10,
+              context=into_h2)
         assert into_h2["lost_frames"] == 0
     else:
         # Nothing is shaped in Dom0, so there is no qdisc to hold to the invariant.

@@ -20,6 +20,7 @@ import re
 
 import lab_results
 import pytest
+from lab_stats import check
 
 from selena.analysis.fct import analyze, parse_flowgen_csv
 from selena.paths import project_root
@@ -89,9 +90,11 @@ def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_many(la
     # a hundred are left to the lab itself (a CI run once had one 2.1 s flow
     # in ~100 at a quarter of this load).
     ideal_slow = [x for x in ideal if x > 1.0]
-    assert len(ideal_slow) <= 0.05 * len(ideal), f"ideal: slow flows {ideal_slow}"
+    check("fct.ideal.slow_flows", len(ideal_slow), high=0.05 * len(ideal), trials=len(ideal),
+          samples=ideal, context=ideal_slow)
     slow = [x for x in pica8 if x > 1.0]
-    assert len(slow) >= 0.30 * len(pica8), f"pica8: {len(slow)} of {len(pica8)} flows > 1 s"
+    check("fct.pica8.slow_flows", len(slow), low=0.30 * len(pica8), trials=len(pica8),
+          samples=pica8)
     # The slow flows sit on the retransmission steps: each lies within the
     # ideal profile's slowest handshake-clean flow (plus a margin) after a step.
     reach = max(x for x in ideal if x <= 1.0) + 0.25

@@ -40,15 +40,15 @@ class StepsOnly(LabBuilder):
         self.events.append(f"guest kernel done, overlapped={overlapped}")
         return self.root / "guest-vmlinuz"
 
-    def guest_initrd(self, recipe):  # type: ignore[no-untyped-def]
+    def guest_initrd(self, recipe):
         return self.root / f"{recipe.name}.cpio.gz"
 
-    def debian_templates(self, kernel_root, variants=()):  # type: ignore[no-untyped-def]
+    def debian_templates(self, kernel_root, variants=()):
         self.events.append("debian")
         self.debian_started.set()
         return {}
 
-    def dom0_overlay(self, kernel, initrds, disk_templates=None):  # type: ignore[no-untyped-def]
+    def dom0_overlay(self, kernel, initrds, disk_templates=None):
         self.events.append(f"overlay with {kernel.name}")
         return self.root / "overlay.cpio.gz"
 
