@@ -175,6 +175,13 @@ class CommandHandle:
     _state: CommandState | None = field(default=None, repr=False)
     # Xenstore refused the spec's write (the reply comes to the pump).
     _send_error: ControlError | None = field(default=None, repr=False)
+    # Set when the command ends or when the caller waiting on it may take the
+    # pump's role (_Pump): a waiting caller sleeps on it.
+    _wake: threading.Event = field(default_factory=threading.Event, repr=False)
+    # The channel's own wait (the Controller's: a waiting caller may read the
+    # socket itself); None: wait on `_done` alone.
+    _waiter: Callable[[CommandHandle, float | None], bool] | None = field(
+        default=None, repr=False)
 
     @property
     def done(self) -> bool:
@@ -188,13 +195,19 @@ class CommandHandle:
     def wait_done(self, timeout: float | None = None) -> bool:
         """Block until the command has ended (True) or `timeout` real seconds
         passed (False); None: no limit."""
+        if self._waiter is not None and not self._done.is_set():
+            return self._waiter(self, timeout)
         return self._done.wait(timeout)
 
     def complete(self, result: CommandResult) -> None:
         """The command has ended: its channel hands over the result (once)
         and every waiter wakes."""
         self._result = result
+        self._end()
+
+    def _end(self) -> None:
         self._done.set()
+        self._wake.set()
 
 
 @dataclass
@@ -248,6 +261,18 @@ class Controller(CommandChannel):
         self._cond = threading.Condition(self._lock)
         self._stop = False
         self._pump_error: BaseException | None = None
+        # The pump's role (reading the socket, serving every guest) goes to a
+        # thread waiting for a result when there is one (leader/follower): the
+        # result it waits for then reaches it without a wake-up by another
+        # thread, a context switch per command that is dear in a PV Dom0
+        # under emulation. The pump thread takes the role only when nobody
+        # waits (commands started and not waited for, housekeeping, liveness).
+        self._pumping = False               # some thread has the role
+        self._callers = 0                   # threads in wait_done()/wait()
+        # Handles whose callers wait without the role, in arrival order: the
+        # one handed the role when its holder leaves.
+        self._followers: dict[str, CommandHandle] = {}
+        self._next_liveness = clock()
         self._pump = threading.Thread(target=self._pump_loop, name="selena-control",
                                       daemon=True)
         self._pump.start()
@@ -304,11 +329,11 @@ class Controller(CommandChannel):
 
         def agent_changed(path: str, _token: str) -> bool:
             with self._cond:
-                self._cond.notify_all()     # wait_ready() re-reads the agent's state
                 if path == agent_error:
                     guest.error_changed = True
-                    return True
-            return False
+            # poll() returns: wait_ready() re-reads the agent's state (it
+            # changes when the agent starts, not per command).
+            return True
 
         self.xs.watch(f"{guest.base}/out", f"selena-out-{name}", mark)
         # Two keys of the agent's directory, not all of it: neither its
@@ -321,6 +346,10 @@ class Controller(CommandChannel):
         deadline = self.clock() + timeout
         pending = set(self._guests)
         while pending:
+            # Counted before reading: an agent that changes its state meanwhile
+            # makes poll() return at once. This thread reads the socket
+            # itself (the idle pump thread stays off it).
+            events = self.xs.watch_events()
             for name in sorted(pending):
                 if self._agent_ready(self._guests[name]):
                     pending.discard(name)
@@ -330,8 +359,7 @@ class Controller(CommandChannel):
                 name = sorted(pending)[0]
                 raise GuestLost(name, f"its agent was not ready after {timeout:g} s "
                                       f"(also not ready: {', '.join(sorted(pending)[1:]) or '-'})")
-            with self._cond:
-                self._cond.wait(0.5)
+            self.xs.poll(0.5, since=events)
 
     def _agent_ready(self, guest: _Guest) -> bool:
         """Every value here is the guest's: one that is not text, or that makes
@@ -373,7 +401,7 @@ class Controller(CommandChannel):
             raise GuestLost(guest_name, guest.lost)
         text = spec.encode()
         handle = CommandHandle(guest_name, f"{self._id_prefix}{next(self._ids):08x}", spec,
-                               time.time())
+                               time.time(), _waiter=self._wait_done)
         with self._cond:
             guest.active[handle.id] = handle
 
@@ -403,7 +431,7 @@ class Controller(CommandChannel):
 
     def wait(self, handle: CommandHandle, timeout: float | None = None) -> CommandResult:
         """Wait for a command's final state; timeout in real seconds."""
-        if not handle._done.wait(timeout):
+        if not handle.wait_done(timeout):
             raise ControlError(f"command {handle.spec.describe()!r} on {handle.guest} still "
                                f"running after {timeout:g} s")
         if self._pump_error is not None and handle._result is None:
@@ -428,56 +456,161 @@ class Controller(CommandChannel):
 
     # -- pump ----------------------------------------------------------------------
 
+    def _wait_done(self, handle: CommandHandle, timeout: float | None) -> bool:
+        """CommandHandle.wait_done() for this channel's commands: the caller
+        reads the socket itself (the pump's role) while nobody else does,
+        and otherwise sleeps until its command ends or the role is its."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._callers += 1
+        try:
+            while not handle._done.is_set():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                with self._lock:
+                    lead = not self._pumping and not self._stop and self._pump_error is None
+                    if lead:
+                        self._pumping = True
+                        self._followers.pop(handle.id, None)
+                    else:
+                        self._followers[handle.id] = handle
+                        handle._wake.clear()
+                        # Cleared before looking: an end or a hand-over from
+                        # now on sets it again.
+                        if handle._done.is_set():
+                            continue
+                if lead:
+                    self._lead(handle, deadline)
+                else:
+                    # Bounded: a role left without a hand-over (a holder that
+                    # failed) is looked at again.
+                    handle._wake.wait(0.5 if left is None else min(left, 0.5))
+            return True
+        finally:
+            with self._lock:
+                self._callers -= 1
+                self._followers.pop(handle.id, None)
+
+    def _lead(self, handle: CommandHandle, deadline: float | None) -> None:
+        """Pump passes on the caller's thread until its command ends or its
+        deadline passes; then the role goes to another waiting caller."""
+        try:
+            while not handle._done.is_set():
+                left = 1.0 if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._pass(min(left, 1.0))
+        except BaseException as exc:
+            self._pump_failed(exc)
+        finally:
+            self._leave_role(caller=True)
+
+    def _leave_role(self, caller: bool) -> None:
+        """Give up the pump's role: to the first caller still waiting (one
+        wake-up), else to the pump thread if commands nobody waits for are
+        running (a caller leaving). With nothing running it is not woken:
+        its own timer does the housekeeping, and the next caller the rest."""
+        with self._lock:
+            self._pumping = False
+            for other in self._followers.values():
+                if not other._done.is_set():
+                    other._wake.set()
+                    return
+            if caller and (self._stop or any(g.active for g in self._guests.values())):
+                self._cond.notify_all()
+
     def _pump_loop(self) -> None:
-        next_liveness = self.clock()
+        """The pump thread: serves the guests while no caller waits."""
         try:
             while True:
-                # Read before looking for work: an event that comes in between
-                # makes poll() return at once rather than after its timeout.
-                events = self.xs.watch_events()
                 with self._lock:
-                    stop = self._stop
-                    work = [] if stop else [
-                        (g, g.changed, g.error_changed) for g in self._guests.values()
-                        if (g.changed or g.error_changed) and g.active]
-                    for g, _, _ in work:
-                        g.changed, g.error_changed = set(), False
-                if stop:
-                    try:
-                        self.xs.flush()     # the removals still waiting
-                    except ControlError as exc:
-                        log.warning("removing finished commands at close: %s", exc)
-                    return
-                if not work and self.clock() < next_liveness:
-                    timeout = max(0.0, min(1.0, next_liveness - self.clock()))
-                    queued = self.xs.queued_since()
-                    if queued is not None:
-                        # Removals of finished commands ride along with the
-                        # next request (the next command's spec, as a rule);
-                        # after a short while idle they go on their own.
-                        left = queued + HOUSEKEEPING_DELAY - time.monotonic()
-                        if left <= 0:
-                            self.xs.flush()
-                            continue
-                        timeout = min(timeout, left)
-                    # The pump reads the socket itself while it waits: watch
-                    # events reach it without a thread hand-off.
-                    self.xs.poll(timeout, since=events)
+                    if self._stop or self._pump_error is not None:
+                        break
+                    busy = self._pumping or self._callers > 0
+                    unattended = not busy and any(g.active for g in self._guests.values())
+                    if not busy:
+                        self._pumping = True
+                if busy:
+                    with self._cond:
+                        self._cond.wait(HOUSEKEEPING_DELAY)
                     continue
-                for guest, changed, error_changed in work:
-                    if error_changed:
-                        self._read_agent_error(guest)
-                    self._collect(guest, changed)
-                if self.clock() >= next_liveness:
-                    next_liveness = self.clock() + 1.0
-                    for guest in list(self._guests.values()):
-                        self._check_alive(guest)
+                try:
+                    # With commands to serve it waits for their events; with
+                    # none it looks at what came in, the housekeeping and
+                    # liveness, and sleeps off the socket, so that a caller
+                    # arriving finds the role free.
+                    self._pass(1.0 if unattended else 0.0)
+                finally:
+                    self._leave_role(caller=False)
+                if not unattended:
+                    with self._cond:
+                        if not self._stop and not self._callers:
+                            self._cond.wait(self._idle_timeout())
+            if self._pump_error is not None:
+                return
+            with self._cond:
+                while self._pumping:                # a caller finishing its pass
+                    self._cond.wait(0.05)
+                self._pumping = True
+            try:
+                self.xs.flush()     # the removals still waiting
+            except ControlError as exc:
+                log.warning("removing finished commands at close: %s", exc)
         except BaseException as exc:  # surfaced to every waiter, not swallowed
-            log.exception("control channel pump failed")
-            self._pump_error = exc
+            self._pump_failed(exc)
+
+    def _idle_timeout(self) -> float:
+        """How long the idle pump thread sleeps: until the next liveness check
+        or the deferred removals' time, whichever comes first."""
+        timeout = max(0.0, min(1.0, self._next_liveness - self.clock()))
+        queued = self.xs.queued_since()
+        if queued is not None:
+            timeout = min(timeout, max(0.0, queued + HOUSEKEEPING_DELAY - time.monotonic()))
+        return max(timeout, 0.001)
+
+    def _pump_failed(self, exc: BaseException) -> None:
+        log.error("control channel pump failed", exc_info=exc)
+        self._pump_error = exc
+        for guest in list(self._guests.values()):
+            for handle in list(guest.active.values()):
+                handle._end()
+
+    def _pass(self, timeout: float) -> None:
+        """One pass of the pump (by whichever thread has its role): serve the
+        guests that events marked, or wait up to `timeout` for events."""
+        # Read before looking for work: an event that comes in between
+        # makes poll() return at once rather than after its timeout.
+        events = self.xs.watch_events()
+        with self._lock:
+            work = [(g, g.changed, g.error_changed) for g in self._guests.values()
+                    if (g.changed or g.error_changed) and g.active]
+            for g, _, _ in work:
+                g.changed, g.error_changed = set(), False
+        if not work and self.clock() < self._next_liveness:
+            queued = self.xs.queued_since()
+            if queued is not None:
+                # Removals of finished commands ride along with the
+                # next request (the next command's spec, as a rule);
+                # after a short while idle they go on their own.
+                left = queued + HOUSEKEEPING_DELAY - time.monotonic()
+                if left <= 0:
+                    self.xs.flush()
+                    return
+                timeout = min(timeout, left)
+            # The pump reads the socket itself while it waits: watch
+            # events reach it without a thread hand-off.
+            self.xs.poll(max(0.0, min(timeout, self._next_liveness - self.clock())),
+                         since=events)
+            return
+        for guest, changed, error_changed in work:
+            if error_changed:
+                self._read_agent_error(guest)
+            self._collect(guest, changed)
+        if self.clock() >= self._next_liveness:
+            self._next_liveness = self.clock() + 1.0
             for guest in list(self._guests.values()):
-                for handle in list(guest.active.values()):
-                    handle._done.set()
+                self._check_alive(guest)
 
     def _collect(self, guest: _Guest, changed: set[str | None]) -> None:
         everything = None in changed
