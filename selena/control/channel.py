@@ -501,8 +501,16 @@ class Controller(CommandChannel):
                 if left <= 0:
                     break
                 self._pass(min(left, 1.0))
-        except BaseException as exc:
+        except Exception as exc:
             self._pump_failed(exc)
+        except BaseException:
+            # Ctrl-C or a signal in the caller's thread: the caller's, not the
+            # channel's failure. What the pass had taken from the guests is
+            # looked at again by the next one.
+            with self._lock:
+                for guest in self._guests.values():
+                    guest.changed, guest.error_changed = {None}, True
+            raise
         finally:
             self._leave_role(caller=True)
 

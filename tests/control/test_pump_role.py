@@ -119,3 +119,25 @@ def test_a_failure_in_a_callers_pass_fails_every_waiter(channel):  # noqa: F811
         ctl.wait(other, timeout=1)
     with pytest.raises(ControlError, match="control channel failed"):
         ctl.submit("h1", CommandSpec(argv=("true",)))
+
+
+def test_ctrl_c_in_a_leading_caller_is_the_callers_not_the_channels(channel):  # noqa: F811
+    """KeyboardInterrupt raised in a caller's pass (Ctrl-C reaches the main
+    thread, which may be leading) goes to that caller; the channel still
+    serves, and the command it was waiting for still completes."""
+    ctl, *_ = channel
+    collect = ctl._collect
+    interrupted = []
+
+    def interrupt_once(guest, changed):
+        if not interrupted:
+            interrupted.append(True)
+            raise KeyboardInterrupt
+        collect(guest, changed)
+    ctl._collect = interrupt_once
+    handle = ctl.submit("h1", CommandSpec(argv=("echo", "still")))
+    with pytest.raises(KeyboardInterrupt):
+        ctl.wait(handle, timeout=10)
+    assert interrupted and ctl._pump_error is None and not ctl._pumping
+    assert ctl.wait(handle, timeout=10).stdout == b"still\n"
+    assert run(ctl, "h2", argv=("echo", "more")).stdout == b"more\n"
