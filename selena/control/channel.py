@@ -500,7 +500,7 @@ class Controller(CommandChannel):
                 left = 1.0 if deadline is None else deadline - time.monotonic()
                 if left <= 0:
                     break
-                self._pass(min(left, 1.0))
+                self._pass(min(left, 1.0), caller=True)
         except Exception as exc:
             self._pump_failed(exc)
         except BaseException:
@@ -584,9 +584,14 @@ class Controller(CommandChannel):
             for handle in list(guest.active.values()):
                 handle._end()
 
-    def _pass(self, timeout: float) -> None:
+    def _pass(self, timeout: float, caller: bool = False) -> None:
         """One pass of the pump (by whichever thread has its role): serve the
-        guests that events marked, or wait up to `timeout` for events."""
+        guests that events marked, or wait up to `timeout` for events.
+        caller: a thread waiting for its command, which nothing but its own
+        reading or deadline needs to interrupt: it waits in recv() alone
+        (poll's wakeable=False), and the liveness check, done after any
+        pass that is due, does not shorten its wait (a second late at most,
+        against a limit of 10 s or more)."""
         # Read before looking for work: an event that comes in between
         # makes poll() return at once rather than after its timeout.
         events = self.xs.watch_events()
@@ -608,8 +613,9 @@ class Controller(CommandChannel):
                 timeout = min(timeout, left)
             # The pump reads the socket itself while it waits: watch
             # events reach it without a thread hand-off.
-            self.xs.poll(max(0.0, min(timeout, self._next_liveness - self.clock())),
-                         since=events)
+            if not caller:
+                timeout = min(timeout, self._next_liveness - self.clock())
+            self.xs.poll(max(0.0, timeout), since=events, wakeable=not caller)
             return
         for guest, changed, error_changed in work:
             if error_changed:

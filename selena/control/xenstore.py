@@ -40,7 +40,10 @@ DRAIN_MAX = 16 * 1024 * 1024
 _OVERSIZE = -2                         # _Pending.type: the reply was too large
 SOCKET_PATHS = ("/run/xenstored/socket", "/var/run/xenstored/socket")
 RECV_SIZE = 65536
-RECV_TIMEOUT_S = 1.0
+# A thread blocked in recv() looks at its deadline this often. poll(wakeable=
+# False) blocks in recv() only while its deadline is at least this far, so
+# that deadline holds; what is left is waited for in select().
+RECV_TIMEOUT_S = 0.25
 # Deferred requests (housekeeping nobody waits for) wait for the next send to
 # ride along with, at most this many.
 QUEUE_MAX = 32
@@ -95,6 +98,7 @@ class XenstoreConnection:
         # A leader blocked in recv() for a reply looks at its deadline this
         # often (_read_some).
         every = min(RECV_TIMEOUT_S, max(timeout, 0.01))
+        self._recv_every = every
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
                               struct.pack("ll", int(every), int(every % 1 * 1e6)))
         # wake() interrupts a leader blocked in select() for poll().
@@ -187,12 +191,18 @@ class XenstoreConnection:
         with self._lock:
             return self._watch_events
 
-    def poll(self, timeout: float, since: int | None = None) -> None:
+    def poll(self, timeout: float, since: int | None = None, wakeable: bool = True) -> None:
         """Read and dispatch what xenstored sends for up to `timeout` seconds.
         Returns once a watch event was dispatched (by this thread or another
         one) after `since` (a watch_events() reading; default: now), after
         wake(), on timeout, or when the connection is lost (the next request
-        then raises)."""
+        then raises).
+
+        wakeable=False: the thread waits in a blocking recv() alone (one
+        system call per wake-up, not select()'s two) while its deadline is
+        RECV_TIMEOUT_S or more away; a wake() from another thread then
+        takes effect within that time. One from a reply or watch callback
+        on this thread, as a refused write's, takes effect at once."""
         deadline = time.monotonic() + timeout
         with self._lock:
             seen = self._watch_events if since is None else since
@@ -208,7 +218,8 @@ class XenstoreConnection:
                 return
             self._leader = threading.current_thread()
         try:
-            while self._read_some(deadline, wakeable=True):
+            while self._read_some(deadline, wakeable=wakeable
+                                  or deadline - time.monotonic() < self._recv_every):
                 with self._lock:
                     if self._watch_events != seen or self._wakes != wakes:
                         return
