@@ -272,6 +272,8 @@ class Controller(CommandChannel):
         # Handles whose callers wait without the role, in arrival order: the
         # one handed the role when its holder leaves.
         self._followers: dict[str, CommandHandle] = {}
+        # A follower handed the role (it has it once it wakes up).
+        self._heir: CommandHandle | None = None
         self._next_liveness = clock()
         self._pump = threading.Thread(target=self._pump_loop, name="selena-control",
                                       daemon=True)
@@ -459,38 +461,55 @@ class Controller(CommandChannel):
     def _wait_done(self, handle: CommandHandle, timeout: float | None) -> bool:
         """CommandHandle.wait_done() for this channel's commands: the caller
         reads the socket itself (the pump's role) while nobody else does,
-        and otherwise sleeps until its command ends or the role is its."""
+        and otherwise sleeps until its command ends or the role is handed
+        to it."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             self._callers += 1
         try:
-            while not handle._done.is_set():
+            while True:
+                with self._lock:
+                    if self._heir is handle:        # handed over: the role is ours
+                        self._heir = None
+                        lead = True
+                    elif handle._done.is_set():
+                        return True
+                    else:
+                        lead = not self._pumping and not self._stop \
+                            and self._pump_error is None
+                        if lead:
+                            self._pumping = True
+                    if lead:
+                        self._followers.pop(handle.id, None)
+                if lead:
+                    self._lead(handle, deadline)
+                    if not handle._done.is_set() and deadline is not None \
+                            and time.monotonic() >= deadline:
+                        return False
+                    continue
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
                 with self._lock:
-                    lead = not self._pumping and not self._stop and self._pump_error is None
-                    if lead:
-                        self._pumping = True
-                        self._followers.pop(handle.id, None)
-                    else:
-                        self._followers[handle.id] = handle
-                        handle._wake.clear()
-                        # Cleared before looking: an end or a hand-over from
-                        # now on sets it again.
-                        if handle._done.is_set():
-                            continue
-                if lead:
-                    self._lead(handle, deadline)
-                else:
-                    # Bounded: a role left without a hand-over (a holder that
-                    # failed) is looked at again.
-                    handle._wake.wait(0.5 if left is None else min(left, 0.5))
-            return True
+                    self._followers[handle.id] = handle
+                    handle._wake.clear()
+                    # Cleared before looking again: an end or a hand-over
+                    # from now on sets it.
+                    if handle._done.is_set() or self._heir is handle \
+                            or not self._pumping:
+                        continue
+                # Bounded: a role left vacant without a hand-over (the pump
+                # thread's, say) is looked at again.
+                handle._wake.wait(0.5 if left is None else min(left, 0.5))
         finally:
             with self._lock:
                 self._callers -= 1
                 self._followers.pop(handle.id, None)
+                heir = self._heir is handle
+                if heir:                    # interrupted before taking it up
+                    self._heir = None
+            if heir:
+                self._leave_role(caller=True)
 
     def _lead(self, handle: CommandHandle, deadline: float | None) -> None:
         """Pump passes on the caller's thread until its command ends or its
@@ -520,11 +539,16 @@ class Controller(CommandChannel):
         running (a caller leaving). With nothing running it is not woken:
         its own timer does the housekeeping, and the next caller the rest."""
         with self._lock:
-            self._pumping = False
             for other in self._followers.values():
                 if not other._done.is_set():
+                    # Handed over, not left vacant: the thread leaving comes
+                    # back at once as a rule (its caller's next command),
+                    # and would take the role again before the one woken
+                    # runs, which then woke for nothing.
+                    self._heir = other
                     other._wake.set()
                     return
+            self._pumping = False
             if caller and (self._stop or any(g.active for g in self._guests.values())):
                 self._cond.notify_all()
 

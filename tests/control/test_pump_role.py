@@ -141,3 +141,26 @@ def test_ctrl_c_in_a_leading_caller_is_the_callers_not_the_channels(channel):  #
     assert interrupted and ctl._pump_error is None and not ctl._pumping
     assert ctl.wait(handle, timeout=10).stdout == b"still\n"
     assert run(ctl, "h2", argv=("echo", "more")).stdout == b"more\n"
+
+
+def test_a_leader_leaving_hands_the_role_to_a_waiting_caller(channel):  # noqa: F811
+    """The caller leading returns with its result; the role goes straight to
+    a caller still waiting, which then reads its own result (not at the
+    next look of its bounded wait, 0.5 s)."""
+    ctl, *_ = channel
+    names = _completed_on(ctl)
+    first = ctl.submit("h1", CommandSpec(argv=("sleep", "0.1")))
+    leader = threading.Thread(target=ctl.wait, args=(first, 10), name="leader")
+    leader.start()
+    deadline = time.monotonic() + 5
+    while not ctl._pumping and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert ctl._pumping
+    start = time.monotonic()
+    second = ctl.submit("h2", CommandSpec(argv=("sleep", "0.2")))
+    assert ctl.wait(second, timeout=10).ok
+    took = time.monotonic() - start
+    leader.join(10)
+    assert first.result is not None and first.result.ok
+    assert names == ["leader", threading.current_thread().name], names
+    assert took < 0.45, f"the waiting caller got its result after {took:.2f} s"
