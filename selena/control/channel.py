@@ -100,6 +100,22 @@ def _note_change(guest: _Guest, rel: str | None) -> None:
         guest.changed.add(rel)
 
 
+def _touched(changed: set[str | None]) -> tuple[bool, dict[str, set[str]]]:
+    """Whether everything is to be re-read, and the changed paths by command
+    id (the rest of each path, "" for the command's own key)."""
+    touched: dict[str, set[str]] = {}
+    for rel in changed:
+        if rel is not None:
+            cid, _, rest = rel.partition("/")
+            touched.setdefault(cid, set()).add(rest)
+    return None in changed, touched
+
+
+def _reads_state(everything: bool, what: set[str] | None) -> bool:
+    """Whether a command's `state` is read in this pass."""
+    return everything or (what is not None and ("" in what or "state" in what))
+
+
 def _command_keys(guest: _Guest, handle: CommandHandle) -> list[str]:
     """What Dom0 removes once a command is done (PROTOCOL.md)."""
     return [f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}",
@@ -641,27 +657,40 @@ class Controller(CommandChannel):
                 timeout = min(timeout, self._next_liveness - self.clock())
             self.xs.poll(max(0.0, timeout), since=events, wakeable=not caller)
             return
+        states = self._read_states(work)
         for guest, changed, error_changed in work:
             if error_changed:
                 self._read_agent_error(guest)
-            self._collect(guest, changed)
+            self._collect(guest, changed, states)
         if self.clock() >= self._next_liveness:
             self._next_liveness = self.clock() + 1.0
             for guest in list(self._guests.values()):
                 self._check_alive(guest)
 
-    def _collect(self, guest: _Guest, changed: set[str | None]) -> None:
-        everything = None in changed
-        touched: dict[str, set[str]] = {}
-        for rel in changed:
-            if rel is not None:
-                cid, _, rest = rel.partition("/")
-                touched.setdefault(cid, set()).add(rest)
+    def _read_states(self, work: list[tuple[_Guest, set[str | None], bool]]
+                     ) -> dict[str, bytes | None | XenstoreError]:
+        """The `state` of every command the events say may have ended, of
+        every guest in this pass, in one pipelined batch (one round trip
+        when several commands end together, not one each); each read's
+        error stays its own command's (_collect_one raises it there)."""
+        paths = []
+        for guest, changed, _ in work:
+            everything, touched = _touched(changed)
+            paths += [f"{guest.base}/out/{handle.id}/state" for handle in guest.active.values()
+                      if handle._send_error is None
+                      and _reads_state(everything, touched.get(handle.id))]
+        return dict(zip(paths, self.xs.read_each(paths), strict=True))
+
+    def _collect(self, guest: _Guest, changed: set[str | None],
+                 states: dict[str, bytes | None | XenstoreError] | None = None) -> None:
+        """Serve the guest's commands that `changed` names; `states`: their
+        state already read (_read_states), read here where missing."""
+        everything, touched = _touched(changed)
         for handle in list(guest.active.values()):
             what = touched.get(handle.id, set())
             if not everything and not what:
                 continue
-            read_state = everything or "" in what or "state" in what
+            read_state = _reads_state(everything, what)
             # The last chunk each stream's events announced; None: not known
             # (a directory event, or the change set collapsed).
             last_seen = None if everything or "" in what else _last_chunks(what)
@@ -671,7 +700,8 @@ class Controller(CommandChannel):
             try:
                 if handle._send_error is not None:
                     raise handle._send_error
-                self._collect_one(guest, handle, read_state, new_chunks, last_seen)
+                self._collect_one(guest, handle, read_state, new_chunks, last_seen,
+                                  states)
             except (ProtocolMismatch, ValueError) as exc:
                 # What a guest writes into its own keys can fail only its own
                 # command, never the pump that serves every guest.
@@ -686,13 +716,17 @@ class Controller(CommandChannel):
 
     def _collect_one(self, guest: _Guest, handle: CommandHandle, read_state: bool = True,
                      read_chunks: bool = True,
-                     last_seen: tuple[int, int] | None = None) -> None:
+                     last_seen: tuple[int, int] | None = None,
+                     states: dict[str, bytes | None | XenstoreError] | None = None) -> None:
         out = f"{guest.base}/out/{handle.id}"
         if read_state:
             # `state` holds the final state only (`running` is in the agent's
             # started/<id>, which Dom0 never reads): absent, the command is
             # queued or running.
-            raw = self.xs.read_or_none(f"{out}/state")
+            path = f"{out}/state"
+            raw = states[path] if states and path in states else self.xs.read_or_none(path)
+            if isinstance(raw, XenstoreError):
+                raise raw
             if raw is not None:
                 handle._state = parse_state(raw.decode(errors="replace"))
         state = handle._state

@@ -44,6 +44,8 @@ RECV_SIZE = 65536
 # False) blocks in recv() only while its deadline is at least this far, so
 # that deadline holds; what is left is waited for in select().
 RECV_TIMEOUT_S = 0.25
+# _pipeline(tolerate=...): every Xenstore error is returned in its reply's place.
+ANY_ERROR = "*"
 # Deferred requests (housekeeping nobody waits for) wait for the next send to
 # ride along with, at most this many.
 QUEUE_MAX = 32
@@ -272,6 +274,16 @@ class XenstoreConnection:
                                  tolerate="ENOENT")
         return [None if isinstance(reply, XenstoreError) else reply for reply in replies]
 
+    def read_each(self, paths: Sequence[str]) -> list[bytes | None | XenstoreError]:
+        """read_many() where each key's error is its own: returned in its
+        place (a missing key reads as None), not raised for the batch."""
+        if not paths:
+            return []
+        replies = self._pipeline([(XS_READ, "read", path, _z(path)) for path in paths],
+                                 tolerate=ANY_ERROR)
+        return [None if isinstance(reply, XenstoreError) and reply.code == "ENOENT" else reply
+                for reply in replies]
+
     def write_nowait(self, path: str, value: bytes | str, on_reply: ReplyCallback) -> None:
         """write() without waiting for the reply: the thread that reads it
         calls `on_reply` (None, or the error). The caller is spared a wake-up
@@ -371,9 +383,10 @@ class XenstoreConnection:
     def _pipeline(self, requests: Sequence[tuple[int, str, str, bytes]],
                   tolerate: str | None = None) -> list[bytes | XenstoreError]:
         """Send every request, then wait for every reply. xenstored answers a
-        connection's requests in order; an error with code `tolerate` is
-        returned in its place, any other is raised once all replies are in
-        (so no reply is left to arrive for a request nobody waits on)."""
+        connection's requests in order; an error with code `tolerate` (any
+        error: ANY_ERROR) is returned in its place, any other is raised once
+        all replies are in (so no reply is left to arrive for a request
+        nobody waits on)."""
         self._check_sendable(requests)
         sent: list[tuple[int, _Pending, str, str]] = []
         with self._lock:
@@ -398,7 +411,7 @@ class XenstoreConnection:
             failure: Exception | None = None
             for _req_id, pending, op, path in sent:
                 reply = self._reply(pending, op, path)
-                if isinstance(reply, XenstoreError) and reply.code != tolerate \
+                if isinstance(reply, XenstoreError) and tolerate not in (reply.code, ANY_ERROR) \
                         and failure is None:
                     failure = reply
                 replies.append(reply)

@@ -509,9 +509,9 @@ def test_events_that_cannot_give_work_do_not_wake_the_pump_loop(channel):
     passes: list[set] = []
     collect = ctl._collect
 
-    def counted(guest, changed):
+    def counted(guest, changed, *rest):
         passes.append(set(changed))
-        collect(guest, changed)
+        collect(guest, changed, *rest)
 
     ctl._collect = counted
     try:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from test_agent_host import channel, run  # noqa: F401  (the fixture)
 
+from selena.control.channel import base_path
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError
 
@@ -108,7 +109,7 @@ def test_a_failure_in_a_callers_pass_fails_every_waiter(channel):  # noqa: F811
     as on the pump thread: every waiter is told, none hangs."""
     ctl, *_ = channel
 
-    def broken(guest, changed):
+    def broken(guest, changed, *rest):
         raise RuntimeError("broken pass")
     ctl._collect = broken
     other = ctl.submit("h2", CommandSpec(argv=("sleep", "1")))
@@ -129,11 +130,11 @@ def test_ctrl_c_in_a_leading_caller_is_the_callers_not_the_channels(channel):  #
     collect = ctl._collect
     interrupted = []
 
-    def interrupt_once(guest, changed):
+    def interrupt_once(guest, changed, *rest):
         if not interrupted:
             interrupted.append(True)
             raise KeyboardInterrupt
-        collect(guest, changed)
+        collect(guest, changed, *rest)
     ctl._collect = interrupt_once
     handle = ctl.submit("h1", CommandSpec(argv=("echo", "still")))
     with pytest.raises(KeyboardInterrupt):
@@ -164,3 +165,30 @@ def test_a_leader_leaving_hands_the_role_to_a_waiting_caller(channel):  # noqa: 
     assert first.result is not None and first.result.ok
     assert names == ["leader", threading.current_thread().name], names
     assert took < 0.45, f"the waiting caller got its result after {took:.2f} s"
+
+
+def test_commands_ending_together_have_their_states_read_in_one_batch(channel):  # noqa: F811
+    """Several guests' commands ended by the time the pump looks: their
+    states go out in one pipelined batch, one round trip for all."""
+    ctl, dom0, *_ = channel
+    batches: list[list[str]] = []
+    read_each = ctl.xs.read_each
+
+    def recorded(paths):
+        batches.append(list(paths))
+        return read_each(paths)
+    ctl.xs.read_each = recorded
+    with ctl._lock:
+        ctl._pumping = True             # nobody serves the guests meanwhile
+    try:
+        handles = [ctl.submit(guest, CommandSpec(argv=("echo", guest))) for guest in ("h1", "h2")]
+        states = [f"{base_path(domid)}/out/{h.id}/state"
+                  for domid, h in zip((5, 6), handles, strict=True)]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(dom0.read_or_none(p) for p in states):
+            time.sleep(0.02)
+    finally:
+        with ctl._lock:
+            ctl._pumping = False
+    assert [ctl.wait(h, timeout=10).stdout for h in handles] == [b"h1\n", b"h2\n"]
+    assert sorted(states) in [sorted(batch) for batch in batches], batches
