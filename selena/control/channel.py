@@ -572,17 +572,18 @@ class Controller(CommandChannel):
         """The pump thread: serves the guests while no caller waits."""
         try:
             while True:
-                with self._lock:
+                with self._cond:
                     if self._stop or self._pump_error is not None:
                         break
-                    busy = self._pumping or self._callers > 0
-                    unattended = not busy and any(g.active for g in self._guests.values())
-                    if not busy:
-                        self._pumping = True
-                if busy:
-                    with self._cond:
-                        self._cond.wait(HOUSEKEEPING_DELAY)
-                    continue
+                    if self._pumping or self._callers > 0:
+                        # The role's holder does the housekeeping and
+                        # liveness; a caller leaving it with commands still
+                        # running wakes this thread (_leave_role). The
+                        # timeout only bounds a case that wake-up misses.
+                        self._cond.wait(1.0)
+                        continue
+                    unattended = any(g.active for g in self._guests.values())
+                    self._pumping = True
                 try:
                     # With commands to serve it waits for their events; with
                     # none it looks at what came in, the housekeeping and
