@@ -1,10 +1,15 @@
 """The controller side of the control channel: commands to guest agents and
 their results back, over one Xenstore connection with watches.
 
-A pump thread reacts to watch events on each guest's `out` and `agent`
-directories: it moves output chunks into memory, acknowledges them (the
+The pump reacts to watch events on each guest's `out` directory and two
+agent keys: it moves output chunks into memory, acknowledges them (the
 agent's flow control), and completes commands. Callers submit commands and
-wait on handles from any thread.
+wait on handles from any thread. The pump is a role, not a thread: a caller
+waiting for its command takes it while nobody has it and reads the socket
+itself, so its own result needs no wake-up by another thread; leaving, it
+hands the role to another waiting caller. The pump thread takes the role
+only when nobody waits (commands started and not waited for, housekeeping,
+liveness).
 """
 
 from __future__ import annotations
