@@ -295,6 +295,8 @@ class Controller(CommandChannel):
         self._followers: dict[str, CommandHandle] = {}
         # A follower handed the role (it has it once it wakes up).
         self._heir: CommandHandle | None = None
+        # The role handed to the pump thread (it has it once it wakes up).
+        self._pump_heir = False
         self._next_liveness = clock()
         self._pump = threading.Thread(target=self._pump_loop, name="selena-control",
                                       daemon=True)
@@ -554,41 +556,58 @@ class Controller(CommandChannel):
         finally:
             self._leave_role(caller=True)
 
-    def _leave_role(self, caller: bool) -> None:
-        """Give up the pump's role: to the first caller still waiting (one
-        wake-up), else to the pump thread if commands nobody waits for are
-        running (a caller leaving). With nothing running it is not woken:
-        its own timer does the housekeeping, and the next caller the rest."""
+    def _leave_role(self, caller: bool) -> bool:
+        """Give up the pump's role. With one caller still waiting, to it (one
+        wake-up, and its own result then needs none); with several, to the
+        pump thread (a caller's tenure would end with each of its own results,
+        a hand-over each time); with none, vacant, the pump thread woken only
+        if commands nobody waits for are running (a caller leaving): its own
+        timer does the housekeeping, and the next caller the rest. True: the
+        pump thread (caller False) keeps the role."""
         with self._lock:
-            for other in self._followers.values():
-                if not other._done.is_set():
-                    # Handed over, not left vacant: the thread leaving comes
-                    # back at once as a rule (its caller's next command),
-                    # and would take the role again before the one woken
-                    # runs, which then woke for nothing.
-                    self._heir = other
-                    other._wake.set()
-                    return
+            waiting = [other for other in self._followers.values()
+                       if not other._done.is_set()]
+            if len(waiting) == 1:
+                # Handed over, not left vacant: the thread leaving comes back
+                # at once as a rule (its caller's next command), and would
+                # take the role again before the one woken runs, which then
+                # woke for nothing.
+                self._heir = waiting[0]
+                waiting[0]._wake.set()
+                return False
+            if waiting:
+                if not caller:
+                    return True             # the pump thread keeps it
+                self._pump_heir = True
+                self._cond.notify_all()
+                return False
             self._pumping = False
             if caller and (self._stop or any(g.active for g in self._guests.values())):
                 self._cond.notify_all()
+            return False
 
     def _pump_loop(self) -> None:
-        """The pump thread: serves the guests while no caller waits."""
+        """The pump thread: serves the guests while no caller waits, or while
+        several do."""
         try:
             while True:
                 with self._cond:
                     if self._stop or self._pump_error is not None:
                         break
-                    if self._pumping or self._callers > 0:
+                    if self._pump_heir:         # handed over: the role is ours
+                        self._pump_heir = False
+                    elif self._pumping or self._callers > 0:
                         # The role's holder does the housekeeping and
                         # liveness; a caller leaving it with commands still
                         # running wakes this thread (_leave_role). The
                         # timeout only bounds a case that wake-up misses.
                         self._cond.wait(1.0)
                         continue
-                    unattended = any(g.active for g in self._guests.values())
-                    self._pumping = True
+                    else:
+                        self._pumping = True
+                    unattended = self._callers > 0 or any(
+                        g.active for g in self._guests.values())
+                kept = False
                 try:
                     # With commands to serve it waits for their events; with
                     # none it looks at what came in, the housekeeping and
@@ -596,7 +615,11 @@ class Controller(CommandChannel):
                     # arriving finds the role free.
                     self._pass(1.0 if unattended else 0.0)
                 finally:
-                    self._leave_role(caller=False)
+                    kept = self._leave_role(caller=False)
+                if kept:
+                    with self._lock:
+                        self._pump_heir = True      # several callers wait: on
+                    continue
                 if not unattended:
                     with self._cond:
                         if not self._stop and not self._callers:
@@ -604,8 +627,9 @@ class Controller(CommandChannel):
             if self._pump_error is not None:
                 return
             with self._cond:
-                while self._pumping:                # a caller finishing its pass
+                while self._pumping and not self._pump_heir:    # a caller's pass
                     self._cond.wait(0.05)
+                self._pump_heir = False
                 self._pumping = True
             try:
                 self.xs.flush()     # the removals still waiting
