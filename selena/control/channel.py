@@ -605,15 +605,15 @@ class Controller(CommandChannel):
                         continue
                     else:
                         self._pumping = True
-                    unattended = self._callers > 0 or any(
-                        g.active for g in self._guests.values())
+                    waited = self._callers > 0
+                    unattended = waited or any(g.active for g in self._guests.values())
                 kept = False
                 try:
                     # With commands to serve it waits for their events; with
                     # none it looks at what came in, the housekeeping and
                     # liveness, and sleeps off the socket, so that a caller
                     # arriving finds the role free.
-                    self._pass(1.0 if unattended else 0.0)
+                    self._pass(1.0 if unattended else 0.0, caller=waited)
                 finally:
                     kept = self._leave_role(caller=False)
                 if kept:
@@ -657,11 +657,14 @@ class Controller(CommandChannel):
     def _pass(self, timeout: float, caller: bool = False) -> None:
         """One pass of the pump (by whichever thread has its role): serve the
         guests that events marked, or wait up to `timeout` for events.
-        caller: a thread waiting for its command, which nothing but its own
-        reading or deadline needs to interrupt: it waits in recv() alone
-        (poll's wakeable=False), and the liveness check, done after any
-        pass that is due, does not shorten its wait (a second late at most,
-        against a limit of 10 s or more)."""
+        caller: for callers waiting for their commands (a caller's pass, or
+        the pump thread's while several wait), which nothing but the reading
+        or a deadline needs to interrupt (close() waits for the receive
+        timeout at most): the thread waits in recv() alone
+        (poll's wakeable=False), and neither the liveness check nor the
+        removals waiting to ride along shorten its wait: both are done by
+        the first pass they are due in (a second late at most; the limit
+        for liveness is 10 s or more)."""
         # Read before looking for work: an event that comes in between
         # makes poll() return at once rather than after its timeout.
         events = self.xs.watch_events()
@@ -680,7 +683,8 @@ class Controller(CommandChannel):
                 if left <= 0:
                     self.xs.flush()
                     return
-                timeout = min(timeout, left)
+                if not caller:
+                    timeout = min(timeout, left)
             # The pump reads the socket itself while it waits: watch
             # events reach it without a thread hand-off.
             if not caller:
