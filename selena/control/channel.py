@@ -518,8 +518,8 @@ class Controller(CommandChannel):
                     handle._wake.clear()
                     # Cleared before looking again: an end or a hand-over
                     # from now on sets it.
-                    if handle._done.is_set() or self._heir is handle \
-                            or not self._pumping:
+                    if handle._done.is_set() or self._heir is handle or not (
+                            self._pumping or self._stop or self._pump_error is not None):
                         continue
                 # Bounded: a role left vacant without a hand-over (the pump
                 # thread's, say) is looked at again.

@@ -192,3 +192,15 @@ def test_commands_ending_together_have_their_states_read_in_one_batch(channel): 
             ctl._pumping = False
     assert [ctl.wait(h, timeout=10).stdout for h in handles] == [b"h1\n", b"h2\n"]
     assert sorted(states) in [sorted(batch) for batch in batches], batches
+
+
+def test_a_caller_waiting_after_close_sleeps_until_its_timeout(channel):  # noqa: F811
+    """Closed, the channel serves nobody: a caller still waiting neither takes
+    the role nor spins, and returns at its timeout."""
+    ctl, *_ = channel
+    handle = ctl.submit("h1", CommandSpec(argv=("sleep", "5")))
+    ctl.close()
+    cpu, start = time.process_time(), time.monotonic()
+    assert not handle.wait_done(0.6)
+    assert 0.55 < time.monotonic() - start < 2
+    assert time.process_time() - cpu < 0.3, "the waiting caller spun"
