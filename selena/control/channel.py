@@ -591,7 +591,7 @@ class Controller(CommandChannel):
         several do."""
         try:
             while True:
-                with self._cond:
+                with self._lock:                # the Condition's lock, a C call
                     if self._stop or self._pump_error is not None:
                         break
                     if self._pump_heir:         # handed over: the role is ours
@@ -607,18 +607,23 @@ class Controller(CommandChannel):
                         self._pumping = True
                     waited = self._callers > 0
                     unattended = waited or any(g.active for g in self._guests.values())
-                kept = False
-                try:
-                    # With commands to serve it waits for their events; with
-                    # none it looks at what came in, the housekeeping and
-                    # liveness, and sleeps off the socket, so that a caller
-                    # arriving finds the role free.
-                    self._pass(1.0 if unattended else 0.0, caller=waited)
-                finally:
-                    kept = self._leave_role(caller=False)
+                kept = True
+                while kept:
+                    try:
+                        # With commands to serve it waits for their events;
+                        # with none it looks at what came in, the housekeeping
+                        # and liveness, and sleeps off the socket, so that a
+                        # caller arriving finds the role free.
+                        self._pass(1.0 if unattended else 0.0, caller=waited)
+                    finally:
+                        kept = self._leave_role(caller=False)
+                    if kept:                    # several callers wait: on
+                        waited = unattended = True
+                        if self._stop or self._pump_error is not None:
+                            with self._lock:
+                                self._pump_heir = True      # the stop path's
+                            break
                 if kept:
-                    with self._lock:
-                        self._pump_heir = True      # several callers wait: on
                     continue
                 if not unattended:
                     with self._cond:
