@@ -557,16 +557,22 @@ class Controller(CommandChannel):
             self._leave_role(caller=True)
 
     def _leave_role(self, caller: bool) -> bool:
-        """Give up the pump's role. With one caller still waiting, to it (one
-        wake-up, and its own result then needs none); with several, to the
-        pump thread (a caller's tenure would end with each of its own results,
-        a hand-over each time); with none, vacant, the pump thread woken only
-        if commands nobody waits for are running (a caller leaving): its own
-        timer does the housekeeping, and the next caller the rest. True: the
-        pump thread (caller False) keeps the role."""
+        """Give up the pump's role. A caller leaving hands it to the one
+        caller still waiting (one wake-up, and that one's own result then
+        needs none), or with several waiting to the pump thread (a caller's
+        tenure would end with each of its own results, a hand-over each
+        time). The pump thread keeps it while any caller waits: its
+        completing a command costs the one wake-up a hand-over would, and
+        it is not handed back when more callers come. With nobody waiting
+        the role is left vacant, the pump thread woken only if commands
+        nobody waits for are running (a caller leaving): its own timer does
+        the housekeeping, and the next caller the rest. True: the pump
+        thread (caller False) keeps the role."""
         with self._lock:
             waiting = [other for other in self._followers.values()
                        if not other._done.is_set()]
+            if waiting and not caller:
+                return True
             if len(waiting) == 1:
                 # Handed over, not left vacant: the thread leaving comes back
                 # at once as a rule (its caller's next command), and would
@@ -576,8 +582,6 @@ class Controller(CommandChannel):
                 waiting[0]._wake.set()
                 return False
             if waiting:
-                if not caller:
-                    return True             # the pump thread keeps it
                 self._pump_heir = True
                 self._cond.notify_all()
                 return False

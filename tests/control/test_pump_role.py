@@ -38,8 +38,10 @@ def test_a_waiting_caller_reads_its_own_result(channel):  # noqa: F811
     for _ in range(20):
         assert run(ctl, "h1", argv=("echo", "x")).stdout == b"x\n"
     # Not the pump thread: the caller read the socket and completed its
-    # command itself, with no hand-off between threads.
-    assert names == [me] * 20, names
+    # command itself, with no hand-off between threads. (The pump thread's
+    # timer, about once a second, may find the role free just before a
+    # command is waited for, and then serves that one.)
+    assert len(names) == 20 and names.count(me) >= 19, names
 
 
 def test_a_command_nobody_waits_for_is_served_by_the_pump_thread(channel):  # noqa: F811
