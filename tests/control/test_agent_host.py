@@ -10,6 +10,7 @@ import subprocess
 import time
 
 import pytest
+from control_channel import GUESTS, apply_keys, run
 
 from selena.control.channel import (
     CHANGE_SET_LIMIT,
@@ -19,40 +20,9 @@ from selena.control.channel import (
     _note_change,
     base_path,
 )
-from selena.control.keys import control_keys
 from selena.control.protocol import CommandSpec
 from selena.control.xenstore import XS_READ, XS_RM, XS_WRITE, XenstoreConnection
 from selena.errors import ControlError, ProtocolMismatch
-
-GUESTS = {"h1": 5, "h2": 6}
-
-
-def apply_keys(xs: XenstoreConnection, domid: int, **kw) -> None:
-    for key in control_keys(domid, "exp", **kw):
-        xs.write(key.path, key.value)
-        xs.set_perms(key.path, list(key.perms))
-
-
-@pytest.fixture
-def channel(xenstored, agent_binary):
-    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
-    agents = []
-    for domid in GUESTS.values():
-        xenstored.add_domain(domid)
-        apply_keys(dom0, domid)
-    for domid in GUESTS.values():
-        sock = xenstored.listen(domid)
-        agents.append(subprocess.Popen([str(agent_binary), "--device", sock]))
-    ctl = Controller(dom0, tdf=1.0)
-    for name, domid in GUESTS.items():
-        ctl.add_guest(name, domid)
-    ctl.wait_ready(timeout=10)
-    yield ctl, dom0, xenstored, agent_binary
-    ctl.close()
-    for proc in agents:
-        proc.kill()
-        proc.wait()
-    dom0.close()
 
 
 def wait_removed(xs: XenstoreConnection, path: str, timeout: float = 5.0) -> list[str]:
@@ -62,10 +32,6 @@ def wait_removed(xs: XenstoreConnection, path: str, timeout: float = 5.0) -> lis
     while (left := xs.directory(path)) and time.monotonic() < deadline:
         time.sleep(0.01)
     return left
-
-
-def run(ctl: Controller, guest: str, timeout: float = 20, **kw):
-    return ctl.run(guest, CommandSpec(**kw), timeout=timeout)
 
 
 def test_argv_command_output_exit_code_and_guest_timestamps(channel):

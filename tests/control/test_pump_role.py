@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_agent_host import channel, run  # noqa: F401  (the fixture)
+from control_channel import run
 
 from selena.control.channel import base_path
 from selena.control.protocol import CommandSpec
@@ -29,7 +29,7 @@ def _completed_on(ctl) -> list[str]:
     return names
 
 
-def test_a_waiting_caller_reads_its_own_result(channel):  # noqa: F811
+def test_a_waiting_caller_reads_its_own_result(channel):
     ctl, *_ = channel
     assert run(ctl, "h1", argv=("true",)).ok            # the first-pass probe
     time.sleep(0.2)
@@ -44,7 +44,7 @@ def test_a_waiting_caller_reads_its_own_result(channel):  # noqa: F811
     assert len(names) == 20 and names.count(me) >= 19, names
 
 
-def test_a_command_nobody_waits_for_is_served_by_the_pump_thread(channel):  # noqa: F811
+def test_a_command_nobody_waits_for_is_served_by_the_pump_thread(channel):
     """Output past the agent's window needs Dom0's acknowledgements while it
     runs: without a waiting caller the pump thread reads and acknowledges."""
     ctl, *_ = channel
@@ -59,7 +59,7 @@ def test_a_command_nobody_waits_for_is_served_by_the_pump_thread(channel):  # no
     assert result.ok and len(result.stdout) == 300000
 
 
-def test_many_callers_each_get_their_own_result(channel):  # noqa: F811
+def test_many_callers_each_get_their_own_result(channel):
     """The role passes from caller to caller as their commands end; each
     result goes to its own caller."""
     ctl, *_ = channel
@@ -73,7 +73,7 @@ def test_many_callers_each_get_their_own_result(channel):  # noqa: F811
     assert outs == [[f"{i}-{n}\n".encode() for n in range(15)] for i in range(6)]
 
 
-def test_a_caller_that_gives_up_leaves_the_role_to_the_others(channel):  # noqa: F811
+def test_a_caller_that_gives_up_leaves_the_role_to_the_others(channel):
     ctl, *_ = channel
     slow = ctl.submit("h1", CommandSpec(argv=("sleep", "3")))
     with pytest.raises(ControlError, match="still running"):
@@ -86,7 +86,7 @@ def test_a_caller_that_gives_up_leaves_the_role_to_the_others(channel):  # noqa:
     assert ctl.wait(slow, timeout=10).ok
 
 
-def test_a_waiting_callers_timeout_holds_while_another_leads(channel):  # noqa: F811
+def test_a_waiting_callers_timeout_holds_while_another_leads(channel):
     """A follower (another caller has the role) still returns at its own
     timeout."""
     ctl, *_ = channel
@@ -106,7 +106,7 @@ def test_a_waiting_callers_timeout_holds_while_another_leads(channel):  # noqa: 
     assert ctl.wait(other, timeout=10).state == "killed"
 
 
-def test_a_failure_in_a_callers_pass_fails_every_waiter(channel):  # noqa: F811
+def test_a_failure_in_a_callers_pass_fails_every_waiter(channel):
     """What breaks the pump on a caller's thread is the channel's failure,
     as on the pump thread: every waiter is told, none hangs."""
     ctl, *_ = channel
@@ -124,7 +124,7 @@ def test_a_failure_in_a_callers_pass_fails_every_waiter(channel):  # noqa: F811
         ctl.submit("h1", CommandSpec(argv=("true",)))
 
 
-def test_ctrl_c_in_a_leading_caller_is_the_callers_not_the_channels(channel):  # noqa: F811
+def test_ctrl_c_in_a_leading_caller_is_the_callers_not_the_channels(channel):
     """KeyboardInterrupt raised in a caller's pass (Ctrl-C reaches the main
     thread, which may be leading) goes to that caller; the channel still
     serves, and the command it was waiting for still completes."""
@@ -146,7 +146,7 @@ def test_ctrl_c_in_a_leading_caller_is_the_callers_not_the_channels(channel):  #
     assert run(ctl, "h2", argv=("echo", "more")).stdout == b"more\n"
 
 
-def test_a_leader_leaving_hands_the_role_to_a_waiting_caller(channel):  # noqa: F811
+def test_a_leader_leaving_hands_the_role_to_a_waiting_caller(channel):
     """The caller leading returns with its result; the role goes straight to
     a caller still waiting, which then reads its own result (not at the
     next look of its bounded wait, 0.5 s)."""
@@ -169,7 +169,7 @@ def test_a_leader_leaving_hands_the_role_to_a_waiting_caller(channel):  # noqa: 
     assert took < 0.45, f"the waiting caller got its result after {took:.2f} s"
 
 
-def test_commands_ending_together_have_their_states_read_in_one_batch(channel):  # noqa: F811
+def test_commands_ending_together_have_their_states_read_in_one_batch(channel):
     """Several guests' commands ended by the time the pump looks: their
     states go out in one pipelined batch, one round trip for all."""
     ctl, dom0, *_ = channel
@@ -196,7 +196,7 @@ def test_commands_ending_together_have_their_states_read_in_one_batch(channel): 
     assert sorted(states) in [sorted(batch) for batch in batches], batches
 
 
-def test_a_caller_waiting_after_close_sleeps_until_its_timeout(channel):  # noqa: F811
+def test_a_caller_waiting_after_close_sleeps_until_its_timeout(channel):
     """Closed, the channel serves nobody: a caller still waiting neither takes
     the role nor spins, and returns at its timeout."""
     ctl, *_ = channel
