@@ -1,10 +1,15 @@
 """The controller side of the control channel: commands to guest agents and
 their results back, over one Xenstore connection with watches.
 
-A pump thread reacts to watch events on each guest's `out` and `agent`
-directories: it moves output chunks into memory, acknowledges them (the
+The pump reacts to watch events on each guest's `out` directory and two
+agent keys: it moves output chunks into memory, acknowledges them (the
 agent's flow control), and completes commands. Callers submit commands and
-wait on handles from any thread.
+wait on handles from any thread. The pump is a role, not a thread: a caller
+waiting for its command takes it while nobody has it and reads the socket
+itself, so its own result needs no wake-up by another thread; leaving, it
+hands the role to another waiting caller. The pump thread takes the role
+only when nobody waits (commands started and not waited for, housekeeping,
+liveness).
 """
 
 from __future__ import annotations
@@ -100,6 +105,22 @@ def _note_change(guest: _Guest, rel: str | None) -> None:
         guest.changed.add(rel)
 
 
+def _touched(changed: set[str | None]) -> tuple[bool, dict[str, set[str]]]:
+    """Whether everything is to be re-read, and the changed paths by command
+    id (the rest of each path, "" for the command's own key)."""
+    touched: dict[str, set[str]] = {}
+    for rel in changed:
+        if rel is not None:
+            cid, _, rest = rel.partition("/")
+            touched.setdefault(cid, set()).add(rest)
+    return None in changed, touched
+
+
+def _reads_state(everything: bool, what: set[str] | None) -> bool:
+    """Whether a command's `state` is read in this pass."""
+    return everything or (what is not None and ("" in what or "state" in what))
+
+
 def _command_keys(guest: _Guest, handle: CommandHandle) -> list[str]:
     """What Dom0 removes once a command is done (PROTOCOL.md)."""
     return [f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}",
@@ -175,6 +196,13 @@ class CommandHandle:
     _state: CommandState | None = field(default=None, repr=False)
     # Xenstore refused the spec's write (the reply comes to the pump).
     _send_error: ControlError | None = field(default=None, repr=False)
+    # Set when the command ends or when the caller waiting on it may take the
+    # pump's role (_Pump): a waiting caller sleeps on it.
+    _wake: threading.Event = field(default_factory=threading.Event, repr=False)
+    # The channel's own wait (the Controller's: a waiting caller may read the
+    # socket itself); None: wait on `_done` alone.
+    _waiter: Callable[[CommandHandle, float | None], bool] | None = field(
+        default=None, repr=False)
 
     @property
     def done(self) -> bool:
@@ -188,13 +216,19 @@ class CommandHandle:
     def wait_done(self, timeout: float | None = None) -> bool:
         """Block until the command has ended (True) or `timeout` real seconds
         passed (False); None: no limit."""
+        if self._waiter is not None and not self._done.is_set():
+            return self._waiter(self, timeout)
         return self._done.wait(timeout)
 
     def complete(self, result: CommandResult) -> None:
         """The command has ended: its channel hands over the result (once)
         and every waiter wakes."""
         self._result = result
+        self._end()
+
+    def _end(self) -> None:
         self._done.set()
+        self._wake.set()
 
 
 @dataclass
@@ -248,6 +282,22 @@ class Controller(CommandChannel):
         self._cond = threading.Condition(self._lock)
         self._stop = False
         self._pump_error: BaseException | None = None
+        # The pump's role (reading the socket, serving every guest) goes to a
+        # thread waiting for a result when there is one (leader/follower): the
+        # result it waits for then reaches it without a wake-up by another
+        # thread, a context switch per command that is dear in a PV Dom0
+        # under emulation. The pump thread takes the role only when nobody
+        # waits (commands started and not waited for, housekeeping, liveness).
+        self._pumping = False               # some thread has the role
+        self._callers = 0                   # threads in wait_done()/wait()
+        # Handles whose callers wait without the role, in arrival order: the
+        # one handed the role when its holder leaves.
+        self._followers: dict[str, CommandHandle] = {}
+        # A follower handed the role (it has it once it wakes up).
+        self._heir: CommandHandle | None = None
+        # The role handed to the pump thread (it has it once it wakes up).
+        self._pump_heir = False
+        self._next_liveness = clock()
         self._pump = threading.Thread(target=self._pump_loop, name="selena-control",
                                       daemon=True)
         self._pump.start()
@@ -304,11 +354,11 @@ class Controller(CommandChannel):
 
         def agent_changed(path: str, _token: str) -> bool:
             with self._cond:
-                self._cond.notify_all()     # wait_ready() re-reads the agent's state
                 if path == agent_error:
                     guest.error_changed = True
-                    return True
-            return False
+            # poll() returns: wait_ready() re-reads the agent's state (it
+            # changes when the agent starts, not per command).
+            return True
 
         self.xs.watch(f"{guest.base}/out", f"selena-out-{name}", mark)
         # Two keys of the agent's directory, not all of it: neither its
@@ -321,6 +371,10 @@ class Controller(CommandChannel):
         deadline = self.clock() + timeout
         pending = set(self._guests)
         while pending:
+            # Counted before reading: an agent that changes its state meanwhile
+            # makes poll() return at once. This thread reads the socket
+            # itself (the idle pump thread stays off it).
+            events = self.xs.watch_events()
             for name in sorted(pending):
                 if self._agent_ready(self._guests[name]):
                     pending.discard(name)
@@ -330,8 +384,7 @@ class Controller(CommandChannel):
                 name = sorted(pending)[0]
                 raise GuestLost(name, f"its agent was not ready after {timeout:g} s "
                                       f"(also not ready: {', '.join(sorted(pending)[1:]) or '-'})")
-            with self._cond:
-                self._cond.wait(0.5)
+            self.xs.poll(0.5, since=events)
 
     def _agent_ready(self, guest: _Guest) -> bool:
         """Every value here is the guest's: one that is not text, or that makes
@@ -373,7 +426,7 @@ class Controller(CommandChannel):
             raise GuestLost(guest_name, guest.lost)
         text = spec.encode()
         handle = CommandHandle(guest_name, f"{self._id_prefix}{next(self._ids):08x}", spec,
-                               time.time())
+                               time.time(), _waiter=self._wait_done)
         with self._cond:
             guest.active[handle.id] = handle
 
@@ -403,7 +456,7 @@ class Controller(CommandChannel):
 
     def wait(self, handle: CommandHandle, timeout: float | None = None) -> CommandResult:
         """Wait for a command's final state; timeout in real seconds."""
-        if not handle._done.wait(timeout):
+        if not handle.wait_done(timeout):
             raise ControlError(f"command {handle.spec.describe()!r} on {handle.guest} still "
                                f"running after {timeout:g} s")
         if self._pump_error is not None and handle._result is None:
@@ -428,69 +481,259 @@ class Controller(CommandChannel):
 
     # -- pump ----------------------------------------------------------------------
 
-    def _pump_loop(self) -> None:
-        next_liveness = self.clock()
+    def _wait_done(self, handle: CommandHandle, timeout: float | None) -> bool:
+        """CommandHandle.wait_done() for this channel's commands: the caller
+        reads the socket itself (the pump's role) while nobody else does,
+        and otherwise sleeps until its command ends or the role is handed
+        to it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._callers += 1
         try:
             while True:
-                # Read before looking for work: an event that comes in between
-                # makes poll() return at once rather than after its timeout.
-                events = self.xs.watch_events()
                 with self._lock:
-                    stop = self._stop
-                    work = [] if stop else [
-                        (g, g.changed, g.error_changed) for g in self._guests.values()
-                        if (g.changed or g.error_changed) and g.active]
-                    for g, _, _ in work:
-                        g.changed, g.error_changed = set(), False
-                if stop:
-                    try:
-                        self.xs.flush()     # the removals still waiting
-                    except ControlError as exc:
-                        log.warning("removing finished commands at close: %s", exc)
-                    return
-                if not work and self.clock() < next_liveness:
-                    timeout = max(0.0, min(1.0, next_liveness - self.clock()))
-                    queued = self.xs.queued_since()
-                    if queued is not None:
-                        # Removals of finished commands ride along with the
-                        # next request (the next command's spec, as a rule);
-                        # after a short while idle they go on their own.
-                        left = queued + HOUSEKEEPING_DELAY - time.monotonic()
-                        if left <= 0:
-                            self.xs.flush()
-                            continue
-                        timeout = min(timeout, left)
-                    # The pump reads the socket itself while it waits: watch
-                    # events reach it without a thread hand-off.
-                    self.xs.poll(timeout, since=events)
+                    if self._heir is handle:        # handed over: the role is ours
+                        self._heir = None
+                        lead = True
+                    elif handle._done.is_set():
+                        return True
+                    else:
+                        lead = not self._pumping and not self._stop \
+                            and self._pump_error is None
+                        if lead:
+                            self._pumping = True
+                    if lead:
+                        self._followers.pop(handle.id, None)
+                if lead:
+                    self._lead(handle, deadline)
+                    if not handle._done.is_set() and deadline is not None \
+                            and time.monotonic() >= deadline:
+                        return False
                     continue
-                for guest, changed, error_changed in work:
-                    if error_changed:
-                        self._read_agent_error(guest)
-                    self._collect(guest, changed)
-                if self.clock() >= next_liveness:
-                    next_liveness = self.clock() + 1.0
-                    for guest in list(self._guests.values()):
-                        self._check_alive(guest)
-        except BaseException as exc:  # surfaced to every waiter, not swallowed
-            log.exception("control channel pump failed")
-            self._pump_error = exc
-            for guest in list(self._guests.values()):
-                for handle in list(guest.active.values()):
-                    handle._done.set()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                with self._lock:
+                    self._followers[handle.id] = handle
+                    handle._wake.clear()
+                    # Cleared before looking again: an end or a hand-over
+                    # from now on sets it.
+                    if handle._done.is_set() or self._heir is handle or not (
+                            self._pumping or self._stop or self._pump_error is not None):
+                        continue
+                # Bounded: a role left vacant without a hand-over (the pump
+                # thread's, say) is looked at again.
+                handle._wake.wait(0.5 if left is None else min(left, 0.5))
+        finally:
+            with self._lock:
+                self._callers -= 1
+                self._followers.pop(handle.id, None)
+                heir = self._heir is handle
+                if heir:                    # interrupted before taking it up
+                    self._heir = None
+            if heir:
+                self._leave_role(caller=True)
 
-    def _collect(self, guest: _Guest, changed: set[str | None]) -> None:
-        everything = None in changed
-        touched: dict[str, set[str]] = {}
-        for rel in changed:
-            if rel is not None:
-                cid, _, rest = rel.partition("/")
-                touched.setdefault(cid, set()).add(rest)
+    def _lead(self, handle: CommandHandle, deadline: float | None) -> None:
+        """Pump passes on the caller's thread until its command ends or its
+        deadline passes; then the role goes to another waiting caller."""
+        try:
+            while not handle._done.is_set():
+                left = 1.0 if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._pass(min(left, 1.0), caller=True)
+        except Exception as exc:
+            self._pump_failed(exc)
+        except BaseException:
+            # Ctrl-C or a signal in the caller's thread: the caller's, not the
+            # channel's failure. What the pass had taken from the guests is
+            # looked at again by the next one.
+            with self._lock:
+                for guest in self._guests.values():
+                    guest.changed, guest.error_changed = {None}, True
+            raise
+        finally:
+            self._leave_role(caller=True)
+
+    def _leave_role(self, caller: bool) -> bool:
+        """Give up the pump's role. A caller leaving hands it to the one
+        caller still waiting (one wake-up, and that one's own result then
+        needs none), or with several waiting to the pump thread (a caller's
+        tenure would end with each of its own results, a hand-over each
+        time). The pump thread keeps it while any caller waits: its
+        completing a command costs the one wake-up a hand-over would, and
+        it is not handed back when more callers come. With nobody waiting
+        the role is left vacant, the pump thread woken only if commands
+        nobody waits for are running (a caller leaving): its own timer does
+        the housekeeping, and the next caller the rest. True: the pump
+        thread (caller False) keeps the role."""
+        with self._lock:
+            waiting = [other for other in self._followers.values()
+                       if not other._done.is_set()]
+            if waiting and not caller:
+                return True
+            if len(waiting) == 1:
+                # Handed over, not left vacant: the thread leaving comes back
+                # at once as a rule (its caller's next command), and would
+                # take the role again before the one woken runs, which then
+                # woke for nothing.
+                self._heir = waiting[0]
+                waiting[0]._wake.set()
+                return False
+            if waiting:
+                self._pump_heir = True
+                self._cond.notify_all()
+                return False
+            self._pumping = False
+            if caller and (self._stop or any(g.active for g in self._guests.values())):
+                self._cond.notify_all()
+            return False
+
+    def _pump_loop(self) -> None:
+        """The pump thread: serves the guests while no caller waits, or while
+        several do."""
+        try:
+            while True:
+                with self._lock:                # the Condition's lock, a C call
+                    if self._stop or self._pump_error is not None:
+                        break
+                    if self._pump_heir:         # handed over: the role is ours
+                        self._pump_heir = False
+                    elif self._pumping or self._callers > 0:
+                        # The role's holder does the housekeeping and
+                        # liveness; a caller leaving it with commands still
+                        # running wakes this thread (_leave_role). The
+                        # timeout only bounds a case that wake-up misses.
+                        self._cond.wait(1.0)
+                        continue
+                    else:
+                        self._pumping = True
+                    waited = self._callers > 0
+                    unattended = waited or any(g.active for g in self._guests.values())
+                kept = True
+                while kept:
+                    try:
+                        # With commands to serve it waits for their events;
+                        # with none it looks at what came in, the housekeeping
+                        # and liveness, and sleeps off the socket, so that a
+                        # caller arriving finds the role free.
+                        self._pass(1.0 if unattended else 0.0, caller=waited)
+                    finally:
+                        kept = self._leave_role(caller=False)
+                    if kept:                    # several callers wait: on
+                        waited = unattended = True
+                        if self._stop or self._pump_error is not None:
+                            with self._lock:
+                                self._pump_heir = True      # the stop path's
+                            break
+                if kept:
+                    continue
+                if not unattended:
+                    with self._cond:
+                        if not self._stop and not self._callers:
+                            self._cond.wait(self._idle_timeout())
+            if self._pump_error is not None:
+                return
+            with self._cond:
+                while self._pumping and not self._pump_heir:    # a caller's pass
+                    self._cond.wait(0.05)
+                self._pump_heir = False
+                self._pumping = True
+            try:
+                self.xs.flush()     # the removals still waiting
+            except ControlError as exc:
+                log.warning("removing finished commands at close: %s", exc)
+        except BaseException as exc:  # surfaced to every waiter, not swallowed
+            self._pump_failed(exc)
+
+    def _idle_timeout(self) -> float:
+        """How long the idle pump thread sleeps: until the next liveness check
+        or the deferred removals' time, whichever comes first."""
+        timeout = max(0.0, min(1.0, self._next_liveness - self.clock()))
+        queued = self.xs.queued_since()
+        if queued is not None:
+            timeout = min(timeout, max(0.0, queued + HOUSEKEEPING_DELAY - time.monotonic()))
+        return max(timeout, 0.001)
+
+    def _pump_failed(self, exc: BaseException) -> None:
+        log.error("control channel pump failed", exc_info=exc)
+        self._pump_error = exc
+        for guest in list(self._guests.values()):
+            for handle in list(guest.active.values()):
+                handle._end()
+
+    def _pass(self, timeout: float, caller: bool = False) -> None:
+        """One pass of the pump (by whichever thread has its role): serve the
+        guests that events marked, or wait up to `timeout` for events.
+        caller: for callers waiting for their commands (a caller's pass, or
+        the pump thread's while several wait), which nothing but the reading
+        or a deadline needs to interrupt (close() waits for the receive
+        timeout at most): the thread waits in recv() alone
+        (poll's wakeable=False), and neither the liveness check nor the
+        removals waiting to ride along shorten its wait: both are done by
+        the first pass they are due in (a second late at most; the limit
+        for liveness is 10 s or more)."""
+        # Read before looking for work: an event that comes in between
+        # makes poll() return at once rather than after its timeout.
+        events = self.xs.watch_events()
+        with self._lock:
+            work = [(g, g.changed, g.error_changed) for g in self._guests.values()
+                    if (g.changed or g.error_changed) and g.active]
+            for g, _, _ in work:
+                g.changed, g.error_changed = set(), False
+        if not work and self.clock() < self._next_liveness:
+            queued = self.xs.queued_since()
+            if queued is not None:
+                # Removals of finished commands ride along with the
+                # next request (the next command's spec, as a rule);
+                # after a short while idle they go on their own.
+                left = queued + HOUSEKEEPING_DELAY - time.monotonic()
+                if left <= 0:
+                    self.xs.flush()
+                    return
+                if not caller:
+                    timeout = min(timeout, left)
+            # The pump reads the socket itself while it waits: watch
+            # events reach it without a thread hand-off.
+            if not caller:
+                timeout = min(timeout, self._next_liveness - self.clock())
+            self.xs.poll(max(0.0, timeout), since=events, wakeable=not caller)
+            return
+        states = self._read_states(work)
+        for guest, changed, error_changed in work:
+            if error_changed:
+                self._read_agent_error(guest)
+            self._collect(guest, changed, states)
+        if self.clock() >= self._next_liveness:
+            self._next_liveness = self.clock() + 1.0
+            for guest in list(self._guests.values()):
+                self._check_alive(guest)
+
+    def _read_states(self, work: list[tuple[_Guest, set[str | None], bool]]
+                     ) -> dict[str, bytes | None | XenstoreError]:
+        """The `state` of every command the events say may have ended, of
+        every guest in this pass, in one pipelined batch (one round trip
+        when several commands end together, not one each); each read's
+        error stays its own command's (_collect_one raises it there)."""
+        paths = []
+        for guest, changed, _ in work:
+            everything, touched = _touched(changed)
+            paths += [f"{guest.base}/out/{handle.id}/state" for handle in guest.active.values()
+                      if handle._send_error is None
+                      and _reads_state(everything, touched.get(handle.id))]
+        return dict(zip(paths, self.xs.read_each(paths), strict=True))
+
+    def _collect(self, guest: _Guest, changed: set[str | None],
+                 states: dict[str, bytes | None | XenstoreError] | None = None) -> None:
+        """Serve the guest's commands that `changed` names; `states`: their
+        state already read (_read_states), read here where missing."""
+        everything, touched = _touched(changed)
         for handle in list(guest.active.values()):
             what = touched.get(handle.id, set())
             if not everything and not what:
                 continue
-            read_state = everything or "" in what or "state" in what
+            read_state = _reads_state(everything, what)
             # The last chunk each stream's events announced; None: not known
             # (a directory event, or the change set collapsed).
             last_seen = None if everything or "" in what else _last_chunks(what)
@@ -500,7 +743,8 @@ class Controller(CommandChannel):
             try:
                 if handle._send_error is not None:
                     raise handle._send_error
-                self._collect_one(guest, handle, read_state, new_chunks, last_seen)
+                self._collect_one(guest, handle, read_state, new_chunks, last_seen,
+                                  states)
             except (ProtocolMismatch, ValueError) as exc:
                 # What a guest writes into its own keys can fail only its own
                 # command, never the pump that serves every guest.
@@ -515,13 +759,17 @@ class Controller(CommandChannel):
 
     def _collect_one(self, guest: _Guest, handle: CommandHandle, read_state: bool = True,
                      read_chunks: bool = True,
-                     last_seen: tuple[int, int] | None = None) -> None:
+                     last_seen: tuple[int, int] | None = None,
+                     states: dict[str, bytes | None | XenstoreError] | None = None) -> None:
         out = f"{guest.base}/out/{handle.id}"
         if read_state:
             # `state` holds the final state only (`running` is in the agent's
             # started/<id>, which Dom0 never reads): absent, the command is
             # queued or running.
-            raw = self.xs.read_or_none(f"{out}/state")
+            path = f"{out}/state"
+            raw = states[path] if states and path in states else self.xs.read_or_none(path)
+            if isinstance(raw, XenstoreError):
+                raise raw
             if raw is not None:
                 handle._state = parse_state(raw.decode(errors="replace"))
         state = handle._state

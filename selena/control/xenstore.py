@@ -40,7 +40,12 @@ DRAIN_MAX = 16 * 1024 * 1024
 _OVERSIZE = -2                         # _Pending.type: the reply was too large
 SOCKET_PATHS = ("/run/xenstored/socket", "/var/run/xenstored/socket")
 RECV_SIZE = 65536
-RECV_TIMEOUT_S = 1.0
+# A thread blocked in recv() looks at its deadline this often. poll(wakeable=
+# False) blocks in recv() only while its deadline is at least this far, so
+# that deadline holds; what is left is waited for in select().
+RECV_TIMEOUT_S = 0.25
+# _pipeline(tolerate=...): every Xenstore error is returned in its reply's place.
+ANY_ERROR = "*"
 # Deferred requests (housekeeping nobody waits for) wait for the next send to
 # ride along with, at most this many.
 QUEUE_MAX = 32
@@ -95,6 +100,7 @@ class XenstoreConnection:
         # A leader blocked in recv() for a reply looks at its deadline this
         # often (_read_some).
         every = min(RECV_TIMEOUT_S, max(timeout, 0.01))
+        self._recv_every = every
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
                               struct.pack("ll", int(every), int(every % 1 * 1e6)))
         # wake() interrupts a leader blocked in select() for poll().
@@ -187,12 +193,18 @@ class XenstoreConnection:
         with self._lock:
             return self._watch_events
 
-    def poll(self, timeout: float, since: int | None = None) -> None:
+    def poll(self, timeout: float, since: int | None = None, wakeable: bool = True) -> None:
         """Read and dispatch what xenstored sends for up to `timeout` seconds.
         Returns once a watch event was dispatched (by this thread or another
         one) after `since` (a watch_events() reading; default: now), after
         wake(), on timeout, or when the connection is lost (the next request
-        then raises)."""
+        then raises).
+
+        wakeable=False: the thread waits in a blocking recv() alone (one
+        system call per wake-up, not select()'s two) while its deadline is
+        RECV_TIMEOUT_S or more away; a wake() from another thread then
+        takes effect within that time. One from a reply or watch callback
+        on this thread, as a refused write's, takes effect at once."""
         deadline = time.monotonic() + timeout
         with self._lock:
             seen = self._watch_events if since is None else since
@@ -208,7 +220,8 @@ class XenstoreConnection:
                 return
             self._leader = threading.current_thread()
         try:
-            while self._read_some(deadline, wakeable=True):
+            while self._read_some(deadline, wakeable=wakeable
+                                  or deadline - time.monotonic() < self._recv_every):
                 with self._lock:
                     if self._watch_events != seen or self._wakes != wakes:
                         return
@@ -260,6 +273,16 @@ class XenstoreConnection:
         replies = self._pipeline([(XS_READ, "read", path, _z(path)) for path in paths],
                                  tolerate="ENOENT")
         return [None if isinstance(reply, XenstoreError) else reply for reply in replies]
+
+    def read_each(self, paths: Sequence[str]) -> list[bytes | None | XenstoreError]:
+        """read_many() where each key's error is its own: returned in its
+        place (a missing key reads as None), not raised for the batch."""
+        if not paths:
+            return []
+        replies = self._pipeline([(XS_READ, "read", path, _z(path)) for path in paths],
+                                 tolerate=ANY_ERROR)
+        return [None if isinstance(reply, XenstoreError) and reply.code == "ENOENT" else reply
+                for reply in replies]
 
     def write_nowait(self, path: str, value: bytes | str, on_reply: ReplyCallback) -> None:
         """write() without waiting for the reply: the thread that reads it
@@ -360,9 +383,10 @@ class XenstoreConnection:
     def _pipeline(self, requests: Sequence[tuple[int, str, str, bytes]],
                   tolerate: str | None = None) -> list[bytes | XenstoreError]:
         """Send every request, then wait for every reply. xenstored answers a
-        connection's requests in order; an error with code `tolerate` is
-        returned in its place, any other is raised once all replies are in
-        (so no reply is left to arrive for a request nobody waits on)."""
+        connection's requests in order; an error with code `tolerate` (any
+        error: ANY_ERROR) is returned in its place, any other is raised once
+        all replies are in (so no reply is left to arrive for a request
+        nobody waits on)."""
         self._check_sendable(requests)
         sent: list[tuple[int, _Pending, str, str]] = []
         with self._lock:
@@ -387,7 +411,7 @@ class XenstoreConnection:
             failure: Exception | None = None
             for _req_id, pending, op, path in sent:
                 reply = self._reply(pending, op, path)
-                if isinstance(reply, XenstoreError) and reply.code != tolerate \
+                if isinstance(reply, XenstoreError) and tolerate not in (reply.code, ANY_ERROR) \
                         and failure is None:
                     failure = reply
                 replies.append(reply)

@@ -397,3 +397,26 @@ def test_a_request_nobody_answers_fails_at_its_timeout(tmp_path):
         assert 0.25 <= time.monotonic() - begin < 2.0
         assert xs.read("/fast") == b"ok" and answered
     server.close()
+
+
+def test_poll_without_wake_ups_keeps_its_deadline_and_still_sees_events(xenstored):
+    """poll(wakeable=False), a caller's wait in the control channel: recv()
+    alone while the deadline is far, select() for the rest, so a silent
+    socket returns at the deadline, not up to a receive timeout later; an
+    event still ends it at once."""
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    try:
+        for timeout in (0.1, 0.6):
+            begin = time.monotonic()
+            dom0.poll(timeout, wakeable=False)
+            took = time.monotonic() - begin
+            assert timeout - 0.01 <= took < timeout + 0.1, (timeout, took)
+        dom0.watch("/local/domain/0/w", "tok", lambda _p, _t: None)
+        dom0.poll(0.5)                      # the watch's first firing
+        before = dom0.watch_events()
+        threading.Timer(0.1, dom0.write, ("/local/domain/0/w/x", "1")).start()
+        begin = time.monotonic()
+        dom0.poll(5.0, since=before, wakeable=False)
+        assert time.monotonic() - begin < 1.0 and dom0.watch_events() > before
+    finally:
+        dom0.close()

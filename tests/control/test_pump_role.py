@@ -1,0 +1,208 @@
+"""Who reads the control channel's socket (the pump's role): a caller waiting
+for its command does, so its result reaches it without a wake-up by another
+thread; the pump thread serves what nobody waits for. Real agents, fake
+xenstored (the `channel` fixture of test_agent_host)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from control_channel import run
+
+from selena.control.channel import base_path
+from selena.control.protocol import CommandSpec
+from selena.errors import ControlError
+
+
+def _completed_on(ctl) -> list[str]:
+    """Records the name of the thread completing each command."""
+    names: list[str] = []
+    complete = ctl._complete
+
+    def recorded(guest, handle, result):
+        names.append(threading.current_thread().name)
+        complete(guest, handle, result)
+    ctl._complete = recorded
+    return names
+
+
+def test_a_waiting_caller_reads_its_own_result(channel):
+    ctl, *_ = channel
+    assert run(ctl, "h1", argv=("true",)).ok            # the first-pass probe
+    time.sleep(0.2)
+    names = _completed_on(ctl)
+    me = threading.current_thread().name
+    for _ in range(20):
+        assert run(ctl, "h1", argv=("echo", "x")).stdout == b"x\n"
+    # Not the pump thread: the caller read the socket and completed its
+    # command itself, with no hand-off between threads. (The pump thread's
+    # timer, about once a second, may find the role free just before a
+    # command is waited for, and then serves that one.)
+    assert len(names) == 20 and names.count(me) >= 19, names
+
+
+def test_a_command_nobody_waits_for_is_served_by_the_pump_thread(channel):
+    """Output past the agent's window needs Dom0's acknowledgements while it
+    runs: without a waiting caller the pump thread reads and acknowledges."""
+    ctl, *_ = channel
+    names = _completed_on(ctl)
+    handle = ctl.submit("h1", CommandSpec(shell="head -c 300000 /dev/zero"))
+    deadline = time.monotonic() + 20
+    while not handle.done and time.monotonic() < deadline:
+        time.sleep(0.05)                # no wait(): nobody takes the role
+    assert handle.done, "a command nobody waited for was never served"
+    assert names == ["selena-control"]
+    result = ctl.wait(handle, timeout=1)
+    assert result.ok and len(result.stdout) == 300000
+
+
+def test_many_callers_each_get_their_own_result(channel):
+    """The role passes from caller to caller as their commands end; each
+    result goes to its own caller."""
+    ctl, *_ = channel
+
+    def worker(i: int) -> list[bytes]:
+        guest = ("h1", "h2")[i % 2]
+        return [run(ctl, guest, argv=("echo", f"{i}-{n}")).stdout for n in range(15)]
+
+    with ThreadPoolExecutor(6) as pool:
+        outs = list(pool.map(worker, range(6)))
+    assert outs == [[f"{i}-{n}\n".encode() for n in range(15)] for i in range(6)]
+
+
+def test_a_caller_that_gives_up_leaves_the_role_to_the_others(channel):
+    ctl, *_ = channel
+    slow = ctl.submit("h1", CommandSpec(argv=("sleep", "3")))
+    with pytest.raises(ControlError, match="still running"):
+        ctl.wait(slow, timeout=0.2)
+    assert not ctl._pumping, "the caller kept the pump's role after its timeout"
+    # Another caller leads now; the abandoned command is served with it.
+    start = time.monotonic()
+    assert run(ctl, "h2", argv=("echo", "next")).stdout == b"next\n"
+    assert time.monotonic() - start < 2
+    assert ctl.wait(slow, timeout=10).ok
+
+
+def test_a_waiting_callers_timeout_holds_while_another_leads(channel):
+    """A follower (another caller has the role) still returns at its own
+    timeout."""
+    ctl, *_ = channel
+    leader_in = threading.Event()
+    long = ctl.submit("h1", CommandSpec(argv=("sleep", "2")))
+    thread = threading.Thread(target=lambda: (leader_in.set(), ctl.wait(long, timeout=10)))
+    thread.start()
+    leader_in.wait(5)
+    time.sleep(0.1)
+    other = ctl.submit("h2", CommandSpec(argv=("sleep", "5")))
+    start = time.monotonic()
+    assert not other.wait_done(0.3)
+    assert 0.25 < time.monotonic() - start < 1.5
+    thread.join(10)
+    assert long.done and long.result is not None and long.result.ok
+    ctl.kill(other)
+    assert ctl.wait(other, timeout=10).state == "killed"
+
+
+def test_a_failure_in_a_callers_pass_fails_every_waiter(channel):
+    """What breaks the pump on a caller's thread is the channel's failure,
+    as on the pump thread: every waiter is told, none hangs."""
+    ctl, *_ = channel
+
+    def broken(guest, changed, *rest):
+        raise RuntimeError("broken pass")
+    ctl._collect = broken
+    other = ctl.submit("h2", CommandSpec(argv=("sleep", "1")))
+    with pytest.raises(ControlError, match="control channel failed: broken pass"):
+        run(ctl, "h1", argv=("true",))
+    assert other.done
+    with pytest.raises(ControlError, match="control channel failed"):
+        ctl.wait(other, timeout=1)
+    with pytest.raises(ControlError, match="control channel failed"):
+        ctl.submit("h1", CommandSpec(argv=("true",)))
+
+
+def test_ctrl_c_in_a_leading_caller_is_the_callers_not_the_channels(channel):
+    """KeyboardInterrupt raised in a caller's pass (Ctrl-C reaches the main
+    thread, which may be leading) goes to that caller; the channel still
+    serves, and the command it was waiting for still completes."""
+    ctl, *_ = channel
+    collect = ctl._collect
+    interrupted = []
+
+    def interrupt_once(guest, changed, *rest):
+        if not interrupted:
+            interrupted.append(True)
+            raise KeyboardInterrupt
+        collect(guest, changed, *rest)
+    ctl._collect = interrupt_once
+    handle = ctl.submit("h1", CommandSpec(argv=("echo", "still")))
+    with pytest.raises(KeyboardInterrupt):
+        ctl.wait(handle, timeout=10)
+    assert interrupted and ctl._pump_error is None and not ctl._pumping
+    assert ctl.wait(handle, timeout=10).stdout == b"still\n"
+    assert run(ctl, "h2", argv=("echo", "more")).stdout == b"more\n"
+
+
+def test_a_leader_leaving_hands_the_role_to_a_waiting_caller(channel):
+    """The caller leading returns with its result; the role goes straight to
+    a caller still waiting, which then reads its own result (not at the
+    next look of its bounded wait, 0.5 s)."""
+    ctl, *_ = channel
+    names = _completed_on(ctl)
+    first = ctl.submit("h1", CommandSpec(argv=("sleep", "0.1")))
+    leader = threading.Thread(target=ctl.wait, args=(first, 10), name="leader")
+    leader.start()
+    deadline = time.monotonic() + 5
+    while not ctl._pumping and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert ctl._pumping
+    start = time.monotonic()
+    second = ctl.submit("h2", CommandSpec(argv=("sleep", "0.2")))
+    assert ctl.wait(second, timeout=10).ok
+    took = time.monotonic() - start
+    leader.join(10)
+    assert first.result is not None and first.result.ok
+    assert names == ["leader", threading.current_thread().name], names
+    assert took < 0.45, f"the waiting caller got its result after {took:.2f} s"
+
+
+def test_commands_ending_together_have_their_states_read_in_one_batch(channel):
+    """Several guests' commands ended by the time the pump looks: their
+    states go out in one pipelined batch, one round trip for all."""
+    ctl, dom0, *_ = channel
+    batches: list[list[str]] = []
+    read_each = ctl.xs.read_each
+
+    def recorded(paths):
+        batches.append(list(paths))
+        return read_each(paths)
+    ctl.xs.read_each = recorded
+    with ctl._lock:
+        ctl._pumping = True             # nobody serves the guests meanwhile
+    try:
+        handles = [ctl.submit(guest, CommandSpec(argv=("echo", guest))) for guest in ("h1", "h2")]
+        states = [f"{base_path(domid)}/out/{h.id}/state"
+                  for domid, h in zip((5, 6), handles, strict=True)]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(dom0.read_or_none(p) for p in states):
+            time.sleep(0.02)
+    finally:
+        with ctl._lock:
+            ctl._pumping = False
+    assert [ctl.wait(h, timeout=10).stdout for h in handles] == [b"h1\n", b"h2\n"]
+    assert sorted(states) in [sorted(batch) for batch in batches], batches
+
+
+def test_a_caller_waiting_after_close_sleeps_until_its_timeout(channel):
+    """Closed, the channel serves nobody: a caller still waiting neither takes
+    the role nor spins, and returns at its timeout."""
+    ctl, *_ = channel
+    handle = ctl.submit("h1", CommandSpec(argv=("sleep", "5")))
+    ctl.close()
+    cpu, start = time.process_time(), time.monotonic()
+    assert not handle.wait_done(0.6)
+    assert 0.55 < time.monotonic() - start < 2
+    assert time.process_time() - cpu < 0.3, "the waiting caller spun"
