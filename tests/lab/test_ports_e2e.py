@@ -5,12 +5,13 @@ agent commands (the setup no longer fits one Xenstore node) with network
 directives that fit one Xenstore value, and every host reaches every other;
 nothing is left in Dom0 afterwards.
 
-Lab time, estimated (not yet measured): deploying 41 guests 4 at a time
-about 2-3 min (bench-deploy: about 2.7 s per tiny guest), the switch's 32
-attached vifs one at a time (a few seconds each under QEMU, beside the
-hosts' creates) 1-3 min, the switch's bridge set-up some 30 s, pingall's
-1560 pings (each host's 39 in one command, the hosts side by side), teardown
-about 1 min.
+Lab time, measured (2026-11-26, TDF 20): 11 min 23 s, of which the deploy
+of 41 guests (4 at a time, the switch's 32 attached vifs one at a time
+beside the hosts' creates) 4 min 3 s, boot to all 41 agents 1 min 39 s, and
+pingall's 1560 pings (each host's 39 in one command, the hosts side by side)
+with teardown the rest. The same run lost 3 of the 1560 pings (0.2%), each
+a single ping between two hosts that answered all their others: see the
+session notes; the test wants none lost.
 
 Why the switch's vifs past its 8th are attached after its create (xl
 network-attach, selena.backends.xl.VIFS_AT_CREATE): with all 40 in its xl
@@ -32,9 +33,13 @@ OUT = lab_results.out("test-ports")
 OUT10 = lab_results.out("test-ports-10")
 
 
+# Outside make test too (make test-scale): 2 min 15 s in the lab, which the
+# 60-minute budget of a cold make test cannot spare; the attach path's logic
+# is covered by tests/backends/test_xl_attach.py against the fake Dom0.
 @pytest.mark.lab
+@pytest.mark.scale
 def test_a_switch_of_10_ports_has_its_last_2_attached_after_the_create(lab):
-    """The attach path, cheaply (11 guests, about 2.5 min of lab time): the
+    """The attach path, cheaply (11 guests, 2 min 15 s of lab time): the
     switch's config holds 8 vifs, `xl network-attach` adds eth8 and eth9 to
     the paused domain, and h9 and h10 (on those ports) reach every host."""
     result = lab.run(
