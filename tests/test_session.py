@@ -8,10 +8,10 @@ import pytest
 from fake_runner import FakeRunner
 from fake_session import pingall_answer, running
 
+from selena import session as session_module
 from selena.backends.xl import DeployState, XlBackend
 from selena.errors import BackendError, ExperimentError, ScenarioError
 from selena.model import Endpoint, Link
-from selena import session as session_module
 from selena.session import PingAll, Session, rate_text
 from selena.topologies import linear, single
 
