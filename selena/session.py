@@ -209,9 +209,10 @@ class Session:
         Each host runs its pings in one command (one command per pair, one
         after another, took minutes for 40 hosts), at most
         PINGALL_SIDE_BY_SIDE hosts at a time, each starting with the host
-        after it: 40 hosts starting at once, all with the same target, lost
-        pings to their simultaneous ARP floods and echoes (Mininet pings one
-        pair at a time)."""
+        after it (Mininet pings one pair at a time): 40 hosts starting at
+        once, all with the same first target, lost 3 of 1560 pings in the
+        lab at TDF 20 and all of them at TDF 1, while single pings through
+        the same switch answered."""
         self._running("pingall")
         wait = max(1, math.ceil(timeout))
         addressed = [(h.name, ip) for h in self.exp.hosts
