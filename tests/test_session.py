@@ -8,6 +8,7 @@ import pytest
 from fake_runner import FakeRunner
 from fake_session import pingall_answer, running
 
+from selena import session as session_module
 from selena.backends.xl import DeployState, XlBackend
 from selena.errors import BackendError, ExperimentError, ScenarioError
 from selena.model import Endpoint, Link
@@ -90,15 +91,38 @@ def test_pingall_pings_every_ordered_host_pair_once_one_command_per_host_side_by
     result = Session(exp).pingall()
     loop = ("start for ip in {}; do if ping -c 1 -W 1 $ip >/dev/null 2>&1; "
             'then echo "$ip 1"; else echo "$ip 0"; fi; done')
-    # All three started before any is waited for; each pings the two others.
+    # All three started before any is waited for; each pings the two others,
+    # starting with the host after it; the lines are in Mininet's order.
     assert exp.engine.commands == [
         ("h1", loop.format("10.0.0.2 10.0.0.3"), 60.0),
-        ("h2", loop.format("10.0.0.1 10.0.0.3"), 60.0),
+        ("h2", loop.format("10.0.0.3 10.0.0.1"), 60.0),
         ("h3", loop.format("10.0.0.1 10.0.0.2"), 60.0)]
     assert result.lines() == ["h1 -> h2 X", "h2 -> h1 X", "h3 -> h1 h2"]
     assert result.results_line() == "*** Results: 33% dropped (4/6 received)"
     Session(exp).pingall(timeout=2.5)
     assert "ping -c 1 -W 3 $ip" in exp.engine.commands[-1][1]
+
+
+def test_pingall_runs_at_most_a_bounded_number_of_hosts_loops_at_once(monkeypatch):
+    """Ten hosts, three at a time: the fourth host's loop starts only once
+    the first one's has been waited for, and every pair is still reported
+    in Mininet's order."""
+    monkeypatch.setattr(session_module, "PINGALL_SIDE_BY_SIDE", 3)
+    exp = running(single(10), answering())
+    events: list[str] = []
+    start, wait = exp.engine.start, exp.engine.wait
+    monkeypatch.setattr(exp.engine, "start", lambda node, command, **kw:
+                        events.append(f"start {node}") or start(node, command, **kw))
+    monkeypatch.setattr(exp.engine, "wait", lambda handle, **kw:
+                        events.append(f"wait {handle.node}") or wait(handle, **kw))
+    result = Session(exp).pingall()
+    assert events[:6] == ["start h1", "start h2", "start h3", "wait h1", "start h4", "wait h2"]
+    assert events.count("start h10") == 1 and events[-1] == "wait h10"
+    running_at_once = max(sum(1 if e.startswith("start") else -1 for e in events[:i + 1])
+                          for i in range(len(events)))
+    assert running_at_once == 3
+    assert result.results_line() == "*** Results: 0% dropped (90/90 received)"
+    assert result.lines()[4] == "h5 -> h1 h2 h3 h4 h6 h7 h8 h9 h10"
 
 
 def test_pingall_among_some_hosts_pings_only_between_them():
