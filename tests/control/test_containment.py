@@ -6,51 +6,31 @@ apart. Real agents on a fake xenstored, and a fake Dom0 for the backend."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
+from control_channel import GUESTS, apply_keys, guests_with_agents
 
 from selena.backends.xl import XlBackend
 from selena.control.channel import CommandResult, Controller, base_path
-from selena.control.keys import control_keys
 from selena.control.protocol import CommandSpec
 from selena.control.xenstore import XS_DIRECTORY, XS_WRITE, XenstoreConnection
 from selena.errors import ControlError, GuestSetupError, ProtocolMismatch, XenstoreError
 from selena.model import Topology
 from selena.plan import make_plan
 
-GUESTS = {"h1": 5, "h2": 6}
-
-
-def apply_keys(xs: XenstoreConnection, domid: int) -> None:
-    for key in control_keys(domid, "exp"):
-        xs.write(key.path, key.value)
-        xs.set_perms(key.path, list(key.perms))
-
 
 @pytest.fixture
 def owned(xenstored, agent_binary):
     """Two guests with real agents; the controller on a connection of its own,
     `dom0` another (the one teardown would use)."""
-    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
-    agents = []
-    for domid in GUESTS.values():
-        xenstored.add_domain(domid)
-        apply_keys(dom0, domid)
-    for domid in GUESTS.values():
-        sock = xenstored.listen(domid)
-        agents.append(subprocess.Popen([str(agent_binary), "--device", sock]))
-    ctl = Controller.connect(f"{xenstored.dir}/xs-dom0.sock", timeout=5)
-    for name, domid in GUESTS.items():
-        ctl.add_guest(name, domid)
-    ctl.wait_ready(timeout=10)
-    yield ctl, dom0, xenstored
-    ctl.close()
-    for proc in agents:
-        proc.kill()
-        proc.wait()
-    dom0.close()
+    with guests_with_agents(xenstored, agent_binary) as dom0:
+        ctl = Controller.connect(f"{xenstored.dir}/xs-dom0.sock", timeout=5)
+        for name, domid in GUESTS.items():
+            ctl.add_guest(name, domid)
+        ctl.wait_ready(timeout=10)
+        yield ctl, dom0, xenstored
+        ctl.close()
 
 
 def as_guest(xenstored, domid: int) -> XenstoreConnection:

@@ -3,6 +3,11 @@ Controller serving two guests, real agents on the host, the fake xenstored."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 from selena.control.channel import Controller
 from selena.control.keys import control_keys
 from selena.control.protocol import CommandSpec
@@ -15,6 +20,28 @@ def apply_keys(xs: XenstoreConnection, domid: int, **kw) -> None:
     for key in control_keys(domid, "exp", **kw):
         xs.write(key.path, key.value)
         xs.set_perms(key.path, list(key.perms))
+
+
+@contextmanager
+def guests_with_agents(xenstored: Any, agent_binary: Any) -> Iterator[XenstoreConnection]:
+    """Dom0's connection to the fake xenstored, with GUESTS added, their
+    control keys written and a real agent running for each; the agents
+    killed and the connection closed afterwards."""
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    agents = []
+    try:
+        for domid in GUESTS.values():
+            xenstored.add_domain(domid)
+            apply_keys(dom0, domid)
+        for domid in GUESTS.values():
+            sock = xenstored.listen(domid)
+            agents.append(subprocess.Popen([str(agent_binary), "--device", sock]))
+        yield dom0
+    finally:
+        for proc in agents:
+            proc.kill()
+            proc.wait()
+        dom0.close()
 
 
 def run(ctl: Controller, guest: str, timeout: float = 20, **kw):
