@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
+
+from selena.paths import project_root
 
 TMP = f"build/tmp/lab-tests-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
@@ -19,3 +22,17 @@ TMP = f"build/tmp/lab-tests-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 def out(name: str) -> str:
     """A results directory for one test, relative to the tree (Dom0's cwd)."""
     return f"{TMP}/{name}"
+
+
+def run_scenario_text(lab: Any, name: str, text: str, options: str = "",
+                      timeout: float = 600) -> Any:
+    """Write `text` as the scenario file <name>.py in the tree (Dom0 sees only
+    the tree), `selena run` it with `options` and its results in <name>,
+    then count the selena domains left: its output ends with `run-status=N`
+    and `<count>\\nleftovers-counted`."""
+    path = project_root() / f"{name}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return lab.run(f"rm -rf {name}; selena run {name}.py {options} --out {name}; "
+                   "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-counted",
+                   timeout=timeout)

@@ -34,12 +34,7 @@ def run(exp):
 
 
 def test_a_listing_runs_through_the_command_channel_with_its_origins(lab):
-    scenario = project_root() / f"{OUT}.py"
-    scenario.parent.mkdir(parents=True, exist_ok=True)
-    scenario.write_text(LISTING)
-    result = lab.run(f"rm -rf {OUT}; selena run {OUT}.py --tdf 2 --no-monitor --out {OUT}; "
-                     "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-counted",
-                     timeout=600)
+    result = lab_results.run_scenario_text(lab, OUT, LISTING, "--tdf 2 --no-monitor")
     assert "run-status=0" in result.output, result.output
     assert "0\nleftovers-counted" in result.output, result.output
     assert ("origins: H1:pushCmd H1:pushCmd H2:pushCmd H2:scenario"

@@ -11,8 +11,6 @@ import re
 import lab_results
 import pytest
 
-from selena.paths import project_root
-
 pytestmark = pytest.mark.lab
 
 OUT = lab_results.out("test-pump-role")
@@ -57,12 +55,7 @@ def run(exp):
 
 
 def test_a_waiting_caller_reads_its_own_result_and_the_pump_thread_the_rest(lab):
-    scenario = project_root() / f"{OUT}.py"
-    scenario.parent.mkdir(parents=True, exist_ok=True)
-    scenario.write_text(SCENARIO)
-    result = lab.run(f"rm -rf {OUT}; selena run {OUT}.py --no-monitor --out {OUT}; "
-                     "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-counted",
-                     timeout=600)
+    result = lab_results.run_scenario_text(lab, OUT, SCENARIO, "--no-monitor")
     out = result.output
     assert "run-status=0" in out, out
     assert "0\nleftovers-counted" in out, out
