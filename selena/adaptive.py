@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from selena import units
 from selena.backends.base import LoadSample
@@ -55,7 +55,7 @@ from selena.errors import SelenaError, UnitError
 from selena.fidelity import MIN_SPACED, LinkSpacing, busy_series, judge
 
 if TYPE_CHECKING:
-    from selena.fidelity import FidelityReport, Monitor
+    from selena.fidelity import FidelityReport
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,13 @@ def parse_spec(text: str) -> Policy | None:
     if lo > hi:
         raise AdaptiveSpecError(f"TDF {spec!r}: MIN {low} is above MAX {high}; {SPEC_HELP}")
     return Policy(min_tdf=lo, max_tdf=hi)
+
+
+class MonitorView(Protocol):
+    """What the controller reads of a fidelity Monitor (or a recorded trace)."""
+
+    samples: list[LoadSample]
+    spacing: dict[str, LinkSpacing]
 
 
 @dataclass(frozen=True)
@@ -220,7 +227,7 @@ def spacing_since(now: Mapping[str, tuple[str, int, int]],
     return out
 
 
-def signals_from_monitor(monitor: Monitor, since: float, window: int,
+def signals_from_monitor(monitor: MonitorView, since: float, window: int,
                          spacing_base: Mapping[str, tuple[str, int, int]],
                          policy: Policy, latency_excess: float | None = None) -> Signals:
     """The adapter from what Monitor samples today: its load samples taken
@@ -316,7 +323,7 @@ class Controller:
     (Experiment.set_tdf). `clock` is the run's VirtualClock: the dwell counts
     from its last segment's start, whoever changed the TDF."""
 
-    def __init__(self, policy: Policy, monitor: Monitor, clock: Any,
+    def __init__(self, policy: Policy, monitor: MonitorView, clock: Any,
                  apply: Callable[[float, str], object],
                  latency: Callable[[], float | None] | None = None,
                  say: Callable[[str], None] | None = None,
