@@ -171,7 +171,7 @@ class Signals:
         if self.guest_busy:
             node = max(self.guest_busy, key=lambda n: self.guest_busy[n])
             parts.append(f"busiest guest {node} {self.guest_busy[node]:.0%} "
-                         f"(peak {max(self.guest_peak.values(), default=0):.0%})")
+                         f"(peak {self.guest_peak.get(node, 0):.0%})")
         if self.late_share is not None:
             parts.append(f"late {self.late_share:.0%} of {self.spaced} on {self.late_link}")
         else:

@@ -29,6 +29,7 @@ from selena.adaptive import (
 )
 from selena.backends.base import LoadSample, QdiscStats
 from selena.backends.xl import XlBackend
+from selena.cli.experiment import tdf_timeline_line
 from selena.engine import VirtualClock
 from selena.errors import ExperimentError, ScenarioError
 from selena.experiment import Experiment
@@ -236,6 +237,8 @@ def test_the_cli_shows_the_policy_and_refuses_bad_specs(capsys):
     assert rc == 0, err
     assert "# adaptive TDF auto:2-20: every 2 real s" in out
     assert "starts at TDF 2" in out and "at least 10 real s between changes" in out
+    rc, out, err = run_cli(capsys, "validate", "--topo", "single,2", "--tdf", "auto:2-20")
+    assert rc == 0 and "TDF 2 (auto:2-20: starting there)" in out, err
     rc, out, err = run_cli(capsys, "run", "--topo", "single,2", "--tdf", "auto:9-3")
     assert rc == 2
     error = [line for line in err.splitlines() if "auto:9-3" in line]
@@ -299,6 +302,8 @@ def test_an_adaptive_run_raises_under_load_lowers_after_and_records_why(fake_xen
     assert [(d["from"], d["to"]) for d in decisions[:3]] == [(2, 4), (4, 8), (8, 4)]
     assert decisions[0]["signals"]["guest_busy"]["h2"] >= 0.75
     assert any(line.startswith("adaptive TDF 2 -> 4 (raise: vCPU of h2 busy") for line in said)
+    assert tdf_timeline_line(timeline[:3]).startswith(
+        "TDF timeline (2 change(s)): 2 at virtual 0.0 s -> 4 at virtual ")
     fidelity = json.loads((tmp_path / "out/fidelity.json").read_text())
     assert [s["tdf"] for s in fidelity["segments"][:3]] == [2, 4, 8]
     assert fidelity["verdict"] == "degraded"

@@ -223,8 +223,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     topo = exp.topology
     hosts = sum(1 for n in topo.nodes.values() if n.kind is NodeKind.HOST)
     print_warnings(warnings)
+    adaptive = f" ({exp.adaptive.spec()}: starting there)" if exp.adaptive else ""
     print(f"{exp.scenario.source}: valid: experiment {topo.name}, TDF "
-          f"{units.tdf_text(topo.tdf)}, {hosts} hosts, {len(topo.nodes) - hosts} other nodes, "
+          f"{units.tdf_text(topo.tdf)}{adaptive}, {hosts} hosts, "
+          f"{len(topo.nodes) - hosts} other nodes, "
           f"{len(topo.links)} links, {len(topo.hubs)} hubs, {len(exp.scenario.actions)} "
           f"scenario actions" + (f", {len(events)} scheduled events" if events else "")
           + (f", {len(warnings)} warning(s)" if warnings else ""))
