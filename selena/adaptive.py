@@ -383,8 +383,13 @@ class Controller:
             log.debug("adaptive TDF holds %s: %s", units.tdf_text(self.clock.tdf),
                       signals.text())
             return None
+        try:
+            self._apply(decision.new, f"{decision.kind}: {decision.reason}")
+        except SelenaError:
+            if self.clock.frozen:
+                return None     # paused meanwhile: decided again after the resume
+            raise
         self._say(decision.text())
-        self._apply(decision.new, f"{decision.kind}: {decision.reason}")
         self.decisions.append({"real_s": round(self._now() - started, 3),
                                "virtual_s": round(self.clock.now(), 3),
                                "from": decision.old, "to": decision.new,

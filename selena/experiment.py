@@ -323,6 +323,15 @@ class Experiment:
             raise ExperimentError(f"tdf {self.adaptive.spec()}: the adaptive TDF reads the "
                                   "fidelity monitor's signals; turn the monitor on (drop "
                                   "--no-monitor / monitor=False) or give a fixed TDF")
+        for node in sorted(self.topology.nodes.values(), key=lambda n: n.name):
+            # Xen caps a real-time guest at 100 x vcpus / TDF whole percent.
+            limit = 100 * node.vcpus
+            if node.cpu_time == "real" and self.adaptive.max_tdf > limit:
+                raise ExperimentError(
+                    f"tdf {self.adaptive.spec()}: node {node.name} has cpu_time='real' with "
+                    f"{node.vcpus} vCPU(s), which Xen can cap up to TDF {limit} only; give "
+                    f"auto:{units.tdf_text(self.adaptive.min_tdf)}-{min(limit, 1000)} or "
+                    "less")
 
     def check(self) -> list[Problem]:
         """Everything a deploy would check, creating nothing: raises

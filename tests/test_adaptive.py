@@ -262,6 +262,13 @@ def test_experiment_refuses_auto_without_monitor_or_with_a_bad_spec(fake_xen, tm
         Experiment(pair(), tdf="auto", backend=backend, templates=None, monitor=False)
     with pytest.raises(ScenarioError, match="tdf: TDF 'auto:3-': want MIN-MAX.*e.g. auto:2-20"):
         Experiment(pair(), tdf="auto:3-", backend=backend, templates=None)
+    real = pair()
+    real.nodes["h2"].cpu_time = "real"
+    with pytest.raises(ExperimentError, match=r"node h2 has cpu_time='real' with 1 vCPU\(s\), "
+                       "which Xen can cap up to TDF 100 only; give auto:1-100 or less"):
+        Experiment(real, tdf="auto:1-200", backend=backend, templates=None)
+    assert Experiment(real, tdf="auto:1-100", backend=backend, templates=None).adaptive == \
+        Policy(1, 100)
 
 
 def wait_for(condition, seconds: float = 30.0) -> bool:
@@ -307,3 +314,31 @@ def test_an_adaptive_run_raises_under_load_lowers_after_and_records_why(fake_xen
     fidelity = json.loads((tmp_path / "out/fidelity.json").read_text())
     assert [s["tdf"] for s in fidelity["segments"][:3]] == [2, 4, 8]
     assert fidelity["verdict"] == "degraded"
+
+
+def test_a_pause_while_changing_is_not_a_failure_and_nothing_is_decided_paused():
+    now = [0.0]
+    clock = VirtualClock(1, clock=lambda: now[0])
+    monitor = FakeMonitor([LoadSample(real=t, dom0_vcpu_s=[t]) for t in (0.0, 2, 4, 6, 8, 10,
+                                                                        12)])
+    applied: list[float] = []
+
+    def apply(new: float, reason: str) -> None:
+        clock.freeze()                          # the scenario paused meanwhile
+        raise ExperimentError("the experiment is paused: resume it before changing the TDF")
+
+    ctl = Controller(Policy(1, 8), monitor, clock, apply, now=lambda: now[0],
+                     say=applied.append)
+    now[0] = 12.0
+    assert ctl.step() is None and applied == [] and ctl.decisions == []
+    assert ctl.step() is None                   # frozen: not even a decision
+    clock.thaw()
+
+    def failing(new: float, reason: str) -> None:
+        raise ExperimentError("set-tdf 2: guest h1 refused")
+
+    ctl._apply = failing
+    monitor.samples += [LoadSample(real=t, dom0_vcpu_s=[t]) for t in (14.0, 16, 18, 20, 22, 24)]
+    now[0] = 24.0                               # the dwell after the resume's segment
+    with pytest.raises(ExperimentError, match="refused"):
+        ctl.step()
