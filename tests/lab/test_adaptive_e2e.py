@@ -1,11 +1,12 @@
 """End to end in the lab: `selena run --tdf auto:1-20` on a scenario with a
 quiet phase (pings a second apart, 12 virtual s) and then a busy one (an
 unlimited iperf3 UDP flow over a 100 Mbit/s link for 15 virtual s, which
-keeps the sender's vCPU busy at any TDF), then 2 quiet virtual seconds. The
+keeps the sender's vCPU busy at any TDF), then 1 quiet virtual second. The
 adaptive controller must raise the TDF at least once during the busy phase,
 through set_tdf, with its reasons in meta.json's TDF timeline and decisions;
-and the run must tear everything down. About 2 minutes of lab time with the
-shared boot (the busy phase climbs 1 -> 2 -> 4 ... every 10 real s)."""
+and the run must tear everything down. About 2 to 3 minutes of lab time
+with the shared boot (deploy, 12 s of pings, then the busy phase climbs
+1 -> 2 -> 4 ... at most every 10 real s: about 40 real s)."""
 
 import json
 
@@ -39,7 +40,7 @@ def run(exp):
             check=True, timeout=120)
     exp.record("busy_end_s", exp.now(), unit="s")
     exp.wait(server)
-    exp.sleep(2)
+    exp.sleep(1)
 '''
 
 
