@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import json
 import logging
+import os
 import shutil
 import sys
 import tarfile
@@ -280,7 +282,6 @@ def export_bundle(templates: TemplateSet, target: Path, progress: Progress) -> P
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    import io
     info = tarfile.TarInfo(name)
     info.size = len(data)
     info.mode = 0o644
@@ -288,14 +289,19 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def _add_stream(tar: tarfile.TarFile, name: str, src: IO[bytes]) -> None:
-    # The size first (tar needs it): a spooled copy for streams, the file's own for files.
-    with tempfile.TemporaryFile() as spool:
-        shutil.copyfileobj(src, spool, 1 << 20)
-        info = tarfile.TarInfo(name)
-        info.size = spool.tell()
-        info.mode = 0o644
-        spool.seek(0)
-        tar.addfile(info, spool)
+    """Tar needs the size first: a file's own, else that of a spooled copy."""
+    info = tarfile.TarInfo(name)
+    info.mode = 0o644
+    try:
+        info.size = os.fstat(src.fileno()).st_size
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        with tempfile.TemporaryFile() as spool:
+            shutil.copyfileobj(src, spool, 1 << 20)
+            info.size = spool.tell()
+            spool.seek(0)
+            tar.addfile(info, spool)
+        return
+    tar.addfile(info, src)
 
 
 # -- setup ------------------------------------------------------------------------
@@ -303,12 +309,14 @@ def _add_stream(tar: tarfile.TarFile, name: str, src: IO[bytes]) -> None:
 
 @dataclass
 class Step:
-    """One step: what it would do (empty: nothing, `done` says why) and how."""
+    """One step: what it would do (empty: nothing, `done` says why) and how
+    (`run` returns whether it changed anything: a build finds out only once
+    it has built)."""
 
     name: str
     done: str = ""
     actions: list[str] = field(default_factory=list)
-    run: Callable[[], None] = lambda: None
+    run: Callable[[], bool] = lambda: False
 
 
 @dataclass
@@ -342,15 +350,15 @@ class HostSetup:
             if not step.actions:
                 self.progress(f"{head}: nothing to do ({step.done})")
                 continue
-            changed = True
             if dry_run:
+                changed = True
                 self.progress(f"{head}: would")
                 for action in step.actions:
                     self.progress(f"      {action}")
                 continue
             self.progress(f"{head}: {step.actions[0]}" + (
                 f" (+{len(step.actions) - 1} more)" if len(step.actions) > 1 else ""))
-            step.run()
+            changed = step.run() or changed
         if not changed:
             self.progress("host setup: nothing to do, this host is set up")
         elif dry_run:
@@ -384,7 +392,7 @@ class HostSetup:
             return step
         step.actions = [f"run: modprobe {m}" for m in todo]
 
-        def load() -> None:
+        def load() -> bool:
             failed = []
             for module in todo:
                 result = self.runner.run(["modprobe", module], check=False)
@@ -395,6 +403,7 @@ class HostSetup:
                     f"kernel modules: modprobe failed for {', '.join(failed)} (kernel "
                     f"{mods.release}): install the running kernel's modules (apt-get install "
                     f"linux-image-{mods.release}) and run selena host setup again")
+            return True
         step.run = load
         return step
 
@@ -426,13 +435,14 @@ class HostSetup:
         commands.append(["systemctl", "enable", "--now", "openvswitch-switch"])
         step.actions = ["run: " + " ".join(c) for c in commands]
 
-        def start() -> None:
+        def start() -> bool:
             for argv in commands:
                 self._command(argv, "Open vSwitch", timeout=BUILD_TIMEOUT_S)
             check = self._probe(["ovs-vsctl", "--timeout=10", "show"])
             if check is None or not check.ok:
                 raise HostSetupError("Open vSwitch: started, but ovs-vsctl show still fails: "
                                      "see journalctl -u openvswitch-switch")
+            return True
         step.run = start
         return step
 
@@ -449,7 +459,8 @@ class HostSetup:
             which = [*BASE_TEMPLATES, *(["debian and those based on it"]
                                         if self.with_debian else [])]
             step.actions = [f"build {', '.join(which)} with the lab's template build "
-                            f"(selena.templates.build) from {project_root()}",
+                            f"(selena.templates.build; cached, quick when built) from "
+                            f"{project_root()}",
                             f"install what differs from {self._state_path()} into {troot} "
                             f"(debian images into {iroot})"]
             step.run = lambda: self._install(built_set(self.with_debian, self.progress,
@@ -502,7 +513,7 @@ class HostSetup:
                 todo.append(name)
         return todo
 
-    def _install(self, wanted: TemplateSet) -> None:
+    def _install(self, wanted: TemplateSet) -> bool:
         """Stage every changed template (and its images) beside its
         destination, check each file's sha256, then rename into place."""
         todo = self._differs(wanted)
@@ -510,7 +521,7 @@ class HostSetup:
         if not todo:
             self.progress(f"      templates: nothing to do ({', '.join(sorted(wanted.entries))} "
                           "installed)")
-            return
+            return False
         try:
             troot.mkdir(parents=True, exist_ok=True)
             iroot.mkdir(parents=True, exist_ok=True)
@@ -542,6 +553,7 @@ class HostSetup:
         finally:
             shutil.rmtree(stage, ignore_errors=True)
             shutil.rmtree(image_stage, ignore_errors=True)
+        return True
 
     def _stage(self, wanted: TemplateSet, entry: TemplateEntry, tdir: Path,
                image_stage: Path, images: dict[str, Path]) -> None:
@@ -588,21 +600,23 @@ class HostSetup:
         except CommandError:
             return None
 
-    def _command(self, argv: list[str], what: str, timeout: float) -> None:
+    def _command(self, argv: list[str], what: str, timeout: float) -> bool:
         try:
             self.runner.run(argv, timeout=timeout)
+            return True
         except CommandError as exc:
             said = exc.stderr.strip().splitlines()
             raise HostSetupError(f"{what}: {' '.join(argv)} failed"
                                  + (f": {said[-1]}" if said else "")) from None
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path, text: str) -> bool:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".partial")
         partial.write_text(text)
         partial.rename(path)
+        return True
     except OSError as exc:
         raise HostSetupError(f"cannot write {path} ({exc.strerror}): run selena host setup "
                              "as root") from None
