@@ -42,7 +42,7 @@ from typing import IO
 import yaml
 
 from selena.control.protocol import PROTOCOL_VERSION
-from selena.errors import CommandError, HostSetupError
+from selena.errors import CommandError, CommandTimeout, HostSetupError
 from selena.host.doctor import HostProbe, Modules
 from selena.host.modules import HOST_MODULES, MODULES_LOAD_FILE
 from selena.paths import project_root
@@ -595,8 +595,12 @@ class HostSetup:
     # -- commands ---------------------------------------------------------------
 
     def _probe(self, argv: list[str]) -> CommandResult | None:
+        """A read-only query's result; None when the tool is not installed
+        (a query that hangs counts as failed, not as missing)."""
         try:
             return self.runner.run(argv, check=False, timeout=30)
+        except CommandTimeout:
+            return CommandResult(tuple(argv), -1, "", "timed out", 30.0)
         except CommandError:
             return None
 

@@ -116,8 +116,9 @@ class LabBuilder(TemplateBuilder):
     def hypervisor(self) -> Path:
         self.progress("[1/6] patched Xen hypervisor (make -C xen-patches)")
         t = time.monotonic()
-        self.runner.stream(["make", "-s", "-C", str(self.src / "xen-patches")],
-                           lambda line: self.progress("      " + line.rstrip()))
+        with heartbeat(self.progress, "patched Xen"):
+            self.runner.stream(["make", "-s", "-C", str(self.src / "xen-patches")],
+                               lambda line: self.progress("      " + line.rstrip()))
         self.timings["xen"] = time.monotonic() - t
         return self.src / "xen-patches" / "out" / "xen"
 

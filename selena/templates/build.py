@@ -308,8 +308,9 @@ class TemplateBuilder:
         existing = sorted(pkgdir.glob(f"{name}_*.deb"))
         if existing:
             return existing[-1]
-        self.runner.run(["apt-get", "download", "-q", name], cwd=pkgdir,
-                        timeout=BUILD_TIMEOUT_S)
+        with heartbeat(self.progress, f"downloading {name}"):
+            self.runner.run(["apt-get", "download", "-q", name], cwd=pkgdir,
+                            timeout=BUILD_TIMEOUT_S)
         found = sorted(pkgdir.glob(f"{name}_*.deb"))
         if not found:
             raise ImageBuildError(f"apt-get download {name} produced no .deb in {pkgdir}")
@@ -338,8 +339,9 @@ class TemplateBuilder:
         debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
         if not debs:
             self.progress(f"      downloading {package}={version} (about 140 MB)")
-            self.runner.run(["apt-get", "download", "-q", f"{package}={version}"], cwd=srcdir,
-                            timeout=BUILD_TIMEOUT_S)
+            with heartbeat(self.progress, f"downloading {package}"):
+                self.runner.run(["apt-get", "download", "-q", f"{package}={version}"],
+                                cwd=srcdir, timeout=BUILD_TIMEOUT_S)
             debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
             if not debs:
                 raise ImageBuildError(f"apt-get download {package}={version} produced no .deb")
@@ -510,7 +512,8 @@ class TemplateBuilder:
         self.progress(f"[5/6] {recipe.name}: pip packages ({requirements.name})")
         partial = target.with_suffix(".partial")
         shutil.rmtree(partial, ignore_errors=True)
-        self.runner.run(["sh", str(builder), str(partial)], timeout=1800)
+        with heartbeat(self.progress, f"{recipe.name}: pip packages"):
+            self.runner.run(["sh", str(builder), str(partial)], timeout=1800)
         if not (partial / "site-packages").is_dir():
             raise ImageBuildError(f"{builder} did not create {partial / 'site-packages'}")
         partial.rename(target)
