@@ -110,8 +110,11 @@ class LabBuilder(TemplateBuilder):
         overlay = self.dom0_overlay(built.guest_kernel, built.initrds, disk_templates)
         dom0_initrd = self._concat(bases[0], overlay)
         self.timings["total"] = time.monotonic() - start
+        # A fresh clone built without the debian images has no images
+        # directory, and QEMU refuses to share one that does not exist.
+        images = self.images.root if self.images.root.is_dir() else None
         return LabArtefacts(xen, kernel, dom0_initrd, built.initrds["tiny-host"],
-                            dict(self.timings), images=self.images.root)
+                            dict(self.timings), images=images)
 
     def hypervisor(self) -> Path:
         self.progress("[1/6] patched Xen hypervisor (make -C xen-patches)")
