@@ -47,8 +47,9 @@ plan-snapshots: deps
 
 # Builds what the lab boots (cached by input hash), then every test: unit,
 # the C checks of xen-patches, and the end-to-end lab tests.
+# The Debian lab tests' scenario: its variant and so the debian templates.
 test: deps lint
-	$(SELENA) lab build
+	$(SELENA) lab build --scenario scenarios/debian_memcached.py
 	$(VENV)/bin/pytest -v --durations=30 -m 'not scale'
 
 # Lab tests that deploy tens of guests (a switch of 40 ports): long, so
@@ -122,8 +123,8 @@ reproduce-fct: deps
 # Long (about 95 minutes); not part of `make test`.
 QJUMP_PTPD_TDFS ?= 1 10 20
 reproduce-qjump: deps
-	$(SELENA) lab build
-	$(SELENA) lab run -- sh -c 'set -e; r=build/results/qjump; rm -rf $$r; \
+	$(SELENA) lab build --with debian
+	$(SELENA) lab run --with debian -- sh -c 'set -e; r=build/results/qjump; rm -rf $$r; \
 		selena run scenarios/qjump_ping.py --out $$r/ping; \
 		selena run scenarios/qjump_ping.py --param prio=1 --out $$r/ping-prio; \
 		selena run scenarios/qjump_memcached.py --out $$r/memcached; \
