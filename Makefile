@@ -45,12 +45,13 @@ unit: check
 plan-snapshots: deps
 	$(VENV)/bin/python scripts/update-plan-snapshots
 
-# Builds what the lab boots (cached by input hash), then every test: unit,
-# the C checks of xen-patches, and the end-to-end lab tests. The lab build
-# runs in the background (logged to build/lab-build.log) while the tests
-# outside the lab run, then the lab tests (scripts/make-test).
-test: deps lint
-	SELENA=$(SELENA) PYTEST=$(VENV)/bin/pytest scripts/make-test
+# Builds what the lab boots (cached by input hash), then every test: lint,
+# unit, the C checks of xen-patches, and the end-to-end lab tests. The lab
+# build runs in the background (logged to build/lab-build.log) while lint
+# and the tests outside the lab run, then the lab tests (scripts/make-test).
+test: deps
+	SELENA=$(SELENA) PYTEST=$(VENV)/bin/pytest LINT='make --no-print-directory lint' \
+		scripts/make-test
 
 # Lab tests that deploy tens of guests (a switch of 40 ports): long, so
 # outside make test, like the reproductions.
