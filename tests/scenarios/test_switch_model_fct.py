@@ -1,7 +1,7 @@
 """scenarios/switch_model_fct.py without a lab: the flowgen command of each
 profile's phase, with flowgen's per-flow timeout from SELENA_FCT_TIMEOUT (the
-lab test bounds the Pica8 phase's tail with it), and the phase's CSV kept
-with its given-up flows."""
+lab test bounds the Pica8 phase's tail with it), the phase's CSV kept with
+its given-up flows, and the switch model swapped between the phases only."""
 
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,12 +23,13 @@ class FakeExperiment:
         self.out_dir, self.tdf = out_dir, 10
         self.params: dict[str, str] = {}
         self.flowgen: list[tuple[list[str], float]] = []
+        self.models: list[str] = []
 
     def start(self, node, argv, **_):
         return argv
 
     def set_switch_model(self, switch, profile):
-        pass
+        self.models.append(f"{switch} {profile} before flow {len(self.flowgen)}")
 
     def sleep(self, seconds):
         pass
@@ -66,3 +67,14 @@ def test_each_phase_gives_flows_up_after_the_timeout_and_keeps_them_in_its_csv(
     for profile in ("ideal", "pica8-p3290"):
         flows = read_flowgen_csv(tmp_path / f"fct-{profile}.csv")
         assert [f.status for f in flows] == ["ok", "timeout"]
+
+
+def test_the_model_is_swapped_between_the_phases_not_before_the_first(monkeypatch, tmp_path):
+    """s1 is deployed with the first profile: the first phase runs on it as
+    deployed, and the model is restarted (its table emptied) for the next."""
+    monkeypatch.setenv("SELENA_FCT_PROFILES", "ideal,pica8-p3290,ideal")
+    fct = load_scenario("switch_model_fct")
+    assert fct.s1.switch_model == "ideal"
+    exp = FakeExperiment(tmp_path)
+    fct.run(exp)
+    assert exp.models == ["s1 pica8-p3290 before flow 1", "s1 ideal before flow 2"]
