@@ -15,9 +15,9 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+import figures_fixture
 import pytest
 
-import figures_fixture
 from selena.analysis.figures import TABLES, generate, install, replace_tables
 from selena.errors import AnalysisError
 from selena.reproduce import reproductions

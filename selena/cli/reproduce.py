@@ -15,12 +15,14 @@ from selena.runner import Runner
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("reproduce", help="run paper reproductions in the lab into "
-                                                "fresh directories, refresh docs/results")
+    # The help names no plugin (tests/test_lab_apart.py): the runs go through
+    # `selena lab run`, which says itself when it is missing.
+    p = subparsers.add_parser("reproduce", help="run paper reproductions into fresh "
+                                                "directories, refresh docs/results")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help=f"reproductions to run, in order ({', '.join(reproductions())})")
     p.add_argument("--list", action="store_true",
-                   help="print each reproduction's lab commands and run nothing")
+                   help="print each reproduction's commands and run nothing")
     p.add_argument("--star-tdfs", default="1,5,10", metavar="T1,T2,...")
     p.add_argument("--fattree-tdfs", default="1,5,10,20", metavar="T1,T2,...")
     p.add_argument("--fattree-memory", type=int, default=6144, metavar="MB")
