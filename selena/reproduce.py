@@ -64,6 +64,12 @@ class Reproduction:
     keep_outputs: tuple[str, ...] = ()
     figures: tuple[str, ...] = field(default=())   # docs/figures it draws
 
+    @property
+    def lab_timeout_s(self) -> int:
+        """`selena lab run --timeout`: twice the estimate, at least the lab's
+        default hour (which alone would stop QJump's two hours midway)."""
+        return max(3600, 2 * 60 * self.minutes)
+
 
 def _sweep(scenario: str, tdfs: str) -> tuple[str, ...]:
     return ("sweep", f"scenarios/{scenario}", "--tdf", tdfs, "--baseline", "mininet",
@@ -179,7 +185,8 @@ def run(reproduction: Reproduction, *, root: Path, runner: Runner,
     fresh = fresh_directory(root / "build" / "results", reproduction.name, now)
     relative = fresh.relative_to(root)       # the lab sees the tree at the same place
     script = lab_script(reproduction, relative)
-    argv = [*selena, "lab", "run", *reproduction.lab_args, "--", "sh", "-c", script]
+    argv = [*selena, "lab", "run", *reproduction.lab_args,
+            "--timeout", str(reproduction.lab_timeout_s), "--", "sh", "-c", script]
     progress = _Progress(reproduction.name, len(reproduction.steps), say)
     say(f"[{reproduction.name}] {reproduction.paper}: {len(reproduction.steps)} run(s) into "
         f"{relative} (about {reproduction.minutes} min)")
@@ -192,7 +199,8 @@ def run(reproduction: Reproduction, *, root: Path, runner: Runner,
         "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commit": commit + ("-dirty" if dirty else ""),
         "command": f"selena reproduce {reproduction.name}",
-        "lab_command": shlex.join(["selena", "lab", "run", *reproduction.lab_args, "--",
+        "lab_command": shlex.join(["selena", "lab", "run", *reproduction.lab_args,
+                                   "--timeout", str(reproduction.lab_timeout_s), "--",
                                    "sh", "-c", "..."]),
         "steps": [{"name": s.name, "command": shlex.join(s.command(relative / s.name)),
                    "real_s": progress.times.get(s.name)} for s in reproduction.steps],

@@ -99,7 +99,9 @@ def test_a_run_writes_fresh_results_and_refreshes_docs_results(tmp_path):
                 selena=("selena",), now=NOW)
     assert fresh == root / "build/results/fct/20260101T000000Z"
     (lab,) = [c for c in runner.calls if c[:3] == ("selena", "lab", "run")]
-    assert lab[3:6] == ("--", "sh", "-c")
+    # The lab's default hour would stop QJump midway: each gets twice its estimate.
+    assert lab[3:8] == ("--timeout", "3600", "--", "sh", "-c")
+    assert reproductions()["qjump"].lab_timeout_s == 15000
     # One progress line per run, the output in between, the total at the end.
     assert said[0].startswith("[fct] SELENA Figure 11")
     progress = re.compile(r"\[fct 1/1\] run: (started \(\d+ s in\)|done in \d+ s)")

@@ -50,8 +50,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.list:
         for name in names:
             r = catalogue[name]
-            print(f"# {name}: {r.paper}; about {r.minutes} min; lab options: "
-                  f"{' '.join(r.lab_args) or 'none'}")
+            print(f"# {name}: {r.paper}; about {r.minutes} min; selena lab run "
+                  f"{' '.join([*r.lab_args, '--timeout', str(r.lab_timeout_s)])} -- sh -c:")
             print(lab_script(r, Path("build/results") / name / "DATE"))
         return 0
     root = Path.cwd()
