@@ -192,7 +192,12 @@ def run(reproduction: Reproduction, *, root: Path, runner: Runner,
         f"{relative} (about {reproduction.minutes} min)")
     commit = _git(runner, root, "rev-parse", "HEAD")
     dirty = bool(_git(runner, root, "status", "--porcelain", "--untracked-files=no"))
-    runner.stream(argv, progress.line, timeout=None, cwd=root)
+    result = runner.stream(argv, progress.line, timeout=None, cwd=root, check=False)
+    if result.returncode != 0:
+        # The whole script (a sweep, a QJump run) printed its own error above.
+        raise ResultsError(f"reproduce {reproduction.name}: the lab run exited with status "
+                           f"{result.returncode}; what it wrote is in {relative}, "
+                           f"docs/results/{reproduction.name} is left as it was")
     real_s = time.monotonic() - progress.started
     provenance = {
         "reproduction": reproduction.name, "paper": reproduction.paper,

@@ -126,6 +126,28 @@ def test_a_run_writes_fresh_results_and_refreshes_docs_results(tmp_path):
         run(reproductions()["fct"], root=root, runner=runner, say=said.append, now=NOW)
 
 
+class FailingLab(FakeRunner):
+    def stream(self, argv, on_line, **kwargs):
+        self.calls.append(tuple(argv))
+        on_line(f"{MARK} start 1 run\n")
+        on_line("selena: error: something broke\n")
+        return CommandResult(tuple(argv), 1, "", "", 0.0)
+
+
+def test_a_failed_lab_run_leaves_docs_results_as_it_was(tmp_path):
+    old = tmp_path / "docs" / "results" / "fct" / "provenance.json"
+    old.parent.mkdir(parents=True)
+    old.write_text("{}")
+    said: list[str] = []
+    with pytest.raises(ResultsError, match=r"^reproduce fct: the lab run exited with status 1; "
+                                           r"what it wrote is in build/results/fct/20260101T"
+                                           r"000000Z, docs/results/fct is left as it was$"):
+        run(reproductions()["fct"], root=tmp_path, runner=FailingLab(), say=said.append,
+            now=NOW)
+    assert old.read_text() == "{}"
+    assert said[-1] == "selena: error: something broke"
+
+
 def test_run_all_prints_the_total_and_refuses_an_unknown_name(tmp_path):
     runner = LabRunner()
     runner.scratch = tmp_path / "scratch"
