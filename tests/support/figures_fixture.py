@@ -107,14 +107,15 @@ def _qjump(fresh: Path, rng: random.Random) -> None:
                                  "ping_bulk_rtt_us": (rtts(9000), None, "us")})
     _bundle(fresh / "ping-prio", 20, {"ping_idle_rtt_us": (rtts(600), None, "us"),
                                       "ping_bulk_rtt_us": (rtts(400), None, "us")})
-    for name, mean in (("memcached", 17000.0), ("memcached-c8", 1800.0)):
+    for name, mean, shift in (("memcached", 17000.0, 4), ("memcached-c8", 1800.0, 0)):
         metrics = {}
         for phase, factor in (("idle", 1), ("bulk", 3)):
             metrics.update({
                 f"memcached_{phase}_mean_us": ([mean * factor], None, "us"),
                 f"memcached_{phase}_std_us": ([mean / 2 * factor], None, "us"),
                 f"memcached_{phase}_tps": ([7000.0 / factor], None, "requests/s"),
-                f"memcached_{phase}_log2_hist": ([0] * 9 + [5, 40 * factor, 90, 30, 4 * factor],
+                f"memcached_{phase}_log2_hist": ([0] * (9 + shift)
+                                                 + [5, 40 * factor, 90, 30, 4 * factor],
                                                  None, "requests")})
         _bundle(fresh / name, 10, metrics)
     _ptpd(fresh / "ptpd-tdf10", 10, 2.5e-3, 33e-3)
