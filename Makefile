@@ -11,7 +11,7 @@ SELENA := $(VENV)/bin/selena
 TDF ?= 10
 
 .PHONY: all deps test unit check lint demo bench bench-bandwidth reproduce-star reproduce-fattree \
-	reproduce-fct reproduce-qjump clean
+	reproduce-fct reproduce-qjump reproduce-all figures clean
 
 all: test
 
@@ -78,66 +78,78 @@ bench-bandwidth: deps
 	$(SELENA) lab build
 	$(SELENA) lab bench-bandwidth --tdfs $(BANDWIDTH_TDFS)
 
-# SELENA's Figures 4 and 5 (star topology), scaled to the lab: a TDF sweep
-# beside Mininet on the same Dom0. Long; not part of `make test`.
+# The paper reproductions (docs/reproductions.md), each one `selena
+# reproduce NAME`: run in the lab into a fresh build/results/<name>/<date>/
+# (never over older results), then docs/results/<name>/ refreshed from it,
+# a progress line per run and the total time printed. Long (minutes to two
+# hours each); not part of `make test`. `make -n reproduce-all` lists them;
+# `selena reproduce --list NAME` prints a reproduction's lab commands.
+# `make figures` then draws docs/figures and the docs' tables from docs/results.
 STAR_TDFS ?= 1,5,10
 BANDWIDTH_TDFS ?= 5,10,20
-reproduce-star: deps
-	$(SELENA) lab build
-	$(SELENA) lab run -- selena sweep scenarios/star_throughput.py --tdf $(STAR_TDFS) \
-		--baseline mininet --out build/results/star
-
-# SELENA's Figure 6 and Tables 2-3 (half a k=4 fat tree, flow completion
-# times), scaled to the lab; 18 guests need a larger emulated machine. Long;
-# not part of `make test`.
-comma := ,
 FATTREE_TDFS ?= 1,5,10,20
 FATTREE_MEMORY ?= 6144
-reproduce-fattree: deps
-	$(SELENA) lab build
-	$(SELENA) lab run --memory $(FATTREE_MEMORY) -- selena sweep scenarios/fat_tree_fct.py \
-		--tdf $(FATTREE_TDFS) --baseline mininet --out build/results/fattree
-	$(VENV)/bin/python -m selena.analysis.fct --out build/results/fattree \
-		--title "Fat tree: flow completion times" \
-		$(foreach t,$(subst $(comma), ,$(FATTREE_TDFS)),tdf$(t)=build/results/fattree/runs/tdf$(t)-r1) \
-		mininet=build/results/fattree/runs/mininet-r1
+QJUMP_PTPD_TDFS ?= 1 10 20 50
+FCT_RATE ?= 50
+REPRODUCE = $(SELENA) reproduce --star-tdfs $(STAR_TDFS) --fattree-tdfs $(FATTREE_TDFS) \
+	--fattree-memory $(FATTREE_MEMORY) --qjump-ptpd-tdfs "$(QJUMP_PTPD_TDFS)" --fct-rate $(FCT_RATE)
 
-# SELENA's Figure 11 (flow completion times through an OpenFlow switch
-# with Open vSwitch's control plane and the Pica8 model) at the paper's
-# load: 30 virtual seconds of 1 MB flows at 10 flows/s per profile, TDF 10
-# (about 15 minutes in the lab); the CDF plotted on the host. Not part of
-# `make test`, which runs a short, overloaded version of it.
+# Every reproduction, one after the other, and the total time.
+reproduce-all: deps
+	$(SELENA) lab build
+	start=$$(date +%s); set -e; \
+	$(REPRODUCE) star; \
+	$(REPRODUCE) fct; \
+	$(REPRODUCE) qjump; \
+	$(REPRODUCE) fattree; \
+	s=$$(( $$(date +%s) - start )); echo "reproduce-all: total $$((s / 60)) min $$((s % 60)) s"
+
+# SELENA's Figures 4 and 5 (star topology), scaled to the lab: a TDF sweep
+# beside Mininet on the same Dom0 (about 10 minutes).
+reproduce-star: deps
+	$(SELENA) lab build
+	$(REPRODUCE) star
+
+# SELENA's Figure 11 (flow completion times through an OpenFlow switch with
+# Open vSwitch's control plane and the Pica8 model) at the paper's load,
+# FCT_RATE flows/s of 1 MB per profile, TDF 10. `make test` runs a short,
+# overloaded version of it.
 reproduce-fct: deps
 	$(SELENA) lab build
-	$(SELENA) lab run -- sh -c 'rm -rf build/results/fct; \
-		selena run scenarios/switch_model_fct.py --tdf 10 --out build/results/fct'
-	$(VENV)/bin/python -m selena.analysis.fct --out build/results/fct \
-		--title "Figure 11: flow completion times, 1 MB flows at 10 flows/s, TDF 10" \
-		ideal=build/results/fct/fct-ideal.csv pica8-p3290=build/results/fct/fct-pica8-p3290.csv
+	$(REPRODUCE) fct
 
 # QJump in SELENA (seed 004), scaled to the lab: ping beside bulk traffic,
 # with and without priority queueing, at TDF 20 (Figure 13); memcached's
 # request latency idle and beside bulk traffic at TDF 10, as the paper ran
 # it, with priority queueing, with CPU time scaling, and with 8 requests in
 # flight rather than 128 (Table II, Figures 10-12 and 14); PTPd's largest
-# clock offset idle and beside bulk traffic per TDF (Table I). Tables on
-# stdout, plots in build/results/qjump.
-# Long (about 95 minutes); not part of `make test`.
-QJUMP_PTPD_TDFS ?= 1 10 20
+# clock offset idle and beside bulk traffic per TDF of QJUMP_PTPD_TDFS
+# (Table I; above TDF 20 with 10 s windows). About two hours.
 reproduce-qjump: deps
 	$(SELENA) lab build --with debian
-	$(SELENA) lab run --with debian -- sh -c 'set -e; r=build/results/qjump; rm -rf $$r; \
-		selena run scenarios/qjump_ping.py --out $$r/ping; \
-		selena run scenarios/qjump_ping.py --param prio=1 --out $$r/ping-prio; \
-		selena run scenarios/qjump_memcached.py --out $$r/memcached; \
-		selena run scenarios/qjump_memcached.py --param prio=1 --out $$r/memcached-prio; \
-		selena run scenarios/qjump_memcached.py --param cpu=real --out $$r/memcached-real; \
-		selena run scenarios/qjump_memcached.py --param concurrency=8 --out $$r/memcached-c8; \
-		selena run scenarios/qjump_memcached.py --param concurrency=8 --param prio=1 \
-			--out $$r/memcached-c8-prio; \
-		for t in $(QJUMP_PTPD_TDFS); do \
-			selena run scenarios/qjump_ptpd.py --tdf $$t --out $$r/ptpd-tdf$$t; done'
-	$(VENV)/bin/python -m selena.analysis.qjump build/results/qjump --plots build/results/qjump
+	$(REPRODUCE) qjump
+
+# SELENA's Figure 6 and Tables 2-3 (half a k=4 fat tree, flow completion
+# times), scaled to the lab; 18 guests need a larger emulated machine
+# (FATTREE_MEMORY). About 35 minutes.
+reproduce-fattree: deps
+	$(SELENA) lab build
+	$(REPRODUCE) fattree
+
+# Every PNG in docs/figures and every generated docs table (between
+# `<!-- figures:NAME -->` marks) from docs/results, on the host, no lab:
+# pinned plotting dependencies (the `figures` extra), drawn into an empty
+# directory first, then copied in place. Deterministic: a re-run changes no
+# byte (tests/test_figures.py checks the committed ones).
+figures: $(VENV)/.figures
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(VENV)/bin/python -m selena.analysis.figures --results docs/results --docs docs \
+		--out "$$tmp" --install
+
+$(VENV)/.figures: pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[figures]'
+	touch $@
 
 clean:
 	rm -rf $(VENV) xen-patches/build xen-patches/out guest-agent/build

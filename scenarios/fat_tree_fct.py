@@ -20,7 +20,9 @@ Scaling rule: links of LINK_MBIT instead of 1 Gbit/s and flows scaled by
 the same factor (FLOW_KB = 10 MB x LINK_MBIT / 1000), so a flow's ideal
 completion time stays the paper's: CONCURRENCY flows share a link, each
 gets 1/CONCURRENCY of it, FCT = CONCURRENCY x FLOW_KB x 8 / rate, about
-0.85 s (plus slow start). The lab forwards each packet through five switch
+0.85 s (plus slow start). Queues are kept as the paper's time (12 ms,
+Linux's 1000 packets at 1 Gbit/s): selena.scaling, the one rule of every
+reproduction. The lab forwards each packet through five switch
 guests and Dom0 ten times on the way, on two emulated cores, so its rates
 are a few hundredths of the paper's.
 
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from selena.analysis.fct import parse_flowgen_csv
 from selena.errors import ScenarioError
+from selena.scaling import LINUX_QUEUE_S_AT_1GBIT, scaled_bytes, scaled_link
 from selena.topologies import fat_tree
 
 LINK_MBIT = 10.0
@@ -48,8 +51,9 @@ def build(link_mbit=LINK_MBIT):
     link_mbit = float(link_mbit)
     if not 0.1 <= link_mbit <= 1000:
         raise ValueError(f"link_mbit={link_mbit:g}: want 0.1 to 1000")
-    return fat_tree(4, pods=2, name="fattree", tdf=10, routing="static",
-                    rate=f"{link_mbit:g}Mbit")
+    link = scaled_link(f"{PAPER_LINK_MBIT:g}Mbit", PAPER_LINK_MBIT / link_mbit,
+                       queue_s=LINUX_QUEUE_S_AT_1GBIT)
+    return fat_tree(4, pods=2, name="fattree", tdf=10, routing="static", **link)
 
 
 def _ip(host: int) -> str:
@@ -61,7 +65,7 @@ def run(exp):
     concurrency = int(exp.params.get("concurrency", CONCURRENCY))
     duration = float(exp.params.get("duration", DURATION_S))
     flow_bytes = int(exp.params.get(
-        "flow_bytes", PAPER_FLOW_BYTES * link_mbit / PAPER_LINK_MBIT))
+        "flow_bytes", scaled_bytes(PAPER_FLOW_BYTES, PAPER_LINK_MBIT / link_mbit)))
     peers = {a: b for pair in PAIRS for a, b in (pair, pair[::-1])}
     # Every path answers before any flow starts (ARP resolved on the way).
     pings = exp.parallel(*[lambda a=a, b=b: exp.cmd(f"h{a}", f"ping -c 2 -W 5 {_ip(b)}")

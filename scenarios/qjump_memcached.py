@@ -17,7 +17,8 @@ values, 2 threads, 128 concurrent requests; Hadoop's shuffle crossing
 H11's link is bulk iperf3 from H8 to H11 here. Scaled to the lab, and
 stated: three of the paper's twelve hosts on one Open vSwitch guest, one
 vCPU each (as SELENA's VMs); links of 100 Mbit/s (the paper's 10 Gbit/s
-divided by 100) with 0.02 ms of delay and 100-packet queues; each
+divided by 100) with 0.02 ms of delay and queues holding the paper's 100
+packets' time at 10 Gbit/s (0.12 ms; selena.scaling); each
 concurrency's key window is 1k keys (the smallest memaslap takes) rather
 than its default 10k, so the client fits its 160 MB guest (memcached keeps
 Debian's 64 MB cache: gets of evicted keys count as get_misses, recorded);
@@ -37,12 +38,17 @@ import re
 
 from selena.analysis.memaslap import parse
 from selena.model import Topology
+from selena.scaling import paper_queue_s, scaled_link
 from selena.units import param_number
 
 TDF = 10
 RUN_S = 5
 PORT = 11211
 CONCURRENCY = 128
+# The scaling rule (docs/reproductions.md): the paper's 10 Gbit/s links divided
+# by 100, its 100-packet switch queue kept as a time (0.12 ms), its netem delay.
+PAPER_RATE, FACTOR = "10Gbit", 100
+LINK = scaled_link(PAPER_RATE, FACTOR, queue_s=paper_queue_s(100, PAPER_RATE), delay="0.02ms")
 
 
 def concurrency_of(value) -> int:
@@ -72,7 +78,7 @@ def build(prio="0", cpu="dilated", concurrency=CONCURRENCY):
     for host, last in HOSTS:
         node = topology.add_host(host, ip=f"10.0.9.{last}/24", template="qjump-host",
                                  cpu_time=cpu)
-        topology.add_link(node, s1, rate="100Mbit", delay="0.02ms", queue=100, prio=prio)
+        topology.add_link(node, s1, **LINK, prio=prio)
     return topology
 
 

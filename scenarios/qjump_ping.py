@@ -12,7 +12,8 @@ H3 to H11, bulk iperf from H8 to H11, so both cross the switch port toward
 H11; the paper's second stream, H1 to H12, shares no port with ping on one
 switch and is left out) on one Open vSwitch guest; links of 100 Mbit/s
 (the paper's 10 Gbit/s divided by 100) with its 0.02 ms of netem delay and
-a queue of 100 packets per direction. With prio=1 each link direction
+a queue per direction holding what the paper's 100 packets held at 10 Gbit/s
+(0.12 ms: 2 packets with the delay line; selena.scaling). With prio=1 each link direction
 queues by IP precedence in strict-priority bands (selena/shaping/prio.py),
 standing in for the QJump module, which Debian does not ship, and the
 switch's priority queues; ping marks its packets with precedence 7
@@ -22,9 +23,15 @@ queue looks at.
 
 from selena.metrics import ping_rtts_ms
 from selena.model import Topology
+from selena.scaling import paper_queue_s, scaled_link
 
 PINGS, INTERVAL_S = 200, 0.01
 BULK_S = 8
+
+# The scaling rule (docs/reproductions.md): the paper's 10 Gbit/s links divided
+# by 100, its 100-packet switch queue kept as a time (0.12 ms), its netem delay.
+PAPER_RATE, FACTOR = "10Gbit", 100
+LINK = scaled_link(PAPER_RATE, FACTOR, queue_s=paper_queue_s(100, PAPER_RATE), delay="0.02ms")
 
 HOSTS = (("h3", 3), ("h8", 8), ("h11", 11))
 
@@ -35,7 +42,7 @@ def build(prio="0"):
     s1 = topology.add_switch("s1")
     for name, last in HOSTS:
         host = topology.add_host(name, ip=f"10.0.9.{last}/24", template="qjump-host")
-        topology.add_link(host, s1, rate="100Mbit", delay="0.02ms", queue=100, prio=prio)
+        topology.add_link(host, s1, **LINK, prio=prio)
     return topology
 
 

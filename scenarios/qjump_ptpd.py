@@ -9,7 +9,8 @@ traffic shares the slave's link (the paper's Table I).
 Scaled to the lab, and stated: three of the paper's twelve hosts (H1 the
 PTP slave, H8 the master, as in the paper, and H12 the source of the bulk
 traffic) on one Open vSwitch guest; links of 100 Mbit/s (the paper's
-10 Gbit/s divided by 100) with its 0.02 ms of netem delay; iperf3 bulk
+10 Gbit/s divided by 100) with its 0.02 ms of netem delay and its queue
+time (selena.scaling); iperf3 bulk
 traffic from H12 to H1 stands in for Hadoop's shuffle, whose traffic
 crossed H1's link in the paper; the master sends 4 Sync messages a second
 (PTPd's default is 1) so that the short windows hold enough samples. The
@@ -19,11 +20,15 @@ the timeline as `ptpd_offset_us`).
 
 from selena.analysis.ptpd import offsets, window_maxima
 from selena.model import Topology
+from selena.scaling import paper_queue_s, scaled_link
 from selena.units import param_number
 
 # Virtual seconds: PTPd's first convergence (left out, as the paper left
 # out its synchronisation period), then idle, then with bulk traffic
 # (--param settle_s=, idle_s=, bulk_s=: shorter windows for high TDFs).
+# The scaling rule (docs/reproductions.md), as in qjump_ping.py.
+PAPER_RATE, FACTOR = "10Gbit", 100
+LINK = scaled_link(PAPER_RATE, FACTOR, queue_s=paper_queue_s(100, PAPER_RATE), delay="0.02ms")
 WINDOWS_S = {"settle_s": 10.0, "idle_s": 20.0, "bulk_s": 20.0}
 
 
@@ -44,7 +49,7 @@ def build(**params):
     s1 = topology.add_switch("s1")
     for name, last in (("h1", 1), ("h8", 8), ("h12", 12)):
         host = topology.add_host(name, ip=f"10.0.8.{last}/24", template="qjump-host")
-        topology.add_link(host, s1, rate="100Mbit", delay="0.02ms")
+        topology.add_link(host, s1, **LINK)
     return topology
 
 

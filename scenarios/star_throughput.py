@@ -10,8 +10,10 @@ Scaling rule: the paper's clients had 1 Gbit/s links and the sink 10 Gbit/s
 940 Mbit/s per client. This lab is a 2-core machine emulated in software,
 which forwards roughly a hundredth of that in real time, so the links are a
 hundredth: CLIENT_MBIT per client, and the sink's link carries every client
-at once (CLIENTS x CLIENT_MBIT). Fewer clients than the paper, because each
-is a VM booted in the emulated machine; the step pattern is the same.
+at once (CLIENTS x CLIENT_MBIT). Queues are the paper's time
+(selena.scaling): 12 ms, Linux's 1000 packets at 1 Gbit/s. Fewer clients
+than the paper, because each is a VM booted in the emulated machine; the
+step pattern is the same.
 
 Each flow is measured by its receiver (iperf3 on the sink, one server per
 client; the sender's own figures count its socket buffer). Recorded:
@@ -29,9 +31,11 @@ client; the sender's own figures count its socket buffer). Recorded:
 import json
 
 from selena.model import Topology
+from selena.scaling import LINUX_QUEUE_S_AT_1GBIT, scaled_link
 
 CLIENTS = 3
 CLIENT_MBIT = 10
+PAPER_CLIENT_MBIT = 1000
 STAGGER_S = 4.0          # virtual seconds between flow starts
 LAST_FLOW_S = 6.0        # how long the last flow runs with all others
 WINDOW_S = 0.1           # iperf3's report interval: Figure 4's 100 ms
@@ -43,15 +47,22 @@ SERVER_IP = "10.0.0.100"
 
 def build(clients=CLIENTS, client_mbit=CLIENT_MBIT):
     clients, client_mbit = int(clients), float(client_mbit)
+    if not 0.1 <= client_mbit <= PAPER_CLIENT_MBIT:
+        raise ValueError(f"client_mbit={client_mbit:g}: want 0.1 to {PAPER_CLIENT_MBIT}")
     if not 1 <= clients <= 8:
         raise ValueError(f"clients={clients}: want 1 to 8")
     topology = Topology("star", tdf=10)
     switch = topology.add_switch("s1")
     server = topology.add_host("srv", ip=f"{SERVER_IP}/24", template="tools-host")
-    topology.add_link(server, switch, rate=f"{clients * client_mbit:g}Mbit")
+    # The scaling rule (selena.scaling): rates divided by the factor, queues
+    # kept as the paper's time (Linux's 1000 packets at 1 Gbit/s: 12 ms).
+    factor = PAPER_CLIENT_MBIT / client_mbit
+    topology.add_link(server, switch, **scaled_link(
+        f"{clients * PAPER_CLIENT_MBIT:g}Mbit", factor, queue_s=LINUX_QUEUE_S_AT_1GBIT))
     for k in range(1, clients + 1):
         host = topology.add_host(f"h{k}", ip=f"10.0.0.{k}/24", template="tools-host")
-        topology.add_link(host, switch, rate=f"{client_mbit:g}Mbit")
+        topology.add_link(host, switch, **scaled_link(
+            f"{PAPER_CLIENT_MBIT:g}Mbit", factor, queue_s=LINUX_QUEUE_S_AT_1GBIT))
     return topology
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from selena.analysis.fct import analyze, parse_flowgen_csv
 from selena.errors import ScenarioError
 from selena.model import Topology
+from selena.scaling import LINUX_QUEUE_S_AT_1GBIT, scaled_link
 
 DURATION_S = float(os.environ.get("SELENA_FCT_DURATION", "30"))
 RATE_PER_S = float(os.environ.get("SELENA_FCT_RATE", "10"))
@@ -57,8 +58,10 @@ c0 = topology.add_controller("c0", ip="10.9.0.2/24")
 s1 = topology.add_switch("s1", controller=c0, switch_model=PROFILES[0])
 s1.add_interface(0, ip="10.9.0.1/24")          # management port, toward c0
 topology.add_link((s1, 0), c0)
-topology.add_link(h1, s1, rate=LINK_RATE)
-topology.add_link(h2, s1, rate=LINK_RATE)
+# The paper's rate, unscaled (factor 1), its queue as a time (selena.scaling).
+LINK = scaled_link(LINK_RATE, 1, queue_s=LINUX_QUEUE_S_AT_1GBIT)
+topology.add_link(h1, s1, **LINK)
+topology.add_link(h2, s1, **LINK)
 
 
 def run(exp):

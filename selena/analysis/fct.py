@@ -228,9 +228,16 @@ def write_summary_csv(summaries: Mapping[str, FctSummary], path: Path) -> Path:
     return path
 
 
+# TCP's SYN retransmissions (1 s, then 3 s): Figure 11's steps. Other
+# figures (the fat tree's) have no such steps and pass marks=().
+SYN_MARKS = (1.0, 3.0)
+
+
 def plot_cdf(series: Mapping[str, Sequence[float]], path: Path, *,
-             title: str = "Flow completion time CDF") -> Path:
-    """Plots each series' FCT CDF on a log x axis into a PNG (matplotlib, Agg)."""
+             title: str = "Flow completion time CDF",
+             marks: Sequence[float] = SYN_MARKS) -> Path:
+    """Plots each series' FCT CDF on a log x axis into a PNG (matplotlib, Agg);
+    `marks`: dotted lines where TCP's SYN retransmissions put steps."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -258,8 +265,9 @@ def plot_cdf(series: Mapping[str, Sequence[float]], path: Path, *,
         plotted += 1
     if plotted:
         ax.set_xscale("log")
-        for mark in (1.0, 3.0):
-            ax.axvline(mark, color="0.7", linestyle=":", linewidth=1)
+        for k, mark in enumerate(marks):
+            ax.axvline(mark, color="0.5", linestyle=":", linewidth=1,
+                       label=None if k else "TCP SYN retransmission (1 s, 3 s)")
         ax.legend(loc="lower right")
     ax.set_xlabel("flow completion time (s, log scale)")
     ax.set_ylabel("CDF (fraction of flows)")
@@ -267,12 +275,13 @@ def plot_cdf(series: Mapping[str, Sequence[float]], path: Path, *,
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(str(path), format="png")
+    fig.savefig(str(path), format="png", metadata={"Software": None})
     return path
 
 
 def analyze(series: Mapping[str, Sequence[FlowRecord]], out_dir: Path, *, plot: bool = True,
-            title: str = "Flow completion time CDF") -> dict[str, FctSummary]:
+            title: str = "Flow completion time CDF",
+            marks: Sequence[float] = SYN_MARKS) -> dict[str, FctSummary]:
     """Writes fct_cdf.csv, fct_summary.csv and (with `plot`) fct_cdf.png into out_dir."""
     out_dir = Path(out_dir)
     fcts = {profile: completion_times(records) for profile, records in series.items()}
@@ -280,7 +289,7 @@ def analyze(series: Mapping[str, Sequence[FlowRecord]], out_dir: Path, *, plot: 
     write_cdf_csv(fcts, out_dir / CDF_CSV)
     write_summary_csv(summaries, out_dir / SUMMARY_CSV)
     if plot:
-        plot_cdf(fcts, out_dir / CDF_PNG, title=title)
+        plot_cdf(fcts, out_dir / CDF_PNG, title=title, marks=marks)
     for profile, s in summaries.items():
         log.info("%s: %d flows ok, %d failed; FCT median %.4g s, p90 %.4g s, p99 %.4g s; "
                  "%.1f%% > 1 s, %.1f%% > 3 s", profile, s.n, s.failed, s.median_s, s.p90_s,
@@ -310,6 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--title", default="Flow completion time CDF")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    parser.add_argument("--no-syn-marks", action="store_true",
+                        help="no 1 s / 3 s SYN retransmission lines (not Figure 11)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     paths: dict[str, Path] = {}
@@ -320,7 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths[profile] = Path(path)
     try:
         series = {profile: read_series(path) for profile, path in paths.items()}
-        analyze(series, args.out, plot=not args.no_plot, title=args.title)
+        analyze(series, args.out, plot=not args.no_plot, title=args.title,
+                marks=() if args.no_syn_marks else SYN_MARKS)
     except OSError as exc:
         log.error("%s: %s", exc.filename, exc.strerror)
         return 1

@@ -29,6 +29,9 @@ from selena.errors import AnalysisError
 
 log = logging.getLogger(__name__)
 
+# Savefig metadata: no matplotlib version in the PNG, so it is reproducible.
+PNG_METADATA: dict[str, Any] = {"Software": None}
+
 # The paper's Table I: maximum absolute PTPd clock offset (us).
 PAPER_PTPD = {"testbed": (20.626, 1240.142), "1": (158.547, None), "10": (131.354, 31045.623),
               "20": (139.284, 1406.18), "50": (32.033, None)}
@@ -79,7 +82,7 @@ def ptpd_rows(root: Path) -> list[str]:
 
 
 def ping_rows(root: Path) -> list[str]:
-    rows = ["| ping RTT (us), TDF 20 | selena median | selena p99 | paper median |",
+    rows = ["| ping RTT (us), TDF 20 | selena median | selena p5 / p95 | paper median |",
             "|---|---|---|---|"]
     cases = (("idle", "ping", "ping_idle_rtt_us"), ("iperf", "ping", "ping_bulk_rtt_us"),
              ("iperf + QJump", "ping-prio", "ping_bulk_rtt_us"))
@@ -87,8 +90,9 @@ def ping_rows(root: Path) -> list[str]:
         samples = sorted(_metric(root / run, metric))
         if not samples:
             raise AnalysisError(f"{root / run}: {metric} has no samples")
-        p99 = samples[min(len(samples) - 1, round(0.99 * (len(samples) - 1)))]
-        rows.append(f"| {label} | {statistics.median(samples):.1f} | {p99:.1f} | "
+        p5, p95 = (samples[min(len(samples) - 1, round(q * (len(samples) - 1)))]
+                   for q in (0.05, 0.95))
+        rows.append(f"| {label} | {statistics.median(samples):.1f} | {p5:.1f} / {p95:.1f} | "
                     f"{PAPER_PING[label]:g} |")
     return rows
 
@@ -160,22 +164,29 @@ def plot(root: Path, out_dir: Path) -> list[Path]:
 
     def save(fig: Any, ax: Any, name: str) -> Path:
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(loc="best", fontsize="small")
+        ax.legend(loc="best", fontsize="x-small")
         fig.tight_layout()
         path = out_dir / name
-        fig.savefig(str(path), format="png")
+        # No version or date in the file: the same data gives the same bytes.
+        fig.savefig(str(path), format="png", metadata=PNG_METADATA)
         return path
 
     paths = []
     fig, ax = figure()
     pings = {"idle": ("ping", "ping_idle_rtt_us"), "iperf": ("ping", "ping_bulk_rtt_us"),
              "iperf + priority queue": ("ping-prio", "ping_bulk_rtt_us")}
-    for label, (run, metric) in pings.items():
-        _cdf_line(ax, label, ecdf(_metric(root / run, metric)), steps=True)
+    paper = dict(zip(pings, PAPER_PING.values(), strict=True))
+    for colour, (label, (run, metric)) in enumerate(pings.items()):
+        tdf = _tdf(root / run)
+        _cdf_line(ax, f"{label}, TDF {tdf}", ecdf(_metric(root / run, metric)), steps=True,
+                  color=f"C{colour}")
+        ax.axvline(paper[label], color=f"C{colour}", linestyle=":", linewidth=1,
+                   label=f"paper's median, {label}: {paper[label]:g} us")
+    _note(ax, "load: iperf3 H8 to H11, 100 Mbit/s links (the paper's 10 Gbit/s / 100)")
     ax.set_xscale("log")
     ax.set_xlabel("ping round trip (us, virtual, log scale)")
-    ax.set_ylabel("CDF")
-    ax.set_title("ping H3 to H11 at TDF 20 (the paper's Figure 13)")
+    ax.set_ylabel("CDF (fraction of pings)")
+    ax.set_title("QJump paper, Figure 13: ping H3 to H11 beside bulk traffic")
     paths.append(save(fig, ax, "qjump_ping_cdf.png"))
 
     fig, ax = figure()
@@ -187,10 +198,16 @@ def plot(root: Path, out_dir: Path) -> list[Path]:
                           log2_cdf(dict(enumerate(
                               _metric(root / run, f"memcached_{phase}_log2_hist")))),
                           steps=False, color=f"C{colour}", linestyle=style)
+    for phase, style in (("idle", "-."), ("bulk", ":")):
+        mean = PAPER_MEMCACHED[phase]["selena"][0]
+        ax.axvline(mean, color="0.3", linestyle=style, linewidth=1,
+                   label=f"paper's SELENA mean, {dict(PHASES)[phase]}: {mean:g} us")
+    _note(ax, f"TDF {_tdf(root / MEMCACHED_RUNS[0][0])}; load: memaslap, 128 requests in "
+              "flight unless said; bulk: iperf3 H8 to H11")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("memcached request latency (us, virtual; memaslap's power-of-two buckets)")
-    ax.set_ylabel("CDF")
-    ax.set_title("memcached at TDF 10 (the paper's Figures 10, 11 and 14)")
+    ax.set_ylabel("CDF (fraction of requests)")
+    ax.set_title("QJump paper, Figures 10, 11 and 14: memcached request latency")
     paths.append(save(fig, ax, "qjump_memcached_cdf.png"))
 
     fig, ax = figure()
@@ -200,10 +217,15 @@ def plot(root: Path, out_dir: Path) -> list[Path]:
         line = ax.plot([s.t - marks[0] for s in shown], [abs(s.offset_s) * 1e6 for s in shown],
                        linewidth=0.8, label=f"TDF {tdf}")[0]
         ax.axvline(marks[1] - marks[0], color=line.get_color(), linestyle=":", linewidth=1)
+        paper_idle = PAPER_PTPD.get(tdf, (None, None))[0]
+        if paper_idle is not None:
+            ax.axhline(paper_idle, color=line.get_color(), linestyle="--", linewidth=0.8,
+                       label=f"paper's idle maximum at TDF {tdf}: {paper_idle:g} us")
+    _note(ax, "load: idle, then iperf3 H12 to H1 from the dotted line on")
     ax.set_yscale("log")
     ax.set_xlabel("slave's clock since the idle window (virtual s; dotted: bulk iperf starts)")
     ax.set_ylabel("|offset from master| (us, log scale)")
-    ax.set_title("PTPd slave offset (the paper's Table I)")
+    ax.set_title("QJump paper, Table I's runs: PTPd slave offset over time")
     paths.append(save(fig, ax, "qjump_ptpd_offsets.png"))
     return paths
 
@@ -218,6 +240,19 @@ def _cdf_line(ax: Any, label: str, points: list[tuple[float, float]], steps: boo
     else:
         ax.plot(xs, ys, marker="o", markersize=3, label=label, **style)
     ax.set_ylim(0, 1.02)
+
+
+def _tdf(bundle: Path) -> str:
+    """The run's TDF as its meta.json gives it ("?" for a bundle without one)."""
+    try:
+        return f"{float(json.loads((bundle / 'meta.json').read_text())['tdf']):g}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "?"
+
+
+def _note(ax: Any, text: str) -> None:
+    """A legend line that is not a curve (the load, the TDF)."""
+    ax.plot([], [], " ", label=text)
 
 
 def _text(value: float | None) -> str:

@@ -22,7 +22,7 @@ from selena import __version__
 from selena.errors import ScenarioFileError, SelenaError
 
 SUBCOMMAND_MODULES: list[str] = ["selena.cli.experiment", "selena.cli.sweep", "selena.cli.advise",
-                                   "selena.cli.host"]
+                                   "selena.cli.host", "selena.cli.reproduce"]
 # Entry points (name = "module") whose modules add verb groups.
 PLUGIN_GROUP = "selena.commands"
 # Commands a plugin of this source tree adds, for a clear error when the

@@ -67,12 +67,16 @@ xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 10
 tc qdisc replace dev sv0c750.0 root handle 1: htb default 1
 tc class replace dev sv0c750.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c750.0 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c750.1 root handle 1: htb default 1
 tc class replace dev sv0c750.1 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c750.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c750.2 root handle 1: htb default 1
 tc class replace dev sv0c750.2 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c750.2 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c750.3 root handle 1: htb default 1
 tc class replace dev sv0c750.3 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c750.3 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c750.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c750.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c750.2 tso off gso off gro off tx off rx off sg off || true
@@ -119,12 +123,16 @@ xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 10
 tc qdisc replace dev sv0c751.0 root handle 1: htb default 1
 tc class replace dev sv0c751.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c751.0 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c751.1 root handle 1: htb default 1
 tc class replace dev sv0c751.1 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c751.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c751.2 root handle 1: htb default 1
 tc class replace dev sv0c751.2 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c751.2 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c751.3 root handle 1: htb default 1
 tc class replace dev sv0c751.3 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c751.3 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c751.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c751.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c751.2 tso off gso off gro off tx off rx off sg off || true
@@ -171,12 +179,16 @@ xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
 selena-tdf set "$D3" 10
 tc qdisc replace dev sv0c752.0 root handle 1: htb default 1
 tc class replace dev sv0c752.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c752.0 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c752.1 root handle 1: htb default 1
 tc class replace dev sv0c752.1 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c752.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c752.2 root handle 1: htb default 1
 tc class replace dev sv0c752.2 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c752.2 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c752.3 root handle 1: htb default 1
 tc class replace dev sv0c752.3 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c752.3 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c752.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c752.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c752.2 tso off gso off gro off tx off rx off sg off || true
@@ -223,12 +235,16 @@ xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 10
 tc qdisc replace dev sv0c753.0 root handle 1: htb default 1
 tc class replace dev sv0c753.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c753.0 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c753.1 root handle 1: htb default 1
 tc class replace dev sv0c753.1 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c753.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c753.2 root handle 1: htb default 1
 tc class replace dev sv0c753.2 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c753.2 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c753.3 root handle 1: htb default 1
 tc class replace dev sv0c753.3 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c753.3 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c753.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c753.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c753.2 tso off gso off gro off tx off rx off sg off || true
@@ -275,12 +291,16 @@ xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
 selena-tdf set "$D5" 10
 tc qdisc replace dev sv0c754.0 root handle 1: htb default 1
 tc class replace dev sv0c754.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c754.0 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c754.1 root handle 1: htb default 1
 tc class replace dev sv0c754.1 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c754.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c754.2 root handle 1: htb default 1
 tc class replace dev sv0c754.2 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c754.2 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c754.3 root handle 1: htb default 1
 tc class replace dev sv0c754.3 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c754.3 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c754.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c754.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c754.2 tso off gso off gro off tx off rx off sg off || true
@@ -327,12 +347,16 @@ xenstore-chmod "/local/domain/$D6/selena/version" n0 "r$D6"
 selena-tdf set "$D6" 10
 tc qdisc replace dev sv0c755.0 root handle 1: htb default 1
 tc class replace dev sv0c755.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c755.0 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c755.1 root handle 1: htb default 1
 tc class replace dev sv0c755.1 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c755.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c755.2 root handle 1: htb default 1
 tc class replace dev sv0c755.2 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c755.2 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c755.3 root handle 1: htb default 1
 tc class replace dev sv0c755.3 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c755.3 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c755.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c755.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c755.2 tso off gso off gro off tx off rx off sg off || true
@@ -374,6 +398,7 @@ xenstore-chmod "/local/domain/$D7/selena/version" n0 "r$D7"
 selena-tdf set "$D7" 10
 tc qdisc replace dev sv0c756.0 root handle 1: htb default 1
 tc class replace dev sv0c756.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c756.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c756.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/fattree
 cat > /run/selena/fattree/h2.cfg <<'EOF'
@@ -412,6 +437,7 @@ xenstore-chmod "/local/domain/$D8/selena/version" n0 "r$D8"
 selena-tdf set "$D8" 10
 tc qdisc replace dev sv0c757.0 root handle 1: htb default 1
 tc class replace dev sv0c757.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c757.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c757.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/fattree
 cat > /run/selena/fattree/h3.cfg <<'EOF'
@@ -450,6 +476,7 @@ xenstore-chmod "/local/domain/$D9/selena/version" n0 "r$D9"
 selena-tdf set "$D9" 10
 tc qdisc replace dev sv0c758.0 root handle 1: htb default 1
 tc class replace dev sv0c758.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c758.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c758.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/fattree
 cat > /run/selena/fattree/h4.cfg <<'EOF'
@@ -488,6 +515,7 @@ xenstore-chmod "/local/domain/$D10/selena/version" n0 "r$D10"
 selena-tdf set "$D10" 10
 tc qdisc replace dev sv0c759.0 root handle 1: htb default 1
 tc class replace dev sv0c759.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c759.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c759.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/fattree
 cat > /run/selena/fattree/a1_0.cfg <<'EOF'
@@ -531,12 +559,16 @@ xenstore-chmod "/local/domain/$D11/selena/version" n0 "r$D11"
 selena-tdf set "$D11" 10
 tc qdisc replace dev sv0c7510.0 root handle 1: htb default 1
 tc class replace dev sv0c7510.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7510.0 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7510.1 root handle 1: htb default 1
 tc class replace dev sv0c7510.1 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7510.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7510.2 root handle 1: htb default 1
 tc class replace dev sv0c7510.2 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7510.2 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7510.3 root handle 1: htb default 1
 tc class replace dev sv0c7510.3 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7510.3 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c7510.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c7510.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c7510.2 tso off gso off gro off tx off rx off sg off || true
@@ -583,12 +615,16 @@ xenstore-chmod "/local/domain/$D12/selena/version" n0 "r$D12"
 selena-tdf set "$D12" 10
 tc qdisc replace dev sv0c7511.0 root handle 1: htb default 1
 tc class replace dev sv0c7511.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7511.0 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7511.1 root handle 1: htb default 1
 tc class replace dev sv0c7511.1 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7511.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7511.2 root handle 1: htb default 1
 tc class replace dev sv0c7511.2 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7511.2 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7511.3 root handle 1: htb default 1
 tc class replace dev sv0c7511.3 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7511.3 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c7511.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c7511.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c7511.2 tso off gso off gro off tx off rx off sg off || true
@@ -635,12 +671,16 @@ xenstore-chmod "/local/domain/$D13/selena/version" n0 "r$D13"
 selena-tdf set "$D13" 10
 tc qdisc replace dev sv0c7512.0 root handle 1: htb default 1
 tc class replace dev sv0c7512.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7512.0 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7512.1 root handle 1: htb default 1
 tc class replace dev sv0c7512.1 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7512.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7512.2 root handle 1: htb default 1
 tc class replace dev sv0c7512.2 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7512.2 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7512.3 root handle 1: htb default 1
 tc class replace dev sv0c7512.3 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7512.3 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c7512.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c7512.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c7512.2 tso off gso off gro off tx off rx off sg off || true
@@ -687,12 +727,16 @@ xenstore-chmod "/local/domain/$D14/selena/version" n0 "r$D14"
 selena-tdf set "$D14" 10
 tc qdisc replace dev sv0c7513.0 root handle 1: htb default 1
 tc class replace dev sv0c7513.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7513.0 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7513.1 root handle 1: htb default 1
 tc class replace dev sv0c7513.1 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7513.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7513.2 root handle 1: htb default 1
 tc class replace dev sv0c7513.2 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7513.2 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv0c7513.3 root handle 1: htb default 1
 tc class replace dev sv0c7513.3 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7513.3 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c7513.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c7513.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv0c7513.2 tso off gso off gro off tx off rx off sg off || true
@@ -734,6 +778,7 @@ xenstore-chmod "/local/domain/$D15/selena/version" n0 "r$D15"
 selena-tdf set "$D15" 10
 tc qdisc replace dev sv0c7514.0 root handle 1: htb default 1
 tc class replace dev sv0c7514.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7514.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c7514.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/fattree
 cat > /run/selena/fattree/h6.cfg <<'EOF'
@@ -772,6 +817,7 @@ xenstore-chmod "/local/domain/$D16/selena/version" n0 "r$D16"
 selena-tdf set "$D16" 10
 tc qdisc replace dev sv0c7515.0 root handle 1: htb default 1
 tc class replace dev sv0c7515.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7515.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c7515.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/fattree
 cat > /run/selena/fattree/h7.cfg <<'EOF'
@@ -810,6 +856,7 @@ xenstore-chmod "/local/domain/$D17/selena/version" n0 "r$D17"
 selena-tdf set "$D17" 10
 tc qdisc replace dev sv0c7516.0 root handle 1: htb default 1
 tc class replace dev sv0c7516.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7516.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c7516.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/fattree
 cat > /run/selena/fattree/h8.cfg <<'EOF'
@@ -848,6 +895,7 @@ xenstore-chmod "/local/domain/$D18/selena/version" n0 "r$D18"
 selena-tdf set "$D18" 10
 tc qdisc replace dev sv0c7517.0 root handle 1: htb default 1
 tc class replace dev sv0c7517.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv0c7517.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c7517.0 tso off gso off gro off tx off rx off sg off || true
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap fattree /run/selena sv0c750.0 sv0c750.1 sv0c750.2 sv0c750.3 sv0c751.0 sv0c751.1 sv0c751.2 sv0c751.3 sv0c752.0 sv0c752.1 sv0c752.2 sv0c752.3 sv0c753.0 sv0c753.1 sv0c753.2 sv0c753.3 sv0c754.0 sv0c754.1 sv0c754.2 sv0c754.3 sv0c755.0 sv0c755.1 sv0c755.2 sv0c755.3 sv0c756.0 sv0c757.0 sv0c758.0 sv0c759.0 sv0c7510.0 sv0c7510.1 sv0c7510.2 sv0c7510.3 sv0c7511.0 sv0c7511.1 sv0c7511.2 sv0c7511.3 sv0c7512.0 sv0c7512.1 sv0c7512.2 sv0c7512.3 sv0c7513.0 sv0c7513.1 sv0c7513.2 sv0c7513.3 sv0c7514.0 sv0c7515.0 sv0c7516.0 sv0c7517.0 &

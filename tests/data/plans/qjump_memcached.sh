@@ -44,13 +44,13 @@ xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 10
 tc qdisc replace dev sv2dd30.0 root handle 1: htb default 1
 tc class replace dev sv2dd30.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv2dd30.0 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv2dd30.0 parent 1:1 handle 10: netem limit 2 delay 200us
 tc qdisc replace dev sv2dd30.1 root handle 1: htb default 1
 tc class replace dev sv2dd30.1 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv2dd30.1 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv2dd30.1 parent 1:1 handle 10: netem limit 2 delay 200us
 tc qdisc replace dev sv2dd30.2 root handle 1: htb default 1
 tc class replace dev sv2dd30.2 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv2dd30.2 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv2dd30.2 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv2dd30.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv2dd30.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv2dd30.2 tso off gso off gro off tx off rx off sg off || true
@@ -94,7 +94,7 @@ xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 10
 tc qdisc replace dev sv2dd31.0 root handle 1: htb default 1
 tc class replace dev sv2dd31.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv2dd31.0 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv2dd31.0 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv2dd31.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/qjmc
 cat > /run/selena/qjmc/h8.cfg <<'EOF'
@@ -136,7 +136,7 @@ xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
 selena-tdf set "$D3" 10
 tc qdisc replace dev sv2dd32.0 root handle 1: htb default 1
 tc class replace dev sv2dd32.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv2dd32.0 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv2dd32.0 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv2dd32.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/qjmc
 cat > /run/selena/qjmc/h11.cfg <<'EOF'
@@ -178,7 +178,7 @@ xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 10
 tc qdisc replace dev sv2dd33.0 root handle 1: htb default 1
 tc class replace dev sv2dd33.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv2dd33.0 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv2dd33.0 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv2dd33.0 tso off gso off gro off tx off rx off sg off || true
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjmc /run/selena sv2dd30.0 sv2dd30.1 sv2dd30.2 sv2dd31.0 sv2dd32.0 sv2dd33.0 &

@@ -44,13 +44,13 @@ xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 10
 tc qdisc replace dev sv09240.0 root handle 1: htb default 1
 tc class replace dev sv09240.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv09240.0 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv09240.0 parent 1:1 handle 10: netem limit 2 delay 200us
 tc qdisc replace dev sv09240.1 root handle 1: htb default 1
 tc class replace dev sv09240.1 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv09240.1 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv09240.1 parent 1:1 handle 10: netem limit 2 delay 200us
 tc qdisc replace dev sv09240.2 root handle 1: htb default 1
 tc class replace dev sv09240.2 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv09240.2 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv09240.2 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv09240.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv09240.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv09240.2 tso off gso off gro off tx off rx off sg off || true
@@ -95,7 +95,7 @@ selena-tdf set "$D2" 10
 xl sched-credit2 -d "$D2" -c 10
 tc qdisc replace dev sv09241.0 root handle 1: htb default 1
 tc class replace dev sv09241.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv09241.0 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv09241.0 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv09241.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/qjmcr
 cat > /run/selena/qjmcr/h8.cfg <<'EOF'
@@ -138,7 +138,7 @@ selena-tdf set "$D3" 10
 xl sched-credit2 -d "$D3" -c 10
 tc qdisc replace dev sv09242.0 root handle 1: htb default 1
 tc class replace dev sv09242.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv09242.0 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv09242.0 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv09242.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/qjmcr
 cat > /run/selena/qjmcr/h11.cfg <<'EOF'
@@ -181,7 +181,7 @@ selena-tdf set "$D4" 10
 xl sched-credit2 -d "$D4" -c 10
 tc qdisc replace dev sv09243.0 root handle 1: htb default 1
 tc class replace dev sv09243.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv09243.0 parent 1:1 handle 10: netem limit 100 delay 200us
+tc qdisc replace dev sv09243.0 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv09243.0 tso off gso off gro off tx off rx off sg off || true
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjmcr /run/selena sv09240.0 sv09240.1 sv09240.2 sv09241.0 sv09242.0 sv09243.0 &

@@ -49,9 +49,9 @@ tc filter replace dev sv8ef80.0 parent 10: protocol ip pref 1 u32 match ip tos 0
 tc filter replace dev sv8ef80.0 parent 10: protocol ipv6 pref 2 u32 match ip6 priority 0xc0 0xc0 flowid 10:1
 tc filter replace dev sv8ef80.0 parent 10: protocol ip pref 3 u32 match ip tos 0x80 0xc0 flowid 10:2
 tc filter replace dev sv8ef80.0 parent 10: protocol ipv6 pref 4 u32 match ip6 priority 0x80 0xc0 flowid 10:2
-tc qdisc replace dev sv8ef80.0 parent 10:1 handle 21: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef80.0 parent 10:2 handle 22: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef80.0 parent 10:3 handle 23: netem limit 100 delay 200us
+tc qdisc replace dev sv8ef80.0 parent 10:1 handle 21: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef80.0 parent 10:2 handle 22: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef80.0 parent 10:3 handle 23: netem limit 2 delay 200us
 tc qdisc replace dev sv8ef80.1 root handle 1: htb default 1
 tc class replace dev sv8ef80.1 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv8ef80.1 parent 1:1 handle 10: prio bands 3 priomap 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2
@@ -59,9 +59,9 @@ tc filter replace dev sv8ef80.1 parent 10: protocol ip pref 1 u32 match ip tos 0
 tc filter replace dev sv8ef80.1 parent 10: protocol ipv6 pref 2 u32 match ip6 priority 0xc0 0xc0 flowid 10:1
 tc filter replace dev sv8ef80.1 parent 10: protocol ip pref 3 u32 match ip tos 0x80 0xc0 flowid 10:2
 tc filter replace dev sv8ef80.1 parent 10: protocol ipv6 pref 4 u32 match ip6 priority 0x80 0xc0 flowid 10:2
-tc qdisc replace dev sv8ef80.1 parent 10:1 handle 21: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef80.1 parent 10:2 handle 22: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef80.1 parent 10:3 handle 23: netem limit 100 delay 200us
+tc qdisc replace dev sv8ef80.1 parent 10:1 handle 21: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef80.1 parent 10:2 handle 22: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef80.1 parent 10:3 handle 23: netem limit 2 delay 200us
 tc qdisc replace dev sv8ef80.2 root handle 1: htb default 1
 tc class replace dev sv8ef80.2 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv8ef80.2 parent 1:1 handle 10: prio bands 3 priomap 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2
@@ -69,9 +69,9 @@ tc filter replace dev sv8ef80.2 parent 10: protocol ip pref 1 u32 match ip tos 0
 tc filter replace dev sv8ef80.2 parent 10: protocol ipv6 pref 2 u32 match ip6 priority 0xc0 0xc0 flowid 10:1
 tc filter replace dev sv8ef80.2 parent 10: protocol ip pref 3 u32 match ip tos 0x80 0xc0 flowid 10:2
 tc filter replace dev sv8ef80.2 parent 10: protocol ipv6 pref 4 u32 match ip6 priority 0x80 0xc0 flowid 10:2
-tc qdisc replace dev sv8ef80.2 parent 10:1 handle 21: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef80.2 parent 10:2 handle 22: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef80.2 parent 10:3 handle 23: netem limit 100 delay 200us
+tc qdisc replace dev sv8ef80.2 parent 10:1 handle 21: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef80.2 parent 10:2 handle 22: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef80.2 parent 10:3 handle 23: netem limit 2 delay 200us
 ethtool -K sv8ef80.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv8ef80.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv8ef80.2 tso off gso off gro off tx off rx off sg off || true
@@ -120,9 +120,9 @@ tc filter replace dev sv8ef81.0 parent 10: protocol ip pref 1 u32 match ip tos 0
 tc filter replace dev sv8ef81.0 parent 10: protocol ipv6 pref 2 u32 match ip6 priority 0xc0 0xc0 flowid 10:1
 tc filter replace dev sv8ef81.0 parent 10: protocol ip pref 3 u32 match ip tos 0x80 0xc0 flowid 10:2
 tc filter replace dev sv8ef81.0 parent 10: protocol ipv6 pref 4 u32 match ip6 priority 0x80 0xc0 flowid 10:2
-tc qdisc replace dev sv8ef81.0 parent 10:1 handle 21: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef81.0 parent 10:2 handle 22: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef81.0 parent 10:3 handle 23: netem limit 100 delay 200us
+tc qdisc replace dev sv8ef81.0 parent 10:1 handle 21: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef81.0 parent 10:2 handle 22: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef81.0 parent 10:3 handle 23: netem limit 2 delay 200us
 ethtool -K sv8ef81.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/qjmcp
 cat > /run/selena/qjmcp/h8.cfg <<'EOF'
@@ -169,9 +169,9 @@ tc filter replace dev sv8ef82.0 parent 10: protocol ip pref 1 u32 match ip tos 0
 tc filter replace dev sv8ef82.0 parent 10: protocol ipv6 pref 2 u32 match ip6 priority 0xc0 0xc0 flowid 10:1
 tc filter replace dev sv8ef82.0 parent 10: protocol ip pref 3 u32 match ip tos 0x80 0xc0 flowid 10:2
 tc filter replace dev sv8ef82.0 parent 10: protocol ipv6 pref 4 u32 match ip6 priority 0x80 0xc0 flowid 10:2
-tc qdisc replace dev sv8ef82.0 parent 10:1 handle 21: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef82.0 parent 10:2 handle 22: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef82.0 parent 10:3 handle 23: netem limit 100 delay 200us
+tc qdisc replace dev sv8ef82.0 parent 10:1 handle 21: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef82.0 parent 10:2 handle 22: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef82.0 parent 10:3 handle 23: netem limit 2 delay 200us
 ethtool -K sv8ef82.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/qjmcp
 cat > /run/selena/qjmcp/h11.cfg <<'EOF'
@@ -218,9 +218,9 @@ tc filter replace dev sv8ef83.0 parent 10: protocol ip pref 1 u32 match ip tos 0
 tc filter replace dev sv8ef83.0 parent 10: protocol ipv6 pref 2 u32 match ip6 priority 0xc0 0xc0 flowid 10:1
 tc filter replace dev sv8ef83.0 parent 10: protocol ip pref 3 u32 match ip tos 0x80 0xc0 flowid 10:2
 tc filter replace dev sv8ef83.0 parent 10: protocol ipv6 pref 4 u32 match ip6 priority 0x80 0xc0 flowid 10:2
-tc qdisc replace dev sv8ef83.0 parent 10:1 handle 21: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef83.0 parent 10:2 handle 22: netem limit 100 delay 200us
-tc qdisc replace dev sv8ef83.0 parent 10:3 handle 23: netem limit 100 delay 200us
+tc qdisc replace dev sv8ef83.0 parent 10:1 handle 21: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef83.0 parent 10:2 handle 22: netem limit 2 delay 200us
+tc qdisc replace dev sv8ef83.0 parent 10:3 handle 23: netem limit 2 delay 200us
 ethtool -K sv8ef83.0 tso off gso off gro off tx off rx off sg off || true
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjmcp /run/selena sv8ef80.0 sv8ef80.1 sv8ef80.2 sv8ef81.0 sv8ef82.0 sv8ef83.0 &

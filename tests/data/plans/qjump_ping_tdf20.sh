@@ -44,13 +44,13 @@ xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 20
 tc qdisc replace dev sve20a0.0 root handle 1: htb default 1
 tc class replace dev sve20a0.0 parent 1: classid 1:1 htb rate 5000000bit ceil 5000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sve20a0.0 parent 1:1 handle 10: netem limit 100 delay 400us
+tc qdisc replace dev sve20a0.0 parent 1:1 handle 10: netem limit 2 delay 400us
 tc qdisc replace dev sve20a0.1 root handle 1: htb default 1
 tc class replace dev sve20a0.1 parent 1: classid 1:1 htb rate 5000000bit ceil 5000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sve20a0.1 parent 1:1 handle 10: netem limit 100 delay 400us
+tc qdisc replace dev sve20a0.1 parent 1:1 handle 10: netem limit 2 delay 400us
 tc qdisc replace dev sve20a0.2 root handle 1: htb default 1
 tc class replace dev sve20a0.2 parent 1: classid 1:1 htb rate 5000000bit ceil 5000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sve20a0.2 parent 1:1 handle 10: netem limit 100 delay 400us
+tc qdisc replace dev sve20a0.2 parent 1:1 handle 10: netem limit 2 delay 400us
 ethtool -K sve20a0.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sve20a0.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sve20a0.2 tso off gso off gro off tx off rx off sg off || true
@@ -94,7 +94,7 @@ xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 20
 tc qdisc replace dev sve20a1.0 root handle 1: htb default 1
 tc class replace dev sve20a1.0 parent 1: classid 1:1 htb rate 5000000bit ceil 5000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sve20a1.0 parent 1:1 handle 10: netem limit 100 delay 400us
+tc qdisc replace dev sve20a1.0 parent 1:1 handle 10: netem limit 2 delay 400us
 ethtool -K sve20a1.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/qjping
 cat > /run/selena/qjping/h8.cfg <<'EOF'
@@ -136,7 +136,7 @@ xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
 selena-tdf set "$D3" 20
 tc qdisc replace dev sve20a2.0 root handle 1: htb default 1
 tc class replace dev sve20a2.0 parent 1: classid 1:1 htb rate 5000000bit ceil 5000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sve20a2.0 parent 1:1 handle 10: netem limit 100 delay 400us
+tc qdisc replace dev sve20a2.0 parent 1:1 handle 10: netem limit 2 delay 400us
 ethtool -K sve20a2.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/qjping
 cat > /run/selena/qjping/h11.cfg <<'EOF'
@@ -178,7 +178,7 @@ xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 20
 tc qdisc replace dev sve20a3.0 root handle 1: htb default 1
 tc class replace dev sve20a3.0 parent 1: classid 1:1 htb rate 5000000bit ceil 5000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sve20a3.0 parent 1:1 handle 10: netem limit 100 delay 400us
+tc qdisc replace dev sve20a3.0 parent 1:1 handle 10: netem limit 2 delay 400us
 ethtool -K sve20a3.0 tso off gso off gro off tx off rx off sg off || true
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjping /run/selena sve20a0.0 sve20a0.1 sve20a0.2 sve20a1.0 sve20a2.0 sve20a3.0 &

@@ -44,10 +44,13 @@ xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 5
 tc qdisc replace dev sv525e0.0 root handle 1: htb default 1
 tc class replace dev sv525e0.0 parent 1: classid 1:1 htb rate 4000000bit ceil 4000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv525e0.0 parent 1:1 handle 10: netem limit 20
 tc qdisc replace dev sv525e0.1 root handle 1: htb default 1
 tc class replace dev sv525e0.1 parent 1: classid 1:1 htb rate 2000000bit ceil 2000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv525e0.1 parent 1:1 handle 10: netem limit 10
 tc qdisc replace dev sv525e0.2 root handle 1: htb default 1
 tc class replace dev sv525e0.2 parent 1: classid 1:1 htb rate 2000000bit ceil 2000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv525e0.2 parent 1:1 handle 10: netem limit 10
 ethtool -K sv525e0.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv525e0.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv525e0.2 tso off gso off gro off tx off rx off sg off || true
@@ -88,6 +91,7 @@ xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 5
 tc qdisc replace dev sv525e1.0 root handle 1: htb default 1
 tc class replace dev sv525e1.0 parent 1: classid 1:1 htb rate 4000000bit ceil 4000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv525e1.0 parent 1:1 handle 10: netem limit 20
 ethtool -K sv525e1.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/star
 cat > /run/selena/star/h1.cfg <<'EOF'
@@ -126,6 +130,7 @@ xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
 selena-tdf set "$D3" 5
 tc qdisc replace dev sv525e2.0 root handle 1: htb default 1
 tc class replace dev sv525e2.0 parent 1: classid 1:1 htb rate 2000000bit ceil 2000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv525e2.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv525e2.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/star
 cat > /run/selena/star/h2.cfg <<'EOF'
@@ -164,6 +169,7 @@ xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 5
 tc qdisc replace dev sv525e3.0 root handle 1: htb default 1
 tc class replace dev sv525e3.0 parent 1: classid 1:1 htb rate 2000000bit ceil 2000000bit burst 1600b cburst 1600b
+tc qdisc replace dev sv525e3.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv525e3.0 tso off gso off gro off tx off rx off sg off || true
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap star /run/selena sv525e0.0 sv525e0.1 sv525e0.2 sv525e1.0 sv525e2.0 sv525e3.0 &

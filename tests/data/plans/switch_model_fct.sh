@@ -41,6 +41,7 @@ xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 10
 tc qdisc replace dev sv16400.0 root handle 1: htb default 1
 tc class replace dev sv16400.0 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 12500b cburst 12500b
+tc qdisc replace dev sv16400.0 parent 1:1 handle 10: netem limit 1000
 ethtool -K sv16400.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/fct
 cat > /run/selena/fct/h2.cfg <<'EOF'
@@ -79,6 +80,7 @@ xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 10
 tc qdisc replace dev sv16401.0 root handle 1: htb default 1
 tc class replace dev sv16401.0 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 12500b cburst 12500b
+tc qdisc replace dev sv16401.0 parent 1:1 handle 10: netem limit 1000
 ethtool -K sv16401.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/fct
 cat > /run/selena/fct/c0.cfg <<'EOF'
@@ -157,8 +159,10 @@ xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 10
 tc qdisc replace dev sv16403.1 root handle 1: htb default 1
 tc class replace dev sv16403.1 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 12500b cburst 12500b
+tc qdisc replace dev sv16403.1 parent 1:1 handle 10: netem limit 1000
 tc qdisc replace dev sv16403.2 root handle 1: htb default 1
 tc class replace dev sv16403.2 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 12500b cburst 12500b
+tc qdisc replace dev sv16403.2 parent 1:1 handle 10: netem limit 1000
 ethtool -K sv16403.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16403.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16403.2 tso off gso off gro off tx off rx off sg off || true

@@ -1,0 +1,63 @@
+"""`selena reproduce NAME...`: the paper reproductions, each one command
+(selena.reproduce): run in the lab into a fresh directory, then
+docs/results/<name>/ refreshed from it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from selena.cli.args import say
+from selena.errors import ScenarioError
+from selena.reproduce import lab_script, reproductions, run_all
+from selena.runner import Runner
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    # The help names no plugin (tests/test_lab_apart.py): the runs go through
+    # `selena lab run`, which says itself when it is missing.
+    p = subparsers.add_parser("reproduce", help="run paper reproductions into fresh "
+                                                "directories, refresh docs/results")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help=f"reproductions to run, in order ({', '.join(reproductions())})")
+    p.add_argument("--list", action="store_true",
+                   help="print each reproduction's commands and run nothing")
+    p.add_argument("--star-tdfs", default="1,5,10", metavar="T1,T2,...")
+    p.add_argument("--fattree-tdfs", default="1,5,10,20", metavar="T1,T2,...")
+    p.add_argument("--fattree-memory", type=int, default=6144, metavar="MB")
+    p.add_argument("--qjump-ptpd-tdfs", default="1,10,20,50", metavar="T1,T2,...",
+                   help="PTPd's TDFs (above 20 with 10 s windows)")
+    p.add_argument("--fct-rate", type=float, default=50.0, metavar="FLOWS_PER_S",
+                   help="Figure 11's load (the paper's: 50 flows/s)")
+    p.set_defaults(func=cmd_reproduce)
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    catalogue = reproductions(
+        star_tdfs=args.star_tdfs, fattree_tdfs=args.fattree_tdfs,
+        fattree_memory=args.fattree_memory,
+        qjump_ptpd_tdfs=[t for t in args.qjump_ptpd_tdfs.replace(" ", ",").split(",") if t],
+        fct_rate=args.fct_rate)
+    names = args.names or ([] if not args.list else list(catalogue))
+    if not names:
+        raise ScenarioError(f"reproduce: name one or more of {', '.join(catalogue)} "
+                            "(or --list)")
+    unknown = [n for n in names if n not in catalogue]
+    if unknown:
+        raise ScenarioError(f"reproduce: no reproduction {', '.join(unknown)} (have "
+                            f"{', '.join(catalogue)})")
+    if args.list:
+        for name in names:
+            r = catalogue[name]
+            print(f"# {name}: {r.paper}; about {r.minutes} min; selena lab run "
+                  f"{' '.join([*r.lab_args, '--timeout', str(r.lab_timeout_s)])} -- sh -c:")
+            print(lab_script(r, Path("build/results") / name / "DATE"))
+        return 0
+    root = Path.cwd()
+    if not (root / "scenarios").is_dir() or not (root / "docs").is_dir():
+        raise ScenarioError(f"reproduce: {root} is not selena's source tree (no scenarios/ "
+                            "and docs/); run it from the checkout")
+    run_all(names, catalogue, root=root, runner=Runner(), say=say,
+            selena=(sys.executable, "-m", "selena"))
+    return 0

@@ -1,0 +1,323 @@
+"""The paper reproductions as named, one-command runs (`selena reproduce
+NAME`, `make reproduce-all`; docs/reproductions.md).
+
+Each reproduction is a list of steps (a `selena run` or `selena sweep` each)
+run inside the lab in one boot. A run writes into a FRESH directory,
+`build/results/<name>/<UTC date>/`, never over an older one; when every step
+has finished, docs/results/<name>/ is refreshed from it (`collect`): per
+bundle meta.json, metrics.json (samples capped), fidelity.json, a summary.csv
+of its metrics, the flowgen CSVs and the few command outputs a figure is
+drawn from, plus provenance.json (the commands, commit, date and real times).
+`make figures` (selena.analysis.figures) draws docs/figures and the docs'
+tables from docs/results alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import logging
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from selena.errors import ResultsError, ScenarioError
+from selena.runner import Runner
+
+log = logging.getLogger(__name__)
+
+OUT = "{out}"               # replaced by the step's directory inside the run's
+MARK = "@@selena-reproduce"  # the lab script's progress marks (parsed, not shown)
+MAX_SAMPLES = 20_000        # a metric with more samples keeps only its summary
+SUMMARY_COLUMNS = ("metric", "unit", "n", "median", "p5", "p95", "mean", "stddev",
+                   "expected", "error_pct")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One `selena` command inside the lab; OUT in argv is its directory."""
+
+    name: str
+    argv: tuple[str, ...]
+    env: tuple[str, ...] = ()        # NAME=VALUE for the scenario (SELENA_FCT_RATE)
+
+    def command(self, out: Path) -> list[str]:
+        argv = ["selena", *(str(out) if a == OUT else a for a in self.argv)]
+        return ["env", *self.env, *argv] if self.env else argv
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    name: str
+    paper: str                       # what of which paper it reproduces
+    steps: tuple[Step, ...]
+    minutes: int                     # about how long in the lab (2 cores, TCG)
+    lab_args: tuple[str, ...] = ()   # `selena lab run` options (a larger machine)
+    # Commands whose output a figure is drawn from, kept in docs/results
+    # (nodes/<node>/<n>.json and .stdout), by command prefix.
+    keep_outputs: tuple[str, ...] = ()
+    figures: tuple[str, ...] = field(default=())   # docs/figures it draws
+
+    @property
+    def lab_timeout_s(self) -> int:
+        """`selena lab run --timeout`: twice the estimate, at least the lab's
+        default hour (which alone would stop QJump's two hours midway)."""
+        return max(3600, 2 * 60 * self.minutes)
+
+
+def _sweep(scenario: str, tdfs: str) -> tuple[str, ...]:
+    return ("sweep", f"scenarios/{scenario}", "--tdf", tdfs, "--baseline", "mininet",
+            "--out", OUT)
+
+
+def _qjump_steps(ptpd_tdfs: Sequence[str]) -> tuple[Step, ...]:
+    def run(scenario: str, *params: str, tdf: str | None = None) -> tuple[str, ...]:
+        argv = ["run", f"scenarios/{scenario}"]
+        argv += ["--tdf", tdf] if tdf else []
+        for param in params:
+            argv += ["--param", param]
+        return (*argv, "--out", OUT)
+
+    steps = [Step("ping", run("qjump_ping.py")),
+             Step("ping-prio", run("qjump_ping.py", "prio=1")),
+             Step("memcached", run("qjump_memcached.py")),
+             Step("memcached-prio", run("qjump_memcached.py", "prio=1")),
+             Step("memcached-real", run("qjump_memcached.py", "cpu=real")),
+             Step("memcached-c8", run("qjump_memcached.py", "concurrency=8")),
+             Step("memcached-c8-prio", run("qjump_memcached.py", "concurrency=8", "prio=1"))]
+    for tdf in ptpd_tdfs:
+        # Above TDF 20 the paper's 20 s windows take too long: 10 s ones.
+        short = ("settle_s=15", "idle_s=10", "bulk_s=10") if float(tdf) > 20 else ()
+        steps.append(Step(f"ptpd-tdf{tdf}", run("qjump_ptpd.py", *short, tdf=tdf)))
+    return tuple(steps)
+
+
+def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
+                  fattree_memory: int = 6144,
+                  qjump_ptpd_tdfs: Sequence[str] = ("1", "10", "20", "50"),
+                  fct_rate: float = 50.0) -> dict[str, Reproduction]:
+    """Every reproduction by name, in `make reproduce-all`'s order."""
+    return {r.name: r for r in (
+        Reproduction("star", "SELENA Figures 4 and 5 (star topology)",
+                     (Step("sweep", _sweep("star_throughput.py", star_tdfs)),), 10,
+                     figures=("star_fig4_client.png", "star_fig5_aggregate.png")),
+        Reproduction("fct", "SELENA Figure 11 (an OpenFlow switch's control plane)",
+                     (Step("run", ("run", "scenarios/switch_model_fct.py", "--tdf", "10",
+                                   "--out", OUT), env=(f"SELENA_FCT_RATE={fct_rate:g}",)),),
+                     20, figures=("fct_cdf.png",)),
+        Reproduction("qjump", "QJump in SELENA: Tables I and II, Figures 10-14",
+                     _qjump_steps(qjump_ptpd_tdfs), 125,
+                     lab_args=("--with", "debian"),     # its hosts boot the debian images
+                     keep_outputs=("exec ptpd -s", "date +%s.%N"),
+                     figures=("qjump_ping_cdf.png", "qjump_memcached_cdf.png",
+                              "qjump_ptpd_offsets.png")),
+        Reproduction("fattree", "SELENA Figure 6, Tables 2 and 3 (fat tree)",
+                     (Step("sweep", _sweep("fat_tree_fct.py", fattree_tdfs)),), 35,
+                     lab_args=("--memory", str(fattree_memory)),
+                     figures=("fattree_fct_cdf.png",)),
+    )}
+
+
+def lab_script(reproduction: Reproduction, fresh: Path) -> str:
+    """The shell script the lab runs: every step in turn, each between marks."""
+    lines = ["set -e"]
+    for k, step in enumerate(reproduction.steps, start=1):
+        lines.append(f"echo {MARK} start {k} {shlex.quote(step.name)}")
+        lines.append(shlex.join(step.command(fresh / step.name)))
+        lines.append(f"echo {MARK} done {k} {shlex.quote(step.name)}")
+    return "\n".join(lines)
+
+
+def fresh_directory(results: Path, name: str, now: datetime.datetime | None = None) -> Path:
+    """build/results/<name>/<UTC date and time>/: never an existing one."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    path = results / name / now.strftime("%Y%m%dT%H%M%SZ")
+    if path.exists():
+        raise ResultsError(f"results directory {path} exists: a reproduction never writes "
+                           "over older results; wait a second and run it again")
+    return path
+
+
+@dataclass
+class _Progress:
+    """Turns the lab script's marks into one progress line per step."""
+
+    name: str
+    total: int
+    say: Callable[[str], None]
+    started: float = field(default_factory=time.monotonic)
+    step_started: float = 0.0
+    times: dict[str, float] = field(default_factory=dict)
+
+    def line(self, text: str) -> None:
+        words = text.split()
+        if len(words) == 4 and words[0] == MARK:
+            k, step = words[2], words[3]
+            now = time.monotonic()
+            if words[1] == "start":
+                self.step_started = now
+                self.say(f"[{self.name} {k}/{self.total}] {step}: started "
+                         f"({now - self.started:.0f} s in)")
+            else:
+                self.times[step] = round(now - self.step_started, 1)
+                self.say(f"[{self.name} {k}/{self.total}] {step}: done in "
+                         f"{self.times[step]:.0f} s")
+            return
+        self.say(text.rstrip("\n"))
+
+
+def _git(runner: Runner, root: Path, *args: str) -> str:
+    result = runner.run(["git", "-C", str(root), *args], check=False, timeout=30)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def run(reproduction: Reproduction, *, root: Path, runner: Runner,
+        say: Callable[[str], None], selena: Sequence[str] = (sys.executable, "-m", "selena"),
+        now: datetime.datetime | None = None) -> Path:
+    """Runs one reproduction in the lab into a fresh directory, then
+    refreshes docs/results/<name>/ from it; returns the fresh directory."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    fresh = fresh_directory(root / "build" / "results", reproduction.name, now)
+    relative = fresh.relative_to(root)       # the lab sees the tree at the same place
+    script = lab_script(reproduction, relative)
+    argv = [*selena, "lab", "run", *reproduction.lab_args,
+            "--timeout", str(reproduction.lab_timeout_s), "--", "sh", "-c", script]
+    progress = _Progress(reproduction.name, len(reproduction.steps), say)
+    say(f"[{reproduction.name}] {reproduction.paper}: {len(reproduction.steps)} run(s) into "
+        f"{relative} (about {reproduction.minutes} min)")
+    commit = _git(runner, root, "rev-parse", "HEAD")
+    dirty = bool(_git(runner, root, "status", "--porcelain", "--untracked-files=no"))
+    result = runner.stream(argv, progress.line, timeout=None, cwd=root, check=False)
+    if result.returncode != 0:
+        # The whole script (a sweep, a QJump run) printed its own error above.
+        raise ResultsError(f"reproduce {reproduction.name}: the lab run exited with status "
+                           f"{result.returncode}; what it wrote is in {relative}, "
+                           f"docs/results/{reproduction.name} is left as it was")
+    real_s = time.monotonic() - progress.started
+    provenance = {
+        "reproduction": reproduction.name, "paper": reproduction.paper,
+        "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": commit + ("-dirty" if dirty else ""),
+        "command": f"selena reproduce {reproduction.name}",
+        "lab_command": shlex.join(["selena", "lab", "run", *reproduction.lab_args,
+                                   "--timeout", str(reproduction.lab_timeout_s), "--",
+                                   "sh", "-c", "..."]),
+        "steps": [{"name": s.name, "command": shlex.join(s.command(relative / s.name)),
+                   "real_s": progress.times.get(s.name)} for s in reproduction.steps],
+        "real_s": round(real_s, 1), "source": str(relative),
+    }
+    target = root / "docs" / "results" / reproduction.name
+    collect(fresh, target, provenance, keep_outputs=reproduction.keep_outputs)
+    say(f"[{reproduction.name}] done in {_minutes(real_s)}; docs/results/{reproduction.name} "
+        "refreshed (`make figures` draws it)")
+    return fresh
+
+
+def run_all(names: Iterable[str], catalogue: Mapping[str, Reproduction], *, root: Path,
+            runner: Runner, say: Callable[[str], None],
+            selena: Sequence[str] = (sys.executable, "-m", "selena")) -> list[Path]:
+    chosen = list(names)
+    unknown = [n for n in chosen if n not in catalogue]
+    if unknown:
+        raise ScenarioError(f"no reproduction {', '.join(unknown)} (have "
+                            f"{', '.join(catalogue)})")
+    started = time.monotonic()
+    done = [run(catalogue[name], root=root, runner=runner, say=say, selena=selena)
+            for name in chosen]
+    say(f"all {len(chosen)} reproduction(s) done in {_minutes(time.monotonic() - started)}")
+    return done
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+
+
+# ------------------------------------------------------------------ collect
+
+def bundles(fresh: Path) -> list[Path]:
+    """Every results bundle (a directory with meta.json) under `fresh`."""
+    return sorted(p.parent for p in fresh.rglob("meta.json"))
+
+
+def trim_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """metrics.json with any metric of more than MAX_SAMPLES samples cut to
+    its summary (the count of dropped samples says so)."""
+    out: dict[str, Any] = {}
+    for name, metric in metrics.items():
+        metric = dict(metric)
+        samples = metric.get("samples", [])
+        if len(samples) > MAX_SAMPLES:
+            metric["samples"] = []
+            metric["samples_dropped"] = len(samples)
+        out[name] = metric
+    return out
+
+
+def summary_csv(metrics: Mapping[str, Any], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(SUMMARY_COLUMNS)
+        for name in sorted(metrics):
+            m = metrics[name]
+            writer.writerow([name, *("" if m.get(c) is None else m.get(c)
+                                     for c in SUMMARY_COLUMNS[1:])])
+
+
+def _kept_outputs(bundle: Path, target: Path, prefixes: Sequence[str]) -> None:
+    if not prefixes or not (bundle / "nodes").is_dir():
+        return
+    for record in sorted((bundle / "nodes").glob("*/*.json")):
+        command = str(json.loads(record.read_text()).get("command", ""))
+        if command.startswith(tuple(prefixes)):
+            where = target / "nodes" / record.parent.name
+            where.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(record, where / record.name)
+            stdout = record.with_suffix(".stdout")
+            if stdout.exists():
+                shutil.copyfile(stdout, where / stdout.name)
+
+
+def collect(fresh: Path, target: Path, provenance: Mapping[str, Any], *,
+            keep_outputs: Sequence[str] = ()) -> Path:
+    """docs/results/<name>/ from a fresh run directory, replacing the old
+    one only once the new one is whole."""
+    found = bundles(fresh)
+    if not found:
+        raise ResultsError(f"{fresh}: no results bundle (meta.json) to collect")
+    staging = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for bundle in found:
+        # A sweep's bundles are <step>/runs/<run>: kept as <step>/<run>.
+        parts = [p for p in bundle.relative_to(fresh).parts if p != "runs"]
+        out = staging.joinpath(*parts)
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(bundle / "meta.json", out / "meta.json")
+        metrics = trim_metrics(json.loads((bundle / "metrics.json").read_text())
+                               if (bundle / "metrics.json").exists() else {})
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")
+        summary_csv(metrics, out / "summary.csv")
+        for extra in ("fidelity.json", *sorted(p.name for p in bundle.glob("fct-*.csv"))):
+            if (bundle / extra).exists():
+                shutil.copyfile(bundle / extra, out / extra)
+        _kept_outputs(bundle, out, keep_outputs)
+    for sweep in sorted(fresh.rglob("sweep.json")):
+        rel = sweep.parent.relative_to(fresh)
+        # The sweep's own summary.csv (every run's metrics) as sweep-summary.csv.
+        for name, kept in (("sweep.json", "sweep.json"), ("summary.csv", "sweep-summary.csv")):
+            if (sweep.parent / name).exists():
+                shutil.copyfile(sweep.parent / name, staging / rel / kept)
+    (staging / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    staging.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return target

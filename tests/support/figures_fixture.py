@@ -1,0 +1,167 @@
+"""A small, made-up lab output for every reproduction, as `selena reproduce`
+finds it in its fresh directory (bundles with their bulk: nodes/, big
+outputs), and the docs/results it collects into. tests/data/figures/results
+is `collect`'s output of these (regenerate with
+`python tests/support/figures_fixture.py`); tests/test_figures.py draws the
+figures from it and rebuilds it to check collect()."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "data" / "figures"
+
+
+def _bundle(path: Path, tdf: float, metrics: dict, real_s: float = 100.0,
+            verdict: str | None = "ok") -> Path:
+    path.mkdir(parents=True)
+    meta = {"experiment": path.name, "status": "ok", "tdf": tdf, "real_seconds": real_s,
+            "commands": []}
+    if verdict:
+        meta["fidelity"] = {"verdict": verdict, "reasons": []}
+    (path / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (path / "metrics.json").write_text(json.dumps(
+        {name: {"unit": unit, "expected": expected, "n": len(samples), "samples": samples,
+                **({"median": sorted(samples)[len(samples) // 2],
+                    "p5": sorted(samples)[len(samples) // 20],
+                    "p95": sorted(samples)[len(samples) * 19 // 20]} if samples else {})}
+         for name, (samples, expected, unit) in metrics.items()}, indent=1) + "\n")
+    # Bulk output a figure does not need: collect() leaves it behind.
+    node = path / "nodes" / "h1"
+    node.mkdir(parents=True)
+    (node / "1.json").write_text(json.dumps({"command": "iperf3 -c x", "seq": 1}))
+    (node / "1.stdout").write_text("x" * 5000)
+    return path
+
+
+def _star(fresh: Path, rng: random.Random) -> None:
+    sweep = fresh / "sweep"
+    for run, tdf, spread in (("tdf1-r1", 1, 3.0), ("tdf10-r1", 10, 0.2),
+                             ("mininet-r1", 1, 1.0)):
+        centre = 9.56 if spread < 3 else 5.0
+        metrics = {"client_mbit": ([round(rng.gauss(centre, spread), 3) for _ in range(60)],
+                                   9.56, "Mbit/s")}
+        for k in (1, 2, 3):
+            metrics[f"aggregate_mbit_{k}flows"] = (
+                [round(rng.gauss(k * centre, spread), 3) for _ in range(8)], k * 9.56, "Mbit/s")
+        _bundle(sweep / "runs" / run, tdf, metrics, real_s=60 + 20 * tdf,
+                verdict=None if run.startswith("mininet") else "ok")
+    (sweep / "sweep.json").write_text(json.dumps({"scenario": "scenarios/star_throughput.py",
+                                                  "tdfs": [1, 10], "baseline": "mininet"}))
+    (sweep / "summary.csv").write_text("scenario,tdf,metric\nstar,1,client_mbit\n")
+
+
+def _fattree(fresh: Path, rng: random.Random) -> None:
+    sweep = fresh / "sweep"
+    for run, tdf, mean in (("tdf10-r1", 10, 1.6), ("tdf20-r1", 20, 1.1),
+                           ("mininet-r1", 1, 1.05)):
+        fcts = [round(abs(rng.gauss(mean, 0.2)) + 0.3, 4) for _ in range(80)]
+        path = _bundle(sweep / "runs" / run, tdf,
+                       {"fct_s": (fcts, 0.84, "s"), "flows": ([len(fcts)], None, "flows"),
+                        "failed_flows": ([0], 0, "flows")}, real_s=300 + 10 * tdf)
+        (path / "fct-h1.csv").write_text("flow,start_ns,end_ns,fct_s,bytes,status\n")
+    (sweep / "sweep.json").write_text(json.dumps({"scenario": "scenarios/fat_tree_fct.py"}))
+
+
+def _fct(fresh: Path, rng: random.Random) -> None:
+    path = _bundle(fresh / "run", 10, {})
+    for profile, slow in (("ideal", 0.0), ("pica8-p3290", 0.15)):
+        rows = ["flow,start_ns,end_ns,fct_s,bytes,status"]
+        for i in range(40):
+            fct = rng.uniform(0.05, 0.3) + (1.0 if rng.random() < slow else 0.0)
+            status = "timeout" if profile != "ideal" and i == 39 else "ok"
+            start = 10**9 * i
+            rows.append(f"{i},{start},{start + int(fct * 1e9)},{fct:.6f},1000000,{status}")
+        (path / f"fct-{profile}.csv").write_text("\n".join(rows) + "\n")
+
+
+def _ptpd(bundle: Path, tdf: float, idle_s: float, bulk_s: float) -> None:
+    _bundle(bundle, tdf, {})
+    node = bundle / "nodes" / "h1"
+    marks = (1795600000.0, 1795600020.0, 1795600040.0)
+    commands = [(2, "exec ptpd -M -i eth0", "", "h8"), (3, "exec ptpd -s -i eth0 -V", None, "h1")]
+    commands += [(4 + i, "date +%s.%N", f"{t:.6f}\n", "h1") for i, t in enumerate(marks)]
+    lines = []
+    for i in range(-8, 48 * 4):
+        when = marks[0] + i / 4
+        offset = (idle_s if when < marks[1] else bulk_s) * (1 + 0.3 * ((i * 7) % 5 - 2) / 2)
+        stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        lines.append(f"{stamp}, slv, 1, 0.000050, {offset:.9f}, 0, 0")
+    for seq, command, out, host in commands:
+        where = node.parent / host
+        where.mkdir(exist_ok=True)
+        (where / f"{seq}.json").write_text(json.dumps({"command": command, "seq": seq}))
+        (where / f"{seq}.stdout").write_text("\n".join(lines) if out is None else out)
+
+
+def _qjump(fresh: Path, rng: random.Random) -> None:
+    def rtts(centre: float) -> list[float]:
+        return [round(rng.lognormvariate(0, 0.4) * centre, 1) for _ in range(50)]
+
+    _bundle(fresh / "ping", 20, {"ping_idle_rtt_us": (rtts(600), None, "us"),
+                                 "ping_bulk_rtt_us": (rtts(9000), None, "us")})
+    _bundle(fresh / "ping-prio", 20, {"ping_idle_rtt_us": (rtts(600), None, "us"),
+                                      "ping_bulk_rtt_us": (rtts(400), None, "us")})
+    for name, mean, shift in (("memcached", 17000.0, 4), ("memcached-c8", 1800.0, 0)):
+        metrics = {}
+        for phase, factor in (("idle", 1), ("bulk", 3)):
+            metrics.update({
+                f"memcached_{phase}_mean_us": ([mean * factor], None, "us"),
+                f"memcached_{phase}_std_us": ([mean / 2 * factor], None, "us"),
+                f"memcached_{phase}_tps": ([7000.0 / factor], None, "requests/s"),
+                f"memcached_{phase}_log2_hist": ([0] * (9 + shift)
+                                                 + [5, 40 * factor, 90, 30, 4 * factor],
+                                                 None, "requests")})
+        _bundle(fresh / name, 10, metrics)
+    _ptpd(fresh / "ptpd-tdf10", 10, 2.5e-3, 33e-3)
+    _ptpd(fresh / "ptpd-tdf20", 20, 1.2e-3, 40e-3)
+
+
+RAW = {"star": _star, "fattree": _fattree, "fct": _fct, "qjump": _qjump}
+
+
+def raw(root: Path) -> dict[str, Path]:
+    """Each reproduction's fresh directory, as the lab leaves it, under root."""
+    rng = random.Random(34)
+    out = {}
+    for name, make in RAW.items():
+        out[name] = root / name / "20260101T000000Z"
+        make(out[name], rng)
+    return out
+
+
+def provenance(name: str) -> dict:
+    step = ("env SELENA_FCT_RATE=50 selena run scenarios/switch_model_fct.py"
+            if name == "fct" else f"selena ... ({name})")
+    return {"reproduction": name, "paper": "fixture", "date": "2026-01-01T00:00:00Z",
+            "commit": "0123456789abcdef", "command": f"selena reproduce {name}",
+            "steps": [{"name": "run", "command": step, "real_s": 60.0}], "real_s": 600.0,
+            "source": f"build/results/{name}/20260101T000000Z"}
+
+
+def results(root: Path, scratch: Path) -> Path:
+    """docs/results as `selena reproduce` would leave it, under root."""
+    from selena.reproduce import collect, reproductions
+
+    catalogue = reproductions()
+    for name, fresh in raw(scratch).items():
+        collect(fresh, root / name, provenance(name),
+                keep_outputs=catalogue[name].keep_outputs)
+    return root
+
+
+if __name__ == "__main__":
+    import shutil
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    target = FIXTURE / "results"
+    shutil.rmtree(target, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        results(target, Path(scratch))
+    print(f"wrote {target}")

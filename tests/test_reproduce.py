@@ -1,0 +1,201 @@
+"""`selena reproduce` (selena.reproduce): each reproduction's lab commands,
+the fresh directory, progress and total, and docs/results refreshed."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import figures_fixture
+import pytest
+from fake_runner import FakeRunner
+
+from selena.cli import main
+from selena.errors import ResultsError
+from selena.reproduce import (
+    MARK,
+    OUT,
+    collect,
+    fresh_directory,
+    lab_script,
+    reproductions,
+    run,
+    run_all,
+    trim_metrics,
+)
+from selena.runner import CommandResult
+
+ROOT = Path(__file__).resolve().parents[1]
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+def test_every_reproduction_names_scenarios_that_exist():
+    for r in reproductions().values():
+        for step in r.steps:
+            assert OUT in step.argv, (r.name, step.name)
+            scenario = next(a for a in step.argv if a.startswith("scenarios/"))
+            assert (ROOT / scenario).is_file(), scenario
+
+
+def test_the_lab_script_runs_every_step_between_marks_into_the_fresh_directory():
+    qjump = reproductions(qjump_ptpd_tdfs=["10", "50"])["qjump"]
+    script = lab_script(qjump, Path("build/results/qjump/D"))
+    lines = script.splitlines()
+    assert lines[0] == "set -e"
+    commands = [line for line in lines if line.startswith("selena ")]
+    assert len(commands) == len(qjump.steps) == 9
+    assert commands[0] == "selena run scenarios/qjump_ping.py --out build/results/qjump/D/ping"
+    # PTPd above TDF 20 with 10 s windows, the parameters the old Makefile could not pass.
+    assert commands[-1] == ("selena run scenarios/qjump_ptpd.py --tdf 50 --param settle_s=15 "
+                            "--param idle_s=10 --param bulk_s=10 --out "
+                            "build/results/qjump/D/ptpd-tdf50")
+    assert lines[1] == f"echo {MARK} start 1 ping" and lines[3] == f"echo {MARK} done 1 ping"
+    # Figure 11 at the paper's load unless told.
+    fct = lab_script(reproductions()["fct"], Path("F"))
+    assert "env SELENA_FCT_RATE=50 selena run scenarios/switch_model_fct.py --tdf 10 " \
+           "--out F/run" in fct
+    subprocess.run(["sh", "-n", "-c", script], check=True)       # valid shell
+
+
+def test_a_fresh_directory_is_never_an_existing_one(tmp_path):
+    fresh = fresh_directory(tmp_path, "star", NOW)
+    assert fresh == tmp_path / "star" / "20260101T000000Z"
+    fresh.mkdir(parents=True)
+    with pytest.raises(ResultsError, match="never writes over older results"):
+        fresh_directory(tmp_path, "star", NOW)
+
+
+class LabRunner(FakeRunner):
+    """`selena lab run` as the lab would do it: the fixture's made-up
+    bundles appear in the fresh directory, the script's marks on stdout."""
+
+    def stream(self, argv, on_line, **kwargs):
+        self.calls.append(tuple(argv))
+        script = argv[-1]
+        fresh = Path(kwargs["cwd"]) / re.search(r"--out (\S+)/[^/\s]+\n", script + "\n")[1]
+        name = fresh.parent.name
+        made = figures_fixture.raw(self.scratch)[name]
+        fresh.parent.mkdir(parents=True, exist_ok=True)
+        made.rename(fresh)
+        for line in script.splitlines():
+            if line.startswith("echo "):
+                on_line(line[5:] + "\n")
+            else:
+                on_line(f"(lab) {line}\n")
+        return CommandResult(tuple(argv), 0, "", "", 0.0)
+
+
+def test_a_run_writes_fresh_results_and_refreshes_docs_results(tmp_path):
+    root = tmp_path / "tree"
+    (root / "docs" / "results" / "fct" / "stale").mkdir(parents=True)
+    runner = LabRunner()
+    runner.scratch = tmp_path / "scratch"
+    runner.respond(["git", "-C", str(root), "rev-parse", "HEAD"], stdout="abc123\n")
+    said: list[str] = []
+    fresh = run(reproductions()["fct"], root=root, runner=runner, say=said.append,
+                selena=("selena",), now=NOW)
+    assert fresh == root / "build/results/fct/20260101T000000Z"
+    (lab,) = [c for c in runner.calls if c[:3] == ("selena", "lab", "run")]
+    # The lab's default hour would stop QJump midway: each gets twice its estimate.
+    assert lab[3:8] == ("--timeout", "3600", "--", "sh", "-c")
+    assert reproductions()["qjump"].lab_timeout_s == 15000
+    # One progress line per run, the output in between, the total at the end.
+    assert said[0].startswith("[fct] SELENA Figure 11")
+    progress = re.compile(r"\[fct 1/1\] run: (started \(\d+ s in\)|done in \d+ s)")
+    assert len([s for s in said if progress.fullmatch(s)]) == 2
+    assert said[2].startswith("[fct 1/1] run: started") and said[3].startswith("(lab) env")
+    assert said[-2].startswith("[fct 1/1] run: done in")
+    assert not [s for s in said if MARK in s]               # the marks are not shown
+    assert re.fullmatch(r"\[fct\] done in 0 min \d+ s; docs/results/fct refreshed .*",
+                        said[-1])
+    target = root / "docs" / "results" / "fct"
+    assert not (target / "stale").exists()                     # replaced whole
+    assert sorted(p.name for p in (target / "run").iterdir()) == [
+        "fct-ideal.csv", "fct-pica8-p3290.csv", "meta.json", "metrics.json", "summary.csv"]
+    provenance = json.loads((target / "provenance.json").read_text())
+    assert provenance["commit"] == "abc123"
+    assert provenance["command"] == "selena reproduce fct"
+    assert provenance["date"] == "2026-01-01T00:00:00Z"
+    assert provenance["steps"][0]["command"].startswith("env SELENA_FCT_RATE=50 selena run ")
+    assert provenance["steps"][0]["real_s"] is not None
+    # A second run the same second would write over it: refused before the lab.
+    with pytest.raises(ResultsError):
+        run(reproductions()["fct"], root=root, runner=runner, say=said.append, now=NOW)
+
+
+class FailingLab(FakeRunner):
+    def stream(self, argv, on_line, **kwargs):
+        self.calls.append(tuple(argv))
+        on_line(f"{MARK} start 1 run\n")
+        on_line("selena: error: something broke\n")
+        return CommandResult(tuple(argv), 1, "", "", 0.0)
+
+
+def test_a_failed_lab_run_leaves_docs_results_as_it_was(tmp_path):
+    old = tmp_path / "docs" / "results" / "fct" / "provenance.json"
+    old.parent.mkdir(parents=True)
+    old.write_text("{}")
+    said: list[str] = []
+    with pytest.raises(ResultsError, match=r"^reproduce fct: the lab run exited with status 1; "
+                                           r"what it wrote is in build/results/fct/20260101T"
+                                           r"000000Z, docs/results/fct is left as it was$"):
+        run(reproductions()["fct"], root=tmp_path, runner=FailingLab(), say=said.append,
+            now=NOW)
+    assert old.read_text() == "{}"
+    assert said[-1] == "selena: error: something broke"
+
+
+def test_run_all_prints_the_total_and_refuses_an_unknown_name(tmp_path):
+    runner = LabRunner()
+    runner.scratch = tmp_path / "scratch"
+    said: list[str] = []
+    with pytest.raises(Exception, match="no reproduction stra"):
+        run_all(["stra"], reproductions(), root=tmp_path, runner=runner, say=said.append)
+    assert runner.calls == []
+    run_all(["star"], reproductions(), root=tmp_path, runner=runner, say=said.append,
+            selena=("selena",))
+    assert re.fullmatch(r"all 1 reproduction\(s\) done in 0 min \d+ s", said[-1])
+    assert (tmp_path / "docs/results/star/sweep/tdf10-r1/metrics.json").exists()
+
+
+def test_metrics_over_the_cap_keep_their_summary_only():
+    metrics = {"big": {"samples": list(range(20_001)), "median": 10000, "n": 20001},
+               "small": {"samples": [1.0, 2.0]}}
+    trimmed = trim_metrics(metrics)
+    assert trimmed["big"] == {"samples": [], "samples_dropped": 20001, "median": 10000,
+                              "n": 20001}
+    assert trimmed["small"] == metrics["small"]
+
+
+def test_collect_refuses_a_directory_without_bundles(tmp_path):
+    (tmp_path / "fresh").mkdir()
+    with pytest.raises(ResultsError, match="no results bundle"):
+        collect(tmp_path / "fresh", tmp_path / "out", {})
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_makefile_runs_every_reproduction_through_selena_reproduce():
+    make = subprocess.run(["make", "-n", "-C", str(ROOT), "reproduce-all",
+                           "VENV=/nonexistent-venv", "SELENA=selena"],
+                          capture_output=True, text=True, check=True).stdout
+    ran = re.findall(r"selena reproduce .*? (\w+); \\", make)
+    assert ran == list(reproductions())
+    assert "reproduce-all: total" in make
+    for name in reproductions():
+        target = subprocess.run(["make", "-n", "-C", str(ROOT), f"reproduce-{name}",
+                                 "SELENA=selena"], capture_output=True, text=True,
+                                check=True).stdout
+        assert re.search(rf"^selena reproduce .* {name}$", target, re.M), name
+
+
+def test_the_cli_lists_and_refuses_with_one_line(capsys):
+    assert main(["reproduce", "--list", "fct"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# fct: SELENA Figure 11") and "SELENA_FCT_RATE=50" in out
+    assert main(["reproduce", "stra"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err == "selena: error: reproduce: no reproduction stra (have star, fct, qjump, " \
+                  "fattree)"
