@@ -42,6 +42,13 @@ def test_two_vcpus_native_tsc_any_change_sequence(result):
     for tdf, got, want in rates:
         check(f"hv.clock_rate_over_expected.after_change_to_tdf{tdf}", float(got) / float(want),
               above=0.99, below=1.01, context=(got, want))
+    # vCPU 1's own reads (not only vCPU 0's) follow each change.
+    vcpu1 = re.findall(r"^vCPU 1 (?:CLOCK_MONOTONIC|after change \d to TDF ([\d.]+):) rate\s+"
+                       r"([\d.]+)\s+([\d.]+)", out, re.M)
+    assert [t for t, _, _ in vcpu1] == ["", "1", "8"], out
+    for tdf, got, want in vcpu1:
+        check(f"hv.clock_rate_over_expected.vcpu1.tdf{tdf or '2.5'}", float(got) / float(want),
+              above=0.99, below=1.01, context=(got, want))
     for name in ("monotonic across vCPUs (1)", "steal vCPU 0 monotonic", "steal vCPU 1 <= elapsed",
                  "TSC kHz per guest second", "nanosleep 300 ms vCPU 1: real s",
                  "watchdog 2 s survived"):
