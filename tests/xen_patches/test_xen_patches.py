@@ -18,6 +18,7 @@ def test_arithmetic_and_tool_parsing_checks_pass():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "time_dilation arithmetic: all checks passed" in proc.stdout
     assert "selena-tdf parsing: all checks passed" in proc.stdout
+    assert "freeze/thaw: all checks passed" in proc.stdout
 
 
 def test_series_lists_every_patch_in_order_with_a_real_message():
