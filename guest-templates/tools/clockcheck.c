@@ -17,11 +17,13 @@
  *   T0 <kind>@<cpu> <monotonic>                before a TIMER_MS timeout
  *   T1 <kind>@<cpu> <monotonic>                after it
  *   M <cpu> <reads> <backwards>                cross-vCPU monotonicity
+ *   V <cpu> <monotonic> <realtime>             on further vCPUs, every 100 ms
  *   DONE
  * kinds: nanosleep, timerfd, select, poll.  With VCPUS > 1 one process per
  * further vCPU, pinned to it, reads CLOCK_MONOTONIC against a maximum
- * shared by all vCPUs (a read below it went backwards across vCPUs) and
- * runs the timers on its vCPU.  The watchdog (/dev/watchdog, Xen's
+ * shared by all vCPUs (a read below it went backwards across vCPUs),
+ * prints its own clocks every 100 ms (V: their rate after a TDF change on
+ * every vCPU, not only vCPU 0's) and runs the timers on its vCPU.  The watchdog (/dev/watchdog, Xen's
  * SCHEDOP_watchdog) is pinged every 500 ms of guest time.
  *
  * gap: reads CLOCK_MONOTONIC and the TSC back to back for VIRTUAL_MS and
@@ -248,15 +250,23 @@ static void run_timers(long timer_ms, int cpu)
 static void secondary(int cpu, long seconds, long timer_ms,
                       volatile int64_t *shared)
 {
-    int64_t end;
+    int64_t end, next_sample, now;
     long reads = 0, backwards = 0;
 
     pin(cpu);
-    end = ns(CLOCK_MONOTONIC) + seconds * 1000000000LL;
-    while ( ns(CLOCK_MONOTONIC) < end )
+    next_sample = ns(CLOCK_MONOTONIC);
+    end = next_sample + seconds * 1000000000LL;
+    while ( (now = ns(CLOCK_MONOTONIC)) < end )
     {
         int i;
 
+        /* This vCPU's own clock, for its rate after each TDF change. */
+        if ( now >= next_sample )
+        {
+            printf("V %d %lld %lld\n", cpu, (long long)now,
+                   (long long)ns(CLOCK_REALTIME));
+            next_sample = now + 100000000LL;
+        }
         for ( i = 0; i < 100; i++, reads++ )
             backwards += check_shared(shared);
         sleep_ms(1);

@@ -20,8 +20,10 @@ timestamps every line on arrival in Dom0's real clock. It then checks:
 - a guest with an armed watchdog (2 s of guest time, pinged every 0.5 s)
   survives the run: raising the TDF x5 kills it unless the hypervisor
   re-arms the watchdog in virtual time;
-- with --vcpus K: clocks read on every vCPU are monotonic across vCPUs and
-  timers on every vCPU take TDF x their duration;
+- with --vcpus K: clocks read on every vCPU are monotonic across vCPUs,
+  each further vCPU's own CLOCK_MONOTONIC runs at 1/TDF before and after
+  every change (1%; user space on every vCPU, not only vCPU 0, sees the
+  new rate), and timers on every vCPU take TDF x their duration;
 - the TSC the guest reads ticks, per second of guest time, at the frequency
   CPUID leaf 0x40000003 reports (1%): no raw TSC escapes dilation (with
   --tsc emulate or the default mode, the TSC is emulated; --tsc native is
@@ -40,14 +42,17 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from selena.errors import SelenaError
 from selena.experiment import Experiment
 from selena.lab.dom0 import console_log
 from selena.model import Topology
 
+T = TypeVar("T")
 EXPERIMENT = "clockcheck"
 NODE = "g"
 GUEST = f"selena-{EXPERIMENT}-{NODE}"      # its domain, whose console log is read
@@ -69,7 +74,7 @@ WATCHDOG_S = 2        # guest time; pinged every 0.5 s of guest time
 STEAL_GRANULARITY_NS = 10_000_000   # /proc/stat counts in 10 ms ticks
 TSC_TOLERANCE = 0.01
 
-LINE = re.compile(r"\b(S|P|C|W|M|T0|T1) (.*)$")
+LINE = re.compile(r"\b(S|P|C|W|M|V|T0|T1) (.*)$")
 
 
 @dataclass
@@ -90,6 +95,8 @@ class Run:
     cpuid: tuple[int, int, int] | None = None      # leaf 3: kHz, vtsc, tsc_mode
     watchdog: tuple[int, int] | None = None        # timeout, fd
     cross: dict[int, tuple[int, int]] = field(default_factory=dict)  # cpu: reads, backwards
+    # Further vCPUs' own reads: cpu -> [(real time, monotonic ns)].
+    vcpu_clock: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
     done: bool = False
     tail: str = ""
     issued: list[float] = field(default_factory=list)  # real time each change was issued
@@ -203,6 +210,8 @@ def _parse(run: Run, now: float, line: str) -> None:
             run.watchdog = (int(rest[0]), int(rest[1]))
         elif kind == "M" and len(rest) == 3:
             run.cross[int(rest[0])] = (int(rest[1]), int(rest[2]))
+        elif kind == "V" and len(rest) == 3:
+            run.vcpu_clock.setdefault(int(rest[0]), []).append((now, int(rest[1])))
         elif kind in ("T0", "T1") and len(rest) == 2:
             run.timers.setdefault(rest[0], {})[kind] = (now, int(rest[1]))
     except ValueError:
@@ -222,12 +231,18 @@ def fit_rate(points: list[tuple[float, float]]) -> float:
 
 
 def segments(run: Run, base_tdf: float) -> list[tuple[float, list[Sample]]]:
+    return _split(run, base_tdf, run.samples, lambda s: s.real)
+
+
+def _split(run: Run, base_tdf: float, items: list[T],
+           real: Callable[[T], float]) -> list[tuple[float, list[T]]]:
+    """`items` by the TDF in force when they arrived, without those within
+    SETTLE_REAL_S of a change."""
     bounds = [(float("-inf"), base_tdf)] + run.changes
     result = []
     for i, (t_start, tdf) in enumerate(bounds):
         t_end = bounds[i + 1][0] if i + 1 < len(bounds) else float("inf")
-        chosen = [s for s in run.samples
-                  if t_start + SETTLE_REAL_S <= s.real <= t_end - SETTLE_REAL_S]
+        chosen = [s for s in items if t_start + SETTLE_REAL_S <= real(s) <= t_end - SETTLE_REAL_S]
         result.append((tdf, chosen))
     return result
 
@@ -245,6 +260,7 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
         raise CheckFailed(f"{len(first)} samples before the first change "
                           f"({len(run.samples)} in all); console tail:\n{run.tail}")
     rows = _rate_rows(segs, failures)
+    rows += _vcpu_rate_rows(run, tdf, vcpus, failures)
     monos = [s.mono for s in run.samples]
     backwards = sum(1 for a, b in zip(monos, monos[1:], strict=False) if b < a)
     if backwards:
@@ -289,6 +305,28 @@ def _rate_rows(segs: list[tuple[float, list[Sample]]], failures: list[str]) -> l
             continue
         rows.append(_row(f"after change {i} to TDF {seg_tdf:g}: rate", rate, 1 / seg_tdf,
                          CLOCK_TOLERANCE))
+    return rows
+
+
+def _vcpu_rate_rows(run: Run, tdf: float, vcpus: int, failures: list[str]) -> list[Row]:
+    """Each further vCPU's CLOCK_MONOTONIC rate before and after each
+    change: after a change user space on every vCPU must see the new rate
+    (with the vDSO, every vCPU reads vCPU 0's secondary time area)."""
+    rows: list[Row] = []
+    for cpu in range(1, vcpus):
+        points = run.vcpu_clock.get(cpu, [])
+        if not points:
+            failures.append(f"vCPU {cpu}: no clock samples (V lines)")
+            continue
+        for i, (seg_tdf, seg) in enumerate(_split(run, tdf, points, lambda p: p[0])):
+            name = (f"vCPU {cpu} after change {i} to TDF {seg_tdf:g}: rate" if i
+                    else f"vCPU {cpu} CLOCK_MONOTONIC rate")
+            try:
+                rate = fit_rate([(real, mono / 1e9) for real, mono in seg])
+            except CheckFailed as exc:
+                failures.append(f"{name}: {exc}")
+                continue
+            rows.append(_row(name, rate, 1 / seg_tdf, CLOCK_TOLERANCE))
     return rows
 
 

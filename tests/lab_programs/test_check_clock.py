@@ -6,6 +6,7 @@ from selena.lab.check_clock import (
     _parse,
     _steal_checks,
     _tsc_rows,
+    _vcpu_rate_rows,
     _watchdog_check,
     default_changes,
 )
@@ -101,3 +102,28 @@ def test_check_passes_a_faithful_clock_and_names_a_jump(monkeypatch) -> None:
     monkeypatch.setattr(check_clock, "run_guest", lambda *a, **k: _ideal_run(jump_s=0.5))
     failures = check_clock.check(10.0, [2.0], 60.0)
     assert any("guest time jumped +0.4" in f for f in failures), failures
+
+
+def _vcpu_run(rate_after: float) -> Run:
+    """vCPU 1 reading its clock every 0.1 s of real time: 1/5 before a change
+    to TDF 2 at real time 10 s, `rate_after` after it."""
+    run = Run()
+    for k in range(200):
+        real = k * 0.1
+        mono = real / 5 if real < 10 else 2 + (real - 10) * rate_after
+        _parse(run, real, f"V 1 {int(mono * 1e9)} 0")
+    run.changes = [(10.0, 2.0)]
+    return run
+
+
+def test_each_vcpu_must_follow_every_change():
+    failures: list[str] = []
+    rows = _vcpu_rate_rows(_vcpu_run(0.5), 5.0, 2, failures)
+    assert [name for name, *_ in rows] == ["vCPU 1 CLOCK_MONOTONIC rate",
+                                            "vCPU 1 after change 1 to TDF 2: rate"]
+    assert all(ok for *_, ok in rows) and not failures
+    # vCPU 1 still extrapolating at the old rate after the change (stale area).
+    stale = _vcpu_rate_rows(_vcpu_run(0.2), 5.0, 2, failures)
+    assert [ok for *_, ok in stale] == [True, False]
+    _vcpu_rate_rows(Run(), 5.0, 2, failures)
+    assert failures == ["vCPU 1: no clock samples (V lines)"]

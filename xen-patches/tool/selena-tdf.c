@@ -6,7 +6,9 @@
  *   selena-tdf set DOMID TDF      (TDF may be a decimal such as 2.5)
  *   selena-tdf status DOMID       factor, frozen state, virtual and real now
  *   selena-tdf freeze DOMID...    stop the domains' virtual time, together
- *   selena-tdf thaw DOMID...      restart it, together, losing none
+ *   selena-tdf thaw DOMID...      restart it, together, losing none; also
+ *                                 what starts a restored or migrated
+ *                                 domain (it arrives frozen)
  *   selena-tdf pause DOMID...     pause the domains (all of them or none)
  *   selena-tdf unpause DOMID...   unpause them, one right after another
  *   selena-tdf host               CPUs, free memory and Xen version, in the
@@ -36,8 +38,6 @@
 #define XEN_DOMCTL_SELENA_TDF_FREEZE 2
 #define XEN_DOMCTL_SELENA_TDF_THAW   3
 #define XEN_SELENA_TDF_F_FROZEN     (1U << 0)
-#define XEN_SELENA_TDF_F_SUSPENDED  (1U << 1)
-#define XEN_SELENA_TDF_F_RESTORED   (1U << 2)
 #define XEN_SELENA_TDF_GROUP_MAX    256
 
 struct selena_tdf_op {
@@ -350,11 +350,9 @@ int main(int argc, char **argv)
         if ( !strcmp(argv[1], "get") )
             printf("%s\n", buf);
         else
-            printf("tdf %s\nfrozen %s\nsuspended %s\nrestored %s\n"
+            printf("tdf %s\nfrozen %s\n"
                    "virtual_ns %llu\nreal_ns %llu\n", buf,
                    op.flags & XEN_SELENA_TDF_F_FROZEN ? "yes" : "no",
-                   op.flags & XEN_SELENA_TDF_F_SUSPENDED ? "yes" : "no",
-                   op.flags & XEN_SELENA_TDF_F_RESTORED ? "yes" : "no",
                    (unsigned long long)op.virt_ns,
                    (unsigned long long)op.real_ns);
     }

@@ -1,0 +1,1 @@
+#define XEN_SELENA_TDF_F_FROZEN (1U << 0)

@@ -1,0 +1,1 @@
+/* Unused by the code under test. */

@@ -1,0 +1,2 @@
+/* See sched.h. */
+#include <xen/sched.h>

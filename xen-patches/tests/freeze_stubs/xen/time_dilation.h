@@ -1,0 +1,1 @@
+#include "../../../src/time_dilation.h"
