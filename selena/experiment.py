@@ -69,7 +69,19 @@ from selena.errors import (
     UnitError,
     ValidationError,
 )
-from selena.fidelity import DEFAULT_INTERVAL_S, FidelityReport, Monitor
+from selena.fidelity import (
+    DEFAULT_INTERVAL_S,
+    ECHO_COUNT,
+    ECHO_GAP_S,
+    ECHO_TIMEOUT_S,
+    EchoRound,
+    FidelityReport,
+    LatencyPath,
+    Monitor,
+    echo_argv,
+    latency_path,
+    parse_echoes,
+)
 from selena.hostinfo import HostInfo
 from selena.loader import Scenario, describe, user_frames
 from selena.metrics import Metric
@@ -434,8 +446,44 @@ class Experiment:
             # Backends that cannot capture frames are judged without the spacing check.
             capture = (functools.partial(self.backend.capture_links, name)
                        if self.backend.captures_links else None)
+            echo, path, note, floor_ms = self._latency_probe()
             self.monitor = Monitor(lambda: self.backend.load_sample(name),
-                                   self.monitor_interval, capture=capture).start()
+                                   self.monitor_interval, capture=capture, echo=echo,
+                                   path=path, latency_note=note, floor_ms=floor_ms).start()
+
+    def _latency_probe(self) -> tuple[Callable[[], EchoRound] | None, LatencyPath | None,
+                                      str, float | None]:
+        """The fidelity monitor's latency signal: pings between the host pair
+        with the smallest configured round trip, over the topology's own
+        links, through the control channel (see docs/fidelity.md for why not
+        an echo of Dom0's); the calibrated floor if this host has one."""
+        path, note = latency_path(self.topology)
+        if path is None:
+            return None, None, note, None
+        if self.topology.nodes[path.a].kind is not NodeKind.HOST:
+            return None, None, f"{path.a} is not a host that can ping", None
+        floor_ms = None
+        try:
+            from selena.advise import Calibration, default_calibration_path
+
+            cal = Calibration.load(default_calibration_path())
+            floor_ms = path.links * cal.extra_ms(self.topology.tdf, ECHO_GAP_S)
+        except SelenaError:
+            pass                    # no calibration: the rule does not need one
+        channel, engine = self.controller, self.engine
+        assert channel is not None and engine is not None
+        spec = CommandSpec(argv=tuple(echo_argv(path)), timeout_ns=round(ECHO_TIMEOUT_S * 1e9))
+
+        def echo() -> EchoRound:
+            # Real seconds: the guest ends it after ECHO_TIMEOUT_S of its own time.
+            result = channel.run(path.a, spec, timeout=ECHO_TIMEOUT_S * engine.tdf + 30)
+            rtts = tuple(parse_echoes(result.stdout.decode(errors="replace")))
+            error = "" if rtts or result.ok else \
+                f"`{result.command}` {result.summary()}: " \
+                f"{result.stderr.decode(errors='replace').strip()[-200:]}"
+            return EchoRound(time.monotonic(), ECHO_COUNT, rtts, error)
+
+        return echo, path, "", floor_ms
 
     def _abort_deploy(self) -> None:
         self.progress(f"setting up the guests failed: removing {self.topology.name}")
