@@ -270,7 +270,7 @@ def verdict(status: str, metric: Mapping[str, Any],
         reasons += list((fidelity or {}).get("reasons", []))
     error = metric.get("error_pct")
     expected = metric.get("expected") is not None and error is not None
-    if expected and abs(float(error)) > tolerance_pct:
+    if error is not None and expected and abs(float(error)) > tolerance_pct:
         reasons.append(f"median {float(error):+.1f} % off expected")
     if not reasons and monitor != "ok" and not expected:
         reasons.append("nothing checked this run: "
