@@ -478,9 +478,9 @@ class Experiment:
             # Real seconds: the guest ends it after ECHO_TIMEOUT_S of its own time.
             result = channel.run(path.a, spec, timeout=ECHO_TIMEOUT_S * engine.tdf + 30)
             rtts = tuple(parse_echoes(result.stdout.decode(errors="replace")))
+            stderr = result.stderr.decode(errors="replace").strip()[-200:]
             error = "" if rtts or result.ok else \
-                f"`{result.command}` {result.summary()}: " \
-                f"{result.stderr.decode(errors='replace').strip()[-200:]}"
+                f"`{result.command}` {result.summary()}" + (f": {stderr}" if stderr else "")
             return EchoRound(time.monotonic(), ECHO_COUNT, rtts, error)
 
         return echo, path, "", floor_ms

@@ -130,6 +130,13 @@ def test_every_run_gets_a_verdict_in_its_bundle(fake_xen, tmp_path):
     assert meta["fidelity"]["verdict"] == "degraded"
     assert exp.fidelity is not None and exp.fidelity.line().startswith("fidelity: degraded")
     assert ("xl", "vcpu-list") in fake_xen.calls
+    # The latency signal probed the pair's 10 ms round trip through the control
+    # channel; the fake guests have no ping, so it says what it could not check.
+    latency = fidelity["latency"]
+    assert latency["path"] == "h1-h2" and latency["configured_ms"] == 10.0
+    assert latency["probes"] >= 1 and latency["echoes"] == 0
+    assert "ping -c 5 -i 0.2 -W 2 10.0.0.2" in latency["errors"][0]
+    assert fidelity["unchecked"][0].startswith("latency: fewer than 5 echoes between h1 and h2")
 
 
 def test_no_monitor_means_no_sampling(fake_xen, tmp_path):
