@@ -451,7 +451,8 @@ class Experiment:
                                    self.monitor_interval, capture=capture, echo=echo,
                                    path=path, latency_note=note, floor_ms=floor_ms).start()
 
-    def _latency_probe(self) -> tuple[Callable[[], EchoRound] | None, LatencyPath | None,
+    def _latency_probe(self) -> tuple[Callable[[threading.Event], EchoRound] | None,
+                                      LatencyPath | None,
                                       str, float | None]:
         """The fidelity monitor's latency signal: pings between the host pair
         with the smallest configured round trip, over the topology's own
@@ -474,14 +475,21 @@ class Experiment:
         assert channel is not None and engine is not None
         spec = CommandSpec(argv=tuple(echo_argv(path)), timeout_ns=round(ECHO_TIMEOUT_S * 1e9))
 
-        def echo() -> EchoRound:
+        def echo(stop: threading.Event) -> EchoRound:
+            handle = channel.submit(path.a, spec)
             # Real seconds: the guest ends it after ECHO_TIMEOUT_S of its own time.
-            result = channel.run(path.a, spec, timeout=ECHO_TIMEOUT_S * engine.tdf + 30)
+            deadline = time.monotonic() + ECHO_TIMEOUT_S * engine.tdf + 30
+            while not handle.wait_done(0.2):
+                if stop.is_set() or time.monotonic() > deadline:
+                    channel.kill(handle)        # ping prints what it has on SIGTERM
+                    break
+            result = channel.wait(handle, 10)
             rtts = tuple(parse_echoes(result.stdout.decode(errors="replace")))
             stderr = result.stderr.decode(errors="replace").strip()[-200:]
             error = "" if rtts or result.ok else \
                 f"`{result.command}` {result.summary()}" + (f": {stderr}" if stderr else "")
-            return EchoRound(time.monotonic(), ECHO_COUNT, rtts, error)
+            return EchoRound(time.monotonic(), len(rtts) if stop.is_set() else ECHO_COUNT,
+                             rtts, error)
 
         return echo, path, "", floor_ms
 

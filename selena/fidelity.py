@@ -555,14 +555,16 @@ class Monitor:
     """Samples in a thread of its own from start() to stop(); with `capture`,
     a second thread checks the packet-spacing invariant in windows; with
     `echo` (a probe of `path`, the smallest configured round trip), a third
-    times echoes every `echo_every_s` real seconds. `floor` gives, for a
+    times echoes every `echo_every_s` real seconds (the probe is given the
+    monitor's stop event: a probe under way at the end is cut short, not
+    waited for, since at a high TDF it lasts many real seconds). `floor` gives, for a
     TDF, the round trip the host's calibration predicts the path gains."""
 
     def __init__(self, sample: Callable[[], LoadSample],
                  interval_s: float = DEFAULT_INTERVAL_S,
                  capture: Callable[[float], list[LinkCapture]] | None = None,
                  window_s: float = SPACING_WINDOW_S, every_s: float = SPACING_EVERY_S,
-                 echo: Callable[[], EchoRound] | None = None,
+                 echo: Callable[[threading.Event], EchoRound] | None = None,
                  path: LatencyPath | None = None, echo_every_s: float = ECHO_EVERY_S,
                  latency_note: str = "", floor_ms: float | None = None):
         self._echo = echo if path is not None else None
@@ -637,7 +639,7 @@ class Monitor:
         # The first probe after one sampling interval: the scenario has started.
         while not self._stop.wait(self.echo_every_s if self.echoes else self.interval_s):
             try:
-                self.echoes.append(self._echo())
+                self.echoes.append(self._echo(self._stop))
             except SelenaError as exc:
                 self.echoes.append(EchoRound(time.monotonic(), 0, (), str(exc)))
         spent = time.thread_time() - cpu0

@@ -207,7 +207,7 @@ def test_the_monitor_probes_while_the_run_goes_and_shows_its_latest_signals():
 
     calls = []
 
-    def echo():
+    def echo(stop):
         calls.append(time.monotonic())
         return EchoRound(time.monotonic(), 5, (44.0, 45.0, 46.0))
 
