@@ -12,17 +12,25 @@ import threading
 import time
 
 import pytest
-from test_fidelity import pair
 
 from selena.backends.xl import XlBackend
 from selena.experiment import Experiment
 from selena.fidelity import judge
+from selena.model import Topology
 
 pytestmark = pytest.mark.toolchain
 
 PING = """#!/bin/sh
 for i in 0 1 2 3 4; do echo "64 bytes from 10.0.0.2: seq=$i ttl=64 time=10.$i ms"; sleep 0.2; done
 """
+
+
+def pair() -> Topology:
+    topo = Topology("pair", tdf=4)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    topo.add_link(h1, h2, rate="10Mbit", delay="5ms")
+    return topo
 
 
 def test_the_signals_cost_little_and_a_probe_at_the_end_is_cut_short(fake_xen, tmp_path,
