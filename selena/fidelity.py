@@ -4,16 +4,25 @@ Time dilation keeps an experiment faithful only while the host keeps up in
 real time with what the guests ask of it. While the scenario runs, a thread
 samples (every `interval` real seconds, through the backend) the CPU
 seconds of every Dom0 vCPU and of each guest's vCPUs, and the counters of
-every Dom0-side shaping qdisc. At the end:
+every Dom0-side shaping qdisc; a second checks the packet-spacing
+invariant in capture windows; a third times echoes over the topology's
+smallest configured round trip. At the end, each of these makes the run
+degraded, with a reason naming its numbers (thresholds set from the lab's
+runs, see below and docs/fidelity.md):
 
-- a guest whose vCPUs were busy >= 95 % of an interval in 10 % or more of the
-  intervals could not run as fast as its virtual time asked: "vCPU of h1 busy
-  >= 95% in 40% of the run";
-- the same for Dom0's vCPUs together (they shape, switch and carry every
-  packet): "Dom0 CPU saturated in 40% of the run";
-- each shaped vif's sent packets, drops, overlimits and largest backlog are
-  recorded (drops at a full queue are the emulated link's behaviour, not a
-  fidelity problem, so they inform and do not decide);
+- latency: the pair of hosts with the smallest configured round trip ping
+  each other (ECHO_COUNT echoes ECHO_GAP_S virtual s apart, every
+  ECHO_EVERY_S real s); the run's fastest echo more than LATENCY_SHARE over
+  the configured round trip: "round trip h1-h2 at least 100.2 ms (the
+  fastest of 20 echoes; median 104.0), +20.2 ms = +25% of the configured
+  80 ms, the smallest in the topology (limit 5%)";
+- throughput: a rate-limited queue that stayed backlogged while htb
+  throttled (the sender offered more than the rate) yet carried less than
+  THROUGHPUT_SHARE of its real-time rate;
+- a guest whose vCPUs were busy >= 95 % of an interval in 10 % or more of
+  the intervals: "vCPU of h1 busy >= 95% in 40% of the run";
+- Dom0's vCPUs together busy >= DOM0_BUSY in DOM0_SATURATED_SHARE of the
+  intervals (they shape, switch and carry every packet);
 - Mininet-HiFi's packet-spacing invariant on every rate-limited link: in
   windows of a few real seconds the backend timestamps the frames entering
   Dom0 toward the link and leaving its qdisc. While the queue holds a frame
@@ -26,10 +35,15 @@ every Dom0-side shaping qdisc. At the end:
   frames late makes the run degraded: "link h1 eth0 -> h2 eth0: 12% of 800
   departures from a busy queue late by more than one full-size packet time".
 
+Each shaped vif's sent packets, drops, overlimits and largest backlog are
+recorded too (drops at a full queue are the emulated link's behaviour: they
+inform and do not decide). What could not be checked (no delayed path, no
+echo answered, no backlogged queue) is listed apart, never as a reason.
 The verdict is "ok", "degraded" (with those reasons) or "unknown" (too few
 samples, or sampling failed: the reason says which). The monitor's own cost
-(real seconds spent sampling, and the CPU seconds of its thread) is recorded
-with it; `--no-monitor` turns it off.
+(real seconds spent sampling, and the CPU seconds of its threads) is
+recorded with it; `--no-monitor` turns it off. While the run goes on,
+Monitor.latest() gives the last interval's signals (a `Signals`).
 """
 
 from __future__ import annotations
