@@ -45,11 +45,14 @@ unit: check
 plan-snapshots: deps
 	$(VENV)/bin/python scripts/update-plan-snapshots
 
-# Builds what the lab boots (cached by input hash), then every test: unit,
-# the C checks of xen-patches, and the end-to-end lab tests.
-test: deps lint
-	$(SELENA) lab build
-	$(VENV)/bin/pytest -v --durations=30 -m 'not scale'
+# Builds what the lab boots (cached by input hash), then every test: lint,
+# unit, the C checks of xen-patches, and the end-to-end lab tests. The lab
+# build runs in the background (logged to build/lab-build.log) while lint
+# and the tests outside the lab run, then the lab tests (scripts/make-test).
+# The Debian lab tests' scenario names its variant and so the debian templates.
+test: deps
+	SELENA=$(SELENA) PYTEST=$(VENV)/bin/pytest LINT='make --no-print-directory lint' \
+		LAB_BUILD_ARGS='--scenario scenarios/debian_memcached.py' scripts/make-test
 
 # Lab tests that deploy tens of guests (a switch of 40 ports): long, so
 # outside make test, like the reproductions.
@@ -122,8 +125,8 @@ reproduce-fct: deps
 # Long (about 95 minutes); not part of `make test`.
 QJUMP_PTPD_TDFS ?= 1 10 20
 reproduce-qjump: deps
-	$(SELENA) lab build
-	$(SELENA) lab run -- sh -c 'set -e; r=build/results/qjump; rm -rf $$r; \
+	$(SELENA) lab build --with debian
+	$(SELENA) lab run --with debian -- sh -c 'set -e; r=build/results/qjump; rm -rf $$r; \
 		selena run scenarios/qjump_ping.py --out $$r/ping; \
 		selena run scenarios/qjump_ping.py --param prio=1 --out $$r/ping-prio; \
 		selena run scenarios/qjump_memcached.py --out $$r/memcached; \

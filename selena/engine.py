@@ -66,12 +66,15 @@ class VirtualClock:
     """Virtual seconds since the start, at 1/TDF of a real clock, with the TDF
     changeable: each change opens a new segment at the current instant."""
 
-    def __init__(self, tdf: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, tdf: float, clock: Callable[[], float] = time.monotonic,
+                 reason: str | None = None):
         self._clock = clock
         self._cond = threading.Condition()
         start = clock()
         # (real start, virtual start, tdf) of each segment, in order.
         self._segments: list[tuple[float, float, float]] = [(start, 0.0, tdf)]
+        # Why a segment began, by its index (the adaptive controller's reasons).
+        self._reasons: dict[int, str] = {0: reason} if reason else {}
         self._stopped = False
         self._frozen: float | None = None     # virtual seconds where time stands still
 
@@ -120,23 +123,33 @@ class VirtualClock:
     def real_elapsed(self) -> float:
         return self._clock() - self.started
 
-    def set_tdf(self, tdf: float, at: float | None = None) -> tuple[float, float]:
+    def set_tdf(self, tdf: float, at: float | None = None,
+                reason: str | None = None) -> tuple[float, float]:
         """Change the rate from `at` (a real instant of the underlying clock,
-        not before the last change; default now) on; returns (real seconds
-        since the start, virtual seconds) of the change."""
+        not before the last change; default now) on, for `reason` (kept in
+        the timeline); returns (real seconds since the start, virtual
+        seconds) of the change."""
         with self._cond:
             real = self._clock() if at is None else max(at, self._segments[-1][0])
             real0, virtual0, old = self._segments[-1]
             virtual = virtual0 + (real - real0) / old
             self._segments.append((real, virtual, tdf))
+            if reason:
+                self._reasons[len(self._segments) - 1] = reason
             self._cond.notify_all()
         return real - self.started, virtual
 
-    def timeline(self) -> list[dict[str, float]]:
-        """Each segment: its TDF and where it starts, in real and virtual seconds."""
+    def timeline(self) -> list[dict[str, Any]]:
+        """Each segment: its TDF and where it starts, in real and virtual
+        seconds, and why it began where that was given."""
         start = self.started
-        return [{"tdf": tdf, "real_s": real - start, "virtual_s": virtual}
-                for real, virtual, tdf in self._segments]
+        out: list[dict[str, Any]] = []
+        for i, (real, virtual, tdf) in enumerate(list(self._segments)):
+            seg: dict[str, Any] = {"tdf": tdf, "real_s": real - start, "virtual_s": virtual}
+            if i in self._reasons:
+                seg["reason"] = self._reasons[i]
+            out.append(seg)
+        return out
 
     def stop(self) -> None:
         """The run is over: every sleeper wakes and raises ScenarioError, so a

@@ -257,3 +257,10 @@ class HostNotReady(SelenaError):
     def __init__(self, message: str, check: str | None = None):
         self.check = check
         super().__init__(message)
+
+
+class HostSetupError(SelenaError):
+    """`selena host setup` or `selena host export` cannot go on (a bundle
+    that is not one, a file whose sha256 differs from its manifest, no
+    source tree to build from, a command that failed); one line naming the
+    item and the fix. Nothing is left half-installed."""

@@ -47,6 +47,14 @@ from types import TracebackType
 from typing import Any
 
 from selena import units
+from selena.adaptive import (
+    AdaptiveSpecError,
+    Controller,
+    Policy,
+    cover_segments,
+    judge_segments,
+    parse_spec,
+)
 from selena.backends import Backend, Deployment, get_backend
 from selena.backends.base import CAPTURE_REFUSED
 from selena.capture import LinkRecorder, parse_link
@@ -192,7 +200,8 @@ class Experiment:
     """One experiment from validation to teardown (module docstring)."""
 
     def __init__(self, topology: Topology | Scenario | str | Path, *,
-                 tdf: float | str | None = None, shaping: str = "dom0", bridge: str = "ovs",
+                 tdf: float | str | Policy | None = None, shaping: str = "dom0",
+                 bridge: str = "ovs",
                  backend: str | Backend = "xl", runner: Runner | None = None,
                  xenstore: Any = None, out: str | Path | None = None, keep: bool = False,
                  warm: bool = False, offloads: bool = False, strict: bool = False,
@@ -217,6 +226,9 @@ class Experiment:
         # A scenario file comes back loaded (as a Scenario). Its TDF is set
         # once, below, not also while it loads (where an error would name
         # the CLI's --tdf); a file being loaded is captured with its own.
+        # tdf="auto" or "auto:MIN-MAX": an adaptive TDF (selena.adaptive); the
+        # run starts at the scenario's TDF clamped into MIN-MAX.
+        self.adaptive, tdf = _adaptive_tdf(tdf)
         from_file = isinstance(topology, str | Path)
         loaded = intercept(topology, tdf=None if from_file else tdf, params=params, link=link)
         if isinstance(loaded, Scenario):
@@ -231,6 +243,8 @@ class Experiment:
                 scenario.topology.tdf = units.tdf(tdf)
             except UnitError as exc:
                 raise ScenarioError(f"tdf: {exc}") from None
+        if self.adaptive is not None:
+            scenario.topology.tdf = self.adaptive.start(scenario.topology.tdf)
         try:
             self.placement = Placement(shaping)
         except ValueError:
@@ -265,6 +279,9 @@ class Experiment:
             if xenstore is not None:
                 options["xenstore"] = xenstore
             self.backend = get_backend(backend, **options)
+        self._check_adaptive()
+        self.controller_adaptive: Controller | None = None
+        self.fidelity_segments: list[dict[str, Any]] = []
         if not self.backend.dilates and self.topology.tdf != 1.0:
             self.progress(f"the {self.backend.name} backend runs in real time: TDF 1, not "
                           f"{units.tdf_text(self.topology.tdf)}")
@@ -305,6 +322,28 @@ class Experiment:
             self._want_capture(*((item,) if isinstance(item, str) else item))
 
     # -- before anything exists ----------------------------------------------------
+
+    def _check_adaptive(self) -> None:
+        """An adaptive TDF needs a backend that dilates and the monitor."""
+        if self.adaptive is None:
+            return
+        if not self.backend.dilates:
+            raise ExperimentError(f"tdf {self.adaptive.spec()}: the {self.backend.name} "
+                                  "backend runs in real time and cannot change its TDF; use "
+                                  "the xl backend or a fixed TDF")
+        if not self.monitor_enabled:
+            raise ExperimentError(f"tdf {self.adaptive.spec()}: the adaptive TDF reads the "
+                                  "fidelity monitor's signals; turn the monitor on (drop "
+                                  "--no-monitor / monitor=False) or give a fixed TDF")
+        for node in sorted(self.topology.nodes.values(), key=lambda n: n.name):
+            # Xen caps a real-time guest at 100 x vcpus / TDF whole percent.
+            limit = 100 * node.vcpus
+            if node.cpu_time == "real" and self.adaptive.max_tdf > limit:
+                raise ExperimentError(
+                    f"tdf {self.adaptive.spec()}: node {node.name} has cpu_time='real' with "
+                    f"{node.vcpus} vCPU(s), which Xen can cap up to TDF {limit} only; give "
+                    f"auto:{units.tdf_text(self.adaptive.min_tdf)}-{min(limit, 1000)} or "
+                    "less")
 
     def check(self) -> list[Problem]:
         """Everything a deploy would check, creating nothing: raises
@@ -434,8 +473,10 @@ class Experiment:
         switches.configure(progress=self.progress)
         self.environment = self._environment()
         deployment = self.deployment
+        start_reason = (f"start of {self.adaptive.spec()} at the scenario's TDF clamped "
+                        "into MIN-MAX" if self.adaptive else None)
         self.engine = Engine(channel, deployment.domids,
-                             VirtualClock(self.topology.tdf),
+                             VirtualClock(self.topology.tdf, reason=start_reason),
                              crash=lambda node: self.backend.crash(deployment, node),
                              switches=switches,
                              out_dir=self._writer.staging if self._writer else None,
@@ -450,6 +491,20 @@ class Experiment:
             self.monitor = Monitor(lambda: self.backend.load_sample(name),
                                    self.monitor_interval, capture=capture, echo=echo,
                                    path=path, latency_note=note, floor_ms=floor_ms).start()
+        if self.adaptive is not None and self.monitor is not None:
+            self.progress(self.adaptive.describe())
+            monitor, clock = self.monitor, self.engine.clock
+
+            def latency() -> float | None:
+                # The probes of the current TDF segment only: the excess scales
+                # with the TDF it was measured at.
+                return monitor.latency_excess(clock.started + float(clock.timeline()[-1]
+                                                                    ["real_s"]))
+
+            self.controller_adaptive = Controller(
+                self.adaptive, self.monitor, self.engine.clock,
+                lambda new, reason: self.set_tdf(new, reason=reason), latency=latency,
+                say=self.progress).start()
 
     def _latency_probe(self) -> tuple[Callable[[threading.Event], EchoRound] | None,
                                       LatencyPath | None,
@@ -495,6 +550,7 @@ class Experiment:
 
     def _abort_deploy(self) -> None:
         self.progress(f"setting up the guests failed: removing {self.topology.name}")
+        self._stop_adapting()
         self._stop_captures()
         if self.monitor is not None:
             self.monitor.stop()
@@ -662,13 +718,14 @@ class Experiment:
         with self._event(f"node {node}", "crash", _scheduled):
             self._running().crash(node)
 
-    def set_tdf(self, tdf: float | str) -> float:
+    def set_tdf(self, tdf: float | str, *, reason: str | None = None) -> float:
         """Change the TDF of every guest at one instant: guests paused together,
         their TDF set, the Dom0 shaping of every link re-rendered (links keep
         their virtual rate and delay), unpaused together. Virtual time stays
         continuous (exp.now()), and sleeps, `at`, command deadlines and the
         heartbeat limit follow. A bad TDF is refused before anything changes;
         a failure half-way puts every guest and link back at the old TDF.
+        `reason` goes into the TDF timeline (the adaptive controller's).
         Returns the real instant (time.monotonic) the guests changed."""
         engine = self._running()
         if engine.clock.frozen:
@@ -678,7 +735,7 @@ class Experiment:
         except UnitError as exc:
             raise ScenarioError(f"set_tdf: {exc}") from None
         first, last = self.backend.set_tdf(self.topology.name, new, self.progress)
-        engine.clock.set_tdf(new, at=(first + last) / 2)
+        engine.clock.set_tdf(new, at=(first + last) / 2, reason=reason)
         if self.controller is not None:
             self.controller.set_tdf(new)
         return (first + last) / 2
@@ -908,13 +965,17 @@ class Experiment:
         teardown_error: SelenaError | None = None
         bundle_error: ResultsError | None = None
         with _EndOfRun(self.progress) as end:
+            # The run's TDF stays as it is from here to the teardown.
+            self._stop_adapting()
             if self.engine is not None:
                 late_error = self._finish_engine(self.engine, end,
                                                  isinstance(error, KeyboardInterrupt))
             self.error = error or end.interrupt or late_error
             if self.monitor is not None:
-                self.fidelity = self.monitor.stop()
+                monitor = self.monitor
+                self.fidelity = monitor.stop()
                 self.monitor = None
+                self._cover_segments(monitor.samples, monitor.echoes, monitor.path)
             self._finish_captures()
             if self._writer is not None:
                 try:
@@ -979,6 +1040,7 @@ class Experiment:
         """Leave the experiment running (selena deploy): close the control
         channel and connections, write nothing, tear nothing down."""
         self._closed = True
+        self._stop_adapting()
         if self.monitor is not None:
             self.monitor.stop()
             self.monitor = None
@@ -986,6 +1048,24 @@ class Experiment:
         self._close_controller()
         self._release()
         self.backend.close()
+
+    def _stop_adapting(self) -> None:
+        if self.controller_adaptive is not None:
+            self.controller_adaptive.stop()
+
+    def _cover_segments(self, samples: list[Any], echoes: list[EchoRound],
+                        path: LatencyPath | None) -> None:
+        """The verdict covers every TDF segment: each judged on its own
+        samples, the worst wins (selena.adaptive.judge_segments)."""
+        if self.fidelity is None or self.engine is None:
+            return
+        clock = self.engine.clock
+        timeline = clock.timeline()
+        if len(timeline) < 2:
+            return
+        self.fidelity_segments = judge_segments(samples, timeline, clock.started,
+                                                self.fidelity.interval_s, echoes, path)
+        cover_segments(self.fidelity, self.fidelity_segments)
 
     def _close_controller(self) -> None:
         if self.controller is not None:
@@ -1003,13 +1083,20 @@ class Experiment:
                              else v for k, v in engine.params.items()}
         if self._capture_info:
             env["captures"] = list(self._capture_info)
+        if self.controller_adaptive is not None:
+            env["adaptive"] = self.controller_adaptive.to_json()
+        elif self.adaptive is not None:
+            env["adaptive"] = {"policy": self.adaptive.to_json(), "decisions": []}
+        fidelity = self.fidelity.to_json() if self.fidelity else None
+        if fidelity is not None and self.fidelity_segments:
+            fidelity["segments"] = self.fidelity_segments
         info = error_info(error) if error is not None else None
         try:
             return writer.finish(topo=self.topology, records=engine.records if engine else [],
                                  environment=env, started=self.started_at or time.time(),
                                  finished=time.time(),
                                  metrics=engine.metrics if engine else {}, error=info,
-                                 fidelity=self.fidelity.to_json() if self.fidelity else None,
+                                 fidelity=fidelity,
                                  extra=self.meta)
         except ResultsError:
             raise
@@ -1023,6 +1110,21 @@ class Experiment:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close(exc)
+
+
+def _adaptive_tdf(tdf: float | str | Policy | None) -> tuple[Policy | None, float | str | None]:
+    """(the adaptive policy, None) for tdf="auto[:MIN-MAX]" or a Policy;
+    (None, tdf) for a fixed TDF. A bad auto spec is one line naming the fix."""
+    if isinstance(tdf, Policy):
+        return tdf, None
+    if isinstance(tdf, str):
+        try:
+            policy = parse_spec(tdf)
+        except AdaptiveSpecError as exc:
+            raise ScenarioError(f"tdf: {exc}") from None
+        if policy is not None:
+            return policy, None
+    return None, tdf
 
 
 def error_info(error: BaseException) -> dict[str, Any]:

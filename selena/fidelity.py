@@ -49,6 +49,7 @@ Monitor.latest() gives the last interval's signals (a `Signals`).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import re
 import statistics
@@ -273,6 +274,7 @@ class EchoRound:
     sent: int
     rtts_ms: tuple[float, ...]       # the answered ones, in the guests' (virtual) ms
     error: str = ""                  # why the probe could not run, if it could not
+    begun: float = 0.0               # time.monotonic() when it started (0: not known)
 
 
 @dataclass(frozen=True)
@@ -652,14 +654,26 @@ class Monitor:
         cpu0 = time.thread_time()
         # The first probe after one sampling interval: the scenario has started.
         while not self._stop.wait(self.echo_every_s if self.echoes else self.interval_s):
+            begun = time.monotonic()
             try:
-                self.echoes.append(self._echo(self._stop))
+                probe = self._echo(self._stop)
             except SelenaError as exc:
-                self.echoes.append(EchoRound(time.monotonic(), 0, (), str(exc)))
+                probe = EchoRound(time.monotonic(), 0, (), str(exc))
+            self.echoes.append(dataclasses.replace(probe, begun=begun))
         spent = time.thread_time() - cpu0
         with self._cpu_lock:
             self.cpu_s += spent
             self.echo_cpu_s += spent
+
+    def latency_excess(self, since: float) -> float | None:
+        """The latency rule's measure over the probes begun at or after
+        `since` (time.monotonic; e.g. the current TDF segment's start): the
+        fastest echo's excess over the configured round trip, as a share of
+        it; None without a path or an answered echo."""
+        if self.path is None:
+            return None
+        rtts = [r for e in list(self.echoes) if e.begun >= since for r in e.rtts_ms]
+        return (min(rtts) - self.path.rtt_ms) / self.path.rtt_ms if rtts else None
 
     def latest(self) -> Signals:
         """The signals of the last interval and probe, while the run goes on."""

@@ -175,16 +175,16 @@ def test_a_variant_of_a_derived_template_installs_its_packages_too(tmp_path, mon
             calls.append((disk.name, tuple(packages), what))
             return disk
 
-        def installed_spec(self, base_, name, disk, memory_mb, packages):
-            return f"{name} {disk.name}"
-
     builder = build.TemplateBuilder.__new__(build.TemplateBuilder)
     builder.src, builder.images, builder.timings = tmp_path, Images(), {}
     builder.progress = lambda msg: None
     specs = builder.debian_templates(tmp_path, [("qj", ("iperf3",), "s.py: node m1"),
                                                 ("debian", ("iperf3",), "s.py: node m2")])
     qj_disk = variant_disk(base.disk, ["memcached", "ptpd"])
-    assert specs == {"debian": "debian debian-k.ext4", "qj": f"qj {qj_disk.name}"}
+    assert {n: t.disk.name for n, t in specs.items()} == {"debian": "debian-k.ext4",
+                                                          "qj": qj_disk.name}
+    # The derived template's own packages, the debian template's memory when it sets none.
+    assert specs["qj"].packages == ("ptpd", "memcached") and specs["qj"].memory_mb == 128
     assert calls == [
         (variant_disk(qj_disk, ["iperf3"]).name, ("ptpd", "memcached", "iperf3"),
          "s.py: node m1 (qj + iperf3)"),

@@ -295,3 +295,44 @@ def test_a_sweep_where_every_tdf_is_degraded_says_so(tmp_path):
     analysis = analyze(tmp_path)
     assert analysis.recommended is None
     assert all(row["verdict"].startswith("degraded (") for row in analysis.rows)
+
+
+def test_each_tdf_segment_is_judged_on_its_own_echoes():
+    # An adaptive run: TDF 1 for 20 real s (slow echoes), then TDF 20 (fast):
+    # the run's fastest echo is from TDF 20, so only the segments see TDF 1.
+    from selena.adaptive import cover_segments, judge_segments
+
+    samples = recorded(FAITHFUL_DOM0 * 2, {}, tdf=1)          # 100 .. 140 real s
+    slow = [EchoRound(105.0 + i, 5, tuple(HELD_OUT_RTTS[5 * i:5 * i + 5])) for i in (0, 1)]
+    fast = [EchoRound(125.0 + i, 5, tuple(FAITHFUL_RTTS[5 * i:5 * i + 5])) for i in (0, 1)]
+    report = judge(samples, STEP, echoes=slow + fast, path=PATH)
+    assert report.verdict == "ok"
+    timeline = [{"tdf": 1.0, "real_s": 0.0, "virtual_s": 0.0},
+                {"tdf": 20.0, "real_s": 20.0, "virtual_s": 20.0, "reason": "raise: latency"}]
+    segments = judge_segments(samples, timeline, 100.0, STEP, slow + fast, PATH)
+    assert [s["verdict"] for s in segments] == ["degraded", "ok"]
+    cover_segments(report, segments)
+    assert report.verdict == "degraded"
+    assert report.reasons[0].startswith("segment 1 (TDF 1 from real 0 s): round trip h1-h2 "
+                                        "at least 88.1 ms")
+
+
+def test_the_latency_excess_of_the_current_segment_is_readable_while_the_run_goes_on():
+    # What the adaptive controller reads: the probes begun since the segment's
+    # start only (an excess scales with the TDF it was measured at).
+    answers = iter([(41.0, 40.8, 41.5), (92.0, 90.0, 95.0)])     # then TDF lowered
+    monitor = Monitor(lambda: LoadSample(real=time.monotonic(), dom0_vcpu_s=[0.0]),
+                      interval_s=0.01, echo=lambda stop: EchoRound(time.monotonic(), 3,
+                                                                   next(answers, ())),
+                      path=PATH, echo_every_s=0.01)
+    start = time.monotonic()
+    monitor.start()
+    deadline = time.monotonic() + 5
+    while len(monitor.echoes) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    monitor.stop()
+    first, second = monitor.echoes[:2]
+    assert first.begun >= start and second.begun >= first.real
+    assert monitor.latency_excess(start) == pytest.approx(0.02)        # 40.8 of 40
+    assert monitor.latency_excess(second.begun) == pytest.approx(1.25)  # 90 of 40
+    assert monitor.latency_excess(time.monotonic() + 1) is None

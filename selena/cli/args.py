@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from selena import units
+from selena.adaptive import AdaptiveSpecError, Policy, parse_spec
 from selena.control.channel import DEFAULT_OUTPUT_CAP
 from selena.errors import ScenarioError, UnitError
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment
@@ -23,6 +24,15 @@ def tdf_arg(text: str) -> float:
         return units.tdf(text)
     except UnitError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def tdf_or_auto_arg(text: str) -> float | Policy:
+    """run's, deploy's, validate's and plan's --tdf: a TDF or auto[:MIN-MAX]."""
+    try:
+        policy = parse_spec(text)
+    except AdaptiveSpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return policy if policy is not None else tdf_arg(text)
 
 
 def param_arg(text: str) -> tuple[str, object]:
@@ -112,7 +122,9 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
     custom = getattr(args, "custom", [])
     if not source and not custom:
         raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
-    return load_scenario(source, tdf=args.tdf, link_spec=args.link, params=dict(args.param),
+    # An adaptive TDF (auto:MIN-MAX) starts from the scenario's own (Experiment).
+    tdf = None if isinstance(args.tdf, Policy) else args.tdf
+    return load_scenario(source, tdf=tdf, link_spec=args.link, params=dict(args.param),
                          custom=custom)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from selena import units
+from selena.adaptive import Policy
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
 from selena.cli.args import (
@@ -30,6 +31,7 @@ from selena.cli.args import (
     seconds_arg,
     size_arg,
     tdf_arg,
+    tdf_or_auto_arg,
 )
 from selena.compat import PUSH_CMD
 from selena.control.channel import DEFAULT_OUTPUT_CAP
@@ -60,8 +62,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=f"a built-in topology, as in mn: {topo_names}; or one a "
                             f"--custom file names. {TOPO_LIMIT}")
         custom_arg(p)
-        p.add_argument("--tdf", type=tdf_arg, default=None,
-                       help="override the experiment's TDF (1 to 1000, up to three decimals)")
+        p.add_argument("--tdf", type=tdf_or_auto_arg, default=None,
+                       metavar="TDF|auto[:MIN-MAX]",
+                       help="override the experiment's TDF (1 to 1000, up to three decimals); "
+                            "auto[:MIN-MAX] adapts it to the load while the scenario runs "
+                            "(docs/fidelity.md, Adaptive TDF)")
         p.add_argument("--link", default=None, metavar="tc,bw=..,delay=..",
                        help="Mininet-style parameters for every link: bw in Mbit/s, delay "
                             "and jitter with a unit (5ms), loss in %%, max_queue_size in "
@@ -191,6 +196,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _experiment(args: argparse.Namespace, **options: Any) -> Experiment:
     if getattr(args, "no_monitor", False):
         options["monitor"] = False
+    if isinstance(getattr(args, "tdf", None), Policy):
+        options["tdf"] = args.tdf
     if getattr(args, "capture", None):
         # Checked against the topology now: a bad link is refused before a deploy.
         options["capture"] = list(args.capture)
@@ -216,8 +223,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     topo = exp.topology
     hosts = sum(1 for n in topo.nodes.values() if n.kind is NodeKind.HOST)
     print_warnings(warnings)
+    adaptive = f" ({exp.adaptive.spec()}: starting there)" if exp.adaptive else ""
     print(f"{exp.scenario.source}: valid: experiment {topo.name}, TDF "
-          f"{units.tdf_text(topo.tdf)}, {hosts} hosts, {len(topo.nodes) - hosts} other nodes, "
+          f"{units.tdf_text(topo.tdf)}{adaptive}, {hosts} hosts, "
+          f"{len(topo.nodes) - hosts} other nodes, "
           f"{len(topo.links)} links, {len(topo.hubs)} hubs, {len(exp.scenario.actions)} "
           f"scenario actions" + (f", {len(events)} scheduled events" if events else "")
           + (f", {len(warnings)} warning(s)" if warnings else ""))
@@ -237,12 +246,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(text, end="")
     for event in events:
         print(f"# at virtual {event.t:g} s: {event.text()}")
+    if exp.adaptive is not None:
+        print(f"# {exp.adaptive.describe()}; starts at TDF {units.tdf_text(exp.topology.tdf)}")
     return 0
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     if args.events is not None:
         raise SelenaError("--events: deploy runs no scenario; use selena run --events FILE")
+    if isinstance(args.tdf, Policy):
+        raise SelenaError(f"--tdf {args.tdf.spec()}: deploy runs no scenario to adapt to; use "
+                          "selena run --tdf auto, or deploy at a fixed TDF and change it with "
+                          "selena set-tdf")
     exp = _experiment(args, keep=True, ready_timeout=max(args.wait, 1.0))
     if not exp.backend.dilates:
         raise SelenaError(f"the {exp.backend.name} backend lives as long as one `selena run`; "
@@ -269,7 +284,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     failure: BaseException | None = None
     try:
         with exp:
-            say(f"running {exp.scenario.source} at TDF {units.tdf_text(exp.tdf)}")
+            say(f"running {exp.scenario.source} at TDF {units.tdf_text(exp.tdf)}"
+                + (f" ({exp.adaptive.spec()})" if exp.adaptive else ""))
             if events:
                 exp.schedule(events)
                 say(f"{len(events)} events scheduled from {args.events} (the last at "
@@ -293,6 +309,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_action_outputs(engine.records, exp.bundle)
         for metric in engine.metrics.values():
             print(metric.line())
+    if exp.adaptive is not None and engine is not None:
+        print(tdf_timeline_line(engine.clock.timeline()))
     if exp.fidelity is not None:
         print(exp.fidelity.line())
     if exp.bundle is not None:
@@ -310,6 +328,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             report(user_error(failure, exp.scenario.source))
         return 1
     return 0
+
+
+def tdf_timeline_line(timeline: list[dict[str, Any]]) -> str:
+    """An adaptive run's TDF changes in one line, each with its virtual time."""
+    steps = [f"{units.tdf_text(float(seg['tdf']))} at virtual {seg['virtual_s']:.1f} s"
+             for seg in timeline]
+    return f"TDF timeline ({len(timeline) - 1} change(s)): " + " -> ".join(steps)
 
 
 def _opens_prompt(args: argparse.Namespace, scenario: Scenario) -> bool:

@@ -487,13 +487,14 @@ def check_templates(probe: HostProbe, needed: Iterable[str] | None = None) -> Ch
         extra = other_broken + [f"{t} built by selena {states[t].selena_version}, this is "
                                 f"{version}" for t in stale]
         return warn(name, f"{detail}; {'; '.join(extra)}",
-                    "rebuild them (selena lab build) before using these templates")
+                    "reinstall them with this selena (selena host setup) before using these "
+                    "templates")
     return ok(name, detail)
 
 
 def _template_fix(root: Path) -> str:
-    return (f"selena lab build makes them; install each as {root}/NAME/"
-            "{vmlinuz,initrd.gz,template.yaml}")
+    return (f"selena host setup (from a clone, or --from a bundle of selena host export) "
+            f"installs them under {root}")
 
 
 def _selena_version() -> str:
@@ -518,8 +519,7 @@ def check_agent_protocol(probe: HostProbe) -> Check:
     if wrong:
         shown = ", ".join(f"{t} speaks {v}" for t, v in sorted(wrong.items()))
         return fail(name, f"selena speaks protocol {PROTOCOL_VERSION}; {shown}",
-                    "rebuild the templates with this selena (selena lab build) and reinstall "
-                    "them")
+                    "reinstall the templates with this selena: selena host setup")
     return ok(name, f"protocol {PROTOCOL_VERSION} ({', '.join(sorted(recorded))})")
 
 

@@ -23,15 +23,18 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from selena.errors import LabError
+from selena.host.modules import HOST_MODULES, LAB_ONLY_MODULES
+from selena.host.setup import ANALYSIS_PACKAGES
 from selena.provenance import patch_series_hash
 from selena.templates.artefacts import digest as _hash
 from selena.templates.artefacts import hash_files as _hash_files
-from selena.templates.artefacts import install_modules
+from selena.templates.artefacts import heartbeat, install_modules
 from selena.templates.artefacts import mkparent as _mkparent
 from selena.templates.artefacts import tree_files as _tree_files
 from selena.templates.build import (
@@ -44,10 +47,11 @@ from selena.templates.build import (
     GuestRecipe,
     Progress,
     TemplateBuilder,
+    _last_build_time,
     _record_build_time,
     build_times_file,
 )
-from selena.templates.images import MIRROR, SUITE
+from selena.templates.images import IMAGES_IN_DOM0, MIRROR, SUITE
 
 # Moved to selena.templates.build; the old import path keeps working.
 __all__ = ["DOM0_MODULES", "DOM0_PACKAGES", "GUEST_PYTHON", "GUEST_RECIPES", "MIRROR",
@@ -61,19 +65,14 @@ DOM0_PACKAGES = (
     "python3", "python3-jinja2", "python3-yaml",
     # The real-time baseline (selena/backends/mininet.py).
     "mininet",
+    # The `analysis` extra a real host's `selena host setup` installs: KS
+    # p-values and plots of `selena sweep` (selena/host/setup.py).
+    *(debian for _module, _pip, debian in ANALYSIS_PACKAGES),
 )
 
-# Modules Dom0 needs (their dependencies are added from modules.dep).
-DOM0_MODULES = (
-    "xen-evtchn", "xen-gntdev", "xen-gntalloc", "xen-privcmd", "xenfs",
-    "xen-netback", "xen-blkback", "bridge", "openvswitch", "sch_netem",
-    "sch_htb", "sch_tbf", "sch_prio", "ifb", "9p", "9pnet_virtio", "virtio_pci", "veth",
-    "cls_u32", "cls_matchall", "act_mirred", "sch_ingress",
-    # libcrc32c (needed by openvswitch) soft-depends on a crc32c implementation.
-    "crc32c_generic",
-    # Disk images reach guests as read-only loop devices (xl's phy: disks).
-    "loop",
-)
+# Modules Dom0 needs (their dependencies are added from modules.dep): the
+# list a real host's `selena host setup` loads, and the lab machine's own.
+DOM0_MODULES = HOST_MODULES + LAB_ONLY_MODULES
 
 
 @dataclass(frozen=True)
@@ -92,34 +91,37 @@ class LabBuilder(TemplateBuilder):
     """Builds (or finds in the cache) everything `selena lab run` boots: the
     templates (TemplateBuilder's steps) and the hypervisor and Dom0."""
 
-    def build(self, variants: Iterable[tuple[str, tuple[str, ...], str]] = ()) -> LabArtefacts:
+    def build(self, variants: Iterable[tuple[str, tuple[str, ...], str]] = (), *,
+              with_debian: bool = False) -> LabArtefacts:
         """Everything the lab boots; `variants` are (template, packages,
-        who asked) images of debian-based templates to build as well."""
+        who asked) images of debian-based templates to build as well. The
+        debian templates are built only with `with_debian` or variants."""
         start = time.monotonic()
         xen = self.hypervisor()
-        kernel_deb = self.kernel_package()
-        kernel_root = self.kernel_tree(kernel_deb)
-        kernel = next((kernel_root / "boot").glob("vmlinuz-*"))
-        # The guest kernel's compile is CPU work; the Dom0 base and the debian
-        # images are mostly downloads and disk writes: side by side, a cold
-        # build saves the shorter of the two.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            guest_kernel_job = pool.submit(self.guest_kernel, kernel_deb)
-            base = self.dom0_base(kernel_root)
-            initrds = {name: self.guest_initrd(recipe) for name, recipe in GUEST_RECIPES.items()}
-            disk_templates = self.debian_templates(kernel_root, variants)
-            guest_kernel = guest_kernel_job.result()
-        overlay = self.dom0_overlay(guest_kernel, initrds, disk_templates)
-        dom0_initrd = self._concat(base, overlay)
+        bases: list[Path] = []
+        # The templates as `selena host setup` builds them, the Dom0 base
+        # beside the guest kernel's compile.
+        built = self.templates(with_debian=with_debian, variants=variants,
+                               beside=lambda kernel_root: bases.append(
+                                   self.dom0_base(kernel_root)))
+        kernel = next((built.kernel_root / "boot").glob("vmlinuz-*"))
+        disk_templates = {name: yaml.safe_dump(t.spec(IMAGES_IN_DOM0), sort_keys=False)
+                          for name, t in built.disks.items()}
+        overlay = self.dom0_overlay(built.guest_kernel, built.initrds, disk_templates)
+        dom0_initrd = self._concat(bases[0], overlay)
         self.timings["total"] = time.monotonic() - start
-        return LabArtefacts(xen, kernel, dom0_initrd, initrds["tiny-host"], dict(self.timings),
-                            images=self.images.root)
+        # A fresh clone built without the debian images has no images
+        # directory, and QEMU refuses to share one that does not exist.
+        images = self.images.root if self.images.root.is_dir() else None
+        return LabArtefacts(xen, kernel, dom0_initrd, built.initrds["tiny-host"],
+                            dict(self.timings), images=images)
 
     def hypervisor(self) -> Path:
         self.progress("[1/6] patched Xen hypervisor (make -C xen-patches)")
         t = time.monotonic()
-        self.runner.stream(["make", "-s", "-C", str(self.src / "xen-patches")],
-                           lambda line: self.progress("      " + line.rstrip()))
+        with heartbeat(self.progress, "patched Xen"):
+            self.runner.stream(["make", "-s", "-C", str(self.src / "xen-patches")],
+                               lambda line: self.progress("      " + line.rstrip()))
         self.timings["xen"] = time.monotonic() - t
         return self.src / "xen-patches" / "out" / "xen"
 
@@ -132,6 +134,13 @@ class LabBuilder(TemplateBuilder):
             return target
         t = time.monotonic()
         self.progress("[3/6] Dom0 base image: debootstrap (a few minutes)")
+        with heartbeat(self.progress, "Dom0 base image", expected=_last_build_time("dom0_base")):
+            self._dom0_base(kernel_root, target)
+        self.timings["dom0_base"] = time.monotonic() - t
+        _record_build_time("dom0_base", self.timings["dom0_base"])
+        return target
+
+    def _dom0_base(self, kernel_root: Path, target: Path) -> None:
         tarball = self.root / f"dom0-debs-{_hash(SUITE, ' '.join(DOM0_PACKAGES))}.tgz"
         include = "--include=" + ",".join(DOM0_PACKAGES)
         with tempfile.TemporaryDirectory(dir=self.root) as tmp:
@@ -153,9 +162,6 @@ class LabBuilder(TemplateBuilder):
             self._trim(rootfs)
             self.progress("      packing")
             self._pack(rootfs, target)
-        self.timings["dom0_base"] = time.monotonic() - t
-        _record_build_time("dom0_base", self.timings["dom0_base"])
-        return target
 
     def dom0_overlay(self, kernel: Path, initrds: dict[str, Path],
                      disk_templates: dict[str, str] | None = None) -> Path:

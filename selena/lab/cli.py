@@ -11,7 +11,7 @@ from selena.cli.args import tdf_arg
 from selena.lab.build import LabBuilder
 from selena.lab.qemu import DOM0_MEMORY_MB, QEMU_MEMORY_MB, Lab
 from selena.paths import project_root
-from selena.templates.images import scenario_variants
+from selena.templates.images import scenario_variants, scenarios_need_debian
 
 
 def _progress(msg: str) -> None:
@@ -43,7 +43,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build = sub.add_parser("build", help="build (or find cached) every lab artefact")
     build.add_argument("--scenario", action="append", default=[], type=Path, metavar="FILE",
                        help="also build the Debian package variants FILE's nodes ask for "
-                            "(packages=[...]); repeatable")
+                            "(packages=[...]) and, when its nodes use them, the debian "
+                            "templates; repeatable")
+    build.add_argument("--with", dest="with_", action="append", default=[], choices=("debian",),
+                       help="also build the debian template and those based on it "
+                            "(qjump-host); otherwise built only when a --scenario needs them")
     build.set_defaults(func=cmd_build)
 
     run = sub.add_parser("run", help="boot the lab and run COMMAND in Dom0")
@@ -56,7 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           f"Dom0 keeps {DOM0_MEMORY_MB}, guests share the rest)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     run.add_argument("--scenario", action="append", default=[], type=Path, metavar="FILE",
-                     help="build the Debian package variants FILE's nodes ask for first")
+                     help="build the Debian package variants FILE's nodes ask for first "
+                          "(and the debian templates, when its nodes use them)")
+    run.add_argument("--with", dest="with_", action="append", default=[], choices=("debian",),
+                     help="boot with the debian template and those based on it")
     run.set_defaults(func=cmd_run)
 
     shell = sub.add_parser("shell", help="an interactive Dom0 shell")
@@ -116,9 +123,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lab.set_defaults(func=lab_help)
 
 
+def _with_debian(args: argparse.Namespace) -> bool:
+    return "debian" in args.with_ or scenarios_need_debian(args.scenario)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     start = time.monotonic()
-    art = LabBuilder(progress=_progress).build(scenario_variants(args.scenario))
+    art = LabBuilder(progress=_progress).build(scenario_variants(args.scenario),
+                                               with_debian=_with_debian(args))
     print(f"lab ready in {time.monotonic() - start:.1f} s")
     print(f"  xen:         {art.xen}")
     print(f"  kernel:      {art.kernel}")
@@ -135,7 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("selena lab run: give a command after --", file=sys.stderr)
         return 2
     lab = Lab(progress=_progress, memory_mb=args.memory,
-              variants=scenario_variants(args.scenario))
+              variants=scenario_variants(args.scenario), with_debian=_with_debian(args))
     result = lab.run(command, tdf=args.tdf, timeout=args.timeout,
                      on_output=lambda line: print(line, end="", flush=True))
     _progress(f"lab: command exited {result.returncode} (boot {result.boot_seconds:.1f} s, "

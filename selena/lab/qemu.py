@@ -139,8 +139,12 @@ class Lab:
     def __init__(self, runner: Runner | None = None, artefacts: LabArtefacts | None = None,
                  progress: Callable[[str], None] | None = None,
                  memory_mb: int = QEMU_MEMORY_MB,
-                 variants: Sequence[tuple[str, tuple[str, ...], str]] = ()):
+                 variants: Sequence[tuple[str, tuple[str, ...], str]] = (),
+                 with_debian: bool = False):
         self.runner = runner or Runner()
+        # The debian templates' images are built only when asked for (or
+        # when variants need them).
+        self.with_debian = with_debian
         # Debian package variants to build with the artefacts (images.scenario_variants).
         self.variants = tuple(variants)
         # The emulated machine's RAM; Dom0 keeps DOM0_MEMORY_MB, guests get the rest.
@@ -152,7 +156,8 @@ class Lab:
     @property
     def artefacts(self) -> LabArtefacts:
         if self._artefacts is None:
-            self._artefacts = LabBuilder(self.runner, self.progress).build(self.variants)
+            self._artefacts = LabBuilder(self.runner, self.progress).build(
+                self.variants, with_debian=self.with_debian)
         return self._artefacts
 
     def run(self, command: Sequence[str] | str, *, tdf: float | None = None,

@@ -4,9 +4,12 @@ with their dependencies."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from selena.errors import ImageBuildError
@@ -110,3 +113,35 @@ def pack_cpio(runner: Runner, rootfs: Path, target: Path) -> None:
     runner.run(["sh", "-c", "find . -mindepth 1 | cpio -o -H newc --quiet | gzip -1 > "
                 + shquote(str(partial))], cwd=rootfs, timeout=1800)
     partial.rename(target)
+
+
+# A step quiet for longer than this prints a progress line (issue 29 item 6:
+# every step longer than 10 s shows progress).
+HEARTBEAT_S = 10.0
+
+
+@contextlib.contextmanager
+def heartbeat(progress: Callable[[str], None], what: str, *,
+              detail: Callable[[], str] | None = None, expected: float | None = None,
+              every: float = HEARTBEAT_S) -> Iterator[None]:
+    """While the block runs, every `every` seconds: "      WHAT: 40 s
+    (DETAIL; the last cold build took N s)", for steps whose tools say
+    nothing for minutes (debootstrap, a kernel compiled with make -s)."""
+    stop = threading.Event()
+    start = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            parts = [detail()] if detail is not None else []
+            if expected:
+                parts.append(f"the last cold build took {expected:.0f} s")
+            shown = f" ({'; '.join(parts)})" if parts else ""
+            progress(f"      {what}: {time.monotonic() - start:.0f} s{shown}")
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{what}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from selena.runner import BUILD_TIMEOUT_S, Runner
 from selena.templates import read_spec, variant_disk
 from selena.templates.artefacts import digest as _hash
 from selena.templates.artefacts import hash_files as _hash_files
-from selena.templates.artefacts import kernel_version, pack_cpio
+from selena.templates.artefacts import heartbeat, kernel_version, pack_cpio
 from selena.templates.artefacts import mkparent as _mkparent
 from selena.templates.artefacts import tree_files as _tree_files
 from selena.templates.images import MIRROR, SUITE, DebianImages
@@ -179,11 +180,77 @@ def _record_build_time(step: str, seconds: float) -> None:
         _write_build_time(step, seconds)
 
 
+def _last_build_time(step: str) -> float | None:
+    """How long `step` took when it was last built cold, if known."""
+    try:
+        value = json.loads(build_times_file().read_text()).get(step)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _kernel_objects(root: Path) -> str:
+    """How far the guest kernel's compile is: its object files so far (in
+    build-kernel.sh's work directory, kbuild.* beside the target)."""
+    count = 0
+    for work in root.glob("kbuild.*"):
+        for _dirpath, _dirs, files in os.walk(work):
+            count += sum(f.endswith(".o") for f in files)
+    return f"{count} objects compiled"
+
+
 def _write_build_time(step: str, seconds: float) -> None:
     path = build_times_file()
     times = json.loads(path.read_text()) if path.exists() else {}
     times[step] = round(seconds, 1)
     path.write_text(json.dumps(times, indent=1) + "\n")
+
+
+@dataclass(frozen=True)
+class DiskTemplate:
+    """A debian-based template as built: its files in the images cache and
+    what its template.yaml says (rendered for where Dom0 sees the images)."""
+
+    name: str
+    kernel: Path
+    ramdisk: Path
+    disk: Path
+    cmdline: str
+    memory_mb: int | None
+    packages: tuple[str, ...]
+
+    def spec(self, images_at: Path) -> dict[str, object]:
+        """The template.yaml Dom0 reads, the images being under `images_at`."""
+        return {
+            "name": self.name,
+            "description": f"debian with {' '.join(self.packages) or 'no extra packages'}",
+            "kernel": str(images_at / self.kernel.name),
+            "ramdisk": str(images_at / self.ramdisk.name),
+            "disk": str(images_at / self.disk.name),
+            "cmdline": self.cmdline,
+            "memory_mb": self.memory_mb,
+            "packages": list(self.packages),
+        }
+
+
+@dataclass(frozen=True)
+class BuiltTemplates:
+    """Every template's files, as TemplateBuilder.templates() built them: what
+    the lab's Dom0 overlay carries and what `selena host setup` installs."""
+
+    kernel_root: Path                       # Debian's kernel package, unpacked
+    guest_kernel: Path                      # the tiny templates' kernel
+    initrds: dict[str, Path]                # GUEST_RECIPES' initramfs images
+    disks: dict[str, DiskTemplate]          # debian and the templates based on it
+    images: Path                            # where the disk templates' files are
+
+    def names(self) -> list[str]:
+        return [*self.initrds, *self.disks]
+
+
+# The templates built unless asked for more: everything but the debian
+# images, which take a debootstrap and apt runs (issue 29 item 6).
+DEBIAN_SET = "debian"
 
 
 class TemplateBuilder:
@@ -199,6 +266,34 @@ class TemplateBuilder:
         self.timings: dict[str, float] = {}
         self.images = DebianImages(self.runner, self.progress)
 
+    def templates(self, *, with_debian: bool = False,
+                  variants: Iterable[tuple[str, tuple[str, ...], str]] = (),
+                  beside: Callable[[Path], object] | None = None) -> BuiltTemplates:
+        """Every guest template (the one build the lab and `selena host
+        setup` share): the kernels, each GUEST_RECIPES initramfs and, with
+        `with_debian` or package `variants` (template, packages, who asked),
+        the debian template, those based on it and the variants.
+
+        The guest kernel's compile is CPU work; `beside(kernel_root)` (the
+        lab's Dom0 base) and the images are mostly downloads and disk writes:
+        side by side, a cold build saves the shorter of the two."""
+        variants = tuple(variants)
+        kernel_deb = self.kernel_package()
+        kernel_root = self.kernel_tree(kernel_deb)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            guest_kernel_job = pool.submit(self.guest_kernel, kernel_deb)
+            if beside is not None:
+                beside(kernel_root)
+            initrds = {name: self.guest_initrd(recipe) for name, recipe in GUEST_RECIPES.items()}
+            disks: dict[str, DiskTemplate] = {}
+            if with_debian or variants:
+                disks = self.debian_templates(kernel_root, variants)
+            else:
+                self.progress("[5/6] debian template: not needed (selena lab build --with "
+                              "debian, or a scenario whose nodes use it, builds it)")
+            guest_kernel = guest_kernel_job.result()
+        return BuiltTemplates(kernel_root, guest_kernel, initrds, disks, self.images.root)
+
     def kernel_package(self) -> Path:
         """The Debian kernel .deb that linux-image-amd64 currently points at."""
         self.progress("[2/6] Debian kernel package")
@@ -213,8 +308,9 @@ class TemplateBuilder:
         existing = sorted(pkgdir.glob(f"{name}_*.deb"))
         if existing:
             return existing[-1]
-        self.runner.run(["apt-get", "download", "-q", name], cwd=pkgdir,
-                        timeout=BUILD_TIMEOUT_S)
+        with heartbeat(self.progress, f"downloading {name}"):
+            self.runner.run(["apt-get", "download", "-q", name], cwd=pkgdir,
+                            timeout=BUILD_TIMEOUT_S)
         found = sorted(pkgdir.glob(f"{name}_*.deb"))
         if not found:
             raise ImageBuildError(f"apt-get download {name} produced no .deb in {pkgdir}")
@@ -243,8 +339,9 @@ class TemplateBuilder:
         debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
         if not debs:
             self.progress(f"      downloading {package}={version} (about 140 MB)")
-            self.runner.run(["apt-get", "download", "-q", f"{package}={version}"], cwd=srcdir,
-                            timeout=BUILD_TIMEOUT_S)
+            with heartbeat(self.progress, f"downloading {package}"):
+                self.runner.run(["apt-get", "download", "-q", f"{package}={version}"],
+                                cwd=srcdir, timeout=BUILD_TIMEOUT_S)
             debs = sorted(srcdir.glob(f"{package}_{version}_*.deb"))
             if not debs:
                 raise ImageBuildError(f"apt-get download {package}={version} produced no .deb")
@@ -256,46 +353,52 @@ class TemplateBuilder:
         self.progress(f"[4/6] guest kernel from {debs[-1].name} (tinyconfig + "
                       "tiny-pv.config; several minutes on 2 cores)")
         t = time.monotonic()
-        self.runner.stream([str(kdir / "build-kernel.sh"), str(debs[-1]),
-                            str(kdir / "tiny-pv.config"), str(target)],
-                           lambda line: self.progress("      " + line.rstrip()))
+        # build-kernel.sh is quiet (make -s) and a cache-key input: the
+        # progress lines come from here, counting the objects compiled so far.
+        last = _last_build_time("guest_kernel")
+        with heartbeat(self.progress, "guest kernel",
+                       detail=lambda: _kernel_objects(self.root),
+                       expected=last):
+            self.runner.stream([str(kdir / "build-kernel.sh"), str(debs[-1]),
+                                str(kdir / "tiny-pv.config"), str(target)],
+                               lambda line: self.progress("      " + line.rstrip()))
         self.timings["guest_kernel"] = time.monotonic() - t
         _record_build_time("guest_kernel", self.timings["guest_kernel"])
         return target
 
     def debian_templates(self, kernel_root: Path,
                          variants: Iterable[tuple[str, tuple[str, ...], str]] = ()
-                         ) -> dict[str, str]:
+                         ) -> dict[str, DiskTemplate]:
         """The debian template, every template under guest-templates based on
-        it, and the requested package variants; returns the template.yaml
-        Dom0 reads for each template."""
+        it, and the requested package variants; returns each template's
+        files and settings."""
         self.progress("[5/6] debian template (Debian's kernel, a shared disk image)")
         t = time.monotonic()
-        base = self.images.base(kernel_root)
-        specs = {"debian": self.images.installed_spec(base, "debian", base.disk,
-                                                      base.spec.memory_mb, ())}
-        disks = {"debian": base.disk}
-        # What each template installs on top of the base image.
-        installs: dict[str, tuple[str, ...]] = {"debian": ()}
-        for recipe in sorted((self.src / "guest-templates").glob("*/template.yaml")):
-            if read_spec(recipe).base is None:
-                continue
-            spec, disk = self.images.derived(base, recipe)
-            specs[spec.name] = self.images.installed_spec(base, spec.name, disk,
-                                                          spec.memory_mb, spec.packages)
-            disks[spec.name] = disk
-            installs[spec.name] = spec.packages
-        for template, packages, who in variants:
-            if template not in disks:
-                raise ImageBuildError(f"{who}: packages need the debian template or one based on "
-                               f"it, not {template!r}")
-            # Named after the template's image, as the planner names it; a
-            # derived template's own packages go in as well.
-            self.images.variant(base, variant_disk(disks[template], packages),
-                                (*installs[template], *packages),
-                                f"{who} ({template} + {' '.join(packages)})")
+        with heartbeat(self.progress, "debian template"):
+            base = self.images.base(kernel_root)
+
+            def disk_template(name: str, disk: Path, memory_mb: int | None,
+                              packages: tuple[str, ...]) -> DiskTemplate:
+                return DiskTemplate(name, base.kernel, base.ramdisk, disk, base.spec.cmdline,
+                                    memory_mb or base.spec.memory_mb, packages)
+
+            found = {"debian": disk_template("debian", base.disk, base.spec.memory_mb, ())}
+            for recipe in sorted((self.src / "guest-templates").glob("*/template.yaml")):
+                if read_spec(recipe).base is None:
+                    continue
+                spec, disk = self.images.derived(base, recipe)
+                found[spec.name] = disk_template(spec.name, disk, spec.memory_mb, spec.packages)
+            for template, packages, who in variants:
+                if template not in found:
+                    raise ImageBuildError(f"{who}: packages need the debian template or one "
+                                          f"based on it, not {template!r}")
+                # Named after the template's image, as the planner names it; a
+                # derived template's own packages go in as well.
+                self.images.variant(base, variant_disk(found[template].disk, packages),
+                                    (*found[template].packages, *packages),
+                                    f"{who} ({template} + {' '.join(packages)})")
         self.timings["debian"] = time.monotonic() - t
-        return specs
+        return found
 
     def tiny_host(self) -> Path:
         """The tiny-host guest initramfs: busybox, the agent, init (its kernel
@@ -409,7 +512,8 @@ class TemplateBuilder:
         self.progress(f"[5/6] {recipe.name}: pip packages ({requirements.name})")
         partial = target.with_suffix(".partial")
         shutil.rmtree(partial, ignore_errors=True)
-        self.runner.run(["sh", str(builder), str(partial)], timeout=1800)
+        with heartbeat(self.progress, f"{recipe.name}: pip packages"):
+            self.runner.run(["sh", str(builder), str(partial)], timeout=1800)
         if not (partial / "site-packages").is_dir():
             raise ImageBuildError(f"{builder} did not create {partial / 'site-packages'}")
         partial.rename(target)

@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from selena.errors import ImageBuildError
 from selena.paths import cache_dir, project_root
 from selena.runner import BUILD_TIMEOUT_S, Runner
@@ -172,20 +170,6 @@ class DebianImages:
         disk = variant_disk(base.disk, spec.packages)
         return spec, self.variant(base, disk, spec.packages, f"template {spec.name}")
 
-    def installed_spec(self, base: DebianBase, name: str, disk: Path,
-                       memory_mb: int | None, packages: Iterable[str]) -> str:
-        """The template.yaml Dom0 reads for a debian-based template."""
-        return yaml.safe_dump({
-            "name": name,
-            "description": f"debian with {' '.join(packages) or 'no extra packages'}",
-            "kernel": str(IMAGES_IN_DOM0 / base.kernel.name),
-            "ramdisk": str(IMAGES_IN_DOM0 / base.ramdisk.name),
-            "disk": str(IMAGES_IN_DOM0 / disk.name),
-            "cmdline": base.spec.cmdline,
-            "memory_mb": memory_mb or base.spec.memory_mb,
-            "packages": list(packages),
-        }, sort_keys=False)
-
     # -- steps -------------------------------------------------------------
 
     def _customise(self, rootfs: Path, kernel_root: Path) -> None:
@@ -319,3 +303,21 @@ def scenario_variants(paths: Iterable[Path]) -> list[tuple[str, tuple[str, ...],
                 found.append((node.template, normalise_packages(node.packages),
                               f"{path.name}: node {node.name}"))
     return found
+
+
+def scenarios_need_debian(paths: Iterable[Path]) -> bool:
+    """Whether a node of these scenarios boots the debian template or one
+    based on it (guest-templates/*/template.yaml naming `base: debian`), or
+    adds Debian packages: the lab then builds the debian images."""
+    from selena.loader import load_scenario
+
+    paths = list(paths)
+    if not paths:
+        return False
+    recipes = (project_root() / "guest-templates").glob("*/template.yaml")
+    debian = {"debian"} | {r.parent.name for r in recipes if read_spec(r).base == "debian"}
+    for path in paths:
+        for node in load_scenario(str(path)).topology.nodes.values():
+            if node.template in debian or node.packages:
+                return True
+    return False

@@ -13,7 +13,13 @@ matter of luck: at Figure 11's own 10 flows/s, a simulation of the token
 bucket over Poisson arrivals gives a short run no slow flow at all in more
 than one run in twenty; at 40 flows/s about 60% of the flows are slow, and
 fewer than 30% in under one run in a thousand. The paper's load, 30 s per
-profile, is `make reproduce-fct` (outside `make test`)."""
+profile, is `make reproduce-fct` (outside `make test`).
+
+flowgen gives a flow up 4 virtual seconds after its start (SELENA_FCT_TIMEOUT):
+a flow whose SYN was lost twice ends about 3 s late and is still measured;
+one whose third SYN was lost too would end 7 s late (70 s of real time at
+TDF 10 after the last start) and is counted as slow instead, which is all
+the test asks of it."""
 
 import json
 import re
@@ -32,6 +38,9 @@ TDF = 10
 # Where a flow that lost handshake packets to the packet_in limit can end up:
 # whole numbers of TCP's 1 s initial retransmission timeout later.
 RETRANSMISSION_STEPS_S = tuple(float(t) for t in range(1, 16))
+# Virtual seconds after its start at which flowgen gives a flow up (status
+# `timeout`): past the 3 s step plus the slack the step check allows.
+FLOW_TIMEOUT_S = 4
 
 
 def test_standalone_switch_forwards_between_two_hosts(lab):
@@ -71,6 +80,7 @@ def test_static_flows_forward_around_a_ring_of_switches_without_flooding(lab):
 def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_many(lab, tmp_path):
     out = f"{OUT}-fct"
     script = (f"rm -rf {out}; SELENA_FCT_DURATION=2 SELENA_FCT_RATE=40 SELENA_FCT_SIZE=100000 "
+              f"SELENA_FCT_TIMEOUT={FLOW_TIMEOUT_S} "
               f"selena run scenarios/switch_model_fct.py --tdf {TDF} --out {out}")
     result = lab.run(["sh", "-c", script], timeout=1200)
     assert result.returncode == 0, result.output
@@ -80,21 +90,27 @@ def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_many(la
     records = {p: parse_flowgen_csv((bundle / f"fct-{p}.csv").read_text(), source=p)
                for p in ("ideal", "pica8-p3290")}
     for profile, flows in records.items():
-        # 2 s at 40 flows/s from flowgen's fixed seed; every flow completed
-        # within flowgen's timeout.
+        # 2 s at 40 flows/s from flowgen's fixed seed; every flow completed,
+        # or was given up at FLOW_TIMEOUT_S (counted as slow below).
         assert len(flows) >= 50, f"{profile}: only {len(flows)} flows"
-        assert all(f.ok for f in flows), [f for f in flows if not f.ok]
-    ideal = [f.fct_s for f in records["ideal"]]
-    pica8 = [f.fct_s for f in records["pica8-p3290"]]
+        assert all(f.status in ("ok", "timeout") for f in flows), \
+            [f for f in flows if f.status not in ("ok", "timeout")]
+    # Completion times of the flows that completed; a flow given up is slow.
+    ideal = [f.fct_s for f in records["ideal"] if f.ok]
+    pica8 = [f.fct_s for f in records["pica8-p3290"] if f.ok]
+    ideal_unfinished = [f.fct_s for f in records["ideal"] if not f.ok]
+    pica8_unfinished = [f.fct_s for f in records["pica8-p3290"] if not f.ok]
     # Open vSwitch's control plane drops no handshake packet; a few flows in
     # a hundred are left to the lab itself (a CI run once had one 2.1 s flow
     # in ~100 at a quarter of this load).
-    ideal_slow = [x for x in ideal if x > 1.0]
-    check("fct.ideal.slow_flows", len(ideal_slow), high=0.05 * len(ideal), trials=len(ideal),
-          samples=ideal, context=ideal_slow)
+    ideal_slow = [x for x in ideal if x > 1.0] + ideal_unfinished
+    n_ideal = len(records["ideal"])
+    check("fct.ideal.slow_flows", len(ideal_slow), high=0.05 * n_ideal, trials=n_ideal,
+          samples=ideal + ideal_unfinished, context=ideal_slow)
     slow = [x for x in pica8 if x > 1.0]
-    check("fct.pica8.slow_flows", len(slow), low=0.30 * len(pica8), trials=len(pica8),
-          samples=pica8)
+    n_pica8 = len(records["pica8-p3290"])
+    check("fct.pica8.slow_flows", len(slow) + len(pica8_unfinished), low=0.30 * n_pica8,
+          trials=n_pica8, samples=pica8 + pica8_unfinished)
     # The slow flows sit on the retransmission steps: each lies within the
     # ideal profile's slowest handshake-clean flow after a step, plus half a
     # second: at this load a flow's first data packets can also reach the

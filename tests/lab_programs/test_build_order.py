@@ -58,7 +58,24 @@ class StepsOnly(LabBuilder):
 
 def test_the_guest_kernel_builds_beside_the_images_and_before_the_overlay(tmp_path):
     builder = StepsOnly(tmp_path)
-    builder.build()
+    builder.build(with_debian=True)
     assert "guest kernel done, overlapped=True" in builder.events, builder.events
     assert builder.events[-1] == "overlay with guest-vmlinuz", builder.events
     assert builder.events.index("guest kernel done, overlapped=True") < len(builder.events) - 1
+
+
+def test_the_debian_images_are_built_only_when_asked_for(tmp_path):
+    """Issue 29 item 6: plain `selena lab build` skips the debian images;
+    --with debian or a scenario's package variants build them."""
+    builder = StepsOnly(tmp_path)
+    builder.images.root = tmp_path / "images"
+    builder.debian_started.set()        # no wait for a step that never comes
+    art = builder.build()
+    assert "debian" not in builder.events, builder.events
+    # No images directory yet (a fresh clone): nothing to share into Dom0,
+    # which QEMU would refuse.
+    assert art.images is None
+    builder.images.root.mkdir()
+    art = builder.build(variants=[("debian", ("memcached",), "m1")])
+    assert builder.events.count("debian") == 1, builder.events
+    assert art.images == tmp_path / "images"

@@ -1,0 +1,344 @@
+"""The adaptive TDF controller's policy (selena/adaptive.py) on recorded and
+made-up monitor traces, replayed through the real Controller with a fake
+clock (no lab); the verdict over every TDF segment; `auto[:MIN-MAX]`
+parsing in the library and the CLI; and an adaptive run end to end against
+the fake Dom0, whose vCPU load the test turns up and down."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from cli_main import run_cli
+
+from selena.adaptive import (
+    AdaptiveSpecError,
+    Controller,
+    Policy,
+    Signals,
+    cover_segments,
+    decide,
+    judge_segments,
+    latency_floor,
+    parse_spec,
+)
+from selena.backends.base import LoadSample, QdiscStats
+from selena.backends.xl import XlBackend
+from selena.cli.experiment import tdf_timeline_line
+from selena.engine import VirtualClock
+from selena.errors import ExperimentError, ScenarioError
+from selena.experiment import Experiment
+from selena.fidelity import LinkSpacing, judge
+from selena.model import Topology
+
+TRACE = Path(__file__).parent / "data/adaptive/demo_tdf10_trace.json"
+STEP = 2.0      # real seconds between the monitor's samples
+
+
+@dataclass
+class FakeMonitor:
+    """What the controller reads of a Monitor: its samples and spacing."""
+
+    samples: list[LoadSample] = field(default_factory=list)
+    spacing: dict[str, LinkSpacing] = field(default_factory=dict)
+
+
+def replay(policy: Policy, dom0: list[float], guests: dict[str, list[float]],
+           start_tdf: float, latency=None, late: list[tuple[int, int]] | None = None
+           ) -> tuple[list[tuple[float, float, float, str]], VirtualClock]:
+    """Feed a recorded trace (busy shares per interval of STEP real seconds)
+    to a Controller sample by sample, deciding after each, as the running
+    controller does. Returns the changes as (real s, old, new, kind)."""
+    now = [0.0]
+    clock = VirtualClock(start_tdf, clock=lambda: now[0])
+    monitor = FakeMonitor()
+    changes: list[tuple[float, float, float, str]] = []
+
+    def apply(new: float, reason: str) -> None:
+        changes.append((now[0], clock.tdf, new, reason.split(":")[0]))
+        clock.set_tdf(new, reason=reason)
+
+    ctl = Controller(policy, monitor, clock, apply, now=lambda: now[0],
+                     latency=(lambda: latency(clock.tdf)) if latency else None,
+                     say=lambda msg: None)
+    used = {"Domain-0": 0.0, **{node: 0.0 for node in guests}}
+    spaced = late_n = 0
+    for i in range(len(dom0) + 1):
+        if i:
+            used["Domain-0"] += dom0[i - 1] * STEP
+            for node, shares in guests.items():
+                used[node] += shares[i - 1] * STEP
+            if late:
+                spaced += late[i - 1][0]
+                late_n += late[i - 1][1]
+                monitor.spacing["vif1.0"] = LinkSpacing("h1 eth0 -> h2 eth0", spaced=spaced,
+                                                        late=late_n)
+        monitor.samples.append(LoadSample(
+            real=now[0], dom0_vcpu_s=[used["Domain-0"]],
+            guest_vcpu_s={node: [used[node]] for node in guests},
+            qdiscs={"vif1.0": QdiscStats(100 * i, 0, 0, 1514)}))
+        ctl.step()
+        now[0] += STEP
+    return changes, clock
+
+
+def recorded() -> tuple[list[float], dict[str, list[float]]]:
+    data = json.loads(TRACE.read_text())
+    assert data["interval_s"] == STEP
+    return data["dom0_busy"], data["guest_busy"]
+
+
+def test_a_quiet_busy_quiet_recorded_trace_raises_then_lowers():
+    dom0, guests = recorded()
+    changes, clock = replay(Policy(1, 20), dom0, guests, start_tdf=1)
+    assert [(old, new, kind) for _, old, new, kind in changes] == \
+        [(1, 2, "raise"), (2, 4, "raise"), (4, 2, "lower"), (2, 1, "lower")]
+    # Raised while h1 was busy (intervals 28-31: real 54-62 s), again while
+    # h2 was (33-36: 64-72 s), lowered once both were quiet.
+    times = [t for t, *_ in changes]
+    assert 54 <= times[0] <= 62 and 64 <= times[1] <= 74 and times[2] > 74
+    reasons = [seg.get("reason", "") for seg in clock.timeline()]
+    assert reasons[1].startswith("raise: vCPU of h1 busy")
+    assert reasons[2].startswith("raise: vCPU of h2 busy")
+    assert reasons[3].startswith("lower:") and reasons[4].startswith("lower:")
+
+
+def test_a_noisy_trace_at_the_raise_threshold_does_not_flap():
+    rng = random.Random(33)
+    noisy = [min(1.0, max(0.0, 0.9 + rng.uniform(-0.08, 0.08))) for _ in range(200)]
+    changes, _ = replay(Policy(1, 8), noisy, {}, start_tdf=1)
+    kinds = [kind for *_, kind in changes]
+    assert kinds and set(kinds) == {"raise"} and len(kinds) <= 3     # 1 -> 2 -> 4 -> 8
+    # One threshold for both (no hysteresis) flaps on the same trace.
+    flat = Policy(1, 8, raise_busy=0.9, lower_busy=0.9)
+    flapping = [kind for *_, kind in replay(flat, noisy, {}, start_tdf=1)[0]]
+    assert flapping.count("lower") >= 3 and flapping.count("raise") >= 3
+
+
+def test_a_noisy_trace_at_the_lower_threshold_only_lowers():
+    rng = random.Random(5)
+    noisy = [0.45 + rng.uniform(-0.1, 0.1) for _ in range(200)]
+    kinds = [kind for *_, kind in replay(Policy(1, 16), noisy, {}, start_tdf=16)[0]]
+    assert kinds and set(kinds) == {"lower"}
+
+
+def test_changes_are_at_least_the_dwell_time_apart():
+    busy = [1.0] * 60
+    policy = Policy(1, 1000, dwell_s=10.0)
+    changes, _ = replay(policy, busy, {"h1": [0.1] * 60}, start_tdf=1)
+    times = [t for t, *_ in changes]
+    assert len(times) >= 5
+    assert times[0] >= 10.0 and all(b - a >= 10.0 for a, b in pairwise(times))
+    longer = [t for t, *_ in replay(Policy(1, 1000, dwell_s=30.0), busy, {}, start_tdf=1)[0]]
+    assert all(b - a >= 30.0 for a, b in pairwise(longer))
+    assert len(longer) < len(changes)
+
+
+def test_min_and_max_clamp_the_ladder():
+    policy = Policy(2, 5)
+    assert policy.start(1) == 2 and policy.start(10) == 5 and policy.start(3) == 3
+    up = replay(policy, [1.0] * 40, {}, start_tdf=2)[0]
+    assert [(old, new) for _, old, new, _ in up] == [(2, 4), (4, 5)]
+    down = replay(policy, [0.05] * 40, {}, start_tdf=5)[0]
+    assert [(old, new) for _, old, new, _ in down] == [(5, 2.5), (2.5, 2)]
+
+
+def test_the_latency_floor_is_never_crossed():
+    # Real-time processing adds 0.2 / TDF to the smallest RTT (as a ratio):
+    # 5% allows TDF 4 at least, whatever the CPUs say.
+    changes, clock = replay(Policy(1, 64), [0.05] * 60, {}, start_tdf=16,
+                            latency=lambda tdf: 0.2 / tdf)
+    assert [(old, new) for _, old, new, _ in changes] == [(16, 8), (8, 4)]
+    assert clock.tdf == 4
+    # Below the floor with a quiet CPU: the latency alone raises.
+    raised = replay(Policy(1, 64), [0.05] * 20, {}, start_tdf=1,
+                    latency=lambda tdf: 0.2 / tdf)[0]
+    assert raised[0][1:] == (1, 4, "raise")
+    quiet = Signals(intervals=3, dom0_busy=0.1, dom0_peak=0.1)
+    assert latency_floor(Policy(1, 64), 8, 0.02) == pytest.approx(3.2)
+    lowered = decide(Policy(1, 64), 4, Signals(**{**quiet.__dict__, "latency_excess": 0.04}),
+                     60)
+    assert lowered is not None and lowered.new == pytest.approx(3.2)
+    assert decide(Policy(1, 64), 3.2, Signals(**{**quiet.__dict__, "latency_excess": 0.05}),
+                  60) is None
+
+
+def test_late_departures_raise_and_backlog_alone_does_not():
+    quiet = [0.1] * 30
+    changes = replay(Policy(1, 8), quiet, {}, start_tdf=1, late=[(100, 20)] * 30)[0]
+    assert changes and changes[0][3] == "raise"
+    s = Signals(intervals=3, dom0_busy=0.3, dom0_peak=0.3, backlog_bytes=10**6, drops=500)
+    assert decide(Policy(1, 8), 2, s, 60) is not None     # slack: the queue is the link's
+    assert decide(Policy(1, 8), 2, s, 60).kind == "lower"
+    assert "backlog 1000000 B, drops 500" in s.text()
+
+
+def sample_run(shares: list[float]) -> list[LoadSample]:
+    used, out = 0.0, []
+    for i in range(len(shares) + 1):
+        if i:
+            used += shares[i - 1] * STEP
+        out.append(LoadSample(real=100 + i * STEP, dom0_vcpu_s=[used]))
+    return out
+
+
+def test_the_verdict_covers_every_segment():
+    # 30 quiet intervals, then 3 saturated ones at a new TDF: 9% of the run
+    # (below the monitor's 10%), all of the second segment.
+    samples = sample_run([0.2] * 30 + [1.0] * 3)
+    report = judge(samples)
+    assert report.verdict == "ok"
+    timeline = [{"tdf": 2.0, "real_s": 0.0, "virtual_s": 0.0},
+                {"tdf": 4.0, "real_s": 60.0, "virtual_s": 30.0, "reason": "raise: ..."}]
+    segments = judge_segments(samples, timeline, started=100.0, interval_s=STEP)
+    assert [s["verdict"] for s in segments] == ["ok", "degraded"]
+    cover_segments(report, segments)
+    assert report.verdict == "degraded"
+    assert report.reasons == ["segment 2 (TDF 4 from real 60 s): Dom0 CPU busy >= 55% in "
+                              "100% of the run (limit 10%; peak 100%)"]
+    # A segment too short to judge is listed, not held against the run.
+    short = judge_segments(sample_run([0.2] * 30), [*timeline[:1], {**timeline[1],
+                                                                  "real_s": 59.0}], 100.0,
+                           STEP)
+    assert short[1]["verdict"] == "unknown"
+    ok = judge(sample_run([0.2] * 30))
+    cover_segments(ok, short)
+    assert ok.verdict == "ok"
+
+
+@pytest.mark.parametrize("spec, problem", [
+    ("auto:20-2", "MIN 20 is above MAX 2"),
+    ("auto:2", "want MIN-MAX after `auto:`"),
+    ("auto:0.5-4", "TDF 0.5 is out of range"),
+    ("auto:x-4", "is not a number"),
+    ("auto:", "want MIN-MAX"),
+])
+def test_bad_auto_specs_are_one_line_naming_the_fix(spec, problem):
+    with pytest.raises(AdaptiveSpecError, match="e.g. auto:2-20") as info:
+        parse_spec(spec)
+    assert problem in str(info.value) and "\n" not in str(info.value)
+
+
+def test_auto_specs_parse():
+    assert parse_spec("auto") == Policy()
+    assert parse_spec("auto:2-20") == Policy(2, 20)
+    assert parse_spec("AUTO:1.5-3") == Policy(1.5, 3)
+    assert parse_spec("10") is None
+    assert Policy(2, 20).spec() == "auto:2-20"
+
+
+def test_the_cli_shows_the_policy_and_refuses_bad_specs(capsys):
+    rc, out, err = run_cli(capsys, "plan", "--topo", "single,2", "--tdf", "auto:2-20")
+    assert rc == 0, err
+    assert "# adaptive TDF auto:2-20: every 2 real s" in out
+    assert "starts at TDF 2" in out and "at least 10 real s between changes" in out
+    rc, out, err = run_cli(capsys, "validate", "--topo", "single,2", "--tdf", "auto:2-20")
+    assert rc == 0 and "TDF 2 (auto:2-20: starting there)" in out, err
+    rc, out, err = run_cli(capsys, "run", "--topo", "single,2", "--tdf", "auto:9-3")
+    assert rc == 2
+    error = [line for line in err.splitlines() if "auto:9-3" in line]
+    assert len(error) == 1 and "MIN 9 is above MAX 3" in error[0] and "auto:2-20" in error[0]
+    rc, out, err = run_cli(capsys, "deploy", "--topo", "single,2", "--tdf", "auto")
+    assert rc == 1 and "deploy runs no scenario to adapt to" in err
+
+
+def pair() -> Topology:
+    topo = Topology("pair", tdf=1)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    topo.add_link(h1, h2, rate="10Mbit", delay="5ms")
+    return topo
+
+
+def test_experiment_refuses_auto_without_monitor_or_with_a_bad_spec(fake_xen, tmp_path):
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    with pytest.raises(ExperimentError, match="turn the monitor on"):
+        Experiment(pair(), tdf="auto", backend=backend, templates=None, monitor=False)
+    with pytest.raises(ScenarioError, match="tdf: TDF 'auto:3-': want MIN-MAX.*e.g. auto:2-20"):
+        Experiment(pair(), tdf="auto:3-", backend=backend, templates=None)
+    real = pair()
+    real.nodes["h2"].cpu_time = "real"
+    with pytest.raises(ExperimentError, match=r"node h2 has cpu_time='real' with 1 vCPU\(s\), "
+                       "which Xen can cap up to TDF 100 only; give auto:1-100 or less"):
+        Experiment(real, tdf="auto:1-200", backend=backend, templates=None)
+    assert Experiment(real, tdf="auto:1-100", backend=backend, templates=None).adaptive == \
+        Policy(1, 100)
+
+
+def wait_for(condition, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_adaptive_run_raises_under_load_lowers_after_and_records_why(fake_xen, tmp_path):
+    """Against the fake Dom0: h2's vCPU saturated -> the TDF climbs 2 -> 4
+    -> 8 through set_tdf (guests and links re-dilated); h2 quiet -> it comes
+    down. meta.json keeps each change's reason and signals, fidelity.json
+    the segments."""
+    fake_xen.cpu_share.update({"Domain-0": 0.05, "selena-pair-h2": 1.0})
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    policy = Policy(2, 8, raise_busy=0.75, dwell_s=1.0, interval_s=0.25, window=2)
+    said: list[str] = []
+    with Experiment(pair(), tdf=policy, backend=backend, templates=None,
+                    out=tmp_path / "out", ready_timeout=20, monitor_interval=0.5,
+                    progress=said.append) as exp:
+        assert exp.tdf == 2
+        assert wait_for(lambda: exp.tdf == 8), said
+        assert {d.tdf for d in fake_xen.domains.values()} == {"8"}
+        fake_xen.cpu_share["selena-pair-h2"] = 0.0
+        assert wait_for(lambda: exp.tdf < 8), said
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    timeline = meta["tdf_timeline"]
+    assert [seg["tdf"] for seg in timeline[:4]] == [2, 4, 8, 4]
+    assert timeline[0]["reason"].startswith("start of auto:2-8")
+    assert timeline[1]["reason"].startswith("raise: vCPU of h2 busy")
+    assert timeline[3]["reason"].startswith("lower: every busy peak <= 45%")
+    decisions = meta["adaptive"]["decisions"]
+    assert meta["adaptive"]["policy"]["spec"] == "auto:2-8"
+    assert [(d["from"], d["to"]) for d in decisions[:3]] == [(2, 4), (4, 8), (8, 4)]
+    assert decisions[0]["signals"]["guest_busy"]["h2"] >= 0.75
+    assert any(line.startswith("adaptive TDF 2 -> 4 (raise: vCPU of h2 busy") for line in said)
+    assert tdf_timeline_line(timeline[:3]).startswith(
+        "TDF timeline (2 change(s)): 2 at virtual 0.0 s -> 4 at virtual ")
+    fidelity = json.loads((tmp_path / "out/fidelity.json").read_text())
+    assert [s["tdf"] for s in fidelity["segments"][:3]] == [2, 4, 8]
+    assert fidelity["verdict"] == "degraded"
+
+
+def test_a_pause_while_changing_is_not_a_failure_and_nothing_is_decided_paused():
+    now = [0.0]
+    clock = VirtualClock(1, clock=lambda: now[0])
+    monitor = FakeMonitor([LoadSample(real=t, dom0_vcpu_s=[t]) for t in (0.0, 2, 4, 6, 8, 10,
+                                                                        12)])
+    applied: list[float] = []
+
+    def apply(new: float, reason: str) -> None:
+        clock.freeze()                          # the scenario paused meanwhile
+        raise ExperimentError("the experiment is paused: resume it before changing the TDF")
+
+    ctl = Controller(Policy(1, 8), monitor, clock, apply, now=lambda: now[0],
+                     say=applied.append)
+    now[0] = 12.0
+    assert ctl.step() is None and applied == [] and ctl.decisions == []
+    assert ctl.step() is None                   # frozen: not even a decision
+    clock.thaw()
+
+    def failing(new: float, reason: str) -> None:
+        raise ExperimentError("set-tdf 2: guest h1 refused")
+
+    ctl._apply = failing
+    monitor.samples += [LoadSample(real=t, dom0_vcpu_s=[t]) for t in (14.0, 16, 18, 20, 22, 24)]
+    now[0] = 24.0                               # the dwell after the resume's segment
+    with pytest.raises(ExperimentError, match="refused"):
+        ctl.step()
