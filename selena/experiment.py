@@ -493,17 +493,9 @@ class Experiment:
                                    path=path, latency_note=note, floor_ms=floor_ms).start()
         if self.adaptive is not None and self.monitor is not None:
             self.progress(self.adaptive.describe())
-            monitor, clock = self.monitor, self.engine.clock
-
-            def latency() -> float | None:
-                # The probes of the current TDF segment only: the excess scales
-                # with the TDF it was measured at.
-                return monitor.latency_excess(clock.started + float(clock.timeline()[-1]
-                                                                    ["real_s"]))
-
             self.controller_adaptive = Controller(
                 self.adaptive, self.monitor, self.engine.clock,
-                lambda new, reason: self.set_tdf(new, reason=reason), latency=latency,
+                lambda new, reason: self.set_tdf(new, reason=reason),
                 say=self.progress).start()
 
     def _latency_probe(self) -> tuple[Callable[[threading.Event], EchoRound] | None,
