@@ -16,9 +16,9 @@ runs, see below and docs/fidelity.md):
   the configured round trip: "round trip h1-h2 at least 100.2 ms (the
   fastest of 20 echoes; median 104.0), +20.2 ms = +25% of the configured
   80 ms, the smallest in the topology (limit 5%)";
-- throughput: a rate-limited queue that stayed backlogged while htb
-  throttled (the sender offered more than the rate) yet carried less than
-  THROUGHPUT_SHARE of its real-time rate;
+- throughput: a rate-limited queue that stood beyond its delay line while
+  htb throttled (the sender offered more than the rate) yet carried less
+  than THROUGHPUT_SHARE of its real-time rate;
 - a guest whose vCPUs were busy >= 95 % of an interval in 10 % or more of
   the intervals: "vCPU of h1 busy >= 95% in 40% of the run";
 - Dom0's vCPUs together busy >= DOM0_BUSY in DOM0_SATURATED_SHARE of the
@@ -38,7 +38,7 @@ runs, see below and docs/fidelity.md):
 Each shaped vif's sent packets, drops, overlimits and largest backlog are
 recorded too (drops at a full queue are the emulated link's behaviour: they
 inform and do not decide). What could not be checked (no delayed path, no
-echo answered, no backlogged queue) is listed apart, never as a reason.
+echo answered, no standing queue) is listed apart, never as a reason.
 The verdict is "ok", "degraded" (with those reasons) or "unknown" (too few
 samples, or sampling failed: the reason says which). The monitor's own cost
 (real seconds spent sampling, and the CPU seconds of its threads) is
@@ -96,13 +96,18 @@ ECHO_COUNT = 5           # echoes per probe ...
 ECHO_GAP_S = 0.2         # ... this many virtual seconds apart
 ECHO_EVERY_S = 2.0       # real seconds from one probe's end to the next
 ECHO_TIMEOUT_S = 10.0    # virtual seconds a probe may take
-# Throughput: while a shaped queue stays backlogged and htb throttles (its
-# overlimits grow) the sender offers more than the rate, so the link must
-# carry its rate; less than this share of it means Dom0 did not keep up.
+# Throughput: while a shaped queue holds more than its delay line (netem,
+# below htb, holds every frame for the link's delay: rate x delay bytes at
+# full rate) by STANDING_FRAMES full frames at both ends of an interval, and
+# htb throttles (its overlimits grow), frames wait for the rate: the sender
+# offers more than it, so the link must carry its rate; less than this share
+# of it means Dom0 did not keep up. (A backlog of the delay line alone, or
+# htb throttling a burst, is no evidence: a window-limited flow shows both.)
 # In the lab's link-fidelity test (TDF 10) the guests measured 97-99.9 % of
 # what TCP and UDP can carry over the link.
 THROUGHPUT_SHARE = 0.90
-MIN_BUSY_INTERVALS = 2   # backlogged intervals needed to judge a link's throughput
+MIN_BUSY_INTERVALS = 2   # standing-queue intervals needed to judge a link's throughput
+STANDING_FRAMES = 4      # full frames beyond the delay line that make a standing queue
 # The allowance for lateness is one full-size frame's time even for small
 # frames: htb itself releases up to a burst of about one such frame at once.
 FULL_FRAME_BYTES = 1514
@@ -504,9 +509,9 @@ def _latency(report: FidelityReport, echoes: list[EchoRound], path: LatencyPath 
 
 
 def throughput_series(samples: list[LoadSample]) -> dict[str, list[float]]:
-    """Per rate-limited vif, per interval in which its queue was backlogged
-    at both ends and htb throttled (the sender offered more than the rate):
-    the bytes it sent over what its real-time rate allows."""
+    """Per rate-limited vif, per interval in which its queue stood beyond
+    its delay line at both ends and htb throttled (the sender offered more
+    than the rate): the bytes it sent over what its real-time rate allows."""
     series: dict[str, list[float]] = {}
     for a, b in zip(samples, samples[1:], strict=False):
         real = b.real - a.real
@@ -517,7 +522,8 @@ def throughput_series(samples: list[LoadSample]) -> dict[str, list[float]]:
             rate = b.rates_bps.get(vif) or 0.0
             if before is None or rate <= 0:
                 continue
-            if before.backlog_bytes and after.backlog_bytes \
+            line = rate / 8 * (b.delays_s.get(vif) or 0.0) + STANDING_FRAMES * FULL_FRAME_BYTES
+            if before.backlog_bytes > line and after.backlog_bytes > line \
                     and after.overlimits > before.overlimits:
                 sent = max(0, after.sent_bytes - before.sent_bytes)
                 series.setdefault(vif, []).append(sent * 8 / (rate * real))
@@ -536,9 +542,9 @@ def _throughput(report: FidelityReport, samples: list[LoadSample]) -> list[str]:
             rate = samples[-1].rates_bps.get(vif, 0.0)
             reasons.append(f"link toward {label}: carried {median:.0%} of its rate "
                            f"({rate / 1e6:.3g} Mbit/s real time) in {len(shares)} intervals "
-                           f"with a backlogged queue (limit {THROUGHPUT_SHARE:.0%})")
+                           f"with a standing queue (limit {THROUGHPUT_SHARE:.0%})")
     if not series and samples and any(s.rates_bps for s in samples):
-        report.unchecked.append("throughput: no rate-limited queue stayed backlogged "
+        report.unchecked.append("throughput: no rate-limited queue stood beyond its delay "
                                 "for a whole interval")
     elif not series:
         report.unchecked.append("throughput: no rate-limited link")

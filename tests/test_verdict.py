@@ -46,8 +46,10 @@ SRV_RATE = 30e6                 # the server's link, virtual bit/s
 def recorded(dom0: list[float], guests: dict[str, list[float]], *, tdf: float,
              carried: float | None = None) -> list[LoadSample]:
     """Samples STEP real s apart from per-interval busy shares (Dom0 has two
-    vCPUs, as in the lab). With `carried`, the server's link stays
-    backlogged and throttled, sending that share of its real-time rate."""
+    vCPUs, as in the lab). With `carried`, the server's link (10 ms) keeps a
+    standing queue beyond its delay line and htb throttles, sending that
+    share of its real-time rate; without, its queue holds at most the frames
+    in the delay line of a flow at 30 % of the rate."""
     rate = SRV_RATE / tdf
     out = []
     dom0_s = 0.0
@@ -59,14 +61,16 @@ def recorded(dom0: list[float], guests: dict[str, list[float]], *, tdf: float,
             for node, shares in guests.items():
                 guest_s[node] += shares[i - 1] * STEP
             sent += int((carried if carried is not None else 0.3) * rate * STEP / 8)
-        backlog = 30 * 1514 if carried is not None else (1514 if i % 3 == 0 else 0)
+        line = rate / 8 * 0.01 * tdf                   # the delay line's bytes at full rate
+        backlog = int(line) + 60 * 1514 if carried is not None else int(0.3 * line)
         out.append(LoadSample(
             real=100.0 + i * STEP, dom0_vcpu_s=[dom0_s, dom0_s],
             guest_vcpu_s={node: [s] for node, s in guest_s.items()},
             qdiscs={SRV_VIF: QdiscStats(sent_packets=sent // 1514, drops=0,
                                         overlimits=40 * i if carried is not None else 0,
                                         backlog_bytes=backlog, sent_bytes=sent)},
-            vif_nodes={SRV_VIF: "srv eth0"}, rates_bps={SRV_VIF: rate}))
+            vif_nodes={SRV_VIF: "srv eth0"}, rates_bps={SRV_VIF: rate},
+            delays_s={SRV_VIF: 0.01 * tdf}))
     return out
 
 
@@ -116,8 +120,8 @@ def test_the_held_out_case_is_degraded_at_tdf_1_with_each_reason_and_its_numbers
         "= +120% of the configured 40 ms, the smallest in the topology (limit 5%; the "
         "calibrated floor here is +19.8 ms)"]
     assert report.latency["excess_share"] == pytest.approx(1.2025, abs=1e-4)
-    assert report.unchecked == ["throughput: no rate-limited queue stayed backlogged for "
-                                "a whole interval"]
+    assert report.unchecked == ["throughput: no rate-limited queue stood beyond its delay "
+                                "for a whole interval"]
     data = report.to_json()
     assert data["latency"]["fastest_ms"] == pytest.approx(88.1)
     assert data["latency"]["median_ms"] == pytest.approx(92.25)
@@ -127,8 +131,8 @@ def test_the_held_out_case_is_degraded_at_tdf_1_with_each_reason_and_its_numbers
     line = report.line()
     assert line.startswith("fidelity: degraded: Dom0 CPU busy >= 55%")
     assert "round trip h1-h2 at least 88.10 ms of 40 ms (10 echoes)" in line
-    assert line.endswith("not checked: throughput: no rate-limited queue stayed "
-                         "backlogged for a whole interval")
+    assert line.endswith("not checked: throughput: no rate-limited queue stood beyond "
+                         "its delay for a whole interval")
 
 
 def test_the_held_out_case_is_ok_at_a_faithful_tdf():
@@ -148,20 +152,28 @@ def test_echoes_queued_behind_the_scenarios_traffic_are_not_the_hosts_floor():
     assert report.latency["fastest_ms"] == pytest.approx(40.7)
 
 
-def test_a_backlogged_link_that_carries_less_than_its_rate_is_named():
+def test_a_standing_queue_that_carries_less_than_its_rate_is_named():
     dom0 = [0.2] * 10
     short = judge(recorded(dom0, {}, tdf=1, carried=0.78), STEP, echoes=rounds(FAITHFUL_RTTS),
                   path=PATH)
     assert short.verdict == "degraded"
     assert short.reasons == ["link toward srv eth0: carried 78% of its rate (30 Mbit/s real "
-                             "time) in 10 intervals with a backlogged queue (limit 90%)"]
+                             "time) in 10 intervals with a standing queue (limit 90%)"]
     assert short.links[SRV_VIF]["throughput_share"] == pytest.approx(0.78, abs=1e-3)
     full = judge(recorded(dom0, {}, tdf=10, carried=0.98), STEP, echoes=rounds(FAITHFUL_RTTS),
                  path=PATH)
     assert full.verdict == "ok" and full.unchecked == []
     assert full.links[SRV_VIF]["busy_intervals"] == 10
-    # An idle queue or no throttling is no evidence either way.
+    # A queue holding only its delay line, or no throttling, is no evidence.
     assert throughput_series(recorded(dom0, {}, tdf=1)) == {}
+    unthrottled = recorded(dom0, {}, tdf=1, carried=0.5)
+    for sample in unthrottled:
+        sample.qdiscs[SRV_VIF].overlimits = 0
+    assert throughput_series(unthrottled) == {}
+    bursts = recorded(dom0, {}, tdf=1, carried=0.5)      # throttled, delay line only
+    for sample in bursts:
+        sample.qdiscs[SRV_VIF].backlog_bytes = int(30e6 / 8 * 0.01) + 3 * 1514
+    assert throughput_series(bursts) == {}
 
 
 def test_what_the_latency_signal_could_not_check_is_said_never_judged():
@@ -221,7 +233,7 @@ def test_the_monitor_probes_while_the_run_goes_and_shows_its_latest_signals():
     assert signals.dom0_busy == pytest.approx(0.3) and signals.guest_busy["h1"] == \
         pytest.approx(0.2)
     assert signals.throughput_share[SRV_VIF] == pytest.approx(0.95, abs=1e-3)
-    assert signals.backlog_bytes[SRV_VIF] == 30 * 1514
+    assert signals.backlog_bytes[SRV_VIF] == int(30e6 / 8 * 0.01) + 60 * 1514
     report = monitor.stop()
     assert report.verdict == "degraded" and "round trip h1-h2 at least 44.0 ms" in report.reasons[0]
     assert report.latency["probes"] >= 3 and report.latency["floor_ms"] == 4.0
@@ -265,7 +277,7 @@ def test_a_sweep_without_expectations_recommends_only_a_tdf_whose_verdict_is_ok(
     assert "round trip h1-h2 at least 88.1 ms" in verdicts["1"]
     assert verdicts["20"] == "ok"
     assert {row["unchecked"] for row in analysis.rows} == {
-        "no expected value; throughput: no rate-limited queue stayed backlogged for a "
+        "no expected value; throughput: no rate-limited queue stood beyond its delay for a "
         "whole interval"}
     assert analysis.recommended == 20.0
     report = analysis.report()

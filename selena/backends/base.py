@@ -63,6 +63,8 @@ class LoadSample:
     vif_nodes: dict[str, str] = field(default_factory=dict)                # vif -> node
     # vif -> its rate limit in real time (the link's rate / the TDF now)
     rates_bps: dict[str, float] = field(default_factory=dict)
+    # vif -> its delay in real time (the link's delay x the TDF now)
+    delays_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

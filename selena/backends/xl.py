@@ -981,6 +981,8 @@ class XlBackend(Backend):
         sample.vif_nodes = {vif: state.vif_nodes.get(vif, "") for vif in sample.qdiscs}
         sample.rates_bps = {vif: float(rate) / state.tdf for vif in sample.qdiscs
                             if (rate := state.shaping[vif].get("rate_bps"))}
+        sample.delays_s = {vif: float(state.shaping[vif].get("delay_s") or 0.0) * state.tdf
+                           for vif in sample.rates_bps}
         return sample
 
     def capture_links(self, experiment: str, seconds: float) -> list[LinkCapture]:
