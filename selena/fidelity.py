@@ -658,8 +658,8 @@ class Monitor:
     def _echo_loop(self) -> None:
         assert self._echo is not None
         cpu0 = time.thread_time()
-        # The first probe after one sampling interval: the scenario has started.
-        while not self._stop.wait(self.echo_every_s if self.echoes else self.interval_s):
+        # The first probe at once: a short run at TDF 1 lasts a few seconds.
+        while not self._stop.wait(self.echo_every_s if self.echoes else 0.0):
             begun = time.monotonic()
             try:
                 probe = self._echo(self._stop)
