@@ -540,7 +540,7 @@ def _throughput(report: FidelityReport, samples: list[LoadSample]) -> list[str]:
         if len(shares) >= MIN_BUSY_INTERVALS and median < THROUGHPUT_SHARE:
             label = link.get("node") or vif
             rate = samples[-1].rates_bps.get(vif, 0.0)
-            reasons.append(f"link toward {label}: carried {median:.0%} of its rate "
+            reasons.append(f"throughput toward {label}: carried {median:.0%} of its rate "
                            f"({rate / 1e6:.3g} Mbit/s real time) in {len(shares)} intervals "
                            f"with a standing queue (limit {THROUGHPUT_SHARE:.0%})")
     if not series and samples and any(s.rates_bps for s in samples):
