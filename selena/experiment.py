@@ -210,6 +210,7 @@ class Experiment:
                  params: dict[str, object] | None = None, link: str | None = None,
                  templates: set[str] | None | str = "installed",
                  monitor: bool = True, monitor_interval: float = DEFAULT_INTERVAL_S,
+                 latency_probe: bool = True,
                  output_cap: int = DEFAULT_OUTPUT_CAP,
                  progress: Progress | None = None, replace: bool = False,
                  finish_limit: float = FINISH_LIMIT_S, meta: Mapping[str, Any] | None = None,
@@ -263,6 +264,9 @@ class Experiment:
         self.command_timeout = command_timeout
         self.monitor_enabled = monitor
         self.monitor_interval = monitor_interval
+        # The latency signal pings over the topology's links: a scenario that
+        # must carry nothing but its own packets turns it off.
+        self.latency_probe = latency_probe
         if output_cap < 0:
             raise ValidationError(f"output cap {output_cap} is negative")
         self.output_cap = output_cap
@@ -505,6 +509,8 @@ class Experiment:
         with the smallest configured round trip, over the topology's own
         links, through the control channel (see docs/fidelity.md for why not
         an echo of Dom0's); the calibrated floor if this host has one."""
+        if not self.latency_probe:
+            return None, None, "the latency probe is off (--no-latency-probe)", None
         path, note = latency_path(self.topology)
         if path is None:
             return None, None, note, None

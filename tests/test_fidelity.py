@@ -149,6 +149,18 @@ def test_no_monitor_means_no_sampling(fake_xen, tmp_path):
     assert ("xl", "vcpu-list") not in fake_xen.calls
 
 
+def test_the_latency_probe_can_be_turned_off_and_says_so(fake_xen, tmp_path):
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    with Experiment(pair(), backend=backend, templates=None, out=tmp_path / "out",
+                    ready_timeout=20, monitor_interval=0.2, latency_probe=False) as exp:
+        exp.sleep(1.0)
+    fidelity = json.loads((tmp_path / "out/fidelity.json").read_text())
+    assert fidelity["latency"] == {}            # no probe ran (it has probes >= 1 above)
+    assert fidelity["unchecked"][0] == ("latency: the latency probe is off "
+                                        "(--no-latency-probe)")
+
+
 def test_a_degraded_monitor_verdict_outranks_a_metric_that_looks_right(tmp_path):
     assert verdict("ok", {"expected": 10, "error_pct": 1.0},
                    fidelity={"verdict": "degraded", "reasons": ["Dom0 CPU saturated in 50% "
