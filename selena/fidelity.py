@@ -43,7 +43,7 @@ The verdict is "ok", "degraded" (with those reasons) or "unknown" (too few
 samples, or sampling failed: the reason says which). The monitor's own cost
 (real seconds spent sampling, and the CPU seconds of its threads) is
 recorded with it; `--no-monitor` turns it off. While the run goes on,
-Monitor.latest() gives the last interval's signals (a `Signals`).
+Monitor.latest() gives the last interval's signals (a `Snapshot`).
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ class EchoRound:
 
 
 @dataclass(frozen=True)
-class Signals:
+class Snapshot:
     """What the monitor saw last, while the run goes on (Monitor.latest()):
     for a controller that acts during the run (e.g. an adaptive TDF)."""
 
@@ -681,7 +681,7 @@ class Monitor:
         rtts = [r for e in list(self.echoes) if e.begun >= since for r in e.rtts_ms]
         return (min(rtts) - self.path.rtt_ms) / self.path.rtt_ms if rtts else None
 
-    def latest(self) -> Signals:
+    def latest(self) -> Snapshot:
         """The signals of the last interval and probe, while the run goes on."""
         samples = self.samples[-2:]
         dom0, guests = busy_series(samples)
@@ -691,7 +691,7 @@ class Monitor:
                   else (rtt - self.path.rtt_ms) / self.path.rtt_ms)
         throughput = {vif: shares[-1] for vif, shares in throughput_series(samples).items()}
         last = samples[-1] if samples else None
-        return Signals(real=last.real if last else time.monotonic(),
+        return Snapshot(real=last.real if last else time.monotonic(),
                        dom0_busy=dom0[-1] if dom0 else None,
                        guest_busy={node: v[-1] for node, v in guests.items() if v},
                        rtt_ms=rtt, rtt_excess_share=excess,
