@@ -547,7 +547,7 @@ def _throughput(report: FidelityReport, samples: list[LoadSample]) -> list[str]:
         report.unchecked.append("throughput: no rate-limited queue stood beyond its delay "
                                 "for a whole interval")
     elif not series:
-        report.unchecked.append("throughput: no rate-limited link")
+        report.unchecked.append("throughput: no shaped queue with a known rate")
     return reasons
 
 

@@ -169,10 +169,10 @@ def test_verdict_rules():
     # Nothing checked the run (no monitor, no expected value): never ok.
     assert verdict("ok", {"expected": None}) == \
         "degraded (nothing checked this run: no expected value; no fidelity monitor)"
-    monitored = {"verdict": "ok", "reasons": [], "unchecked": ["throughput: no rate-limited link"]}
+    nothing = "throughput: no shaped queue with a known rate"
+    monitored = {"verdict": "ok", "reasons": [], "unchecked": [nothing]}
     assert verdict("ok", {"expected": None}, fidelity=monitored) == "ok"
-    assert unchecked({"expected": None}, monitored) == ["no expected value",
-                                                        "throughput: no rate-limited link"]
+    assert unchecked({"expected": None}, monitored) == ["no expected value", nothing]
     too_short = {"verdict": "unknown", "reasons": ["run too short to judge"]}
     assert verdict("ok", {"expected": None}, fidelity=too_short).startswith(
         "degraded (nothing checked this run: no expected value; fidelity unknown")

@@ -188,6 +188,12 @@ def test_what_the_latency_signal_could_not_check_is_said_never_judged():
     assert failing.unchecked[0] == ("latency: fewer than 5 echoes between h1 and h2 "
                                     "(`ping -c 5` exit 1: ping: bad address)")
     assert failing.latency["sent"] == 15 and failing.latency["echoes"] == 0
+    # A backend that reports no rates (Mininet's) cannot judge throughput.
+    unrated = recorded(dom0, {}, tdf=1, carried=0.5)
+    for sample in unrated:
+        sample.rates_bps = {}
+    assert judge(unrated, STEP, path=PATH, echoes=rounds(FAITHFUL_RTTS)).unchecked == [
+        "throughput: no shaped queue with a known rate"]
 
 
 def test_the_latency_path_is_the_smallest_configured_round_trip():
