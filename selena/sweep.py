@@ -260,8 +260,9 @@ def _fmt(value: Any, spec: str = ".4g") -> str:
 def verdict(status: str, metric: Mapping[str, Any],
             tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
             fidelity: Mapping[str, Any] | None = None) -> str:
-    """"ok", "degraded (reasons)" or "failed": ok only when something checked
-    the run (the monitor's verdict or an expected value) and found it right."""
+    """The verdict: "ok", "degraded (reasons)" or "failed"; ok only when
+    something checked the run (the monitor's verdict or an expected value)
+    and found it right."""
     if status != "ok":
         return "failed"
     reasons = []
