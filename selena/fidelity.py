@@ -324,7 +324,7 @@ class FidelityReport:
             spacing = f"{checked} departures checked for spacing"
         else:
             spacing = f"spacing not checked: {self.spacing_note or 'no capture'}"
-        if self.latency.get("echoes"):
+        if "fastest_ms" in self.latency:
             spacing += (f"; round trip {self.latency['path']} at least "
                         f"{self.latency['fastest_ms']:.2f} ms of "
                         f"{self.latency['configured_ms']:g} ms ({self.latency['echoes']} echoes)")

@@ -188,6 +188,10 @@ def test_what_the_latency_signal_could_not_check_is_said_never_judged():
     assert failing.unchecked[0] == ("latency: fewer than 5 echoes between h1 and h2 "
                                     "(`ping -c 5` exit 1: ping: bad address)")
     assert failing.latency["sent"] == 15 and failing.latency["echoes"] == 0
+    few = judge(recorded(dom0, {}, tdf=5), STEP, path=PATH, echoes=rounds([40.5, 40.7, 41.0]))
+    assert few.unchecked[0] == ("latency: fewer than 5 echoes between h1 and h2 (3 of 5 "
+                                "echoes answered)")
+    assert "not checked: latency: fewer than 5 echoes" in few.line()
     # A backend that reports no rates (Mininet's) cannot judge throughput.
     unrated = recorded(dom0, {}, tdf=1, carried=0.5)
     for sample in unrated:
