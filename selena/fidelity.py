@@ -383,7 +383,13 @@ def echo_argv(path: LatencyPath) -> list[str]:
 
 def parse_echoes(output: str) -> list[float]:
     """The round trips (ms) ping printed, iputils' and busybox's alike."""
-    return [float(x) for x in re.findall(r"time[=<]([\d.]+) ?ms", output)]
+    out = []
+    for text in re.findall(r"time[=<]([\d.]+) ?ms", output):
+        try:
+            out.append(float(text))
+        except ValueError:
+            continue                # not a number after all ("1.2.3"): not an echo
+    return out
 
 
 def busy_series(samples: list[LoadSample]) -> tuple[list[float], dict[str, list[float]]]:

@@ -217,7 +217,8 @@ def test_the_latency_path_is_the_smallest_configured_round_trip():
     assert latency_path(flat) == (None, "no host pair with a configured delay")
     assert parse_echoes("64 bytes from 10.0.0.2: seq=0 ttl=64 time=40.512 ms\n"
                         "64 bytes from 10.0.0.2: icmp_seq=2 ttl=64 time=41 ms\n"
-                        "round-trip min/avg/max = 40.512/40.7/41.000 ms") == [40.512, 41.0]
+                        "round-trip min/avg/max = 40.512/40.7/41.000 ms\n"
+                        "time=1.2.3 ms") == [40.512, 41.0]
 
 
 def test_the_monitor_probes_while_the_run_goes_and_shows_its_latest_signals():
