@@ -359,3 +359,20 @@ def test_the_latency_excess_of_the_current_segment_is_readable_while_the_run_goe
     assert monitor.latency_excess(start) == pytest.approx(0.02)        # 40.8 of 40
     assert monitor.latency_excess(second.begun) == pytest.approx(1.25)  # 90 of 40
     assert monitor.latency_excess(time.monotonic() + 1) is None
+
+
+def test_busy_shares_are_of_the_runs_time_so_a_short_last_interval_weighs_little():
+    # Nine 2-s intervals at 15 %, then the run ends 0.5 s later with Dom0 at
+    # 87 % (as in two lab runs): 1 interval in 10, but 2.7 % of the time.
+    samples = recorded([0.15] * 9, {}, tdf=10)
+    last = samples[-1]
+    samples.append(LoadSample(real=last.real + 0.5,
+                              dom0_vcpu_s=[x + 0.87 * 0.5 for x in last.dom0_vcpu_s],
+                              qdiscs=last.qdiscs, vif_nodes=last.vif_nodes))
+    report = judge(samples, STEP, echoes=rounds(FAITHFUL_RTTS), path=PATH)
+    assert report.dom0_busy[-1] == pytest.approx(0.87)
+    assert report.verdict == "ok", report.reasons
+    # The same 87 % over a whole interval is 10 % of the run: degraded.
+    full = recorded([0.15] * 9 + [0.87], {}, tdf=10)
+    assert judge(full, STEP, echoes=rounds(FAITHFUL_RTTS), path=PATH).reasons == [
+        "Dom0 CPU busy >= 55% in 10% of the run (limit 10%; peak 87%)"]
