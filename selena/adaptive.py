@@ -52,7 +52,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from selena import units
 from selena.backends.base import LoadSample
 from selena.errors import SelenaError, UnitError
-from selena.fidelity import MIN_SPACED, LinkSpacing, busy_series, judge
+from selena.fidelity import (
+    MIN_SPACED,
+    EchoRound,
+    LatencyPath,
+    LinkSpacing,
+    busy_series,
+    judge,
+)
 
 if TYPE_CHECKING:
     from selena.fidelity import FidelityReport
@@ -420,17 +427,22 @@ RANK = {"ok": 0, "unknown": 1, "degraded": 2}
 
 
 def judge_segments(samples: Sequence[LoadSample], timeline: Sequence[Mapping[str, Any]],
-                   started: float, interval_s: float) -> list[dict[str, Any]]:
+                   started: float, interval_s: float,
+                   echoes: Sequence[EchoRound] = (),
+                   path: LatencyPath | None = None) -> list[dict[str, Any]]:
     """Each TDF segment judged on its own load samples (those taken within
-    it; an interval across a change belongs to neither), as the monitor
-    judges a run: its TDF, where it starts, its verdict and reasons."""
+    it; an interval across a change belongs to neither), and on the latency
+    probes that ended within it, as the monitor judges a run: its TDF, where
+    it starts, its verdict and reasons. (A run's fastest echo may come from
+    its highest TDF: the segments at a lower one are judged on their own.)"""
     out = []
     for i, seg in enumerate(timeline):
         begin = started + float(seg["real_s"])
         end = started + float(timeline[i + 1]["real_s"]) if i + 1 < len(timeline) \
             else math.inf
         inside = [s for s in samples if begin <= s.real <= end]
-        report = judge(inside, interval_s)
+        probes = [e for e in echoes if begin <= e.real <= end]
+        report = judge(inside, interval_s, echoes=probes, path=path)
         out.append({"tdf": seg["tdf"], "real_s": round(float(seg["real_s"]), 3),
                     "virtual_s": round(float(seg["virtual_s"]), 3),
                     "intervals": report.intervals, "verdict": report.verdict,

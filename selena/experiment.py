@@ -77,7 +77,19 @@ from selena.errors import (
     UnitError,
     ValidationError,
 )
-from selena.fidelity import DEFAULT_INTERVAL_S, FidelityReport, Monitor
+from selena.fidelity import (
+    DEFAULT_INTERVAL_S,
+    ECHO_COUNT,
+    ECHO_GAP_S,
+    ECHO_TIMEOUT_S,
+    EchoRound,
+    FidelityReport,
+    LatencyPath,
+    Monitor,
+    echo_argv,
+    latency_path,
+    parse_echoes,
+)
 from selena.hostinfo import HostInfo
 from selena.loader import Scenario, describe, user_frames
 from selena.metrics import Metric
@@ -198,6 +210,7 @@ class Experiment:
                  params: dict[str, object] | None = None, link: str | None = None,
                  templates: set[str] | None | str = "installed",
                  monitor: bool = True, monitor_interval: float = DEFAULT_INTERVAL_S,
+                 latency_probe: bool = True,
                  output_cap: int = DEFAULT_OUTPUT_CAP,
                  progress: Progress | None = None, replace: bool = False,
                  finish_limit: float = FINISH_LIMIT_S, meta: Mapping[str, Any] | None = None,
@@ -251,6 +264,9 @@ class Experiment:
         self.command_timeout = command_timeout
         self.monitor_enabled = monitor
         self.monitor_interval = monitor_interval
+        # The latency signal pings over the topology's links: a scenario that
+        # must carry nothing but its own packets turns it off.
+        self.latency_probe = latency_probe
         if output_cap < 0:
             raise ValidationError(f"output cap {output_cap} is negative")
         self.output_cap = output_cap
@@ -475,14 +491,60 @@ class Experiment:
             # Backends that cannot capture frames are judged without the spacing check.
             capture = (functools.partial(self.backend.capture_links, name)
                        if self.backend.captures_links else None)
+            echo, path, note, floor_ms = self._latency_probe()
             self.monitor = Monitor(lambda: self.backend.load_sample(name),
-                                   self.monitor_interval, capture=capture).start()
+                                   self.monitor_interval, capture=capture, echo=echo,
+                                   path=path, latency_note=note, floor_ms=floor_ms).start()
         if self.adaptive is not None and self.monitor is not None:
             self.progress(self.adaptive.describe())
             self.controller_adaptive = Controller(
                 self.adaptive, self.monitor, self.engine.clock,
                 lambda new, reason: self.set_tdf(new, reason=reason),
                 say=self.progress).start()
+
+    def _latency_probe(self) -> tuple[Callable[[threading.Event], EchoRound] | None,
+                                      LatencyPath | None,
+                                      str, float | None]:
+        """The fidelity monitor's latency signal: pings between the host pair
+        with the smallest configured round trip, over the topology's own
+        links, through the control channel (see docs/fidelity.md for why not
+        an echo of Dom0's); the calibrated floor if this host has one."""
+        if not self.latency_probe:
+            return None, None, "the latency probe is off (--no-latency-probe)", None
+        path, note = latency_path(self.topology)
+        if path is None:
+            return None, None, note, None
+        if self.topology.nodes[path.a].kind is not NodeKind.HOST:
+            return None, None, f"{path.a} is not a host that can ping", None
+        floor_ms = None
+        try:
+            from selena.advise import Calibration, default_calibration_path
+
+            cal = Calibration.load(default_calibration_path())
+            floor_ms = path.links * cal.extra_ms(self.topology.tdf, ECHO_GAP_S)
+        except SelenaError:
+            pass                    # no calibration: the rule does not need one
+        channel, engine = self.controller, self.engine
+        assert channel is not None and engine is not None
+        spec = CommandSpec(argv=tuple(echo_argv(path)), timeout_ns=round(ECHO_TIMEOUT_S * 1e9))
+
+        def echo(stop: threading.Event) -> EchoRound:
+            handle = channel.submit(path.a, spec)
+            # Real seconds: the guest ends it after ECHO_TIMEOUT_S of its own time.
+            deadline = time.monotonic() + ECHO_TIMEOUT_S * engine.tdf + 30
+            while not handle.wait_done(0.2):
+                if stop.is_set() or time.monotonic() > deadline:
+                    channel.kill(handle)        # ping prints what it has on SIGTERM
+                    break
+            result = channel.wait(handle, 10)
+            rtts = tuple(parse_echoes(result.stdout.decode(errors="replace")))
+            stderr = result.stderr.decode(errors="replace").strip()[-200:]
+            error = "" if rtts or result.ok else \
+                f"`{result.command}` {result.summary()}" + (f": {stderr}" if stderr else "")
+            return EchoRound(time.monotonic(), len(rtts) if stop.is_set() else ECHO_COUNT,
+                             rtts, error)
+
+        return echo, path, "", floor_ms
 
     def _abort_deploy(self) -> None:
         self.progress(f"setting up the guests failed: removing {self.topology.name}")
@@ -908,10 +970,10 @@ class Experiment:
                                                  isinstance(error, KeyboardInterrupt))
             self.error = error or end.interrupt or late_error
             if self.monitor is not None:
-                samples = self.monitor.samples
-                self.fidelity = self.monitor.stop()
+                monitor = self.monitor
+                self.fidelity = monitor.stop()
                 self.monitor = None
-                self._cover_segments(samples)
+                self._cover_segments(monitor.samples, monitor.echoes, monitor.path)
             self._finish_captures()
             if self._writer is not None:
                 try:
@@ -989,7 +1051,8 @@ class Experiment:
         if self.controller_adaptive is not None:
             self.controller_adaptive.stop()
 
-    def _cover_segments(self, samples: list[Any]) -> None:
+    def _cover_segments(self, samples: list[Any], echoes: list[EchoRound],
+                        path: LatencyPath | None) -> None:
         """The verdict covers every TDF segment: each judged on its own
         samples, the worst wins (selena.adaptive.judge_segments)."""
         if self.fidelity is None or self.engine is None:
@@ -999,7 +1062,7 @@ class Experiment:
         if len(timeline) < 2:
             return
         self.fidelity_segments = judge_segments(samples, timeline, clock.started,
-                                                self.fidelity.interval_s)
+                                                self.fidelity.interval_s, echoes, path)
         cover_segments(self.fidelity, self.fidelity_segments)
 
     def _close_controller(self) -> None:

@@ -18,12 +18,14 @@ as this sweep's:
   from the highest TDF's (p >= 0.05) for every metric and whose runs all
   have the verdict ok.
 
-Verdict of one run and metric: "failed" when the run failed; "degraded
-(...)" when the run's fidelity monitor found the host behind (selena/
-fidelity.py, its reasons in the parentheses) or the median is off the
-expected value the scenario recorded by more than the tolerance (5 % by
-default); "ok" when neither; "unchecked" when the scenario gave no expected
-value and the monitor found nothing wrong.
+Verdict of one run and metric, always one of three: "failed" when the run
+failed; "degraded (...)" when the run's fidelity monitor found the host
+behind (selena/fidelity.py, its reasons in the parentheses), the median is
+off the expected value the scenario recorded by more than the tolerance (5 %
+by default), or nothing checked the run at all (no monitor verdict and no
+expected value: never called faithful); "ok" otherwise. What could not be
+checked (no expected value, no delayed path for the latency signal, ...)
+is in the separate column "unchecked", never in the verdict.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ KS_ALPHA = 0.05
 DEFAULT_TOLERANCE_PCT = 5.0
 SUMMARY_COLUMNS = ("scenario", "params", "tdf", "repeat", "metric", "unit", "n", "median",
                    "p5", "p95", "mean", "stddev", "expected", "error_pct", "real_s", "verdict",
-                   "sweep_id")
+                   "unchecked", "sweep_id")
 
 Progress = Callable[[str], None]
 
@@ -225,7 +227,9 @@ class SweepAnalysis:
             lines.append(f"{row['tdf']:>6} {row['repeat']:>3} {row['metric']:<20} "
                          f"{_fmt(row['median']):>10} {_fmt(row['expected']):>10} "
                          f"{_fmt(row['error_pct'], '+.1f'):>8} {row['real_s']:>8.1f}  "
-                         f"{row['verdict']}")
+                         f"{row['verdict']}"
+                         + (f"  [not checked: {row['unchecked']}]" if row.get("unchecked")
+                            else ""))
         top = units.tdf_text(self.plan.tdfs[-1])
         if self.ks_method != "scipy":
             lines.append("KS p-values: asymptotic (scipy is not installed here; "
@@ -256,16 +260,38 @@ def _fmt(value: Any, spec: str = ".4g") -> str:
 def verdict(status: str, metric: Mapping[str, Any],
             tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
             fidelity: Mapping[str, Any] | None = None) -> str:
+    """The verdict: "ok", "degraded (reasons)" or "failed"; ok only when
+    something checked the run (the monitor's verdict or an expected value)
+    and found it right."""
     if status != "ok":
         return "failed"
-    if fidelity and fidelity.get("verdict") == "degraded":
-        return f"degraded ({'; '.join(fidelity.get('reasons', []))})"
+    reasons = []
+    monitor = (fidelity or {}).get("verdict")
+    if monitor == "degraded":
+        reasons += list((fidelity or {}).get("reasons", []))
     error = metric.get("error_pct")
-    if metric.get("expected") is None or error is None:
-        return "unchecked"
-    if abs(float(error)) <= tolerance_pct:
-        return "ok"
-    return f"degraded (median {float(error):+.1f} % off expected)"
+    expected = metric.get("expected") is not None and error is not None
+    if error is not None and expected and abs(float(error)) > tolerance_pct:
+        reasons.append(f"median {float(error):+.1f} % off expected")
+    if not reasons and monitor != "ok" and not expected:
+        reasons.append("nothing checked this run: "
+                       + "; ".join(unchecked(metric, fidelity)))
+    return f"degraded ({'; '.join(reasons)})" if reasons else "ok"
+
+
+def unchecked(metric: Mapping[str, Any], fidelity: Mapping[str, Any] | None) -> list[str]:
+    """What could not be checked in a run, for a metric: the summary's
+    `unchecked` column (the verdict is about what was)."""
+    out = []
+    if metric.get("expected") is None or metric.get("error_pct") is None:
+        out.append("no expected value")
+    if not fidelity:
+        out.append("no fidelity monitor")
+    elif fidelity.get("verdict") == "unknown":
+        out.append("fidelity unknown: " + "; ".join(fidelity.get("reasons", [])))
+    else:
+        out += list(fidelity.get("unchecked", []))
+    return out
 
 
 def load_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics]]:
@@ -377,8 +403,7 @@ def _not_recommended(tdf: float, top: float, runs: Sequence[RunMetrics],
         if r.status != "ok":
             why.append(f"repeat {r.run.repeat} {r.status}")
     for row in rows:
-        if row["tdf"] == units.tdf_text(tdf) and row["verdict"] not in ("ok", "unchecked",
-                                                                        "failed"):
+        if row["tdf"] == units.tdf_text(tdf) and row["verdict"] not in ("ok", "failed"):
             why.append(f"{row['metric']} repeat {row['repeat']} {row['verdict']}")
     for name in metric_names:
         p = ks.get(name, {}).get(tdf)
@@ -404,8 +429,8 @@ def summary_rows(plan: SweepPlan, runs: Sequence[RunMetrics],
                 "p95": m.get("p95"), "mean": m.get("mean"), "stddev": m.get("stddev"),
                 "expected": m.get("expected"), "error_pct": m.get("error_pct"),
                 "real_s": round(r.real_s, 3), "sweep_id": plan.sweep_id,
-                "verdict": verdict(r.status, m, tolerance_pct, r.fidelity) if name else
-                verdict(r.status, {}, tolerance_pct, r.fidelity),
+                "verdict": verdict(r.status, m, tolerance_pct, r.fidelity),
+                "unchecked": "; ".join(unchecked(m, r.fidelity)),
             })
     return rows
 
@@ -577,10 +602,8 @@ def auto_sweep(scenario: str, out: Path, run_one: RunOne, *, start: float = 1.0,
         plan_now, runs = load_runs(out)
         rows = [r for r in summary_rows(plan_now, runs, tolerance_pct)
                 if r["tdf"] == units.tdf_text(tdf)]
-        faithful = outcome.status == "ok" and all(r["verdict"] in ("ok", "unchecked")
-                                                  for r in rows)
-        bad = [f"{r['metric']}: {r['verdict']}" for r in rows
-               if r["verdict"] not in ("ok", "unchecked")]
+        faithful = outcome.status == "ok" and all(r["verdict"] == "ok" for r in rows)
+        bad = [f"{r['metric']}: {r['verdict']}" for r in rows if r["verdict"] != "ok"]
         line = f"TDF {units.tdf_text(tdf)}: " + ("ok" if faithful else "; ".join(bad)
                                                   or outcome.status)
         if len(tried) > 1:

@@ -199,8 +199,8 @@ def test_the_verdict_covers_every_segment():
     assert [s["verdict"] for s in segments] == ["ok", "degraded"]
     cover_segments(report, segments)
     assert report.verdict == "degraded"
-    assert report.reasons == ["segment 2 (TDF 4 from real 60 s): Dom0 CPU saturated in 100% "
-                              "of the run"]
+    assert report.reasons == ["segment 2 (TDF 4 from real 60 s): Dom0 CPU busy >= 55% in "
+                              "100% of the run (limit 10%; peak 100%)"]
     # A segment too short to judge is listed, not held against the run.
     short = judge_segments(sample_run([0.2] * 30), [*timeline[:1], {**timeline[1],
                                                                   "real_s": 59.0}], 100.0,

@@ -98,6 +98,7 @@ CASES: tuple[Case, ...] = (
     scenario("qjump_ptpd", "--tdf", "10", name="qjump_ptpd_tdf10"),
     scenario("standalone_switch"),
     scenario("star_throughput"),
+    scenario("held_out_star"),
     # It runs its own Experiment; plan captures the topology it is given.
     scenario("script_experiment"),
     scenario("static_routes"),

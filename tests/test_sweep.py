@@ -25,6 +25,7 @@ from selena.sweep import (
     analyze,
     plot,
     run_sweep,
+    unchecked,
     verdict,
     write_summary,
 )
@@ -165,7 +166,17 @@ def test_summary_csv_has_every_column_and_plots_are_drawn(tmp_path):
 
 def test_verdict_rules():
     assert verdict("failed", {}) == "failed"
-    assert verdict("ok", {"expected": None}) == "unchecked"
+    # Nothing checked the run (no monitor, no expected value): never ok.
+    assert verdict("ok", {"expected": None}) == \
+        "degraded (nothing checked this run: no expected value; no fidelity monitor)"
+    nothing = "throughput: no shaped queue with a known rate"
+    monitored = {"verdict": "ok", "reasons": [], "unchecked": [nothing]}
+    assert verdict("ok", {"expected": None}, fidelity=monitored) == "ok"
+    assert unchecked({"expected": None}, monitored) == ["no expected value", nothing]
+    too_short = {"verdict": "unknown", "reasons": ["run too short to judge"]}
+    assert verdict("ok", {"expected": None}, fidelity=too_short).startswith(
+        "degraded (nothing checked this run: no expected value; fidelity unknown")
+    assert verdict("ok", {"expected": 10, "error_pct": 1.0}, fidelity=too_short) == "ok"
     assert verdict("ok", {"expected": 10, "error_pct": 4.9}) == "ok"
     assert verdict("ok", {"expected": 10, "error_pct": -7.0}) == \
         "degraded (median -7.0 % off expected)"

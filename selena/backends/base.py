@@ -47,6 +47,7 @@ class QdiscStats:
     drops: int = 0
     overlimits: int = 0
     backlog_bytes: int = 0
+    sent_bytes: int = 0         # bytes sent (the throughput signal)
 
 
 @dataclass
@@ -60,6 +61,10 @@ class LoadSample:
     guest_vcpu_s: dict[str, list[float]] = field(default_factory=dict)     # node -> per vCPU
     qdiscs: dict[str, QdiscStats] = field(default_factory=dict)            # vif -> counters
     vif_nodes: dict[str, str] = field(default_factory=dict)                # vif -> node
+    # vif -> its rate limit in real time (the link's rate / the TDF now)
+    rates_bps: dict[str, float] = field(default_factory=dict)
+    # vif -> its delay in real time (the link's delay x the TDF now)
+    delays_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -979,6 +979,10 @@ class XlBackend(Backend):
         sample.qdiscs = {vif: stats for vif, stats in parse_qdisc_stats(qdiscs).items()
                          if vif in state.shaping}
         sample.vif_nodes = {vif: state.vif_nodes.get(vif, "") for vif in sample.qdiscs}
+        sample.rates_bps = {vif: float(rate) / state.tdf for vif in sample.qdiscs
+                            if (rate := state.shaping[vif].get("rate_bps"))}
+        sample.delays_s = {vif: float(state.shaping[vif].get("delay_s") or 0.0) * state.tdf
+                           for vif in sample.rates_bps}
         return sample
 
     def capture_links(self, experiment: str, seconds: float) -> list[LinkCapture]:
@@ -1757,6 +1761,7 @@ def parse_qdisc_stats(text: str) -> dict[str, QdiscStats]:
             continue
         stats = found.setdefault(str(entry["dev"]), QdiscStats())
         stats.sent_packets = max(stats.sent_packets, int(entry.get("packets", 0)))
+        stats.sent_bytes = max(stats.sent_bytes, int(entry.get("bytes", 0)))
         stats.drops += int(entry.get("drops", 0))
         stats.overlimits += int(entry.get("overlimits", 0))
         stats.backlog_bytes = max(stats.backlog_bytes, int(entry.get("backlog", 0)))

@@ -145,6 +145,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default 600; 0: never)")
     p.add_argument("--no-monitor", action="store_true",
                    help="do not sample CPU and queues for the fidelity verdict")
+    p.add_argument("--no-latency-probe", action="store_true",
+                   help="no pings between two hosts for the fidelity verdict's latency "
+                        "signal (the scenario's links carry only its own packets)")
     p.add_argument("--output-cap", type=size_arg, default=DEFAULT_OUTPUT_CAP, metavar="SIZE",
                    help="bytes of each command's stdout, and of its stderr, kept in Dom0 "
                         "and the bundle (e.g. 1M; default 16M); the rest is dropped and "
@@ -196,6 +199,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _experiment(args: argparse.Namespace, **options: Any) -> Experiment:
     if getattr(args, "no_monitor", False):
         options["monitor"] = False
+    if getattr(args, "no_latency_probe", False):
+        options["latency_probe"] = False
     if isinstance(getattr(args, "tdf", None), Policy):
         options["tdf"] = args.tdf
     if getattr(args, "capture", None):

@@ -54,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-monitor", action="store_true",
                    help="no fidelity monitor (verdicts from the metrics alone)")
+    p.add_argument("--no-latency-probe", action="store_true",
+                   help="no pings between two hosts for the monitor's latency signal")
     p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     p.add_argument("--baseline", choices=("mininet",), default=None,
                    help="also run the scenario in real time with this backend (each "
@@ -144,4 +146,5 @@ def _experiment(args: argparse.Namespace, tdf: float, out: Path | None,
     return Experiment(args.scenario, tdf=tdf, params=dict(args.param), out=out,
                       shaping=args.shaping, backend=backend or args.backend, progress=say,
                       monitor=not args.no_monitor,
+                      latency_probe=not args.no_latency_probe,
                       meta={"sweep_id": sweep_id} if sweep_id else None)

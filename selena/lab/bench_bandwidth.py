@@ -40,6 +40,8 @@ TOLERANCE_PCT = 5.0
 TCP_SHARE = 1448 / 1514
 IPERF_SECONDS = 3
 DELAY_MS = 1
+# The fidelity monitor's reasons about the CPUs (selena/fidelity.py).
+CPU_REASONS = ("vCPU of ", "Dom0 CPU ")
 
 
 @dataclass(frozen=True)
@@ -74,9 +76,11 @@ class Trial:
     @property
     def passed(self) -> bool:
         """Throughput within the tolerance and no CPU reason in the verdict:
-        the criteria Mininet's runs can be judged on too."""
-        cpu_ok = self.verdict == "ok" or (self.verdict == "degraded" and all(
-            r.startswith(("link ", "links: ")) for r in self.reasons))
+        the criteria Mininet's runs can be judged on too. (The latency
+        reason is not one: the bench's 1 ms link is a round trip the lab
+        holds within 5 % at no TDF it tries, and bandwidth is the question.)"""
+        cpu_ok = self.verdict in ("ok", "degraded") and not any(
+            r.startswith(CPU_REASONS) for r in self.reasons)
         return (not self.error and self.error_pct is not None
                 and abs(self.error_pct) <= TOLERANCE_PCT and cpu_ok)
 
