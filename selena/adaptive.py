@@ -332,7 +332,7 @@ class Controller:
 
     def __init__(self, policy: Policy, monitor: MonitorView, clock: Any,
                  apply: Callable[[float, str], object],
-                 latency: Callable[[], float | None] | None = None,
+                 latency: Callable[[float], float | None] | None = None,
                  say: Callable[[str], None] | None = None,
                  now: Callable[[], float] = time.monotonic):
         self.policy = policy
@@ -382,7 +382,9 @@ class Controller:
             self._base = spacing_counts(self.monitor.spacing)
         segment_start = started + float(timeline[-1]["real_s"])
         since_change = self._now() - segment_start
-        latency = self._latency() if self._latency is not None else None
+        # The latency signal over this segment's probes only: echoes taken at
+        # the previous TDF say nothing about this one.
+        latency = self._latency(segment_start) if self._latency is not None else None
         signals = signals_from_monitor(self.monitor, segment_start, self.policy.window,
                                        self._base, self.policy, latency)
         decision = decide(self.policy, self.clock.tdf, signals, since_change)

@@ -500,7 +500,7 @@ class Experiment:
             self.controller_adaptive = Controller(
                 self.adaptive, self.monitor, self.engine.clock,
                 lambda new, reason: self.set_tdf(new, reason=reason),
-                say=self.progress).start()
+                latency=self.monitor.latency_excess, say=self.progress).start()
 
     def _latency_probe(self) -> tuple[Callable[[threading.Event], EchoRound] | None,
                                       LatencyPath | None,

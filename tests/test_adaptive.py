@@ -64,7 +64,7 @@ def replay(policy: Policy, dom0: list[float], guests: dict[str, list[float]],
         clock.set_tdf(new, reason=reason)
 
     ctl = Controller(policy, monitor, clock, apply, now=lambda: now[0],
-                     latency=(lambda: latency(clock.tdf)) if latency else None,
+                     latency=(lambda since: latency(clock.tdf)) if latency else None,
                      say=lambda msg: None)
     used = {"Domain-0": 0.0, **{node: 0.0 for node in guests}}
     spaced = late_n = 0
