@@ -81,7 +81,10 @@ def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_many(la
     out = f"{OUT}-fct"
     script = (f"rm -rf {out}; SELENA_FCT_DURATION=2 SELENA_FCT_RATE=40 SELENA_FCT_SIZE=100000 "
               f"SELENA_FCT_TIMEOUT={FLOW_TIMEOUT_S} "
-              f"selena run scenarios/switch_model_fct.py --tdf {TDF} --out {out}")
+              # as the reproduction runs it: no latency probe, whose pings
+              # would be packet_ins the paper's switch never saw
+              f"selena run scenarios/switch_model_fct.py --tdf {TDF} --no-latency-probe "
+              f"--out {out}")
     result = lab.run(["sh", "-c", script], timeout=1200)
     assert result.returncode == 0, result.output
     assert "switch s1: 2 ports, switch model ideal" in result.output, result.output
