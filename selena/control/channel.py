@@ -74,6 +74,10 @@ CHUNK_PROBE = 16
 # keys of its own cannot grow Dom0's memory.
 CHANGE_SET_LIMIT = 256
 
+# Replies to specs left unread (on their own connection, nobody waits on
+# them) before a pass reads them without waiting for the liveness check's.
+SPEC_REPLIES_MAX = 128
+
 # Real seconds a finished command's removal waits for another request to ride
 # along with (one send fewer) before it is sent on its own.
 HOUSEKEEPING_DELAY = 0.05
@@ -281,11 +285,12 @@ class Controller(CommandChannel):
         self.xs = xs
         self.owns_xs = owns_xs
         # Specs (and kills, so that none overtakes its spec) go out on a
-        # connection of their own, whose replies nobody waits for: the passes
-        # that serve anything read them (read_ready), so they do not wake the
-        # thread waiting on `xs` for events, a wake-up and a thread switch
-        # per command. A refused spec is seen by the next such pass (within
-        # a second: the liveness check's).
+        # connection of their own, whose replies nobody waits for, so they
+        # do not wake the thread waiting on `xs` for events (a wake-up and a
+        # thread switch per command). A pass reads them without waiting
+        # (read_ready) with the liveness check, every second, or once
+        # SPEC_REPLIES_MAX wait: a refused spec fails its command within
+        # about a second.
         self._specs = XenstoreConnection(xs.path, timeout=xs.timeout)
         self.output_cap = output_cap
         self.tdf = tdf
@@ -735,15 +740,17 @@ class Controller(CommandChannel):
         rings: list[CommandHandle] = []
         self._rings = rings
         try:
-            if self._specs.unanswered():
-                # A refused spec marks its command for the next pass.
-                self._specs.read_ready()
             states = self._read_states(work)
             for guest, changed, error_changed in work:
                 if error_changed:
                     self._read_agent_error(guest)
                 self._collect(guest, changed, states)
-            if self.clock() >= self._next_liveness:
+            liveness = self.clock() >= self._next_liveness
+            if liveness or self._specs.unanswered() >= SPEC_REPLIES_MAX:
+                # The specs' replies: a refusal marks its command for the
+                # next pass. Not every pass: a system call each.
+                self._specs.read_ready()
+            if liveness:
                 self._next_liveness = self.clock() + 1.0
                 for guest in list(self._guests.values()):
                     self._check_alive(guest)
