@@ -718,8 +718,9 @@ class Controller(CommandChannel):
             queued = self.xs.queued_since()
             if queued is not None:
                 # Removals of finished commands ride along with the
-                # next request (the next command's spec, as a rule);
-                # after a short while idle they go on their own.
+                # next request on this connection (the next state read,
+                # as a rule: specs have their own); after a short while
+                # idle they go on their own.
                 left = queued + HOUSEKEEPING_DELAY - time.monotonic()
                 if left <= 0:
                     self.xs.flush()
