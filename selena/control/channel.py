@@ -74,6 +74,10 @@ CHUNK_PROBE = 16
 # keys of its own cannot grow Dom0's memory.
 CHANGE_SET_LIMIT = 256
 
+# Replies to specs left unread (on their own connection, nobody waits on
+# them) before a pass reads them without waiting for the liveness check's.
+SPEC_REPLIES_MAX = 128
+
 # Real seconds a finished command's removal waits for another request to ride
 # along with (one send fewer) before it is sent on its own.
 HOUSEKEEPING_DELAY = 0.05
@@ -125,6 +129,12 @@ def _command_keys(guest: _Guest, handle: CommandHandle) -> list[str]:
     """What Dom0 removes once a command is done (PROTOCOL.md)."""
     return [f"{guest.base}/cmd/{handle.id}", f"{guest.base}/out/{handle.id}",
             f"{guest.base}/agent/started/{handle.id}"]
+
+
+def _held_lock() -> Any:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
 
 
 def base_path(domid: int | str) -> str:
@@ -196,9 +206,12 @@ class CommandHandle:
     _state: CommandState | None = field(default=None, repr=False)
     # Xenstore refused the spec's write (the reply comes to the pump).
     _send_error: ControlError | None = field(default=None, repr=False)
-    # Set when the command ends or when the caller waiting on it may take the
-    # pump's role (_Pump): a waiting caller sleeps on it.
-    _wake: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Rung when the command ends or when the caller waiting on it may take the
+    # pump's role: a waiting caller sleeps on it. A bare lock, held while no
+    # ring is pending (_ring releases it, the waiter's acquire consumes it),
+    # not an Event: both ends are then C calls, where an Event's wait and set
+    # run a Condition's Python code (dear under emulation, once per command).
+    _bell: Any = field(default_factory=_held_lock, repr=False)
     # The channel's own wait (the Controller's: a waiting caller may read the
     # socket itself); None: wait on `_done` alone.
     _waiter: Callable[[CommandHandle, float | None], bool] | None = field(
@@ -228,7 +241,13 @@ class CommandHandle:
 
     def _end(self) -> None:
         self._done.set()
-        self._wake.set()
+        self._ring()
+
+    def _ring(self) -> None:
+        try:
+            self._bell.release()
+        except RuntimeError:
+            pass                    # rung already, and not yet heard
 
 
 @dataclass
@@ -265,6 +284,14 @@ class Controller(CommandChannel):
             raise ValueError(f"output cap {output_cap} is negative")
         self.xs = xs
         self.owns_xs = owns_xs
+        # Specs (and kills, so that none overtakes its spec) go out on a
+        # connection of their own, whose replies nobody waits for, so they
+        # do not wake the thread waiting on `xs` for events (a wake-up and a
+        # thread switch per command). A pass reads them without waiting
+        # (read_ready) with the liveness check, every second, or once
+        # SPEC_REPLIES_MAX wait: a refused spec fails its command within
+        # about a second.
+        self._specs = XenstoreConnection(xs.path, timeout=xs.timeout)
         self.output_cap = output_cap
         self.tdf = tdf
         self.lost_after = lost_after if lost_after is not None else max(10.0, 5.0 * tdf)
@@ -298,6 +325,9 @@ class Controller(CommandChannel):
         # The role handed to the pump thread (it has it once it wakes up).
         self._pump_heir = False
         self._next_liveness = clock()
+        # Handles a pass ended, to ring once it is done (_pass); None outside
+        # a pass. Only the thread with the pump's role runs a pass.
+        self._rings: list[CommandHandle] | None = None
         self._pump = threading.Thread(target=self._pump_loop, name="selena-control",
                                       daemon=True)
         self._pump.start()
@@ -431,8 +461,8 @@ class Controller(CommandChannel):
             guest.active[handle.id] = handle
 
         def sent(error: ControlError | None) -> None:
-            # On the thread reading the socket (the pump, as a rule): a refusal
-            # fails the command there, as a refused acknowledgement does.
+            # On the pass reading the specs' replies: a refusal fails the
+            # command in the next pass, as a refused acknowledgement does.
             if error is not None:
                 with self._lock:
                     handle._send_error = error
@@ -440,8 +470,9 @@ class Controller(CommandChannel):
                 self.xs.wake()      # a reply, not an event: poll() would not return
         try:
             # Not waiting for the reply spares the caller a wake-up by the
-            # pump per command (a context switch, dear in a PV Dom0).
-            self.xs.write_nowait(f"{guest.base}/cmd/{handle.id}", text, sent)
+            # pump per command (a context switch, dear in a PV Dom0), and the
+            # reply on its own connection wakes nobody either.
+            self._specs.write_nowait(f"{guest.base}/cmd/{handle.id}", text, sent)
         except BaseException:
             with self._cond:                # never sent: nothing for the pump to serve
                 guest.active.pop(handle.id, None)
@@ -452,7 +483,7 @@ class Controller(CommandChannel):
         if handle.done:
             return
         guest = self._guest(handle.guest)
-        self.xs.write(f"{guest.base}/cmd/{handle.id}/kill", str(int(signal)))
+        self._specs.write(f"{guest.base}/cmd/{handle.id}/kill", str(int(signal)))
 
     def wait(self, handle: CommandHandle, timeout: float | None = None) -> CommandResult:
         """Wait for a command's final state; timeout in real seconds."""
@@ -470,6 +501,7 @@ class Controller(CommandChannel):
             self._cond.notify_all()
         self.xs.wake()
         self._pump.join(timeout=10)
+        self._specs.close()
         if self.owns_xs:
             self.xs.close()
 
@@ -515,15 +547,15 @@ class Controller(CommandChannel):
                     return False
                 with self._lock:
                     self._followers[handle.id] = handle
-                    handle._wake.clear()
+                    handle._bell.acquire(False)
                     # Cleared before looking again: an end or a hand-over
-                    # from now on sets it.
+                    # from now on rings it.
                     if handle._done.is_set() or self._heir is handle or not (
                             self._pumping or self._stop or self._pump_error is not None):
                         continue
                 # Bounded: a role left vacant without a hand-over (the pump
                 # thread's, say) is looked at again.
-                handle._wake.wait(0.5 if left is None else min(left, 0.5))
+                handle._bell.acquire(timeout=0.5 if left is None else min(left, 0.5))
         finally:
             with self._lock:
                 self._callers -= 1
@@ -579,7 +611,7 @@ class Controller(CommandChannel):
                 # take the role again before the one woken runs, which then
                 # woke for nothing.
                 self._heir = waiting[0]
-                waiting[0]._wake.set()
+                waiting[0]._ring()
                 return False
             if waiting:
                 self._pump_heir = True
@@ -686,8 +718,9 @@ class Controller(CommandChannel):
             queued = self.xs.queued_since()
             if queued is not None:
                 # Removals of finished commands ride along with the
-                # next request (the next command's spec, as a rule);
-                # after a short while idle they go on their own.
+                # next request on this connection (the next state read,
+                # as a rule: specs have their own); after a short while
+                # idle they go on their own.
                 left = queued + HOUSEKEEPING_DELAY - time.monotonic()
                 if left <= 0:
                     self.xs.flush()
@@ -700,15 +733,32 @@ class Controller(CommandChannel):
                 timeout = min(timeout, self._next_liveness - self.clock())
             self.xs.poll(max(0.0, timeout), since=events, wakeable=not caller)
             return
-        states = self._read_states(work)
-        for guest, changed, error_changed in work:
-            if error_changed:
-                self._read_agent_error(guest)
-            self._collect(guest, changed, states)
-        if self.clock() >= self._next_liveness:
-            self._next_liveness = self.clock() + 1.0
-            for guest in list(self._guests.values()):
-                self._check_alive(guest)
+        # The waiters of the commands this pass ends are woken at its end, as
+        # this thread goes back to the socket (and lets go of the interpreter
+        # lock), not one by one amid the pass: a waiter woken mid-pass would
+        # wait for the lock this thread still holds, a second wake-up and a
+        # thread switch per command.
+        rings: list[CommandHandle] = []
+        self._rings = rings
+        try:
+            states = self._read_states(work)
+            for guest, changed, error_changed in work:
+                if error_changed:
+                    self._read_agent_error(guest)
+                self._collect(guest, changed, states)
+            liveness = self.clock() >= self._next_liveness
+            if liveness or self._specs.unanswered() >= SPEC_REPLIES_MAX:
+                # The specs' replies: a refusal marks its command for the
+                # next pass. Not every pass: a system call each.
+                self._specs.read_ready()
+            if liveness:
+                self._next_liveness = self.clock() + 1.0
+                for guest in list(self._guests.values()):
+                    self._check_alive(guest)
+        finally:
+            self._rings = None
+            for handle in rings:
+                handle._ring()
 
     def _read_states(self, work: list[tuple[_Guest, set[str | None], bool]]
                      ) -> dict[str, bytes | None | XenstoreError]:
@@ -891,7 +941,14 @@ class Controller(CommandChannel):
     def _complete(self, guest: _Guest, handle: CommandHandle, result: CommandResult) -> None:
         with self._lock:
             guest.active.pop(handle.id, None)
-        handle.complete(result)
+        rings = self._rings
+        if rings is None:
+            handle.complete(result)
+            return
+        # Done now, its waiter woken at the end of the pass (_pass).
+        handle._result = result
+        handle._done.set()
+        rings.append(handle)
 
     def _check_alive(self, guest: _Guest) -> None:
         if guest.lost:

@@ -518,6 +518,41 @@ class XenstoreConnection:
             return False
         return True
 
+    def read_ready(self) -> None:
+        """Dispatch, without waiting, whatever xenstored has sent: for a
+        connection nobody waits on (requests sent with write_nowait, their
+        replies read now and then by a thread with other work). Returns at
+        once if another thread reads the socket."""
+        with self._lock:
+            if self._leader is not None or self._error:
+                return
+            self._leader = threading.current_thread()
+        try:
+            while True:
+                try:
+                    data = self._sock.recv(RECV_SIZE, socket.MSG_DONTWAIT)
+                    if not data:
+                        raise ConnectionError("xenstored closed the connection")
+                except (BlockingIOError, InterruptedError):
+                    return
+                except (OSError, ValueError, ConnectionError) as exc:
+                    self._lost(exc)
+                    return
+                self._buffer += data
+                try:
+                    self._dispatch_buffered()
+                except ConnectionError as exc:
+                    self._lost(exc)
+                    return
+                if len(data) < RECV_SIZE:
+                    return                  # all there was
+        finally:
+            self._resign()
+
+    def unanswered(self) -> int:
+        """Requests sent whose replies have not been read yet."""
+        return len(self._pending)
+
     def _drain_wakes(self) -> None:
         try:
             while self._wake_r.recv(256):

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from control_channel import run
 
-from selena.control.channel import base_path
+from selena.control.channel import CommandHandle, CommandResult, base_path
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError
 
@@ -206,3 +206,68 @@ def test_a_caller_waiting_after_close_sleeps_until_its_timeout(channel):
     assert not handle.wait_done(0.6)
     assert 0.55 < time.monotonic() - start < 2
     assert time.process_time() - cpu < 0.3, "the waiting caller spun"
+
+
+def test_the_waiters_of_a_pass_are_woken_once_it_has_ended_all_it_serves(channel):
+    """Commands ending in one pass are completed first and their waiters
+    rung at the pass's end: a waiter rung mid-pass would wake only to wait
+    for the interpreter lock the serving thread still holds."""
+    ctl, dom0, *_ = channel
+    events: list[tuple[str, str]] = []
+    complete = ctl._complete
+
+    def completed(guest, handle, result):
+        events.append(("complete", handle.id))
+        complete(guest, handle, result)
+    ctl._complete = completed
+    with ctl._lock:
+        ctl._pumping = True             # nobody serves the guests meanwhile
+    try:
+        handles = [ctl.submit(guest, CommandSpec(argv=("echo", guest))) for guest in ("h1", "h2")]
+        for handle in handles:
+            def rung(ring=handle._ring, cid=handle.id):
+                events.append(("ring", cid))
+                ring()
+            handle._ring = rung
+        states = [f"{base_path(domid)}/out/{h.id}/state"
+                  for domid, h in zip((5, 6), handles, strict=True)]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(dom0.read_or_none(p) for p in states):
+            time.sleep(0.02)
+    finally:
+        with ctl._lock:
+            ctl._pumping = False
+    assert [ctl.wait(h, timeout=10).stdout for h in handles] == [b"h1\n", b"h2\n"]
+    assert [kind for kind, _ in events] == ["complete", "complete", "ring", "ring"], events
+    assert {cid for _, cid in events} == {h.id for h in handles}
+
+
+def test_a_handles_bell_rings_once_however_often_it_is_rung():
+    """The bell a waiting caller sleeps on: rung twice before it listens, it
+    hears one ring (and ringing never raises)."""
+    handle = CommandHandle("h1", "c1", CommandSpec(argv=("true",)), 0.0)
+    assert not handle._bell.acquire(False)          # no ring pending
+    handle._ring()
+    handle._ring()
+    assert handle._bell.acquire(False)
+    assert not handle._bell.acquire(False)
+    handle.complete(CommandResult("h1", "c1", "true", "exited", exit_code=0))
+    assert handle.done and handle._bell.acquire(timeout=0.1)
+
+
+def test_a_refused_spec_fails_its_command_within_a_second_or_two(channel):
+    """Specs go out on a connection of their own whose replies nobody waits
+    for: a refusal is still seen (by the next pass that serves anything, at
+    the latest the liveness check's) and fails that command alone."""
+    ctl, _dom0, xenstored, _ = channel
+    xenstored.refuse_write = lambda _who, path: "EQUOTA" if "/cmd/" in path else None
+    try:
+        start = time.monotonic()
+        result = ctl.run("h1", CommandSpec(argv=("true",)), timeout=10)
+        took = time.monotonic() - start
+    finally:
+        xenstored.refuse_write = None
+    assert result.state == "failed" and result.reason == "xenstore", result
+    assert "EQUOTA" in result.detail
+    assert took < 3, took
+    assert run(ctl, "h1", argv=("echo", "after")).stdout == b"after\n"

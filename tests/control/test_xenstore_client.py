@@ -420,3 +420,32 @@ def test_poll_without_wake_ups_keeps_its_deadline_and_still_sees_events(xenstore
         assert time.monotonic() - begin < 1.0 and dom0.watch_events() > before
     finally:
         dom0.close()
+
+
+def test_read_ready_dispatches_what_came_without_waiting(xenstored):
+    """read_ready(): the replies already sent are handed to their callbacks,
+    and with nothing to read it returns at once (it never blocks)."""
+    xenstored.add_domain(5)
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    got: list = []
+    try:
+        start = time.monotonic()
+        dom0.read_ready()
+        assert time.monotonic() - start < 0.1
+        xenstored.refuse_write = lambda _who, path: "EQUOTA" if path.endswith("/full") else None
+        dom0.write_nowait("/local/domain/5/a", "1", got.append)
+        dom0.write_nowait("/local/domain/5/full", "2", got.append)
+        assert dom0.unanswered() == 2
+        deadline = time.monotonic() + 5
+        while len(got) < 2 and time.monotonic() < deadline:
+            dom0.read_ready()
+            time.sleep(0.01)
+        assert got[0] is None
+        assert isinstance(got[1], XenstoreError) and got[1].code == "EQUOTA"
+        assert dom0.unanswered() == 0
+        start = time.monotonic()
+        dom0.read_ready()
+        assert time.monotonic() - start < 0.1
+    finally:
+        xenstored.refuse_write = None
+        dom0.close()
