@@ -99,12 +99,11 @@ def dom0_script(blocks: list[Block], workdir: str, prelude: tuple[str, ...] = ()
     framed by `HOSTDOC-BEGIN N` and `HOSTDOC-END N rc=RC seconds=S` lines
     (N: the block's line in the page). A failing block does not stop the
     next: the test reports every failure. The lab's Dom0 runs as root and
-    has no sudo: a `sudo` that runs its arguments stands in. `prelude`:
+    has no sudo: a `sudo` that runs its arguments stands in (also where one
+    exists, whose env_reset would drop the prelude's environment). `prelude`:
     shell lines run first (what a skipped block would have set up)."""
     parts = [f"d={workdir}", "rm -rf $d; mkdir -p $d/bin",
-             "if ! command -v sudo >/dev/null; then",
-             "    printf '#!/bin/sh\\nexec \"$@\"\\n' > $d/bin/sudo; chmod +x $d/bin/sudo",
-             "fi",
+             "printf '#!/bin/sh\\nexec \"$@\"\\n' > $d/bin/sudo; chmod +x $d/bin/sudo",
              "export PATH=$d/bin:$PATH", *prelude]
     for b in blocks:
         if not b.runs:
