@@ -89,6 +89,7 @@ CASES: tuple[Case, ...] = (
     scenario("debian_memcached"),
     scenario("dilation_demo", "--tdf", "10", name="dilation_demo_tdf10"),
     scenario("fat_tree_fct"),
+    scenario("first_run"),
     scenario("ipv6_pair"),
     scenario("link_fidelity"),
     scenario("paper_listing1"),

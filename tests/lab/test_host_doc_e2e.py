@@ -1,0 +1,104 @@
+"""End to end in the lab: docs/host.md ("Run it on your own Xen server") as
+a user would follow it on a server whose Xen is booted. Its `# lab: dom0`
+blocks, extracted by tests/support/doc_blocks.py, run in the lab's Dom0 in
+page order, each in its own `sh -e` (as root, in the tree, with a `sudo`
+that runs its arguments: the Dom0 has none); the `# lab: skip (...)` blocks
+(installing Xen and selena, GRUB, reboots, building) are not run, and
+tests/test_host_doc.py checks that each says why. The page installs selena
+editable from the clone (`pip install -e`, skipped: no network), so that
+`selena host setup` finds the clone's guest-templates; PYTHONPATH=the tree
+stands in for it (the Dom0 image's own copy of selena has no source tree
+beside it).
+
+Every block must exit 0, and what each shows must be what the page says:
+this is Dom0, the hypervisor answers the TDF domctl, setup's dry run
+changes nothing, the doctor passes, calibrate and advise give a TDF, and
+the first run at that TDF measures the configured round trip within the
+accuracy advise aimed at. One job of the shared boot: about 3 minutes of lab
+time, 2 of them `selena calibrate` (the page's own step; the floor it
+measures is the lab's, so the advised TDF is 5-10 here)."""
+
+import re
+import shutil
+
+import pytest
+from doc_blocks import dom0_script, outputs, page_blocks
+from lab_stats import check
+
+from selena.paths import project_root
+
+pytestmark = pytest.mark.lab
+
+PAGE = project_root() / "docs" / "host.md"
+WORK = "/tmp/host-doc-e2e"
+# What the skipped `pip install -e '.[analysis]'` gives: selena from the clone
+# (the cwd), without writing bytecode into the shared tree.
+EDITABLE_INSTALL = ('export PYTHONPATH="$PWD"', "export PYTHONDONTWRITEBYTECODE=1")
+ACCURACY_PCT = 5.0      # what `selena advise` is asked for (its default)
+
+
+def _output_of(blocks, got, pattern: str) -> str:
+    """What the first dom0 block whose commands match `pattern` printed."""
+    for b in blocks:
+        if b.runs and re.search(pattern, b.body, re.M):
+            return got[b.line][1]
+    raise AssertionError(f"docs/host.md has no dom0 block matching {pattern!r}")
+
+
+def _remove_run_results(text: str) -> None:
+    """The page's `selena run` writes its bundle into the tree (results/,
+    ignored by git): remove that one directory, nothing else."""
+    for path in re.findall(r"^results: (results/firstrun-\S+) \(real time", text, re.M):
+        target = (project_root() / path).resolve()
+        if target.parent == (project_root() / "results").resolve():
+            shutil.rmtree(target, ignore_errors=True)
+
+
+def test_the_host_pages_dom0_commands_run_in_the_labs_dom0(lab):
+    blocks = page_blocks(PAGE)
+    runs = [b for b in blocks if b.runs]
+    assert runs and all(b.reason for b in blocks if not b.runs)
+    result = lab.run(["sh", "-c", dom0_script(blocks, WORK, EDITABLE_INSTALL)], timeout=900)
+    out = result.output
+    try:
+        got = outputs(out)
+        assert sorted(got) == [b.line for b in runs], out
+        print("seconds per block (line: s):",
+              ", ".join(f"{m.group(1)}: {m.group(3)}"
+                        for m in re.finditer(r"^HOSTDOC-END (\d+) rc=(\d+) seconds=(\d+)$",
+                                             out, re.M)))
+        failed = {line: text[-2000:] for line, (rc, text) in got.items() if rc != 0}
+        assert not failed, f"docs/host.md blocks failed in the lab's Dom0 (by line): {failed}"
+
+        # 3: the GRUB snippet went where the page says (tee shows it).
+        grub = _output_of(blocks, got, r"GRUB_CMDLINE_XEN_DEFAULT=")
+        assert 'GRUB_CMDLINE_XEN_DEFAULT="dom0_mem=' in grub, grub
+        # 5: Dom0 of a hypervisor that answers the TDF domctl, Dom0 at TDF 1.
+        xen = _output_of(blocks, got, r"selena-tdf get 0")
+        assert "control_d" in xen and re.search(r"^xen_version\s*: 4\.17", xen, re.M), xen
+        assert re.search(r"^1$", xen, re.M), xen
+        # 7: the dry run says every step and changes nothing.
+        dry = _output_of(blocks, got, r"selena host setup --dry-run")
+        assert "[1/5] analysis (scipy, matplotlib): nothing to do" in dry, dry
+        assert "[5/5] guest templates: would" in dry, dry
+        assert "host setup: dry run, nothing was changed" in dry, dry
+        # 8: the doctor passes (the block's status) with the checks a run needs.
+        doctor = _output_of(blocks, got, r"selena host doctor")
+        for name in ("dom0", "tdf-domctl", "xenstored", "openvswitch", "templates"):
+            assert re.search(rf"^ok   {name}: ", doctor, re.M), (name, doctor)
+        # 9: calibrate and advise, then the run at the advised TDF.
+        advice = _output_of(blocks, got, r"selena calibrate")
+        assert re.search(r"^calibration: \S+calibration-\S+\.json$", advice, re.M), advice
+        tdf = re.search(r"^advice: TDF (\d+(?:\.\d+)?) ", advice, re.M)
+        assert tdf, advice
+        run = _output_of(blocks, got, r"selena run scenarios/first_run\.py")
+        # The block reads the TDF from advise's output itself: the same one.
+        assert f"running scenarios/first_run.py at TDF {tdf.group(1)}" in run, run
+        rtt = re.search(r"^rtt_ms: .*; expected 80 ms, error ([+-]\d+\.\d)%$", run, re.M)
+        assert rtt, run
+        assert re.search(r"^fidelity: ", run, re.M), run
+        assert re.search(r"^results: results/firstrun-\S+ \(real time", run, re.M), run
+        check("host_doc.first_run.rtt_error_abs_pct", abs(float(rtt.group(1))),
+              below=ACCURACY_PCT, unit=" %", context={"advised_tdf": tdf.group(1)})
+    finally:
+        _remove_run_results(out)
