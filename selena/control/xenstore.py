@@ -490,11 +490,16 @@ class XenstoreConnection:
             return False
         try:
             if wakeable:
-                ready, _, _ = select.select([self._sock, self._wake_r], [], [], remaining)
-                if self._wake_r in ready:
+                # poll, not select: select() refuses descriptors above 1023,
+                # which a long-lived process with many files reaches.
+                poller = select.poll()
+                poller.register(self._sock, select.POLLIN)
+                poller.register(self._wake_r, select.POLLIN)
+                ready = {fd for fd, _ in poller.poll(max(0, int(remaining * 1000) + 1))}
+                if self._wake_r.fileno() in ready:
                     self._drain_wakes()
                     return False
-                if self._sock not in ready:
+                if self._sock.fileno() not in ready:
                     return False
                 data = self._sock.recv(RECV_SIZE)
             else:

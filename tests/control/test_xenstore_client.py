@@ -449,3 +449,31 @@ def test_read_ready_dispatches_what_came_without_waiting(xenstored):
     finally:
         xenstored.refuse_write = None
         dom0.close()
+
+
+def test_a_connection_whose_descriptors_are_above_1023_still_waits_for_events(xenstored):
+    """A long-lived process (a sweep, many captures) holds many files: the
+    wait must not use select(), which refuses descriptors above 1023."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1100:
+        pytest.fail(f"this host allows {hard} open files; the test needs 1100")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1100), hard))
+    fillers = [socket.socket() for _ in range(1030)]
+    try:
+        dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+        try:
+            assert dom0._sock.fileno() > 1023
+            dom0.watch("/local/domain/0/w", "tok", lambda _p, _t: None)
+            dom0.poll(0.5)                  # the watch's first firing
+            before = dom0.watch_events()
+            threading.Timer(0.1, dom0.write, ("/local/domain/0/w/x", "1")).start()
+            dom0.poll(5.0, since=before)
+            assert dom0.watch_events() > before
+        finally:
+            dom0.close()
+    finally:
+        for filler in fillers:
+            filler.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -7,6 +7,7 @@ It is a test double only; the lab tests run against Debian's real oxenstored.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import struct
@@ -40,6 +41,7 @@ class FakeXenstored:
         self.lock = threading.RLock()
         self.watches: list[tuple[Conn, str, str, bool]] = []   # conn, abs path, token, relative
         self.servers: list[socket.socket] = []
+        self.conns: list[Conn] = []         # closed with the store: each holds a socket
         self.requests = 0
         # Every request in order: (domid, wire type, absolute path).
         self.log: list[tuple[int, int, str]] = []
@@ -106,14 +108,29 @@ class FakeXenstored:
                     sock, _ = server.accept()
                 except OSError:
                     return
-                Conn(self, sock, domid).start()
+                conn = Conn(self, sock, domid)
+                with self.lock:
+                    self.conns.append(conn)
+                conn.start()
 
         threading.Thread(target=accept, daemon=True).start()
         return path
 
     def close(self) -> None:
+        # shutdown() wakes the accept() blocked in its thread (close() alone
+        # does not on Linux: the thread and the store it holds would outlive
+        # the test); the connections' sockets go with it, or a session of a
+        # thousand tests runs out of descriptors select() can take.
         for server in self.servers:
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_RDWR)
             server.close()
+        with self.lock:
+            conns, self.conns, self.watches = self.conns, [], []
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            conn.sock.close()
 
     def add_domain(self, domid: int, name: str | None = None) -> None:
         """What libxl does: /local/domain/<id> owned by Dom0, readable by the
@@ -181,6 +198,9 @@ class Conn(threading.Thread):
         except (ConnectionError, OSError):
             with self.xs.lock:
                 self.xs.watches = [w for w in self.xs.watches if w[0] is not self]
+                if self in self.xs.conns:
+                    self.xs.conns.remove(self)
+            self.sock.close()
 
     def absolute(self, path: str) -> str:
         return path if path.startswith("/") or path.startswith("@") else f"{self.home}/{path}"
