@@ -21,7 +21,9 @@ else
     "$here/scripts/fetch-source.sh" "$pin" "$cache_root/src/xen"
     version=$(awk '$1 == "version" {print $2}' "$pin")
     work="$here/build"
-    src="$work/xen-src"
+    # Not build/xen-src: that is the developer's git tree of the series
+    # (make refresh), which an uncached build must not delete.
+    src="$work/xen-build"
     rm -rf "$src"
     mkdir -p "$work"
     echo "unpacking the xen $version source"
