@@ -52,9 +52,19 @@ else
                "EXTRA_CFLAGS_XEN_CORE=-ffile-prefix-map=$src=. -fdebug-prefix-map=$src=.")
     echo "building the hypervisor (make -j2, about a minute)"
     cp "$src/debian/xen-kconfig" "$src/xen/.config"
+    # The series' option is off by default (as upstream would have it).
+    echo CONFIG_TIME_DILATION=y >> "$src/xen/.config"
     make -s -C "$src/xen" "${make_args[@]}" olddefconfig >/dev/null
+    grep -qx CONFIG_TIME_DILATION=y "$src/xen/.config" || {
+        echo "CONFIG_TIME_DILATION is not on in the hypervisor's configuration" >&2
+        exit 1
+    }
     make -s -C "$src/xen" "${make_args[@]}" -j2 > "$work/xen-build.log" 2>&1 || {
         tail -30 "$work/xen-build.log" >&2
+        exit 1
+    }
+    test -f "$src/xen/common/time_dilation.o" || {
+        echo "the hypervisor was built without the time dilation code" >&2
         exit 1
     }
     echo "building selena-tdf"
