@@ -3,7 +3,7 @@
 `make -C xen-patches check-each` applies the series patch by patch to the
 lab's pinned source and builds the x86 hypervisor after each one, with
 CONFIG_TIME_DILATION on from the patch that adds it, then the whole series
-with it off. About 15 minutes on two cores when the series changed;
+with it off. About 13 minutes on two cores (754 s) when the series changed;
 cached by its inputs (the pin, the patches, the script), so instant again.
 """
 
