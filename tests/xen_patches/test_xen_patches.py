@@ -21,23 +21,92 @@ def test_arithmetic_and_tool_parsing_checks_pass():
     assert "freeze/thaw: all checks passed" in proc.stdout
 
 
+def _patches() -> list[tuple[str, str]]:
+    return [(name, (PATCHES / name).read_text())
+            for name in (PATCHES / "series").read_text().split()]
+
+
+def _subject(text: str) -> str:
+    """The subject git format-patch wrote (folded over lines), without the
+    [PATCH n/m] tag."""
+    head = text.split("\n\n", 1)[0]
+    folded = re.search(r"^Subject: (.*(?:\n .*)*)", head, re.M).group(1)
+    return re.sub(r"^\[PATCH[^]]*\] ", "", " ".join(folded.split("\n ")))
+
+
+def _message(text: str) -> str:
+    return text.split("\n\n", 1)[1].split("\n---\n", 1)[0]
+
+
+def _adds(text: str, path: str) -> bool:
+    return f"\n+++ b/{path}\n" in text
+
+
 def test_series_lists_every_patch_in_order_with_a_real_message():
     series = (PATCHES / "series").read_text().split()
     on_disk = sorted(p.name for p in PATCHES.glob("*.patch"))
     assert series == on_disk
-    for name in series:
-        text = (PATCHES / name).read_text()
+    for name, text in _patches():
         assert text.startswith("From ")
-        assert "Signed-off-by:" in text
         # a body explaining why, not only a subject line
-        body = text.split("\n\n", 1)[1].split("---\n", 1)[0]
-        assert len(body.split()) > 40, name
+        assert len(_message(text).split()) > 40, name
+
+
+def test_commit_messages_are_in_xens_format_without_a_sign_off():
+    """Issue 31 item 6: `component: summary` subjects, bodies wrapped, and
+    the sign-off left to whoever submits the series upstream."""
+    for name, text in _patches():
+        subject = _subject(text)
+        assert re.match(r"(xen|x86|arm|docs)(/[\w.-]+)?: \w", subject), (name, subject)
+        assert len(subject) <= 72, (name, subject)
+        assert "Signed-off-by:" not in text, name
+        long = [ln for ln in _message(text).splitlines() if len(ln) > 75]
+        assert not long, (name, long)
+
+
+def test_the_design_note_is_the_first_patch():
+    name, text = _patches()[0]
+    assert _adds(text, "docs/misc/time-dilation.pandoc"), name
+    assert "/xen/" not in "".join(re.findall(r"^\+\+\+ b/.*$", text, re.M)), name
+    note = text.split("+++ b/docs/misc/time-dilation.pandoc", 1)[1]
+    for section in ("## Model", "## Interface", "## Save, restore and migration",
+                    "## Configuration", "## Limits", "Runstate times"):
+        assert section in note, section
+
+
+def test_time_dilation_is_a_kconfig_option_off_by_default_and_on_in_our_builds():
+    kconfig = [text for _, text in _patches() if _adds(text, "xen/common/Kconfig")]
+    assert len(kconfig) == 1
+    option = kconfig[0].split("+config TIME_DILATION\n", 1)[1].split("\n+\n+endmenu", 1)[0]
+    assert "+\tdefault n\n" in option and "+\thelp\n" in option
+    assert "+obj-$(CONFIG_TIME_DILATION) += time_dilation.o" in kconfig[0]
+    # every hypervisor we build turns it on and checks that the code is in
+    for script in ("build.sh", "check-arm64.sh", "check-each-patch.sh"):
+        body = (PATCHES / "scripts" / script).read_text()
+        assert "CONFIG_TIME_DILATION=y" in body, script
+        assert "common/time_dilation.o" in body, script
+
+
+def test_public_headers_document_the_changed_cpuid_leaf_and_virtual_runstate():
+    texts = [text for _, text in _patches()]
+    cpuid = [t for t in texts if _adds(t, "xen/include/public/arch-x86/cpuid.h")]
+    vcpu = [t for t in texts if _adds(t, "xen/include/public/vcpu.h")]
+    assert len(cpuid) == 1 and "per second of the\n+ * domain's virtual time" in cpuid[0]
+    assert len(vcpu) == 1 and "are in the domain's virtual system time" in vcpu[0]
+
+
+def test_support_and_changelog_entries():
+    texts = [text for _, text in _patches()]
+    assert any(_adds(t, "SUPPORT.md") and "+    Status, x86 PV: Experimental" in t
+               for t in texts)
+    assert any(_adds(t, "CHANGELOG.md") and "XEN_DOMCTL_selena_tdf" in t for t in texts)
 
 
 def test_the_header_under_test_is_the_one_the_series_adds():
+    patch = next(name for name, text in _patches()
+                 if _adds(text, "xen/include/xen/time_dilation.h"))
     out = subprocess.run(
-        [str(PATCHES / "scripts/extract-new-file.sh"),
-         str(PATCHES / "0001-xen-add-time-dilation-arithmetic.patch"),
+        [str(PATCHES / "scripts/extract-new-file.sh"), str(PATCHES / patch),
          "xen/include/xen/time_dilation.h"],
         capture_output=True, text=True, check=True).stdout
     assert out == (PATCHES / "src/time_dilation.h").read_text()
@@ -45,7 +114,7 @@ def test_the_header_under_test_is_the_one_the_series_adds():
 
 def test_domctl_number_matches_between_tool_and_patch():
     tool = (PATCHES / "tool/selena-tdf.c").read_text()
-    patch = next(PATCHES.glob("0004-*.patch")).read_text()
+    patch = "".join(text for _, text in _patches())
     assert "#define XEN_DOMCTL_selena_tdf     0x5e1e" in tool
     assert "+#define XEN_DOMCTL_selena_tdf                0x5e1e" in patch
 

@@ -21,7 +21,9 @@ else
     "$here/scripts/fetch-source.sh" "$pin" "$cache_root/src/xen"
     version=$(awk '$1 == "version" {print $2}' "$pin")
     work="$here/build"
-    src="$work/xen-src"
+    # Not build/xen-src: that is the developer's git tree of the series
+    # (make refresh), which an uncached build must not delete.
+    src="$work/xen-build"
     rm -rf "$src"
     mkdir -p "$work"
     echo "unpacking the xen $version source"
@@ -50,9 +52,19 @@ else
                "EXTRA_CFLAGS_XEN_CORE=-ffile-prefix-map=$src=. -fdebug-prefix-map=$src=.")
     echo "building the hypervisor (make -j2, about a minute)"
     cp "$src/debian/xen-kconfig" "$src/xen/.config"
+    # The series' option is off by default (as upstream would have it).
+    echo CONFIG_TIME_DILATION=y >> "$src/xen/.config"
     make -s -C "$src/xen" "${make_args[@]}" olddefconfig >/dev/null
+    grep -qx CONFIG_TIME_DILATION=y "$src/xen/.config" || {
+        echo "CONFIG_TIME_DILATION is not on in the hypervisor's configuration" >&2
+        exit 1
+    }
     make -s -C "$src/xen" "${make_args[@]}" -j2 > "$work/xen-build.log" 2>&1 || {
         tail -30 "$work/xen-build.log" >&2
+        exit 1
+    }
+    test -f "$src/xen/common/time_dilation.o" || {
+        echo "the hypervisor was built without the time dilation code" >&2
         exit 1
     }
     echo "building selena-tdf"

@@ -21,9 +21,20 @@ while read -r p; do
 done < "$here/series"
 args=(XEN_TARGET_ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-)
 make -s -C "$work/xen-src/xen" "${args[@]}" defconfig >/dev/null
+# The series' option is off by default: the check must compile its code.
+echo CONFIG_TIME_DILATION=y >> "$work/xen-src/xen/.config"
+make -s -C "$work/xen-src/xen" "${args[@]}" olddefconfig >/dev/null
+grep -qx CONFIG_TIME_DILATION=y "$work/xen-src/xen/.config" || {
+    echo "CONFIG_TIME_DILATION is not on in the arm64 configuration" >&2
+    exit 1
+}
 make -s -C "$work/xen-src/xen" "${args[@]}" -j2 > "$work/build.log" 2>&1 || {
     tail -30 "$work/build.log" >&2
     exit 1
 }
 file "$work/xen-src/xen/xen-syms" | grep -q 'ARM aarch64' || { echo "not an arm64 image" >&2; exit 1; }
+test -f "$work/xen-src/xen/common/time_dilation.o" || {
+    echo "the arm64 hypervisor was built without the time dilation code" >&2
+    exit 1
+}
 echo "arm64 hypervisor with the series built in $(( $(date +%s) - start )) s"
