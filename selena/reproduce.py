@@ -313,7 +313,8 @@ def collect(fresh: Path, target: Path, provenance: Mapping[str, Any], *,
     for sweep in sorted(fresh.rglob("sweep.json")):
         rel = sweep.parent.relative_to(fresh)
         # The sweep's own summary.csv (every run's metrics) as sweep-summary.csv.
-        for name, kept in (("sweep.json", "sweep.json"), ("summary.csv", "sweep-summary.csv")):
+        for name, kept in (("sweep.json", "sweep.json"), ("summary.csv", "sweep-summary.csv"),
+                           ("recommendation.json", "recommendation.json")):
             if (sweep.parent / name).exists():
                 shutil.copyfile(sweep.parent / name, staging / rel / kept)
     (staging / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
