@@ -11,7 +11,7 @@ SELENA := $(VENV)/bin/selena
 TDF ?= 10
 
 .PHONY: all deps test unit check lint demo bench bench-bandwidth reproduce-star reproduce-fattree \
-	reproduce-fct reproduce-qjump reproduce-all figures clean
+	reproduce-fct reproduce-qjump reproduce-adaptive reproduce-all figures clean
 
 all: test
 
@@ -91,8 +91,10 @@ FATTREE_TDFS ?= 1,5,10,20
 FATTREE_MEMORY ?= 6144
 QJUMP_PTPD_TDFS ?= 1 10 20 50
 FCT_RATE ?= 50
+ADAPTIVE_TDFS ?= 1,2,4,8,16
 REPRODUCE = $(SELENA) reproduce --star-tdfs $(STAR_TDFS) --fattree-tdfs $(FATTREE_TDFS) \
-	--fattree-memory $(FATTREE_MEMORY) --qjump-ptpd-tdfs "$(QJUMP_PTPD_TDFS)" --fct-rate $(FCT_RATE)
+	--fattree-memory $(FATTREE_MEMORY) --qjump-ptpd-tdfs "$(QJUMP_PTPD_TDFS)" --fct-rate $(FCT_RATE) \
+	--adaptive-tdfs $(ADAPTIVE_TDFS)
 
 # Every reproduction, one after the other, and the total time.
 reproduce-all: deps
@@ -102,6 +104,7 @@ reproduce-all: deps
 	$(REPRODUCE) fct; \
 	$(REPRODUCE) qjump; \
 	$(REPRODUCE) fattree; \
+	$(REPRODUCE) adaptive; \
 	s=$$(( $$(date +%s) - start )); echo "reproduce-all: total $$((s / 60)) min $$((s % 60)) s"
 
 # SELENA's Figures 4 and 5 (star topology), scaled to the lab: a TDF sweep
@@ -135,6 +138,14 @@ reproduce-qjump: deps
 reproduce-fattree: deps
 	$(SELENA) lab build
 	$(REPRODUCE) fattree
+
+# VT-Mininet's adaptive-TDF experiment (seed 002) on the star: one flow, then
+# four, then one; a sweep over ADAPTIVE_TDFS (its TDF 1 run and the run at
+# the TDF it recommends are the fixed runs), then `--tdf auto:1-<last>`;
+# per-phase error, verdict and real time of the three (about 46 minutes).
+reproduce-adaptive: deps
+	$(SELENA) lab build
+	$(REPRODUCE) adaptive
 
 # Every PNG in docs/figures and every generated docs table (between
 # `<!-- figures:NAME -->` marks) from docs/results, on the host, no lab:

@@ -18,6 +18,7 @@ import csv
 import datetime
 import json
 import logging
+import math
 import shlex
 import shutil
 import sys
@@ -27,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from selena.errors import ResultsError, ScenarioError
+from selena import units
+from selena.errors import ResultsError, ScenarioError, UnitError
 from selena.runner import Runner
 
 log = logging.getLogger(__name__)
@@ -98,10 +100,39 @@ def _qjump_steps(ptpd_tdfs: Sequence[str]) -> tuple[Step, ...]:
     return tuple(steps)
 
 
+def _adaptive_steps(tdfs: str) -> tuple[Step, ...]:
+    """VT-Mininet's comparison: a sweep over a fixed grid (its TDF 1 run and
+    the run at the TDF it recommends are the fixed runs; the recommendation
+    is in its recommendation.json), then the adaptive run over the grid's
+    range."""
+    try:
+        grid = [units.tdf(t) for t in tdfs.split(",") if t.strip()]
+    except UnitError as exc:
+        raise ScenarioError(f"adaptive TDFs {tdfs!r}: {exc}") from None
+    if len(grid) < 2 or grid[0] != 1 or grid != sorted(set(grid)):
+        raise ScenarioError(f"adaptive TDFs {tdfs!r}: want increasing TDFs from 1, e.g. "
+                            "1,2,4,8,16 (TDF 1 is one of the three runs)")
+    scenario = "scenarios/adaptive_phases.py"
+    spec = f"auto:{units.tdf_text(grid[0])}-{units.tdf_text(grid[-1])}"
+    return (Step("sweep", ("sweep", scenario, "--tdf", ",".join(units.tdf_text(t) for t in grid),
+                           "--out", OUT)),
+            Step("adaptive", ("run", scenario, "--tdf", spec, "--out", OUT)))
+
+
+def adaptive_minutes(tdfs: str, virtual_s: float = 63.0, deploy_s: float = 60.0) -> int:
+    """About how long `reproduce adaptive` takes: every grid TDF's run and
+    the adaptive one (at most the grid's top, about its mean here: the
+    quiet two thirds low, the busy third high), each with a deploy."""
+    grid = [units.tdf(t) for t in tdfs.split(",") if t.strip()]
+    adaptive = virtual_s * (2 * grid[0] + grid[-1]) / 3 + 60      # + climbing and dwell
+    return math.ceil((sum(grid) * virtual_s + adaptive + (len(grid) + 1) * deploy_s) / 60)
+
+
 def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
                   fattree_memory: int = 6144,
                   qjump_ptpd_tdfs: Sequence[str] = ("1", "10", "20", "50"),
-                  fct_rate: float = 50.0) -> dict[str, Reproduction]:
+                  fct_rate: float = 50.0,
+                  adaptive_tdfs: str = "1,2,4,8,16") -> dict[str, Reproduction]:
     """Every reproduction by name, in `make reproduce-all`'s order."""
     return {r.name: r for r in (
         Reproduction("star", "SELENA Figures 4 and 5 (star topology)",
@@ -124,6 +155,9 @@ def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
                      (Step("sweep", _sweep("fat_tree_fct.py", fattree_tdfs)),), 35,
                      lab_args=("--memory", str(fattree_memory)),
                      figures=("fattree_fct_cdf.png",)),
+        Reproduction("adaptive", "VT-Mininet's adaptive TDF against fixed TDFs (seed 002)",
+                     _adaptive_steps(adaptive_tdfs), adaptive_minutes(adaptive_tdfs),
+                     figures=("adaptive_phases.png",)),
     )}
 
 
@@ -313,7 +347,8 @@ def collect(fresh: Path, target: Path, provenance: Mapping[str, Any], *,
     for sweep in sorted(fresh.rglob("sweep.json")):
         rel = sweep.parent.relative_to(fresh)
         # The sweep's own summary.csv (every run's metrics) as sweep-summary.csv.
-        for name, kept in (("sweep.json", "sweep.json"), ("summary.csv", "sweep-summary.csv")):
+        for name, kept in (("sweep.json", "sweep.json"), ("summary.csv", "sweep-summary.csv"),
+                           ("recommendation.json", "recommendation.json")):
             if (sweep.parent / name).exists():
                 shutil.copyfile(sweep.parent / name, staging / rel / kept)
     (staging / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")

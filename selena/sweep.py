@@ -16,7 +16,8 @@ as this sweep's:
   (all repeats pooled) against the highest TDF's;
 - the recommended TDF: the smallest whose samples are indistinguishable
   from the highest TDF's (p >= 0.05) for every metric and whose runs all
-  have the verdict ok.
+  have the verdict ok (also in recommendation.json, with why each other
+  TDF was not).
 
 Verdict of one run and metric, always one of three: "failed" when the run
 failed; "degraded (...)" when the run's fidelity monitor found the host
@@ -442,6 +443,21 @@ def write_summary(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
         for row in rows:
             writer.writerow({k: "" if row.get(k) is None else row.get(k)
                              for k in SUMMARY_COLUMNS})
+    return path
+
+
+def write_recommendation(analysis: SweepAnalysis, path: Path,
+                         tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> Path:
+    """The recommendation as the report states it, for what reads the sweep
+    later without its samples' layout (`selena reproduce adaptive`'s figures
+    take their faithful TDF from it): the TDF or null, and why each other
+    TDF was not recommended."""
+    data = {"sweep_id": analysis.plan.sweep_id, "scenario": analysis.plan.scenario,
+            "tdfs": analysis.plan.tdfs, "tolerance_pct": tolerance_pct, "ks_alpha": KS_ALPHA,
+            "ks_method": analysis.ks_method, "recommended": analysis.recommended,
+            "not_recommended": {units.tdf_text(t): why for t, why in analysis.reasons.items()
+                                if t != analysis.recommended}}
+    path.write_text(json.dumps(data, indent=1) + "\n")
     return path
 
 

@@ -100,6 +100,7 @@ CASES: tuple[Case, ...] = (
     scenario("standalone_switch"),
     scenario("star_throughput"),
     scenario("held_out_star"),
+    scenario("adaptive_phases"),
     # It runs its own Experiment; plan captures the topology it is given.
     scenario("script_experiment"),
     scenario("static_routes"),

@@ -198,4 +198,21 @@ def test_the_cli_lists_and_refuses_with_one_line(capsys):
     assert main(["reproduce", "stra"]) != 0
     err = capsys.readouterr().err.strip()
     assert err == "selena: error: reproduce: no reproduction stra (have star, fct, qjump, " \
-                  "fattree)"
+                  "fattree, adaptive)"
+
+
+def test_the_adaptive_comparison_sweeps_its_grid_then_runs_auto_over_its_range():
+    adaptive = reproductions(adaptive_tdfs="1,4,16")["adaptive"]
+    commands = [line for line in lab_script(adaptive, Path("A")).splitlines()
+                if line.startswith("selena ")]
+    assert commands == [
+        "selena sweep scenarios/adaptive_phases.py --tdf 1,4,16 --out A/sweep",
+        "selena run scenarios/adaptive_phases.py --tdf auto:1-16 --out A/adaptive"]
+    assert adaptive.figures == ("adaptive_phases.png",)
+    # The estimate grows with the grid: its runs dominate.
+    assert reproductions()["adaptive"].minutes > adaptive.minutes >= 20
+    for bad, why in (("2,4", "from 1"), ("1", "from 1"), ("1,8,4", "increasing"),
+                     ("1,x", "TDF")):
+        with pytest.raises(Exception, match=rf"adaptive TDFs '{re.escape(bad)}': .*{why}"):
+            reproductions(adaptive_tdfs=bad)
+    assert main(["reproduce", "--adaptive-tdfs", "1,0.5", "--list", "adaptive"]) != 0

@@ -61,8 +61,9 @@ def test_bad_queue_is_refused():
         queue_packets(0, 0.1)
 
 
-REPRODUCTION_SCENARIOS = ("star_throughput.py", "fat_tree_fct.py", "switch_model_fct.py",
-                          "qjump_ping.py", "qjump_memcached.py", "qjump_ptpd.py")
+REPRODUCTION_SCENARIOS = ("star_throughput.py", "adaptive_phases.py", "fat_tree_fct.py",
+                          "switch_model_fct.py", "qjump_ping.py", "qjump_memcached.py",
+                          "qjump_ptpd.py")
 
 
 @pytest.mark.parametrize("name", REPRODUCTION_SCENARIOS)

@@ -372,3 +372,22 @@ def test_the_cli_sweep_writes_its_id_into_every_bundle(fake_xen, tmp_path, monke
     sweep_id = json.loads((tmp_path / "o/sweep.json").read_text())["sweep_id"]
     meta = json.loads((tmp_path / "o/runs/tdf2-r1/meta.json").read_text())
     assert sweep_id and meta["sweep_id"] == sweep_id and meta["status"] == "ok"
+
+
+def test_the_report_keeps_its_recommendation_in_recommendation_json(tmp_path, capsys):
+    synthetic_sweep(tmp_path, repeat=1)
+    assert main(["sweep-report", str(tmp_path), "--no-plots", "--tolerance", "5"]) == 0
+    assert "recommendation: TDF 10" in capsys.readouterr().out
+    kept = json.loads((tmp_path / "recommendation.json").read_text())
+    assert kept["recommended"] == 10.0 and kept["tdfs"] == [1.0, 5.0, 10.0]
+    assert kept["sweep_id"] == json.loads((tmp_path / "sweep.json").read_text())["sweep_id"]
+    assert sorted(kept["not_recommended"]) == ["1", "5"]
+    assert any("differs from TDF 10" in why for why in kept["not_recommended"]["5"])
+    # None faithful: null, and every TDF says why.
+    other = tmp_path / "none"
+    plan = SweepPlan("s.py", [1, 2], 1)
+    run_sweep(plan, other, lambda run, bundle: write_bundle(
+        bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(run.tdf, 3)))
+    assert main(["sweep-report", str(other), "--no-plots"]) == 0
+    kept = json.loads((other / "recommendation.json").read_text())
+    assert kept["recommended"] is None and sorted(kept["not_recommended"]) == ["1", "2"]

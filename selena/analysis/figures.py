@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from selena import units
+from selena.analysis import adaptive as adaptive_runs
 from selena.analysis import qjump
 from selena.analysis.fct import (
     SYN_MARKS,
@@ -306,11 +307,24 @@ def qjump_figures(root: Path, out: Path) -> Drawn:
                          "qjump-ptpd": "\n".join(qjump.ptpd_rows(root))})
 
 
+# ---------------------------------------------------------------- adaptive
+
+def adaptive(root: Path, out: Path) -> Drawn:
+    """VT-Mininet's comparison: per-phase error, verdict and real time of TDF
+    1, the sweep's faithful TDF and the adaptive run, the goal's verdict
+    computed from them (selena.analysis.adaptive)."""
+    comparison = adaptive_runs.load(root)
+    return Drawn(figures=[adaptive_runs.plot(comparison, out)],
+                 tables={"adaptive": "\n".join(adaptive_runs.rows(comparison))})
+
+
 DRAWERS: dict[str, Callable[[Path, Path], Drawn]] = {
-    "star": star, "fct": fct, "qjump": qjump_figures, "fattree": fattree}
+    "star": star, "fct": fct, "qjump": qjump_figures, "fattree": fattree,
+    "adaptive": adaptive}
 # Every table name a page may mark, by reproduction.
 TABLES = {"star": ("star",), "fct": ("fct",),
-          "qjump": ("qjump-ping", "qjump-memcached", "qjump-ptpd"), "fattree": ("fattree",)}
+          "qjump": ("qjump-ping", "qjump-memcached", "qjump-ptpd"), "fattree": ("fattree",),
+          "adaptive": ("adaptive",)}
 
 
 # ----------------------------------------------------------------- generate

@@ -30,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="PTPd's TDFs (above 20 with 10 s windows)")
     p.add_argument("--fct-rate", type=float, default=50.0, metavar="FLOWS_PER_S",
                    help="Figure 11's load (the paper's: 50 flows/s)")
+    p.add_argument("--adaptive-tdfs", default="1,2,4,8,16", metavar="1,T2,...",
+                   help="the adaptive comparison's sweep grid, from 1; its adaptive run "
+                        "is auto:1-<the last>")
     p.set_defaults(func=cmd_reproduce)
 
 
@@ -38,7 +41,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         star_tdfs=args.star_tdfs, fattree_tdfs=args.fattree_tdfs,
         fattree_memory=args.fattree_memory,
         qjump_ptpd_tdfs=[t for t in args.qjump_ptpd_tdfs.replace(" ", ",").split(",") if t],
-        fct_rate=args.fct_rate)
+        fct_rate=args.fct_rate, adaptive_tdfs=args.adaptive_tdfs)
     names = args.names or ([] if not args.list else list(catalogue))
     if not names:
         raise ScenarioError(f"reproduce: name one or more of {', '.join(catalogue)} "

@@ -20,6 +20,7 @@ from selena.sweep import (
     auto_sweep,
     plot,
     run_sweep,
+    write_recommendation,
     write_summary,
 )
 
@@ -113,6 +114,7 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
 def _report(out: Path, tolerance: float, plots: bool) -> int:
     analysis = analyze(out, tolerance_pct=tolerance)
     summary = write_summary(analysis.rows, out / "summary.csv")
+    write_recommendation(analysis, out / "recommendation.json", tolerance)
     print(analysis.report())
     print(f"summary: {summary}")
     if plots:

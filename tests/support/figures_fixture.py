@@ -18,12 +18,13 @@ FIXTURE = ROOT / "tests" / "data" / "figures"
 
 
 def _bundle(path: Path, tdf: float, metrics: dict, real_s: float = 100.0,
-            verdict: str | None = "ok") -> Path:
+            verdict: str | None = "ok", extra_meta: dict | None = None,
+            reasons: list[str] | None = None) -> Path:
     path.mkdir(parents=True)
     meta = {"experiment": path.name, "status": "ok", "tdf": tdf, "real_seconds": real_s,
-            "commands": []}
+            "commands": [], **(extra_meta or {})}
     if verdict:
-        meta["fidelity"] = {"verdict": verdict, "reasons": []}
+        meta["fidelity"] = {"verdict": verdict, "reasons": reasons or []}
     (path / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     (path / "metrics.json").write_text(json.dumps(
         {name: {"unit": unit, "expected": expected, "n": len(samples), "samples": samples,
@@ -122,7 +123,56 @@ def _qjump(fresh: Path, rng: random.Random) -> None:
     _ptpd(fresh / "ptpd-tdf20", 20, 1.2e-3, 40e-3)
 
 
-RAW = {"star": _star, "fattree": _fattree, "fct": _fct, "qjump": _qjump}
+# Per run: (throughput error %, RTT error %) of each phase (1, 4, 1 flows).
+ADAPTIVE_ERRORS = {1: ((-20.0, 12.0), (-45.0, 60.0), (-18.0, 11.0)),
+                   2: ((-4.0, 5.5), (-15.0, 20.0), (-3.0, 5.0)),
+                   4: ((-1.0, 2.0), (-1.5, 2.5), (-0.8, 2.0)),
+                   "auto": ((-1.1, 2.2), (-1.4, 2.4), (-0.9, 2.1))}
+ADAPTIVE_TIMELINE = [(1, 0.0, 0.0, "start of auto:1-4 at the scenario's TDF clamped into MIN-MAX"),
+                     (2, 4.0, 4.0, "raise: RTT excess +12.0% > 5%"),
+                     (4, 44.0, 24.0, "raise: vCPU of h1 busy 95% >= 90%"),
+                     (2, 128.0, 45.0, "lower: every busy peak <= 45% (highest 20%)"),
+                     (1, 132.0, 47.0, "lower: every busy peak <= 45% (highest 30%)")]
+
+
+def _phases_metrics(errors) -> dict:
+    """adaptive_phases.py's metrics with medians exactly `errors` off."""
+    bounds, flows = [3.0, 23.0, 43.0, 63.0], [1, 4, 1]
+    metrics: dict[str, tuple[list, float | None, str]] = {
+        "phase_bounds_s": (bounds, None, "s"), "phase_flows": (flows, None, "flows")}
+    for i, (k, (mbit_err, rtt_err)) in enumerate(zip(flows, errors, strict=True), start=1):
+        mbit, rtt = k * 10 * 1448 / 1514, 200.0
+        spread = [-0.03, -0.01, 0.0, 0.01, 0.03]
+        metrics[f"phase{i}_mbit"] = ([round(mbit * (1 + mbit_err / 100) + d, 6)
+                                      for d in spread], mbit, "Mbit/s")
+        metrics[f"phase{i}_rtt_ms"] = ([round(rtt * (1 + rtt_err / 100) + 10 * d, 6)
+                                        for d in spread], rtt, "ms")
+    return metrics
+
+
+def _adaptive(fresh: Path, rng: random.Random) -> None:
+    sweep = fresh / "sweep"
+    for tdf in (1, 2, 4):
+        reasons = [] if tdf == 4 else [f"round trip probe-srv at least {200 + 24 / tdf:.1f} ms"]
+        _bundle(sweep / "runs" / f"tdf{tdf}-r1", tdf, _phases_metrics(ADAPTIVE_ERRORS[tdf]),
+                real_s=60 + 63 * tdf, verdict="degraded" if reasons else "ok",
+                reasons=reasons,
+                extra_meta={"tdf_timeline": [{"tdf": tdf, "real_s": 0.0, "virtual_s": 0.0}]})
+    (sweep / "sweep.json").write_text(json.dumps({"scenario": "scenarios/adaptive_phases.py",
+                                                  "tdfs": [1, 2, 4]}))
+    (sweep / "summary.csv").write_text("scenario,tdf,metric\nphases,1,phase1_mbit\n")
+    (sweep / "recommendation.json").write_text(json.dumps(
+        {"tdfs": [1.0, 2.0, 4.0], "recommended": 4.0,
+         "not_recommended": {"1": ["phase1_mbit repeat 1 degraded"],
+                             "2": ["phase2_mbit repeat 1 degraded"]}}, indent=1) + "\n")
+    timeline = [{"tdf": t, "real_s": r, "virtual_s": v, "reason": why}
+                for t, r, v, why in ADAPTIVE_TIMELINE]
+    _bundle(fresh / "adaptive", 1, _phases_metrics(ADAPTIVE_ERRORS["auto"]), real_s=210.0,
+            extra_meta={"tdf_timeline": timeline,
+                        "adaptive": {"policy": {"spec": "auto:1-4"}, "decisions": []}})
+
+
+RAW = {"star": _star, "fattree": _fattree, "fct": _fct, "qjump": _qjump, "adaptive": _adaptive}
 
 
 def raw(root: Path) -> dict[str, Path]:
