@@ -21,7 +21,7 @@ import pytest
 from selena.analysis.adaptive import judge, load, rows
 from selena.paths import project_root
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.long]
 
 OUT = lab_results.out("test-adaptive-phases")
 

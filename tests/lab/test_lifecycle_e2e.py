@@ -2,6 +2,7 @@
 script driving an experiment, IPv6 between guests, SELENA's own Listings 1
 and 2 as printed, and the front door's demo at TDF 1 and TDF 10."""
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -109,6 +110,22 @@ def test_the_demo_sweep_is_faithful_at_tdf_10_and_degraded_at_tdf_1(lab, monkeyp
     verdicts = {(r["tdf"], r["metric"]): r["verdict"] for r in analysis.rows}
     assert verdicts[("10", "rtt_ms")] == "ok" and verdicts[("10", "tcp_mbit")] == "ok"
     assert verdicts[("1", "rtt_ms")].startswith("degraded"), analysis.report()
+    # The monitor's latency signal (the held-out star's own sweep is the
+    # `long` test_verdict_e2e): the probe pings h1-h2 over the demo's 80 ms
+    # round trip; at TDF 1 the lab's floor puts it 5% or more above.
+    latency = {tdf: json.loads((project_root() / demo.RESULTS / "runs" / f"tdf{tdf}-r1"
+                                / "fidelity.json").read_text())["latency"] for tdf in (1, 10)}
+    print("latency probe at TDF 1:", latency[1], "\nat TDF 10:", latency[10])
+    assert latency[1]["path"] == "h1-h2" and latency[1]["echoes"] >= 5, latency[1]
+    check("demo.tdf1.rtt_excess_share", latency[1]["excess_share"], above=0.05,
+          context=latency[1])
+    check("demo.tdf10.rtt_excess_share", latency[10]["excess_share"], below=0.05,
+          context=latency[10])
+    with (project_root() / demo.RESULTS / "summary.csv").open() as f:
+        summary = list(csv.DictReader(f))
+    assert all(r["verdict"] == "ok" for r in summary if r["tdf"] == "10"), summary
+    assert all(r["verdict"].startswith("degraded (") for r in summary if r["tdf"] == "1"), \
+        summary
     check("demo.ks_p_rtt_ms_tdf1", analysis.ks["rtt_ms"][1.0], below=0.05,
           context=analysis.report())
     assert analysis.recommended == 10.0, analysis.report()

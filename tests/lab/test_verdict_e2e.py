@@ -19,7 +19,7 @@ from lab_stats import check
 from selena.paths import project_root
 from selena.sweep import analyze
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.long]
 
 OUT = lab_results.out("test-verdict")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.toolchain
+pytestmark = [pytest.mark.toolchain, pytest.mark.long]
 
 PATCHES = Path(__file__).resolve().parents[2] / "xen-patches"
 

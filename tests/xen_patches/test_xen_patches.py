@@ -30,7 +30,9 @@ def _subject(text: str) -> str:
     """The subject git format-patch wrote (folded over lines), without the
     [PATCH n/m] tag."""
     head = text.split("\n\n", 1)[0]
-    folded = re.search(r"^Subject: (.*(?:\n .*)*)", head, re.M).group(1)
+    match = re.search(r"^Subject: (.*(?:\n .*)*)", head, re.M)
+    assert match, head
+    folded = match.group(1)
     return re.sub(r"^\[PATCH[^]]*\] ", "", " ".join(folded.split("\n ")))
 
 
