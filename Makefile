@@ -11,7 +11,8 @@ SELENA := $(VENV)/bin/selena
 TDF ?= 10
 
 .PHONY: all deps test unit check lint demo bench bench-bandwidth reproduce-star reproduce-fattree \
-	reproduce-fct reproduce-qjump reproduce-all figures clean
+	reproduce-fct reproduce-qjump reproduce-starscale reproduce-deploy reproduce-mflops \
+	reproduce-all figures clean
 
 all: test
 
@@ -91,8 +92,17 @@ FATTREE_TDFS ?= 1,5,10,20
 FATTREE_MEMORY ?= 6144
 QJUMP_PTPD_TDFS ?= 1 10 20 50
 FCT_RATE ?= 50
+STARSCALE_RATES ?= 5,10,20,40
+STARSCALE_CLIENTS ?= 2,4,8
+STARSCALE_TDFS ?= 5,10,20
+DEPLOY_HOSTS ?= 13,26,52
+DEPLOY_MEMORY ?= 6144
+MFLOPS_VMS ?= 1,2,4
 REPRODUCE = $(SELENA) reproduce --star-tdfs $(STAR_TDFS) --fattree-tdfs $(FATTREE_TDFS) \
-	--fattree-memory $(FATTREE_MEMORY) --qjump-ptpd-tdfs "$(QJUMP_PTPD_TDFS)" --fct-rate $(FCT_RATE)
+	--fattree-memory $(FATTREE_MEMORY) --qjump-ptpd-tdfs "$(QJUMP_PTPD_TDFS)" --fct-rate $(FCT_RATE) \
+	--starscale-rates $(STARSCALE_RATES) --starscale-clients $(STARSCALE_CLIENTS) \
+	--starscale-tdfs $(STARSCALE_TDFS) --deploy-hosts $(DEPLOY_HOSTS) \
+	--deploy-memory $(DEPLOY_MEMORY) --mflops-vms $(MFLOPS_VMS)
 
 # Every reproduction, one after the other, and the total time.
 reproduce-all: deps
@@ -102,6 +112,9 @@ reproduce-all: deps
 	$(REPRODUCE) fct; \
 	$(REPRODUCE) qjump; \
 	$(REPRODUCE) fattree; \
+	$(REPRODUCE) starscale; \
+	$(REPRODUCE) deploy; \
+	$(REPRODUCE) mflops; \
 	s=$$(( $$(date +%s) - start )); echo "reproduce-all: total $$((s / 60)) min $$((s % 60)) s"
 
 # SELENA's Figures 4 and 5 (star topology), scaled to the lab: a TDF sweep
@@ -135,6 +148,29 @@ reproduce-qjump: deps
 reproduce-fattree: deps
 	$(SELENA) lab build
 	$(REPRODUCE) fattree
+
+# SELENA's Figures 7, 8 and 10 (scalability of the star): 4 clients at each
+# client link rate of STARSCALE_RATES (Mbit/s; x100 the paper's) at TDF 20,
+# and each client count of STARSCALE_CLIENTS swept over STARSCALE_TDFS, every
+# flow at once for 5 virtual seconds; Dom0 and guest CPU from the fidelity
+# monitor. About 45 minutes; the paper's scale (up to 60 clients) needs a
+# larger machine.
+reproduce-starscale: deps
+	$(SELENA) lab build
+	$(REPRODUCE) starscale
+
+# SELENA's cold boot of 52 nodes (about 130 s in the paper): DEPLOY_HOSTS
+# tiny guests per run, deploy and boot time and Dom0 memory. About 15 min.
+reproduce-deploy: deps
+	$(SELENA) lab build
+	$(REPRODUCE) deploy
+
+# QJump in SELENA, Figures 2 and 3: the summed work of MFLOPS_VMS VMs running
+# a CPU loop at once at TDF 1, 10 and 20, uncapped and capped to 100/TDF %.
+# About 20 minutes.
+reproduce-mflops: deps
+	$(SELENA) lab build
+	$(REPRODUCE) mflops
 
 # Every PNG in docs/figures and every generated docs table (between
 # `<!-- figures:NAME -->` marks) from docs/results, on the host, no lab:

@@ -98,10 +98,41 @@ def _qjump_steps(ptpd_tdfs: Sequence[str]) -> tuple[Step, ...]:
     return tuple(steps)
 
 
+def _star_run(tdf: str, clients: int, client_mbit: str) -> tuple[str, ...]:
+    return ("run", "scenarios/star_throughput.py", "--tdf", tdf, *_star_params(
+        clients, client_mbit), "--out", OUT)
+
+
+def _star_params(clients: int, client_mbit: str) -> tuple[str, ...]:
+    # Every flow at once, 5 virtual seconds: the paper's per-client boxes
+    # with all clients running (its Figures 7 and 8).
+    return ("--param", f"clients={clients}", "--param", f"client_mbit={client_mbit}",
+            "--param", "stagger_s=0", "--param", "last_s=5")
+
+
+def _starscale_steps(rates: str, clients: str, tdfs: str) -> tuple[Step, ...]:
+    """Figure 7: 4 clients at each client link rate, TDF 20 (the paper's);
+    Figures 8 and 10: each client count swept over the TDFs (Figure 8 is
+    its TDF 20 runs, Figure 10 the most clients each TDF carries)."""
+    steps = [Step(f"fig7-{rate}mbit", _star_run("20", 4, rate))
+             for rate in _csv(rates)]
+    steps += [Step(f"clients{n}", ("sweep", "scenarios/star_throughput.py", "--tdf", tdfs,
+                                   *_star_params(int(n), "10"), "--out", OUT))
+              for n in _csv(clients)]
+    return tuple(steps)
+
+
+def _csv(text: str) -> list[str]:
+    return [x for x in text.replace(" ", ",").split(",") if x]
+
+
 def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
                   fattree_memory: int = 6144,
                   qjump_ptpd_tdfs: Sequence[str] = ("1", "10", "20", "50"),
-                  fct_rate: float = 50.0) -> dict[str, Reproduction]:
+                  fct_rate: float = 50.0, starscale_rates: str = "5,10,20,40",
+                  starscale_clients: str = "2,4,8", starscale_tdfs: str = "5,10,20",
+                  deploy_hosts: str = "13,26,52", deploy_memory: int = 6144,
+                  mflops_vms: str = "1,2,4") -> dict[str, Reproduction]:
     """Every reproduction by name, in `make reproduce-all`'s order."""
     return {r.name: r for r in (
         Reproduction("star", "SELENA Figures 4 and 5 (star topology)",
@@ -124,6 +155,23 @@ def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
                      (Step("sweep", _sweep("fat_tree_fct.py", fattree_tdfs)),), 35,
                      lab_args=("--memory", str(fattree_memory)),
                      figures=("fattree_fct_cdf.png",)),
+        Reproduction("starscale", "SELENA Figures 7, 8 and 10 (star scalability)",
+                     _starscale_steps(starscale_rates, starscale_clients, starscale_tdfs),
+                     45, figures=("star_fig7_link_rate.png", "star_fig8_clients.png",
+                                  "star_fig10_clients_per_tdf.png")),
+        Reproduction("deploy", "SELENA section 3: cold boot of a 52-node topology",
+                     tuple(Step(f"hosts{n}", ("run", "scenarios/deploy_scale.py", "--param",
+                                              f"hosts={n}", "--out", OUT))
+                           for n in _csv(deploy_hosts)),
+                     15, lab_args=("--memory", str(deploy_memory)),
+                     figures=("deploy_cold_boot.png",)),
+        Reproduction("mflops", "QJump in SELENA: Figures 2 and 3 (capped CPU work)",
+                     tuple(Step(f"fig{fig}-{cpu}", ("run", "scenarios/qjump_mflops.py",
+                                                    "--param", f"cpu={cpu}",
+                                                    "--param", f"vms={mflops_vms}",
+                                                    "--out", OUT))
+                           for fig, cpu in ((2, "dilated"), (3, "real"))),
+                     20, figures=("qjump_fig2_mflops.png", "qjump_fig3_mflops.png")),
     )}
 
 

@@ -198,4 +198,4 @@ def test_the_cli_lists_and_refuses_with_one_line(capsys):
     assert main(["reproduce", "stra"]) != 0
     err = capsys.readouterr().err.strip()
     assert err == "selena: error: reproduce: no reproduction stra (have star, fct, qjump, " \
-                  "fattree)"
+                  "fattree, starscale, deploy, mflops)"

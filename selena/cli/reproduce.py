@@ -30,6 +30,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="PTPd's TDFs (above 20 with 10 s windows)")
     p.add_argument("--fct-rate", type=float, default=50.0, metavar="FLOWS_PER_S",
                    help="Figure 11's load (the paper's: 50 flows/s)")
+    p.add_argument("--starscale-rates", default="5,10,20,40", metavar="M1,M2,...",
+                   help="Figure 7's client link rates, Mbit/s (x100: the paper's)")
+    p.add_argument("--starscale-clients", default="2,4,8", metavar="N1,N2,...",
+                   help="Figures 8 and 10's client counts (the paper's: up to 60)")
+    p.add_argument("--starscale-tdfs", default="5,10,20", metavar="T1,T2,...",
+                   help="Figure 10's TDFs")
+    p.add_argument("--deploy-hosts", default="13,26,52", metavar="N1,N2,...",
+                   help="guests cold-booted per run (the paper's: 52)")
+    p.add_argument("--deploy-memory", type=int, default=6144, metavar="MB",
+                   help="the lab's RAM for the deploy runs")
+    p.add_argument("--mflops-vms", default="1,2,4", metavar="N1,N2,...",
+                   help="QJump Figures 2-3's VMs at once (the paper's: 1,2,5,10)")
     p.set_defaults(func=cmd_reproduce)
 
 
@@ -38,7 +50,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         star_tdfs=args.star_tdfs, fattree_tdfs=args.fattree_tdfs,
         fattree_memory=args.fattree_memory,
         qjump_ptpd_tdfs=[t for t in args.qjump_ptpd_tdfs.replace(" ", ",").split(",") if t],
-        fct_rate=args.fct_rate)
+        fct_rate=args.fct_rate, starscale_rates=args.starscale_rates,
+        starscale_clients=args.starscale_clients, starscale_tdfs=args.starscale_tdfs,
+        deploy_hosts=args.deploy_hosts, deploy_memory=args.deploy_memory,
+        mflops_vms=args.mflops_vms)
     names = args.names or ([] if not args.list else list(catalogue))
     if not names:
         raise ScenarioError(f"reproduce: name one or more of {', '.join(catalogue)} "

@@ -18,10 +18,10 @@ FIXTURE = ROOT / "tests" / "data" / "figures"
 
 
 def _bundle(path: Path, tdf: float, metrics: dict, real_s: float = 100.0,
-            verdict: str | None = "ok") -> Path:
+            verdict: str | None = "ok", meta_extra: dict | None = None) -> Path:
     path.mkdir(parents=True)
     meta = {"experiment": path.name, "status": "ok", "tdf": tdf, "real_seconds": real_s,
-            "commands": []}
+            "commands": [], **(meta_extra or {})}
     if verdict:
         meta["fidelity"] = {"verdict": verdict, "reasons": []}
     (path / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
@@ -122,7 +122,67 @@ def _qjump(fresh: Path, rng: random.Random) -> None:
     _ptpd(fresh / "ptpd-tdf20", 20, 1.2e-3, 40e-3)
 
 
-RAW = {"star": _star, "fattree": _fattree, "fct": _fct, "qjump": _qjump}
+def _star_scale_run(path: Path, rng: random.Random, tdf: float, clients: int,
+                    client_mbit: float, spread: float) -> None:
+    """One run of Figures 7, 8 and 10: per-client samples that spread more as
+    the load grows, and the monitor's CPU use in fidelity.json."""
+    expected = round(client_mbit * 1448 / 1514, 4)
+    samples = [round(min(expected * 1.05, rng.gauss(expected, spread * expected)), 3)
+               for _ in range(40 * clients)]
+    _bundle(path, tdf, {"client_mbit": (samples, expected, "Mbit/s"),
+                        f"aggregate_mbit_{clients}flows": ([clients * expected] * 4,
+                                                           clients * expected, "Mbit/s")},
+            meta_extra={"params": {"clients": clients, "client_mbit": client_mbit,
+                                   "stagger_s": 0, "last_s": 5}})
+    load = min(1.0, clients * client_mbit / tdf / 40)
+    (path / "fidelity.json").write_text(json.dumps({
+        "verdict": "ok", "dom0_busy": [round(load * f, 3) for f in (0.8, 1.0, 0.9)],
+        "guest_busy": {f"h{k}": [round(load / 2, 3)] * 3 for k in range(1, clients + 1)}},
+        indent=1) + "\n")
+
+
+def _starscale(fresh: Path, rng: random.Random) -> None:
+    for rate, spread in ((5, 0.005), (10, 0.01), (20, 0.04), (40, 0.2)):
+        _star_scale_run(fresh / f"fig7-{rate}mbit", rng, 20, 4, rate, spread)
+    for clients in (2, 4, 8):
+        sweep = fresh / f"clients{clients}"
+        for tdf in (5, 10, 20):
+            spread = 0.005 if clients * 10 <= tdf * 2 else 0.1
+            _star_scale_run(sweep / "runs" / f"tdf{tdf}-r1", rng, tdf, clients, 10, spread)
+        (sweep / "sweep.json").write_text(json.dumps({"scenario": "scenarios/star_throughput.py",
+                                                      "tdfs": [5, 10, 20]}))
+
+
+def _deploy(fresh: Path, rng: random.Random) -> None:
+    for hosts in (13, 26, 52):
+        _bundle(fresh / f"hosts{hosts}", 1,
+                {"guests_up": ([hosts], float(hosts), "guests"),
+                 "guest_uptime_s": ([round(rng.uniform(2, 40), 2) for _ in range(hosts)],
+                                    None, "s"),
+                 "dom0_total_mb": ([1536.0], None, "MB"),
+                 "dom0_used_mb": ([round(300 + 2.5 * hosts, 1)], None, "MB")},
+                meta_extra={"params": {"hosts": hosts},
+                            "timings": {"deploy_s": round(0.9 * hosts, 2),
+                                        "boot_to_agents_s": round(20 + 1.1 * hosts, 2)}})
+
+
+def _mflops(fresh: Path, rng: random.Random) -> None:
+    one = 12000.0
+    for fig, cpu in ((2, "dilated"), (3, "real")):
+        metrics = {}
+        for tdf in (1, 10, 20):
+            for vms in (1, 2, 4):
+                if cpu == "real":
+                    total = vms * one * rng.uniform(0.95, 1.0)
+                else:
+                    total = tdf * one * min(vms, 2) * rng.uniform(0.8, 1.0)
+                metrics[f"work_per_s_tdf{tdf}_vms{vms}"] = ([round(total, 1)] * 2, None,
+                                                            "iterations/s")
+        _bundle(fresh / f"fig{fig}-{cpu}", 1, metrics, meta_extra={"params": {"cpu": cpu}})
+
+
+RAW = {"star": _star, "fattree": _fattree, "fct": _fct, "qjump": _qjump,
+       "starscale": _starscale, "deploy": _deploy, "mflops": _mflops}
 
 
 def raw(root: Path) -> dict[str, Path]:
