@@ -77,7 +77,7 @@ bench: deps
 # Long (about half an hour in the lab); not part of `make test`.
 bench-bandwidth: deps
 	$(SELENA) lab build
-	$(SELENA) lab bench-bandwidth --tdfs $(BANDWIDTH_TDFS)
+	$(SELENA) lab bench-bandwidth --tdfs $(BANDWIDTH_TDFS) --refine $(BANDWIDTH_REFINE)
 
 # The paper reproductions (docs/reproductions.md), each one `selena
 # reproduce NAME`: run in the lab into a fresh build/results/<name>/<date>/
@@ -88,6 +88,7 @@ bench-bandwidth: deps
 # `make figures` then draws docs/figures and the docs' tables from docs/results.
 STAR_TDFS ?= 1,5,10
 BANDWIDTH_TDFS ?= 5,10,20
+BANDWIDTH_REFINE ?= 2
 FATTREE_TDFS ?= 1,5,10,20
 FATTREE_MEMORY ?= 6144
 QJUMP_PTPD_TDFS ?= 1 10 20 50
@@ -102,7 +103,8 @@ REPRODUCE = $(SELENA) reproduce --star-tdfs $(STAR_TDFS) --fattree-tdfs $(FATTRE
 	--fattree-memory $(FATTREE_MEMORY) --qjump-ptpd-tdfs "$(QJUMP_PTPD_TDFS)" --fct-rate $(FCT_RATE) \
 	--starscale-rates $(STARSCALE_RATES) --starscale-clients $(STARSCALE_CLIENTS) \
 	--starscale-tdfs $(STARSCALE_TDFS) --deploy-hosts $(DEPLOY_HOSTS) \
-	--deploy-memory $(DEPLOY_MEMORY) --mflops-vms $(MFLOPS_VMS)
+	--deploy-memory $(DEPLOY_MEMORY) --mflops-vms $(MFLOPS_VMS) \
+	--bandwidth-tdfs $(BANDWIDTH_TDFS) --bandwidth-refine $(BANDWIDTH_REFINE)
 
 # Every reproduction, one after the other, and the total time.
 reproduce-all: deps
@@ -115,6 +117,7 @@ reproduce-all: deps
 	$(REPRODUCE) starscale; \
 	$(REPRODUCE) deploy; \
 	$(REPRODUCE) mflops; \
+	$(REPRODUCE) bandwidth; \
 	s=$$(( $$(date +%s) - start )); echo "reproduce-all: total $$((s / 60)) min $$((s % 60)) s"
 
 # SELENA's Figures 4 and 5 (star topology), scaled to the lab: a TDF sweep
@@ -171,6 +174,13 @@ reproduce-deploy: deps
 reproduce-mflops: deps
 	$(SELENA) lab build
 	$(REPRODUCE) mflops
+
+# SELENA's Figure 9: bench-bandwidth's faithful rate per TDF of
+# BANDWIDTH_TDFS, each doubling bisected BANDWIDTH_REFINE times, as a
+# results bundle in docs/results/bandwidth. About 30 minutes.
+reproduce-bandwidth: deps
+	$(SELENA) lab build
+	$(REPRODUCE) bandwidth
 
 # Every PNG in docs/figures and every generated docs table (between
 # `<!-- figures:NAME -->` marks) from docs/results, on the host, no lab:

@@ -41,14 +41,16 @@ SUMMARY_COLUMNS = ("metric", "unit", "n", "median", "p5", "p95", "mean", "stddev
 
 @dataclass(frozen=True)
 class Step:
-    """One `selena` command inside the lab; OUT in argv is its directory."""
+    """One `selena` command inside the lab (or another program: a lab
+    benchmark writing a bundle); OUT in argv is its directory."""
 
     name: str
     argv: tuple[str, ...]
     env: tuple[str, ...] = ()        # NAME=VALUE for the scenario (SELENA_FCT_RATE)
+    program: tuple[str, ...] = ("selena",)
 
     def command(self, out: Path) -> list[str]:
-        argv = ["selena", *(str(out) if a == OUT else a for a in self.argv)]
+        argv = [*self.program, *(str(out) if a == OUT else a for a in self.argv)]
         return ["env", *self.env, *argv] if self.env else argv
 
 
@@ -132,7 +134,8 @@ def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
                   fct_rate: float = 50.0, starscale_rates: str = "5,10,20,40",
                   starscale_clients: str = "2,4,8", starscale_tdfs: str = "5,10,20",
                   deploy_hosts: str = "13,26,52", deploy_memory: int = 6144,
-                  mflops_vms: str = "1,2,4") -> dict[str, Reproduction]:
+                  mflops_vms: str = "1,2,4", bandwidth_tdfs: str = "5,10,20",
+                  bandwidth_refine: int = 2) -> dict[str, Reproduction]:
     """Every reproduction by name, in `make reproduce-all`'s order."""
     return {r.name: r for r in (
         Reproduction("star", "SELENA Figures 4 and 5 (star topology)",
@@ -172,6 +175,11 @@ def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
                                                     "--out", OUT))
                            for fig, cpu in ((2, "dilated"), (3, "real"))),
                      20, figures=("qjump_fig2_mflops.png", "qjump_fig3_mflops.png")),
+        Reproduction("bandwidth", "SELENA Figure 9 (faithful link rate per TDF)",
+                     (Step("bench", ("--tdfs", bandwidth_tdfs, "--refine",
+                                     str(bandwidth_refine), "--out", OUT),
+                           program=("python3", "-m", "selena.lab.bench_bandwidth")),),
+                     30, figures=("bandwidth_fig9.png",)),
     )}
 
 

@@ -554,6 +554,65 @@ def mflops(root: Path, out: Path) -> Drawn:
     return drawn
 
 
+# --------------------------------------------------------------- bandwidth
+
+def bandwidth(root: Path, out: Path) -> Drawn:
+    """SELENA Figure 9 (link speed scalability vs TDF): bench-bandwidth's
+    faithful rate per TDF beside Mininet's, and its table."""
+    bundle = root / "bench"
+    meta, metrics = _json(bundle / "meta.json"), _json(bundle / "metrics.json")
+
+    def rate(name: str) -> float | None:
+        samples = metrics.get(name, {}).get("samples") or []
+        return float(samples[0]) if samples else None
+
+    params = meta.get("params") or {}
+    tdfs = sorted(float(t) for t in params.get("tdfs", []))
+    if not tdfs:
+        raise AnalysisError(f"{bundle}: no TDFs in meta.json's params")
+    key = {t: f"tdf{units.tdf_text(t)}" for t in tdfs}
+    faithful = [rate(f"faithful_mbit_{key[t]}") for t in tdfs]
+    strict = [rate(f"strict_mbit_{key[t]}") for t in tdfs]
+    mininet = rate("faithful_mbit_mininet")
+    refine = int(params.get("refine", 0))
+    drawn = Drawn()
+    plot = _Plot("SELENA Figure 9: link speed scalability vs TDF", "TDF",
+                 "highest faithful link rate (Mbit/s, log scale)")
+    plot.ax.plot(tdfs, [math.nan if r is None else r for r in faithful], marker="o",
+                 color="C0", label="selena: throughput and CPU criteria")
+    plot.ax.plot(tdfs, [math.nan if r is None else r for r in strict], marker="x",
+                 linestyle=":", color="C1", label="selena: also the packet-spacing check")
+    if mininet:
+        plot.ax.axhline(mininet, color="C2", linestyle="-.", linewidth=1,
+                        label=f"Mininet, real time: {mininet:g} Mbit/s")
+        plot.ax.plot([1, tdfs[-1]], [mininet, mininet * tdfs[-1]], color="C3", linestyle="--",
+                     linewidth=1, label="the paper's trend: close to linear (TDF x Mininet)")
+    plot.ax.set_yscale("log")
+    plot.ax.set_xticks(tdfs)
+    plot.ax.set_xlim(0, tdfs[-1] * 1.05)
+    grid = "doubling grid" + (f" bisected {refine}x ({100 * (2 ** (1 / 2 ** refine) - 1):.0f}%"
+                              " steps)" if refine else "")
+    plot.note(f"load: one TCP flow, {params.get('delay_ms', 1)} ms link; {grid}")
+    plot.note(f"faithful: TCP within {params.get('tolerance_pct', 5):g}% of the rate, "
+              "no CPU saturation")
+    drawn.figures.append(plot.save(out / "bandwidth_fig9.png"))
+    rows = ["| | faithful Mbit/s | / Mininet | / TDF | with the spacing check too | runs |",
+            "|---|---|---|---|---|---|"]
+    trials = meta.get("trials") or []
+
+    def count(config: str) -> int:
+        return sum(1 for t in trials if t.get("config") == config)
+
+    rows.append(f"| Mininet | {_f(mininet, 'g')} | | | not checked | {count('mininet')} |")
+    for t, r, st in zip(tdfs, faithful, strict, strict=True):
+        ratio = _f(r / mininet, ".1f") if r and mininet else ""
+        per_tdf = _f(r / mininet / t, ".2f") if r and mininet else ""
+        rows.append(f"| selena TDF {units.tdf_text(t)} | {_f(r, 'g')} | {ratio} | {per_tdf} | "
+                    f"{_f(st, 'g')} | {count(f'selena TDF {units.tdf_text(t)}')} |")
+    drawn.tables["bandwidth"] = "\n".join(rows)
+    return drawn
+
+
 # ------------------------------------------------------------------- qjump
 
 def qjump_figures(root: Path, out: Path) -> Drawn:
@@ -566,11 +625,12 @@ def qjump_figures(root: Path, out: Path) -> Drawn:
 
 DRAWERS: dict[str, Callable[[Path, Path], Drawn]] = {
     "star": star, "fct": fct, "qjump": qjump_figures, "fattree": fattree,
-    "starscale": starscale, "deploy": deploy, "mflops": mflops}
+    "starscale": starscale, "deploy": deploy, "mflops": mflops, "bandwidth": bandwidth}
 # Every table name a page may mark, by reproduction.
 TABLES = {"star": ("star",), "fct": ("fct",),
           "qjump": ("qjump-ping", "qjump-memcached", "qjump-ptpd"), "fattree": ("fattree",),
-          "starscale": ("starscale",), "deploy": ("deploy",), "mflops": ("mflops",)}
+          "starscale": ("starscale",), "deploy": ("deploy",), "mflops": ("mflops",),
+          "bandwidth": ("bandwidth",)}
 
 
 # ----------------------------------------------------------------- generate

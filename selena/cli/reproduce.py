@@ -42,6 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the lab's RAM for the deploy runs")
     p.add_argument("--mflops-vms", default="1,2,4", metavar="N1,N2,...",
                    help="QJump Figures 2-3's VMs at once (the paper's: 1,2,5,10)")
+    p.add_argument("--bandwidth-tdfs", default="5,10,20", metavar="T1,T2,...",
+                   help="Figure 9's TDFs (bench-bandwidth)")
+    p.add_argument("--bandwidth-refine", type=int, default=2, choices=range(0, 5),
+                   metavar="N", help="bisections of each figure's doubling (2: 19%% steps)")
     p.set_defaults(func=cmd_reproduce)
 
 
@@ -53,7 +57,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         fct_rate=args.fct_rate, starscale_rates=args.starscale_rates,
         starscale_clients=args.starscale_clients, starscale_tdfs=args.starscale_tdfs,
         deploy_hosts=args.deploy_hosts, deploy_memory=args.deploy_memory,
-        mflops_vms=args.mflops_vms)
+        mflops_vms=args.mflops_vms, bandwidth_tdfs=args.bandwidth_tdfs,
+        bandwidth_refine=args.bandwidth_refine)
     names = args.names or ([] if not args.list else list(catalogue))
     if not names:
         raise ScenarioError(f"reproduce: name one or more of {', '.join(catalogue)} "
