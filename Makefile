@@ -89,6 +89,8 @@ bench-bandwidth: deps
 STAR_TDFS ?= 1,5,10
 BANDWIDTH_TDFS ?= 5,10,20
 BANDWIDTH_REFINE ?= 2
+SPACING_RATES ?= 10,20,40,80,160
+SPACING_TDFS ?= 1,10
 FATTREE_TDFS ?= 1,5,10,20
 FATTREE_MEMORY ?= 6144
 QJUMP_PTPD_TDFS ?= 1 10 20 50
@@ -104,7 +106,8 @@ REPRODUCE = $(SELENA) reproduce --star-tdfs $(STAR_TDFS) --fattree-tdfs $(FATTRE
 	--starscale-rates $(STARSCALE_RATES) --starscale-clients $(STARSCALE_CLIENTS) \
 	--starscale-tdfs $(STARSCALE_TDFS) --deploy-hosts $(DEPLOY_HOSTS) \
 	--deploy-memory $(DEPLOY_MEMORY) --mflops-vms $(MFLOPS_VMS) \
-	--bandwidth-tdfs $(BANDWIDTH_TDFS) --bandwidth-refine $(BANDWIDTH_REFINE)
+	--bandwidth-tdfs $(BANDWIDTH_TDFS) --bandwidth-refine $(BANDWIDTH_REFINE) \
+	--spacing-rates $(SPACING_RATES) --spacing-tdfs $(SPACING_TDFS)
 
 # Every reproduction, one after the other, and the total time.
 reproduce-all: deps
@@ -118,6 +121,7 @@ reproduce-all: deps
 	$(REPRODUCE) deploy; \
 	$(REPRODUCE) mflops; \
 	$(REPRODUCE) bandwidth; \
+	$(REPRODUCE) spacing; \
 	s=$$(( $$(date +%s) - start )); echo "reproduce-all: total $$((s / 60)) min $$((s % 60)) s"
 
 # SELENA's Figures 4 and 5 (star topology), scaled to the lab: a TDF sweep
@@ -181,6 +185,13 @@ reproduce-mflops: deps
 reproduce-bandwidth: deps
 	$(SELENA) lab build
 	$(REPRODUCE) bandwidth
+
+# Mininet-HiFi's packet-spacing CCDF (dissertation Figure 2.7) per link rate
+# of SPACING_RATES (Mbit/s, the paper's own) at each TDF of SPACING_TDFS,
+# from the fidelity monitor's histogram of spacing errors. About 15 minutes.
+reproduce-spacing: deps
+	$(SELENA) lab build
+	$(REPRODUCE) spacing
 
 # Every PNG in docs/figures and every generated docs table (between
 # `<!-- figures:NAME -->` marks) from docs/results, on the host, no lab:

@@ -135,7 +135,8 @@ def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
                   starscale_clients: str = "2,4,8", starscale_tdfs: str = "5,10,20",
                   deploy_hosts: str = "13,26,52", deploy_memory: int = 6144,
                   mflops_vms: str = "1,2,4", bandwidth_tdfs: str = "5,10,20",
-                  bandwidth_refine: int = 2) -> dict[str, Reproduction]:
+                  bandwidth_refine: int = 2, spacing_rates: str = "10,20,40,80,160",
+                  spacing_tdfs: str = "1,10") -> dict[str, Reproduction]:
     """Every reproduction by name, in `make reproduce-all`'s order."""
     return {r.name: r for r in (
         Reproduction("star", "SELENA Figures 4 and 5 (star topology)",
@@ -180,6 +181,12 @@ def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
                                      str(bandwidth_refine), "--out", OUT),
                            program=("python3", "-m", "selena.lab.bench_bandwidth")),),
                      30, figures=("bandwidth_fig9.png",)),
+        Reproduction("spacing", "Mininet-HiFi Figure 2.7: packet spacing error CCDF per rate",
+                     tuple(Step(f"rate{rate}", ("sweep", "scenarios/spacing_ccdf.py", "--tdf",
+                                                spacing_tdfs, "--param", f"rate_mbit={rate}",
+                                                "--out", OUT))
+                           for rate in _csv(spacing_rates)),
+                     15, figures=("spacing_ccdf.png",)),
     )}
 
 

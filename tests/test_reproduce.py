@@ -62,7 +62,10 @@ def test_the_new_reproductions_run_at_reduced_scale_with_the_papers_as_a_paramet
     bandwidth = lab_script(reproductions(bandwidth_tdfs="5,10")["bandwidth"], Path("B"))
     assert ("python3 -m selena.lab.bench_bandwidth --tdfs 5,10 --refine 2 --out B/bench"
             in bandwidth)
-    for script in (deploy, star, mflops, bandwidth):
+    spacing = lab_script(reproductions(spacing_rates="10,1000")["spacing"], Path("P"))
+    assert ("selena sweep scenarios/spacing_ccdf.py --tdf 1,10 --param rate_mbit=1000 --out "
+            "P/rate1000") in spacing
+    for script in (deploy, star, mflops, bandwidth, spacing):
         subprocess.run(["sh", "-n", "-c", script], check=True)
 
 
@@ -224,4 +227,4 @@ def test_the_cli_lists_and_refuses_with_one_line(capsys):
     assert main(["reproduce", "stra"]) != 0
     err = capsys.readouterr().err.strip()
     assert err == "selena: error: reproduce: no reproduction stra (have star, fct, qjump, " \
-                  "fattree, starscale, deploy, mflops, bandwidth)"
+                  "fattree, starscale, deploy, mflops, bandwidth, spacing)"

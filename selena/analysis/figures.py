@@ -613,6 +613,81 @@ def bandwidth(root: Path, out: Path) -> Drawn:
     return drawn
 
 
+# ----------------------------------------------------------------- spacing
+
+MININET_HIFI_LOW_FIDELITY = 25.0   # packets of error: the dissertation's "low fidelity"
+
+
+def spacing_ccdf(hist: Sequence[int]) -> list[tuple[float, float]]:
+    """(error e, share of checked departures with an error >= e) at each
+    edge of SPACING_ERROR_EDGES, from a link's error_hist."""
+    from selena.fidelity import SPACING_ERROR_EDGES
+
+    if len(hist) != len(SPACING_ERROR_EDGES) + 1:
+        raise AnalysisError(f"a spacing histogram of {len(hist)} bins: want "
+                            f"{len(SPACING_ERROR_EDGES) + 1} (SPACING_ERROR_EDGES)")
+    total = sum(hist)
+    if not total:
+        return []
+    return [(edge, sum(hist[k + 1:]) / total) for k, edge in enumerate(SPACING_ERROR_EDGES)]
+
+
+def spacing(root: Path, out: Path) -> Drawn:
+    """Mininet-HiFi's packet-spacing CCDF per link rate (and TDF), from each
+    run's fidelity.json, and its table."""
+    runs = []
+    for sweep in sorted(root.glob("rate*")):
+        for bundle in sorted(sweep.iterdir()):
+            if not (bundle / "fidelity.json").exists():
+                continue
+            meta, metrics = _json(bundle / "meta.json"), _json(bundle / "metrics.json")
+            fidelity = _json(bundle / "fidelity.json")
+            links = list((fidelity.get("spacing") or {}).values())
+            busiest = max(links, key=lambda link: link.get("spaced", 0), default=None)
+            rate = float((meta.get("params") or {}).get("rate_mbit", 0))
+            runs.append((rate, float(meta["tdf"]), busiest, metrics.get("tcp_mbit", {}),
+                         _verdict(meta)))
+    if not runs:
+        raise AnalysisError(f"{root}: no rate*/<run>/fidelity.json")
+    runs.sort(key=lambda r: (r[0], r[1]))
+    rates = sorted({r[0] for r in runs})
+    tdfs = sorted({r[1] for r in runs})
+    drawn = Drawn()
+    plot = _Plot("Mininet-HiFi Figure 2.7: packet spacing error CCDF per link rate",
+                 "spacing error (full-size frame times at the link's rate, log scale)",
+                 "departures with at least this error (%, log scale)")
+    styles = ("-", "--", ":", "-.")
+    for rate, tdf, link, _, _ in runs:
+        points = [(e, 100 * share) for e, share in spacing_ccdf(link.get("error_hist", []))
+                  if share > 0] if link else []
+        if points:
+            plot.ax.step([e for e, _ in points], [y for _, y in points], where="post",
+                         color=f"C{rates.index(rate) % 10}",
+                         linestyle=styles[tdfs.index(tdf) % len(styles)],
+                         label=f"{rate:g} Mbit/s, TDF {units.tdf_text(tdf)}")
+    plot.ax.axvline(1.0, color="C2", linestyle="--", linewidth=1,
+                    label="1 frame: beyond it a departure is late (the monitor's limit)")
+    plot.ax.axvline(MININET_HIFI_LOW_FIDELITY, color="C3", linestyle="--", linewidth=1,
+                    label=f"{MININET_HIFI_LOW_FIDELITY:g} frames: Mininet-HiFi's low fidelity")
+    plot.ax.set_xscale("log")
+    plot.ax.set_yscale("log")
+    plot.note("load: one TCP flow filling a 1 ms link, about 35 real seconds")
+    drawn.figures.append(plot.save(out / "spacing_ccdf.png"))
+    rows = ["| link Mbit/s | TDF | departures checked | late (> 1 frame) | >= 32 frames | "
+            "worst late (ms) | TCP Mbit/s median (expected) | verdict |",
+            "|---|---|---|---|---|---|---|---|"]
+    for rate, tdf, link, tcp, verdict in runs:
+        ccdf = dict(spacing_ccdf(link.get("error_hist", []))) if link else {}
+        rows.append(
+            f"| {rate:g} | {units.tdf_text(tdf)} | {link.get('spaced', '') if link else ''} | "
+            f"{_f(100 * link['late_share'], '.2f') + '%' if link else ''} | "
+            f"{_f(100 * ccdf[32.0], '.2f') + '%' if 32.0 in ccdf else ''} | "
+            f"{_f(link.get('worst_late_ms') if link else None)} | {_f(tcp.get('median'))} "
+            f"({_f(tcp.get('expected'))}) | {verdict} |")
+    drawn.tables["spacing"] = "\n".join(rows)
+    return drawn
+
+
 # ------------------------------------------------------------------- qjump
 
 def qjump_figures(root: Path, out: Path) -> Drawn:
@@ -625,12 +700,13 @@ def qjump_figures(root: Path, out: Path) -> Drawn:
 
 DRAWERS: dict[str, Callable[[Path, Path], Drawn]] = {
     "star": star, "fct": fct, "qjump": qjump_figures, "fattree": fattree,
-    "starscale": starscale, "deploy": deploy, "mflops": mflops, "bandwidth": bandwidth}
+    "starscale": starscale, "deploy": deploy, "mflops": mflops, "bandwidth": bandwidth,
+    "spacing": spacing}
 # Every table name a page may mark, by reproduction.
 TABLES = {"star": ("star",), "fct": ("fct",),
           "qjump": ("qjump-ping", "qjump-memcached", "qjump-ptpd"), "fattree": ("fattree",),
           "starscale": ("starscale",), "deploy": ("deploy",), "mflops": ("mflops",),
-          "bandwidth": ("bandwidth",)}
+          "bandwidth": ("bandwidth",), "spacing": ("spacing",)}
 
 
 # ----------------------------------------------------------------- generate

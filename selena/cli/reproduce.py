@@ -46,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="Figure 9's TDFs (bench-bandwidth)")
     p.add_argument("--bandwidth-refine", type=int, default=2, choices=range(0, 5),
                    metavar="N", help="bisections of each figure's doubling (2: 19%% steps)")
+    p.add_argument("--spacing-rates", default="10,20,40,80,160", metavar="M1,M2,...",
+                   help="the packet-spacing CCDF's link rates, Mbit/s")
+    p.add_argument("--spacing-tdfs", default="1,10", metavar="T1,T2,...",
+                   help="the packet-spacing CCDF's TDFs")
     p.set_defaults(func=cmd_reproduce)
 
 
@@ -58,7 +62,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         starscale_clients=args.starscale_clients, starscale_tdfs=args.starscale_tdfs,
         deploy_hosts=args.deploy_hosts, deploy_memory=args.deploy_memory,
         mflops_vms=args.mflops_vms, bandwidth_tdfs=args.bandwidth_tdfs,
-        bandwidth_refine=args.bandwidth_refine)
+        bandwidth_refine=args.bandwidth_refine, spacing_rates=args.spacing_rates,
+        spacing_tdfs=args.spacing_tdfs)
     names = args.names or ([] if not args.list else list(catalogue))
     if not names:
         raise ScenarioError(f"reproduce: name one or more of {', '.join(catalogue)} "

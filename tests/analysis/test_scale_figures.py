@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from selena.analysis.figures import deploy, mflops, star_run, starscale
+from selena.analysis.figures import deploy, mflops, spacing, spacing_ccdf, star_run, starscale
 from selena.errors import AnalysisError
+from selena.fidelity import SPACING_ERROR_EDGES
 
 
 def _bundle(path: Path, *, tdf=20, params=None, metrics=None, timings=None,
@@ -92,3 +93,29 @@ def test_mflops_tables_both_figures_and_the_ideal_from_one_capped_vm(tmp_path):
     rows = drawn.tables["mflops"].splitlines()[2:]
     assert rows == ["| 1 | 1 | 1.1 | 1 | 1 |", "| 2 | 1 | 2 |  | 2 |",
                     "| 2 | 10 | 20 | 1.9 | 2 |"]
+
+
+def test_the_spacing_ccdf_counts_departures_at_or_beyond_each_edge():
+    hist = [0] * (len(SPACING_ERROR_EDGES) + 1)
+    hist[0], hist[4], hist[-1] = 6, 3, 1      # on time; in [1, 2) frames; >= 1024
+    ccdf = dict(spacing_ccdf(hist))
+    assert ccdf[0.125] == pytest.approx(0.4) and ccdf[1.0] == pytest.approx(0.4)
+    assert ccdf[2.0] == pytest.approx(0.1) and ccdf[1024.0] == pytest.approx(0.1)
+    assert spacing_ccdf([0] * len(hist)) == []
+    with pytest.raises(AnalysisError, match="3 bins"):
+        spacing_ccdf([1, 2, 3])
+
+
+def test_the_spacing_table_takes_each_run_s_busiest_link(tmp_path):
+    hist = [0] * (len(SPACING_ERROR_EDGES) + 1)
+    hist[0], hist[9] = 90, 10                  # 10% at >= 32 frames
+    spaced = {"label": "h1 -> h2", "spaced": 100, "late": 10, "late_share": 0.1,
+              "worst_late_ms": 2.0, "error_hist": hist}
+    idle = {**spaced, "spaced": 3, "late_share": 0.0, "error_hist": [3] + [0] * (len(hist) - 1)}
+    _bundle(tmp_path / "spacing" / "rate80" / "tdf1-r1", tdf=1, params={"rate_mbit": 80},
+            metrics={"tcp_mbit": ([70.0], 76.5)},
+            fidelity={"spacing": {"vif1.0": idle, "vif2.0": spaced}})
+    drawn = spacing(tmp_path / "spacing", tmp_path / "out")
+    assert [p.name for p in drawn.figures] == ["spacing_ccdf.png"]
+    row = drawn.tables["spacing"].splitlines()[2]
+    assert row.startswith("| 80 | 1 | 100 | 10.00% | 10.00% | 2 |"), row

@@ -84,3 +84,15 @@ def test_deploy_records_every_guest_that_answered_and_dom0_memory(monkeypatch, t
     assert exp.metrics["guest_uptime_s"][0] == [12.5, 12.5, 12.5]
     assert exp.metrics["dom0_total_mb"][0] == 1536.0
     assert exp.metrics["dom0_used_mb"][0] == 512.0
+
+
+spacing = load_scenario("spacing_ccdf")
+
+
+def test_spacing_runs_about_the_same_real_time_at_every_tdf():
+    assert spacing.seconds(35, 1) == 35 and spacing.seconds(35, 10) == 4
+    assert spacing.seconds(35, 50) == 2            # at least 2 virtual seconds
+    (link,) = spacing.build(rate_mbit=160).links
+    assert link.rate_bps == 160e6 and link.delay_s == 0.001
+    with pytest.raises(ValueError, match="real_s=5"):
+        spacing.build(real_s=5)

@@ -202,9 +202,39 @@ def _bandwidth(fresh: Path, rng: random.Random) -> None:
     write_bundle(fresh / "bench", [5, 10, 20], results, trials, 2, 1800.0)
 
 
+def _spacing(fresh: Path, rng: random.Random) -> None:
+    """Spacing errors that grow with the rate at TDF 1, and stay tight at
+    TDF 10, binned as LinkSpacing.add bins them."""
+    import bisect
+
+    from selena.fidelity import SPACING_ERROR_EDGES, LinkSpacing
+
+    for rate in (10, 40, 160):
+        sweep = fresh / f"rate{rate}"
+        for tdf in (1, 10):
+            load = rate / 40 / tdf
+            link = LinkSpacing("h1 eth0 -> h2 eth0", rate * 1e6 / tdf, windows=3)
+            for _ in range(400):
+                error = rng.expovariate(1 / (0.05 + load)) * (8 if rng.random() < 0.05 else 1)
+                link.error_hist[bisect.bisect_right(SPACING_ERROR_EDGES, error)] += 1
+                link.spaced += 1
+                link.late += error > 1
+            link.departures = link.spaced + 20
+            path = _bundle(sweep / "runs" / f"tdf{tdf}-r1", tdf,
+                           {"tcp_mbit": ([round(rate * 0.956 * (1 - min(0.5, load / 20)), 2)]
+                                         * 5, round(rate * 0.956, 3), "Mbit/s")},
+                           meta_extra={"params": {"rate_mbit": rate}})
+            (path / "fidelity.json").write_text(json.dumps({
+                "verdict": "ok", "spacing": {"vif2.0": {
+                    "label": link.label, "spaced": link.spaced, "late": link.late,
+                    "late_share": round(link.late_share, 4), "worst_late_ms": 1.5 * load,
+                    "error_hist": link.error_hist}}}, indent=1) + "\n")
+        (sweep / "sweep.json").write_text(json.dumps({"scenario": "scenarios/spacing_ccdf.py"}))
+
+
 RAW = {"star": _star, "fattree": _fattree, "fct": _fct, "qjump": _qjump,
        "starscale": _starscale, "deploy": _deploy, "mflops": _mflops,
-       "bandwidth": _bandwidth}
+       "bandwidth": _bandwidth, "spacing": _spacing}
 
 
 def raw(root: Path) -> dict[str, Path]:
