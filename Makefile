@@ -160,7 +160,7 @@ reproduce-fattree: deps
 # client link rate of STARSCALE_RATES (Mbit/s; x100 the paper's) at TDF 20,
 # and each client count of STARSCALE_CLIENTS swept over STARSCALE_TDFS, every
 # flow at once for 5 virtual seconds; Dom0 and guest CPU from the fidelity
-# monitor. About 45 minutes; the paper's scale (up to 60 clients) needs a
+# monitor. About 50 minutes; the paper's scale (up to 60 clients) needs a
 # larger machine.
 reproduce-starscale: deps
 	$(SELENA) lab build
@@ -174,14 +174,14 @@ reproduce-deploy: deps
 
 # QJump in SELENA, Figures 2 and 3: the summed work of MFLOPS_VMS VMs running
 # a CPU loop at once at TDF 1, 10 and 20, uncapped and capped to 100/TDF %.
-# About 20 minutes.
+# About 25 minutes.
 reproduce-mflops: deps
 	$(SELENA) lab build
 	$(REPRODUCE) mflops
 
 # SELENA's Figure 9: bench-bandwidth's faithful rate per TDF of
 # BANDWIDTH_TDFS, each doubling bisected BANDWIDTH_REFINE times, as a
-# results bundle in docs/results/bandwidth. About 30 minutes.
+# results bundle in docs/results/bandwidth. About 35 minutes.
 reproduce-bandwidth: deps
 	$(SELENA) lab build
 	$(REPRODUCE) bandwidth
