@@ -11,7 +11,8 @@ SELENA := $(VENV)/bin/selena
 TDF ?= 10
 
 .PHONY: all deps test unit check lint demo bench bench-bandwidth reproduce-star reproduce-fattree \
-	reproduce-fct reproduce-qjump reproduce-adaptive reproduce-all figures clean
+	reproduce-fct reproduce-qjump reproduce-adaptive reproduce-starscale reproduce-deploy \
+	reproduce-mflops reproduce-bandwidth reproduce-spacing reproduce-all figures clean
 
 all: test
 
@@ -84,7 +85,7 @@ bench: deps
 # Long (about half an hour in the lab); not part of `make test`.
 bench-bandwidth: deps
 	$(SELENA) lab build
-	$(SELENA) lab bench-bandwidth --tdfs $(BANDWIDTH_TDFS)
+	$(SELENA) lab bench-bandwidth --tdfs $(BANDWIDTH_TDFS) --refine $(BANDWIDTH_REFINE)
 
 # The paper reproductions (docs/reproductions.md), each one `selena
 # reproduce NAME`: run in the lab into a fresh build/results/<name>/<date>/
@@ -95,14 +96,28 @@ bench-bandwidth: deps
 # `make figures` then draws docs/figures and the docs' tables from docs/results.
 STAR_TDFS ?= 1,5,10
 BANDWIDTH_TDFS ?= 5,10,20
+BANDWIDTH_REFINE ?= 2
+SPACING_RATES ?= 10,20,40,80,160
+SPACING_TDFS ?= 1,10
 FATTREE_TDFS ?= 1,5,10,20
 FATTREE_MEMORY ?= 6144
 QJUMP_PTPD_TDFS ?= 1 10 20 50
 FCT_RATE ?= 50
 ADAPTIVE_TDFS ?= 1,2,4,8,16
+STARSCALE_RATES ?= 5,10,20,40
+STARSCALE_CLIENTS ?= 2,4,8
+STARSCALE_TDFS ?= 5,10,20
+DEPLOY_HOSTS ?= 13,26,52
+DEPLOY_MEMORY ?= 6144
+MFLOPS_VMS ?= 1,2,4
 REPRODUCE = $(SELENA) reproduce --star-tdfs $(STAR_TDFS) --fattree-tdfs $(FATTREE_TDFS) \
 	--fattree-memory $(FATTREE_MEMORY) --qjump-ptpd-tdfs "$(QJUMP_PTPD_TDFS)" --fct-rate $(FCT_RATE) \
-	--adaptive-tdfs $(ADAPTIVE_TDFS)
+	--adaptive-tdfs $(ADAPTIVE_TDFS) \
+	--starscale-rates $(STARSCALE_RATES) --starscale-clients $(STARSCALE_CLIENTS) \
+	--starscale-tdfs $(STARSCALE_TDFS) --deploy-hosts $(DEPLOY_HOSTS) \
+	--deploy-memory $(DEPLOY_MEMORY) --mflops-vms $(MFLOPS_VMS) \
+	--bandwidth-tdfs $(BANDWIDTH_TDFS) --bandwidth-refine $(BANDWIDTH_REFINE) \
+	--spacing-rates $(SPACING_RATES) --spacing-tdfs $(SPACING_TDFS)
 
 # Every reproduction, one after the other, and the total time.
 reproduce-all: deps
@@ -113,6 +128,11 @@ reproduce-all: deps
 	$(REPRODUCE) qjump; \
 	$(REPRODUCE) fattree; \
 	$(REPRODUCE) adaptive; \
+	$(REPRODUCE) starscale; \
+	$(REPRODUCE) deploy; \
+	$(REPRODUCE) mflops; \
+	$(REPRODUCE) bandwidth; \
+	$(REPRODUCE) spacing; \
 	s=$$(( $$(date +%s) - start )); echo "reproduce-all: total $$((s / 60)) min $$((s % 60)) s"
 
 # SELENA's Figures 4 and 5 (star topology), scaled to the lab: a TDF sweep
@@ -154,6 +174,43 @@ reproduce-fattree: deps
 reproduce-adaptive: deps
 	$(SELENA) lab build
 	$(REPRODUCE) adaptive
+
+# SELENA's Figures 7, 8 and 10 (scalability of the star): 4 clients at each
+# client link rate of STARSCALE_RATES (Mbit/s; x100 the paper's) at TDF 20,
+# and each client count of STARSCALE_CLIENTS swept over STARSCALE_TDFS, every
+# flow at once for 5 virtual seconds; Dom0 and guest CPU from the fidelity
+# monitor. About 50 minutes; the paper's scale (up to 60 clients) needs a
+# larger machine.
+reproduce-starscale: deps
+	$(SELENA) lab build
+	$(REPRODUCE) starscale
+
+# SELENA's cold boot of 52 nodes (about 130 s in the paper): DEPLOY_HOSTS
+# tiny guests per run, deploy and boot time and Dom0 memory. About 15 min.
+reproduce-deploy: deps
+	$(SELENA) lab build
+	$(REPRODUCE) deploy
+
+# QJump in SELENA, Figures 2 and 3: the summed work of MFLOPS_VMS VMs running
+# a CPU loop at once at TDF 1, 10 and 20, uncapped and capped to 100/TDF %.
+# About 25 minutes.
+reproduce-mflops: deps
+	$(SELENA) lab build
+	$(REPRODUCE) mflops
+
+# SELENA's Figure 9: bench-bandwidth's faithful rate per TDF of
+# BANDWIDTH_TDFS, each doubling bisected BANDWIDTH_REFINE times, as a
+# results bundle in docs/results/bandwidth. About 35 minutes.
+reproduce-bandwidth: deps
+	$(SELENA) lab build
+	$(REPRODUCE) bandwidth
+
+# Mininet-HiFi's packet-spacing CCDF (dissertation Figure 2.7) per link rate
+# of SPACING_RATES (Mbit/s, the paper's own) at each TDF of SPACING_TDFS,
+# from the fidelity monitor's histogram of spacing errors. About 15 minutes.
+reproduce-spacing: deps
+	$(SELENA) lab build
+	$(REPRODUCE) spacing
 
 # Every PNG in docs/figures and every generated docs table (between
 # `<!-- figures:NAME -->` marks) from docs/results, on the host, no lab:

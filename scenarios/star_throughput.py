@@ -26,6 +26,13 @@ client; the sender's own figures count its socket buffer). Recorded:
 
     selena sweep scenarios/star_throughput.py --tdf 1,5,10 --baseline mininet \\
         --out results/star
+
+Figures 7, 8 and 10 (scalability: more clients, faster links) start every
+flow at once (`--param stagger_s=0`) and run them `last_s` virtual seconds:
+only client_mbit and aggregate_mbit_<clients>flows are recorded then.
+
+    selena run scenarios/star_throughput.py --tdf 20 --param clients=8 \\
+        --param stagger_s=0 --param last_s=5 --out results/star8
 """
 
 import json
@@ -45,7 +52,8 @@ TCP_SHARE = 1448 / 1514
 SERVER_IP = "10.0.0.100"
 
 
-def build(clients=CLIENTS, client_mbit=CLIENT_MBIT):
+def build(clients=CLIENTS, client_mbit=CLIENT_MBIT, stagger_s=STAGGER_S, last_s=LAST_FLOW_S):
+    """The topology; stagger_s and last_s are read by run()."""
     clients, client_mbit = int(clients), float(client_mbit)
     if not 0.1 <= client_mbit <= PAPER_CLIENT_MBIT:
         raise ValueError(f"client_mbit={client_mbit:g}: want 0.1 to {PAPER_CLIENT_MBIT}")
@@ -69,6 +77,12 @@ def build(clients=CLIENTS, client_mbit=CLIENT_MBIT):
 def run(exp):
     clients = int(exp.params.get("clients", CLIENTS))
     client_mbit = float(exp.params.get("client_mbit", CLIENT_MBIT))
+    # Figures 7, 8 and 10 start every flow at once (stagger_s=0).
+    stagger_s = float(exp.params.get("stagger_s", STAGGER_S))
+    last_s = float(exp.params.get("last_s", LAST_FLOW_S))
+    if stagger_s < 0 or last_s <= SLOW_START_S + AGGREGATE_WINDOW_S:
+        raise ValueError(f"stagger_s={stagger_s:g}, last_s={last_s:g}: want stagger_s >= 0 "
+                         f"and last_s > {SLOW_START_S + AGGREGATE_WINDOW_S:g}")
     names = [f"h{k}" for k in range(1, clients + 1)]
     # ARP and the switch's MAC table first, so no flow starts with a flood.
     exp.parallel(*[lambda name=name: exp.cmd(name, f"ping -c 2 -W 5 {SERVER_IP}")
@@ -77,13 +91,13 @@ def run(exp):
                                  "-p", str(5201 + k)])
                for k in range(clients)]
     exp.sleep(1)
-    end = STAGGER_S * (clients - 1) + LAST_FLOW_S
+    end = stagger_s * (clients - 1) + last_s
     origin = exp.now()
     starts, flows = [], []
     for k, name in enumerate(names):
-        exp.sleep(origin + k * STAGGER_S - exp.now())
+        exp.sleep(origin + k * stagger_s - exp.now())
         starts.append(exp.now() - origin)
-        duration = end - k * STAGGER_S
+        duration = end - k * stagger_s
         flows.append(exp.start(name, ["iperf3", "-c", SERVER_IP, "-p", str(5201 + k),
                                       "-t", f"{duration:g}", "-i", "0"],
                                timeout=duration + 60))
@@ -105,7 +119,8 @@ def run(exp):
             window = int((begin + s["seconds"] / 2) // AGGREGATE_WINDOW_S)
             bins[window] = bins.get(window, 0.0) + s["bytes"] * 8
     exp.record("client_mbit", per_client, expected=expected, unit="Mbit/s")
-    for k in range(1, clients + 1):
+    # With every flow started at once only the last step has windows.
+    for k in range(1 if stagger_s > 0 else clients, clients + 1):
         # Windows while exactly k flows ran, each past its slow start.
         low = starts[k - 1] + SLOW_START_S
         high = starts[k] if k < clients else end - AGGREGATE_WINDOW_S

@@ -116,6 +116,13 @@ FULL_FRAME_BYTES = 1514
 # frame under the lab's emulation, so windows are short and far apart.
 SPACING_WINDOW_S = 1.0   # real seconds of each capture window
 SPACING_EVERY_S = 10.0   # real seconds from one window's start to the next
+# The spacing errors' histogram (Mininet-HiFi's CCDF of packet spacing
+# error): bin 0 holds errors below the first edge (early or on time), bin i
+# errors in [edge i-1, edge i), the last those at or beyond the last edge.
+# An error is how much later than due a departure from a busy queue left,
+# in full-size frame times at the link's rate (above 1: "late").
+SPACING_ERROR_EDGES = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0,
+                       256.0, 512.0, 1024.0)
 
 
 @dataclass
@@ -131,13 +138,19 @@ class LinkSpacing:
     late: int = 0               # of those, late by more than a full frame's transmission
     worst_late_ms: float = 0.0  # the latest, beyond that allowance
     lost_frames: int = 0        # frames the capture could not hold
+    # Checked departures by spacing error (SPACING_ERROR_EDGES): the CCDF of
+    # the packet-spacing figure per link rate (docs/reproductions.md).
+    error_hist: list[int] = field(default_factory=lambda: [0] * (len(SPACING_ERROR_EDGES) + 1))
 
     @property
     def late_share(self) -> float:
         return self.late / self.spaced if self.spaced else 0.0
 
     def add(self, capture: LinkCapture) -> None:
-        spaced, late, worst = spacing_invariant(capture)
+        errors: list[float] = []
+        spaced, late, worst = spacing_invariant(capture, errors)
+        for error in errors:
+            self.error_hist[bisect.bisect_right(SPACING_ERROR_EDGES, error)] += 1
         self.windows += 1
         self.departures += len(capture.departures)
         self.spaced += spaced
@@ -146,13 +159,16 @@ class LinkSpacing:
         self.lost_frames += capture.dropped
 
 
-def spacing_invariant(capture: LinkCapture) -> tuple[int, int, float]:
+def spacing_invariant(capture: LinkCapture,
+                      errors: list[float] | None = None) -> tuple[int, int, float]:
     """(departures from a busy queue, how many of them were late, the worst
-    lateness in seconds) in one window. Each departure is matched to the
-    frame that brought its bytes into Dom0 (`_arrival_index`); it was ready
-    to leave at that arrival + the link's delay (netem holds it that long
-    below the rate limiter). A frame not seen arriving was queued before the
-    window opened (at `capture.started`; without it, it is not checked)."""
+    lateness in seconds) in one window; `errors`, if given, gets each
+    checked departure's spacing error in full-frame times
+    (SPACING_ERROR_EDGES). Each departure is matched to the frame that
+    brought its bytes into Dom0 (`_arrival_index`); it was ready to leave at
+    that arrival + the link's delay (netem holds it that long below the rate
+    limiter). A frame not seen arriving was queued before the window opened
+    (at `capture.started`; without it, it is not checked)."""
     if capture.rate_bps <= 0:
         return 0, 0, 0.0
     arrived = _arrival_index(capture.arrivals)
@@ -175,6 +191,8 @@ def spacing_invariant(capture: LinkCapture) -> tuple[int, int, float]:
             # leaves as a burst of frames, which are early, not the next late.
             due = max(previous.t, previous_due) + previous.length * 8 / capture.rate_bps
             allowance = max(frame.length, FULL_FRAME_BYTES) * 8 / capture.rate_bps
+            if errors is not None:
+                errors.append((frame.t - due) * capture.rate_bps / (FULL_FRAME_BYTES * 8))
             if frame.t - due > allowance:
                 late += 1
                 worst = max(worst, frame.t - due - allowance)

@@ -43,14 +43,16 @@ SUMMARY_COLUMNS = ("metric", "unit", "n", "median", "p5", "p95", "mean", "stddev
 
 @dataclass(frozen=True)
 class Step:
-    """One `selena` command inside the lab; OUT in argv is its directory."""
+    """One `selena` command inside the lab (or another program: a lab
+    benchmark writing a bundle); OUT in argv is its directory."""
 
     name: str
     argv: tuple[str, ...]
     env: tuple[str, ...] = ()        # NAME=VALUE for the scenario (SELENA_FCT_RATE)
+    program: tuple[str, ...] = ("selena",)
 
     def command(self, out: Path) -> list[str]:
-        argv = ["selena", *(str(out) if a == OUT else a for a in self.argv)]
+        argv = [*self.program, *(str(out) if a == OUT else a for a in self.argv)]
         return ["env", *self.env, *argv] if self.env else argv
 
 
@@ -126,13 +128,44 @@ def adaptive_minutes(tdfs: str, virtual_s: float = 63.0, deploy_s: float = 60.0)
     grid = [units.tdf(t) for t in tdfs.split(",") if t.strip()]
     adaptive = virtual_s * (2 * grid[0] + grid[-1]) / 3 + 60      # + climbing and dwell
     return math.ceil((sum(grid) * virtual_s + adaptive + (len(grid) + 1) * deploy_s) / 60)
+def _star_run(tdf: str, clients: int, client_mbit: str) -> tuple[str, ...]:
+    return ("run", "scenarios/star_throughput.py", "--tdf", tdf, *_star_params(
+        clients, client_mbit), "--out", OUT)
+
+
+def _star_params(clients: int, client_mbit: str) -> tuple[str, ...]:
+    # Every flow at once, 5 virtual seconds: the paper's per-client boxes
+    # with all clients running (its Figures 7 and 8).
+    return ("--param", f"clients={clients}", "--param", f"client_mbit={client_mbit}",
+            "--param", "stagger_s=0", "--param", "last_s=5")
+
+
+def _starscale_steps(rates: str, clients: str, tdfs: str) -> tuple[Step, ...]:
+    """Figure 7: 4 clients at each client link rate, TDF 20 (the paper's);
+    Figures 8 and 10: each client count swept over the TDFs (Figure 8 is
+    its TDF 20 runs, Figure 10 the most clients each TDF carries)."""
+    steps = [Step(f"fig7-{rate}mbit", _star_run("20", 4, rate))
+             for rate in _csv(rates)]
+    steps += [Step(f"clients{n}", ("sweep", "scenarios/star_throughput.py", "--tdf", tdfs,
+                                   *_star_params(int(n), "10"), "--out", OUT))
+              for n in _csv(clients)]
+    return tuple(steps)
+
+
+def _csv(text: str) -> list[str]:
+    return [x for x in text.replace(" ", ",").split(",") if x]
 
 
 def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
                   fattree_memory: int = 6144,
                   qjump_ptpd_tdfs: Sequence[str] = ("1", "10", "20", "50"),
-                  fct_rate: float = 50.0,
-                  adaptive_tdfs: str = "1,2,4,8,16") -> dict[str, Reproduction]:
+                  fct_rate: float = 50.0, adaptive_tdfs: str = "1,2,4,8,16",
+                  starscale_rates: str = "5,10,20,40",
+                  starscale_clients: str = "2,4,8", starscale_tdfs: str = "5,10,20",
+                  deploy_hosts: str = "13,26,52", deploy_memory: int = 6144,
+                  mflops_vms: str = "1,2,4", bandwidth_tdfs: str = "5,10,20",
+                  bandwidth_refine: int = 2, spacing_rates: str = "10,20,40,80,160",
+                  spacing_tdfs: str = "1,10") -> dict[str, Reproduction]:
     """Every reproduction by name, in `make reproduce-all`'s order."""
     return {r.name: r for r in (
         Reproduction("star", "SELENA Figures 4 and 5 (star topology)",
@@ -158,6 +191,34 @@ def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
         Reproduction("adaptive", "VT-Mininet's adaptive TDF against fixed TDFs (seed 002)",
                      _adaptive_steps(adaptive_tdfs), adaptive_minutes(adaptive_tdfs),
                      figures=("adaptive_phases.png",)),
+        Reproduction("starscale", "SELENA Figures 7, 8 and 10 (star scalability)",
+                     _starscale_steps(starscale_rates, starscale_clients, starscale_tdfs),
+                     50, figures=("star_fig7_link_rate.png", "star_fig8_clients.png",
+                                  "star_fig10_clients_per_tdf.png")),
+        Reproduction("deploy", "SELENA section 3: cold boot of a 52-node topology",
+                     tuple(Step(f"hosts{n}", ("run", "scenarios/deploy_scale.py", "--param",
+                                              f"hosts={n}", "--out", OUT))
+                           for n in _csv(deploy_hosts)),
+                     15, lab_args=("--memory", str(deploy_memory)),
+                     figures=("deploy_cold_boot.png",)),
+        Reproduction("mflops", "QJump in SELENA: Figures 2 and 3 (capped CPU work)",
+                     tuple(Step(f"fig{fig}-{cpu}", ("run", "scenarios/qjump_mflops.py",
+                                                    "--param", f"cpu={cpu}",
+                                                    "--param", f"vms={mflops_vms}",
+                                                    "--out", OUT))
+                           for fig, cpu in ((2, "dilated"), (3, "real"))),
+                     25, figures=("qjump_fig2_mflops.png", "qjump_fig3_mflops.png")),
+        Reproduction("bandwidth", "SELENA Figure 9 (faithful link rate per TDF)",
+                     (Step("bench", ("--tdfs", bandwidth_tdfs, "--refine",
+                                     str(bandwidth_refine), "--out", OUT),
+                           program=("python3", "-m", "selena.lab.bench_bandwidth")),),
+                     35, figures=("bandwidth_fig9.png",)),
+        Reproduction("spacing", "Mininet-HiFi Figure 2.7: packet spacing error CCDF per rate",
+                     tuple(Step(f"rate{rate}", ("sweep", "scenarios/spacing_ccdf.py", "--tdf",
+                                                spacing_tdfs, "--param", f"rate_mbit={rate}",
+                                                "--out", OUT))
+                           for rate in _csv(spacing_rates)),
+                     15, figures=("spacing_ccdf.png",)),
     )}
 
 

@@ -146,7 +146,8 @@ def test_a_missing_reproduction_leaves_its_tables_and_figures(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(FIXTURE / "results" / "fct", results / "fct")
     generated = generate(results, FIXTURE / "docs", tmp_path / "out")
-    assert generated.missing == ["star", "qjump", "fattree", "adaptive"]
+    assert generated.missing == ["star", "qjump", "fattree", "adaptive", "starscale", "deploy",
+                                 "mflops", "bandwidth", "spacing"]
     assert [p.name for p in generated.figures] == ["fct_cdf.png"]
     page = (tmp_path / "out" / "page.md").read_text()
     assert "(the star table goes here)" in page and "| an old | table |" not in page

@@ -119,6 +119,15 @@ CASES: tuple[Case, ...] = (
     scenario("qjump_memcached", "--param", "cpu=real", name="qjump_memcached_cpu_real"),
     scenario("star_throughput", "--tdf", "5", "--param", "clients=2",
              name="star_throughput_tdf5_clients2"),
+    # The reproductions of issue 34 item 4 (deploy_scale at 4 guests: 52 is
+    # the same plan, 13 times longer).
+    scenario("deploy_scale", "--param", "hosts=4", name="deploy_scale_hosts4"),
+    scenario("qjump_mflops", "--param", "cpu=real", name="qjump_mflops_cpu_real"),
+    scenario("qjump_mflops"),
+    scenario("spacing_ccdf", "--tdf", "10", "--param", "rate_mbit=80",
+             name="spacing_ccdf_tdf10_rate80"),
+    scenario("star_throughput", "--tdf", "20", "--param", "clients=8", "--param",
+             "stagger_s=0", "--param", "last_s=5", name="star_throughput_tdf20_clients8"),
     # The deploy options that change a plan, each once (and together).
     scenario("two_hosts", "--shaping", "guest"),
     scenario("two_hosts", "--bridge", "linux"),

@@ -36,8 +36,37 @@ def test_every_reproduction_names_scenarios_that_exist():
     for r in reproductions().values():
         for step in r.steps:
             assert OUT in step.argv, (r.name, step.name)
+            if step.program != ("selena",):
+                # A lab benchmark writing its own bundle: a module of the tree.
+                module = step.program[step.program.index("-m") + 1]
+                assert (ROOT / (module.replace(".", "/") + ".py")).is_file(), module
+                continue
             scenario = next(a for a in step.argv if a.startswith("scenarios/"))
             assert (ROOT / scenario).is_file(), scenario
+
+
+def test_the_new_reproductions_run_at_reduced_scale_with_the_papers_as_a_parameter():
+    catalogue = reproductions(deploy_hosts="52", starscale_clients="8,16", mflops_vms="1,2,5,10")
+    deploy = lab_script(catalogue["deploy"], Path("D"))
+    assert "selena run scenarios/deploy_scale.py --param hosts=52 --out D/hosts52" in deploy
+    assert catalogue["deploy"].lab_args == ("--memory", "6144")
+    assert [s.name for s in reproductions()["deploy"].steps] == ["hosts13", "hosts26", "hosts52"]
+    star = lab_script(catalogue["starscale"], Path("S"))
+    assert ("selena run scenarios/star_throughput.py --tdf 20 --param clients=4 --param "
+            "client_mbit=40 --param stagger_s=0 --param last_s=5 --out S/fig7-40mbit") in star
+    assert ("selena sweep scenarios/star_throughput.py --tdf 5,10,20 --param clients=16 "
+            "--param client_mbit=10 --param stagger_s=0 --param last_s=5 --out S/clients16") \
+        in star
+    mflops = lab_script(catalogue["mflops"], Path("M"))
+    assert "--param cpu=real --param vms=1,2,5,10 --out M/fig3-real" in mflops
+    bandwidth = lab_script(reproductions(bandwidth_tdfs="5,10")["bandwidth"], Path("B"))
+    assert ("python3 -m selena.lab.bench_bandwidth --tdfs 5,10 --refine 2 --out B/bench"
+            in bandwidth)
+    spacing = lab_script(reproductions(spacing_rates="10,1000")["spacing"], Path("P"))
+    assert ("selena sweep scenarios/spacing_ccdf.py --tdf 1,10 --param rate_mbit=1000 --out "
+            "P/rate1000") in spacing
+    for script in (deploy, star, mflops, bandwidth, spacing):
+        subprocess.run(["sh", "-n", "-c", script], check=True)
 
 
 def test_the_lab_script_runs_every_step_between_marks_into_the_fresh_directory():
@@ -198,7 +227,7 @@ def test_the_cli_lists_and_refuses_with_one_line(capsys):
     assert main(["reproduce", "stra"]) != 0
     err = capsys.readouterr().err.strip()
     assert err == "selena: error: reproduce: no reproduction stra (have star, fct, qjump, " \
-                  "fattree, adaptive)"
+                  "fattree, adaptive, starscale, deploy, mflops, bandwidth, spacing)"
 
 
 def test_the_adaptive_comparison_sweeps_its_grid_then_runs_auto_over_its_range():

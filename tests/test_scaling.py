@@ -63,7 +63,7 @@ def test_bad_queue_is_refused():
 
 REPRODUCTION_SCENARIOS = ("star_throughput.py", "adaptive_phases.py", "fat_tree_fct.py",
                           "switch_model_fct.py", "qjump_ping.py", "qjump_memcached.py",
-                          "qjump_ptpd.py")
+                          "qjump_ptpd.py", "spacing_ccdf.py")
 
 
 @pytest.mark.parametrize("name", REPRODUCTION_SCENARIOS)

@@ -17,7 +17,14 @@ from selena.backends.base import Frame, LinkCapture, LoadSample
 from selena.backends.xl import XlBackend
 from selena.errors import BackendError
 from selena.experiment import Experiment
-from selena.fidelity import LinkSpacing, Monitor, frame_identity, judge, spacing_invariant
+from selena.fidelity import (
+    SPACING_ERROR_EDGES,
+    LinkSpacing,
+    Monitor,
+    frame_identity,
+    judge,
+    spacing_invariant,
+)
 from selena.model import Topology
 
 RATE = 1e6                   # real bits/s of the qdisc
@@ -67,6 +74,28 @@ def test_a_departure_later_than_one_extra_transmission_time_is_late():
                                                             for n, t in enumerate(times)]))
     assert (spaced, late) == (5, 1)
     assert worst == pytest.approx(0.5 * TX)
+
+
+def test_each_checked_departure_s_error_goes_into_the_link_s_histogram():
+    """The CCDF of packet spacing error per link rate is drawn from this:
+    errors in full-frame times, binned by SPACING_ERROR_EDGES."""
+    arrivals = [frame(0.0, n) for n in range(6)]
+    times = [n * TX for n in range(6)]
+    times[3] += 1.5 * TX        # 1.5 frame times late
+    times[4] += 1.5 * TX        # on time after frame 3
+    times[5] += 2.4 * TX        # 0.9 behind frame 4
+    capture = link(arrivals, [frame(t, n) for n, t in enumerate(times)])
+    errors: list[float] = []
+    assert spacing_invariant(capture, errors) == spacing_invariant(capture)
+    assert errors == pytest.approx([0, 0, 1.5, 0, 0.9])
+    spacing = LinkSpacing("h1 eth0 -> h2 eth0", RATE)
+    spacing.add(capture)
+    spacing.add(capture)
+    hist = dict(zip(("<0.125", *(f"<{e:g}" for e in SPACING_ERROR_EDGES[1:]), ">=1024"),
+                    spacing.error_hist, strict=True))
+    assert hist["<0.125"] == 6 and hist["<1"] == 2 and hist["<2"] == 2
+    assert sum(spacing.error_hist) == spacing.spaced == 10
+    assert spacing.late == 2
 
 
 def test_frames_from_an_idle_queue_or_arriving_before_the_window_are_not_checked():

@@ -297,6 +297,398 @@ def fct(root: Path, out: Path) -> Drawn:
     return drawn
 
 
+# --------------------------------------------------------------- starscale
+
+PAPER_SCALE = 100          # the star's links are the paper's / 100
+RELIABLE_QUANTILE = 2.5    # the paper: the target met by 97.5% of the samples
+RELIABLE_TOLERANCE = 0.05  # "met": within 5% below the target
+
+
+@dataclass(frozen=True)
+class StarRun:
+    """One star run of the scalability figures, with its CPU use."""
+
+    bundle: Path
+    tdf: float
+    clients: int
+    client_mbit: float
+    samples: list[float]
+    expected: float | None
+    dom0_pct: float | None       # Dom0's mean busy share over the run, %
+    guests_pct: float | None     # the nodes' mean busy share, averaged over nodes, %
+    verdict: str
+
+    @property
+    def low(self) -> float | None:
+        """The throughput 97.5% of the samples reach."""
+        return percentile(self.samples, RELIABLE_QUANTILE) if self.samples else None
+
+    @property
+    def reliable(self) -> bool:
+        return (self.expected is not None and self.low is not None
+                and self.low >= (1 - RELIABLE_TOLERANCE) * self.expected)
+
+
+def _mean_pct(values: Sequence[float]) -> float | None:
+    return 100 * statistics.fmean(values) if values else None
+
+
+def star_run(bundle: Path) -> StarRun:
+    meta, metrics = _json(bundle / "meta.json"), _json(bundle / "metrics.json")
+    params = meta.get("params") or {}
+    fidelity = _json(bundle / "fidelity.json") if (bundle / "fidelity.json").exists() else {}
+    guests = [m for node, busy in sorted((fidelity.get("guest_busy") or {}).items())
+              if (m := _mean_pct(busy)) is not None]
+    client = metrics.get("client_mbit", {})
+    return StarRun(bundle, float(meta["tdf"]), int(params.get("clients", 3)),
+                   float(params.get("client_mbit", 10)),
+                   [float(x) for x in client.get("samples", [])],
+                   None if client.get("expected") is None else float(client["expected"]),
+                   _mean_pct(fidelity.get("dom0_busy") or []),
+                   statistics.fmean(guests) if guests else None, _verdict(meta))
+
+
+def _boxes_with_cpu(plot: _Plot, runs: Sequence[StarRun], labels: Sequence[str]) -> None:
+    """Figures 7 and 8: per-client boxes (whiskers p2.5-p97.5, outliers as
+    crosses), each run's configured rate as a dash, CPU on a second axis."""
+    data = [r.samples or [math.nan] for r in runs]
+    plot.ax.boxplot(data, whis=(RELIABLE_QUANTILE, 100 - RELIABLE_QUANTILE),
+                    flierprops={"marker": "x", "markeredgecolor": "C3", "markersize": 4})
+    plot.ax.set_xticks(range(1, len(runs) + 1), labels)
+    for k, run in enumerate(runs, start=1):
+        if run.expected is not None:
+            plot.ax.plot([k - 0.4, k + 0.4], [run.expected, run.expected], color="C3",
+                         linestyle="--", linewidth=1,
+                         label="configured (link less headers)" if k == 1 else None)
+    plot.ax.set_ylim(bottom=0)
+    cpu = plot.ax.twinx()
+    xs = list(range(1, len(runs) + 1))
+    for values, label, style in (([r.dom0_pct for r in runs], "Dom0 busy", "s-"),
+                                 ([r.guests_pct for r in runs], "nodes busy (mean)", "^-")):
+        ys = [math.nan if v is None else v for v in values]
+        cpu.plot(xs, ys, style, color="0.45", markersize=4, linewidth=1)
+        plot.ax.plot([], [], style, color="0.45", markersize=4, linewidth=1,
+                     label=f"{label}, % (right axis)")
+    cpu.set_ylabel("CPU busy, mean over the run (%)")
+    cpu.set_ylim(0, 105)
+
+
+def starscale(root: Path, out: Path) -> Drawn:
+    """SELENA Figures 7, 8 and 10 and their table."""
+    fig7 = sorted((star_run(b) for b in sorted(root.glob("fig7-*"))
+                   if (b / "meta.json").exists()), key=lambda r: r.client_mbit)
+    swept = sorted((star_run(b) for sweep in sorted(root.glob("clients*"))
+                    for b in sorted(sweep.iterdir()) if (b / "meta.json").exists()),
+                   key=lambda r: (r.tdf, r.clients))
+    if not fig7 and not swept:
+        raise AnalysisError(f"{root}: no fig7-* or clients*/ runs")
+    drawn = Drawn()
+    if fig7:
+        plot = _Plot("SELENA Figure 7: per-client throughput vs client link rate "
+                     "(4 clients)", f"client link (Mbit/s; x{PAPER_SCALE} the paper's)",
+                     "each client's throughput, 100 ms windows (Mbit/s)")
+        _boxes_with_cpu(plot, fig7, [f"{r.client_mbit:g}" for r in fig7])
+        plot.note(f"TDF {units.tdf_text(fig7[0].tdf)}; load: {fig7[0].clients} clients, one "
+                  "TCP flow each, all at once, 5 s")
+        drawn.figures.append(plot.save(out / "star_fig7_link_rate.png"))
+    if swept:
+        top = max(r.tdf for r in swept)
+        fig8 = sorted((r for r in swept if r.tdf == top), key=lambda r: r.clients)
+        plot = _Plot("SELENA Figure 8: per-client throughput vs number of clients",
+                     "clients", "each client's throughput, 100 ms windows (Mbit/s)")
+        _boxes_with_cpu(plot, fig8, [str(r.clients) for r in fig8])
+        plot.note(f"TDF {units.tdf_text(top)}; load: one TCP flow per client, all at once, "
+                  f"5 s; {fig8[0].client_mbit:g} Mbit/s links (the paper's 1 Gbit/s / "
+                  f"{PAPER_SCALE})")
+        drawn.figures.append(plot.save(out / "star_fig8_clients.png"))
+
+        plot = _Plot("SELENA Figure 10: network size scalability vs TDF", "TDF",
+                     "most clients carried reliably")
+        tdfs = sorted({r.tdf for r in swept})
+        most = [max((r.clients for r in swept if r.tdf == t and r.reliable), default=0)
+                for t in tdfs]
+        plot.ax.plot(tdfs, most, marker="o", color="C0", label="selena (this lab)")
+        tried = max(r.clients for r in swept)
+        plot.ax.axhline(tried, color="0.5", linestyle=":", linewidth=1,
+                        label=f"most clients tried: {tried}")
+        first = next(((t, m) for t, m in zip(tdfs, most, strict=True) if m), None)
+        if first:
+            plot.ax.plot([0, tdfs[-1]], [0, first[1] / first[0] * tdfs[-1]], color="C3",
+                         linestyle="--", linewidth=1,
+                         label="the paper's trend: close to linear in the TDF")
+        plot.ax.set_xticks(tdfs)
+        plot.ax.set_xlim(0, tdfs[-1] * 1.05)
+        plot.ax.set_ylim(0, tried * 1.3)
+        plot.note(f"reliable: {100 - RELIABLE_QUANTILE:g}% of a run's 100 ms samples within "
+                  f"{100 * RELIABLE_TOLERANCE:g}% of the link rate less headers")
+        plot.note(f"load: one TCP flow per client, {swept[0].client_mbit:g} Mbit/s links")
+        drawn.figures.append(plot.save(out / "star_fig10_clients_per_tdf.png"))
+    rows = ["| figure | TDF | clients | client link (Mbit/s) | client Mbit/s median "
+            "(p2.5-p97.5) | expected | reliable | Dom0 busy % | nodes busy % | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for figure, runs in (("7", fig7), ("8, 10", swept)):
+        for r in runs:
+            median = _f(statistics.median(r.samples)) if r.samples else ""
+            rows.append(f"| {figure} | {units.tdf_text(r.tdf)} | {r.clients} | "
+                        f"{r.client_mbit:g} | {median} ({_f(r.low)}-"
+                        f"{_f(percentile(r.samples, 97.5) if r.samples else None)}) | "
+                        f"{_f(r.expected)} | {'yes' if r.reliable else 'no'} | "
+                        f"{_f(r.dom0_pct, '.0f')} | {_f(r.guests_pct, '.0f')} | {r.verdict} |")
+    drawn.tables["starscale"] = "\n".join(rows)
+    return drawn
+
+
+# ------------------------------------------------------------------ deploy
+
+PAPER_COLD_BOOT = (52, 130.0)      # nodes, seconds (SELENA, section 3)
+
+
+def deploy(root: Path, out: Path) -> Drawn:
+    """The cold boot of N tiny guests against the paper's 52 in about 130 s."""
+    runs = []
+    for bundle in sorted(root.glob("hosts*")):
+        if not (bundle / "meta.json").exists():
+            continue
+        meta, metrics = _json(bundle / "meta.json"), _json(bundle / "metrics.json")
+        timings = meta.get("timings") or {}
+
+        def value(name: str, metrics: dict[str, Any] = metrics) -> float | None:
+            samples = metrics.get(name, {}).get("samples") or []
+            return float(samples[0]) if samples else None
+
+        runs.append((int((meta.get("params") or {}).get("hosts", len(meta.get("nodes", [])))),
+                     float(timings.get("deploy_s", math.nan)),
+                     float(timings.get("boot_to_agents_s", math.nan)),
+                     value("guests_up"), value("dom0_used_mb"), value("dom0_total_mb")))
+    if not runs:
+        raise AnalysisError(f"{root}: no hosts*/ runs")
+    runs.sort()
+    drawn = Drawn()
+    plot = _Plot("SELENA section 3: cold boot of N tiny guests (no figure in the paper)",
+                 "guests", "real seconds")
+    xs = [n for n, *_ in runs]
+    width = max(1.0, 0.35 * min((b - a for a, b in zip(xs, xs[1:], strict=False)),
+                                default=xs[0] * 2))
+    plot.ax.bar(xs, [d for _, d, *_ in runs], width, color="C0",
+                label="deploy: validate, plan, bridges, xl create, shaping")
+    plot.ax.bar(xs, [b for _, _, b, *_ in runs], width, bottom=[d for _, d, *_ in runs],
+                color="C1", label="boot until every guest's agent answers")
+    nodes, seconds = PAPER_COLD_BOOT
+    plot.ax.axhline(seconds, color="C3", linestyle="--", linewidth=1,
+                    label=f"the paper: {nodes} nodes in about {seconds:g} s")
+    plot.ax.plot([nodes], [seconds], "*", color="C3", markersize=10)
+    memory = plot.ax.twinx()
+    memory.plot(xs, [math.nan if m is None else m for *_, m, _ in runs], "s-", color="0.4",
+                markersize=4, linewidth=1)
+    plot.ax.plot([], [], "s-", color="0.4", markersize=4, linewidth=1,
+                 label="Dom0 memory in use, MB (right axis)")
+    memory.set_ylabel("Dom0 memory in use (MB)")
+    memory.set_ylim(bottom=0)
+    plot.ax.set_xticks(xs)
+    plot.note("TDF 1; tiny guests of 32 MB on one hub, booted from a shared initrd")
+    drawn.figures.append(plot.save(out / "deploy_cold_boot.png"))
+    rows = ["| guests | answered | deploy (s) | boot to agents (s) | cold boot (s) | "
+            "per guest (s) | Dom0 memory in use (MB) of |", "|---|---|---|---|---|---|---|"]
+    for n, dep, boot, up, used, total in runs:
+        rows.append(f"| {n} | {_f(up, '.0f')} | {_f(dep, '.1f')} | {_f(boot, '.1f')} | "
+                    f"{_f(dep + boot, '.1f')} | {_f((dep + boot) / n, '.2f')} | "
+                    f"{_f(used, '.0f')} of {_f(total, '.0f')} |")
+    rows.append(f"| {nodes} (paper) | | | | about {seconds:g} | {seconds / nodes:.1f} | |")
+    drawn.tables["deploy"] = "\n".join(rows)
+    return drawn
+
+
+# ------------------------------------------------------------------ mflops
+
+def _work(metrics: Mapping[str, Any]) -> dict[tuple[int, int], float]:
+    """(TDF, VMs) -> median summed iterations per virtual second."""
+    found = {}
+    for name, metric in metrics.items():
+        m = re.fullmatch(r"work_per_s_tdf(\d+)_vms(\d+)", name)
+        if m and metric.get("samples"):
+            found[int(m.group(1)), int(m.group(2))] = statistics.median(
+                float(x) for x in metric["samples"])
+    return found
+
+
+def mflops(root: Path, out: Path) -> Drawn:
+    """QJump in SELENA, Figures 2 and 3, and their table."""
+    found = {}
+    for fig, cpu in ((2, "dilated"), (3, "real")):
+        bundle = root / f"fig{fig}-{cpu}"
+        if (bundle / "metrics.json").exists():
+            found[fig] = _work(_json(bundle / "metrics.json"))
+    if not found:
+        raise AnalysisError(f"{root}: no fig2-dilated or fig3-real run")
+    drawn = Drawn()
+    for fig, work in sorted(found.items()):
+        capped = fig == 3
+        plot = _Plot(f"QJump Figure {fig}: summed CPU work of VMs running at once"
+                     + (", each capped to 100/TDF %" if capped else ", no cap"),
+                     "VMs running the loop at once",
+                     "loop iterations per virtual second, summed (thousands)")
+        tdfs = sorted({t for t, _ in work})
+        vms = sorted({n for _, n in work})
+        for k, tdf in enumerate(tdfs):
+            plot.ax.plot(vms, [work.get((tdf, n), math.nan) / 1e3 for n in vms], marker="o",
+                         color=f"C{k}", label=f"TDF {tdf}")
+        if (1, 1) in work:
+            plot.ax.plot(vms, [n * work[1, 1] / 1e3 for n in vms], color="0.3", linestyle="--",
+                         linewidth=1, label="ideal: VMs x one VM at TDF 1 (the paper's "
+                                            "Figure 3 line)")
+        if not capped:
+            plot.ax.set_yscale("log")
+        plot.ax.set_xticks(vms)
+        plot.note("load: a busybox shell loop per VM (the paper: a floating-point "
+                  "benchmark, MFLOPS)")
+        drawn.figures.append(plot.save(out / f"qjump_fig{fig}_mflops.png"))
+    keys = sorted({key for work in found.values() for key in work})
+    rows = ["| VMs | TDF | no cap (k iterations/s) | capped to 100/TDF % | ideal "
+            "(VMs x one capped VM at TDF 1) |", "|---|---|---|---|---|"]
+    one = found.get(3, {}).get((1, 1)) or found.get(2, {}).get((1, 1))
+    for tdf, n in sorted(keys, key=lambda k: (k[1], k[0])):
+        cells = [_f(found[fig][tdf, n] / 1e3) if (tdf, n) in found.get(fig, {}) else ""
+                 for fig in (2, 3)]
+        rows.append(f"| {n} | {tdf} | {cells[0]} | {cells[1]} | "
+                    f"{_f(n * one / 1e3) if one else ''} |")
+    drawn.tables["mflops"] = "\n".join(rows)
+    return drawn
+
+
+# --------------------------------------------------------------- bandwidth
+
+def bandwidth(root: Path, out: Path) -> Drawn:
+    """SELENA Figure 9 (link speed scalability vs TDF): bench-bandwidth's
+    faithful rate per TDF beside Mininet's, and its table."""
+    bundle = root / "bench"
+    meta, metrics = _json(bundle / "meta.json"), _json(bundle / "metrics.json")
+
+    def rate(name: str) -> float | None:
+        samples = metrics.get(name, {}).get("samples") or []
+        return float(samples[0]) if samples else None
+
+    params = meta.get("params") or {}
+    tdfs = sorted(float(t) for t in params.get("tdfs", []))
+    if not tdfs:
+        raise AnalysisError(f"{bundle}: no TDFs in meta.json's params")
+    key = {t: f"tdf{units.tdf_text(t)}" for t in tdfs}
+    faithful = [rate(f"faithful_mbit_{key[t]}") for t in tdfs]
+    strict = [rate(f"strict_mbit_{key[t]}") for t in tdfs]
+    mininet = rate("faithful_mbit_mininet")
+    refine = int(params.get("refine", 0))
+    drawn = Drawn()
+    plot = _Plot("SELENA Figure 9: link speed scalability vs TDF", "TDF",
+                 "highest faithful link rate (Mbit/s, log scale)")
+    plot.ax.plot(tdfs, [math.nan if r is None else r for r in faithful], marker="o",
+                 color="C0", label="selena: throughput and CPU criteria")
+    plot.ax.plot(tdfs, [math.nan if r is None else r for r in strict], marker="x",
+                 linestyle=":", color="C1", label="selena: also the packet-spacing check")
+    if mininet:
+        plot.ax.axhline(mininet, color="C2", linestyle="-.", linewidth=1,
+                        label=f"Mininet, real time: {mininet:g} Mbit/s")
+        plot.ax.plot([1, tdfs[-1]], [mininet, mininet * tdfs[-1]], color="C3", linestyle="--",
+                     linewidth=1, label="the paper's trend: close to linear (TDF x Mininet)")
+    plot.ax.set_yscale("log")
+    plot.ax.set_xticks(tdfs)
+    plot.ax.set_xlim(0, tdfs[-1] * 1.05)
+    grid = "doubling grid" + (f" bisected {refine}x ({100 * (2 ** (1 / 2 ** refine) - 1):.0f}%"
+                              " steps)" if refine else "")
+    plot.note(f"load: one TCP flow, {params.get('delay_ms', 1)} ms link; {grid}")
+    plot.note(f"faithful: TCP within {params.get('tolerance_pct', 5):g}% of the rate, "
+              "no CPU saturation")
+    drawn.figures.append(plot.save(out / "bandwidth_fig9.png"))
+    rows = ["| | faithful Mbit/s | / Mininet | / TDF | with the spacing check too | runs |",
+            "|---|---|---|---|---|---|"]
+    trials = meta.get("trials") or []
+
+    def count(config: str) -> int:
+        return sum(1 for t in trials if t.get("config") == config)
+
+    rows.append(f"| Mininet | {_f(mininet, 'g')} | | | not checked | {count('mininet')} |")
+    for t, r, st in zip(tdfs, faithful, strict, strict=True):
+        ratio = _f(r / mininet, ".1f") if r and mininet else ""
+        per_tdf = _f(r / mininet / t, ".2f") if r and mininet else ""
+        rows.append(f"| selena TDF {units.tdf_text(t)} | {_f(r, 'g')} | {ratio} | {per_tdf} | "
+                    f"{_f(st, 'g')} | {count(f'selena TDF {units.tdf_text(t)}')} |")
+    drawn.tables["bandwidth"] = "\n".join(rows)
+    return drawn
+
+
+# ----------------------------------------------------------------- spacing
+
+MININET_HIFI_LOW_FIDELITY = 25.0   # packets of error: the dissertation's "low fidelity"
+
+
+def spacing_ccdf(hist: Sequence[int]) -> list[tuple[float, float]]:
+    """(error e, share of checked departures with an error >= e) at each
+    edge of SPACING_ERROR_EDGES, from a link's error_hist."""
+    from selena.fidelity import SPACING_ERROR_EDGES
+
+    if len(hist) != len(SPACING_ERROR_EDGES) + 1:
+        raise AnalysisError(f"a spacing histogram of {len(hist)} bins: want "
+                            f"{len(SPACING_ERROR_EDGES) + 1} (SPACING_ERROR_EDGES)")
+    total = sum(hist)
+    if not total:
+        return []
+    return [(edge, sum(hist[k + 1:]) / total) for k, edge in enumerate(SPACING_ERROR_EDGES)]
+
+
+def spacing(root: Path, out: Path) -> Drawn:
+    """Mininet-HiFi's packet-spacing CCDF per link rate (and TDF), from each
+    run's fidelity.json, and its table."""
+    runs = []
+    for sweep in sorted(root.glob("rate*")):
+        for bundle in sorted(sweep.iterdir()):
+            if not (bundle / "fidelity.json").exists():
+                continue
+            meta, metrics = _json(bundle / "meta.json"), _json(bundle / "metrics.json")
+            fidelity = _json(bundle / "fidelity.json")
+            links = list((fidelity.get("spacing") or {}).values())
+            busiest = max(links, key=lambda link: link.get("spaced", 0), default=None)
+            rate = float((meta.get("params") or {}).get("rate_mbit", 0))
+            runs.append((rate, float(meta["tdf"]), busiest, metrics.get("tcp_mbit", {}),
+                         _verdict(meta)))
+    if not runs:
+        raise AnalysisError(f"{root}: no rate*/<run>/fidelity.json")
+    runs.sort(key=lambda r: (r[0], r[1]))
+    rates = sorted({r[0] for r in runs})
+    tdfs = sorted({r[1] for r in runs})
+    drawn = Drawn()
+    plot = _Plot("Mininet-HiFi Figure 2.7: packet spacing error CCDF per link rate",
+                 "spacing error (full-size frame times at the link's rate, log scale)",
+                 "departures with at least this error (%, log scale)")
+    styles = ("-", "--", ":", "-.")
+    for rate, tdf, link, _, _ in runs:
+        points = [(e, 100 * share) for e, share in spacing_ccdf(link.get("error_hist", []))
+                  if share > 0] if link else []
+        if points:
+            plot.ax.step([e for e, _ in points], [y for _, y in points], where="post",
+                         color=f"C{rates.index(rate) % 10}",
+                         linestyle=styles[tdfs.index(tdf) % len(styles)],
+                         label=f"{rate:g} Mbit/s, TDF {units.tdf_text(tdf)}")
+    plot.ax.axvline(1.0, color="C2", linestyle="--", linewidth=1,
+                    label="1 frame: beyond it a departure is late (the monitor's limit)")
+    plot.ax.axvline(MININET_HIFI_LOW_FIDELITY, color="C3", linestyle="--", linewidth=1,
+                    label=f"{MININET_HIFI_LOW_FIDELITY:g} frames: Mininet-HiFi's low fidelity")
+    plot.ax.set_xscale("log")
+    plot.ax.set_yscale("log")
+    plot.note("load: one TCP flow filling a 1 ms link, about 35 real seconds")
+    drawn.figures.append(plot.save(out / "spacing_ccdf.png"))
+    rows = ["| link Mbit/s | TDF | departures checked | late (> 1 frame) | >= 32 frames | "
+            "worst late (ms) | TCP Mbit/s median (expected) | verdict |",
+            "|---|---|---|---|---|---|---|---|"]
+    for rate, tdf, link, tcp, verdict in runs:
+        ccdf = dict(spacing_ccdf(link.get("error_hist", []))) if link else {}
+        rows.append(
+            f"| {rate:g} | {units.tdf_text(tdf)} | {link.get('spaced', '') if link else ''} | "
+            f"{_f(100 * link['late_share'], '.2f') + '%' if link else ''} | "
+            f"{_f(100 * ccdf[32.0], '.2f') + '%' if 32.0 in ccdf else ''} | "
+            f"{_f(link.get('worst_late_ms') if link else None)} | {_f(tcp.get('median'))} "
+            f"({_f(tcp.get('expected'))}) | {verdict} |")
+    drawn.tables["spacing"] = "\n".join(rows)
+    return drawn
+
+
 # ------------------------------------------------------------------- qjump
 
 def qjump_figures(root: Path, out: Path) -> Drawn:
@@ -320,11 +712,14 @@ def adaptive(root: Path, out: Path) -> Drawn:
 
 DRAWERS: dict[str, Callable[[Path, Path], Drawn]] = {
     "star": star, "fct": fct, "qjump": qjump_figures, "fattree": fattree,
-    "adaptive": adaptive}
+    "adaptive": adaptive,
+    "starscale": starscale, "deploy": deploy, "mflops": mflops, "bandwidth": bandwidth,
+    "spacing": spacing}
 # Every table name a page may mark, by reproduction.
 TABLES = {"star": ("star",), "fct": ("fct",),
           "qjump": ("qjump-ping", "qjump-memcached", "qjump-ptpd"), "fattree": ("fattree",),
-          "adaptive": ("adaptive",)}
+          "adaptive": ("adaptive",), "starscale": ("starscale",), "deploy": ("deploy",),
+          "mflops": ("mflops",), "bandwidth": ("bandwidth",), "spacing": ("spacing",)}
 
 
 # ----------------------------------------------------------------- generate

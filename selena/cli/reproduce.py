@@ -33,6 +33,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--adaptive-tdfs", default="1,2,4,8,16", metavar="1,T2,...",
                    help="the adaptive comparison's sweep grid, from 1; its adaptive run "
                         "is auto:1-<the last>")
+    p.add_argument("--starscale-rates", default="5,10,20,40", metavar="M1,M2,...",
+                   help="Figure 7's client link rates, Mbit/s (x100: the paper's)")
+    p.add_argument("--starscale-clients", default="2,4,8", metavar="N1,N2,...",
+                   help="Figures 8 and 10's client counts (the paper's: up to 60)")
+    p.add_argument("--starscale-tdfs", default="5,10,20", metavar="T1,T2,...",
+                   help="Figure 10's TDFs")
+    p.add_argument("--deploy-hosts", default="13,26,52", metavar="N1,N2,...",
+                   help="guests cold-booted per run (the paper's: 52)")
+    p.add_argument("--deploy-memory", type=int, default=6144, metavar="MB",
+                   help="the lab's RAM for the deploy runs")
+    p.add_argument("--mflops-vms", default="1,2,4", metavar="N1,N2,...",
+                   help="QJump Figures 2-3's VMs at once (the paper's: 1,2,5,10)")
+    p.add_argument("--bandwidth-tdfs", default="5,10,20", metavar="T1,T2,...",
+                   help="Figure 9's TDFs (bench-bandwidth)")
+    p.add_argument("--bandwidth-refine", type=int, default=2, choices=range(0, 5),
+                   metavar="N", help="bisections of each figure's doubling (2: 19%% steps)")
+    p.add_argument("--spacing-rates", default="10,20,40,80,160", metavar="M1,M2,...",
+                   help="the packet-spacing CCDF's link rates, Mbit/s")
+    p.add_argument("--spacing-tdfs", default="1,10", metavar="T1,T2,...",
+                   help="the packet-spacing CCDF's TDFs")
     p.set_defaults(func=cmd_reproduce)
 
 
@@ -41,7 +61,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         star_tdfs=args.star_tdfs, fattree_tdfs=args.fattree_tdfs,
         fattree_memory=args.fattree_memory,
         qjump_ptpd_tdfs=[t for t in args.qjump_ptpd_tdfs.replace(" ", ",").split(",") if t],
-        fct_rate=args.fct_rate, adaptive_tdfs=args.adaptive_tdfs)
+        fct_rate=args.fct_rate, adaptive_tdfs=args.adaptive_tdfs,
+        starscale_rates=args.starscale_rates,
+        starscale_clients=args.starscale_clients, starscale_tdfs=args.starscale_tdfs,
+        deploy_hosts=args.deploy_hosts, deploy_memory=args.deploy_memory,
+        mflops_vms=args.mflops_vms, bandwidth_tdfs=args.bandwidth_tdfs,
+        bandwidth_refine=args.bandwidth_refine, spacing_rates=args.spacing_rates,
+        spacing_tdfs=args.spacing_tdfs)
     names = args.names or ([] if not args.list else list(catalogue))
     if not names:
         raise ScenarioError(f"reproduce: name one or more of {', '.join(catalogue)} "

@@ -11,8 +11,15 @@ spacing check as well is printed beside it. Rates come from a grid
 doubling from 5 Mbit/s; each configuration starts where the previous one
 stopped (its faithful rate, doubled for a higher TDF, since dilation should
 buy about the TDF) and walks up while runs pass, or down until one does.
+With --refine N the doubling that brackets the figure is then halved N
+times geometrically (N=2: steps of 2^(1/4), 19 %): on the doubling grid
+alone a faithful rate can only double, so "it doubles with the TDF" would
+be the grid's quantisation as much as a finding (docs/benchmarks.md).
 The ratio selena / Mininet is printed per TDF: the physical limit is about
-the TDF.
+the TDF. This is SELENA's Figure 9 (link speed scalability vs TDF); with
+--out DIR the figures are written as a results bundle (meta.json with every
+trial, metrics.json) that `selena reproduce bandwidth` collects and
+`make figures` draws.
 
 The link: two tools hosts, RATE with 1 ms of one-way delay, TCP (iperf3
 -R, h2 sending) for a few virtual seconds, the median of its per-second
@@ -23,11 +30,14 @@ are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from selena import units
 from selena.errors import SelenaError
@@ -161,6 +171,32 @@ def describe(config: Config, trial: Trial) -> str:
     return text + (f" ({'; '.join(trial.reasons)})" if trial.reasons else "")
 
 
+def _round(rate: float) -> float:
+    """A rate to 3 significant digits (the refined grid's points)."""
+    return float(f"{rate:.3g}")
+
+
+def refine(config: Config, low: float | None, run: Measure, say: Callable[[str], None],
+           steps: int, done: dict[float, Trial], strict: bool = False) -> float | None:
+    """Between a passing grid rate `low` and its double (failed, or the
+    grid's end), `steps` geometric bisections: the highest rate that passed."""
+    if low is None or steps <= 0 or low >= GRID_MBIT[-1]:
+        return low
+    high = 2 * low
+    for _ in range(steps):
+        mid = _round(math.sqrt(low * high))
+        if mid in (low, high):
+            break
+        if mid not in done:
+            done[mid] = run(config, mid)
+            say(describe(config, done[mid]))
+        if done[mid].passed_strict if strict else done[mid].passed:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
 @dataclass
 class Result:
     rate: float | None              # faithful on the common criteria
@@ -168,8 +204,11 @@ class Result:
 
 
 def run_bench(tdfs: Sequence[float], run: Measure, say: Callable[[str], None],
-              mininet_start_mbit: float = 20) -> dict[str, Result]:
-    """Mininet first, then selena at each TDF (ascending)."""
+              mininet_start_mbit: float = 20, refine_steps: int = 0,
+              trials: dict[str, dict[float, Trial]] | None = None) -> dict[str, Result]:
+    """Mininet first, then selena at each TDF (ascending); each figure then
+    refined by `refine_steps` bisections of its doubling. `trials` collects
+    every configuration's runs by rate."""
     results: dict[str, Result] = {}
     configs = [Config("mininet", 1.0)] + [Config("xl", t) for t in sorted(tdfs)]
     start = GRID_MBIT.index(min(GRID_MBIT, key=lambda r: abs(r - mininet_start_mbit)))
@@ -177,22 +216,29 @@ def run_bench(tdfs: Sequence[float], run: Measure, say: Callable[[str], None],
     for config in configs:
         if previous is not None:
             start = GRID_MBIT.index(previous) + (0 if config.backend == "mininet" else 1)
-        done: dict[float, Trial] = {}
+        done: dict[float, Trial] = {} if trials is None else trials.setdefault(config.name, {})
         rate, _trials = faithful(config, start, run, say, done=done)
-        result = Result(rate)
+        result = Result(refine(config, rate, run, say, refine_steps, done))
         if config.backend != "mininet":
             # Never above the common figure: walk down from it, reusing runs.
             top = GRID_MBIT.index(rate) if rate is not None else start
-            result.strict, _ = faithful(config, top, run, say, strict=True, done=done)
+            strict, _ = faithful(config, top, run, say, strict=True, done=done)
+            result.strict = refine(config, strict, run, say, refine_steps, done, strict=True)
+            if result.rate is not None and result.strict is not None:
+                result.strict = min(result.strict, result.rate)
         results[config.name] = result
+        # The next configuration starts on the doubling grid.
         previous = rate if rate is not None else previous
     return results
 
 
-def table(results: dict[str, Result]) -> str:
+def table(results: dict[str, Result], refine_steps: int = 0) -> str:
     mininet = results["mininet"].rate if "mininet" in results else None
-    lines = [f"  faithful bandwidth (Mbit/s; TCP within {TOLERANCE_PCT:g}% of the link rate and "
-             f"no CPU saturation; grid {GRID_MBIT[0]}-{GRID_MBIT[-1]}, doubling)",
+    grid = "doubling" + (f", refined to steps of 2^(1/{2 ** refine_steps})"
+                         if refine_steps else "")
+    lines = [f"  SELENA Figure 9: faithful bandwidth (Mbit/s; TCP within {TOLERANCE_PCT:g}% of "
+             f"the link rate and no CPU saturation; grid {GRID_MBIT[0]}-{GRID_MBIT[-1]}, "
+             f"{grid})",
              f"  {'':>15} {'faithful':>9} {'/ Mininet':>10} {'with spacing check':>19}"]
     def shown_rate(rate: float | None) -> str:
         if rate is None:
@@ -208,18 +254,60 @@ def table(results: dict[str, Result]) -> str:
     return "\n".join(lines)
 
 
+def write_bundle(out: Path, tdfs: Sequence[float], results: dict[str, Result],
+                 trials: dict[str, dict[float, Trial]], refine_steps: int,
+                 real_s: float) -> Path:
+    """The results as a bundle collect() takes: meta.json (every trial) and
+    metrics.json (faithful_mbit_<config>, strict_mbit_<config>)."""
+    out.mkdir(parents=True, exist_ok=False)
+
+    def key(name: str) -> str:
+        return "mininet" if name == "mininet" else "tdf" + name.rsplit(" ", 1)[1]
+
+    metrics = {}
+    for name, result in results.items():
+        for kind, rate in (("faithful", result.rate), ("strict", result.strict)):
+            if kind == "strict" and name == "mininet":
+                continue
+            metrics[f"{kind}_mbit_{key(name)}"] = {
+                "unit": "Mbit/s", "n": 0 if rate is None else 1,
+                "samples": [] if rate is None else [rate], "expected": None}
+    meta = {"experiment": "bench-bandwidth", "status": "ok", "tdf": 1.0,
+            "real_seconds": round(real_s, 1),
+            "params": {"tdfs": [float(t) for t in tdfs], "refine": refine_steps,
+                       "tolerance_pct": TOLERANCE_PCT, "iperf_seconds": IPERF_SECONDS,
+                       "delay_ms": DELAY_MS, "grid_mbit": list(GRID_MBIT)},
+            "trials": [{"config": name, **asdict(t), "error_pct": t.error_pct,
+                        "passed": t.passed, "passed_strict": t.passed_strict}
+                       for name, done in trials.items() for _, t in sorted(done.items())]}
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m selena.lab.bench_bandwidth")
     parser.add_argument("--tdfs", default="5,10,20")
     parser.add_argument("--mininet-start", type=float, default=20,
                         help="first rate tried for Mininet, Mbit/s")
+    parser.add_argument("--refine", type=int, default=0, choices=range(0, 5), metavar="N",
+                        help="bisect each figure's doubling N times (2: 19%% steps)")
+    parser.add_argument("--out", type=Path, help="write the results bundle here (a new "
+                                                 "directory)")
     args = parser.parse_args(argv)
+    if args.out is not None and args.out.exists():
+        parser.error(f"--out {args.out} exists: give a new directory")
     tdfs = [units.tdf(t) for t in args.tdfs.split(",")]
     began = time.monotonic()
+    trials: dict[str, dict[float, Trial]] = {}
     results = run_bench(tdfs, measure, lambda line: print(line, flush=True),
-                        args.mininet_start)
-    print(table(results))
-    print(f"  ({time.monotonic() - began:.0f} s real in all)")
+                        args.mininet_start, args.refine, trials)
+    print(table(results, args.refine))
+    real_s = time.monotonic() - began
+    print(f"  ({real_s:.0f} s real in all)")
+    if args.out is not None:
+        write_bundle(args.out, tdfs, results, trials, args.refine, real_s)
+        print(f"  results bundle: {args.out}")
     return 0
 
 

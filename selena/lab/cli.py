@@ -114,6 +114,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bw.add_argument("--tdfs", default="5,10,20", help="selena's TDFs (default 5,10,20)")
     bw.add_argument("--mininet-start", default="20",
                     help="first rate tried for Mininet, Mbit/s (default 20)")
+    bw.add_argument("--refine", default="0", choices=[str(n) for n in range(5)], metavar="N",
+                    help="bisect each figure's doubling N times (2: steps of 19%%)")
     bw.set_defaults(func=cmd_bench_bandwidth)
 
     def lab_help(args: argparse.Namespace) -> int:
@@ -211,7 +213,7 @@ def cmd_bench_control(args: argparse.Namespace) -> int:
 def cmd_bench_bandwidth(args: argparse.Namespace) -> int:
     result = Lab(progress=_progress).run(
         ["python3", "-m", "selena.lab.bench_bandwidth", "--tdfs", args.tdfs,
-         "--mininet-start", args.mininet_start],
+         "--mininet-start", args.mininet_start, "--refine", args.refine],
         timeout=3 * 3600, on_output=lambda line: print(line, end="", flush=True))
     return result.returncode
 

@@ -98,3 +98,39 @@ def test_the_benchmark_link_is_two_tools_hosts_at_the_rate():
     (link,) = topo.links
     assert link.rate_bps == 40e6 and link.delay_s == 0.001
     assert {n.template for n in topo.nodes.values()} == {"tools-host"}
+
+
+def test_refining_bisects_the_doubling_that_brackets_each_figure():
+    runs: list[tuple[str, float]] = []
+    capacity = {"mininet": 30, "selena TDF 5": 130}
+    trials: dict = {}
+    results = run_bench([5], host(capacity, runs), lambda _: None, mininet_start_mbit=20,
+                        refine_steps=2, trials=trials)
+    # Mininet: 20 passes, 40 fails (90% of 30 is 27); then 28.3 fails, 23.8 passes.
+    assert [r for name, r in runs if name == "mininet"] == [20, 40, 28.3, 23.8]
+    assert results["mininet"].rate == 23.8
+    # TDF 5 walks the doubling grid from 40, then between 80 and 160: 113 passes, 134 fails.
+    assert [r for name, r in runs if name == "selena TDF 5"] == [40, 80, 160, 113, 134]
+    assert results["selena TDF 5"] == Result(113, 113)
+    assert sorted(trials["selena TDF 5"]) == [40, 80, 113, 134, 160]
+    assert "2^(1/4)" in table(results, 2).splitlines()[0]
+    assert table(results, 2).splitlines()[0].lstrip().startswith("SELENA Figure 9:")
+
+
+def test_the_bundle_holds_every_figure_and_trial(tmp_path):
+    import json
+
+    from selena.lab.bench_bandwidth import write_bundle
+
+    trials: dict = {}
+    results = run_bench([5], host({"mininet": 30, "selena TDF 5": 130}, []), lambda _: None,
+                        refine_steps=1, trials=trials)
+    out = write_bundle(tmp_path / "bench", [5], results, trials, 1, 12.0)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["faithful_mbit_mininet"]["samples"] == [results["mininet"].rate]
+    assert metrics["faithful_mbit_tdf5"]["samples"] == [results["selena TDF 5"].rate]
+    assert "strict_mbit_mininet" not in metrics and "strict_mbit_tdf5" in metrics
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["params"]["tdfs"] == [5.0] and meta["params"]["refine"] == 1
+    assert len(meta["trials"]) == sum(len(t) for t in trials.values())
+    assert {t["config"] for t in meta["trials"]} == {"mininet", "selena TDF 5"}

@@ -95,3 +95,23 @@ def test_flows_start_staggered_and_each_step_counts_the_flows_running():
 def test_a_bad_client_count_is_refused_naming_it():
     with pytest.raises(ValueError, match="clients=0"):
         star.build(clients=0)
+
+
+def test_figures_7_and_8_start_every_flow_at_once_and_record_the_last_step_only():
+    exp = FakeExperiment({f"h{k}": 9.0 for k in range(1, 9)},
+                         params={"clients": 8, "stagger_s": 0, "last_s": 5})
+    star.run(exp)
+    starts = {t for t, h in exp.started if "-c" in h.argv}
+    assert len(starts) == 1                              # all at once
+    durations = {h.argv[h.argv.index("-t") + 1] for _, h in exp.started if "-c" in h.argv}
+    assert durations == {"5"}
+    assert sorted(exp.metrics) == ["aggregate_mbit_8flows", "client_mbit"]
+    samples, _ = exp.metrics["aggregate_mbit_8flows"]
+    assert samples and all(s == pytest.approx(72.0) for s in samples)
+    assert len(exp.metrics["client_mbit"][0]) == 8 * round((5 - star.SLOW_START_S)
+                                                           / star.WINDOW_S)
+
+
+def test_a_run_too_short_to_measure_is_refused_naming_it():
+    with pytest.raises(ValueError, match="last_s=1"):
+        star.run(FakeExperiment({"h1": 9.0}, params={"clients": 1, "last_s": 1}))
