@@ -21,7 +21,7 @@ from lab_stats import check
 from selena.analysis.figures import deploy, mflops, spacing, star_run, starscale
 from selena.paths import project_root
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.long]
 
 
 def _run(lab, name: str, command: str, timeout: float = 900):
