@@ -39,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "modules-load.d)")
     s.add_argument("--dry-run", action="store_true",
                    help="print every step and command; run and change nothing")
+    s.add_argument("--without", action="append", default=[], choices=("analysis",),
+                   help="leave a step out: analysis (scipy and matplotlib; sweeps then "
+                        "print asymptotic KS p-values and no plots)")
     s.set_defaults(func=cmd_setup)
 
     e = verbs.add_parser("export", help="the guest templates as one file for `selena host "
@@ -77,7 +80,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_setup(args: argparse.Namespace) -> int:
     setup = HostSetup(runner=Runner(), root=args.root.resolve(), progress=_progress,
-                      bundle=args.bundle, with_debian="debian" in args.with_)
+                      bundle=args.bundle, with_debian="debian" in args.with_,
+                      without=frozenset(args.without))
     setup.run(dry_run=args.dry_run)
     return 0
 

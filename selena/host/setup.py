@@ -328,6 +328,9 @@ class HostSetup:
     progress: Progress = field(default=lambda msg: log.info("%s", msg))
     bundle: Path | None = None
     with_debian: bool = False
+    # Step names left out (`--without`): e.g. analysis on a host with no
+    # package source, whose sweeps then print asymptotic p-values, no plots.
+    without: frozenset[str] = frozenset()
     # Tests give a TemplateBuilder stand-in; None builds for real.
     builder: object | None = None
     # What the probe (modules, files) sees: the real host.
@@ -371,6 +374,9 @@ class HostSetup:
 
     def analysis_step(self) -> Step:
         step = Step("analysis (scipy, matplotlib)")
+        if "analysis" in self.without:
+            step.done = "left out (--without analysis)"
+            return step
         missing = [p for p in ANALYSIS_PACKAGES if self.find_module(p[0]) is None]
         if not missing:
             step.done = "scipy and matplotlib import"
