@@ -41,6 +41,7 @@ the worst segment's.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -169,6 +170,10 @@ class Signals:
     # (measured - configured) / configured RTT of the smallest configured
     # round trip at the current TDF; None until the monitor measures latency.
     latency_excess: float | None = None
+    # The run has a latency path but no echo of this segment has come back
+    # yet (a probe takes its pings' virtual time, TDF times as long in real
+    # time): unknown is not slack, so the TDF is not lowered meanwhile.
+    latency_pending: bool = False
 
     def text(self) -> str:
         """The values, for a decision's log line."""
@@ -312,7 +317,7 @@ def _risks(policy: Policy, s: Signals) -> list[str]:
 def _slack(policy: Policy, s: Signals, floor: float) -> str | None:
     """Why there is slack (all of it), or None if any signal says no."""
     peaks = [*s.guest_peak.values(), *([s.dom0_peak] if s.dom0_peak is not None else [])]
-    if not peaks or max(peaks) > policy.lower_busy:
+    if not peaks or max(peaks) > policy.lower_busy or s.latency_pending:
         return None
     if s.late_share is not None and s.late_share > policy.lower_late:
         return None
@@ -333,6 +338,7 @@ class Controller:
     def __init__(self, policy: Policy, monitor: MonitorView, clock: Any,
                  apply: Callable[[float, str], object],
                  latency: Callable[[float], float | None] | None = None,
+                 latency_measurable: Callable[[], bool] = lambda: False,
                  say: Callable[[str], None] | None = None,
                  now: Callable[[], float] = time.monotonic):
         self.policy = policy
@@ -341,6 +347,7 @@ class Controller:
         self.clock = clock
         self._apply = apply
         self._latency = latency
+        self._latency_measurable = latency_measurable
         self._say = say or (lambda msg: log.info("%s", msg))
         self.decisions: list[dict[str, Any]] = []
         self.failure: str | None = None
@@ -387,6 +394,8 @@ class Controller:
         latency = self._latency(segment_start) if self._latency is not None else None
         signals = signals_from_monitor(self.monitor, segment_start, self.policy.window,
                                        self._base, self.policy, latency)
+        if latency is None and self._latency is not None and self._latency_measurable():
+            signals = dataclasses.replace(signals, latency_pending=True)
         decision = decide(self.policy, self.clock.tdf, signals, since_change)
         if decision is None:
             log.debug("adaptive TDF holds %s: %s", units.tdf_text(self.clock.tdf),

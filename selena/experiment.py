@@ -497,10 +497,13 @@ class Experiment:
                                    path=path, latency_note=note, floor_ms=floor_ms).start()
         if self.adaptive is not None and self.monitor is not None:
             self.progress(self.adaptive.describe())
+            monitor = self.monitor
             self.controller_adaptive = Controller(
                 self.adaptive, self.monitor, self.engine.clock,
                 lambda new, reason: self.set_tdf(new, reason=reason),
-                latency=self.monitor.latency_excess, say=self.progress).start()
+                latency=self.monitor.latency_excess,
+                latency_measurable=lambda: monitor.path is not None,
+                say=self.progress).start()
 
     def _latency_probe(self) -> tuple[Callable[[threading.Event], EchoRound] | None,
                                       LatencyPath | None,

@@ -168,6 +168,20 @@ def test_the_latency_floor_is_never_crossed():
                   60) is None
 
 
+def test_no_lowering_while_the_latency_of_this_segment_is_not_measured_yet():
+    """In the lab a probe at TDF 13.6 took longer than the dwell: with no
+    echo of the new segment the controller lowered on the CPUs alone, below
+    the latency floor it had just raised to. Unknown is not slack."""
+    quiet = Signals(intervals=3, dom0_busy=0.1, dom0_peak=0.1)
+    assert decide(Policy(1, 64), 8, quiet, 60) is not None
+    pending = Signals(**{**quiet.__dict__, "latency_pending": True})
+    assert decide(Policy(1, 64), 8, pending, 60) is None
+    # A risk still raises while the latency is pending.
+    busy = Signals(**{**pending.__dict__, "dom0_busy": 0.95, "dom0_peak": 0.97})
+    raised = decide(Policy(1, 64), 8, busy, 60)
+    assert raised is not None and raised.new == 16
+
+
 def test_late_departures_raise_and_backlog_alone_does_not():
     quiet = [0.1] * 30
     changes = replay(Policy(1, 8), quiet, {}, start_tdf=1, late=[(100, 20)] * 30)[0]

@@ -1,13 +1,15 @@
-"""End to end in the lab: `selena run --tdf auto:1-16` on a scenario with a
-quiet phase (pings a second apart, 12 virtual s, over a link of 50 ms each
-way) and then a busy one (an unlimited iperf3 UDP flow over a 100 Mbit/s
-link for 5 virtual s, which keeps the sender's vCPU busy at any TDF), then 1
-quiet virtual second. The latency probe may raise the TDF in the quiet
-phase (the lab's round-trip floor against the 100 ms configured; long
-delays so that it stops well below MAX); the controller must then raise it
-at least once more during the busy phase, through set_tdf, with its
-reasons in meta.json's TDF timeline and decisions; and the run must tear
-everything down. About 2 to 3 minutes of lab time with the shared boot."""
+"""End to end in the lab: `selena run --tdf auto:1-16` on two hosts over a
+link of 5 ms each way, pinging for 20 virtual seconds. At TDF 1 the lab's
+round-trip floor (about 3 ms even for the fastest echo) is far more than 5%
+of the 10 ms configured, so the latency probe's excess drives the
+controller up, step by step (x2, at most every 10 real s), until the
+excess is within 5%, below MAX: the monitor's signal -> controller ->
+set_tdf path, with its reasons in meta.json's TDF timeline and decisions,
+and the run's verdict over every segment; and the run tears everything
+down. (The CPU signals' raise and every lowering are tested on recorded
+traces in tests/test_adaptive.py: in this lab an iperf3 flood kept its
+sender's vCPU at 64%, short of the 90% that raises.) About 2 minutes of
+lab time with the shared boot."""
 
 import json
 
@@ -28,24 +30,16 @@ def build():
     topology = Topology("adaptive", tdf=1)
     h1 = topology.add_host("h1", ip="10.0.0.1/24", template="tools-host")
     h2 = topology.add_host("h2", ip="10.0.0.2/24", template="tools-host")
-    topology.add_link(h1, h2, rate="100Mbit", delay="50ms")
+    topology.add_link(h1, h2, rate="100Mbit", delay="5ms")
     return topology
 
 
 def run(exp):
-    exp.cmd("h1", "ping -c 12 -i 1 -W 5 10.0.0.2", check=True, timeout=120)
-    server = exp.start("h2", ["iperf3", "-s", "-1"])
-    exp.sleep(1)
-    exp.record("busy_start_s", exp.now(), unit="s")
-    exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-u", "-b", "0", "-t", "5", "-J"],
-            check=True, timeout=120)
-    exp.record("busy_end_s", exp.now(), unit="s")
-    exp.wait(server)
-    exp.sleep(1)
+    exp.cmd("h1", "ping -c 20 -i 1 -W 5 10.0.0.2", check=True, timeout=600)
 '''
 
 
-def test_the_tdf_rises_during_a_busy_phase_with_its_reasons(lab):
+def test_the_latency_signal_raises_the_tdf_step_by_step_with_its_reasons(lab):
     result = lab_results.run_scenario_text(lab, OUT, SCENARIO, "--tdf auto:1-16",
                                            timeout=600)
     out = result.output
@@ -59,12 +53,10 @@ def test_the_tdf_rises_during_a_busy_phase_with_its_reasons(lab):
     print("TDF timeline:", json.dumps(timeline, indent=1))
     print("decisions:", json.dumps(meta["adaptive"]["decisions"], indent=1))
     assert timeline[0]["tdf"] == 1 and timeline[0]["reason"].startswith("start of auto:1-16")
-    metrics = json.loads((bundle / "metrics.json").read_text())
-    busy_start = metrics["busy_start_s"]["median"]
-    busy_end = metrics["busy_end_s"]["median"]
     raises = [seg for seg in timeline[1:] if seg.get("reason", "").startswith("raise: ")
-              and busy_start <= seg["virtual_s"] <= busy_end]
-    assert raises, timeline
+              and "RTT excess" in seg["reason"]]
+    assert len(raises) >= 2, timeline
+    assert timeline[-1]["tdf"] >= 4, timeline
     assert all(1 <= seg["tdf"] <= 16 for seg in timeline), timeline
     # Each change is in the decisions with the signal values behind it, and printed.
     decisions = meta["adaptive"]["decisions"]

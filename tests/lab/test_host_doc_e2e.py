@@ -48,7 +48,7 @@ def _output_of(blocks, got, pattern: str) -> str:
 def _remove_run_results(text: str) -> None:
     """The page's `selena run` writes its bundle into the tree (results/,
     ignored by git): remove that one directory, nothing else."""
-    for path in re.findall(r"^results: (results/firstrun-\S+) \(real time", text, re.M):
+    for path in re.findall(r"^results: (results/first_run-\S+) \(real time", text, re.M):
         target = (project_root() / path).resolve()
         if target.parent == (project_root() / "results").resolve():
             shutil.rmtree(target, ignore_errors=True)
@@ -98,7 +98,7 @@ def test_the_host_pages_dom0_commands_run_in_the_labs_dom0(lab):
         rtt = re.search(r"^rtt_ms: .*; expected 80 ms, error ([+-]\d+\.\d)%$", run, re.M)
         assert rtt, run
         assert re.search(r"^fidelity: ", run, re.M), run
-        assert re.search(r"^results: results/firstrun-\S+ \(real time", run, re.M), run
+        assert re.search(r"^results: results/first_run-\S+ \(real time", run, re.M), run
         check("host_doc.first_run.rtt_error_abs_pct", abs(float(rtt.group(1))),
               below=ACCURACY_PCT, unit=" %", context={"advised_tdf": tdf.group(1)})
     finally:
