@@ -502,7 +502,10 @@ class Experiment:
                 self.adaptive, self.monitor, self.engine.clock,
                 lambda new, reason: self.set_tdf(new, reason=reason),
                 latency=self.monitor.latency_excess,
-                latency_measurable=lambda: monitor.path is not None,
+                # A path whose probe has answered before: one that never does
+                # (no ping in the guests) holds nothing back.
+                latency_measurable=lambda: monitor.path is not None and any(
+                    e.rtts_ms for e in list(monitor.echoes)),
                 say=self.progress).start()
 
     def _latency_probe(self) -> tuple[Callable[[threading.Event], EchoRound] | None,

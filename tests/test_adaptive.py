@@ -182,6 +182,18 @@ def test_no_lowering_while_the_latency_of_this_segment_is_not_measured_yet():
     assert raised is not None and raised.new == 16
 
 
+def test_never_lowered_to_a_tdf_whose_round_trip_was_measured_too_slow():
+    """The lab's excess did not shrink as 1/TDF: at TDF 16 the prediction
+    allowed 8, where the round trip had been 6% too slow, and the controller
+    went 16 -> 8 -> 16."""
+    quiet = Signals(intervals=3, dom0_busy=0.1, dom0_peak=0.1, latency_excess=0.019)
+    lowered = decide(Policy(1, 64), 16, quiet, 60)
+    assert lowered is not None and lowered.new == 8
+    assert decide(Policy(1, 64), 16, quiet, 60, too_slow_at=8) is None
+    lowered = decide(Policy(1, 64), 16, quiet, 60, too_slow_at=4)
+    assert lowered is not None and lowered.new == 8
+
+
 def test_late_departures_raise_and_backlog_alone_does_not():
     quiet = [0.1] * 30
     changes = replay(Policy(1, 8), quiet, {}, start_tdf=1, late=[(100, 20)] * 30)[0]

@@ -12,6 +12,7 @@ sender's vCPU at 64%, short of the 90% that raises.) About 2 minutes of
 lab time with the shared boot."""
 
 import json
+import re
 
 import lab_results
 import pytest
@@ -62,7 +63,13 @@ def test_the_latency_signal_raises_the_tdf_step_by_step_with_its_reasons(lab):
     decisions = meta["adaptive"]["decisions"]
     assert len(decisions) == len(timeline) - 1
     assert all(d["signals"]["intervals"] >= 1 for d in decisions), decisions
-    assert "adaptive TDF 1 -> 2 (raise: " in out, out
+    assert re.search(r"^adaptive TDF 1 -> [\d.]+ \(raise: RTT excess ", out, re.M), out
+    # Never back down to a TDF whose round trip was measured too slow.
+    lowered = [(a["tdf"], b["tdf"]) for a, b in zip(timeline, timeline[1:], strict=False)
+               if b["tdf"] < a["tdf"]]
+    raised_from = {seg_from["tdf"] for seg_from, seg in zip(timeline, timeline[1:], strict=False)
+                   if seg["tdf"] > seg_from["tdf"]}
+    assert not any(new <= max(raised_from) for _, new in lowered), timeline
     assert "TDF timeline (" in out, out
     fidelity = json.loads((bundle / "fidelity.json").read_text())
     assert len(fidelity["segments"]) == len(timeline), fidelity.get("segments")
