@@ -1,15 +1,16 @@
 """End to end in the lab: `selena run --tdf auto:1-16` on two hosts over a
-link of 5 ms each way, pinging for 20 virtual seconds. At TDF 1 the lab's
-round-trip floor (about 3 ms even for the fastest echo) is far more than 5%
-of the 10 ms configured, so the latency probe's excess drives the
-controller up, step by step (x2, at most every 10 real s), until the
-excess is within 5%, below MAX: the monitor's signal -> controller ->
+link of 1 ms each way, pinging for 14 virtual seconds. At TDF 1 the lab's
+round-trip floor (several ms) is far more than 5% of the 2 ms configured,
+so the latency probe's excess drives the controller up (to the floor it
+predicts, at most every 10 real s): the monitor's signal -> controller ->
 set_tdf path, with its reasons in meta.json's TDF timeline and decisions,
 and the run's verdict over every segment; and the run tears everything
-down. (The CPU signals' raise and every lowering are tested on recorded
+down. The CPU signals' raise, every lowering and its holds (latency not
+yet measured in a segment, a TDF measured too slow) are tested on recorded
 traces in tests/test_adaptive.py: in this lab an iperf3 flood kept its
-sender's vCPU at 64%, short of the 90% that raises.) About 2 minutes of
-lab time with the shared boot."""
+sender's vCPU at 64%, short of the 90% that raises, and a 10 ms path's
+fastest echo came back in 8.9 ms in one run (28% over in others). About 1
+to 2 minutes of lab time with the shared boot."""
 
 import json
 import re
@@ -31,12 +32,12 @@ def build():
     topology = Topology("adaptive", tdf=1)
     h1 = topology.add_host("h1", ip="10.0.0.1/24", template="tools-host")
     h2 = topology.add_host("h2", ip="10.0.0.2/24", template="tools-host")
-    topology.add_link(h1, h2, rate="100Mbit", delay="5ms")
+    topology.add_link(h1, h2, rate="100Mbit", delay="1ms")
     return topology
 
 
 def run(exp):
-    exp.cmd("h1", "ping -c 20 -i 1 -W 5 10.0.0.2", check=True, timeout=600)
+    exp.cmd("h1", "ping -c 14 -i 1 -W 5 10.0.0.2", check=True, timeout=600)
 '''
 
 
@@ -56,8 +57,8 @@ def test_the_latency_signal_raises_the_tdf_step_by_step_with_its_reasons(lab):
     assert timeline[0]["tdf"] == 1 and timeline[0]["reason"].startswith("start of auto:1-16")
     raises = [seg for seg in timeline[1:] if seg.get("reason", "").startswith("raise: ")
               and "RTT excess" in seg["reason"]]
-    assert len(raises) >= 2, timeline
-    assert timeline[-1]["tdf"] >= 4, timeline
+    assert raises, timeline
+    assert max(seg["tdf"] for seg in timeline) >= 8, timeline
     assert all(1 <= seg["tdf"] <= 16 for seg in timeline), timeline
     # Each change is in the decisions with the signal values behind it, and printed.
     decisions = meta["adaptive"]["decisions"]
