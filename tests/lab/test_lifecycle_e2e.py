@@ -112,13 +112,13 @@ def test_the_demo_sweep_is_faithful_at_tdf_10_and_degraded_at_tdf_1(lab, monkeyp
     assert verdicts[("1", "rtt_ms")].startswith("degraded"), analysis.report()
     # The monitor's latency signal (the held-out star's own sweep is the
     # `long` test_verdict_e2e): the probe pings h1-h2 over the demo's 80 ms
-    # round trip; at TDF 1 the lab's floor puts it 5% or more above.
+    # round trip; at TDF 10 its low echo is within 5%. At TDF 1 the run is
+    # degraded, but not always for the round trip: in one run its low echo
+    # was 4% over (median 24%) and Dom0's CPU and the throughput said why.
     latency = {tdf: json.loads((project_root() / demo.RESULTS / "runs" / f"tdf{tdf}-r1"
                                 / "fidelity.json").read_text())["latency"] for tdf in (1, 10)}
     print("latency probe at TDF 1:", latency[1], "\nat TDF 10:", latency[10])
     assert latency[1]["path"] == "h1-h2" and latency[1]["echoes"] >= 5, latency[1]
-    check("demo.tdf1.rtt_excess_share", latency[1]["excess_share"], above=0.05,
-          context=latency[1])
     check("demo.tdf10.rtt_excess_share", latency[10]["excess_share"], below=0.05,
           context=latency[10])
     with (project_root() / demo.RESULTS / "summary.csv").open() as f:
