@@ -58,7 +58,6 @@ def test_the_latency_signal_raises_the_tdf_step_by_step_with_its_reasons(lab):
     raises = [seg for seg in timeline[1:] if seg.get("reason", "").startswith("raise: ")
               and "RTT excess" in seg["reason"]]
     assert raises, timeline
-    assert max(seg["tdf"] for seg in timeline) >= 4, timeline
     assert all(1 <= seg["tdf"] <= 16 for seg in timeline), timeline
     # Each change is in the decisions with the signal values behind it, and printed.
     decisions = meta["adaptive"]["decisions"]
