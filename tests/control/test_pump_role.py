@@ -180,18 +180,7 @@ def test_commands_ending_together_have_their_states_read_in_one_batch(channel):
         batches.append(list(paths))
         return read_each(paths)
     ctl.xs.read_each = recorded
-    with ctl._lock:
-        ctl._pumping = True             # nobody serves the guests meanwhile
-    try:
-        handles = [ctl.submit(guest, CommandSpec(argv=("echo", guest))) for guest in ("h1", "h2")]
-        states = [f"{base_path(domid)}/out/{h.id}/state"
-                  for domid, h in zip((5, 6), handles, strict=True)]
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not all(dom0.read_or_none(p) for p in states):
-            time.sleep(0.02)
-    finally:
-        with ctl._lock:
-            ctl._pumping = False
+    handles, states = _end_two_commands_unserved(ctl, dom0)
     assert [ctl.wait(h, timeout=10).stdout for h in handles] == [b"h1\n", b"h2\n"]
     assert sorted(states) in [sorted(batch) for batch in batches], batches
 
@@ -220,23 +209,13 @@ def test_the_waiters_of_a_pass_are_woken_once_it_has_ended_all_it_serves(channel
         events.append(("complete", handle.id))
         complete(guest, handle, result)
     ctl._complete = completed
-    with ctl._lock:
-        ctl._pumping = True             # nobody serves the guests meanwhile
-    try:
-        handles = [ctl.submit(guest, CommandSpec(argv=("echo", guest))) for guest in ("h1", "h2")]
+    def ringing(handles):
         for handle in handles:
             def rung(ring=handle._ring, cid=handle.id):
                 events.append(("ring", cid))
                 ring()
             handle._ring = rung
-        states = [f"{base_path(domid)}/out/{h.id}/state"
-                  for domid, h in zip((5, 6), handles, strict=True)]
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not all(dom0.read_or_none(p) for p in states):
-            time.sleep(0.02)
-    finally:
-        with ctl._lock:
-            ctl._pumping = False
+    handles, _ = _end_two_commands_unserved(ctl, dom0, ringing)
     assert [ctl.wait(h, timeout=10).stdout for h in handles] == [b"h1\n", b"h2\n"]
     assert [kind for kind, _ in events] == ["complete", "complete", "ring", "ring"], events
     assert {cid for _, cid in events} == {h.id for h in handles}
@@ -271,3 +250,23 @@ def test_a_refused_spec_fails_its_command_within_a_second_or_two(channel):
     assert "EQUOTA" in result.detail
     assert took < 3, took
     assert run(ctl, "h1", argv=("echo", "after")).stdout == b"after\n"
+
+
+def _end_two_commands_unserved(ctl, dom0, prepare=lambda handles: None):
+    """`echo` on h1 and h2 while nobody serves the guests (the pump role
+    held), until both have written their final state: the next pass then
+    finds both ended. `prepare` sees the handles before the wait."""
+    with ctl._lock:
+        ctl._pumping = True             # nobody serves the guests meanwhile
+    try:
+        handles = [ctl.submit(guest, CommandSpec(argv=("echo", guest))) for guest in ("h1", "h2")]
+        prepare(handles)
+        states = [f"{base_path(domid)}/out/{h.id}/state"
+                  for domid, h in zip((5, 6), handles, strict=True)]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(dom0.read_or_none(p) for p in states):
+            time.sleep(0.02)
+    finally:
+        with ctl._lock:
+            ctl._pumping = False
+    return handles, states
