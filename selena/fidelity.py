@@ -309,7 +309,7 @@ class Snapshot:
     real: float                                  # time.monotonic() of the last sample
     dom0_busy: float | None                      # last interval, 0..1 (all vCPUs)
     guest_busy: dict[str, float]                 # node -> last interval, 0..1
-    rtt_ms: float | None                         # fastest echo of the last probe (virtual ms)
+    rtt_ms: float | None                         # low echo of the last probe (virtual ms)
     rtt_excess_share: float | None               # (rtt - configured) / configured
     backlog_bytes: dict[str, int]                # vif -> queue now
     throughput_share: dict[str, float]           # vif -> carried / rate, last interval
@@ -746,7 +746,7 @@ class Monitor:
         samples = self.samples[-2:]
         dom0, guests = busy_series(samples)
         echo = next((e for e in reversed(self.echoes) if e.rtts_ms), None)
-        rtt = min(echo.rtts_ms) if echo else None
+        rtt = low_echo(list(echo.rtts_ms)) if echo else None
         excess = (None if rtt is None or self.path is None
                   else (rtt - self.path.rtt_ms) / self.path.rtt_ms)
         throughput = {vif: shares[-1] for vif, shares in throughput_series(samples).items()}
