@@ -451,7 +451,7 @@ def judge_segments(samples: Sequence[LoadSample], timeline: Sequence[Mapping[str
     """Each TDF segment judged on its own load samples (those taken within
     it; an interval across a change belongs to neither), and on the latency
     probes that ended within it, as the monitor judges a run: its TDF, where
-    it starts, its verdict and reasons. (A run's fastest echo may come from
+    it starts, its verdict and reasons. (A run's low echo may come from
     its highest TDF: the segments at a lower one are judged on their own.)"""
     out = []
     for i, seg in enumerate(timeline):

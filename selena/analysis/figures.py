@@ -273,8 +273,12 @@ def fct(root: Path, out: Path) -> Drawn:
     meta = _json(bundle / "meta.json")
     provenance = _json(root / "provenance.json")
     rate = re.search(r"SELENA_FCT_RATE=([0-9.]+)", json.dumps(provenance))
+    scale = re.search(r"SELENA_FCT_SCALE=([0-9.]+)", json.dumps(provenance))
+    factor = float(scale.group(1)) if scale else 1.0
     drawn = Drawn()
-    plot = _Plot("SELENA Figure 11: FCT of 1 MB flows through an OpenFlow switch",
+    sized = (f"{1 / factor:g} MB flows over {1000 / factor:g} Mbit/s (the paper's 1 MB "
+             f"over 1 Gbit/s, both / {factor:g})" if factor != 1 else "1 MB flows")
+    plot = _Plot(f"SELENA Figure 11: FCT of {sized} through an OpenFlow switch",
                  "flow completion time (s, log scale)", "CDF (fraction of flows)")
     for k, (profile, records) in enumerate(series.items()):
         fcts = [x for x in completion_times(records) if x > 0]

@@ -30,6 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="PTPd's TDFs (above 20 with 10 s windows)")
     p.add_argument("--fct-rate", type=float, default=50.0, metavar="FLOWS_PER_S",
                    help="Figure 11's load (the paper's: 50 flows/s)")
+    p.add_argument("--fct-scale", type=float, default=10.0, metavar="K",
+                   help="Figure 11's link rate and flow size divided by K (the scaling "
+                        "rule: the same transfer time and load share; 1 = the paper's "
+                        "1 Gbit/s and 1 MB)")
     p.add_argument("--adaptive-tdfs", default="1,2,4,8,16", metavar="1,T2,...",
                    help="the adaptive comparison's sweep grid, from 1; its adaptive run "
                         "is auto:1-<the last>")
@@ -61,7 +65,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         star_tdfs=args.star_tdfs, fattree_tdfs=args.fattree_tdfs,
         fattree_memory=args.fattree_memory,
         qjump_ptpd_tdfs=[t for t in args.qjump_ptpd_tdfs.replace(" ", ",").split(",") if t],
-        fct_rate=args.fct_rate, adaptive_tdfs=args.adaptive_tdfs,
+        fct_rate=args.fct_rate, fct_scale=args.fct_scale, adaptive_tdfs=args.adaptive_tdfs,
         starscale_rates=args.starscale_rates,
         starscale_clients=args.starscale_clients, starscale_tdfs=args.starscale_tdfs,
         deploy_hosts=args.deploy_hosts, deploy_memory=args.deploy_memory,

@@ -62,6 +62,36 @@ def channel_round_trips(ctl: CommandChannel, guests: list[str], total: int,
     return times
 
 
+def pipelined_round_trips(ctl: CommandChannel, guests: list[str], total: int,
+                          executions: list[float] | None = None) -> list[float]:
+    """`total` commands from one thread, one in flight per guest: submit on
+    every guest, then wait for each in turn and submit that guest's next.
+    The same Xenstore traffic as channel_round_trips with no caller thread
+    per guest, so the two differ by the hand-offs between threads."""
+    share = [total // len(guests) + (1 if i < total % len(guests) else 0)
+             for i in range(len(guests))]
+    left = dict(zip(guests, share, strict=True))
+    in_flight = {}
+    for guest in guests:
+        if left[guest]:
+            left[guest] -= 1
+            in_flight[guest] = (time.perf_counter(), ctl.submit(guest, TRUE))
+    times = []
+    while in_flight:
+        for guest in list(in_flight):
+            start, handle = in_flight.pop(guest)
+            result = ctl.wait(handle, timeout=120)
+            times.append(time.perf_counter() - start)
+            if not result.ok:
+                raise RuntimeError(f"`true` on {guest}: {result.summary()}")
+            if executions is not None:
+                executions.append((result.dur_ns or 0) / 1e9)
+            if left[guest]:
+                left[guest] -= 1
+                in_flight[guest] = (time.perf_counter(), ctl.submit(guest, TRUE))
+    return times
+
+
 def floor_round_trips(exp: Experiment, guests: list[str], total: int) -> list[float]:
     """Xenstore write -> the guest's watch -> its write back, `total` times,
     spread over the guests, all of them at once: the floor under the same
@@ -200,13 +230,13 @@ def main_in_dom0(commands: int, baseline_commands: int, guests: int) -> int:
     print("  breakdown of the watch channel's round trip (ms): floor = Xenstore write, "
           "guest watch, write back, with as many guests at once; guest = running `true`; "
           "selena = the rest; Dom0 CPU ms per command")
-    print(f"  {'case':<26} {'floor p50':>9} {'p99':>6} {'guest p50':>9} {'p99':>6} "
+    print(f"  {'case':<28} {'floor p50':>9} {'p99':>6} {'guest p50':>9} {'p99':>6} "
           f"{'selena p50':>10} {'p99':>6} {'total p50':>9} {'p99':>6} "
           f"{'cpu selena':>10} {'xenstored':>9}")
     for case, floor, executions, totals, cpu in breakdown:
         base = statistics.median(floor)
         own = [t - base - e for t, e in zip(totals, executions, strict=False)]
-        print(f"  {case:<26} {_pct(floor, .5):>9.1f} {_pct(floor, .99):>6.1f} "
+        print(f"  {case:<28} {_pct(floor, .5):>9.1f} {_pct(floor, .99):>6.1f} "
               f"{_pct(executions, .5):>9.1f} {_pct(executions, .99):>6.1f} "
               f"{_pct(own, .5):>10.1f} {_pct(own, .99):>6.1f} "
               f"{_pct(totals, .5):>9.1f} {_pct(totals, .99):>6.1f} "
@@ -235,20 +265,23 @@ def _comm(proc: Path) -> str:
 def _breakdown(exp: Experiment, guests: list[str], commands: int
                ) -> list[tuple[str, list[float], list[float], list[float], list[float]]]:
     """Floor, guest execution, total and Dom0 CPU seconds per command (selena's
-    process, xenstored) per case: 1 guest, all but one, and all but one
-    beside the last one flooding output."""
+    process, xenstored) per case: 1 guest, all but one (a caller thread per
+    guest, then one thread for all), and all but one beside the last one
+    flooding output."""
     ctl = exp.controller
     assert isinstance(ctl, Controller)     # Xenstore itself: the xl backend's channel
     rows = []
     serving, flooder = guests[:-1] or guests, guests[-1]
-    for case, names, flood in (("1 guest", guests[:1], False),
-                               (f"{len(serving)} guests", serving, False),
-                               (f"{len(serving)} guests + 1 flooding", serving, True)):
+    for case, names, flood, drive in (
+            ("1 guest", guests[:1], False, channel_round_trips),
+            (f"{len(serving)} guests", serving, False, channel_round_trips),
+            (f"{len(serving)} guests, one thread", serving, False, pipelined_round_trips),
+            (f"{len(serving)} guests + 1 flooding", serving, True, channel_round_trips)):
         flooding = exp.start(flooder, "yes") if flood else None
         floor = floor_round_trips(exp, names, min(commands, 500))
         executions: list[float] = []
         cpu_before = _dom0_cpu_seconds()
-        totals = channel_round_trips(ctl, names, commands, executions)
+        totals = drive(ctl, names, commands, executions)
         cpu = [(after - before) / len(totals)
                for before, after in zip(cpu_before, _dom0_cpu_seconds(), strict=True)]
         if flooding is not None:
