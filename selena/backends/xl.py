@@ -48,6 +48,7 @@ from selena.backends.base import (
 )
 from selena.control.interface import DEFAULT_OUTPUT_CAP
 from selena.control.keys import Key, control_keys
+from selena.control.protocol import printable
 from selena.errors import (
     BackendError,
     CleanupError,
@@ -75,6 +76,27 @@ if TYPE_CHECKING:
     from selena.model import Link
 
 log = logging.getLogger(__name__)
+
+CONSOLE_LOG_DIR = "/var/log/xen/console"
+CONSOLE_TAIL_BYTES = 16384
+# Kernel messages that say why a guest stopped answering its control channel.
+_CONSOLE_FAILURE = re.compile(r"Out of memory|Kernel panic|BUG: |Oops|soft lockup|"
+                              r"blocked for more than|general protection fault")
+
+
+def console_failure(console: str) -> str | None:
+    """The first line of a guest console's text that names a failure (its
+    timestamp stripped, shortened), with how many more there are."""
+    found = []
+    for line in console.splitlines():
+        text = re.sub(r"^\[[0-9: -]+\] ", "", line).strip()
+        match = _CONSOLE_FAILURE.search(text)
+        if match:
+            found.append(text[match.start():])
+    if not found:
+        return None
+    first = printable(found[0], 120)
+    return first if len(found) == 1 else f"{first} (and {len(found) - 1} more such lines)"
 
 DEFAULT_STATE_DIR = Path("/run/selena")
 MARKER = "selena/experiment"
@@ -395,7 +417,24 @@ class XlBackend(Backend):
 
         shared = self.xenstore()
         return Controller.connect(shared.path, timeout=shared.timeout, tdf=tdf,
-                                  output_cap=output_cap)
+                                  output_cap=output_cap, console_hint=self.console_hint)
+
+    def console_hint(self, domain_name: str) -> str | None:
+        """Why a guest stopped answering, from its console log, when
+        xenconsoled keeps one (`--log=guest`, XENCONSOLED_TRACE=guest in
+        Debian's /etc/default/xencommons; the lab does): the first line
+        saying the kernel killed or gave up (out of memory, panic, oops),
+        else nothing (a silent hang names no cause)."""
+        path = self.host_root / CONSOLE_LOG_DIR.lstrip("/") / f"guest-{domain_name}.log"
+        try:
+            with path.open("rb") as log_file:
+                log_file.seek(0, 2)
+                log_file.seek(max(0, log_file.tell() - CONSOLE_TAIL_BYTES))
+                tail = log_file.read().decode(errors="replace")
+        except OSError:
+            return None
+        reason = console_failure(tail)
+        return f"{reason} ({CONSOLE_LOG_DIR}/guest-{domain_name}.log)" if reason else None
 
     def xenstore(self) -> XenstoreConnection:
         """The Xenstore connection this backend uses (the control channel

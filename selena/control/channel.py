@@ -262,6 +262,8 @@ class _Guest:
     heartbeat: bytes | None = None
     heartbeat_seen: float = 0.0
     lost: str | None = None
+    # Read when a console hint may be wanted: a domain gone has no name left.
+    domain_name: str | None = None
     # agent/error may have changed (or was never read): read it next pass.
     error_changed: bool = True
 
@@ -274,12 +276,15 @@ class Controller(CommandChannel):
     declared lost (default max(10, 5 x TDF): the agent beats every guest second).
     output_cap: bytes of each command's stdout, and of its stderr, kept in Dom0.
     owns_xs: close() closes `xs` too (a connection of its own, see connect()).
+    console_hint: given a lost guest's domain name, what its console says
+    about why (the backend reads the console log), added to the loss's detail.
     """
 
     def __init__(self, xs: XenstoreConnection, tdf: float = 1.0,
                  lost_after: float | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 output_cap: int = DEFAULT_OUTPUT_CAP, owns_xs: bool = False):
+                 output_cap: int = DEFAULT_OUTPUT_CAP, owns_xs: bool = False,
+                 console_hint: Callable[[str], str | None] | None = None):
         if output_cap < 0:
             raise ValueError(f"output cap {output_cap} is negative")
         self.xs = xs
@@ -293,6 +298,7 @@ class Controller(CommandChannel):
         # about a second.
         self._specs = XenstoreConnection(xs.path, timeout=xs.timeout)
         self.output_cap = output_cap
+        self.console_hint = console_hint
         self.tdf = tdf
         self.lost_after = lost_after if lost_after is not None else max(10.0, 5.0 * tdf)
         self.clock = clock
@@ -365,6 +371,12 @@ class Controller(CommandChannel):
 
     def add_guest(self, name: str, domid: int) -> None:
         guest = _Guest(name, domid, base_path(domid), heartbeat_seen=self.clock())
+        if self.console_hint is not None:
+            try:
+                raw = self.xs.read_or_none(f"/local/domain/{domid}/name")
+            except XenstoreError:
+                raw = None
+            guest.domain_name = raw.decode(errors="replace") if raw else None
         with self._cond:
             self._guests[name] = guest
 
@@ -971,6 +983,11 @@ class Controller(CommandChannel):
                               f"(limit {self.lost_after:g} s)")
 
     def _lose(self, guest: _Guest, why: str) -> None:
+        hint = None
+        if self.console_hint is not None and guest.domain_name is not None:
+            hint = self.console_hint(guest.domain_name)
+        if hint:
+            why = f"{why}; its console: {hint}"
         log.warning("guest %s lost: %s", guest.name, printable(why))
         guest.lost = why
         for handle in list(guest.active.values()):
