@@ -421,8 +421,8 @@ class XlBackend(Backend):
 
     def console_hint(self, domain_name: str) -> str | None:
         """Why a guest stopped answering, from its console log, when
-        xenconsoled keeps one (`--log=guest`, XENCONSOLED_TRACE=guest in
-        Debian's /etc/default/xencommons; the lab does): the first line
+        xenconsoled keeps one (`--log=guest`: XENCONSOLED_ARGS in Debian's
+        /etc/default/xen, docs/host.md; the lab's does): the first line
         saying the kernel killed or gave up (out of memory, panic, oops),
         else nothing (a silent hang names no cause)."""
         path = self.host_root / CONSOLE_LOG_DIR.lstrip("/") / f"guest-{domain_name}.log"
