@@ -1,7 +1,7 @@
 """`make figures` (selena.analysis.figures): every figure and table drawn
 from docs/results, deterministic, byte for byte what is committed.
 
-With no lab results committed yet, the committed fixture (tests/data/figures:
+Beside the lab results in docs/results, the committed fixture (tests/data/figures:
 results as collect() leaves them, a page with every table mark, and the
 expected PNGs and page) is what proves the pipeline: drawn again it must
 give the same bytes."""

@@ -84,8 +84,8 @@ def test_the_lab_script_runs_every_step_between_marks_into_the_fresh_directory()
     assert lines[1] == f"echo {MARK} start 1 ping" and lines[3] == f"echo {MARK} done 1 ping"
     # Figure 11 at the paper's load unless told.
     fct = lab_script(reproductions()["fct"], Path("F"))
-    assert "env SELENA_FCT_RATE=50 SELENA_FCT_SCALE=10 selena run scenarios/switch_model_fct.py --tdf 10 " \
-           "--no-latency-probe --out F/run" in fct
+    assert "env SELENA_FCT_RATE=50 SELENA_FCT_SCALE=10 selena run " \
+           "scenarios/switch_model_fct.py --tdf 10 --no-latency-probe --out F/run" in fct
     subprocess.run(["sh", "-n", "-c", script], check=True)       # valid shell
 
 
@@ -148,7 +148,8 @@ def test_a_run_writes_fresh_results_and_refreshes_docs_results(tmp_path):
     assert provenance["commit"] == "abc123"
     assert provenance["command"] == "selena reproduce fct"
     assert provenance["date"] == "2026-01-01T00:00:00Z"
-    assert provenance["steps"][0]["command"].startswith("env SELENA_FCT_RATE=50 SELENA_FCT_SCALE=10 selena run ")
+    assert provenance["steps"][0]["command"].startswith(
+        "env SELENA_FCT_RATE=50 SELENA_FCT_SCALE=10 selena run ")
     assert provenance["steps"][0]["real_s"] is not None
     # A second run the same second would write over it: refused before the lab.
     with pytest.raises(ResultsError):
