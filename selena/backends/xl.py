@@ -86,9 +86,11 @@ _CONSOLE_FAILURE = re.compile(r"Out of memory|Kernel panic|BUG: |Oops|soft locku
 
 def console_failure(console: str) -> str | None:
     """The first line of a guest console's text that names a failure (its
-    timestamp stripped, shortened), with how many more there are."""
+    timestamp stripped, shortened), with how many more there are. Only the
+    text after xenconsoled last opened the log counts: it appends every
+    domain of the same name (the next run of an experiment) to one file."""
     found = []
-    for line in console.splitlines():
+    for line in console.splitlines()[_last_opened(console):]:
         text = re.sub(r"^\[[0-9: -]+\] ", "", line).strip()
         match = _CONSOLE_FAILURE.search(text)
         if match:
@@ -97,6 +99,14 @@ def console_failure(console: str) -> str | None:
         return None
     first = printable(found[0], 120)
     return first if len(found) == 1 else f"{first} (and {len(found) - 1} more such lines)"
+
+
+
+def _last_opened(console: str) -> int:
+    lines = console.splitlines()
+    return max((i for i, line in enumerate(lines) if line.endswith("Logfile Opened")),
+               default=0)
+
 
 DEFAULT_STATE_DIR = Path("/run/selena")
 MARKER = "selena/experiment"

@@ -31,6 +31,10 @@ def test_the_first_failure_line_is_named_with_how_many_more_there_are():
     assert console_failure("[2026-11-26 20:47:20] Kernel panic - not syncing: VFS\n") \
         == "Kernel panic - not syncing: VFS"
     assert console_failure("SELENA-GUEST-READY\n/ # \n") is None      # a silent hang
+    # The same name's next domain: the last run's failure is not this one's.
+    assert console_failure("[2026-11-26 20:47:03] Logfile Opened\n" + OOM_CONSOLE
+                           + "[2026-11-26 21:00:00] Logfile Opened\nSELENA-GUEST-READY\n") \
+        is None
 
 
 def test_the_xl_backend_reads_the_guests_console_log_under_its_host_root(fake_xen, tmp_path):
