@@ -101,7 +101,6 @@ def console_failure(console: str) -> str | None:
     return first if len(found) == 1 else f"{first} (and {len(found) - 1} more such lines)"
 
 
-
 def _last_opened(console: str) -> int:
     lines = console.splitlines()
     return max((i for i, line in enumerate(lines) if line.endswith("Logfile Opened")),
