@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -54,12 +55,15 @@ from selena import units
 from selena.backends.base import LoadSample
 from selena.errors import SelenaError, UnitError
 from selena.fidelity import (
+    MIN_BUSY_INTERVALS,
     MIN_SPACED,
+    THROUGHPUT_SHARE,
     EchoRound,
     LatencyPath,
     LinkSpacing,
     busy_series,
     judge,
+    throughput_series,
 )
 
 if TYPE_CHECKING:
@@ -88,6 +92,9 @@ class Policy:
     raise_busy: float = 0.90        # mean busy share (a guest's vCPUs, Dom0's) that raises
     lower_busy: float = 0.45        # peak busy share below which there is slack
     raise_late: float = 0.10        # late departures' share that raises (the monitor's)
+    # A shaped queue standing while its link carries less than this share
+    # of its rate (the verdict's throughput signal) raises too.
+    raise_throughput: float = THROUGHPUT_SHARE
     lower_late: float = 0.02        # ... below which there is slack
     min_spaced: int = MIN_SPACED    # departures needed to judge lateness
     latency_target: float = 0.05    # RTT excess over the smallest configured RTT allowed
@@ -114,7 +121,8 @@ class Policy:
                 f"last {self.window} monitor intervals, raise x{self.step:g} when a guest's "
                 f"or Dom0's vCPUs are busy >= {self.raise_busy:.0%} on average, >= "
                 f"{self.raise_late:.0%} of a link's departures (of >= {self.min_spaced}) are "
-                f"late, or the RTT excess over the smallest configured RTT is > "
+                f"late, a link with a standing queue carries < {self.raise_throughput:.0%} of its "
+                f"rate, or the RTT excess over the smallest configured RTT is > "
                 f"{self.latency_target:.0%}; lower /{self.step:g} when every busy peak is <= "
                 f"{self.lower_busy:.0%}, late <= {self.lower_late:.0%} and the RTT stays "
                 f"within target (never below the latency floor); at least "
@@ -167,6 +175,10 @@ class Signals:
     spaced: int = 0                             # departures from a busy queue checked
     late_share: float | None = None             # the worst link's (None: too few checked)
     late_link: str = ""
+    # The lowest median share of its rate a link carried while its queue
+    # stood (None: no queue stood for MIN_BUSY_INTERVALS of the window).
+    throughput_share: float | None = None
+    throughput_link: str = ""
     # (measured - configured) / configured RTT of the smallest configured
     # round trip at the current TDF; None until the monitor measures latency.
     latency_excess: float | None = None
@@ -189,6 +201,9 @@ class Signals:
         else:
             parts.append(f"lateness unjudged ({self.spaced} checked)")
         parts.append(f"backlog {self.backlog_bytes} B, drops {self.drops}")
+        if self.throughput_share is not None:
+            parts.append(f"{self.throughput_link} carried {self.throughput_share:.0%} of its "
+                         "rate with a standing queue")
         parts.append("RTT excess " + ("not measured" if self.latency_excess is None
                                        else f"{self.latency_excess:+.1%}"))
         return ", ".join(parts)
@@ -209,6 +224,15 @@ def signals_from_samples(samples: Sequence[LoadSample],
                     if vif in first)
     spaced_total = 0
     worst: tuple[float, str] | None = None
+    labels = {vif: f"toward {node}" for vif, node in
+              (samples[-1].vif_nodes.items() if samples else ())}
+    labels.update({vif: label for vif, (label, _, _) in (spacing or {}).items()})
+    short: tuple[float, str] | None = None
+    for vif, shares in throughput_series(list(samples)).items():
+        if len(shares) >= MIN_BUSY_INTERVALS:
+            median = statistics.median(shares)
+            if short is None or median < short[0]:
+                short = (median, labels.get(vif, vif))
     for label, spaced, late in (spacing or {}).values():
         spaced_total += spaced
         if spaced >= min_spaced:
@@ -222,7 +246,9 @@ def signals_from_samples(samples: Sequence[LoadSample],
                    dom0_peak=max(dom0) if dom0 else None,
                    backlog_bytes=backlog, drops=drops, spaced=spaced_total,
                    late_share=worst[0] if worst else None,
-                   late_link=worst[1] if worst else "", latency_excess=latency_excess)
+                   late_link=worst[1] if worst else "", latency_excess=latency_excess,
+                   throughput_share=short[0] if short else None,
+                   throughput_link=short[1] if short else "")
 
 
 def spacing_counts(spacing: Mapping[str, LinkSpacing]) -> dict[str, tuple[str, int, int]]:
@@ -313,6 +339,9 @@ def _risks(policy: Policy, s: Signals) -> list[str]:
     if s.late_share is not None and s.late_share >= policy.raise_late:
         out.append(f"link {s.late_link}: {s.late_share:.0%} of departures late >= "
                    f"{policy.raise_late:.0%}")
+    if s.throughput_share is not None and s.throughput_share < policy.raise_throughput:
+        out.append(f"link {s.throughput_link}: carried {s.throughput_share:.0%} of its rate "
+                   f"with a standing queue < {policy.raise_throughput:.0%}")
     if s.latency_excess is not None and s.latency_excess > policy.latency_target:
         out.append(f"RTT excess {s.latency_excess:+.1%} > {policy.latency_target:.0%}")
     return out
@@ -324,6 +353,8 @@ def _slack(policy: Policy, s: Signals, floor: float) -> str | None:
     if not peaks or max(peaks) > policy.lower_busy or s.latency_pending:
         return None
     if s.late_share is not None and s.late_share > policy.lower_late:
+        return None
+    if s.throughput_share is not None and s.throughput_share < policy.raise_throughput:
         return None
     why = f"every busy peak <= {policy.lower_busy:.0%} (highest {max(peaks):.0%})"
     if s.late_share is not None:
@@ -433,7 +464,7 @@ def _signals_json(s: Signals) -> dict[str, Any]:
     data = asdict(s)
     for key in ("guest_busy", "guest_peak"):
         data[key] = {k: round(v, 4) for k, v in data[key].items()}
-    for key in ("dom0_busy", "dom0_peak", "late_share", "latency_excess"):
+    for key in ("dom0_busy", "dom0_peak", "late_share", "latency_excess", "throughput_share"):
         if data[key] is not None:
             data[key] = round(data[key], 4)
     return data

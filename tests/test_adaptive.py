@@ -26,6 +26,7 @@ from selena.adaptive import (
     judge_segments,
     latency_floor,
     parse_spec,
+    signals_from_samples,
 )
 from selena.backends.base import LoadSample, QdiscStats
 from selena.backends.xl import XlBackend
@@ -202,6 +203,36 @@ def test_late_departures_raise_and_backlog_alone_does_not():
     assert decide(Policy(1, 8), 2, s, 60) is not None     # slack: the queue is the link's
     assert decide(Policy(1, 8), 2, s, 60).kind == "lower"
     assert "backlog 1000000 B, drops 500" in s.text()
+
+
+def test_a_standing_queue_that_carries_too_little_raises_and_blocks_lowering():
+    """The verdict's throughput signal, read over the decision's window: a
+    vif whose queue stood beyond its delay line while htb throttled, and
+    that sent 70% of its real-time rate, raises the TDF; at 95% it does not,
+    and a quiet host lowers as before."""
+    def samples(carried: float) -> list[LoadSample]:
+        rate, out, sent, over = 10e6, [], 0, 0
+        for i in range(4):
+            out.append(LoadSample(
+                real=100 + i * STEP, dom0_vcpu_s=[0.2 * i * STEP],
+                qdiscs={"vif3.0": QdiscStats(0, 0, over, 200_000, int(sent))},
+                vif_nodes={"vif3.0": "srv"}, rates_bps={"vif3.0": rate},
+                delays_s={"vif3.0": 0.01}))
+            sent += carried * rate / 8 * STEP
+            over += 50
+        return out
+
+    short = signals_from_samples(samples(0.70))
+    assert short.throughput_share == pytest.approx(0.70)
+    assert short.throughput_link == "toward srv"
+    decision = decide(Policy(1, 8), 2, short, 60)
+    assert decision is not None and decision.kind == "raise" and decision.new == 4
+    assert "link toward srv: carried 70% of its rate with a standing queue < 90%" \
+        in decision.reason
+    assert "toward srv carried 70% of its rate" in short.text()
+    enough = signals_from_samples(samples(0.95))
+    assert enough.throughput_share == pytest.approx(0.95)
+    assert decide(Policy(1, 8), 2, enough, 60).kind == "lower"
 
 
 def sample_run(shares: list[float]) -> list[LoadSample]:
