@@ -35,8 +35,9 @@ SELENA_FCT_SCALE=k applies the reproductions' scaling rule
 so a flow's transfer time and the link's load share stay the paper's, as
 does the flow arrival rate, which sets the packet_in load the result is
 about. At the paper's 50 flows/s of 1 MB over 1 Gbit/s, 400 Mbit/s on
-average, the lab's Dom0 forwards too little at TDF 10 (about 23 Mbit/s of
-real time): flows pile up until h1 runs out of memory.
+average, the lab's path through the switch guest carried about 23 Mbit/s of
+real time at TDF 10 (230 virtual): flows pile up until h1 runs out of
+memory.
 """
 
 import importlib.util
