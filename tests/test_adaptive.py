@@ -211,7 +211,8 @@ def test_a_standing_queue_that_carries_too_little_raises_and_blocks_lowering():
     that sent 70% of its real-time rate, raises the TDF; at 95% it does not,
     and a quiet host lowers as before."""
     def samples(carried: float) -> list[LoadSample]:
-        rate, out, sent, over = 10e6, [], 0, 0
+        rate, sent, over = 10e6, 0.0, 0
+        out: list[LoadSample] = []
         for i in range(4):
             out.append(LoadSample(
                 real=100 + i * STEP, dom0_vcpu_s=[0.2 * i * STEP],
