@@ -339,11 +339,11 @@ def _risks(policy: Policy, s: Signals) -> list[str]:
     if s.late_share is not None and s.late_share >= policy.raise_late:
         out.append(f"link {s.late_link}: {s.late_share:.0%} of departures late >= "
                    f"{policy.raise_late:.0%}")
+    if s.latency_excess is not None and s.latency_excess > policy.latency_target:
+        out.append(f"RTT excess {s.latency_excess:+.1%} > {policy.latency_target:.0%}")
     if s.throughput_share is not None and s.throughput_share < policy.raise_throughput:
         out.append(f"link {s.throughput_link}: carried {s.throughput_share:.0%} of its rate "
                    f"with a standing queue < {policy.raise_throughput:.0%}")
-    if s.latency_excess is not None and s.latency_excess > policy.latency_target:
-        out.append(f"RTT excess {s.latency_excess:+.1%} > {policy.latency_target:.0%}")
     return out
 
 
