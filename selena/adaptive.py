@@ -99,6 +99,10 @@ class Policy:
     min_spaced: int = MIN_SPACED    # departures needed to judge lateness
     latency_target: float = 0.05    # RTT excess over the smallest configured RTT allowed
     dwell_s: float = 10.0           # real seconds between two changes, at least
+    # Real seconds after a raise before the TDF may be lowered again: one
+    # dwell let a busy phase's lull lower it mid-phase in the lab (4 -> 2
+    # 12 real s after the raise, raised again 5 s later).
+    lower_hold_s: float = 30.0
     window: int = 3                 # monitor intervals a decision looks back on
     interval_s: float = 2.0         # real seconds between decisions
 
@@ -125,7 +129,8 @@ class Policy:
                 f"rate, or the RTT excess over the smallest configured RTT is > "
                 f"{self.latency_target:.0%}; lower /{self.step:g} when every busy peak is <= "
                 f"{self.lower_busy:.0%}, late <= {self.lower_late:.0%} and the RTT stays "
-                f"within target (never below the latency floor); at least "
+                f"within target (never below the latency floor, and not within "
+                f"{self.lower_hold_s:g} real s of a raise); at least "
                 f"{self.dwell_s:g} real s between changes")
 
     def to_json(self) -> dict[str, Any]:
@@ -304,13 +309,15 @@ def latency_floor(policy: Policy, tdf: float, excess: float | None) -> float:
 
 
 def decide(policy: Policy, tdf: float, signals: Signals | None,
-           since_change_s: float, too_slow_at: float = 0.0) -> Decision | None:
+           since_change_s: float, too_slow_at: float = 0.0,
+           after_raise: bool = False) -> Decision | None:
     """Raise, lower or hold (None) at TDF `tdf`, `since_change_s` real
     seconds after the last change, on these signals (None: nothing sampled).
     `too_slow_at`: the highest TDF this run measured a round trip too slow
     at; never lowered to it again (the excess does not shrink as 1/TDF in
     every host: in the lab it went 28% at TDF 1, 11% at 5.6, 6% at 8, and
-    the prediction alone flapped between 8 and 16)."""
+    the prediction alone flapped between 8 and 16). `after_raise`: the last
+    change was a raise, so lowering waits `policy.lower_hold_s`."""
     if signals is None or signals.intervals < 1 or since_change_s < policy.dwell_s:
         return None
     floor = latency_floor(policy, tdf, signals.latency_excess)
@@ -320,6 +327,8 @@ def decide(policy: Policy, tdf: float, signals: Signals | None,
         if new <= tdf:
             return None         # at MAX already: the verdict will say what was wrong
         return Decision(tdf, new, "raise", "; ".join(risks), signals)
+    if after_raise and since_change_s < policy.lower_hold_s:
+        return None
     slack = _slack(policy, signals, floor)
     if slack is None:
         return None
@@ -434,7 +443,9 @@ class Controller:
             signals = dataclasses.replace(signals, latency_pending=True)
         if latency is not None and latency > self.policy.latency_target:
             self._too_slow_at = max(self._too_slow_at, self.clock.tdf)
-        decision = decide(self.policy, self.clock.tdf, signals, since_change, self._too_slow_at)
+        after_raise = str(timeline[-1].get("reason", "")).startswith("raise")
+        decision = decide(self.policy, self.clock.tdf, signals, since_change, self._too_slow_at,
+                          after_raise)
         if decision is None:
             log.debug("adaptive TDF holds %s: %s", units.tdf_text(self.clock.tdf),
                       signals.text())

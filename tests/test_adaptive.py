@@ -236,6 +236,19 @@ def test_a_standing_queue_that_carries_too_little_raises_and_blocks_lowering():
     assert decide(Policy(1, 8), 2, enough, 60).kind == "lower"
 
 
+def test_no_lowering_within_the_hold_after_a_raise():
+    """In the lab a busy phase's lull lowered the TDF 12 real s after it was
+    raised (one dwell) and it was raised again 5 s later: after a raise,
+    lowering waits lower_hold_s; after a lower, the next one only a dwell."""
+    quiet = Signals(intervals=3, dom0_busy=0.2, dom0_peak=0.3)
+    policy = Policy(1, 16)
+    assert decide(policy, 4, quiet, 12, after_raise=True) is None
+    assert decide(policy, 4, quiet, policy.lower_hold_s - 1, after_raise=True) is None
+    assert decide(policy, 4, quiet, policy.lower_hold_s, after_raise=True).new == 2
+    assert decide(policy, 4, quiet, 12, after_raise=False).new == 2
+    assert "not within 30 real s of a raise" in policy.describe()
+
+
 def sample_run(shares: list[float]) -> list[LoadSample]:
     used, out = 0.0, []
     for i in range(len(shares) + 1):
@@ -346,7 +359,8 @@ def test_an_adaptive_run_raises_under_load_lowers_after_and_records_why(fake_xen
     fake_xen.cpu_share.update({"Domain-0": 0.05, "selena-pair-h2": 1.0})
     backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
                         host_root=fake_xen.host_root)
-    policy = Policy(2, 8, raise_busy=0.75, dwell_s=1.0, interval_s=0.25, window=2)
+    policy = Policy(2, 8, raise_busy=0.75, dwell_s=1.0, lower_hold_s=1.0, interval_s=0.25,
+                    window=2)
     said: list[str] = []
     with Experiment(pair(), tdf=policy, backend=backend, templates=None,
                     out=tmp_path / "out", ready_timeout=20, monitor_interval=0.5,
