@@ -357,13 +357,13 @@ def _risks(policy: Policy, s: Signals) -> list[str]:
 
 
 def _slack(policy: Policy, s: Signals, floor: float) -> str | None:
-    """Why there is slack (all of it), or None if any signal says no."""
+    """Why there is slack (all of it), or None if any signal says no. Called
+    only when nothing is at risk: a link short of its rate raises (or holds
+    at MAX) before this."""
     peaks = [*s.guest_peak.values(), *([s.dom0_peak] if s.dom0_peak is not None else [])]
     if not peaks or max(peaks) > policy.lower_busy or s.latency_pending:
         return None
     if s.late_share is not None and s.late_share > policy.lower_late:
-        return None
-    if s.throughput_share is not None and s.throughput_share < policy.raise_throughput:
         return None
     why = f"every busy peak <= {policy.lower_busy:.0%} (highest {max(peaks):.0%})"
     if s.late_share is not None:

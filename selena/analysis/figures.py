@@ -276,8 +276,9 @@ def fct(root: Path, out: Path) -> Drawn:
     series = dict(sorted(series.items(), key=lambda item: item[0] != "ideal"))
     meta = _json(bundle / "meta.json")
     provenance = _json(root / "provenance.json")
-    rate = re.search(r"SELENA_FCT_RATE=([0-9.]+)", json.dumps(provenance))
-    scale = re.search(r"SELENA_FCT_SCALE=([0-9.]+)", json.dumps(provenance))
+    steps = json.dumps(provenance)
+    rate = re.search(r"SELENA_FCT_RATE=([0-9.]+)", steps)
+    scale = re.search(r"SELENA_FCT_SCALE=([0-9.]+)", steps)
     factor = float(scale.group(1)) if scale else 1.0
     drawn = Drawn()
     sized = (f"{1000 / factor:g} kB flows, {1000 / factor:g} Mbit/s links "

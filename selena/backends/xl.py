@@ -89,8 +89,9 @@ def console_failure(console: str) -> str | None:
     timestamp stripped, shortened), with how many more there are. Only the
     text after xenconsoled last opened the log counts: it appends every
     domain of the same name (the next run of an experiment) to one file."""
+    lines = console.splitlines()
     found = []
-    for line in console.splitlines()[_last_opened(console):]:
+    for line in lines[_last_opened(lines):]:
         text = re.sub(r"^\[[0-9: -]+\] ", "", line).strip()
         match = _CONSOLE_FAILURE.search(text)
         if match:
@@ -101,8 +102,7 @@ def console_failure(console: str) -> str | None:
     return first if len(found) == 1 else f"{first} (and {len(found) - 1} more such lines)"
 
 
-def _last_opened(console: str) -> int:
-    lines = console.splitlines()
+def _last_opened(lines: list[str]) -> int:
     return max((i for i, line in enumerate(lines) if line.endswith("Logfile Opened")),
                default=0)
 

@@ -68,9 +68,7 @@ def pipelined_round_trips(ctl: CommandChannel, guests: list[str], total: int,
     every guest, then wait for each in turn and submit that guest's next.
     The same Xenstore traffic as channel_round_trips with no caller thread
     per guest, so the two differ by the hand-offs between threads."""
-    share = [total // len(guests) + (1 if i < total % len(guests) else 0)
-             for i in range(len(guests))]
-    left = dict(zip(guests, share, strict=True))
+    left = dict(zip(guests, _shares(total, len(guests)), strict=True))
     in_flight = {}
     for guest in guests:
         if left[guest]:
@@ -177,12 +175,15 @@ def _watch(runner: Runner, path: str, on_event: Callable[[str], None]) -> None:
         pass
 
 
+def _shares(total: int, n: int) -> list[int]:
+    """`total` split over `n` as evenly as whole numbers go."""
+    return [total // n + (1 if i < total % n else 0) for i in range(n)]
+
+
 def _spread(worker: Callable[[str, int], list[float]], guests: list[str],
             total: int) -> list[float]:
-    share = [total // len(guests) + (1 if i < total % len(guests) else 0)
-             for i in range(len(guests))]
     with ThreadPoolExecutor(len(guests)) as pool:
-        parts = list(pool.map(worker, guests, share))
+        parts = list(pool.map(worker, guests, _shares(total, len(guests))))
     return [t for part in parts for t in part]
 
 
