@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 from selena.control.channel import Controller, base_path
 from selena.control.interface import CommandChannel
@@ -241,19 +242,52 @@ def main_in_dom0(commands: int, baseline_commands: int, guests: int) -> int:
               f"{_pct(executions, .5):>9.1f} {_pct(executions, .99):>6.1f} "
               f"{_pct(own, .5):>10.1f} {_pct(own, .99):>6.1f} "
               f"{_pct(totals, .5):>9.1f} {_pct(totals, .99):>6.1f} "
-              f"{cpu[0] * 1000:>10.1f} {cpu[1] * 1000:>9.1f}")
+              f"{cpu.selena * 1000:>10.1f} {cpu.xenstored * 1000:>9.1f}")
+    print("  Dom0 CPU ms per command: selena's process in user and kernel mode, xenstored, "
+          "and the whole Dom0's interrupt (irq + softirq) and stolen time")
+    print(f"  {'case':<28} {'selena':>7} {'user':>6} {'kernel':>6} {'xenstored':>9} "
+          f"{'Dom0 irq':>8} {'steal':>6}")
+    for case, *_, cpu in breakdown:
+        print(f"  {case:<28} {cpu.selena * 1000:>7.1f} {cpu.selena_user * 1000:>6.1f} "
+              f"{cpu.selena_system * 1000:>6.1f} {cpu.xenstored * 1000:>9.1f} "
+              f"{cpu.dom0_irq * 1000:>8.1f} {cpu.dom0_steal * 1000:>6.1f}")
     return 0
 
 
-def _dom0_cpu_seconds() -> tuple[float, float]:
-    """CPU time used so far by this process (the controller's threads and the
-    callers') and by xenstored, in seconds."""
-    def used(pid: str) -> float:
+class Dom0Cpu(NamedTuple):
+    """CPU seconds used so far in Dom0: this process (the controller's threads
+    and the callers') in user and in kernel mode, xenstored, and the whole
+    Dom0's interrupt and stolen time. The kernel charges an interrupt to
+    whichever task it lands on (Debian's kernel has no IRQ time accounting),
+    so the last two tell the process's own kernel time from time that only
+    passed through it."""
+    selena_user: float
+    selena_system: float
+    xenstored: float
+    dom0_irq: float
+    dom0_steal: float
+
+    def per_command(self, since: Dom0Cpu, commands: int) -> Dom0Cpu:
+        return Dom0Cpu(*((now - then) / commands for now, then in zip(self, since, strict=True)))
+
+    @property
+    def selena(self) -> float:
+        return self.selena_user + self.selena_system
+
+
+def _dom0_cpu_seconds() -> Dom0Cpu:
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def used(pid: str) -> tuple[float, float]:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
     xenstored = [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()
                  and _comm(entry) in ("oxenstored", "xenstored")]
-    return used("self"), sum(used(pid) for pid in xenstored)
+    # /proc/stat's first line: user nice system idle iowait irq softirq steal ...
+    totals = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, system = used("self")
+    return Dom0Cpu(user, system, sum(sum(used(pid)) for pid in xenstored),
+                   (totals[5] + totals[6]) / tick, totals[7] / tick)
 
 
 def _comm(proc: Path) -> str:
@@ -264,7 +298,7 @@ def _comm(proc: Path) -> str:
 
 
 def _breakdown(exp: Experiment, guests: list[str], commands: int
-               ) -> list[tuple[str, list[float], list[float], list[float], list[float]]]:
+               ) -> list[tuple[str, list[float], list[float], list[float], Dom0Cpu]]:
     """Floor, guest execution, total and Dom0 CPU seconds per command (selena's
     process, xenstored) per case: 1 guest, all but one (a caller thread per
     guest, then one thread for all), and all but one beside the last one
@@ -283,8 +317,7 @@ def _breakdown(exp: Experiment, guests: list[str], commands: int
         executions: list[float] = []
         cpu_before = _dom0_cpu_seconds()
         totals = drive(ctl, names, commands, executions)
-        cpu = [(after - before) / len(totals)
-               for before, after in zip(cpu_before, _dom0_cpu_seconds(), strict=True)]
+        cpu = _dom0_cpu_seconds().per_command(cpu_before, len(totals))
         if flooding is not None:
             exp.kill(flooding)
             exp.wait(flooding)
