@@ -11,11 +11,17 @@ runs it at fixed TDFs (a sweep) and with `--tdf auto:MIN-MAX`.
 Scaling rule (selena.scaling): the paper star's 1 Gbit/s clients and
 10 Gbit/s sink divided by 100: 10 Mbit/s per client, 100 Mbit/s to the sink
 (which four clients never fill, so the probe's echoes find no standing
-queue there); queues the paper's 12 ms. Delays are times, kept: the
-clients' links 60 ms, the sink's and the probe host's 50 ms, so that
-probe-srv is the topology's smallest round trip (200 ms), the pair the
-fidelity monitor's latency signal pings too: a client's own link holds a
-full queue of its flow, which every echo over it would wait in.
+queue there). Delays are times, kept: the clients' links 60 ms, the sink's
+and the probe host's 50 ms, so that probe-srv is the topology's smallest
+round trip (200 ms), the pair the fidelity monitor's latency signal pings
+too: a client's own link holds a full queue of its flow, which every echo
+over it would wait in. Queues: the paper's 12 ms, but a client's link holds
+its flow's round trip (220 ms at 10 Mbit/s, the bandwidth-delay product):
+with 12 ms, 6% of it, a flow halved by a loss took some 15 s to fill its
+link again, so its rate depended on when its losses fell (28% short at TDF
+16 in the lab with the monitor's verdict ok), not on the emulation's
+fidelity. With a buffer of the product a flow keeps its link full after a
+loss, so "flows x the link rate" is what a faithful run carries.
 
 Recorded per phase i (1-based), against the configured values:
 
@@ -81,9 +87,10 @@ def build(flows=FLOWS, phase_s=PHASE_S):
     probe = topology.add_host("probe", ip=f"{PROBE_IP}/24", template="tools-host")
     topology.add_link(probe, switch, **scaled_link("1Gbit", FACTOR, **queue,
                                                    delay=f"{NEAR_DELAY_MS}ms"))
+    round_trip = {"queue_s": 2 * (CLIENT_DELAY_MS + NEAR_DELAY_MS) / 1000}
     for k in range(1, clients + 1):
         host = topology.add_host(f"h{k}", ip=f"10.0.0.{k}/24", template="tools-host")
-        topology.add_link(host, switch, **scaled_link("1Gbit", FACTOR, **queue,
+        topology.add_link(host, switch, **scaled_link("1Gbit", FACTOR, **round_trip,
                                                       delay=f"{CLIENT_DELAY_MS}ms"))
     return topology
 

@@ -103,6 +103,10 @@ class Policy:
     # dwell let a busy phase's lull lower it mid-phase in the lab (4 -> 2
     # 12 real s after the raise, raised again 5 s later).
     lower_hold_s: float = 30.0
+    # The latency signal reads the segment's last this many echoes: over
+    # the whole segment, a quiet phase's echoes kept the low echo down
+    # through a busy phase that doubled the round trip (lab, TDF 1).
+    latency_echoes: int = 15
     window: int = 3                 # monitor intervals a decision looks back on
     interval_s: float = 2.0         # real seconds between decisions
 
@@ -126,7 +130,8 @@ class Policy:
                 f"or Dom0's vCPUs are busy >= {self.raise_busy:.0%} on average, >= "
                 f"{self.raise_late:.0%} of a link's departures (of >= {self.min_spaced}) are "
                 f"late, a link with a standing queue carries < {self.raise_throughput:.0%} of its "
-                f"rate, or the RTT excess over the smallest configured RTT is > "
+                f"rate, or the RTT excess over the smallest configured RTT (of the last "
+                f"{self.latency_echoes} echoes) is > "
                 f"{self.latency_target:.0%}; lower /{self.step:g} when every busy peak is <= "
                 f"{self.lower_busy:.0%}, late <= {self.lower_late:.0%} and the RTT stays "
                 f"within target (never below the latency floor, and not within "
@@ -381,7 +386,7 @@ class Controller:
 
     def __init__(self, policy: Policy, monitor: MonitorView, clock: Any,
                  apply: Callable[[float, str], object],
-                 latency: Callable[[float], float | None] | None = None,
+                 latency: Callable[[float, int], float | None] | None = None,
                  latency_measurable: Callable[[], bool] = lambda: False,
                  say: Callable[[str], None] | None = None,
                  now: Callable[[], float] = time.monotonic):
@@ -434,9 +439,10 @@ class Controller:
             self._base = spacing_counts(self.monitor.spacing)
         segment_start = started + float(timeline[-1]["real_s"])
         since_change = self._now() - segment_start
-        # The latency signal over this segment's probes only: echoes taken at
-        # the previous TDF say nothing about this one.
-        latency = self._latency(segment_start) if self._latency is not None else None
+        # The latency signal over this segment's recent echoes only: echoes
+        # taken at the previous TDF say nothing about this one.
+        latency = (self._latency(segment_start, self.policy.latency_echoes)
+                   if self._latency is not None else None)
         signals = signals_from_monitor(self.monitor, segment_start, self.policy.window,
                                        self._base, self.policy, latency)
         if latency is None and self._latency is not None and self._latency_measurable():

@@ -731,14 +731,17 @@ class Monitor:
             self.cpu_s += spent
             self.echo_cpu_s += spent
 
-    def latency_excess(self, since: float) -> float | None:
+    def latency_excess(self, since: float, last: int | None = None) -> float | None:
         """The latency rule's measure over the probes begun at or after
-        `since` (time.monotonic; e.g. the current TDF segment's start): the
-        low echo's (low_echo) excess over the configured round trip, as a share of
-        it; None without a path or an answered echo."""
+        `since` (time.monotonic; e.g. the current TDF segment's start), or
+        over the `last` echoes of those: the low echo's (low_echo) excess
+        over the configured round trip, as a share of it; None without a
+        path or an answered echo."""
         if self.path is None:
             return None
         rtts = [r for e in list(self.echoes) if e.begun >= since for r in e.rtts_ms]
+        if last is not None:
+            rtts = rtts[-last:]
         return (low_echo(rtts) - self.path.rtt_ms) / self.path.rtt_ms if rtts else None
 
     def latest(self) -> Snapshot:

@@ -65,7 +65,7 @@ def replay(policy: Policy, dom0: list[float], guests: dict[str, list[float]],
         clock.set_tdf(new, reason=reason)
 
     ctl = Controller(policy, monitor, clock, apply, now=lambda: now[0],
-                     latency=(lambda since: latency(clock.tdf)) if latency else None,
+                     latency=(lambda since, last: latency(clock.tdf)) if latency else None,
                      say=lambda msg: None)
     used = {"Domain-0": 0.0, **{node: 0.0 for node in guests}}
     spaced = late_n = 0
@@ -167,6 +167,37 @@ def test_the_latency_floor_is_never_crossed():
     assert lowered is not None and lowered.new == pytest.approx(3.2)
     assert decide(Policy(1, 64), 3.2, Signals(**{**quiet.__dict__, "latency_excess": 0.05}),
                   60) is None
+
+
+def test_the_latency_signal_reads_the_recent_echoes_of_the_segment():
+    """In the lab a quiet phase's echoes kept the segment's low echo at +5%
+    while a busy phase doubled the round trip: the controller stayed at TDF
+    1 through it. It reads the segment's last `latency_echoes` echoes."""
+    now = [0.0]
+    clock = VirtualClock(1, clock=lambda: now[0])
+    echoes: list[tuple[float, float]] = []          # (begun, excess) per echo
+    asked: list[tuple[float, int]] = []
+
+    def latency(since: float, last: int) -> float | None:
+        asked.append((since, last))
+        mine = [excess for begun, excess in echoes if begun >= since][-last:]
+        return sorted(mine)[int(0.1 * (len(mine) - 1))] if mine else None
+
+    changes: list[float] = []
+    ctl = Controller(Policy(1, 16, latency_echoes=10), FakeMonitor(), clock,
+                     lambda new, reason: (changes.append(new), clock.set_tdf(new, reason=reason)),
+                     latency=latency, now=lambda: now[0], say=lambda msg: None)
+    for t in range(0, 40):          # quiet: 1% over, an echo a second
+        echoes.append((float(t), 0.01))
+    for t in range(40, 52):         # busy: 60% over
+        echoes.append((float(t), 0.6))
+    now[0] = 52.0
+    ctl.monitor.samples.extend(LoadSample(real=r, dom0_vcpu_s=[0.1 * r]) for r in (46, 48, 50, 52))
+    decision = ctl.step()
+    assert asked[-1] == (0.0, 10)
+    assert decision is not None and decision.kind == "raise" and "RTT excess +60.0%" in \
+        decision.reason
+    assert changes == [12]          # the latency floor: 1 x 0.6 / 0.05 = 12
 
 
 def test_no_lowering_while_the_latency_of_this_segment_is_not_measured_yet():

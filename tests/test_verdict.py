@@ -359,6 +359,10 @@ def test_the_latency_excess_of_the_current_segment_is_readable_while_the_run_goe
     assert monitor.latency_excess(start) == pytest.approx(0.02)        # 40.8 of 40
     assert monitor.latency_excess(second.begun) == pytest.approx(1.25)  # 90 of 40
     assert monitor.latency_excess(time.monotonic() + 1) is None
+    # Or the segment's last echoes only: a quiet start no longer hides a
+    # busy phase's round trips.
+    assert monitor.latency_excess(start, last=3) == pytest.approx(1.25)
+    assert monitor.latency_excess(start, last=4) == pytest.approx(0.0375)  # 41.5 of 40
 
 
 def test_busy_shares_are_of_the_runs_time_so_a_short_last_interval_weighs_little():
