@@ -311,24 +311,28 @@ def snapshot(case: Case) -> str:
             + "# and on stdout:\n" + run.stdout)
 
 
-def snapshot_path(case: Case) -> Path:
-    return PLANS / f"{case.name}.sh"
+def snapshot_path(case: Case, plans: Path = PLANS) -> Path:
+    return plans / f"{case.name}.sh"
 
 
-def write_snapshots() -> list[str]:
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def write_snapshots(plans: Path = PLANS) -> list[str]:
     """Regenerate every committed copy (and remove those of cases gone);
     returns what changed. `make plan-snapshots` runs this."""
-    texts = {snapshot_path(case): snapshot(case) for case in CASES}  # all, then write
-    PLANS.mkdir(parents=True, exist_ok=True)
+    texts = {snapshot_path(case, plans): snapshot(case) for case in CASES}  # all, then write
+    plans.mkdir(parents=True, exist_ok=True)
     changed = []
     for path, text in texts.items():
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
-            changed.append(f"wrote {path.relative_to(ROOT)}")
-    for path in sorted(PLANS.glob("*.sh")):
+            changed.append(f"wrote {_shown(path)}")
+    for path in sorted(plans.glob("*.sh")):
         if path not in texts:
             path.unlink()
-            changed.append(f"removed {path.relative_to(ROOT)}")
+            changed.append(f"removed {_shown(path)}")
     return changed
 
 
@@ -445,3 +449,17 @@ def test_a_changed_plan_fails_with_a_diff_and_the_regeneration_command(
     assert "+tc class replace dev sv708d0.0 parent 1: classid 1:1 htb rate 5000000bit" \
         in message
     assert f"regenerate the copies with `{REGENERATE}`" in message
+
+
+def test_the_regeneration_script_runs_and_writes_what_the_test_compares(
+        tmp_path: Path) -> None:
+    """`make plan-snapshots` as a maintainer runs it: its own process, its
+    own import path (it once failed on FakeRunner's move to tests/support)."""
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "update-plan-snapshots"),
+                          "--into", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.endswith(f"{len(CASES)} plans in {tmp_path}: {len(CASES)} changed\n")
+    for case in CASES:
+        assert snapshot_path(case, tmp_path).read_text() == \
+            snapshot_path(case).read_text(), case.name

@@ -59,16 +59,16 @@ tc class replace dev sv865b0.1 parent 1: classid 1:1 htb rate 10000000bit ceil 1
 tc qdisc replace dev sv865b0.1 parent 1:1 handle 10: netem limit 52 delay 50000us
 tc qdisc replace dev sv865b0.2 root handle 1: htb default 1
 tc class replace dev sv865b0.2 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv865b0.2 parent 1:1 handle 10: netem limit 60 delay 60000us
+tc qdisc replace dev sv865b0.2 parent 1:1 handle 10: netem limit 234 delay 60000us
 tc qdisc replace dev sv865b0.3 root handle 1: htb default 1
 tc class replace dev sv865b0.3 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv865b0.3 parent 1:1 handle 10: netem limit 60 delay 60000us
+tc qdisc replace dev sv865b0.3 parent 1:1 handle 10: netem limit 234 delay 60000us
 tc qdisc replace dev sv865b0.4 root handle 1: htb default 1
 tc class replace dev sv865b0.4 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv865b0.4 parent 1:1 handle 10: netem limit 60 delay 60000us
+tc qdisc replace dev sv865b0.4 parent 1:1 handle 10: netem limit 234 delay 60000us
 tc qdisc replace dev sv865b0.5 root handle 1: htb default 1
 tc class replace dev sv865b0.5 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv865b0.5 parent 1:1 handle 10: netem limit 60 delay 60000us
+tc qdisc replace dev sv865b0.5 parent 1:1 handle 10: netem limit 234 delay 60000us
 ethtool -K sv865b0.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv865b0.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv865b0.2 tso off gso off gro off tx off rx off sg off || true
@@ -190,7 +190,7 @@ xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 1
 tc qdisc replace dev sv865b3.0 root handle 1: htb default 1
 tc class replace dev sv865b3.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv865b3.0 parent 1:1 handle 10: netem limit 60 delay 60000us
+tc qdisc replace dev sv865b3.0 parent 1:1 handle 10: netem limit 234 delay 60000us
 ethtool -K sv865b3.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/phases
 cat > /run/selena/phases/h2.cfg <<'EOF'
@@ -229,7 +229,7 @@ xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
 selena-tdf set "$D5" 1
 tc qdisc replace dev sv865b4.0 root handle 1: htb default 1
 tc class replace dev sv865b4.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv865b4.0 parent 1:1 handle 10: netem limit 60 delay 60000us
+tc qdisc replace dev sv865b4.0 parent 1:1 handle 10: netem limit 234 delay 60000us
 ethtool -K sv865b4.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/phases
 cat > /run/selena/phases/h3.cfg <<'EOF'
@@ -268,7 +268,7 @@ xenstore-chmod "/local/domain/$D6/selena/version" n0 "r$D6"
 selena-tdf set "$D6" 1
 tc qdisc replace dev sv865b5.0 root handle 1: htb default 1
 tc class replace dev sv865b5.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv865b5.0 parent 1:1 handle 10: netem limit 60 delay 60000us
+tc qdisc replace dev sv865b5.0 parent 1:1 handle 10: netem limit 234 delay 60000us
 ethtool -K sv865b5.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/phases
 cat > /run/selena/phases/h4.cfg <<'EOF'
@@ -307,7 +307,7 @@ xenstore-chmod "/local/domain/$D7/selena/version" n0 "r$D7"
 selena-tdf set "$D7" 1
 tc qdisc replace dev sv865b6.0 root handle 1: htb default 1
 tc class replace dev sv865b6.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv865b6.0 parent 1:1 handle 10: netem limit 60 delay 60000us
+tc qdisc replace dev sv865b6.0 parent 1:1 handle 10: netem limit 234 delay 60000us
 ethtool -K sv865b6.0 tso off gso off gro off tx off rx off sg off || true
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap phases /run/selena sv865b0.0 sv865b0.1 sv865b0.2 sv865b0.3 sv865b0.4 sv865b0.5 sv865b1.0 sv865b2.0 sv865b3.0 sv865b4.0 sv865b5.0 sv865b6.0 &
