@@ -3,6 +3,11 @@
 import os
 from pathlib import Path
 
+# Where xenconsoled keeps guests' console logs (`--log=guest`; Debian's
+# default log directory): the xl backend reads a lost guest's there, the
+# host doctor checks that xenconsoled writes them there.
+CONSOLE_LOG_DIR = "/var/log/xen/console"
+
 
 def project_root() -> Path:
     """The selena source tree (the directory holding pyproject.toml)."""

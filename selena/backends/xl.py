@@ -64,6 +64,7 @@ from selena.errors import (
 )
 from selena.hostinfo import HostInfo
 from selena.model.cpus import credit_cap
+from selena.paths import CONSOLE_LOG_DIR
 from selena.plan import GuestPlan, Plan, VifPlan, pool_key
 from selena.runner import Runner
 from selena.shaping.plan import real_rate_bps, real_seconds
@@ -77,7 +78,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CONSOLE_LOG_DIR = "/var/log/xen/console"
 CONSOLE_TAIL_BYTES = 16384
 # Kernel messages that say why a guest stopped answering its control channel.
 _CONSOLE_FAILURE = re.compile(r"Out of memory|Kernel panic|BUG: |Oops|soft lockup|"

@@ -32,7 +32,7 @@ import yaml
 from selena.control.protocol import PROTOCOL_VERSION
 from selena.control.xenstore import SOCKET_PATHS
 from selena.errors import CommandError, CommandTimeout, HostNotReady
-from selena.paths import project_root
+from selena.paths import CONSOLE_LOG_DIR, project_root
 from selena.plan import TEMPLATE_ROOT
 from selena.runner import CommandResult, Runner
 
@@ -614,6 +614,60 @@ def check_cstates(probe: HostProbe) -> Check:
                 advice)
 
 
+CONSOLE_LOG_FIX = ("add XENCONSOLED_ARGS=\"--log=guest --timestamp=guest\" to /etc/default/xen, "
+                   "then restart xenconsoled (systemctl restart xen), as docs/host.md says")
+
+
+def _xenconsoled_args(probe: HostProbe) -> list[list[str]]:
+    """The argument lists of the xenconsoled processes running (from /proc)."""
+    found = []
+    try:
+        entries = list(probe.path("/proc").iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        if (probe.read(f"/proc/{entry.name}/comm") or "").strip() != "xenconsoled":
+            continue
+        found.append((probe.read(f"/proc/{entry.name}/cmdline") or "").split("\0")[1:])
+    return found
+
+
+def _option(args: list[str], long: str, short: str) -> str | None:
+    """The value of xenconsoled's `--long=V`, `--long V` or `-s V`; the last wins."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg.startswith(f"--{long}="):
+            value = arg.partition("=")[2]
+        elif arg in (f"--{long}", f"-{short}") and i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def check_console_log(probe: HostProbe) -> Check:
+    """A guest that stops answering is reported with the failure its console
+    showed (an OOM kill, a panic) only when xenconsoled logs guests' consoles
+    where selena reads them; Debian's xenconsoled logs none by default."""
+    name = "console-log"
+    running = _xenconsoled_args(probe)
+    if not running:
+        return warn(name, "xenconsoled is not running: no guest console, no console log",
+                    "start Xen's daemons: systemctl start xen")
+    args = running[0]
+    logged = _option(args, "log", "l")
+    if logged not in ("guest", "all"):
+        return warn(name, "xenconsoled keeps no guest console logs: a guest lost mid-run is "
+                          "reported without what its console showed", CONSOLE_LOG_FIX)
+    where = _option(args, "log-dir", "r") or CONSOLE_LOG_DIR
+    if where.rstrip("/") != CONSOLE_LOG_DIR:
+        return warn(name, f"xenconsoled logs guests' consoles into {where}, selena reads "
+                          f"{CONSOLE_LOG_DIR}",
+                    f"drop --log-dir from XENCONSOLED_ARGS in /etc/default/xen (or set it to "
+                    f"{CONSOLE_LOG_DIR}), then systemctl restart xen")
+    return ok(name, f"xenconsoled logs guests' consoles (--log={logged}) into {where}")
+
+
 def check_clocksource(probe: HostProbe) -> Check:
     name = "clocksource"
     source = (probe.read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
@@ -689,7 +743,7 @@ def check_disk(probe: HostProbe) -> Check:
 
 
 DOM0_DEPENDENT = ("tdf-domctl", "xen-version", "xenstored", "xen-modules", "resources",
-                  "dom0-vcpus", "scheduler", "cstates")
+                  "dom0-vcpus", "scheduler", "cstates", "console-log")
 
 
 def run_checks(probe: HostProbe) -> list[Check]:
@@ -715,6 +769,7 @@ def run_checks(probe: HostProbe) -> list[Check]:
     checks.append(xen(lambda: check_dom0_vcpus(probe), "dom0-vcpus"))
     checks.append(xen(lambda: check_scheduler(probe), "scheduler"))
     checks.append(xen(lambda: check_cstates(probe), "cstates"))
+    checks.append(xen(lambda: check_console_log(probe), "console-log"))
     checks.append(check_bridge_tool(probe))
     checks.append(check_modules(probe, "shaping-modules", SHAPING_MODULES,
                                 "link shaping's tc qdiscs and classifiers", mods=mods))

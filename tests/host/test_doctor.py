@@ -99,6 +99,18 @@ def xl_info(**override: str) -> str:
     return "".join(f"{k:22} : {v}\n" for k, v in fields.items())
 
 
+# xenconsoled as the lab's Dom0 starts it (selena/lab/dom0-init.sh) and as
+# Debian's init script does without XENCONSOLED_ARGS.
+LAB_XENCONSOLED = ("xenconsoled", "--log=guest", "--log-dir=/var/log/xen/console",
+                   "--timestamp=guest")
+DEBIAN_XENCONSOLED = ("/usr/sbin/xenconsoled", "--pid-file=/run/xenconsoled.pid")
+
+
+def xenconsoled(root: Path, argv: Sequence[str], pid: int = 412) -> None:
+    write(root, f"/proc/{pid}/comm", "xenconsoled\n")
+    write(root, f"/proc/{pid}/cmdline", "\0".join(argv) + "\0")
+
+
 def install_template(root: Path, name: str, **spec: object) -> Path:
     tdir = root / str(TEMPLATE_ROOT).lstrip("/") / name
     lines = [f"name: {name}"] + [f"{k}: {v}" for k, v in spec.items()]
@@ -136,6 +148,7 @@ def lab(tmp_path) -> tuple[HostProbe, Runner]:
     install_template(root, "debian", kernel="/var/lib/selena/images/vmlinux-1",
                      ramdisk="/var/lib/selena/images/debian-initrd-1.gz",
                      disk="/var/lib/selena/images/debian-1.ext4")
+    xenconsoled(root, LAB_XENCONSOLED)
     runner = Runner()
     runner.respond(["selena-tdf", "get", "0"], 0, "1\n")
     runner.respond(["selena-tdf", "host"], 0, "nr_cpus : 2\nfree_memory : 2400\n"
@@ -596,6 +609,28 @@ def test_cstates(lab):
     assert check_cstates(fresh(probe)).status is Status.OK
     runner.respond(["xl", "info"], 0, xl_info(xen_commandline="max_cstate=3"))
     assert check_cstates(fresh(probe)).status is Status.WARN
+
+
+def test_console_log_is_checked_on_the_running_xenconsoled(lab):
+    probe, _ = lab
+    check = doctor.check_console_log(probe)
+    assert check.status is Status.OK, check.line()
+    assert check.detail == ("xenconsoled logs guests' consoles (--log=guest) into "
+                            "/var/log/xen/console")
+    # Debian's default: no guest logs; the advice is docs/host.md's line.
+    xenconsoled(probe.root, DEBIAN_XENCONSOLED)
+    check = doctor.check_console_log(probe)
+    assert check.status is Status.WARN and "keeps no guest console logs" in check.detail
+    assert check.advice is not None and 'XENCONSOLED_ARGS="--log=guest' in check.advice
+    xenconsoled(probe.root, ("xenconsoled", "-l", "all", "--log-dir", "/srv/consoles"))
+    check = doctor.check_console_log(probe)
+    assert check.status is Status.WARN and "into /srv/consoles" in check.detail
+    xenconsoled(probe.root, ("xenconsoled", "-l", "all"))
+    assert doctor.check_console_log(probe).status is Status.OK
+    # Another process's name with the same arguments is not xenconsoled.
+    write(probe.root, "/proc/412/comm", "xenstored\n")
+    check = doctor.check_console_log(probe)
+    assert check.status is Status.WARN and "not running" in check.detail
 
 
 def test_clocksource(lab):

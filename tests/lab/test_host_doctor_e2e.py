@@ -45,7 +45,7 @@ def test_the_lab_passes_the_doctor_and_a_stock_hypervisor_is_refused_cleanly(lab
     assert "doctor-rc=0" in out and "json-rc=0" in out and "json-ok True" in out, out
     status = dict(re.findall(r"^check (\S+) (\S+)$", out, re.M))
     for must in ("dom0", "tdf-domctl", "xen-version", "xenstored", "openvswitch",
-                 "shaping-modules", "templates"):
+                 "shaping-modules", "templates", "console-log"):
         assert status.get(must) == "ok", (must, status)
     assert "stock-doctor-rc=1" in out and "FAIL tdf-domctl: stock hypervisor" in out, out
     assert "stock-run-rc=1" in out, out
