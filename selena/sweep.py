@@ -147,7 +147,8 @@ def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
     started = clock()
     for k, run in enumerate(runs, start=1):
         if progress:
-            progress(_progress_line(k, len(runs), run, clock() - started, outcomes))
+            progress(_progress_line(k, len(runs), run, clock() - started, outcomes,
+                                    runs[k - 1:]))
         t0 = clock()
         outcome = run_sweep_one(run, out, run_one)
         outcome.real_s = clock() - t0
@@ -158,25 +159,46 @@ def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
 
 
 def _progress_line(k: int, n: int, run: SweepRun, elapsed: float,
-                   done: Sequence[RunOutcome]) -> str:
+                   done: Sequence[RunOutcome], upcoming: Sequence[SweepRun] = ()) -> str:
     what = f"{run.baseline} baseline" if run.baseline else f"TDF {units.tdf_text(run.tdf)}"
     line = (f"run {k} of {n}: {what}, repeat {run.repeat}; "
             f"elapsed {elapsed:.0f} s")
     if done:
-        remaining = _estimate_remaining(done, run, n - k + 1)
+        remaining = _estimate_remaining(done, upcoming or (run,))
         line += f", about {remaining:.0f} s to go"
     return line
 
 
-def _estimate_remaining(done: Sequence[RunOutcome], current: SweepRun, left: int) -> float:
-    """Real time grows with the TDF: a run costs about what the last run at
-    its TDF cost, else the mean real seconds per unit of TDF times its TDF.
-    Repeats cycle through the TDFs, so `left` runs average like the ones done."""
-    per_unit_tdf = sum(o.real_s / o.run.tdf for o in done) / len(done)
+def _estimate_remaining(done: Sequence[RunOutcome], upcoming: Sequence[SweepRun]) -> float:
+    """The real seconds the runs still to come will take: a run costs what
+    the last run at its TDF cost; at a TDF not run yet, a fixed part (deploy,
+    teardown) plus a part proportional to the TDF (the scenario's virtual
+    time), both fitted to the runs done. One TDF done cannot tell the two
+    apart: then proportional, as a scenario-bound run is."""
     last_at = {o.run.tdf: o.real_s for o in done}
-    guess = last_at.get(current.tdf, per_unit_tdf * current.tdf)
-    mean_done = sum(o.real_s for o in done) / len(done)
-    return guess + mean_done * (left - 1)
+    fixed, per_tdf = _fit_real_time(done)
+    return sum(last_at.get(run.tdf, fixed + per_tdf * run.tdf) for run in upcoming)
+
+
+def _fit_real_time(done: Sequence[RunOutcome]) -> tuple[float, float]:
+    """Least squares of real_s = fixed + per_tdf x TDF over the runs done,
+    neither part negative (a spacing sweep took about as long at TDF 10 as
+    at 1: all fixed; the proportional guess was 10 times too long)."""
+    tdfs = [o.run.tdf for o in done]
+    reals = [o.real_s for o in done]
+    mean_tdf, mean_real = sum(tdfs) / len(tdfs), sum(reals) / len(reals)
+    spread = sum((t - mean_tdf) ** 2 for t in tdfs)
+    if spread == 0:
+        return 0.0, mean_real / mean_tdf
+    slope = sum((t - mean_tdf) * (r - mean_real) for t, r in zip(tdfs, reals, strict=True)) \
+        / spread
+    if slope <= 0:
+        return mean_real, 0.0
+    fixed = mean_real - slope * mean_tdf
+    if fixed < 0:
+        return 0.0, sum(t * r for t, r in zip(tdfs, reals, strict=True)) / \
+            sum(t * t for t in tdfs)
+    return fixed, slope
 
 
 def _bundle_status(bundle: Path, sweep_id: str | None) -> str | None:

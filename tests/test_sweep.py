@@ -85,6 +85,24 @@ def test_plan_orders_tdfs_interleaves_repeats_and_refuses_bad_input():
         SweepPlan("s.py", [], 1)
 
 
+def test_the_time_to_go_fits_a_fixed_and_a_per_tdf_part_to_the_runs_done():
+    from selena.sweep import RunOutcome, SweepRun, _estimate_remaining
+
+    def outcome(tdf: float, real_s: float) -> RunOutcome:
+        return RunOutcome(SweepRun(tdf=tdf, repeat=1), Path("x"), "ok", real_s)
+    grid = [SweepRun(tdf=t, repeat=1) for t in (4, 8, 16)]
+    # Scenario-bound: 60 s of deploy and 60 virtual s at each TDF.
+    done = [outcome(1, 120), outcome(2, 180)]
+    assert _estimate_remaining(done, grid) == pytest.approx(300 + 540 + 1020)
+    # A TDF done before costs what it cost then.
+    assert _estimate_remaining([*done, outcome(8, 500)], grid[1:2]) == pytest.approx(500)
+    # All fixed (the spacing sweep: as long at TDF 10 as at 1): not 10 times.
+    flat = [outcome(1, 100), outcome(2, 98)]
+    assert _estimate_remaining(flat, [SweepRun(tdf=10, repeat=1)]) == pytest.approx(99)
+    # One TDF done: proportional, the only guess it allows.
+    assert _estimate_remaining([outcome(1, 100)], grid) == pytest.approx(2800)
+
+
 def test_sweep_runs_every_point_with_progress_and_survives_a_failed_run(tmp_path):
     plan = SweepPlan("s.py", [1, 4], 1)
     seen = []
