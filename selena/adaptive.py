@@ -404,6 +404,7 @@ class Controller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._segment = -1
+        self._raised_segment = -1   # the segment our last raise began, if still current
         self._base: dict[str, tuple[str, int, int]] = {}
 
     def start(self) -> Controller:
@@ -449,7 +450,9 @@ class Controller:
             signals = dataclasses.replace(signals, latency_pending=True)
         if latency is not None and latency > self.policy.latency_target:
             self._too_slow_at = max(self._too_slow_at, self.clock.tdf)
-        after_raise = str(timeline[-1].get("reason", "")).startswith("raise")
+        # Our own raise began this segment (a change by the scenario since
+        # began another one).
+        after_raise = self._raised_segment == len(timeline)
         decision = decide(self.policy, self.clock.tdf, signals, since_change, self._too_slow_at,
                           after_raise)
         if decision is None:
@@ -462,6 +465,7 @@ class Controller:
             if self.clock.frozen:
                 return None     # paused meanwhile: decided again after the resume
             raise
+        self._raised_segment = len(self.clock.timeline()) if decision.kind == "raise" else -1
         self._say(decision.text())
         self.decisions.append({"real_s": round(self._now() - started, 3),
                                "virtual_s": round(self.clock.now(), 3),

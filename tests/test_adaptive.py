@@ -280,6 +280,35 @@ def test_no_lowering_within_the_hold_after_a_raise():
     assert "not within 30 real s of a raise" in policy.describe()
 
 
+def test_the_controller_holds_after_its_own_raise_not_after_the_scenarios_change():
+    busy_then_quiet = [0.95] * 6 + [0.1] * 40
+    changes, _ = replay(Policy(1, 16), busy_then_quiet, {}, start_tdf=1)
+    (raised_at, _, _, kind), (lowered_at, _, _, kind2), *_ = changes
+    assert (kind, kind2) == ("raise", "lower")
+    assert lowered_at - raised_at >= Policy().lower_hold_s
+    # A change by the scenario after the raise starts a segment of its own:
+    # no hold, only the dwell.
+    now = [0.0]
+    clock = VirtualClock(1, clock=lambda: now[0])
+    monitor = FakeMonitor()
+    made: list[tuple[float, str]] = []
+    ctl = Controller(Policy(1, 16), monitor, clock,
+                     lambda new, reason: (made.append((now[0], reason.split(":")[0])),
+                                          clock.set_tdf(new, reason=reason)),
+                     now=lambda: now[0], say=lambda msg: None)
+    used = 0.0
+    for i, share in enumerate([0.95] * 6 + [0.1] * 12):
+        used += share * STEP if i else 0.0
+        monitor.samples.append(LoadSample(real=now[0], dom0_vcpu_s=[used]))
+        ctl.step()
+        if len(made) == 1 and len(clock.timeline()) == 2:
+            # Its reason happens to begin as a raise's does: not ours all the same.
+            clock.set_tdf(clock.tdf, reason="raise for the scenario's bulk phase")
+        now[0] += STEP
+    assert [kind for _, kind in made] == ["raise", "lower"]
+    assert made[1][0] - made[0][0] < Policy().lower_hold_s
+
+
 def sample_run(shares: list[float]) -> list[LoadSample]:
     used, out = 0.0, []
     for i in range(len(shares) + 1):
