@@ -498,7 +498,8 @@ def deploy(root: Path, out: Path) -> Drawn:
     plot.ax.plot([], [], "s-", color="0.4", markersize=4, linewidth=1,
                  label="Dom0 memory in use, MB (right axis)")
     memory.set_ylabel("Dom0 memory in use (MB)")
-    memory.set_ylim(bottom=0)
+    # Twice the largest: the line in the lower half, clear of the legend.
+    memory.set_ylim(0, 2 * max((m for *_, m, _ in runs if m is not None), default=1.0))
     plot.ax.set_xticks(xs)
     plot.note("TDF 1; tiny guests of 32 MB on one hub, booted from a shared initrd")
     drawn.figures.append(plot.save(out / "deploy_cold_boot.png"))
