@@ -107,6 +107,10 @@ class Policy:
     # the whole segment, a quiet phase's echoes kept the low echo down
     # through a busy phase that doubled the round trip (lab, TDF 1).
     latency_echoes: int = 15
+    # Lateness counts the departures of the segment's last this many real
+    # seconds: counted over the whole segment, a busy phase's late
+    # departures kept the quiet phase after it from lowering (lab, TDF 8).
+    late_window_s: float = 20.0
     window: int = 3                 # monitor intervals a decision looks back on
     interval_s: float = 2.0         # real seconds between decisions
 
@@ -129,7 +133,8 @@ class Policy:
                 f"last {self.window} monitor intervals, raise x{self.step:g} when a guest's "
                 f"or Dom0's vCPUs are busy >= {self.raise_busy:.0%} on average, >= "
                 f"{self.raise_late:.0%} of a link's departures (of >= {self.min_spaced}) are "
-                f"late, a link with a standing queue carries < {self.raise_throughput:.0%} of its "
+                f"late (in the last {self.late_window_s:g} real s), a link with a standing "
+                f"queue carries < {self.raise_throughput:.0%} of its "
                 f"rate, or the RTT excess over the smallest configured RTT (of the last "
                 f"{self.latency_echoes} echoes) is > "
                 f"{self.latency_target:.0%}; lower /{self.step:g} when every busy peak is <= "
@@ -224,7 +229,7 @@ def signals_from_samples(samples: Sequence[LoadSample],
                          min_spaced: int = MIN_SPACED,
                          latency_excess: float | None = None) -> Signals:
     """Signals from the monitor's load samples of one window and the
-    spacing counts since the segment began (vif -> (label, checked, late))."""
+    spacing counts since `spacing_base`'s (vif -> (label, checked, late))."""
     dom0, guests = busy_series(list(samples))
     backlog = max((q.backlog_bytes for s in samples for q in s.qdiscs.values()), default=0)
     drops = 0
@@ -404,6 +409,8 @@ class Controller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._segment = -1
+        # (real time, the monitor's spacing counts) at each step of this segment
+        self._spacing_seen: list[tuple[float, dict[str, tuple[str, int, int]]]] = []
         self._raised_segment = -1   # the segment our last raise began, if still current
         self._base: dict[str, tuple[str, int, int]] = {}
 
@@ -434,12 +441,16 @@ class Controller:
             return None
         timeline = self.clock.timeline()
         started = self.clock.started
+        now = self._now()
+        counts = spacing_counts(self.monitor.spacing)
         if len(timeline) != self._segment:
             # A new segment (ours or the scenario's): lateness counts from here.
             self._segment = len(timeline)
-            self._base = spacing_counts(self.monitor.spacing)
+            self._spacing_seen = [(now, counts)]
         segment_start = started + float(timeline[-1]["real_s"])
-        since_change = self._now() - segment_start
+        since_change = now - segment_start
+        self._base = self._late_window_base(now)
+        self._spacing_seen.append((now, counts))
         # The latency signal over this segment's recent echoes only: echoes
         # taken at the previous TDF say nothing about this one.
         latency = (self._latency(segment_start, self.policy.latency_echoes)
@@ -473,6 +484,14 @@ class Controller:
                                "kind": decision.kind, "reason": decision.reason,
                                "signals": _signals_json(decision.signals)})
         return decision
+
+    def _late_window_base(self, now: float) -> dict[str, tuple[str, int, int]]:
+        """The spacing counts `late_window_s` ago, or at the segment's start
+        if that is later; older ones are dropped."""
+        since = now - self.policy.late_window_s
+        while len(self._spacing_seen) > 1 and self._spacing_seen[1][0] <= since:
+            self._spacing_seen.pop(0)
+        return self._spacing_seen[0][1]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"policy": self.policy.to_json(), "decisions": self.decisions}

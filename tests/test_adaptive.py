@@ -226,6 +226,24 @@ def test_never_lowered_to_a_tdf_whose_round_trip_was_measured_too_slow():
     assert lowered is not None and lowered.new == 8
 
 
+def test_lateness_is_counted_over_the_recent_window_of_the_segment():
+    """In the lab a busy phase's late departures, counted over the whole
+    segment, kept the quiet phase after it at TDF 8 (5% late of all the
+    segment's against lower_late's 2%). Counted over the last late_window_s,
+    the quiet phase lowers once the busy one has left the window."""
+    quiet = [0.1] * 60
+    late = [(100, 30)] * 13 + [(100, 0)] * 47      # late first, then none
+    changes = replay(Policy(1, 8), quiet, {}, start_tdf=4, late=late)[0]
+    kinds = [(old, new, kind) for _, old, new, kind in changes]
+    assert kinds[0] == (4, 8, "raise")
+    assert (8, 4, "lower") in kinds
+    lowered_at = next(t for t, old, new, kind in changes if kind == "lower")
+    # Not before the late departures (until 26 real s) left the 20 s window.
+    assert lowered_at >= 26 + Policy().late_window_s
+    whole = replay(Policy(1, 8, late_window_s=1e9), quiet, {}, start_tdf=4, late=late)[0]
+    assert [kind for *_, kind in whole] == ["raise"]
+
+
 def test_late_departures_raise_and_backlog_alone_does_not():
     quiet = [0.1] * 30
     changes = replay(Policy(1, 8), quiet, {}, start_tdf=1, late=[(100, 20)] * 30)[0]
