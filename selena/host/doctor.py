@@ -634,13 +634,14 @@ def _xenconsoled_args(probe: HostProbe) -> list[list[str]]:
     return found
 
 
-def _option(args: list[str], long: str, short: str) -> str | None:
-    """The value of xenconsoled's `--long=V`, `--long V` or `-s V`; the last wins."""
+def _option(args: list[str], name: str) -> str | None:
+    """The value of xenconsoled's `--name=V` or `--name V` (it has no short
+    form of --log or --log-dir); the last wins."""
     value = None
     for i, arg in enumerate(args):
-        if arg.startswith(f"--{long}="):
+        if arg.startswith(f"--{name}="):
             value = arg.partition("=")[2]
-        elif arg in (f"--{long}", f"-{short}") and i + 1 < len(args):
+        elif arg == f"--{name}" and i + 1 < len(args):
             value = args[i + 1]
     return value
 
@@ -655,11 +656,11 @@ def check_console_log(probe: HostProbe) -> Check:
         return warn(name, "xenconsoled is not running: no guest console, no console log",
                     "start Xen's daemons: systemctl start xen")
     args = running[0]
-    logged = _option(args, "log", "l")
+    logged = _option(args, "log")
     if logged not in ("guest", "all"):
         return warn(name, "xenconsoled keeps no guest console logs: a guest lost mid-run is "
                           "reported without what its console showed", CONSOLE_LOG_FIX)
-    where = _option(args, "log-dir", "r") or CONSOLE_LOG_DIR
+    where = _option(args, "log-dir") or CONSOLE_LOG_DIR
     if where.rstrip("/") != CONSOLE_LOG_DIR:
         return warn(name, f"xenconsoled logs guests' consoles into {where}, selena reads "
                           f"{CONSOLE_LOG_DIR}",

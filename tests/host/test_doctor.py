@@ -622,10 +622,12 @@ def test_console_log_is_checked_on_the_running_xenconsoled(lab):
     check = doctor.check_console_log(probe)
     assert check.status is Status.WARN and "keeps no guest console logs" in check.detail
     assert check.advice is not None and 'XENCONSOLED_ARGS="--log=guest' in check.advice
-    xenconsoled(probe.root, ("xenconsoled", "-l", "all", "--log-dir", "/srv/consoles"))
+    xenconsoled(probe.root, ("xenconsoled", "--log", "all", "--log-dir", "/srv/consoles"))
     check = doctor.check_console_log(probe)
     assert check.status is Status.WARN and "into /srv/consoles" in check.detail
-    xenconsoled(probe.root, ("xenconsoled", "-l", "all"))
+    xenconsoled(probe.root, ("xenconsoled", "--log=all", "--log=none"))
+    assert doctor.check_console_log(probe).status is Status.WARN        # the last wins
+    xenconsoled(probe.root, ("xenconsoled", "--log", "all"))
     assert doctor.check_console_log(probe).status is Status.OK
     # Another process's name with the same arguments is not xenconsoled.
     write(probe.root, "/proc/412/comm", "xenstored\n")
