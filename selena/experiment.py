@@ -109,7 +109,12 @@ from selena.schedule import (
 )
 from selena.shaping import Placement
 from selena.shaping.guest import apply_guest_shaping
-from selena.signals import restore_handlers
+from selena.signals import (
+    TERMINATING,
+    SignalInterrupt,
+    TerminateAsInterrupt,
+    restore_handlers,
+)
 from selena.validate import validate
 
 log = logging.getLogger(__name__)
@@ -316,7 +321,7 @@ class Experiment:
         self.finish_limit = float(finish_limit)
         self.meta = dict(meta or {})       # extra meta.json keys (a sweep's id)
         self._writer: BundleWriter | None = None
-        self._signals = _TerminateAsInterrupt()
+        self._signals = TerminateAsInterrupt()
         # Links to capture (exp.capture, --capture), checked now: (a, b) in
         # the order named; their recorders once running, and what they wrote.
         self.captures: list[tuple[str, str]] = []
@@ -1144,44 +1149,6 @@ def error_info(error: BaseException) -> dict[str, Any]:
     elif isinstance(error, KeyboardInterrupt):
         info["signal"] = "SIGINT"
     return info
-
-
-class SignalInterrupt(KeyboardInterrupt):
-    """SIGTERM or SIGHUP while an experiment is deployed: handled as Ctrl-C
-    (the same rollback and teardown paths), with the signal's name."""
-
-    def __init__(self, signum: int):
-        self.signum = int(signum)
-        self.name = signal.Signals(signum).name
-        super().__init__(f"{self.name} received")
-
-
-# Signals that end a run as Ctrl-C does (a `kill`, a closed terminal or SSH session).
-TERMINATING = (signal.SIGTERM, signal.SIGHUP)
-
-
-def _raise_interrupt(signum: int, _frame: object) -> None:
-    raise SignalInterrupt(signum)
-
-
-class _TerminateAsInterrupt:
-    """SIGTERM and SIGHUP raise SignalInterrupt from deploy to close, so the
-    paths Ctrl-C takes tear down; their handlers before are restored after.
-    Signals are handled in the main thread only: elsewhere nothing changes."""
-
-    def __init__(self) -> None:
-        self.previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread() or self.previous:
-            return
-        for sig in TERMINATING:
-            self.previous[sig] = signal.signal(sig, _raise_interrupt)
-
-    def restore(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        restore_handlers(self.previous)
 
 
 class _EndOfRun:

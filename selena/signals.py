@@ -1,4 +1,6 @@
-"""Deferring Ctrl-C while selena undoes something that must not stop halfway."""
+"""Signals: SIGTERM and SIGHUP taken as Ctrl-C where selena holds something
+to tear down, and Ctrl-C deferred while it undoes something that must not
+stop halfway."""
 
 from __future__ import annotations
 
@@ -54,3 +56,50 @@ def restore_handlers(previous: dict[int, Any]) -> None:
             signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
         signal.signal(signum, restore)
     previous.clear()
+
+
+class SignalInterrupt(KeyboardInterrupt):
+    """SIGTERM or SIGHUP where selena holds something to tear down (a
+    deployed experiment, a running lab): handled as Ctrl-C (the same
+    rollback and teardown paths), with the signal's name."""
+
+    def __init__(self, signum: int):
+        self.signum = int(signum)
+        self.name = signal.Signals(signum).name
+        super().__init__(f"{self.name} received")
+
+
+# Signals that end a run as Ctrl-C does (a `kill`, a closed terminal or SSH session).
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    raise SignalInterrupt(signum)
+
+
+class TerminateAsInterrupt:
+    """SIGTERM and SIGHUP raise SignalInterrupt while installed, so the paths
+    Ctrl-C takes tear down; their handlers before are restored after.
+    Signals are handled in the main thread only: elsewhere nothing changes.
+    Also a context manager."""
+
+    def __init__(self) -> None:
+        self.previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread() or self.previous:
+            return
+        for sig in TERMINATING:
+            self.previous[sig] = signal.signal(sig, _raise_interrupt)
+
+    def restore(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        restore_handlers(self.previous)
+
+    def __enter__(self) -> TerminateAsInterrupt:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()

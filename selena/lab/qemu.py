@@ -28,6 +28,7 @@ from selena.errors import LabError
 from selena.lab.build import LabArtefacts, LabBuilder
 from selena.paths import cache_dir, project_root
 from selena.runner import Process, Runner
+from selena.signals import TerminateAsInterrupt
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +239,9 @@ class LabSession:
         (self.run_dir / "jobs").mkdir(parents=True)
         accel = "kvm" if kvm_usable() else "tcg"
         self._stack.enter_context(one_lab_at_a_time(self.lab.progress))
+        # A `kill` or a closed terminal powers the lab off as Ctrl-C does:
+        # killed by SIGTERM, selena left QEMU running without it.
+        self._stack.enter_context(TerminateAsInterrupt())
         self._stack.callback(shutil.rmtree, self.run_dir, True)
         self.lab.progress(f"booting the lab ({accel})")
         start = time.monotonic()

@@ -1,5 +1,9 @@
 """Unit tests of the lab's QEMU command line and console protocol (no QEMU run)."""
 
+import signal
+import subprocess
+import sys
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,6 +13,7 @@ from fake_runner import FakeRunner
 from selena.errors import LabError
 from selena.lab.build import LabArtefacts
 from selena.lab.qemu import Lab, command_script, qemu_argv
+from selena.signals import SignalInterrupt
 
 ART = LabArtefacts(Path("/c/xen"), Path("/c/vmlinuz"), Path("/c/dom0.cpio.gz"),
                    Path("/c/tiny.cpio.gz"), {})
@@ -174,3 +179,47 @@ def test_lab_memory_outside_the_range_is_refused_by_name(text):
     from selena.lab.cli import lab_memory_arg
     with pytest.raises(argparse.ArgumentTypeError, match="--memory"):
         lab_memory_arg(text)
+
+
+def test_sigterm_while_the_lab_runs_powers_it_off_as_ctrl_c_does(tmp_path):
+    """`kill` of `selena reproduce` left QEMU running: Python died of the
+    signal before the session's teardown. While a session is open SIGTERM
+    (and SIGHUP) raise SignalInterrupt, so the teardown runs; after it the
+    handlers are what they were."""
+    before = signal.getsignal(signal.SIGTERM)
+    lab = _lab_with_console("SELENA-LAB-READY\n", tmp_path)
+    with lab.session():
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler) and handler is not before
+        with pytest.raises(SignalInterrupt, match="SIGTERM"):
+            handler(signal.SIGTERM, None)
+    assert signal.getsignal(signal.SIGTERM) == before
+    # The whole path, in a process of its own: a session around a job that
+    # never ends, a SIGTERM, and the teardown's QEMU kill.
+    script = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        sys.path[:0] = {[str(Path(__file__).parents[1] / "support")]!r}
+        from fake_runner import FakeRunner
+        from selena.lab.qemu import Lab
+        from selena.lab.build import LabArtefacts
+        fake = FakeRunner()
+        fake.respond(["qemu-system-x86_64"], stdout="SELENA-LAB-READY\\n")
+        art = LabArtefacts(Path("/c/xen"), Path("/c/vmlinuz"), Path("/c/dom0.cpio.gz"),
+                           Path("/c/tiny.cpio.gz"), {{}})
+        lab = Lab(runner=fake, artefacts=art)
+        lab.share = Path({str(tmp_path)!r})
+        try:
+            with lab.session() as session:
+                print("up", flush=True)
+                session.run("sleep 600", timeout=60)
+        except KeyboardInterrupt as exc:
+            print("interrupted", type(exc).__name__, flush=True)
+        print("torn down", not any((lab.share / "build" / "lab-run").iterdir()), flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert out == "interrupted SignalInterrupt\ntorn down True\n", out
+    assert proc.returncode == 0
