@@ -34,6 +34,11 @@ from selena.runner import Runner
 
 log = logging.getLogger(__name__)
 
+# An interrupted reproduction gives its `selena lab run` this long to power
+# the lab off before it is killed: the lab session waits up to 60 s for Dom0
+# to stop before it kills QEMU.
+LAB_STOP_GRACE_S = 90.0
+
 OUT = "{out}"               # replaced by the step's directory inside the run's
 MARK = "@@selena-reproduce"  # the lab script's progress marks (parsed, not shown)
 MAX_SAMPLES = 20_000        # a metric with more samples keeps only its summary
@@ -293,7 +298,8 @@ def run(reproduction: Reproduction, *, root: Path, runner: Runner,
         f"{relative} (about {reproduction.minutes} min)")
     commit = _git(runner, root, "rev-parse", "HEAD")
     dirty = bool(_git(runner, root, "status", "--porcelain", "--untracked-files=no"))
-    result = runner.stream(argv, progress.line, timeout=None, cwd=root, check=False)
+    result = runner.stream(argv, progress.line, timeout=None, cwd=root, check=False,
+                           stop_grace_s=LAB_STOP_GRACE_S)
     if result.returncode != 0:
         # The whole script (a sweep, a QJump run) printed its own error above.
         raise ResultsError(f"reproduce {reproduction.name}: the lab run exited with status "

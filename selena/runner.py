@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import selectors
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -131,6 +132,7 @@ class Runner:
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         stdin: int | None = subprocess.DEVNULL,
+        stop_grace_s: float = 0.0,
     ) -> CommandResult:
         """Run argv, handing each output line (stdout and stderr merged) to on_line.
 
@@ -182,8 +184,11 @@ class Runner:
                 on_line(line)
             proc.wait()
         except BaseException:
-            # Ctrl-C or a failing callback must not leave the child running.
-            _kill_group(proc)
+            # Ctrl-C or a failing callback must not leave the child running;
+            # it gets a SIGTERM and `stop_grace_s` to tear down what it holds
+            # (`selena lab run`'s QEMU runs in a session of its own, which a
+            # SIGKILL of the child's group would leave behind).
+            _stop_group(proc, stop_grace_s)
             raise
         finally:
             sel.close()
@@ -309,3 +314,15 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+
+
+def _stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM to the child's process group, then SIGKILL after `grace_s`
+    (at once when 0)."""
+    if grace_s > 0:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=grace_s)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+    _kill_group(proc)

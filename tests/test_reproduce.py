@@ -15,6 +15,7 @@ from fake_runner import FakeRunner
 
 from selena.cli import main
 from selena.errors import ResultsError
+from selena.lab.qemu import POWER_OFF_S
 from selena.reproduce import (
     MARK,
     OUT,
@@ -103,6 +104,7 @@ class LabRunner(FakeRunner):
 
     def stream(self, argv, on_line, **kwargs):
         self.calls.append(tuple(argv))
+        self.stop_grace_s = kwargs.get("stop_grace_s", 0.0)
         script = argv[-1]
         fresh = Path(kwargs["cwd"]) / re.search(r"--out (\S+)/[^/\s]+\n", script + "\n")[1]
         name = fresh.parent.name
@@ -130,6 +132,9 @@ def test_a_run_writes_fresh_results_and_refreshes_docs_results(tmp_path):
     (lab,) = [c for c in runner.calls if c[:3] == ("selena", "lab", "run")]
     # The lab's default hour would stop QJump midway: each gets twice its estimate.
     assert lab[3:8] == ("--timeout", "3600", "--", "sh", "-c")
+    # Interrupted, the lab run gets the time to power its lab off (the
+    # session waits up to POWER_OFF_S for Dom0 before killing QEMU).
+    assert runner.stop_grace_s > POWER_OFF_S
     assert reproductions()["qjump"].lab_timeout_s == 15000
     # One progress line per run, the output in between, the total at the end.
     assert said[0].startswith("[fct] SELENA Figure 11")

@@ -1,4 +1,5 @@
 import sys
+import textwrap
 
 import pytest
 from fake_runner import FakeRunner
@@ -37,6 +38,33 @@ def test_stream_delivers_lines_and_times_out():
     with pytest.raises(CommandTimeout):
         Runner().stream([sys.executable, "-c", "import time; time.sleep(30)"], seen.append,
                         timeout=0.5)
+
+
+def test_an_interrupted_stream_gives_its_child_a_sigterm_and_grace(tmp_path):
+    """`selena reproduce` interrupted: its child `selena lab run` must get
+    the chance to power its lab off (a SIGKILL left QEMU and the lab lock)."""
+    marker = tmp_path / "tore-down"
+    child = textwrap.dedent(f"""
+        import signal, sys, time
+        def down(*_):
+            open({str(marker)!r}, "w").write("yes")
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, down)
+        print("up", flush=True)
+        time.sleep(60)
+    """)
+
+    def interrupt(line: str) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Runner().stream([sys.executable, "-c", child], interrupt, stop_grace_s=20)
+    assert marker.read_text() == "yes"
+    # Without grace, the old way: SIGKILL at once, no teardown.
+    marker.unlink()
+    with pytest.raises(KeyboardInterrupt):
+        Runner().stream([sys.executable, "-c", child], interrupt)
+    assert not marker.exists()
 
 
 def test_fake_runner_answers_by_longest_prefix():

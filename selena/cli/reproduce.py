@@ -12,6 +12,7 @@ from selena.cli.args import say
 from selena.errors import ScenarioError
 from selena.reproduce import lab_script, reproductions, run_all
 from selena.runner import Runner
+from selena.signals import TerminateAsInterrupt
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -91,6 +92,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if not (root / "scenarios").is_dir() or not (root / "docs").is_dir():
         raise ScenarioError(f"reproduce: {root} is not selena's source tree (no scenarios/ "
                             "and docs/); run it from the checkout")
-    run_all(names, catalogue, root=root, runner=Runner(), say=say,
-            selena=(sys.executable, "-m", "selena"))
+    # A `kill` of this process stops the lab run as Ctrl-C does: the child
+    # `selena lab run` gets a SIGTERM and time to power its lab off (it
+    # holds the machine-wide lab lock), then a SIGKILL.
+    with TerminateAsInterrupt():
+        run_all(names, catalogue, root=root, runner=Runner(), say=say,
+                selena=(sys.executable, "-m", "selena"))
     return 0

@@ -73,7 +73,8 @@ class FakeRunner(Runner):
     def stream(self, argv: Sequence[str], on_line: Callable[[str], None], *,
                check: bool = True, timeout: float | None = DEFAULT_STREAM_TIMEOUT_S,
                env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-               stdin: int | None = subprocess.DEVNULL) -> CommandResult:
+               stdin: int | None = subprocess.DEVNULL,
+               stop_grace_s: float = 0.0) -> CommandResult:
         result = self.run(argv, check=check)
         for line in result.stdout.splitlines(keepends=True):
             on_line(line)
