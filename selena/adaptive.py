@@ -412,7 +412,6 @@ class Controller:
         # (real time, the monitor's spacing counts) at each step of this segment
         self._spacing_seen: list[tuple[float, dict[str, tuple[str, int, int]]]] = []
         self._raised_segment = -1   # the segment our last raise began, if still current
-        self._base: dict[str, tuple[str, int, int]] = {}
 
     def start(self) -> Controller:
         self._thread = threading.Thread(target=self._loop, name="selena-adaptive", daemon=True)
@@ -449,14 +448,14 @@ class Controller:
             self._spacing_seen = [(now, counts)]
         segment_start = started + float(timeline[-1]["real_s"])
         since_change = now - segment_start
-        self._base = self._late_window_base(now)
+        late_base = self._late_window_base(now)
         self._spacing_seen.append((now, counts))
         # The latency signal over this segment's recent echoes only: echoes
         # taken at the previous TDF say nothing about this one.
         latency = (self._latency(segment_start, self.policy.latency_echoes)
                    if self._latency is not None else None)
         signals = signals_from_monitor(self.monitor, segment_start, self.policy.window,
-                                       self._base, self.policy, latency)
+                                       late_base, self.policy, latency)
         if latency is None and self._latency is not None and self._latency_measurable():
             signals = dataclasses.replace(signals, latency_pending=True)
         if latency is not None and latency > self.policy.latency_target:

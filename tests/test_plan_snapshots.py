@@ -315,7 +315,8 @@ def snapshot_path(case: Case, plans: Path = PLANS) -> Path:
     return plans / f"{case.name}.sh"
 
 
-def _shown(path: Path) -> Path:
+def shown_path(path: Path) -> Path:
+    """`path` relative to the checkout when it is inside it."""
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
@@ -328,11 +329,11 @@ def write_snapshots(plans: Path = PLANS) -> list[str]:
     for path, text in texts.items():
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
-            changed.append(f"wrote {_shown(path)}")
+            changed.append(f"wrote {shown_path(path)}")
     for path in sorted(plans.glob("*.sh")):
         if path not in texts:
             path.unlink()
-            changed.append(f"removed {_shown(path)}")
+            changed.append(f"removed {shown_path(path)}")
     return changed
 
 

@@ -257,10 +257,10 @@ def main_in_dom0(commands: int, baseline_commands: int, guests: int) -> int:
 class Dom0Cpu(NamedTuple):
     """CPU seconds used so far in Dom0: this process (the controller's threads
     and the callers') in user and in kernel mode, xenstored, and the whole
-    Dom0's interrupt and stolen time. The kernel charges an interrupt to
-    whichever task it lands on (Debian's kernel has no IRQ time accounting),
-    so the last two tell the process's own kernel time from time that only
-    passed through it."""
+    Dom0's interrupt and stolen time. Stolen time is what Xen ran elsewhere
+    while a Dom0 vCPU wanted to run. The interrupt time stays 0 on Debian's
+    kernel (no IRQ time accounting: an interrupt is charged to whichever
+    task it lands on); a kernel with it would show it here."""
     selena_user: float
     selena_system: float
     xenstored: float
