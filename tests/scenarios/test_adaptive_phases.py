@@ -91,23 +91,36 @@ def test_flows_run_through_contiguous_phases():
     assert phases.flow_spans([2, 1, 2]) == [(1, 0, 2), (2, 0, 0), (2, 2, 2)]
 
 
-def test_each_phase_is_measured_against_its_configured_values():
-    exp = FakeExperiment(rate=9.5, rtt=203.0)
+@pytest.mark.parametrize("transport, per_flow", [("udp", 9.0), ("tcp", 10 * 1448 / 1514)])
+def test_each_phase_is_measured_against_its_configured_values(transport, per_flow):
+    exp = FakeExperiment(rate=8.5, rtt=203.0, params={"transport": transport})
     phases.run(exp)
     clients = [(t, h) for t, h in exp.started if "-c" in h.argv]
     starts = [(t, h.node, float(h.argv[h.argv.index("-t") + 1])) for t, h in clients]
     assert starts == [(3.0, "h1", 60.0), (23.0, "h2", 20.0), (23.0, "h3", 20.0),
                       (23.0, "h4", 20.0)]
+    # Constant-rate UDP: 9 Mbit/s of 1400-byte payloads, 9.27 Mbit/s of
+    # frames on a 10 Mbit/s link; TCP as VT-Mininet's.
+    udp = [h.argv[h.argv.index("-u"):] for _, h in clients if "-u" in h.argv]
+    assert udp == ([["-u", "-b", "9M", "-l", "1400"]] * 4 if transport == "udp" else [])
+    assert phases.UDP_MBIT * (phases.UDP_BYTES + 42) / phases.UDP_BYTES < 10
     assert [t for t, _ in exp.pings] == [5.0, 25.0, 45.0]      # past SETTLE_S
     assert exp.metrics["phase_bounds_s"][0] == [3.0, 23.0, 43.0, 63.0]
     assert exp.metrics["phase_flows"][0] == [1, 4, 1]
     for i, k in ((1, 1), (2, 4), (3, 1)):
         samples, expected = exp.metrics[f"phase{i}_mbit"]
-        assert expected == pytest.approx(k * 10 * 1448 / 1514)
+        assert expected == pytest.approx(k * per_flow)
         # 1 s windows past the first 2 s and before the last 1 s of the phase.
-        assert samples == [pytest.approx(k * 9.5)] * 17, (i, samples)
+        assert samples == [pytest.approx(k * 8.5)] * 17, (i, samples)
         rtts, expected = exp.metrics[f"phase{i}_rtt_ms"]
         assert expected == 200 and rtts and set(rtts) == {203.0}
+
+
+def test_udp_is_the_default_transport():
+    exp = FakeExperiment(rate=9.0, rtt=200.0)
+    phases.run(exp)
+    assert all("-u" in h.argv for _, h in exp.started if "-c" in h.argv)
+    assert exp.metrics["phase2_mbit"][1] == pytest.approx(36.0)
 
 
 def test_bad_parameters_are_refused_naming_them():
@@ -115,3 +128,7 @@ def test_bad_parameters_are_refused_naming_them():
         phases.build(flows="1,x")
     with pytest.raises(ValueError, match="phase_s=2"):
         phases.build(phase_s=2)
+    with pytest.raises(ValueError, match="transport='sctp'"):
+        phases.build(transport="sctp")
+    with pytest.raises(ValueError, match="transport='quic'"):
+        phases.run(FakeExperiment(rate=1, rtt=1, params={"transport": "quic"}))
