@@ -1636,7 +1636,7 @@ class _Exec:
     def write_keys(self, keys: list[Key]) -> None:
         xs = self.backend.xenstore()
         for key in keys:
-            xs.write(key.path, key.value)
+            xs.write(key.path, key.fresh_value())
             xs.set_perms(key.path, list(key.perms))
 
     def domid(self, guest: GuestPlan, known: int | None = None) -> str:
@@ -1688,7 +1688,13 @@ class _Script:
 
     def write_keys(self, keys: list[Key]) -> None:
         for key in keys:
-            self.run(["xenstore-write", key.path, key.value])
+            if key.random_bytes:
+                # Drawn by the shell that runs the plan, as selena draws it.
+                self.lines.append(
+                    f'xenstore-write {self._word(key.path)} '
+                    f'"$(od -An -vtx1 -N{key.random_bytes} /dev/urandom | tr -d \' \\n\')"')
+            else:
+                self.run(["xenstore-write", key.path, key.value])
             self.run(["xenstore-chmod", key.path, *key.perms])
 
     def domid(self, guest: GuestPlan, known: int | None = None) -> str:

@@ -1,7 +1,7 @@
 """Run in the lab's Dom0 by test_control_keys_e2e.py: one guest, real
 oxenstored, the real agent. Prints what the test checks: a running command's
 agent/started/<id> key and its absent out/<id>/state, the final state, the removal of its
-keys, and selena's CPU per `true` (printed, never asserted)."""
+keys, the seeded random number generator, and selena's CPU per `true` (printed, never asserted)."""
 
 import time
 
@@ -46,6 +46,12 @@ def probe(exp: Experiment) -> None:
                for path in (f"{out}/{handle.id}", f"{base}/agent/started/{handle.id}"))
     print(f"removed={gone} "
           f"after {time.monotonic() - began:.2f} s")
+    # Dom0's seed, credited before the first command: the guest's random
+    # number generator is ready (entropy_avail reads 256 once it is).
+    avail = ctl.run("h1", CommandSpec(argv=("cat", "/proc/sys/kernel/random/entropy_avail")),
+                    timeout=60)
+    print(f"seed={ctl.xs.read_or_none(f'{base}/agent/seed')!r} "
+          f"entropy_avail={avail.stdout.decode().strip()}")
     true = CommandSpec(argv=("true",))
     cpu, wall = time.process_time(), time.perf_counter()
     ok = sum(ctl.run("h1", true, timeout=60).ok for _ in range(100))

@@ -28,6 +28,8 @@ xenstore-write "/local/domain/$D1/selena/net" 'name 02:73:4f:00:00:00 eth0
 addr 02:73:4f:00:00:00 10.0.0.1/24
 txqueuelen 02:73:4f:00:00:00 1000'
 xenstore-chmod "/local/domain/$D1/selena/net" n0 "r$D1"
+xenstore-write "/local/domain/$D1/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D1/selena/seed" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/cmd" ''
 xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/agent" ''
@@ -64,6 +66,8 @@ xenstore-write "/local/domain/$D2/selena/net" 'name 02:73:4f:00:01:00 eth0
 addr 02:73:4f:00:01:00 10.0.0.2/24
 txqueuelen 02:73:4f:00:01:00 1000'
 xenstore-chmod "/local/domain/$D2/selena/net" n0 "r$D2"
+xenstore-write "/local/domain/$D2/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D2/selena/seed" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/cmd" ''
 xenstore-chmod "/local/domain/$D2/selena/cmd" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/agent" ''

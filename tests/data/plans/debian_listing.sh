@@ -31,6 +31,8 @@ xenstore-write "/local/domain/$D1/selena/net" 'name fe:ff:ff:00:07:02 eth1
 addr fe:ff:ff:00:07:02 10.0.7.2/24
 txqueuelen fe:ff:ff:00:07:02 1000'
 xenstore-chmod "/local/domain/$D1/selena/net" n0 "r$D1"
+xenstore-write "/local/domain/$D1/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D1/selena/seed" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/cmd" ''
 xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/agent" ''
@@ -71,6 +73,8 @@ addr fe:ff:ff:00:07:01 10.0.7.1/24
 txqueuelen fe:ff:ff:00:07:01 1000
 arp 10.0.7.2 fe:ff:ff:00:07:02 fe:ff:ff:00:07:01'
 xenstore-chmod "/local/domain/$D2/selena/net" n0 "r$D2"
+xenstore-write "/local/domain/$D2/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D2/selena/seed" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/cmd" ''
 xenstore-chmod "/local/domain/$D2/selena/cmd" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/agent" ''

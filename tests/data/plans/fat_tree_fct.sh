@@ -56,6 +56,8 @@ txqueuelen 02:0c:75:00:00:01 1000
 txqueuelen 02:0c:75:00:00:02 1000
 txqueuelen 02:0c:75:00:00:03 1000'
 xenstore-chmod "/local/domain/$D1/selena/net" n0 "r$D1"
+xenstore-write "/local/domain/$D1/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D1/selena/seed" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/cmd" ''
 xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/agent" ''
@@ -112,6 +114,8 @@ txqueuelen 02:0c:75:00:01:01 1000
 txqueuelen 02:0c:75:00:01:02 1000
 txqueuelen 02:0c:75:00:01:03 1000'
 xenstore-chmod "/local/domain/$D2/selena/net" n0 "r$D2"
+xenstore-write "/local/domain/$D2/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D2/selena/seed" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/cmd" ''
 xenstore-chmod "/local/domain/$D2/selena/cmd" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/agent" ''
@@ -168,6 +172,8 @@ txqueuelen 02:0c:75:00:02:01 1000
 txqueuelen 02:0c:75:00:02:02 1000
 txqueuelen 02:0c:75:00:02:03 1000'
 xenstore-chmod "/local/domain/$D3/selena/net" n0 "r$D3"
+xenstore-write "/local/domain/$D3/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D3/selena/seed" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/cmd" ''
 xenstore-chmod "/local/domain/$D3/selena/cmd" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/agent" ''
@@ -224,6 +230,8 @@ txqueuelen 02:0c:75:00:03:01 1000
 txqueuelen 02:0c:75:00:03:02 1000
 txqueuelen 02:0c:75:00:03:03 1000'
 xenstore-chmod "/local/domain/$D4/selena/net" n0 "r$D4"
+xenstore-write "/local/domain/$D4/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D4/selena/seed" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/cmd" ''
 xenstore-chmod "/local/domain/$D4/selena/cmd" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/agent" ''
@@ -280,6 +288,8 @@ txqueuelen 02:0c:75:00:04:01 1000
 txqueuelen 02:0c:75:00:04:02 1000
 txqueuelen 02:0c:75:00:04:03 1000'
 xenstore-chmod "/local/domain/$D5/selena/net" n0 "r$D5"
+xenstore-write "/local/domain/$D5/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D5/selena/seed" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/cmd" ''
 xenstore-chmod "/local/domain/$D5/selena/cmd" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/agent" ''
@@ -336,6 +346,8 @@ txqueuelen 02:0c:75:00:05:01 1000
 txqueuelen 02:0c:75:00:05:02 1000
 txqueuelen 02:0c:75:00:05:03 1000'
 xenstore-chmod "/local/domain/$D6/selena/net" n0 "r$D6"
+xenstore-write "/local/domain/$D6/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D6/selena/seed" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/cmd" ''
 xenstore-chmod "/local/domain/$D6/selena/cmd" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/agent" ''
@@ -387,6 +399,8 @@ xenstore-write "/local/domain/$D7/selena/net" 'name 02:0c:75:00:06:00 eth0
 addr 02:0c:75:00:06:00 10.0.0.1/8
 txqueuelen 02:0c:75:00:06:00 1000'
 xenstore-chmod "/local/domain/$D7/selena/net" n0 "r$D7"
+xenstore-write "/local/domain/$D7/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D7/selena/seed" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/cmd" ''
 xenstore-chmod "/local/domain/$D7/selena/cmd" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/agent" ''
@@ -426,6 +440,8 @@ xenstore-write "/local/domain/$D8/selena/net" 'name 02:0c:75:00:07:00 eth0
 addr 02:0c:75:00:07:00 10.0.0.2/8
 txqueuelen 02:0c:75:00:07:00 1000'
 xenstore-chmod "/local/domain/$D8/selena/net" n0 "r$D8"
+xenstore-write "/local/domain/$D8/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D8/selena/seed" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/cmd" ''
 xenstore-chmod "/local/domain/$D8/selena/cmd" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/agent" ''
@@ -465,6 +481,8 @@ xenstore-write "/local/domain/$D9/selena/net" 'name 02:0c:75:00:08:00 eth0
 addr 02:0c:75:00:08:00 10.0.0.3/8
 txqueuelen 02:0c:75:00:08:00 1000'
 xenstore-chmod "/local/domain/$D9/selena/net" n0 "r$D9"
+xenstore-write "/local/domain/$D9/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D9/selena/seed" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/cmd" ''
 xenstore-chmod "/local/domain/$D9/selena/cmd" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/agent" ''
@@ -504,6 +522,8 @@ xenstore-write "/local/domain/$D10/selena/net" 'name 02:0c:75:00:09:00 eth0
 addr 02:0c:75:00:09:00 10.0.0.4/8
 txqueuelen 02:0c:75:00:09:00 1000'
 xenstore-chmod "/local/domain/$D10/selena/net" n0 "r$D10"
+xenstore-write "/local/domain/$D10/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D10/selena/seed" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/cmd" ''
 xenstore-chmod "/local/domain/$D10/selena/cmd" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/agent" ''
@@ -548,6 +568,8 @@ txqueuelen 02:0c:75:00:0a:01 1000
 txqueuelen 02:0c:75:00:0a:02 1000
 txqueuelen 02:0c:75:00:0a:03 1000'
 xenstore-chmod "/local/domain/$D11/selena/net" n0 "r$D11"
+xenstore-write "/local/domain/$D11/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D11/selena/seed" n0 "r$D11"
 xenstore-write "/local/domain/$D11/selena/cmd" ''
 xenstore-chmod "/local/domain/$D11/selena/cmd" n0 "r$D11"
 xenstore-write "/local/domain/$D11/selena/agent" ''
@@ -604,6 +626,8 @@ txqueuelen 02:0c:75:00:0b:01 1000
 txqueuelen 02:0c:75:00:0b:02 1000
 txqueuelen 02:0c:75:00:0b:03 1000'
 xenstore-chmod "/local/domain/$D12/selena/net" n0 "r$D12"
+xenstore-write "/local/domain/$D12/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D12/selena/seed" n0 "r$D12"
 xenstore-write "/local/domain/$D12/selena/cmd" ''
 xenstore-chmod "/local/domain/$D12/selena/cmd" n0 "r$D12"
 xenstore-write "/local/domain/$D12/selena/agent" ''
@@ -660,6 +684,8 @@ txqueuelen 02:0c:75:00:0c:01 1000
 txqueuelen 02:0c:75:00:0c:02 1000
 txqueuelen 02:0c:75:00:0c:03 1000'
 xenstore-chmod "/local/domain/$D13/selena/net" n0 "r$D13"
+xenstore-write "/local/domain/$D13/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D13/selena/seed" n0 "r$D13"
 xenstore-write "/local/domain/$D13/selena/cmd" ''
 xenstore-chmod "/local/domain/$D13/selena/cmd" n0 "r$D13"
 xenstore-write "/local/domain/$D13/selena/agent" ''
@@ -716,6 +742,8 @@ txqueuelen 02:0c:75:00:0d:01 1000
 txqueuelen 02:0c:75:00:0d:02 1000
 txqueuelen 02:0c:75:00:0d:03 1000'
 xenstore-chmod "/local/domain/$D14/selena/net" n0 "r$D14"
+xenstore-write "/local/domain/$D14/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D14/selena/seed" n0 "r$D14"
 xenstore-write "/local/domain/$D14/selena/cmd" ''
 xenstore-chmod "/local/domain/$D14/selena/cmd" n0 "r$D14"
 xenstore-write "/local/domain/$D14/selena/agent" ''
@@ -767,6 +795,8 @@ xenstore-write "/local/domain/$D15/selena/net" 'name 02:0c:75:00:0e:00 eth0
 addr 02:0c:75:00:0e:00 10.0.0.5/8
 txqueuelen 02:0c:75:00:0e:00 1000'
 xenstore-chmod "/local/domain/$D15/selena/net" n0 "r$D15"
+xenstore-write "/local/domain/$D15/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D15/selena/seed" n0 "r$D15"
 xenstore-write "/local/domain/$D15/selena/cmd" ''
 xenstore-chmod "/local/domain/$D15/selena/cmd" n0 "r$D15"
 xenstore-write "/local/domain/$D15/selena/agent" ''
@@ -806,6 +836,8 @@ xenstore-write "/local/domain/$D16/selena/net" 'name 02:0c:75:00:0f:00 eth0
 addr 02:0c:75:00:0f:00 10.0.0.6/8
 txqueuelen 02:0c:75:00:0f:00 1000'
 xenstore-chmod "/local/domain/$D16/selena/net" n0 "r$D16"
+xenstore-write "/local/domain/$D16/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D16/selena/seed" n0 "r$D16"
 xenstore-write "/local/domain/$D16/selena/cmd" ''
 xenstore-chmod "/local/domain/$D16/selena/cmd" n0 "r$D16"
 xenstore-write "/local/domain/$D16/selena/agent" ''
@@ -845,6 +877,8 @@ xenstore-write "/local/domain/$D17/selena/net" 'name 02:0c:75:00:10:00 eth0
 addr 02:0c:75:00:10:00 10.0.0.7/8
 txqueuelen 02:0c:75:00:10:00 1000'
 xenstore-chmod "/local/domain/$D17/selena/net" n0 "r$D17"
+xenstore-write "/local/domain/$D17/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D17/selena/seed" n0 "r$D17"
 xenstore-write "/local/domain/$D17/selena/cmd" ''
 xenstore-chmod "/local/domain/$D17/selena/cmd" n0 "r$D17"
 xenstore-write "/local/domain/$D17/selena/agent" ''
@@ -884,6 +918,8 @@ xenstore-write "/local/domain/$D18/selena/net" 'name 02:0c:75:00:11:00 eth0
 addr 02:0c:75:00:11:00 10.0.0.8/8
 txqueuelen 02:0c:75:00:11:00 1000'
 xenstore-chmod "/local/domain/$D18/selena/net" n0 "r$D18"
+xenstore-write "/local/domain/$D18/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D18/selena/seed" n0 "r$D18"
 xenstore-write "/local/domain/$D18/selena/cmd" ''
 xenstore-chmod "/local/domain/$D18/selena/cmd" n0 "r$D18"
 xenstore-write "/local/domain/$D18/selena/agent" ''

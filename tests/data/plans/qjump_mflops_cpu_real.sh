@@ -28,6 +28,8 @@ xenstore-write "/local/domain/$D1/selena/net" 'name 02:3d:76:00:00:00 eth0
 addr 02:3d:76:00:00:00 10.0.0.1/24
 txqueuelen 02:3d:76:00:00:00 1000'
 xenstore-chmod "/local/domain/$D1/selena/net" n0 "r$D1"
+xenstore-write "/local/domain/$D1/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D1/selena/seed" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/cmd" ''
 xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/agent" ''
@@ -65,6 +67,8 @@ xenstore-write "/local/domain/$D2/selena/net" 'name 02:3d:76:00:01:00 eth0
 addr 02:3d:76:00:01:00 10.0.0.2/24
 txqueuelen 02:3d:76:00:01:00 1000'
 xenstore-chmod "/local/domain/$D2/selena/net" n0 "r$D2"
+xenstore-write "/local/domain/$D2/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D2/selena/seed" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/cmd" ''
 xenstore-chmod "/local/domain/$D2/selena/cmd" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/agent" ''
@@ -102,6 +106,8 @@ xenstore-write "/local/domain/$D3/selena/net" 'name 02:3d:76:00:02:00 eth0
 addr 02:3d:76:00:02:00 10.0.0.3/24
 txqueuelen 02:3d:76:00:02:00 1000'
 xenstore-chmod "/local/domain/$D3/selena/net" n0 "r$D3"
+xenstore-write "/local/domain/$D3/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D3/selena/seed" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/cmd" ''
 xenstore-chmod "/local/domain/$D3/selena/cmd" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/agent" ''
@@ -139,6 +145,8 @@ xenstore-write "/local/domain/$D4/selena/net" 'name 02:3d:76:00:03:00 eth0
 addr 02:3d:76:00:03:00 10.0.0.4/24
 txqueuelen 02:3d:76:00:03:00 1000'
 xenstore-chmod "/local/domain/$D4/selena/net" n0 "r$D4"
+xenstore-write "/local/domain/$D4/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D4/selena/seed" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/cmd" ''
 xenstore-chmod "/local/domain/$D4/selena/cmd" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/agent" ''

@@ -52,6 +52,8 @@ txqueuelen 02:52:5e:00:00:06 1000
 txqueuelen 02:52:5e:00:00:07 1000
 txqueuelen 02:52:5e:00:00:08 1000'
 xenstore-chmod "/local/domain/$D1/selena/net" n0 "r$D1"
+xenstore-write "/local/domain/$D1/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D1/selena/seed" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/cmd" ''
 xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/agent" ''
@@ -124,6 +126,8 @@ xenstore-write "/local/domain/$D2/selena/net" 'name 02:52:5e:00:01:00 eth0
 addr 02:52:5e:00:01:00 10.0.0.100/24
 txqueuelen 02:52:5e:00:01:00 1000'
 xenstore-chmod "/local/domain/$D2/selena/net" n0 "r$D2"
+xenstore-write "/local/domain/$D2/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D2/selena/seed" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/cmd" ''
 xenstore-chmod "/local/domain/$D2/selena/cmd" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/agent" ''
@@ -163,6 +167,8 @@ xenstore-write "/local/domain/$D3/selena/net" 'name 02:52:5e:00:02:00 eth0
 addr 02:52:5e:00:02:00 10.0.0.1/24
 txqueuelen 02:52:5e:00:02:00 1000'
 xenstore-chmod "/local/domain/$D3/selena/net" n0 "r$D3"
+xenstore-write "/local/domain/$D3/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D3/selena/seed" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/cmd" ''
 xenstore-chmod "/local/domain/$D3/selena/cmd" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/agent" ''
@@ -202,6 +208,8 @@ xenstore-write "/local/domain/$D4/selena/net" 'name 02:52:5e:00:03:00 eth0
 addr 02:52:5e:00:03:00 10.0.0.2/24
 txqueuelen 02:52:5e:00:03:00 1000'
 xenstore-chmod "/local/domain/$D4/selena/net" n0 "r$D4"
+xenstore-write "/local/domain/$D4/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D4/selena/seed" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/cmd" ''
 xenstore-chmod "/local/domain/$D4/selena/cmd" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/agent" ''
@@ -241,6 +249,8 @@ xenstore-write "/local/domain/$D5/selena/net" 'name 02:52:5e:00:04:00 eth0
 addr 02:52:5e:00:04:00 10.0.0.3/24
 txqueuelen 02:52:5e:00:04:00 1000'
 xenstore-chmod "/local/domain/$D5/selena/net" n0 "r$D5"
+xenstore-write "/local/domain/$D5/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D5/selena/seed" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/cmd" ''
 xenstore-chmod "/local/domain/$D5/selena/cmd" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/agent" ''
@@ -280,6 +290,8 @@ xenstore-write "/local/domain/$D6/selena/net" 'name 02:52:5e:00:05:00 eth0
 addr 02:52:5e:00:05:00 10.0.0.4/24
 txqueuelen 02:52:5e:00:05:00 1000'
 xenstore-chmod "/local/domain/$D6/selena/net" n0 "r$D6"
+xenstore-write "/local/domain/$D6/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D6/selena/seed" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/cmd" ''
 xenstore-chmod "/local/domain/$D6/selena/cmd" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/agent" ''
@@ -319,6 +331,8 @@ xenstore-write "/local/domain/$D7/selena/net" 'name 02:52:5e:00:06:00 eth0
 addr 02:52:5e:00:06:00 10.0.0.5/24
 txqueuelen 02:52:5e:00:06:00 1000'
 xenstore-chmod "/local/domain/$D7/selena/net" n0 "r$D7"
+xenstore-write "/local/domain/$D7/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D7/selena/seed" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/cmd" ''
 xenstore-chmod "/local/domain/$D7/selena/cmd" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/agent" ''
@@ -358,6 +372,8 @@ xenstore-write "/local/domain/$D8/selena/net" 'name 02:52:5e:00:07:00 eth0
 addr 02:52:5e:00:07:00 10.0.0.6/24
 txqueuelen 02:52:5e:00:07:00 1000'
 xenstore-chmod "/local/domain/$D8/selena/net" n0 "r$D8"
+xenstore-write "/local/domain/$D8/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D8/selena/seed" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/cmd" ''
 xenstore-chmod "/local/domain/$D8/selena/cmd" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/agent" ''
@@ -397,6 +413,8 @@ xenstore-write "/local/domain/$D9/selena/net" 'name 02:52:5e:00:08:00 eth0
 addr 02:52:5e:00:08:00 10.0.0.7/24
 txqueuelen 02:52:5e:00:08:00 1000'
 xenstore-chmod "/local/domain/$D9/selena/net" n0 "r$D9"
+xenstore-write "/local/domain/$D9/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D9/selena/seed" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/cmd" ''
 xenstore-chmod "/local/domain/$D9/selena/cmd" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/agent" ''
@@ -436,6 +454,8 @@ xenstore-write "/local/domain/$D10/selena/net" 'name 02:52:5e:00:09:00 eth0
 addr 02:52:5e:00:09:00 10.0.0.8/24
 txqueuelen 02:52:5e:00:09:00 1000'
 xenstore-chmod "/local/domain/$D10/selena/net" n0 "r$D10"
+xenstore-write "/local/domain/$D10/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D10/selena/seed" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/cmd" ''
 xenstore-chmod "/local/domain/$D10/selena/cmd" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/agent" ''

@@ -36,6 +36,8 @@ txqueuelen 02:16:b9:00:00:00 1000
 txqueuelen 02:16:b9:00:00:01 1000
 txqueuelen 02:16:b9:00:00:02 1000'
 xenstore-chmod "/local/domain/$D1/selena/net" n0 "r$D1"
+xenstore-write "/local/domain/$D1/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D1/selena/seed" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/cmd" ''
 xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/agent" ''
@@ -80,6 +82,8 @@ txqueuelen 02:16:b9:00:01:00 1000
 txqueuelen 02:16:b9:00:01:01 1000
 txqueuelen 02:16:b9:00:01:02 1000'
 xenstore-chmod "/local/domain/$D2/selena/net" n0 "r$D2"
+xenstore-write "/local/domain/$D2/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D2/selena/seed" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/cmd" ''
 xenstore-chmod "/local/domain/$D2/selena/cmd" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/agent" ''
@@ -124,6 +128,8 @@ txqueuelen 02:16:b9:00:02:00 1000
 txqueuelen 02:16:b9:00:02:01 1000
 txqueuelen 02:16:b9:00:02:02 1000'
 xenstore-chmod "/local/domain/$D3/selena/net" n0 "r$D3"
+xenstore-write "/local/domain/$D3/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D3/selena/seed" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/cmd" ''
 xenstore-chmod "/local/domain/$D3/selena/cmd" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/agent" ''
@@ -165,6 +171,8 @@ xenstore-write "/local/domain/$D4/selena/net" 'name 02:16:b9:00:03:00 eth0
 addr 02:16:b9:00:03:00 10.0.0.1/24
 txqueuelen 02:16:b9:00:03:00 1000'
 xenstore-chmod "/local/domain/$D4/selena/net" n0 "r$D4"
+xenstore-write "/local/domain/$D4/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D4/selena/seed" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/cmd" ''
 xenstore-chmod "/local/domain/$D4/selena/cmd" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/agent" ''
@@ -202,6 +210,8 @@ xenstore-write "/local/domain/$D5/selena/net" 'name 02:16:b9:00:04:00 eth0
 addr 02:16:b9:00:04:00 10.0.0.2/24
 txqueuelen 02:16:b9:00:04:00 1000'
 xenstore-chmod "/local/domain/$D5/selena/net" n0 "r$D5"
+xenstore-write "/local/domain/$D5/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D5/selena/seed" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/cmd" ''
 xenstore-chmod "/local/domain/$D5/selena/cmd" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/agent" ''
@@ -239,6 +249,8 @@ xenstore-write "/local/domain/$D6/selena/net" 'name 02:16:b9:00:05:00 eth0
 addr 02:16:b9:00:05:00 10.0.0.3/24
 txqueuelen 02:16:b9:00:05:00 1000'
 xenstore-chmod "/local/domain/$D6/selena/net" n0 "r$D6"
+xenstore-write "/local/domain/$D6/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D6/selena/seed" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/cmd" ''
 xenstore-chmod "/local/domain/$D6/selena/cmd" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/agent" ''

@@ -32,6 +32,8 @@ addr 02:3e:12:00:00:01 10.0.2.1/24
 txqueuelen 02:3e:12:00:00:00 1000
 txqueuelen 02:3e:12:00:00:01 1000'
 xenstore-chmod "/local/domain/$D1/selena/net" n0 "r$D1"
+xenstore-write "/local/domain/$D1/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D1/selena/seed" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/cmd" ''
 xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/agent" ''
@@ -75,6 +77,8 @@ xenstore-write "/local/domain/$D2/selena/net" 'name 02:3e:12:00:01:00 eth0
 addr 02:3e:12:00:01:00 10.0.1.2/24
 txqueuelen 02:3e:12:00:01:00 1000'
 xenstore-chmod "/local/domain/$D2/selena/net" n0 "r$D2"
+xenstore-write "/local/domain/$D2/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D2/selena/seed" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/cmd" ''
 xenstore-chmod "/local/domain/$D2/selena/cmd" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/agent" ''
@@ -114,6 +118,8 @@ xenstore-write "/local/domain/$D3/selena/net" 'name 02:3e:12:00:02:00 eth0
 addr 02:3e:12:00:02:00 10.0.2.3/24
 txqueuelen 02:3e:12:00:02:00 1000'
 xenstore-chmod "/local/domain/$D3/selena/net" n0 "r$D3"
+xenstore-write "/local/domain/$D3/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D3/selena/seed" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/cmd" ''
 xenstore-chmod "/local/domain/$D3/selena/cmd" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/agent" ''

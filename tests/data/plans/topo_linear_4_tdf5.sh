@@ -35,6 +35,8 @@ name 02:7f:2f:00:00:01 eth1
 txqueuelen 02:7f:2f:00:00:00 1000
 txqueuelen 02:7f:2f:00:00:01 1000'
 xenstore-chmod "/local/domain/$D1/selena/net" n0 "r$D1"
+xenstore-write "/local/domain/$D1/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D1/selena/seed" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/cmd" ''
 xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/agent" ''
@@ -72,6 +74,8 @@ xenstore-write "/local/domain/$D2/selena/net" 'name 02:7f:2f:00:01:00 eth0
 addr 02:7f:2f:00:01:00 10.0.0.1/8
 txqueuelen 02:7f:2f:00:01:00 1000'
 xenstore-chmod "/local/domain/$D2/selena/net" n0 "r$D2"
+xenstore-write "/local/domain/$D2/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D2/selena/seed" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/cmd" ''
 xenstore-chmod "/local/domain/$D2/selena/cmd" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/agent" ''
@@ -111,6 +115,8 @@ txqueuelen 02:7f:2f:00:02:00 1000
 txqueuelen 02:7f:2f:00:02:01 1000
 txqueuelen 02:7f:2f:00:02:02 1000'
 xenstore-chmod "/local/domain/$D3/selena/net" n0 "r$D3"
+xenstore-write "/local/domain/$D3/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D3/selena/seed" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/cmd" ''
 xenstore-chmod "/local/domain/$D3/selena/cmd" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/agent" ''
@@ -149,6 +155,8 @@ xenstore-write "/local/domain/$D4/selena/net" 'name 02:7f:2f:00:03:00 eth0
 addr 02:7f:2f:00:03:00 10.0.0.2/8
 txqueuelen 02:7f:2f:00:03:00 1000'
 xenstore-chmod "/local/domain/$D4/selena/net" n0 "r$D4"
+xenstore-write "/local/domain/$D4/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D4/selena/seed" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/cmd" ''
 xenstore-chmod "/local/domain/$D4/selena/cmd" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/agent" ''
@@ -188,6 +196,8 @@ txqueuelen 02:7f:2f:00:04:00 1000
 txqueuelen 02:7f:2f:00:04:01 1000
 txqueuelen 02:7f:2f:00:04:02 1000'
 xenstore-chmod "/local/domain/$D5/selena/net" n0 "r$D5"
+xenstore-write "/local/domain/$D5/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D5/selena/seed" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/cmd" ''
 xenstore-chmod "/local/domain/$D5/selena/cmd" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/agent" ''
@@ -226,6 +236,8 @@ xenstore-write "/local/domain/$D6/selena/net" 'name 02:7f:2f:00:05:00 eth0
 addr 02:7f:2f:00:05:00 10.0.0.3/8
 txqueuelen 02:7f:2f:00:05:00 1000'
 xenstore-chmod "/local/domain/$D6/selena/net" n0 "r$D6"
+xenstore-write "/local/domain/$D6/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D6/selena/seed" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/cmd" ''
 xenstore-chmod "/local/domain/$D6/selena/cmd" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/agent" ''
@@ -263,6 +275,8 @@ name 02:7f:2f:00:06:01 eth1
 txqueuelen 02:7f:2f:00:06:00 1000
 txqueuelen 02:7f:2f:00:06:01 1000'
 xenstore-chmod "/local/domain/$D7/selena/net" n0 "r$D7"
+xenstore-write "/local/domain/$D7/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D7/selena/seed" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/cmd" ''
 xenstore-chmod "/local/domain/$D7/selena/cmd" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/agent" ''
@@ -300,6 +314,8 @@ xenstore-write "/local/domain/$D8/selena/net" 'name 02:7f:2f:00:07:00 eth0
 addr 02:7f:2f:00:07:00 10.0.0.4/8
 txqueuelen 02:7f:2f:00:07:00 1000'
 xenstore-chmod "/local/domain/$D8/selena/net" n0 "r$D8"
+xenstore-write "/local/domain/$D8/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D8/selena/seed" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/cmd" ''
 xenstore-chmod "/local/domain/$D8/selena/cmd" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/agent" ''

@@ -61,6 +61,8 @@ txqueuelen 02:c8:71:00:00:02 1000
 txqueuelen 02:c8:71:00:00:03 1000
 txqueuelen 02:c8:71:00:00:04 1000'
 xenstore-chmod "/local/domain/$D1/selena/net" n0 "r$D1"
+xenstore-write "/local/domain/$D1/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D1/selena/seed" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/cmd" ''
 xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/agent" ''
@@ -101,6 +103,8 @@ xenstore-write "/local/domain/$D2/selena/net" 'name 02:c8:71:00:01:00 eth0
 addr 02:c8:71:00:01:00 10.0.0.1/8
 txqueuelen 02:c8:71:00:01:00 1000'
 xenstore-chmod "/local/domain/$D2/selena/net" n0 "r$D2"
+xenstore-write "/local/domain/$D2/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D2/selena/seed" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/cmd" ''
 xenstore-chmod "/local/domain/$D2/selena/cmd" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/agent" ''
@@ -144,6 +148,8 @@ txqueuelen 02:c8:71:00:02:02 1000
 txqueuelen 02:c8:71:00:02:03 1000
 txqueuelen 02:c8:71:00:02:04 1000'
 xenstore-chmod "/local/domain/$D3/selena/net" n0 "r$D3"
+xenstore-write "/local/domain/$D3/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D3/selena/seed" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/cmd" ''
 xenstore-chmod "/local/domain/$D3/selena/cmd" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/agent" ''
@@ -184,6 +190,8 @@ xenstore-write "/local/domain/$D4/selena/net" 'name 02:c8:71:00:03:00 eth0
 addr 02:c8:71:00:03:00 10.0.0.2/8
 txqueuelen 02:c8:71:00:03:00 1000'
 xenstore-chmod "/local/domain/$D4/selena/net" n0 "r$D4"
+xenstore-write "/local/domain/$D4/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D4/selena/seed" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/cmd" ''
 xenstore-chmod "/local/domain/$D4/selena/cmd" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/agent" ''
@@ -227,6 +235,8 @@ txqueuelen 02:c8:71:00:04:02 1000
 txqueuelen 02:c8:71:00:04:03 1000
 txqueuelen 02:c8:71:00:04:04 1000'
 xenstore-chmod "/local/domain/$D5/selena/net" n0 "r$D5"
+xenstore-write "/local/domain/$D5/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D5/selena/seed" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/cmd" ''
 xenstore-chmod "/local/domain/$D5/selena/cmd" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/agent" ''
@@ -267,6 +277,8 @@ xenstore-write "/local/domain/$D6/selena/net" 'name 02:c8:71:00:05:00 eth0
 addr 02:c8:71:00:05:00 10.0.0.3/8
 txqueuelen 02:c8:71:00:05:00 1000'
 xenstore-chmod "/local/domain/$D6/selena/net" n0 "r$D6"
+xenstore-write "/local/domain/$D6/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D6/selena/seed" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/cmd" ''
 xenstore-chmod "/local/domain/$D6/selena/cmd" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/agent" ''
@@ -310,6 +322,8 @@ txqueuelen 02:c8:71:00:06:02 1000
 txqueuelen 02:c8:71:00:06:03 1000
 txqueuelen 02:c8:71:00:06:04 1000'
 xenstore-chmod "/local/domain/$D7/selena/net" n0 "r$D7"
+xenstore-write "/local/domain/$D7/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D7/selena/seed" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/cmd" ''
 xenstore-chmod "/local/domain/$D7/selena/cmd" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/agent" ''
@@ -350,6 +364,8 @@ xenstore-write "/local/domain/$D8/selena/net" 'name 02:c8:71:00:07:00 eth0
 addr 02:c8:71:00:07:00 10.0.0.4/8
 txqueuelen 02:c8:71:00:07:00 1000'
 xenstore-chmod "/local/domain/$D8/selena/net" n0 "r$D8"
+xenstore-write "/local/domain/$D8/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D8/selena/seed" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/cmd" ''
 xenstore-chmod "/local/domain/$D8/selena/cmd" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/agent" ''
@@ -393,6 +409,8 @@ txqueuelen 02:c8:71:00:08:02 1000
 txqueuelen 02:c8:71:00:08:03 1000
 txqueuelen 02:c8:71:00:08:04 1000'
 xenstore-chmod "/local/domain/$D9/selena/net" n0 "r$D9"
+xenstore-write "/local/domain/$D9/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D9/selena/seed" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/cmd" ''
 xenstore-chmod "/local/domain/$D9/selena/cmd" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/agent" ''
@@ -433,6 +451,8 @@ xenstore-write "/local/domain/$D10/selena/net" 'name 02:c8:71:00:09:00 eth0
 addr 02:c8:71:00:09:00 10.0.0.5/8
 txqueuelen 02:c8:71:00:09:00 1000'
 xenstore-chmod "/local/domain/$D10/selena/net" n0 "r$D10"
+xenstore-write "/local/domain/$D10/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D10/selena/seed" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/cmd" ''
 xenstore-chmod "/local/domain/$D10/selena/cmd" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/agent" ''
@@ -476,6 +496,8 @@ txqueuelen 02:c8:71:00:0a:02 1000
 txqueuelen 02:c8:71:00:0a:03 1000
 txqueuelen 02:c8:71:00:0a:04 1000'
 xenstore-chmod "/local/domain/$D11/selena/net" n0 "r$D11"
+xenstore-write "/local/domain/$D11/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D11/selena/seed" n0 "r$D11"
 xenstore-write "/local/domain/$D11/selena/cmd" ''
 xenstore-chmod "/local/domain/$D11/selena/cmd" n0 "r$D11"
 xenstore-write "/local/domain/$D11/selena/agent" ''
@@ -516,6 +538,8 @@ xenstore-write "/local/domain/$D12/selena/net" 'name 02:c8:71:00:0b:00 eth0
 addr 02:c8:71:00:0b:00 10.0.0.6/8
 txqueuelen 02:c8:71:00:0b:00 1000'
 xenstore-chmod "/local/domain/$D12/selena/net" n0 "r$D12"
+xenstore-write "/local/domain/$D12/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D12/selena/seed" n0 "r$D12"
 xenstore-write "/local/domain/$D12/selena/cmd" ''
 xenstore-chmod "/local/domain/$D12/selena/cmd" n0 "r$D12"
 xenstore-write "/local/domain/$D12/selena/agent" ''
@@ -559,6 +583,8 @@ txqueuelen 02:c8:71:00:0c:02 1000
 txqueuelen 02:c8:71:00:0c:03 1000
 txqueuelen 02:c8:71:00:0c:04 1000'
 xenstore-chmod "/local/domain/$D13/selena/net" n0 "r$D13"
+xenstore-write "/local/domain/$D13/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D13/selena/seed" n0 "r$D13"
 xenstore-write "/local/domain/$D13/selena/cmd" ''
 xenstore-chmod "/local/domain/$D13/selena/cmd" n0 "r$D13"
 xenstore-write "/local/domain/$D13/selena/agent" ''
@@ -599,6 +625,8 @@ xenstore-write "/local/domain/$D14/selena/net" 'name 02:c8:71:00:0d:00 eth0
 addr 02:c8:71:00:0d:00 10.0.0.7/8
 txqueuelen 02:c8:71:00:0d:00 1000'
 xenstore-chmod "/local/domain/$D14/selena/net" n0 "r$D14"
+xenstore-write "/local/domain/$D14/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D14/selena/seed" n0 "r$D14"
 xenstore-write "/local/domain/$D14/selena/cmd" ''
 xenstore-chmod "/local/domain/$D14/selena/cmd" n0 "r$D14"
 xenstore-write "/local/domain/$D14/selena/agent" ''
@@ -642,6 +670,8 @@ txqueuelen 02:c8:71:00:0e:02 1000
 txqueuelen 02:c8:71:00:0e:03 1000
 txqueuelen 02:c8:71:00:0e:04 1000'
 xenstore-chmod "/local/domain/$D15/selena/net" n0 "r$D15"
+xenstore-write "/local/domain/$D15/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D15/selena/seed" n0 "r$D15"
 xenstore-write "/local/domain/$D15/selena/cmd" ''
 xenstore-chmod "/local/domain/$D15/selena/cmd" n0 "r$D15"
 xenstore-write "/local/domain/$D15/selena/agent" ''
@@ -682,6 +712,8 @@ xenstore-write "/local/domain/$D16/selena/net" 'name 02:c8:71:00:0f:00 eth0
 addr 02:c8:71:00:0f:00 10.0.0.8/8
 txqueuelen 02:c8:71:00:0f:00 1000'
 xenstore-chmod "/local/domain/$D16/selena/net" n0 "r$D16"
+xenstore-write "/local/domain/$D16/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D16/selena/seed" n0 "r$D16"
 xenstore-write "/local/domain/$D16/selena/cmd" ''
 xenstore-chmod "/local/domain/$D16/selena/cmd" n0 "r$D16"
 xenstore-write "/local/domain/$D16/selena/agent" ''
@@ -725,6 +757,8 @@ txqueuelen 02:c8:71:00:10:02 1000
 txqueuelen 02:c8:71:00:10:03 1000
 txqueuelen 02:c8:71:00:10:04 1000'
 xenstore-chmod "/local/domain/$D17/selena/net" n0 "r$D17"
+xenstore-write "/local/domain/$D17/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D17/selena/seed" n0 "r$D17"
 xenstore-write "/local/domain/$D17/selena/cmd" ''
 xenstore-chmod "/local/domain/$D17/selena/cmd" n0 "r$D17"
 xenstore-write "/local/domain/$D17/selena/agent" ''
@@ -765,6 +799,8 @@ xenstore-write "/local/domain/$D18/selena/net" 'name 02:c8:71:00:11:00 eth0
 addr 02:c8:71:00:11:00 10.0.0.9/8
 txqueuelen 02:c8:71:00:11:00 1000'
 xenstore-chmod "/local/domain/$D18/selena/net" n0 "r$D18"
+xenstore-write "/local/domain/$D18/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D18/selena/seed" n0 "r$D18"
 xenstore-write "/local/domain/$D18/selena/cmd" ''
 xenstore-chmod "/local/domain/$D18/selena/cmd" n0 "r$D18"
 xenstore-write "/local/domain/$D18/selena/agent" ''

@@ -34,6 +34,8 @@ name 02:dc:9c:00:00:01 eth1
 txqueuelen 02:dc:9c:00:00:00 1000
 txqueuelen 02:dc:9c:00:00:01 1000'
 xenstore-chmod "/local/domain/$D1/selena/net" n0 "r$D1"
+xenstore-write "/local/domain/$D1/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D1/selena/seed" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/cmd" ''
 xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/agent" ''
@@ -80,6 +82,8 @@ txqueuelen 02:dc:9c:00:01:00 1000
 txqueuelen 02:dc:9c:00:01:01 1000
 txqueuelen 02:dc:9c:00:01:02 1000'
 xenstore-chmod "/local/domain/$D2/selena/net" n0 "r$D2"
+xenstore-write "/local/domain/$D2/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D2/selena/seed" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/cmd" ''
 xenstore-chmod "/local/domain/$D2/selena/cmd" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/agent" ''
@@ -127,6 +131,8 @@ xenstore-write "/local/domain/$D3/selena/net" 'name 02:dc:9c:00:02:00 eth0
 addr 02:dc:9c:00:02:00 10.0.0.1/8
 txqueuelen 02:dc:9c:00:02:00 1000'
 xenstore-chmod "/local/domain/$D3/selena/net" n0 "r$D3"
+xenstore-write "/local/domain/$D3/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D3/selena/seed" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/cmd" ''
 xenstore-chmod "/local/domain/$D3/selena/cmd" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/agent" ''
@@ -166,6 +172,8 @@ xenstore-write "/local/domain/$D4/selena/net" 'name 02:dc:9c:00:03:00 eth0
 addr 02:dc:9c:00:03:00 10.0.0.2/8
 txqueuelen 02:dc:9c:00:03:00 1000'
 xenstore-chmod "/local/domain/$D4/selena/net" n0 "r$D4"
+xenstore-write "/local/domain/$D4/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D4/selena/seed" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/cmd" ''
 xenstore-chmod "/local/domain/$D4/selena/cmd" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/agent" ''
@@ -208,6 +216,8 @@ txqueuelen 02:dc:9c:00:04:00 1000
 txqueuelen 02:dc:9c:00:04:01 1000
 txqueuelen 02:dc:9c:00:04:02 1000'
 xenstore-chmod "/local/domain/$D5/selena/net" n0 "r$D5"
+xenstore-write "/local/domain/$D5/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D5/selena/seed" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/cmd" ''
 xenstore-chmod "/local/domain/$D5/selena/cmd" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/agent" ''
@@ -255,6 +265,8 @@ xenstore-write "/local/domain/$D6/selena/net" 'name 02:dc:9c:00:05:00 eth0
 addr 02:dc:9c:00:05:00 10.0.0.3/8
 txqueuelen 02:dc:9c:00:05:00 1000'
 xenstore-chmod "/local/domain/$D6/selena/net" n0 "r$D6"
+xenstore-write "/local/domain/$D6/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D6/selena/seed" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/cmd" ''
 xenstore-chmod "/local/domain/$D6/selena/cmd" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/agent" ''
@@ -294,6 +306,8 @@ xenstore-write "/local/domain/$D7/selena/net" 'name 02:dc:9c:00:06:00 eth0
 addr 02:dc:9c:00:06:00 10.0.0.4/8
 txqueuelen 02:dc:9c:00:06:00 1000'
 xenstore-chmod "/local/domain/$D7/selena/net" n0 "r$D7"
+xenstore-write "/local/domain/$D7/selena/seed" "$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
+xenstore-chmod "/local/domain/$D7/selena/seed" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/cmd" ''
 xenstore-chmod "/local/domain/$D7/selena/cmd" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/agent" ''
