@@ -55,6 +55,7 @@ from selena import units
 from selena.backends.base import LoadSample
 from selena.errors import SelenaError, UnitError
 from selena.fidelity import (
+    ECHO_COUNT,
     MIN_BUSY_INTERVALS,
     MIN_SPACED,
     THROUGHPUT_SHARE,
@@ -107,6 +108,12 @@ class Policy:
     # the whole segment, a quiet phase's echoes kept the low echo down
     # through a busy phase that doubled the round trip (lab, TDF 1).
     latency_echoes: int = 15
+    # ... but a raise also reads the last probe's (its ECHO_COUNT echoes):
+    # 15 echoes took about as long as a phase to turn over at TDF 2, and
+    # the lab's busy phase (RTT 2-10 times the configured) ran at TDF 2 to
+    # its end. Raising fast and lowering on the longer view is the
+    # hysteresis in time.
+    latency_raise_echoes: int = ECHO_COUNT
     # Lateness counts the departures of the segment's last this many real
     # seconds: counted over the whole segment, a busy phase's late
     # departures kept the quiet phase after it from lowering (lab, TDF 8).
@@ -136,7 +143,7 @@ class Policy:
                 f"late (in the last {self.late_window_s:g} real s), a link with a standing "
                 f"queue carries < {self.raise_throughput:.0%} of its "
                 f"rate, or the RTT excess over the smallest configured RTT (of the last "
-                f"{self.latency_echoes} echoes) is > "
+                f"{self.latency_echoes} echoes, or of the last {self.latency_raise_echoes}) is > "
                 f"{self.latency_target:.0%}; lower /{self.step:g} when every busy peak is <= "
                 f"{self.lower_busy:.0%}, late <= {self.lower_late:.0%} and the RTT stays "
                 f"within target (never below the latency floor, and not within "
@@ -197,6 +204,9 @@ class Signals:
     # (measured - configured) / configured RTT of the smallest configured
     # round trip at the current TDF; None until the monitor measures latency.
     latency_excess: float | None = None
+    # The same over the last probe's echoes only (Policy.latency_raise_echoes):
+    # it raises, never lowers.
+    latency_recent_excess: float | None = None
     # The run has a latency path but no echo of this segment has come back
     # yet (a probe takes its pings' virtual time, TDF times as long in real
     # time): unknown is not slack, so the TDF is not lowered meanwhile.
@@ -221,6 +231,8 @@ class Signals:
                          "rate with a standing queue")
         parts.append("RTT excess " + ("not measured" if self.latency_excess is None
                                        else f"{self.latency_excess:+.1%}"))
+        if self.latency_recent_excess is not None:
+            parts[-1] += f" ({self.latency_recent_excess:+.1%} in the last probe)"
         return ", ".join(parts)
 
 
@@ -333,7 +345,11 @@ def decide(policy: Policy, tdf: float, signals: Signals | None,
     floor = latency_floor(policy, tdf, signals.latency_excess)
     risks = _risks(policy, signals)
     if risks:
-        new = policy.clamp(max(tdf * policy.step, floor))
+        # Up to where the worse of the two views would be within target: a
+        # busy phase is short, and each step waits a dwell.
+        worst = max((x for x in (signals.latency_excess, signals.latency_recent_excess)
+                     if x is not None), default=None)
+        new = policy.clamp(max(tdf * policy.step, latency_floor(policy, tdf, worst)))
         if new <= tdf:
             return None         # at MAX already: the verdict will say what was wrong
         return Decision(tdf, new, "raise", "; ".join(risks), signals)
@@ -360,6 +376,9 @@ def _risks(policy: Policy, s: Signals) -> list[str]:
                    f"{policy.raise_late:.0%}")
     if s.latency_excess is not None and s.latency_excess > policy.latency_target:
         out.append(f"RTT excess {s.latency_excess:+.1%} > {policy.latency_target:.0%}")
+    elif s.latency_recent_excess is not None and s.latency_recent_excess > policy.latency_target:
+        out.append(f"RTT excess {s.latency_recent_excess:+.1%} in the last probe > "
+                   f"{policy.latency_target:.0%}")
     if s.throughput_share is not None and s.throughput_share < policy.raise_throughput:
         out.append(f"link {s.throughput_link}: carried {s.throughput_share:.0%} of its rate "
                    f"with a standing queue < {policy.raise_throughput:.0%}")
@@ -456,6 +475,9 @@ class Controller:
                    if self._latency is not None else None)
         signals = signals_from_monitor(self.monitor, segment_start, self.policy.window,
                                        late_base, self.policy, latency)
+        if latency is not None and self._latency is not None:
+            signals = dataclasses.replace(signals, latency_recent_excess=self._latency(
+                segment_start, self.policy.latency_raise_echoes))
         if latency is None and self._latency is not None and self._latency_measurable():
             signals = dataclasses.replace(signals, latency_pending=True)
         if latency is not None and latency > self.policy.latency_target:
@@ -503,7 +525,8 @@ def _signals_json(s: Signals) -> dict[str, Any]:
     data = asdict(s)
     for key in ("guest_busy", "guest_peak"):
         data[key] = {k: round(v, 4) for k, v in data[key].items()}
-    for key in ("dom0_busy", "dom0_peak", "late_share", "latency_excess", "throughput_share"):
+    for key in ("dom0_busy", "dom0_peak", "late_share", "latency_excess",
+                "latency_recent_excess", "throughput_share"):
         if data[key] is not None:
             data[key] = round(data[key], 4)
     return data

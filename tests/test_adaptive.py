@@ -194,10 +194,49 @@ def test_the_latency_signal_reads_the_recent_echoes_of_the_segment():
     now[0] = 52.0
     ctl.monitor.samples.extend(LoadSample(real=r, dom0_vcpu_s=[0.1 * r]) for r in (46, 48, 50, 52))
     decision = ctl.step()
-    assert asked[-1] == (0.0, 10)
+    assert asked[-2:] == [(0.0, 10), (0.0, 5)]      # the longer view, the last probe
     assert decision is not None and decision.kind == "raise" and "RTT excess +60.0%" in \
         decision.reason
     assert changes == [12]          # the latency floor: 1 x 0.6 / 0.05 = 12
+
+
+def test_the_last_probe_alone_raises_but_never_lowers():
+    """In the lab (TDF 2, 9 virtual s phases) the busy phase's round trips
+    of 2-10 times the configured one ran to the phase's end before the last
+    15 echoes turned over: a raise reads the last probe's echoes too."""
+    now = [0.0]
+    clock = VirtualClock(2, clock=lambda: now[0])
+    echoes: list[tuple[float, float]] = []          # (begun, excess) per echo
+
+    def latency(since: float, last: int) -> float | None:
+        mine = [excess for begun, excess in echoes if begun >= since][-last:]
+        return sorted(mine)[int(0.1 * (len(mine) - 1))] if mine else None
+
+    changes: list[float] = []
+    ctl = Controller(Policy(1, 16), FakeMonitor(), clock,
+                     lambda new, reason: (changes.append(new), clock.set_tdf(new, reason=reason)),
+                     latency=latency, now=lambda: now[0], say=lambda msg: None)
+    ctl.monitor.samples.extend(LoadSample(real=r, dom0_vcpu_s=[0.1 * r]) for r in (46, 48, 50, 52))
+    for t in range(0, 45):          # quiet: 1% over
+        echoes.append((float(t), 0.01))
+    for t in range(45, 50):         # one probe of a busy phase: 4 times over
+        echoes.append((float(t), 4.0))
+    now[0] = 52.0
+    decision = ctl.step()
+    assert decision is not None and decision.kind == "raise", decision
+    assert "+400.0% in the last probe" in decision.reason
+    assert decision.signals.latency_excess == pytest.approx(0.01)
+    assert changes == [16]          # its floor, 2 x 4.0 / 0.05, at MAX
+    # A last probe below target is no slack on its own: the longer view
+    # (still over) raises.
+    fast = Signals(intervals=3, dom0_busy=0.1, dom0_peak=0.1, latency_excess=0.3,
+                   latency_recent_excess=0.0)
+    raised = decide(Policy(1, 64), 8, fast, 60)
+    assert raised is not None and raised.kind == "raise" and "+30.0%" in raised.reason
+    calm = Signals(intervals=3, dom0_busy=0.1, dom0_peak=0.1, latency_excess=0.01,
+                   latency_recent_excess=0.01)
+    lowered = decide(Policy(1, 64), 8, calm, 60)
+    assert lowered is not None and lowered.kind == "lower"
 
 
 def test_no_lowering_while_the_latency_of_this_segment_is_not_measured_yet():
