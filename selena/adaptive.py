@@ -118,6 +118,12 @@ class Policy:
     # seconds: counted over the whole segment, a busy phase's late
     # departures kept the quiet phase after it from lowering (lab, TDF 8).
     late_window_s: float = 20.0
+    # A TDF whose round trip was measured too slow is not lowered to again
+    # for this many real seconds, doubled each time it proves too slow
+    # after that (up to too_slow_memory_max_s): remembered for the whole
+    # run, one busy phase pinned every quiet phase after it to its TDF.
+    too_slow_memory_s: float = 60.0
+    too_slow_memory_max_s: float = 480.0
     window: int = 3                 # monitor intervals a decision looks back on
     interval_s: float = 2.0         # real seconds between decisions
 
@@ -146,7 +152,9 @@ class Policy:
                 f"{self.latency_echoes} echoes, or of the last {self.latency_raise_echoes}) is > "
                 f"{self.latency_target:.0%}; lower /{self.step:g} when every busy peak is <= "
                 f"{self.lower_busy:.0%}, late <= {self.lower_late:.0%} and the RTT stays "
-                f"within target (never below the latency floor, and not within "
+                f"within target (never below the latency floor, nor to a TDF measured too "
+                f"slow in the last {self.too_slow_memory_s:g} real s (doubling on each repeat), "
+                f"and not within "
                 f"{self.lower_hold_s:g} real s of a raise); at least "
                 f"{self.dwell_s:g} real s between changes")
 
@@ -421,7 +429,9 @@ class Controller:
         self._apply = apply
         self._latency = latency
         self._latency_measurable = latency_measurable
-        self._too_slow_at = 0.0     # the highest TDF a round trip was too slow at
+        self._too_slow_at = 0.0     # the highest TDF a round trip was too slow at ...
+        self._too_slow_until = 0.0  # ... remembered until then (real time) ...
+        self._too_slow_memory = 0.0  # ... for this long since (0: never too slow)
         self._say = say or (lambda msg: log.info("%s", msg))
         self.decisions: list[dict[str, Any]] = []
         self.failure: str | None = None
@@ -481,11 +491,12 @@ class Controller:
         if latency is None and self._latency is not None and self._latency_measurable():
             signals = dataclasses.replace(signals, latency_pending=True)
         if latency is not None and latency > self.policy.latency_target:
-            self._too_slow_at = max(self._too_slow_at, self.clock.tdf)
+            self._remember_too_slow(self.clock.tdf, now)
         # Our own raise began this segment (a change by the scenario since
         # began another one).
         after_raise = self._raised_segment == len(timeline)
-        decision = decide(self.policy, self.clock.tdf, signals, since_change, self._too_slow_at,
+        too_slow_at = self._too_slow_at if now < self._too_slow_until else 0.0
+        decision = decide(self.policy, self.clock.tdf, signals, since_change, too_slow_at,
                           after_raise)
         if decision is None:
             log.debug("adaptive TDF holds %s: %s", units.tdf_text(self.clock.tdf),
@@ -505,6 +516,18 @@ class Controller:
                                "kind": decision.kind, "reason": decision.reason,
                                "signals": _signals_json(decision.signals)})
         return decision
+
+    def _remember_too_slow(self, tdf: float, now: float) -> None:
+        """`tdf`'s round trip is too slow now: not lowered to again for a
+        while, longer each time a forgotten one proves too slow again."""
+        if now < self._too_slow_until:
+            self._too_slow_at = max(self._too_slow_at, tdf)
+        else:
+            self._too_slow_memory = (self.policy.too_slow_memory_s if not self._too_slow_memory
+                                     else min(2 * self._too_slow_memory,
+                                              self.policy.too_slow_memory_max_s))
+            self._too_slow_at = tdf
+        self._too_slow_until = now + self._too_slow_memory
 
     def _late_window_base(self, now: float) -> dict[str, tuple[str, int, int]]:
         """The spacing counts `late_window_s` ago, or at the segment's start

@@ -265,6 +265,37 @@ def test_never_lowered_to_a_tdf_whose_round_trip_was_measured_too_slow():
     assert lowered is not None and lowered.new == 8
 
 
+def test_a_tdf_measured_too_slow_is_avoided_for_a_while_longer_each_time():
+    """Remembered for the whole run, a busy phase's too slow TDF would pin
+    every quiet phase after it above it. Forgotten after too_slow_memory_s
+    real seconds, doubled each time it proves too slow again."""
+    now = [0.0]
+    clock = VirtualClock(8, clock=lambda: now[0])
+    excess = [0.2]
+    ctl = Controller(Policy(1, 16), FakeMonitor(), clock,
+                     lambda new, reason: clock.set_tdf(new, reason=reason),
+                     latency=lambda since, last: excess[0], now=lambda: now[0],
+                     say=lambda msg: None)
+
+    def at(t: float) -> str | None:
+        while now[0] < t:
+            now[0] += 1.0
+            ctl.monitor.samples.append(LoadSample(real=now[0], dom0_vcpu_s=[0.1 * now[0]]))
+        decision = ctl.step()
+        return None if decision is None else f"{decision.kind} {decision.new:g}"
+
+    assert at(20) == "raise 16"         # 8 too slow, until 80
+    excess[0] = 0.01                    # at 16: the floor allows 3.2
+    assert at(79) is None               # but 8 was too slow 59 s ago
+    assert at(81) == "lower 8"
+    excess[0] = 0.2
+    assert at(95) == "raise 16"         # too slow again: now for 120 s, until 215
+    excess[0] = 0.01
+    assert at(214) is None
+    assert at(216) == "lower 8"
+    assert Policy().too_slow_memory_s == 60 and Policy().too_slow_memory_max_s == 480
+
+
 def test_lateness_is_counted_over_the_recent_window_of_the_segment():
     """In the lab a busy phase's late departures, counted over the whole
     segment, kept the quiet phase after it at TDF 8 (5% late of all the
