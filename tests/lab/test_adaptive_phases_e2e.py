@@ -35,7 +35,8 @@ OUT = lab_results.out("test-adaptive-phases")
 
 def test_the_phases_workload_runs_adaptive_and_its_bundle_draws(lab, tmp_path):
     result = lab.run(["sh", "-c", f"rm -rf {OUT}; selena run scenarios/adaptive_phases.py "
-                                  f"--tdf auto:2-8 --param phase_s=9 --param transport=tcp --out {OUT}; "
+                                  "--tdf auto:2-8 --param phase_s=9 --param transport=tcp "
+                                  f"--out {OUT}; "
                                   "echo run-status=$?"], timeout=900)
     assert "run-status=0" in result.output, result.output
     bundle = project_root() / OUT
