@@ -92,6 +92,17 @@ class Policy:
     step: float = 2.0               # the ladder: x step to raise, / step to lower
     raise_busy: float = 0.90        # mean busy share (a guest's vCPUs, Dom0's) that raises
     lower_busy: float = 0.45        # peak busy share below which there is slack
+    # The host's CPUs, all domains' vCPU time together over its physical
+    # CPUs (when it knows them). Each domain can be well below raise_busy
+    # while together they fill the host: in the lab (2 CPUs, 8 domains)
+    # four UDP flows at TDF 8 kept every guest under 45 % and Dom0 under
+    # 55 % while the host ran at 0.88-1.06 and the phase was 4.5 % short
+    # with RTTs 18 % long; at TDF 16 the host was at 0.55-0.71 and the
+    # phase exact. Not x step for lowering: part of the host's load (idle
+    # guests, the monitor) does not grow as the TDF falls (a quiet phase's
+    # 0.47 at TDF 8 was 0.65, not 0.94, at TDF 4).
+    raise_host_busy: float = 0.85
+    lower_host_busy: float = 0.50
     raise_late: float = 0.10        # late departures' share that raises (the monitor's)
     # A shaped queue standing while its link carries less than this share
     # of its rate (the verdict's throughput signal) raises too.
@@ -144,14 +155,16 @@ class Policy:
         """The policy in a few lines (selena plan, the CLI's run header)."""
         return (f"adaptive TDF {self.spec()}: every {self.interval_s:g} real s, over the "
                 f"last {self.window} monitor intervals, raise x{self.step:g} when a guest's "
-                f"or Dom0's vCPUs are busy >= {self.raise_busy:.0%} on average, >= "
+                f"or Dom0's vCPUs are busy >= {self.raise_busy:.0%} on average (the host's "
+                f"CPUs >= {self.raise_host_busy:.0%}), >= "
                 f"{self.raise_late:.0%} of a link's departures (of >= {self.min_spaced}) are "
                 f"late (in the last {self.late_window_s:g} real s), a link with a standing "
                 f"queue carries < {self.raise_throughput:.0%} of its "
                 f"rate, or the RTT excess over the smallest configured RTT (of the last "
                 f"{self.latency_echoes} echoes, or of the last {self.latency_raise_echoes}) is > "
                 f"{self.latency_target:.0%}; lower /{self.step:g} when every busy peak is <= "
-                f"{self.lower_busy:.0%}, late <= {self.lower_late:.0%} and the RTT stays "
+                f"{self.lower_busy:.0%} (the host's <= {self.lower_host_busy:.0%}), late <= "
+                f"{self.lower_late:.0%} and the RTT stays "
                 f"within target (never below the latency floor, nor to a TDF measured too "
                 f"slow in the last {self.too_slow_memory_s:g} real s (doubling on each repeat), "
                 f"and not within "
@@ -200,6 +213,8 @@ class Signals:
     guest_peak: Mapping[str, float] = field(default_factory=dict)   # node -> highest share
     dom0_busy: float | None = None              # mean share of Dom0's vCPUs
     dom0_peak: float | None = None
+    host_busy: float | None = None              # mean share of the host's CPUs (None: unknown)
+    host_peak: float | None = None
     backlog_bytes: int = 0                      # largest backlog of any shaped vif seen
     drops: int = 0                              # packets dropped by the shaping qdiscs
     spaced: int = 0                             # departures from a busy queue checked
@@ -225,6 +240,8 @@ class Signals:
         parts = []
         if self.dom0_busy is not None:
             parts.append(f"Dom0 busy {self.dom0_busy:.0%} (peak {self.dom0_peak or 0:.0%})")
+        if self.host_busy is not None:
+            parts.append(f"host busy {self.host_busy:.0%} (peak {self.host_peak or 0:.0%})")
         if self.guest_busy:
             node = max(self.guest_busy, key=lambda n: self.guest_busy[n])
             parts.append(f"busiest guest {node} {self.guest_busy[node]:.0%} "
@@ -244,13 +261,37 @@ class Signals:
         return ", ".join(parts)
 
 
+def host_series(samples: Sequence[LoadSample], host_cpus: int) -> list[float]:
+    """Per interval: every domain's vCPU time together (Dom0's and each
+    guest's) over the time of the host's `host_cpus` physical CPUs."""
+    out = []
+    for a, b in zip(samples, samples[1:], strict=False):
+        real = b.real - a.real
+        if real <= 0:
+            continue
+        used = _used(a.dom0_vcpu_s, b.dom0_vcpu_s) + sum(
+            _used(a.guest_vcpu_s.get(node, []), after)
+            for node, after in b.guest_vcpu_s.items())
+        out.append(used / (real * host_cpus))
+    return out
+
+
+def _used(before: Sequence[float], after: Sequence[float]) -> float:
+    if len(before) != len(after):
+        return 0.0          # a guest seen for the first time: no interval yet
+    return sum(max(0.0, y - x) for x, y in zip(before, after, strict=True))
+
+
 def signals_from_samples(samples: Sequence[LoadSample],
                          spacing: Mapping[str, tuple[str, int, int]] | None = None,
                          min_spaced: int = MIN_SPACED,
-                         latency_excess: float | None = None) -> Signals:
+                         latency_excess: float | None = None,
+                         host_cpus: int | None = None) -> Signals:
     """Signals from the monitor's load samples of one window and the
-    spacing counts since `spacing_base`'s (vif -> (label, checked, late))."""
+    spacing counts since `spacing_base`'s (vif -> (label, checked, late));
+    the host's share with `host_cpus`, its physical CPUs."""
     dom0, guests = busy_series(list(samples))
+    host = host_series(samples, host_cpus) if host_cpus else []
     backlog = max((q.backlog_bytes for s in samples for q in s.qdiscs.values()), default=0)
     drops = 0
     if len(samples) >= 2:
@@ -279,6 +320,8 @@ def signals_from_samples(samples: Sequence[LoadSample],
                    guest_peak={n: max(v) for n, v in guests.items() if v},
                    dom0_busy=sum(dom0) / len(dom0) if dom0 else None,
                    dom0_peak=max(dom0) if dom0 else None,
+                   host_busy=sum(host) / len(host) if host else None,
+                   host_peak=max(host) if host else None,
                    backlog_bytes=backlog, drops=drops, spaced=spaced_total,
                    late_share=worst[0] if worst else None,
                    late_link=worst[1] if worst else "", latency_excess=latency_excess,
@@ -302,7 +345,8 @@ def spacing_since(now: Mapping[str, tuple[str, int, int]],
 
 def signals_from_monitor(monitor: MonitorView, since: float, window: int,
                          spacing_base: Mapping[str, tuple[str, int, int]],
-                         policy: Policy, latency_excess: float | None = None) -> Signals:
+                         policy: Policy, latency_excess: float | None = None,
+                         host_cpus: int | None = None) -> Signals:
     """The adapter from what Monitor samples today: its load samples taken
     at or after `since` (a time.monotonic instant: the segment's start), the
     last `window` intervals of them, and its spacing counts beyond those at
@@ -311,7 +355,7 @@ def signals_from_monitor(monitor: MonitorView, since: float, window: int,
     samples = [s for s in list(monitor.samples) if s.real >= since][-(window + 1):]
     return signals_from_samples(samples, spacing_since(spacing_counts(monitor.spacing),
                                                        spacing_base),
-                                policy.min_spaced, latency_excess)
+                                policy.min_spaced, latency_excess, host_cpus)
 
 
 @dataclass(frozen=True)
@@ -379,6 +423,8 @@ def _risks(policy: Policy, s: Signals) -> list[str]:
             out.append(f"vCPU of {node} busy {share:.0%} >= {policy.raise_busy:.0%}")
     if s.dom0_busy is not None and s.dom0_busy >= policy.raise_busy:
         out.append(f"Dom0 busy {s.dom0_busy:.0%} >= {policy.raise_busy:.0%}")
+    if s.host_busy is not None and s.host_busy >= policy.raise_host_busy:
+        out.append(f"host CPUs busy {s.host_busy:.0%} >= {policy.raise_host_busy:.0%}")
     if s.late_share is not None and s.late_share >= policy.raise_late:
         out.append(f"link {s.late_link}: {s.late_share:.0%} of departures late >= "
                    f"{policy.raise_late:.0%}")
@@ -402,7 +448,11 @@ def _slack(policy: Policy, s: Signals, floor: float) -> str | None:
         return None
     if s.late_share is not None and s.late_share > policy.lower_late:
         return None
+    if s.host_peak is not None and s.host_peak > policy.lower_host_busy:
+        return None
     why = f"every busy peak <= {policy.lower_busy:.0%} (highest {max(peaks):.0%})"
+    if s.host_peak is not None:
+        why += f", host peak {s.host_peak:.0%} <= {policy.lower_host_busy:.0%}"
     if s.late_share is not None:
         why += f", late {s.late_share:.0%} <= {policy.lower_late:.0%}"
     if s.latency_excess is not None:
@@ -421,8 +471,10 @@ class Controller:
                  latency: Callable[[float, int], float | None] | None = None,
                  latency_measurable: Callable[[], bool] = lambda: False,
                  say: Callable[[str], None] | None = None,
-                 now: Callable[[], float] = time.monotonic):
+                 now: Callable[[], float] = time.monotonic,
+                 host_cpus: int | None = None):
         self.policy = policy
+        self._host_cpus = host_cpus     # the host's physical CPUs (None: no host signal)
         self._now = now         # the clock the monitor's samples use
         self.monitor = monitor
         self.clock = clock
@@ -484,7 +536,7 @@ class Controller:
         latency = (self._latency(segment_start, self.policy.latency_echoes)
                    if self._latency is not None else None)
         signals = signals_from_monitor(self.monitor, segment_start, self.policy.window,
-                                       late_base, self.policy, latency)
+                                       late_base, self.policy, latency, self._host_cpus)
         if latency is not None and self._latency is not None:
             signals = dataclasses.replace(signals, latency_recent_excess=self._latency(
                 segment_start, self.policy.latency_raise_echoes))
@@ -548,7 +600,8 @@ def _signals_json(s: Signals) -> dict[str, Any]:
     data = asdict(s)
     for key in ("guest_busy", "guest_peak"):
         data[key] = {k: round(v, 4) for k, v in data[key].items()}
-    for key in ("dom0_busy", "dom0_peak", "late_share", "latency_excess",
+    for key in ("dom0_busy", "dom0_peak", "host_busy", "host_peak", "late_share",
+                "latency_excess",
                 "latency_recent_excess", "throughput_share"):
         if data[key] is not None:
             data[key] = round(data[key], 4)

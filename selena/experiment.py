@@ -511,7 +511,7 @@ class Experiment:
                 # (no ping in the guests) holds nothing back.
                 latency_measurable=lambda: monitor.path is not None and any(
                     e.rtts_ms for e in list(monitor.echoes)),
-                say=self.progress).start()
+                say=self.progress, host_cpus=self.host.cpus if self.host else None).start()
 
     def _latency_probe(self) -> tuple[Callable[[threading.Event], EchoRound] | None,
                                       LatencyPath | None,

@@ -6,6 +6,7 @@ the fake Dom0, whose vCPU load the test turns up and down."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import time
@@ -23,6 +24,7 @@ from selena.adaptive import (
     Signals,
     cover_segments,
     decide,
+    host_series,
     judge_segments,
     latency_floor,
     parse_spec,
@@ -263,6 +265,50 @@ def test_never_lowered_to_a_tdf_whose_round_trip_was_measured_too_slow():
     assert decide(Policy(1, 64), 16, quiet, 60, too_slow_at=8) is None
     lowered = decide(Policy(1, 64), 16, quiet, 60, too_slow_at=4)
     assert lowered is not None and lowered.new == 8
+
+
+def test_the_host_signal_is_every_domain_together_over_the_physical_cpus():
+    """In the lab (2 CPUs, 8 domains) four UDP flows at TDF 8 kept each
+    guest under 45 % and Dom0 under 55 % while the host ran at 0.88-1.06
+    and the phase was 4.5 % short: no domain's rule saw it."""
+    def sample(t: float, dom0: float, each: float) -> LoadSample:
+        return LoadSample(real=t, dom0_vcpu_s=[dom0 * t / 2, dom0 * t / 2],
+                          guest_vcpu_s={f"h{i}": [each * t] for i in range(1, 7)})
+    samples = [sample(t, 0.5, 0.25) for t in (10.0, 12.0, 14.0, 16.0)]
+    # Dom0's two vCPUs used 0.5 s per s together, six guests 0.25 each:
+    # 2.0 CPU s per s of 2 CPUs.
+    assert host_series(samples, 2) == [pytest.approx(1.0)] * 3
+    signals = signals_from_samples(samples, host_cpus=2)
+    assert signals.host_busy == pytest.approx(1.0) and signals.host_peak == pytest.approx(1.0)
+    assert max(signals.guest_busy.values()) < 0.3 and signals.dom0_busy < 0.3
+    assert signals_from_samples(samples).host_busy is None        # CPUs unknown
+    raised = decide(Policy(1, 16), 8, signals, 60)
+    assert raised is not None and raised.reason == "host CPUs busy 100% >= 85%"
+    assert "host busy 100% (peak 100%)" in signals.text()
+    # The host at 0.6: no raise, and no lowering (at TDF 16 the lab's busy
+    # phase was exact with the host at 0.55-0.71, and 4.5 % short at 8).
+    busy = Signals(intervals=3, dom0_busy=0.3, dom0_peak=0.35, guest_busy={"h1": 0.2},
+                   guest_peak={"h1": 0.25}, host_busy=0.6, host_peak=0.65)
+    assert decide(Policy(1, 16), 16, busy, 60) is None
+    quiet = dataclasses.replace(busy, host_busy=0.4, host_peak=0.45)
+    lowered = decide(Policy(1, 16), 16, quiet, 60)
+    assert lowered is not None and lowered.new == 8 and "host peak 45% <= 50%" in lowered.reason
+
+
+def test_the_controller_reads_the_host_signal_when_it_knows_the_cpus():
+    now = [0.0]
+    clock = VirtualClock(4, clock=lambda: now[0])
+    monitor = FakeMonitor()
+    ctl = Controller(Policy(1, 16), monitor, clock,
+                     lambda new, reason: clock.set_tdf(new, reason=reason),
+                     now=lambda: now[0], say=lambda msg: None, host_cpus=2)
+    for t in range(0, 22, 2):
+        now[0] = float(t)
+        monitor.samples.append(LoadSample(real=now[0], dom0_vcpu_s=[0.45 * t, 0.45 * t],
+                                          guest_vcpu_s={"h1": [0.4 * t], "h2": [0.4 * t]}))
+    decision = ctl.step()
+    assert decision is not None and decision.kind == "raise" and \
+        decision.reason == "host CPUs busy 85% >= 85%", decision
 
 
 def test_a_tdf_measured_too_slow_is_avoided_for_a_while_longer_each_time():

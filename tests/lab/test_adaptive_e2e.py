@@ -63,8 +63,9 @@ def test_the_latency_signal_raises_the_tdf_step_by_step_with_its_reasons(lab):
     decisions = meta["adaptive"]["decisions"]
     assert len(decisions) == len(timeline) - 1
     assert all(d["signals"]["intervals"] >= 1 for d in decisions), decisions
-    assert re.search(r"^adaptive TDF 1 -> [\d.]+ \(raise: RTT excess ", out, re.M), out
-    # Never back down to a TDF whose round trip was measured too slow.
+    assert re.search(r"^adaptive TDF 1 -> [\d.]+ \(raise: [^(]*RTT excess ", out, re.M), out
+    # Not back down to a TDF whose round trip was measured too slow (the 1 ms
+    # link is too slow at every TDF up to MAX, so within the run, never).
     lowered = [(a["tdf"], b["tdf"]) for a, b in zip(timeline, timeline[1:], strict=False)
                if b["tdf"] < a["tdf"]]
     raised_from = {seg_from["tdf"] for seg_from, seg in zip(timeline, timeline[1:], strict=False)
