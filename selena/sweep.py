@@ -425,9 +425,14 @@ def _not_recommended(tdf: float, top: float, runs: Sequence[RunMetrics],
     for r in at:
         if r.status != "ok":
             why.append(f"repeat {r.run.repeat} {r.status}")
+    # Metrics of a repeat with the same verdict together: the monitor's
+    # reasons are the run's, and eight metrics repeated them eight times.
+    same: dict[tuple[Any, str], list[str]] = {}
     for row in rows:
         if row["tdf"] == units.tdf_text(tdf) and row["verdict"] not in ("ok", "failed"):
-            why.append(f"{row['metric']} repeat {row['repeat']} {row['verdict']}")
+            same.setdefault((row["repeat"], row["verdict"]), []).append(row["metric"])
+    for (repeat, verdict_text), metrics in same.items():
+        why.append(f"{', '.join(metrics)} repeat {repeat} {verdict_text}")
     for name in metric_names:
         p = ks.get(name, {}).get(tdf)
         if p is None:

@@ -409,3 +409,20 @@ def test_the_report_keeps_its_recommendation_in_recommendation_json(tmp_path, ca
     assert main(["sweep-report", str(other), "--no-plots"]) == 0
     kept = json.loads((other / "recommendation.json").read_text())
     assert kept["recommended"] is None and sorted(kept["not_recommended"]) == ["1", "2"]
+
+
+def test_metrics_that_share_a_verdict_are_named_together_when_a_tdf_is_not_recommended():
+    """The adaptive reproduction's eight metrics repeated one run's monitor
+    reasons eight times in a line of 9000 characters."""
+    from selena.sweep import _not_recommended
+
+    rows = [{"tdf": "4", "metric": m, "repeat": 1, "verdict": v} for m, v in (
+        ("phase1_mbit", "degraded (link late)"),
+        ("phase2_mbit", "degraded (link late; median -38.2 % off expected)"),
+        ("phase3_mbit", "degraded (link late)"),
+        ("phase1_mbit", "ok"))]
+    rows.append({"tdf": "8", "metric": "phase1_mbit", "repeat": 1, "verdict": "degraded (x)"})
+    assert _not_recommended(4.0, 16.0, [], rows, [], {}, 0.05) == [
+        "not run",
+        "phase1_mbit, phase3_mbit repeat 1 degraded (link late)",
+        "phase2_mbit repeat 1 degraded (link late; median -38.2 % off expected)"]
