@@ -63,6 +63,7 @@ from selena.fidelity import (
     LatencyPath,
     LinkSpacing,
     busy_series,
+    host_series,
     judge,
     throughput_series,
 )
@@ -259,27 +260,6 @@ class Signals:
         if self.latency_recent_excess is not None:
             parts[-1] += f" ({self.latency_recent_excess:+.1%} in the last probe)"
         return ", ".join(parts)
-
-
-def host_series(samples: Sequence[LoadSample], host_cpus: int) -> list[float]:
-    """Per interval: every domain's vCPU time together (Dom0's and each
-    guest's) over the time of the host's `host_cpus` physical CPUs."""
-    out = []
-    for a, b in zip(samples, samples[1:], strict=False):
-        real = b.real - a.real
-        if real <= 0:
-            continue
-        used = _used(a.dom0_vcpu_s, b.dom0_vcpu_s) + sum(
-            _used(a.guest_vcpu_s.get(node, []), after)
-            for node, after in b.guest_vcpu_s.items())
-        out.append(used / (real * host_cpus))
-    return out
-
-
-def _used(before: Sequence[float], after: Sequence[float]) -> float:
-    if len(before) != len(after):
-        return 0.0          # a guest seen for the first time: no interval yet
-    return sum(max(0.0, y - x) for x, y in zip(before, after, strict=True))
 
 
 def signals_from_samples(samples: Sequence[LoadSample],

@@ -56,7 +56,7 @@ import re
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -433,11 +433,32 @@ def busy_series(samples: list[LoadSample]) -> tuple[list[float], dict[str, list[
     return dom0, guests
 
 
-def _share(before: list[float], after: list[float], real: float) -> float | None:
+def host_series(samples: Sequence[LoadSample], host_cpus: int) -> list[float]:
+    """Per interval: every domain's vCPU time together (Dom0's and each
+    guest's) over the time of the host's `host_cpus` physical CPUs."""
+    out = []
+    for a, b in zip(samples, samples[1:], strict=False):
+        real = b.real - a.real
+        if real <= 0:
+            continue
+        # A guest seen for the first time has no interval yet: nothing used.
+        used = (_cpu_used(a.dom0_vcpu_s, b.dom0_vcpu_s) or 0.0) + sum(
+            _cpu_used(a.guest_vcpu_s.get(node, []), after) or 0.0
+            for node, after in b.guest_vcpu_s.items())
+        out.append(used / (real * host_cpus))
+    return out
+
+
+def _cpu_used(before: Sequence[float], after: Sequence[float]) -> float | None:
+    """CPU seconds the vCPUs used between two samples (None: not comparable)."""
     if not after or len(before) != len(after):
         return None
-    used = sum(max(0.0, y - x) for x, y in zip(before, after, strict=True))
-    return min(1.0, used / (real * len(after)))
+    return sum(max(0.0, y - x) for x, y in zip(before, after, strict=True))
+
+
+def _share(before: list[float], after: list[float], real: float) -> float | None:
+    used = _cpu_used(before, after)
+    return None if used is None else min(1.0, used / (real * len(after)))
 
 
 def judge(samples: list[LoadSample], interval_s: float = DEFAULT_INTERVAL_S,

@@ -1,8 +1,8 @@
 """Dom0 seeds each guest's random number generator ($S/seed): unseeded, a
 guest's first read of /dev/urandom spun its vCPU for about a guest second
 collecting timer jitter (TDF times as long in real time). The agent credits
-the seed with RNDADDENTROPY and says how it went on agent/seed; the lab
-test (test_guest_random_e2e) checks the pool is ready in a real guest."""
+the seed with RNDADDENTROPY and says how it went on agent/seed; the lab's
+test_control_keys_e2e checks the pool is ready in a real guest."""
 
 from __future__ import annotations
 
