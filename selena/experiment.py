@@ -532,7 +532,7 @@ class Experiment:
             from selena.advise import Calibration, default_calibration_path
 
             cal = Calibration.load(default_calibration_path())
-            floor_ms = path.links * cal.extra_ms(self.topology.tdf, ECHO_GAP_S)
+            floor_ms = path.links * cal.extra_ms(self.topology.tdf, ECHO_GAP_S, path.rtt_ms)
         except SelenaError:
             pass                    # no calibration: the rule does not need one
         channel, engine = self.controller, self.engine

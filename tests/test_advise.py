@@ -42,16 +42,17 @@ def demo_topology(delay_ms: float = 40, rate_mbit: float = 20) -> Topology:
 def test_the_wake_cost_is_fitted_against_the_idle_gap_and_the_rest_is_virtual():
     # Over 2 x 10 ms: 5 ms extra after 0.1 s idle, 10 ms after 1 s, 15 ms after 10 s.
     by_gap = {0.1: [25.0, 24.0, 26.0], 1.0: [30.0], 10.0: [35.0, 35.0]}
-    # TDF 5 with 0.2 s between pings (1 s real idle): wake 10 ms / 5 = 2 ms; 3 measured.
+    # TDF 5 with 0.2 s between pings (1 s real idle): wake 10 ms, and the
+    # senders waited 5 x 20 ms for each reply (+5 log10 5 ms), / 5; 3 measured.
     cal = fit(by_gap, [23.0, 22.9, 23.1], [19.0, 20.0, 21.0], high_tdf=5,
               high_interval_s=0.2, configured_rtt_ms=20.0)
     assert cal.wake_ms == pytest.approx(10.0)
     assert cal.per_decade_ms == pytest.approx(5.0)
-    assert cal.virtual_ms == pytest.approx(1.0)
+    assert cal.virtual_ms == pytest.approx(3.0 - (10.0 + 5 * math.log10(5)) / 5)
     assert cal.ceiling_mbit == pytest.approx(20.0 / TCP_SHARE)
     assert cal.wake_real_ms(0.01) == pytest.approx(5.0)        # never below the shortest gap
     # At TDF 10 with pings 0.1 s apart the emulation idles 1 s between them.
-    assert cal.extra_ms(10, 0.1) == pytest.approx(10.0 / 10 + 1.0)
+    assert cal.extra_ms(10, 0.1) == pytest.approx(10.0 / 10 + cal.virtual_ms)
     assert cal.rtt_by_gap_ms == {"0.1": [25.0, 24.0, 26.0], "1": [30.0], "10": [35.0, 35.0]}
 
 
@@ -192,3 +193,28 @@ def test_selena_advise_takes_runs_events_file_and_checks_it(tmp_path, capsys):
     assert main(["advise", "scenarios/dilation_demo.py", "--calibration", str(path),
                  "--events", str(events)]) == 1
     assert f"{events}:1: no node named 'h3'" in capsys.readouterr().err
+
+
+def test_a_sender_waiting_longer_for_its_reply_than_the_calibration_adds_the_wake_cost():
+    # Calibrated over 20 ms round trips: 10 ms after 1 s idle, +5 ms per tenfold.
+    by_gap = {0.1: [25.0], 1.0: [30.0], 10.0: [35.0]}
+    # At TDF 5 the senders waited 100 ms real (5 x 20): 5 x log10(5) = 3.49 ms
+    # more than at TDF 1, which is real time too, not the virtual part.
+    wake_5 = (10.0 + 5 * math.log10(5)) / 5
+    cal = fit(by_gap, [20.0 + wake_5 + 0.5], [20.0], high_tdf=5, high_interval_s=0.2,
+              configured_rtt_ms=20.0)
+    assert cal.rtt_ms == 20.0 and cal.virtual_ms == pytest.approx(0.5)
+    assert cal.extra_ms(5, 0.2, 20.0) == pytest.approx(wake_5 + 0.5)
+    # An 80 ms path at TDF 5: its senders wait 400 ms, 20 times the calibration's.
+    assert cal.extra_ms(5, 0.2, 80.0) == pytest.approx((10.0 + 5 * math.log10(20)) / 5 + 0.5)
+    # A shorter wait is not credited, and a file without the round trip has no term.
+    assert cal.extra_ms(1, 0.2, 5.0) == pytest.approx(cal.wake_real_ms(0.2) + 0.5)
+    cal.rtt_ms = 0.0
+    assert cal.extra_ms(5, 0.2, 80.0) == pytest.approx(10.0 / 5 + 0.5)
+    # advise uses the path's round trip: the 80 ms demo needs more than a 20 ms one would.
+    cal.rtt_ms = 20.0
+    long_wait = advise(demo_topology(delay_ms=40), cal, 5.0, interval_s=0.2)
+    assert long_wait.predicted_rtt_error_pct == pytest.approx(
+        100 * cal.extra_ms(long_wait.tdf, 0.2, 80.0) / 80.0)
+    cal.rtt_ms = 0.0
+    assert advise(demo_topology(delay_ms=40), cal, 5.0, interval_s=0.2).tdf < long_wait.tdf

@@ -4,12 +4,14 @@ support, the binomial view of counts, and the script's output."""
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import lab_thresholds as lt
 import pytest
+from lab_stats import record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,3 +109,25 @@ def test_the_script_prints_a_markdown_table_and_skips_a_cut_line(tmp_path):
                             str(tmp_path / "none.jsonl")], capture_output=True, text=True,
                            timeout=60)
     assert empty.returncode == 1 and "no recorded values" in empty.stderr
+
+
+def test_collect_appends_only_new_records_and_load_reads_each_once(tmp_path):
+    cache, committed = tmp_path / "cache.jsonl", tmp_path / "docs" / "lab-stats.jsonl"
+    first = [entry("x.rtt_ms", 100 + i, t=i, high=150) for i in range(3)]
+    cache.write_text("".join(json.dumps(e) + "\n" for e in first))
+    assert lt.collect(cache, committed) == 3
+    assert lt.collect(cache, committed) == 0            # nothing new: nothing appended
+    later = entry("x.rtt_ms", 120, t=9, high=150)
+    with cache.open("a") as out:
+        out.write(json.dumps(later) + "\n" + '{"name": "x.rt')   # and a cut line
+    assert lt.collect(cache, committed) == 1
+    assert len(committed.read_text().splitlines()) == 4
+    records, bad = lt.load(committed, cache)
+    assert [r["value"] for r in records] == [100, 101, 102, 120] and bad == 1
+    # The script collects from $SELENA_LAB_STATS into --file.
+    record(entry("y.mbit", 9, t=10, low=8), cache)      # after the cut line, on its own
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "lab-thresholds"), "--file",
+                          str(committed), "--collect"], capture_output=True, text=True,
+                         check=True, timeout=60, env={**os.environ, "SELENA_LAB_STATS": str(cache)})
+    assert out.stdout.startswith("1 new record(s)"), out
+    assert json.loads(committed.read_text().splitlines()[-1])["name"] == "y.mbit"

@@ -96,8 +96,14 @@ def record(entry: Mapping[str, Any], path: Path | None = None) -> None:
     in append mode, so that lines of concurrent writers do not interleave."""
     path = path or stats_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(dict(entry), sort_keys=True) + "\n")
+    with open(path, "a+b") as f:
+        # A line cut by a killed run has no newline: start on a line of our own.
+        cut = False
+        if f.seek(0, os.SEEK_END) > 0:
+            f.seek(-1, os.SEEK_END)
+            cut = f.read(1) != b"\n"
+        f.write((("\n" if cut else "") + json.dumps(dict(entry), sort_keys=True)
+                 + "\n").encode())
 
 
 def check(name: str, value: float | Iterable[float], low: float | None = None,

@@ -32,25 +32,49 @@ Z_ONE_SIDED = 2.3263            # standard normal quantile at 1 - 0.01
 Z_TWO_SIDED = 2.5758            # at 1 - 0.005 (0.5% beyond each of two bounds)
 
 
-def load(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The records, and how many lines were unreadable (a line cut by a killed
-    run must not hide the others)."""
-    records, bad = [], 0
-    if not path.exists():
-        return [], 0
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
+def load(*paths: Path) -> tuple[list[dict[str, Any]], int]:
+    """The records of every file, each once (the committed record and the
+    cache share the lines collected from it), and how many lines were
+    unreadable (a line cut by a killed run must not hide the others)."""
+    records: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    bad = 0
+    for path in paths:
+        if not path.exists():
             continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            bad += 1
-            continue
-        if isinstance(entry, dict) and "name" in entry and "value" in entry:
-            records.append(entry)
-        else:
-            bad += 1
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                bad += 1
+                continue
+            if not (isinstance(entry, dict) and "name" in entry and "value" in entry):
+                bad += 1
+                continue
+            key = json.dumps(entry, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                records.append(entry)
     return records, bad
+
+
+def collect(cache: Path, committed: Path) -> int:
+    """Append to `committed` the readable records of `cache` it does not hold
+    yet, in the cache's order; how many were added. The cache lives outside
+    the tree and goes with the machine; the committed file is what the
+    bounds' distributions are kept in."""
+    have, _ = load(committed)
+    known = {json.dumps(r, sort_keys=True) for r in have}
+    fresh, _ = load(cache)
+    new = [r for r in fresh if json.dumps(r, sort_keys=True) not in known]
+    if new:
+        committed.parent.mkdir(parents=True, exist_ok=True)
+        with committed.open("a", encoding="utf-8") as out:
+            for entry in new:
+                out.write(json.dumps(entry, sort_keys=True) + "\n")
+    return len(new)
 
 
 def quantile(values: Sequence[float], q: float) -> float:
