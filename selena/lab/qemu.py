@@ -28,7 +28,7 @@ from selena.errors import LabError
 from selena.lab.build import LabArtefacts, LabBuilder
 from selena.paths import cache_dir, project_root
 from selena.runner import Process, Runner
-from selena.signals import TerminateAsInterrupt
+from selena.signals import TerminateAsInterrupt, sigint_deferred
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ class LabSession:
         # A `kill` or a closed terminal powers the lab off as Ctrl-C does:
         # killed by SIGTERM, selena left QEMU running without it.
         self._stack.enter_context(TerminateAsInterrupt())
-        self._stack.callback(shutil.rmtree, self.run_dir, True)
+        self._stack.callback(self._remove_run_dir)
         self.lab.progress(f"booting the lab ({accel})")
         start = time.monotonic()
         self._proc = self.lab.runner.spawn(qemu_argv(art, self.lab.share, self.run_id,
@@ -294,6 +294,13 @@ class LabSession:
         if self.run_dir.is_dir():
             (self.run_dir / "stop").touch()
         self._stack.close()
+
+    def _remove_run_dir(self) -> None:
+        # A signal in the middle of it would leave the run's directory half
+        # removed (stop, jobs) for good: noted, not obeyed, for that long.
+        with sigint_deferred(self.lab.progress, "removing the lab's run directory; "
+                                                "Ctrl-C is ignored until that is done"):
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def _stop_qemu(self) -> None:
         if self._proc is None:

@@ -1,5 +1,7 @@
 """Unit tests of the lab's QEMU command line and console protocol (no QEMU run)."""
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -201,10 +203,15 @@ def test_sigterm_while_the_lab_runs_powers_it_off_as_ctrl_c_does(tmp_path):
         from pathlib import Path
         sys.path[:0] = {[str(Path(__file__).parents[1] / "support")]!r}
         from fake_runner import FakeRunner
+        import selena.lab.qemu
         from selena.lab.qemu import Lab
         from selena.lab.build import LabArtefacts
+        selena.lab.qemu.POWER_OFF_S = 0.5      # the fake never powers off: killed
         fake = FakeRunner()
-        fake.respond(["qemu-system-x86_64"], stdout="SELENA-LAB-READY\\n")
+        # A lab that runs until it is powered off (a fake QEMU that ended
+        # by itself raced the signal: the job failed first, or the signal
+        # landed in the teardown).
+        fake.respond(["qemu-system-x86_64"], stdout="SELENA-LAB-READY\\n", stays_up=True)
         art = LabArtefacts(Path("/c/xen"), Path("/c/vmlinuz"), Path("/c/dom0.cpio.gz"),
                            Path("/c/tiny.cpio.gz"), {{}})
         lab = Lab(runner=fake, artefacts=art)
@@ -223,3 +230,23 @@ def test_sigterm_while_the_lab_runs_powers_it_off_as_ctrl_c_does(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert out == "interrupted SignalInterrupt\ntorn down True\n", out
     assert proc.returncode == 0
+
+
+def test_a_signal_while_the_run_directory_is_removed_is_noted_not_obeyed(tmp_path, monkeypatch):
+    """A SIGTERM that landed in the teardown's rmtree aborted it and left the
+    run's directory behind (seen once under load): the removal now runs
+    with interrupts deferred, and the signal is noted."""
+    lab = _lab_with_console("SELENA-LAB-READY\n", tmp_path)
+    noted: list[str] = []
+    lab.progress = noted.append
+    real_rmtree = shutil.rmtree
+
+    def rmtree_hit_by_a_signal(path, ignore_errors=False):
+        os.kill(os.getpid(), signal.SIGTERM)      # handled before the next bytecode
+        real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr("selena.lab.qemu.shutil.rmtree", rmtree_hit_by_a_signal)
+    with lab.session():
+        pass
+    assert list((tmp_path / "build" / "lab-run").iterdir()) == []
+    assert any("removing the lab's run directory" in n for n in noted), noted

@@ -5,6 +5,7 @@ from a script. A test double, so it lives with the tests, not in the package
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,19 +22,24 @@ from selena.runner import (
 
 
 class _ScriptedProcess:
-    """FakeRunner's spawned process: prints a script, then ends."""
+    """FakeRunner's spawned process: prints a script, then ends (or, if it
+    stays up, ends only when killed, as QEMU running a lab does)."""
 
-    def __init__(self, output: str):
+    def __init__(self, output: str, stays_up: bool = False):
         self.output = output
+        self.stays_up = stays_up
+        self.killed = threading.Event()
 
     def lines(self) -> Iterator[str]:
         yield from self.output.splitlines(keepends=True)
+        if self.stays_up:
+            self.killed.wait()
 
     def wait(self, timeout: float | None = None) -> int | None:
         return 0
 
     def kill(self) -> None:
-        pass
+        self.killed.set()
 
 
 @dataclass
@@ -46,16 +52,24 @@ class FakeRunner(Runner):
 
     calls: list[tuple[str, ...]] = field(default_factory=list)
     responses: dict[tuple[str, ...], tuple[int, str, str]] = field(default_factory=dict)
+    # Prefixes whose spawned process stays up after its output until killed.
+    staying_up: set[tuple[str, ...]] = field(default_factory=set)
 
     def respond(self, prefix: Sequence[str], returncode: int = 0, stdout: str = "",
-                stderr: str = "") -> None:
+                stderr: str = "", *, stays_up: bool = False) -> None:
         self.responses[tuple(prefix)] = (returncode, stdout, stderr)
+        if stays_up:
+            self.staying_up.add(tuple(prefix))
 
-    def _answer(self, args: tuple[str, ...]) -> tuple[int, str, str]:
+    def _prefix(self, args: tuple[str, ...]) -> tuple[str, ...] | None:
         best: tuple[str, ...] | None = None
         for prefix in self.responses:
             if args[: len(prefix)] == prefix and (best is None or len(prefix) > len(best)):
                 best = prefix
+        return best
+
+    def _answer(self, args: tuple[str, ...]) -> tuple[int, str, str]:
+        best = self._prefix(args)
         return self.responses[best] if best is not None else (0, "", "")
 
     def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
@@ -82,7 +96,8 @@ class FakeRunner(Runner):
 
     def spawn(self, argv: Sequence[str], *, cwd: str | Path | None = None) -> Process:
         """A process whose output is the scripted stdout for argv."""
-        return _ScriptedProcess(self.run(argv, check=False).stdout)
+        stays_up = self._prefix(tuple(str(a) for a in argv)) in self.staying_up
+        return _ScriptedProcess(self.run(argv, check=False).stdout, stays_up)
 
     def daemon(self, argv: Sequence[str], log_file: Path) -> int:
         """Recorded like run(); appends the scripted stdout to log_file (as
