@@ -16,20 +16,20 @@ packets, the sender of it for the round trip until the reply comes back.
 So the model is, per link, for a TDF, a virtual interval between packets
 and the path's configured round trip:
 
-    extra(TDF, interval, rtt) = (wake(interval x TDF) + reply(rtt x TDF)) / TDF
+    extra(TDF, interval, rtt) = (wake(interval x TDF) + reply(rtt, TDF)) / TDF
                                 + virtual_ms
     wake(gap) = wake_ms + per_decade_ms x log10(gap / 1 s)      (real ms)
-    reply(wait) = per_decade_ms x log10(wait / the calibration's round trip)
+    reply(rtt, TDF) = per_decade_ms x log10(rtt x TDF / max(rtt, 20 ms))
 
-wake is fitted from the TDF 1 pings at each gap (whose senders waited the
-calibration link's 20 ms for each reply: reply() is what a longer wait
-adds, at the same cost per tenfold, never less than nothing); virtual_ms is
-what TDF 5 measured beyond the prediction (a part in the guests' own time
-that dilation cannot shrink; zero when wake explains it all). Without the
-reply term the lab's 80 ms round trips measured 1.3 to 1.7 times the
-prediction (two calibrations and six runs in one boot, 2026-11-27: +3.1 to
-+3.5 % at TDF 5 and 6 against +2.0 % predicted); with it, the prediction
-moved toward them. `selena advise
+wake is fitted from the TDF 1 pings at each gap; reply is what dilation
+adds to the sender's wait (TDF times the round trip in real time) at the
+same cost per tenfold, nothing at TDF 1 (where the lab's 80 ms round trips
+measured no more than the calibration's 20 ms ones predicted), never
+negative; virtual_ms is what TDF 5 measured beyond the prediction (a part
+in the guests' own time that dilation cannot shrink; zero when wake
+explains it all). Without the reply term the lab's 80 ms round trips at
+TDF 5 and 6 measured 1.3 to 1.7 times the prediction (two calibrations and
+six runs in one boot, 2026-11-27). `selena advise
 SCENARIO --interval S` reads the topology: the smallest configured round
 trip between two hosts (twice the one-way delays along the path with the
 least delay, each link on it adding one floor) and the busiest link; it
@@ -105,20 +105,23 @@ class Calibration:
         gap = max(gap_s, self.min_gap_s)
         return max(0.0, self.wake_ms + self.per_decade_ms * math.log10(gap))
 
-    def reply_real_ms(self, wait_ms: float) -> float:
-        """What a sender that waited `wait_ms` real ms for its reply adds to
-        the round trip beyond the calibration's own senders (who waited its
-        link's round trip): the wake cost per tenfold, never negative (a
-        shorter wait is not credited)."""
-        if self.rtt_ms <= 0:
+    def reply_real_ms(self, rtt_ms: float, tdf: float) -> float:
+        """What the sender's wait for its reply adds, in real ms, on a path
+        of `rtt_ms` at `tdf`: the wait is `tdf` times the path's round trip
+        in real time, and each tenfold of it beyond what the same path waits
+        at TDF 1 (never less than the calibration's own round trip) costs
+        the fitted wake per tenfold. At TDF 1 nothing: the lab's TDF 1 runs
+        over 80 ms measured no more than the calibration's 20 ms predicted."""
+        if self.rtt_ms <= 0 or rtt_ms <= 0:
             return 0.0
-        return max(0.0, self.per_decade_ms) * math.log10(max(wait_ms, self.rtt_ms) / self.rtt_ms)
+        base = max(rtt_ms, self.rtt_ms)
+        return max(0.0, self.per_decade_ms) * math.log10(max(rtt_ms * tdf, base) / base)
 
     def extra_ms(self, tdf: float, interval_s: float, rtt_ms: float = 0.0) -> float:
         """Extra round trip per link in virtual ms at `tdf`, packets
         `interval_s` virtual seconds apart, on a path whose configured round
-        trip is `rtt_ms` (0: as short as the calibration's)."""
-        real = self.wake_real_ms(interval_s * tdf) + self.reply_real_ms(rtt_ms * tdf)
+        trip is `rtt_ms` (0: no reply term)."""
+        real = self.wake_real_ms(interval_s * tdf) + self.reply_real_ms(rtt_ms, tdf)
         return real / tdf + self.virtual_ms
 
     def describe(self) -> str:

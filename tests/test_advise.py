@@ -205,10 +205,14 @@ def test_a_sender_waiting_longer_for_its_reply_than_the_calibration_adds_the_wak
               configured_rtt_ms=20.0)
     assert cal.rtt_ms == 20.0 and cal.virtual_ms == pytest.approx(0.5)
     assert cal.extra_ms(5, 0.2, 20.0) == pytest.approx(wake_5 + 0.5)
-    # An 80 ms path at TDF 5: its senders wait 400 ms, 20 times the calibration's.
-    assert cal.extra_ms(5, 0.2, 80.0) == pytest.approx((10.0 + 5 * math.log10(20)) / 5 + 0.5)
-    # A shorter wait is not credited, and a file without the round trip has no term.
-    assert cal.extra_ms(1, 0.2, 5.0) == pytest.approx(cal.wake_real_ms(0.2) + 0.5)
+    # An 80 ms path at TDF 5: its senders wait 400 ms, 5 times what they wait at TDF 1.
+    assert cal.extra_ms(5, 0.2, 80.0) == pytest.approx((10.0 + 5 * math.log10(5)) / 5 + 0.5)
+    assert cal.extra_ms(1, 0.2, 80.0) == pytest.approx(cal.wake_real_ms(0.2) + 0.5)
+    # A 5 ms path waits less than the calibration's 20 ms up to TDF 4: no term.
+    assert cal.extra_ms(4, 0.2, 5.0) == pytest.approx(cal.wake_real_ms(0.8) / 4 + 0.5)
+    assert cal.extra_ms(8, 0.2, 5.0) == pytest.approx(
+        (cal.wake_real_ms(1.6) + 5 * math.log10(2)) / 8 + 0.5)
+    # A file without the round trip has no term.
     cal.rtt_ms = 0.0
     assert cal.extra_ms(5, 0.2, 80.0) == pytest.approx(10.0 / 5 + 0.5)
     # advise uses the path's round trip: the 80 ms demo needs more than a 20 ms one would.
