@@ -127,8 +127,8 @@ class Calibration:
     def describe(self) -> str:
         return (f"calibration of {self.host or 'this host'} ({self.measured_at}): each link "
                 f"adds {self.wake_ms:.2f} ms of real time to a round trip after 1 s idle, "
-                f"{self.per_decade_ms:+.2f} ms per tenfold idle time (or wait for a reply "
-                f"beyond its {self.rtt_ms:g} ms), divided by the TDF, "
+                f"{self.per_decade_ms:+.2f} ms per tenfold idle time (and per tenfold "
+                f"the TDF lengthens a wait for a reply), divided by the TDF, "
                 f"+ {self.virtual_ms:.2f} ms of virtual time; one vif pair carries "
                 f"{self.ceiling_mbit:.1f} Mbit/s in real time")
 

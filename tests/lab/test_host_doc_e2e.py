@@ -47,6 +47,8 @@ WORK = "/tmp/host-doc-e2e"
 # (the cwd), without writing bytecode into the shared tree.
 EDITABLE_INSTALL = ('export PYTHONPATH="$PWD"', "export PYTHONDONTWRITEBYTECODE=1")
 ACCURACY_PCT = 5.0      # what `selena advise` is asked for (its default)
+# The page's run says where its bundle went (results/, in the tree).
+RESULTS_LINE = re.compile(r"^results: (results/first_run-\S+) \(real time", re.M)
 OUT = lab_results.out("test-host-doc")
 CONFIGURED_RTT_MS = 80.0     # scenarios/first_run.py's
 # After the page: its calibration copied out, advise on the demo's topology,
@@ -75,7 +77,7 @@ def _output_of(blocks, got, pattern: str) -> str:
 def _remove_run_results(text: str) -> None:
     """The page's `selena run` writes its bundle into the tree (results/,
     ignored by git): remove that one directory, nothing else."""
-    for path in re.findall(r"^results: (results/first_run-\S+) \(real time", text, re.M):
+    for path in RESULTS_LINE.findall(text):
         target = (project_root() / path).resolve()
         if target.parent == (project_root() / "results").resolve():
             shutil.rmtree(target, ignore_errors=True)
@@ -125,12 +127,12 @@ def test_the_host_pages_dom0_commands_run_in_the_labs_dom0(lab):
         rtt = re.search(r"^rtt_ms: .*; expected 80 ms, error ([+-]\d+\.\d)%$", run, re.M)
         assert rtt, run
         assert re.search(r"^fidelity: ", run, re.M), run
-        assert re.search(r"^results: results/first_run-\S+ \(real time", run, re.M), run
+        bundle = RESULTS_LINE.search(run)
+        assert bundle, run
         predicted = re.search(r"^advice: .*predicted round-trip error \+([\d.]+)%", advice, re.M)
         assert predicted and float(predicted.group(1)) <= ACCURACY_PCT / 2, advice   # headroom
         # In the lab's floor a TDF above 1 (the record keeps which, beside the error).
         check("host_doc.advised_tdf", float(tdf.group(1)), above=1, context=advice)
-        bundle = re.search(r"^results: (results/first_run-\S+) \(real time", run, re.M)
         pings = json.loads((project_root() / bundle.group(1) / "metrics.json").read_text())
         check("host_doc.first_run.rtt_error_abs_pct", abs(float(rtt.group(1))),
               below=ACCURACY_PCT, unit=" %", samples=pings["rtt_ms"]["samples"],

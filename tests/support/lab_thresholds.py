@@ -53,7 +53,7 @@ def load(*paths: Path) -> tuple[list[dict[str, Any]], int]:
             if not (isinstance(entry, dict) and "name" in entry and "value" in entry):
                 bad += 1
                 continue
-            key = json.dumps(entry, sort_keys=True)
+            key = _key(entry)
             if key not in seen:
                 seen.add(key)
                 records.append(entry)
@@ -66,15 +66,20 @@ def collect(cache: Path, committed: Path) -> int:
     the tree and goes with the machine; the committed file is what the
     bounds' distributions are kept in."""
     have, _ = load(committed)
-    known = {json.dumps(r, sort_keys=True) for r in have}
+    known = {_key(r) for r in have}
     fresh, _ = load(cache)
-    new = [r for r in fresh if json.dumps(r, sort_keys=True) not in known]
+    new = [r for r in fresh if _key(r) not in known]
     if new:
         committed.parent.mkdir(parents=True, exist_ok=True)
         with committed.open("a", encoding="utf-8") as out:
-            for entry in new:
-                out.write(json.dumps(entry, sort_keys=True) + "\n")
+            out.writelines(_key(entry) + "\n" for entry in new)
     return len(new)
+
+
+def _key(entry: dict[str, Any]) -> str:
+    """A record as one line, the same whatever its keys' order: what tells
+    two records apart, and what the files hold."""
+    return json.dumps(entry, sort_keys=True)
 
 
 def quantile(values: Sequence[float], q: float) -> float:
