@@ -1,13 +1,17 @@
 """Builds the lab's artefacts, each cached by the hash of its inputs.
 
 Artefacts (under cache_dir()/lab/):
-- the patched hypervisor, via `make -C xen-patches` (its own cache);
+- the patched hypervisor's Debian package, built from the lab's pin as
+  `make -C xen-patches deb XEN_PIN=SOURCE` builds it (the hypervisor itself
+  compiled once, in `make -C xen-patches`'s own cache);
 - the Dom0 base image: a debootstrap'd bookworm root with the Xen tools, Open
-  vSwitch, iproute2/tc, iperf3 and python3, plus the kernel modules Dom0 needs,
-  packed as a gzip'd cpio (slow to build: minutes; rebuilt only when its
-  package list or kernel changes);
+  vSwitch, iproute2/tc, iperf3 and python3, the kernel modules Dom0 needs and
+  that package installed with dpkg, packed as a gzip'd cpio (slow to build:
+  minutes; rebuilt only when its package list, kernel or the hypervisor's
+  package changes); QEMU boots the hypervisor file the package installed, so
+  every lab boot goes through the install path a Xen server's does;
 - the Dom0 overlay: a small cpio with the init script, the selena package
-  from the current tree, selena-tdf and the guest templates (about a second);
+  from the current tree and the guest templates (about a second);
 - the guest templates themselves (Debian's kernel package, shared by Dom0 and
   the guests, the tiny guests' kernel, each guest initramfs, the debian disk
   images): selena.templates.build's TemplateBuilder, which a real host's
@@ -18,6 +22,7 @@ boots base + overlay and the slow part is reused across code changes.
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import tempfile
@@ -77,6 +82,17 @@ DOM0_PACKAGES = (
 DOM0_MODULES = HOST_MODULES + LAB_ONLY_MODULES
 
 
+# The hypervisor the package installs (xen-patches/scripts/build-deb.sh).
+INSTALLED_XEN = Path("/boot/xen-4.17-selena.gz")
+# Debian's own hypervisor package, the one selena's stands beside.
+STOCK_HYPERVISOR_PACKAGE = "xen-hypervisor-4.17-amd64"
+
+
+def installed_hypervisor(base: Path) -> Path:
+    """The hypervisor file a Dom0 base's package installed, unpacked beside it."""
+    return base.with_name(base.name.removesuffix(".cpio.gz") + ".xen")
+
+
 @dataclass(frozen=True)
 class LabArtefacts:
     xen: Path            # multiboot ELF for QEMU -kernel
@@ -99,13 +115,14 @@ class LabBuilder(TemplateBuilder):
         who asked) images of debian-based templates to build as well. The
         debian templates are built only with `with_debian` or variants."""
         start = time.monotonic()
-        xen = self.hypervisor()
+        package = self.hypervisor()
         bases: list[Path] = []
         # The templates as `selena host setup` builds them, the Dom0 base
         # beside the guest kernel's compile.
         built = self.templates(with_debian=with_debian, variants=variants,
                                beside=lambda kernel_root: bases.append(
-                                   self.dom0_base(kernel_root)))
+                                   self.dom0_base(kernel_root, package)))
+        xen = installed_hypervisor(bases[0])
         kernel = next((built.kernel_root / "boot").glob("vmlinuz-*"))
         disk_templates = {name: yaml.safe_dump(t.spec(IMAGES_IN_DOM0), sort_keys=False)
                           for name, t in built.disks.items()}
@@ -119,30 +136,65 @@ class LabBuilder(TemplateBuilder):
                             dict(self.timings), images=images)
 
     def hypervisor(self) -> Path:
-        self.progress("[1/6] patched Xen hypervisor (make -C xen-patches)")
+        """The patched hypervisor's Debian package, as `make -C xen-patches
+        deb XEN_PIN=SOURCE` builds it (into its own directory, beside that
+        target's); `make -C xen-patches` first, for selena-tdf and the
+        files the lab tests compare with (out/)."""
+        self.progress("[1/6] patched Xen hypervisor and its package (make -C xen-patches)")
         t = time.monotonic()
-        with heartbeat(self.progress, "patched Xen"):
-            self.runner.stream(["make", "-s", "-C", str(self.src / "xen-patches")],
-                               lambda line: self.progress("      " + line.rstrip()))
-        self.timings["xen"] = time.monotonic() - t
-        return self.src / "xen-patches" / "out" / "xen"
+        xen_patches = self.src / "xen-patches"
+        lines: list[str] = []
 
-    def dom0_base(self, kernel_root: Path) -> Path:
+        def show(line: str) -> None:
+            lines.append(line.rstrip())
+            self.progress("      " + line.rstrip())
+        with heartbeat(self.progress, "patched Xen"):
+            self.runner.stream(["make", "-s", "-C", str(xen_patches)], show)
+            lines.clear()
+            self.runner.stream([str(xen_patches / "scripts" / "build-deb.sh"),
+                                str(xen_patches / "SOURCE"),
+                                # Not build/deb: `make deb`'s (the server's package).
+                                str(xen_patches / "build" / "lab-deb")], show)
+        self.timings["xen"] = time.monotonic() - t
+        package = Path(lines[-1]) if lines else Path()
+        if package.suffix != ".deb" or not package.is_file():
+            raise LabError(f"building the hypervisor's package gave no .deb (last line: "
+                           f"{lines[-1] if lines else 'none'!r})")
+        return package
+
+    def stock_hypervisor(self) -> Path:
+        """Debian's own, unpatched hypervisor (bookworm's
+        xen-hypervisor-4.17-amd64), unpacked for QEMU: a lab booted on it is
+        a Debian server whose hypervisor selena's package never replaced."""
+        unpacked = self.debian_package(STOCK_HYPERVISOR_PACKAGE)
+        found = sorted((unpacked / "boot").glob("xen-*.gz"))
+        if len(found) != 1:
+            raise LabError(f"{STOCK_HYPERVISOR_PACKAGE} holds {len(found)} hypervisor files "
+                           f"in /boot, not one: {[f.name for f in found]}")
+        target = unpacked.with_name(unpacked.name + ".xen")
+        if not target.exists():
+            partial = target.with_name(target.name + ".partial")
+            with gzip.open(found[0], "rb") as src, partial.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+            partial.rename(target)
+        return target
+
+    def dom0_base(self, kernel_root: Path, package: Path) -> Path:
         key = _hash(SUITE, MIRROR, " ".join(DOM0_PACKAGES), " ".join(DOM0_MODULES),
-                    kernel_root.name, "dom0-base-v1")
+                    kernel_root.name, _hash_files([package]), "dom0-base-v2")
         target = self.root / f"dom0-base-{key}.cpio.gz"
-        if target.exists():
+        if target.exists() and installed_hypervisor(target).exists():
             self.progress(f"[3/6] Dom0 base image: cached ({target.name})")
             return target
         t = time.monotonic()
         self.progress("[3/6] Dom0 base image: debootstrap (a few minutes)")
         with heartbeat(self.progress, "Dom0 base image", expected=_last_build_time("dom0_base")):
-            self._dom0_base(kernel_root, target)
+            self._dom0_base(kernel_root, target, package)
         self.timings["dom0_base"] = time.monotonic() - t
         _record_build_time("dom0_base", self.timings["dom0_base"])
         return target
 
-    def _dom0_base(self, kernel_root: Path, target: Path) -> None:
+    def _dom0_base(self, kernel_root: Path, target: Path, package: Path) -> None:
         tarball = self.root / f"dom0-debs-{_hash(SUITE, ' '.join(DOM0_PACKAGES))}.tgz"
         include = "--include=" + ",".join(DOM0_PACKAGES)
         with tempfile.TemporaryDirectory(dir=self.root) as tmp:
@@ -161,20 +213,32 @@ class LabBuilder(TemplateBuilder):
                             timeout=1800)
             self.progress("      adding kernel modules")
             install_modules(self.runner, kernel_root, rootfs, DOM0_MODULES)
+            self.progress(f"      installing {package.name} (dpkg -i)")
+            shutil.copy2(package, rootfs / "tmp" / package.name)
+            self.runner.run(["chroot", str(rootfs), "dpkg", "-i", f"/tmp/{package.name}"],
+                            timeout=600)
+            (rootfs / "tmp" / package.name).unlink()
+            # What QEMU boots (-kernel takes no gzip'd multiboot image), written
+            # before the base: a base in the cache always has its hypervisor.
+            booted = installed_hypervisor(target)
+            partial = booted.with_name(booted.name + ".partial")
+            with gzip.open(rootfs / INSTALLED_XEN.relative_to("/"), "rb") as src, \
+                    partial.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+            partial.rename(booted)
             self._trim(rootfs)
             self.progress("      packing")
             self._pack(rootfs, target)
 
     def dom0_overlay(self, kernel: Path, initrds: dict[str, Path],
                      disk_templates: dict[str, str] | None = None) -> Path:
-        """Init script, selena from this tree, selena-tdf and guest templates
-        (the disk-image templates only as their template.yaml: their files
-        stay on the images share)."""
+        """Init script, selena from this tree and guest templates (the
+        disk-image templates only as their template.yaml: their files stay
+        on the images share). selena-tdf is the hypervisor package's."""
         disk_templates = disk_templates or {}
         lab_files = Path(__file__).parent
-        tdf_tool = self.src / "xen-patches" / "out" / "selena-tdf"
         inputs = _tree_files(self.src / "selena", (".py", ".j2", ".sh", ".yaml"))
-        inputs += [tdf_tool, kernel, *initrds.values(), self.src / "xen-patches" / "series"]
+        inputs += [kernel, *initrds.values(), self.src / "xen-patches" / "series"]
         inputs += [self.src / "guest-templates" / t / "template.yaml" for t in initrds]
         inputs += sorted((self.src / "xen-patches").glob("*.patch"))
         profiles = self.src / "switch-model" / "profiles"
@@ -188,7 +252,7 @@ class LabBuilder(TemplateBuilder):
         if target.exists():
             self.progress(f"[6/6] Dom0 overlay: cached ({target.name})")
             return target
-        self.progress("[6/6] Dom0 overlay (selena, selena-tdf, templates)")
+        self.progress("[6/6] Dom0 overlay (selena, templates)")
         with tempfile.TemporaryDirectory(dir=self.root) as tmp:
             root = Path(tmp) / "root"
             shutil.copy2(lab_files / "dom0-init.sh", _mkparent(root / "init"))
@@ -200,9 +264,6 @@ class LabBuilder(TemplateBuilder):
             launcher.write_text("#!/usr/bin/python3\nimport sys\n\nfrom selena.cli import main\n\n"
                                 "sys.exit(main())\n")
             launcher.chmod(0o755)
-            if not tdf_tool.exists():
-                raise LabError(f"{tdf_tool} is missing: run make -C xen-patches")
-            shutil.copy2(tdf_tool, root / "usr/local/bin/selena-tdf")
             tools = self.src / "guest-templates" / "build" / "bin"
             for source in tool_sources:
                 if not (tools / source.stem).exists():

@@ -4,8 +4,9 @@
 import time
 
 import pytest
+from fake_runner import FakeRunner
 
-from selena.lab.bench_control import _dom0_cpu_seconds
+from selena.lab.bench_control import _dom0_cpu_seconds, cpus_split
 
 
 def test_this_process_cpu_time_is_read_from_proc_and_grows_with_work():
@@ -20,3 +21,26 @@ def test_this_process_cpu_time_is_read_from_proc_and_grows_with_work():
     # No xenstored runs on a test host; in Dom0 its time is summed the same way.
     assert after.xenstored == before.xenstored
     assert after.dom0_irq >= before.dom0_irq and after.dom0_steal >= before.dom0_steal
+
+
+def test_splitting_the_cpus_pins_dom0_apart_and_gives_its_vcpus_back_after_a_failure():
+    runner = FakeRunner()
+    runner.respond(["xl", "info"], stdout="host : lab\nnr_cpus : 4\nnr_nodes : 1\n")
+    runner.respond(["xl", "vcpu-list", "0"],
+                   stdout="Name ID VCPU CPU State Time(s) Affinity (Hard / Soft)\n"
+                          "Domain-0 0 0 0 r-- 10.0 all / all\n"
+                          "Domain-0 0 1 1 -b- 9.0 all / all\n")
+    with pytest.raises(RuntimeError, match="measuring"), cpus_split(runner) as guests:
+        assert guests == "1-3"
+        assert ("xl", "vcpu-pin", "0", "all", "0") in runner.calls
+        raise RuntimeError("measuring failed")
+    assert runner.calls[-2:] == [("xl", "vcpu-set", "0", "2"),
+                                 ("xl", "vcpu-pin", "0", "all", "all")]
+
+
+def test_splitting_one_cpu_is_refused_before_anything_is_pinned():
+    runner = FakeRunner()
+    runner.respond(["xl", "info"], stdout="nr_cpus : 1\n")
+    with pytest.raises(RuntimeError, match="needs 2"), cpus_split(runner):
+        pass
+    assert not [c for c in runner.calls if c[:2] in (("xl", "vcpu-set"), ("xl", "vcpu-pin"))]

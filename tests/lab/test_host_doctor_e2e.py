@@ -28,7 +28,7 @@ if [ "$1" = get ]; then
          "(XEN_DOMCTL_selena_tdf unknown)" >&2
     exit 1
 fi
-exec /usr/local/bin/selena-tdf "$@"
+exec /usr/sbin/selena-tdf "$@"
 TOOL
 chmod +x /tmp/stock/selena-tdf
 PATH=/tmp/stock:$PATH selena host doctor > /tmp/stock.txt; echo "stock-doctor-rc=$?"

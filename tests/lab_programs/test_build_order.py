@@ -23,7 +23,7 @@ class StepsOnly(LabBuilder):
 
     def hypervisor(self) -> Path:
         self.events.append("xen")
-        return self.root / "xen"
+        return self.root / "xen.deb"
 
     def kernel_package(self) -> Path:
         return self.root / "linux-image.deb"
@@ -31,7 +31,7 @@ class StepsOnly(LabBuilder):
     def kernel_tree(self, deb: Path) -> Path:
         return self.kernel_root
 
-    def dom0_base(self, kernel_root: Path) -> Path:
+    def dom0_base(self, kernel_root: Path, package: Path) -> Path:
         self.events.append("dom0 base")
         return self.root / "base.cpio.gz"
 
