@@ -21,6 +21,9 @@ client; the sender's own figures count its socket buffer). Recorded:
 - client_mbit: every client's throughput in 100 ms windows while its flow
   runs (past its first second of slow start), Figure 4's box plots;
   expected: the client link rate less headers (1448 of every 1514 bytes).
+- client_mbit_1s: the same in 1 s windows, each ten of one client's 100 ms
+  windows in a row (the paper's "1 second monitoring window" of Figures 7
+  and 8, and the samples Figure 10's 97.5% rule counts).
 - aggregate_mbit_<k>flows: the sink's received rate in 500 ms windows while
   k flows run, Figure 5's steps; expected: k x the client figure.
 
@@ -107,8 +110,10 @@ def run(exp):
 
     expected = client_mbit * TCP_SHARE
     per_client: list[float] = []
+    per_second: list[float] = []
     bins: dict[int, float] = {}          # aggregate window -> bits received
     for start, report in zip(starts, reports, strict=True):
+        seconds: dict[int, list[tuple[float, float]]] = {}    # 1 s window -> (bits, s)
         for interval in report["intervals"]:
             s = interval["sum"]
             begin = start + s["start"]
@@ -116,9 +121,17 @@ def run(exp):
                 continue
             if s["start"] >= SLOW_START_S:
                 per_client.append(s["bits_per_second"] / 1e6)
+                # By the report's middle: a start of 1.9999 s is second 1's.
+                second = int((s["start"] + s["seconds"] / 2 - SLOW_START_S) // 1.0)
+                seconds.setdefault(second, []).append((s["bytes"] * 8, s["seconds"]))
             window = int((begin + s["seconds"] / 2) // AGGREGATE_WINDOW_S)
             bins[window] = bins.get(window, 0.0) + s["bytes"] * 8
+        # Whole seconds only (ten reports): the last one is cut short.
+        per_second += [sum(b for b, _ in parts) / sum(t for _, t in parts) / 1e6
+                       for _, parts in sorted(seconds.items())
+                       if len(parts) == round(1.0 / WINDOW_S)]
     exp.record("client_mbit", per_client, expected=expected, unit="Mbit/s")
+    exp.record("client_mbit_1s", per_second, expected=expected, unit="Mbit/s")
     # With every flow started at once only the last step has windows.
     for k in range(1 if stagger_s > 0 else clients, clients + 1):
         # Windows while exactly k flows ran, each past its slow start.

@@ -105,11 +105,42 @@ def test_figures_7_and_8_start_every_flow_at_once_and_record_the_last_step_only(
     assert len(starts) == 1                              # all at once
     durations = {h.argv[h.argv.index("-t") + 1] for _, h in exp.started if "-c" in h.argv}
     assert durations == {"5"}
-    assert sorted(exp.metrics) == ["aggregate_mbit_8flows", "client_mbit"]
+    assert sorted(exp.metrics) == ["aggregate_mbit_8flows", "client_mbit", "client_mbit_1s"]
     samples, _ = exp.metrics["aggregate_mbit_8flows"]
     assert samples and all(s == pytest.approx(72.0) for s in samples)
     assert len(exp.metrics["client_mbit"][0]) == 8 * round((5 - star.SLOW_START_S)
                                                            / star.WINDOW_S)
+    # Four whole seconds per client past its first.
+    assert exp.metrics["client_mbit_1s"][0] == [pytest.approx(9.0)] * 8 * 4
+
+
+def test_one_second_windows_average_ten_reports_of_one_client_and_skip_a_partial_one():
+    """Figures 7, 8 and 10 count 1 s windows, as the paper's did: each the
+    bits of ten 100 ms reports of one client over their time, never two
+    clients' reports together, and none from a second cut short."""
+    class Swinging(FakeExperiment):
+        def wait(self, handle, *, check=False):
+            result = super().wait(handle, check=check)
+            if "-s" not in handle.argv:
+                return result
+            report = json.loads(result.stdout)
+            for i, interval in enumerate(report["intervals"][:-1]):
+                mbit = 4.0 if i % 2 else 8.0            # 8, 4, 8, 4, ...: 6 on average
+                if handle.argv[handle.argv.index("-p") + 1] == "5202":
+                    mbit += 2                           # the second client: 8 on average
+                interval["sum"].update(bytes=mbit * 1e6 * star.WINDOW_S / 8,
+                                       bits_per_second=mbit * 1e6)
+            # A report 0.05 s long closes the run: 1 s windows end where whole ones do.
+            report["intervals"].insert(-1, {"sum": {"start": 5.0, "seconds": 0.05,
+                                                    "bytes": 1e5, "bits_per_second": 16e6}})
+            return SimpleNamespace(ok=True, command=result.command,
+                                   stdout=json.dumps(report).encode())
+
+    exp = Swinging({"h1": 0.0, "h2": 0.0}, params={"clients": 2, "stagger_s": 0, "last_s": 5})
+    star.run(exp)
+    per_second, expected = exp.metrics["client_mbit_1s"]
+    assert per_second == [pytest.approx(6.0)] * 4 + [pytest.approx(8.0)] * 4
+    assert expected == exp.metrics["client_mbit"][1]
 
 
 def test_a_run_too_short_to_measure_is_refused_naming_it():
