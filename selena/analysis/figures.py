@@ -443,8 +443,8 @@ def starscale(root: Path, out: Path) -> Drawn:
         plot.ax.set_xticks(tdfs)
         plot.ax.set_xlim(0, tdfs[-1] * 1.05)
         plot.ax.set_ylim(0, tried * 1.3)
-        plot.note(f"reliable: {100 - RELIABLE_QUANTILE:g}% of a run's {_windows(swept)} samples within "
-                  f"{100 * RELIABLE_TOLERANCE:g}% of the link rate less headers")
+        plot.note(f"reliable: {100 - RELIABLE_QUANTILE:g}% of a run's {_windows(swept)} "
+                  f"samples within {100 * RELIABLE_TOLERANCE:g}% of the link rate less headers")
         plot.note(f"load: one TCP flow per client, {swept[0].client_mbit:g} Mbit/s links")
         drawn.figures.append(plot.save(out / "star_fig10_clients_per_tdf.png"))
     rows = ["| figure | TDF | clients | client link (Mbit/s) | client Mbit/s median "
