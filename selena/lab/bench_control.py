@@ -205,7 +205,8 @@ def main_in_dom0(commands: int, baseline_commands: int, guests: int,
 
 
 @contextlib.contextmanager
-def cpus_split(runner: Runner) -> Iterator[str]:
+def cpus_split(runner: Runner, cpu_root: Path = Path("/sys/devices/system/cpu")
+               ) -> Iterator[str]:
     """Dom0 on a physical CPU of its own (one vCPU pinned to CPU 0) while
     the block runs, which gets the guests' CPU mask (the other CPUs); Dom0's
     vCPUs are given back after. What Xen's tuning advice gives a busy Dom0:
@@ -230,6 +231,25 @@ def cpus_split(runner: Runner) -> Iterator[str]:
     finally:
         runner.run(["xl", "vcpu-set", "0", str(dom0_vcpus)], check=False)
         runner.run(["xl", "vcpu-pin", "0", "all", "all"], check=False)
+        _online_cpus(cpu_root, dom0_vcpus)
+
+
+def _online_cpus(cpu_root: Path, count: int, wait_s: float = 10.0) -> None:
+    """Bring Dom0's CPUs 1..count-1 online again: `xl vcpu-set` only makes
+    a vCPU present to a PV Dom0, whose kernel leaves it offline until
+    something writes its sysfs `online` (udev on a full system; the lab's
+    Dom0 has none). A vCPU left offline would make every later
+    measurement in the boot one of a one-vCPU Dom0."""
+    deadline = time.monotonic() + wait_s
+    for cpu in range(1, count):
+        online = cpu_root / f"cpu{cpu}" / "online"
+        while not online.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        try:
+            if online.read_text().strip() != "1":
+                online.write_text("1")
+        except OSError as exc:
+            print(f"  CPU {cpu} of Dom0 not brought online again: {exc}", flush=True)
 
 
 def _measure(runner: Runner, topo: Topology, commands: int, baseline_commands: int,

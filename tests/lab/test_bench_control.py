@@ -23,19 +23,25 @@ def test_this_process_cpu_time_is_read_from_proc_and_grows_with_work():
     assert after.dom0_irq >= before.dom0_irq and after.dom0_steal >= before.dom0_steal
 
 
-def test_splitting_the_cpus_pins_dom0_apart_and_gives_its_vcpus_back_after_a_failure():
+def test_splitting_the_cpus_pins_dom0_apart_and_gives_its_vcpus_back_after_a_failure(tmp_path):
     runner = FakeRunner()
     runner.respond(["xl", "info"], stdout="host : lab\nnr_cpus : 4\nnr_nodes : 1\n")
     runner.respond(["xl", "vcpu-list", "0"],
                    stdout="Name ID VCPU CPU State Time(s) Affinity (Hard / Soft)\n"
                           "Domain-0 0 0 0 r-- 10.0 all / all\n"
                           "Domain-0 0 1 1 -b- 9.0 all / all\n")
-    with pytest.raises(RuntimeError, match="measuring"), cpus_split(runner) as guests:
+    cpus = tmp_path / "cpu"
+    (cpus / "cpu1").mkdir(parents=True)
+    (cpus / "cpu1" / "online").write_text("1\n")
+    with pytest.raises(RuntimeError, match="measuring"), cpus_split(runner, cpus) as guests:
         assert guests == "1-3"
         assert ("xl", "vcpu-pin", "0", "all", "0") in runner.calls
+        (cpus / "cpu1" / "online").write_text("0\n")     # what vcpu-set 0 1 left
         raise RuntimeError("measuring failed")
     assert runner.calls[-2:] == [("xl", "vcpu-set", "0", "2"),
                                  ("xl", "vcpu-pin", "0", "all", "all")]
+    # vcpu-set makes the vCPU present again, not online: Dom0's sysfs does.
+    assert (cpus / "cpu1" / "online").read_text() == "1"
 
 
 def test_splitting_one_cpu_is_refused_before_anything_is_pinned():
