@@ -93,6 +93,15 @@ def installed_hypervisor(base: Path) -> Path:
     return base.with_name(base.name.removesuffix(".cpio.gz") + ".xen")
 
 
+def _gunzip(source: Path, target: Path) -> None:
+    """`target`, whole or not at all: QEMU's -kernel takes no gzip'd
+    multiboot image."""
+    partial = target.with_name(target.name + ".partial")
+    with gzip.open(source, "rb") as src, partial.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    partial.rename(target)
+
+
 @dataclass(frozen=True)
 class LabArtefacts:
     xen: Path            # multiboot ELF for QEMU -kernel
@@ -173,10 +182,7 @@ class LabBuilder(TemplateBuilder):
                            f"in /boot, not one: {[f.name for f in found]}")
         target = unpacked.with_name(unpacked.name + ".xen")
         if not target.exists():
-            partial = target.with_name(target.name + ".partial")
-            with gzip.open(found[0], "rb") as src, partial.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
-            partial.rename(target)
+            _gunzip(found[0], target)
         return target
 
     def dom0_base(self, kernel_root: Path, package: Path) -> Path:
@@ -218,14 +224,9 @@ class LabBuilder(TemplateBuilder):
             self.runner.run(["chroot", str(rootfs), "dpkg", "-i", f"/tmp/{package.name}"],
                             timeout=600)
             (rootfs / "tmp" / package.name).unlink()
-            # What QEMU boots (-kernel takes no gzip'd multiboot image), written
-            # before the base: a base in the cache always has its hypervisor.
-            booted = installed_hypervisor(target)
-            partial = booted.with_name(booted.name + ".partial")
-            with gzip.open(rootfs / INSTALLED_XEN.relative_to("/"), "rb") as src, \
-                    partial.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
-            partial.rename(booted)
+            # What QEMU boots, written before the base: a base in the cache
+            # always has its hypervisor.
+            _gunzip(rootfs / INSTALLED_XEN.relative_to("/"), installed_hypervisor(target))
             self._trim(rootfs)
             self.progress("      packing")
             self._pack(rootfs, target)
