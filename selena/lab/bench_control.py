@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
+from selena.backends.xl import XlBackend
 from selena.control.channel import Controller, base_path
 from selena.control.interface import CommandChannel
 from selena.control.protocol import CommandSpec, parse_state
@@ -212,13 +213,9 @@ def cpus_split(runner: Runner, cpu_root: Path = Path("/sys/devices/system/cpu")
     vCPUs are given back after. What Xen's tuning advice gives a busy Dom0:
     under emulation a guest vCPU that preempts Dom0's costs Dom0 more than
     the time it takes (docs/benchmarks.md)."""
-    host_cpus = 0
-    for line in runner.run(["xl", "info"]).stdout.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "nr_cpus":
-            host_cpus = int(value)
+    host_cpus = XlBackend(runner).host_info().cpus or 0
     if host_cpus < 2:
-        raise RuntimeError(f"splitting the CPUs needs 2 or more, xl info gave {host_cpus}")
+        raise RuntimeError(f"splitting the CPUs needs 2 or more, the host has {host_cpus}")
     # `xl vcpu-list 0`: a header, then a line per vCPU.
     dom0_vcpus = len(runner.run(["xl", "vcpu-list", "0"]).stdout.strip().splitlines()) - 1
     guest_cpus = f"1-{host_cpus - 1}" if host_cpus > 2 else "1"

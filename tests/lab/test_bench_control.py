@@ -25,7 +25,7 @@ def test_this_process_cpu_time_is_read_from_proc_and_grows_with_work():
 
 def test_splitting_the_cpus_pins_dom0_apart_and_gives_its_vcpus_back_after_a_failure(tmp_path):
     runner = FakeRunner()
-    runner.respond(["xl", "info"], stdout="host : lab\nnr_cpus : 4\nnr_nodes : 1\n")
+    runner.respond(["selena-tdf", "host"], stdout="xen_major: 4\nnr_cpus: 4\n")
     runner.respond(["xl", "vcpu-list", "0"],
                    stdout="Name ID VCPU CPU State Time(s) Affinity (Hard / Soft)\n"
                           "Domain-0 0 0 0 r-- 10.0 all / all\n"
@@ -46,7 +46,7 @@ def test_splitting_the_cpus_pins_dom0_apart_and_gives_its_vcpus_back_after_a_fai
 
 def test_splitting_one_cpu_is_refused_before_anything_is_pinned():
     runner = FakeRunner()
-    runner.respond(["xl", "info"], stdout="nr_cpus : 1\n")
+    runner.respond(["selena-tdf", "host"], stdout="nr_cpus: 1\n")
     with pytest.raises(RuntimeError, match="needs 2"), cpus_split(runner):
         pass
     assert not [c for c in runner.calls if c[:2] in (("xl", "vcpu-set"), ("xl", "vcpu-pin"))]
