@@ -3,7 +3,7 @@
  * console, so that Dom0 can timestamp each line on arrival in real time and
  * compare the guest's view with its own (see selena/lab/check_clock.py).
  *
- *   clockcheck SAMPLE_SECONDS[,TIMER_MS[,VCPUS[,WATCHDOG_S]]]
+ *   clockcheck SAMPLE_SECONDS[,TIMER_MS[,VCPUS[,WATCHDOG_S[,PENDING_MS]]]]
  *   clockcheck gap VIRTUAL_MS          (freeze check)
  *   clockcheck bench ITERATIONS        (cost of clock reads)
  *
@@ -17,6 +17,10 @@
  *   T0 <kind>@<cpu> <monotonic>                before a TIMER_MS timeout
  *   T1 <kind>@<cpu> <monotonic>                after it
  *   M <cpu> <reads> <backwards>                cross-vCPU monotonicity
+ *   Q0 <monotonic> <deadline>                  a timer armed at the start
+ *                                              for PENDING_MS (Dom0 changes
+ *                                              the TDF while it is pending)
+ *   Q1 <monotonic>                             when it fired
  *   V <cpu> <monotonic> <realtime>             on further vCPUs, every 100 ms
  *   DONE
  * kinds: nanosleep, timerfd, select, poll.  With VCPUS > 1 one process per
@@ -213,6 +217,39 @@ static void timed(const char *kind, long ms, int cpu)
     fflush(stdout);
 }
 
+/*
+ * A timer pending across whatever Dom0 does to the guest meanwhile (a TDF
+ * change, a save and restore): an absolute CLOCK_MONOTONIC timerfd, so
+ * that its deadline is one guest instant however the rate changes.
+ */
+static pid_t pending_timer(long ms)
+{
+    struct itimerspec its = { 0 };
+    uint64_t expirations;
+    int64_t start, deadline;
+    pid_t pid = fork();
+    int fd;
+
+    if ( pid != 0 )
+        return pid;
+    fd = timerfd_create(CLOCK_MONOTONIC, 0);
+    start = ns(CLOCK_MONOTONIC);
+    deadline = start + ms * 1000000LL;
+    its.it_value.tv_sec = deadline / 1000000000LL;
+    its.it_value.tv_nsec = deadline % 1000000000LL;
+    printf("Q0 %lld %lld\n", (long long)start, (long long)deadline);
+    fflush(stdout);
+    if ( fd < 0 || timerfd_settime(fd, TFD_TIMER_ABSTIME, &its, NULL) ||
+         read(fd, &expirations, sizeof(expirations)) < 0 )
+    {
+        perror("pending timer");
+        _exit(1);
+    }
+    printf("Q1 %lld\n", (long long)ns(CLOCK_MONOTONIC));
+    fflush(stdout);
+    _exit(0);
+}
+
 static void pin(int cpu)
 {
     cpu_set_t set;
@@ -329,7 +366,8 @@ static int bench(long iterations)
 
 int main(int argc, char **argv)
 {
-    long args[4] = { 5, 500, 1, 0 };
+    long args[5] = { 5, 500, 1, 0, 0 };
+    pid_t pending = 0;
     char *p;
     int i, n = 0, cpus;
     volatile int64_t *shared;
@@ -341,8 +379,8 @@ int main(int argc, char **argv)
         return gap(atol(argv[2]));
     if ( argc > 2 && !strcmp(argv[1], "bench") )
         return bench(atol(argv[2]));
-    for ( i = 1; i < argc && n < 4; i++ )
-        for ( p = strtok(argv[i], ","); p && n < 4; p = strtok(NULL, ",") )
+    for ( i = 1; i < argc && n < 5; i++ )
+        for ( p = strtok(argv[i], ","); p && n < 5; p = strtok(NULL, ",") )
             args[n++] = atol(p);
     cpus = args[2] < 1 ? 1 : args[2] > MAX_CPUS ? MAX_CPUS : (int)args[2];
 
@@ -361,6 +399,8 @@ int main(int argc, char **argv)
         if ( children[i] == 0 )
             secondary(i, args[0], args[1], shared);
     }
+    if ( args[4] > 0 )
+        pending = pending_timer(args[4]);
     pin(0);
     for ( i = 0; i <= args[0] * 10; i++ )
     {
@@ -388,6 +428,11 @@ int main(int argc, char **argv)
             ping(0);
             sleep_ms(100);
         }
+    }
+    while ( pending > 0 && waitpid(pending, NULL, WNOHANG) == 0 )
+    {
+        ping(0);
+        sleep_ms(100);
     }
     disarm_watchdog();
     printf("DONE\n");

@@ -20,6 +20,9 @@ timestamps every line on arrival in Dom0's real clock. It then checks:
 - a guest with an armed watchdog (2 s of guest time, pinged every 0.5 s)
   survives the run: raising the TDF x5 kills it unless the hypervisor
   re-arms the watchdog in virtual time;
+- a timer armed at the start (an absolute CLOCK_MONOTONIC timerfd),
+  pending across the first change, fires at its deadline in guest time
+  (never before; no later than the timers' slack);
 - with --vcpus K: clocks read on every vCPU are monotonic across vCPUs,
   each further vCPU's own CLOCK_MONOTONIC runs at 1/TDF before and after
   every change (1%; user space on every vCPU, not only vCPU 0, sees the
@@ -29,8 +32,23 @@ timestamps every line on arrival in Dom0's real clock. It then checks:
   --tsc emulate or the default mode, the TSC is emulated; --tsc native is
   the opt-out that reads the raw TSC, checked against the dilated CPUID).
 
+With --save-restore and/or --migrate the guest is instead created with xl
+directly (the experiment's state would not survive a new domain id), saved
+with `xl save` after its first segment and restored with `xl restore`,
+and/or migrated to this same host with `xl migrate`, each followed by a
+segment at its TDF; then the changes (`selena-tdf set`). Every check above
+runs on it, and for each save or migration: the new domain arrives with
+the TDF and frozen, and stays so until `selena-tdf thaw` (xl's own unpause
+does not start it); CLOCK_MONOTONIC and CLOCK_REALTIME across it, each on
+a line of its own, advance by what the guest ran, no more (at most the
+save's own duration at 1/TDF, within 0.1 s). Between the save and the
+restore Dom0's wall clock is moved forward by --host-clock-step seconds
+(default 3600, put back once the guest runs again): a restore after the
+host rebooted, or on another host, finds a different host wall clock, and
+the guest's own must not follow it.
+
 Run in Dom0: python3 -m selena.lab.check_clock --tdf 10 [--vcpus 2]
-    [--tsc native|emulate] [--change-to 2,10,1]
+    [--tsc native|emulate] [--change-to 2,10,1] [--save-restore | --migrate]
 From the host: selena lab check-clock --tdf 10 ...
 """
 
@@ -49,7 +67,7 @@ from typing import TypeVar
 
 from selena.errors import SelenaError
 from selena.experiment import Experiment
-from selena.lab.dom0 import console_log
+from selena.lab.dom0 import console_log, create_paused, sh, status, tiny_guest_config, try_sh
 from selena.model import Topology
 
 T = TypeVar("T")
@@ -74,7 +92,12 @@ WATCHDOG_S = 2        # guest time; pinged every 0.5 s of guest time
 STEAL_GRANULARITY_NS = 10_000_000   # /proc/stat counts in 10 ms ticks
 TSC_TOLERANCE = 0.01
 
-LINE = re.compile(r"\b(S|P|C|W|M|V|T0|T1) (.*)$")
+LINE = re.compile(r"\b(S|P|C|W|M|V|T0|T1|Q0|Q1) (.*)$")
+SAVE_FILE = Path("/tmp/selena-clockcheck.save")
+HOST_CLOCK_STEP_S = 3600.0
+CHECKPOINT_JUMP_S = 0.1      # as a TDF change's continuity
+THAW_WAIT_S = 1.0            # real seconds a restored domain is watched before the thaw
+XL_TSC_MODE = {"native": "native", "emulate": "always_emulate"}
 
 
 @dataclass
@@ -100,10 +123,42 @@ class Run:
     done: bool = False
     tail: str = ""
     issued: list[float] = field(default_factory=list)  # real time each change was issued
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+    # The timer pending across the first change or checkpoint: (arrival,
+    # monotonic ns, deadline ns) when armed, (arrival, monotonic ns) fired.
+    pending_armed: tuple[float, int, int] | None = None
+    pending_fired: tuple[float, int] | None = None
+
+
+@dataclass
+class Checkpoint:
+    """A save and restore (or a migration) of the running guest, in real time:
+    `start` when xl save (or migrate) began, `saved` when it returned,
+    `thawed` when the restored domain was thawed. Guest time runs until the
+    end of the save and stands still from there to the thaw."""
+    kind: str
+    start: float
+    saved: float
+    thawed: float
+    tdf: float
+    host_step_s: float = 0.0
+    # selena-tdf status of the new domain as it arrived and THAW_WAIT_S later.
+    arrived: dict[str, str] = field(default_factory=dict)
+    held: dict[str, str] = field(default_factory=dict)
 
 
 class CheckFailed(Exception):
     pass
+
+
+def pending_ms(tdf: float, changes: list[float], checkpoints: int = 0) -> int:
+    """The guest timer armed at the start to expire halfway through the
+    segment after the first change or checkpoint (0: nothing happens)."""
+    if checkpoints:
+        return int((FIRST_SEGMENT_VIRTUAL_S + segment_virtual_s(tdf) / 2) * 1000)
+    if changes:
+        return int((FIRST_SEGMENT_VIRTUAL_S + segment_virtual_s(changes[0]) / 2) * 1000)
+    return 0
 
 
 def segment_virtual_s(tdf: float) -> float:
@@ -126,14 +181,14 @@ def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 
     run = Run()
     with Experiment(topo, command_timeout=None) as exp:
         command = (f"exec /usr/bin/clockcheck {int(total_virtual + 0.999)} {TIMER_MS} "
-                   f"{vcpus} {watchdog} >/dev/hvc0 2>&1")
+                   f"{vcpus} {watchdog} {pending_ms(tdf, changes)} >/dev/hvc0 2>&1")
         handle = exp.start(NODE, command)
         # Lines are timestamped by a thread of their own: a TDF change takes
         # real time (the guests are paused around it), and a line read late
         # would look like guest time lost.
         stop = threading.Event()
         lock = threading.Lock()
-        reader = threading.Thread(target=_follow, args=(log, run, lock, stop), daemon=True)
+        reader = threading.Thread(target=_follow, args=([log], run, lock, stop), daemon=True)
         reader.start()
         plan: list[tuple[float, float]] = []
         planned = not changes
@@ -172,19 +227,144 @@ def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 
     return run
 
 
-def _follow(log: Path, run: Run, lock: threading.Lock, stop: threading.Event) -> None:
-    """Parse the console log as it grows, each line timestamped on arrival."""
-    buf = b""
-    pos = 0
+def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
+                            kinds: list[str], vcpus: int = 1, tsc: str | None = None,
+                            watchdog: int = WATCHDOG_S,
+                            host_step_s: float = HOST_CLOCK_STEP_S) -> Run:
+    """clockcheck in a guest created with xl: after its first segment it is
+    saved and restored ("save/restore") and/or migrated to this host
+    ("migrate"), in `kinds`' order, each followed by a segment at its TDF;
+    then the changes (selena-tdf set)."""
+    total_virtual = (FIRST_SEGMENT_VIRTUAL_S + segment_virtual_s(tdf) * len(kinds)
+                     + sum(segment_virtual_s(t) for t in changes) + 1.0)
+    args = (f"{int(total_virtual + 0.999)},{TIMER_MS},{vcpus},{watchdog},"
+            f"{pending_ms(tdf, changes, len(kinds))}")
+    lines = (f'tsc_mode = "{XL_TSC_MODE[tsc]}"',) if tsc else ()
+    config = tiny_guest_config(GUEST, f"selena.init=/usr/bin/clockcheck selena.args={args}",
+                               vcpus=vcpus, lines=lines)
+    incoming = f"{GUEST}--incoming"
+    logs = [console_log(GUEST), console_log(incoming)]
+    for log in logs:
+        log.unlink(missing_ok=True)
+    run = Run()
+    stop = threading.Event()
+    lock = threading.Lock()
+    reader = threading.Thread(target=_follow, args=(logs, run, lock, stop), daemon=True)
+    stepped = 0.0
+    try:
+        domid = create_paused(GUEST, config, tdf)
+        reader.start()
+        sh("xl", "unpause", GUEST)
+        start = time.monotonic()
+        next_at: float | None = None
+        pending = list(changes)
+        points = list(kinds)
+        current = tdf
+        while time.monotonic() - start < timeout and not run.done:
+            with lock:
+                first = run.samples[0].real if run.samples else None
+                last = run.samples[-1].real if run.samples else None
+            if next_at is None and first is not None:
+                next_at = first + FIRST_SEGMENT_VIRTUAL_S * tdf
+            if next_at is not None and time.monotonic() >= next_at:
+                if points:
+                    point, domid, stepped = _checkpoint(points.pop(0), tdf, host_step_s)
+                    with lock:
+                        run.checkpoints.append(point)
+                        run.changes.append((point.thawed, tdf))
+                        run.issued.append(point.thawed)
+                    next_at = point.thawed + segment_virtual_s(tdf) * tdf
+                elif pending:
+                    current = pending.pop(0)
+                    issued = time.monotonic()
+                    sh("selena-tdf", "set", domid, f"{current:g}")
+                    changed = time.monotonic()
+                    with lock:
+                        run.changes.append((changed, current))
+                        run.issued.append(issued)
+                    next_at += segment_virtual_s(current) * current
+                else:
+                    next_at = float("inf")
+            # The guest reads its wall clock as it resumes: the host's is put
+            # back once it runs again.
+            if stepped and run.checkpoints and last is not None \
+                    and last > run.checkpoints[-1].thawed:
+                _step_host_clock(-stepped)
+                stepped = 0.0
+            time.sleep(0.01)
+        time.sleep(0.2)         # the last lines
+    finally:
+        if stepped:
+            _step_host_clock(-stepped)
+        stop.set()
+        if reader.is_alive():
+            reader.join()
+        for name in (GUEST, incoming, f"{GUEST}--migratedaway"):
+            try_sh("xl", "destroy", name)
+        SAVE_FILE.unlink(missing_ok=True)
+    run.tail = "".join(log.read_text(errors="replace") for log in logs
+                       if log.exists())[-1500:]
+    if not run.done:
+        raise CheckFailed(f"guest did not finish within {timeout:.0f} s (its watchdog may "
+                          f"have fired, see xl dmesg); console:\n{run.tail}")
+    return run
+
+
+def _checkpoint(kind: str, tdf: float, host_step_s: float) -> tuple[Checkpoint, str, float]:
+    """Save and restore the guest (Dom0's wall clock stepped in between), or
+    migrate it to this host; thaw it. The new domain id and the host clock
+    step still in force."""
+    SAVE_FILE.unlink(missing_ok=True)
+    stepped = 0.0
+    start = time.monotonic()
+    if kind == "migrate":
+        # An empty ssh command runs the "host" itself: the receiver is local.
+        sh("xl", "migrate", "-s", "", GUEST, "xl migrate-receive")
+        saved = time.monotonic()
+    else:
+        sh("xl", "save", GUEST, str(SAVE_FILE))
+        saved = time.monotonic()
+        if host_step_s:
+            _step_host_clock(host_step_s)
+            stepped = host_step_s
+        try:
+            sh("xl", "restore", str(SAVE_FILE))
+        except BaseException:
+            if stepped:
+                _step_host_clock(-stepped)
+            raise
+    domid = sh("xl", "domid", GUEST).strip()
+    # It arrives frozen: the toolstack's own unpause must not start it.
+    arrived = status(domid)
+    time.sleep(THAW_WAIT_S)
+    held = status(domid)
+    sh("selena-tdf", "thaw", domid)
+    thawed = time.monotonic()
+    return (Checkpoint(kind, start, saved, thawed, tdf, stepped, arrived, held), domid,
+            stepped)
+
+
+def _step_host_clock(seconds: float) -> None:
+    """Move Dom0's wall clock; Linux passes it on to Xen (XENPF_settime64),
+    which moves every domain's shared-info wall clock."""
+    time.clock_settime(time.CLOCK_REALTIME, time.clock_gettime(time.CLOCK_REALTIME) + seconds)
+
+
+def _follow(logs: list[Path], run: Run, lock: threading.Lock, stop: threading.Event) -> None:
+    """Parse the console logs as they grow, each line timestamped on arrival
+    (a guest migrated to this host writes to its incoming name's log)."""
+    bufs = {log: b"" for log in logs}
+    pos = dict.fromkeys(logs, 0)
     while not stop.is_set():
-        if log.exists():
+        for log in logs:
+            if not log.exists():
+                continue
             with log.open("rb") as f:
-                f.seek(pos)
+                f.seek(pos[log])
                 chunk = f.read()
-                pos += len(chunk)
+                pos[log] += len(chunk)
             now = time.monotonic()
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
+            *lines, bufs[log] = (bufs[log] + chunk).split(b"\n")
             with lock:
                 for raw in lines:
                     _parse(run, now, raw.decode("utf-8", "replace"))
@@ -214,6 +394,10 @@ def _parse(run: Run, now: float, line: str) -> None:
             run.vcpu_clock.setdefault(int(rest[0]), []).append((now, int(rest[1])))
         elif kind in ("T0", "T1") and len(rest) == 2:
             run.timers.setdefault(rest[0], {})[kind] = (now, int(rest[1]))
+        elif kind == "Q0" and len(rest) == 2:
+            run.pending_armed = (now, int(rest[0]), int(rest[1]))
+        elif kind == "Q1" and len(rest) == 1:
+            run.pending_fired = (now, int(rest[0]))
     except ValueError:
         return  # a line garbled by kernel messages on the console
 
@@ -251,15 +435,22 @@ Row = tuple[str, float, float, float, bool]     # measure, measured, expected, e
 
 
 def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
-          tsc: str | None = None, watchdog: int = WATCHDOG_S) -> list[str]:
-    run = run_guest(tdf, changes, timeout, vcpus=vcpus, tsc=tsc, watchdog=watchdog)
+          tsc: str | None = None, watchdog: int = WATCHDOG_S,
+          checkpoints: tuple[str, ...] = (),
+          host_step_s: float = HOST_CLOCK_STEP_S) -> list[str]:
+    if checkpoints:
+        run = run_guest_checkpointed(tdf, changes, timeout, kinds=list(checkpoints),
+                                     vcpus=vcpus, tsc=tsc, watchdog=watchdog,
+                                     host_step_s=host_step_s)
+    else:
+        run = run_guest(tdf, changes, timeout, vcpus=vcpus, tsc=tsc, watchdog=watchdog)
     failures: list[str] = []
     segs = segments(run, tdf)
     first = segs[0][1]
     if len(first) < 3:
         raise CheckFailed(f"{len(first)} samples before the first change "
                           f"({len(run.samples)} in all); console tail:\n{run.tail}")
-    rows = _rate_rows(segs, failures)
+    rows = _rate_rows(run, segs, failures)
     rows += _vcpu_rate_rows(run, tdf, vcpus, failures)
     monos = [s.mono for s in run.samples]
     backwards = sum(1 for a, b in zip(monos, monos[1:], strict=False) if b < a)
@@ -268,18 +459,23 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
     failures += _jumps(run, tdf)
     rows += _tsc_rows(run, first, tsc, failures)
     rows += _timer_rows(run, tdf, vcpus, failures)
-    checks = _steal_checks(run, vcpus) + _cross_checks(run, vcpus)
+    checks = _checkpoint_checks(run) + _pending_checks(run, tdf) + _steal_checks(run, vcpus) \
+        + _cross_checks(run, vcpus)
     checks.append(_watchdog_check(run, tdf, watchdog))
     sequence = " -> ".join(f"{t:g}" for t in [tdf, *changes])
     print(f"\nTDF {tdf:g}" + (f" (changes {sequence})" if changes else "")
-          + f"; {vcpus} vCPU(s); TSC {tsc or 'default mode'}")
-    print(f"{'measure':<36} {'measured':>12} {'expected':>12} {'error %':>9}  ok")
+          + f"; {vcpus} vCPU(s); TSC {tsc or 'default mode'}"
+          + "".join(f"; {p.kind} after {FIRST_SEGMENT_VIRTUAL_S:g} guest s "
+                    f"({p.saved - p.start:.1f} s, thawed {p.thawed - p.saved:.1f} s later"
+                    + (f", host clock {p.host_step_s:+g} s" if p.host_step_s else "") + ")"
+                    for p in run.checkpoints))
+    print(f"{'measure':<42} {'measured':>12} {'expected':>12} {'error %':>9}  ok")
     for name, got, want, err, ok in rows:
-        print(f"{name:<36} {got:>12.6f} {want:>12.6f} {err:>+9.3f}  {'yes' if ok else 'NO'}")
+        print(f"{name:<42} {got:>12.6f} {want:>12.6f} {err:>+9.3f}  {'yes' if ok else 'NO'}")
         if not ok:
             failures.append(f"{name}: {got:.6f}, expected {want:.6f} ({err:+.3f}%)")
     for name, detail, ok in checks:
-        print(f"{name:<36} {detail:>34}  {'yes' if ok else 'NO'}")
+        print(f"{name:<42} {detail:>34}  {'yes' if ok else 'NO'}")
         if not ok:
             failures.append(f"{name}: {detail}")
     print(f"samples: {len(run.samples)}; timer tolerance {TIMER_TOLERANCE:.0%} + "
@@ -288,7 +484,8 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
     return failures
 
 
-def _rate_rows(segs: list[tuple[float, list[Sample]]], failures: list[str]) -> list[Row]:
+def _rate_rows(run: Run, segs: list[tuple[float, list[Sample]]],
+               failures: list[str]) -> list[Row]:
     """Each clock's rate before the first change, and the monotonic clock's
     after each change."""
     rows: list[Row] = []
@@ -297,15 +494,27 @@ def _rate_rows(segs: list[tuple[float, list[Sample]]], failures: list[str]) -> l
                        ("gettimeofday", "tod")):
         rate = fit_rate([(s.real, getattr(s, attr) / 1e9) for s in first])
         rows.append(_row(f"{name} rate", rate, 1 / first_tdf, CLOCK_TOLERANCE))
-    for i, (seg_tdf, samples) in enumerate(segs[1:], start=1):
+    for label, (seg_tdf, samples) in zip(_labels(run), segs[1:], strict=True):
         try:
             rate = fit_rate([(s.real, s.mono / 1e9) for s in samples])
         except CheckFailed as exc:
-            failures.append(f"after change {i} to TDF {seg_tdf:g}: {exc}")
+            failures.append(f"after {label}: {exc}")
             continue
-        rows.append(_row(f"after change {i} to TDF {seg_tdf:g}: rate", rate, 1 / seg_tdf,
-                         CLOCK_TOLERANCE))
+        rows.append(_row(f"after {label}: rate", rate, 1 / seg_tdf, CLOCK_TOLERANCE))
     return rows
+
+
+def _labels(run: Run) -> list[str]:
+    """What starts each segment after the first: a change or a checkpoint."""
+    thawed = {p.thawed: p.kind for p in run.checkpoints}
+    labels, n = [], 0
+    for t, new in run.changes:
+        if t in thawed:
+            labels.append(thawed[t])
+        else:
+            n += 1
+            labels.append(f"change {n} to TDF {new:g}")
+    return labels
 
 
 def _vcpu_rate_rows(run: Run, tdf: float, vcpus: int, failures: list[str]) -> list[Row]:
@@ -318,8 +527,9 @@ def _vcpu_rate_rows(run: Run, tdf: float, vcpus: int, failures: list[str]) -> li
         if not points:
             failures.append(f"vCPU {cpu}: no clock samples (V lines)")
             continue
+        labels = ["", *_labels(run)]
         for i, (seg_tdf, seg) in enumerate(_split(run, tdf, points, lambda p: p[0])):
-            name = (f"vCPU {cpu} after change {i} to TDF {seg_tdf:g}: rate" if i
+            name = (f"vCPU {cpu} after {labels[i]}: rate" if i
                     else f"vCPU {cpu} CLOCK_MONOTONIC rate")
             try:
                 rate = fit_rate([(real, mono / 1e9) for real, mono in seg])
@@ -335,7 +545,10 @@ def _jumps(run: Run, tdf: float) -> list[str]:
     factors imply. The change took effect between the command's start and
     its return."""
     failures = []
+    thawed = {p.thawed for p in run.checkpoints}
     for (t_change, new), t_issued in zip(run.changes, run.issued, strict=True):
+        if t_change in thawed:
+            continue            # _checkpoint_checks
         before = [s for s in run.samples if s.real <= t_issued]
         after = [s for s in run.samples if s.real > t_change]
         if before and after:
@@ -453,6 +666,63 @@ def _row(name: str, got: float, want: float, tol: float) -> Row:
     return (name, got, want, err * 100, abs(err) <= tol)
 
 
+def _pending_checks(run: Run, tdf: float) -> list[tuple[str, str, bool]]:
+    """The timer armed at the start, pending across the first change or
+    checkpoint, fires at its deadline in guest time: never before, and no
+    later than the timers' slack (a deadline left at the old rate would fire
+    early after a rise of the TDF and late after a fall)."""
+    if not run.changes:
+        return []
+    label = _labels(run)[0]
+    name = f"timer pending across the {label}"
+    if run.pending_armed is None or run.pending_fired is None:
+        return [(name, "no result (Q0/Q1 lines)", False)]
+    (armed_at, _, deadline), (fired_at, fired) = run.pending_armed, run.pending_fired
+    event = run.changes[0][0]
+    late_s = (fired - deadline) / 1e9
+    at = _tdf_at(run, tdf, fired_at)
+    slack_s = TIMER_SLACK_VIRTUAL_S + TIMER_SLACK_REAL_S / at
+    spans = armed_at < event < fired_at
+    return [(name, f"{late_s * 1000:+.1f} ms (0..{slack_s * 1000:.0f})"
+             + ("" if spans else ", not pending across it"),
+             spans and 0 <= late_s <= slack_s)]
+
+
+def _checkpoint_checks(run: Run) -> list[tuple[str, str, bool]]:
+    """Across each save (or migration), CLOCK_MONOTONIC and CLOCK_REALTIME
+    advance by what the guest ran: at its TDF until the save began and from
+    the thaw on, plus between nothing and the save's own duration (it runs
+    until it suspends, its clock until the end of the save), within
+    CHECKPOINT_JUMP_S."""
+    checks = []
+    for p in run.checkpoints:
+        a_, h_ = p.arrived, p.held
+        if a_ and h_:
+            advanced_ns = int(h_["virtual_ns"]) - int(a_["virtual_ns"])
+            checks.append((f"frozen until the thaw ({p.kind})",
+                           f"TDF {a_['tdf']}, frozen {a_['frozen']}/{h_['frozen']}, "
+                           f"+{advanced_ns} ns in {THAW_WAIT_S:g} s",
+                           a_["tdf"] == f"{p.tdf:g}" and (a_["frozen"], h_["frozen"])
+                           == ("yes", "yes") and advanced_ns == 0))
+        before = [s for s in run.samples if s.real <= p.start]
+        after = [s for s in run.samples if s.real > p.thawed]
+        for clock, attr in (("CLOCK_MONOTONIC", "mono"), ("CLOCK_REALTIME", "realtime")):
+            name = f"{clock} across the {p.kind}"
+            if not before or not after:
+                checks.append((name, f"{len(before)} samples before, {len(after)} after",
+                               False))
+                continue
+            a, b = before[-1], after[0]
+            advanced = (getattr(b, attr) - getattr(a, attr)) / 1e9
+            low = ((p.start - a.real) + (b.real - p.thawed)) / p.tdf
+            high = low + (p.saved - p.start) / p.tdf
+            jump = 0.0 if low <= advanced <= high else \
+                min(advanced - low, advanced - high, key=abs)
+            checks.append((name, f"{advanced:.3f} s ({low:.3f}..{high:.3f}), {jump:+.3f}",
+                           abs(jump) <= CHECKPOINT_JUMP_S))
+    return checks
+
+
 def default_changes(tdf: float) -> list[float]:
     """N -> 2 -> N (4 for N = 2): both directions, and x5 up from 2 to 10."""
     return [2.0 if tdf != 2.0 else 4.0, tdf]
@@ -473,7 +743,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--watchdog", type=int, default=WATCHDOG_S,
                         help="guest watchdog timeout in guest seconds (0: none)")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--save-restore", action="store_true",
+                        help="save and restore the guest after its first segment")
+    parser.add_argument("--migrate", action="store_true",
+                        help="migrate the guest to this same host after its first segment "
+                             "(after the save/restore's, with both)")
+    parser.add_argument("--host-clock-step", type=float, default=HOST_CLOCK_STEP_S,
+                        help="with --save-restore: seconds Dom0's wall clock is moved "
+                             "between the save and the restore (default 3600; 0: none)")
     args = parser.parse_args(argv)
+    checkpoints = (("save/restore",) if args.save_restore else ()) + \
+        (("migrate",) if args.migrate else ())
     if os.geteuid() != 0 or not Path("/proc/xen/capabilities").exists():
         print("check-clock must run as root in a Xen Dom0 (use: selena lab check-clock)",
               file=sys.stderr)
@@ -484,7 +764,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             failures += [f"TDF {tdf:g}: {f}" for f in check(
                 tdf, changes, args.timeout, vcpus=args.vcpus, tsc=args.tsc,
-                watchdog=args.watchdog)]
+                watchdog=args.watchdog, checkpoints=checkpoints,
+                host_step_s=args.host_clock_step)]
         except (CheckFailed, SelenaError) as exc:
             failures.append(f"TDF {tdf:g}: {exc}")
     if failures:

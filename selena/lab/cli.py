@@ -79,6 +79,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     clock.add_argument("--vcpus", type=int, default=1, help="guest vCPUs (default 1)")
     clock.add_argument("--tsc", choices=("native", "emulate"),
                        help="guest TSC mode (default: Xen's default mode)")
+    clock.add_argument("--save-restore", action="store_true",
+                       help="save and restore the guest mid-run (xl save/restore, Dom0's "
+                            "wall clock moved in between) and check its clocks across")
+    clock.add_argument("--migrate", action="store_true",
+                       help="migrate the guest to the same host mid-run (xl migrate; after "
+                            "the save/restore with both) and check its clocks across")
     clock.set_defaults(func=cmd_check_clock)
 
     bclock = sub.add_parser("bench-clock",
@@ -171,6 +177,10 @@ def cmd_check_clock(args: argparse.Namespace) -> int:
         command += ["--vcpus", str(args.vcpus)]
     if args.tsc:
         command += ["--tsc", args.tsc]
+    if args.save_restore:
+        command.append("--save-restore")
+    if args.migrate:
+        command.append("--migrate")
     result = Lab(progress=_progress).run(
         command, on_output=lambda line: print(line, end="", flush=True))
     return result.returncode

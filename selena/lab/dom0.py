@@ -27,6 +27,12 @@ def try_sh(*argv: str) -> CommandResult:
     return RUNNER.run(argv, check=False)
 
 
+def status(domid: str) -> dict[str, str]:
+    """`selena-tdf status`: tdf, frozen (yes/no), virtual_ns, real_ns."""
+    out = sh("selena-tdf", "status", domid)
+    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+
 def console_log(name: str) -> Path:
     return CONSOLE_DIR / f"guest-{name}.log"
 

@@ -1,5 +1,6 @@
 """The Dom0-side checks of check-clock on canned guest output (no lab)."""
 
+from selena.lab import check_clock
 from selena.lab.check_clock import (
     Run,
     _cross_checks,
@@ -91,6 +92,9 @@ def _ideal_run(jump_s: float = 0.0) -> Run:
         run.timers[f"{kind}@0"] = {"T0": (start, mono_ns(start)),
                                    "T1": (start + 2 * TIMER_MS / 1000,
                                           mono_ns(start) + TIMER_MS * 1_000_000)}
+    # Armed at the start for 3 guest seconds: pending across the change.
+    run.pending_armed = (0.0, 0, 3_000_000_000)
+    run.pending_fired = (22.0, 3_001_000_000)
     return run
 
 
@@ -127,3 +131,70 @@ def test_each_vcpu_must_follow_every_change():
     assert [ok for *_, ok in stale] == [True, False]
     _vcpu_rate_rows(Run(), 5.0, 2, failures)
     assert failures == ["vCPU 1: no clock samples (V lines)"]
+
+
+def _checkpointed_run(realtime_step_s: float = 0.0) -> Run:
+    """A guest at TDF 5 sampling every 0.1 s of real time, saved from real
+    time 10 s to 12 s (running until 11 s) and thawed at 15 s; its
+    CLOCK_REALTIME moved by `realtime_step_s` across the save."""
+    run = Run()
+    for k in range(300):
+        real = k * 0.1
+        if 10 <= real <= 15:
+            continue
+        virtual = real / 5 if real < 10 else 2.2 + (real - 15) / 5
+        step = realtime_step_s if real > 15 else 0.0
+        _parse(run, real, f"S {int(virtual * 1e9)} {int((1e9 + virtual + step) * 1e9)} 0 0")
+    point = check_clock.Checkpoint("save/restore", 10.0, 12.0, 15.0, 5.0, 3600.0)
+    run.checkpoints = [point]
+    run.changes = [(15.0, 5.0), (25.0, 2.0)]
+    run.issued = [15.0, 24.9]
+    return run
+
+
+def test_clocks_across_a_save_must_advance_by_what_the_guest_ran():
+    checks = check_clock._checkpoint_checks(_checkpointed_run())
+    assert [name for name, _, _ in checks] == ["CLOCK_MONOTONIC across the save/restore",
+                                               "CLOCK_REALTIME across the save/restore"]
+    assert all(ok for *_, ok in checks), checks
+    # The guest's wall clock following the restoring host's (an hour ahead).
+    stepped = check_clock._checkpoint_checks(_checkpointed_run(realtime_step_s=3600.0))
+    assert [ok for *_, ok in stepped] == [True, False]
+    assert stepped[1][1].endswith("+3599.800"), stepped
+    no_samples = Run(checkpoints=_checkpointed_run().checkpoints)
+    assert not check_clock._checkpoint_checks(no_samples)[0][2]
+
+
+def test_segments_after_a_checkpoint_are_named_for_it_and_skip_the_change_jump_check():
+    run = _checkpointed_run()
+    assert check_clock._labels(run) == ["save/restore", "change 1 to TDF 2"]
+    # The frozen interval would look like a jump to the TDF-change check.
+    assert check_clock._jumps(run, 5.0) == []
+
+
+def test_a_timer_pending_across_the_first_change_must_fire_at_its_deadline():
+    def run_with(fired_mono: float, fired_at: float = 20.0) -> Run:
+        run = _run(["Q0 0 4000000000"])
+        run.changes, run.issued = [(10.0, 2.0)], [9.9]
+        _parse(run, fired_at, f"Q1 {int(fired_mono * 1e9)}")
+        return run
+
+    (name, detail, ok), = check_clock._pending_checks(run_with(4.004), 5.0)
+    assert name == "timer pending across the change 1 to TDF 2" and ok, detail
+    assert detail == "+4.0 ms (0..60)"
+    assert not check_clock._pending_checks(run_with(3.9), 5.0)[0][2]      # early
+    assert not check_clock._pending_checks(run_with(4.5), 5.0)[0][2]      # late
+    # Fired before the change: it was not pending across it.
+    assert not check_clock._pending_checks(run_with(4.0, fired_at=5.0), 5.0)[0][2]
+    assert check_clock._pending_checks(_run(["Q0 0 4000000000"]), 5.0) == []
+    missing = _run([])
+    missing.changes = [(10.0, 2.0)]
+    assert check_clock._pending_checks(missing, 5.0)[0][1:] == ("no result (Q0/Q1 lines)",
+                                                                False)
+
+
+def test_the_pending_timer_expires_halfway_through_the_segment_after_the_first_event():
+    first = check_clock.FIRST_SEGMENT_VIRTUAL_S
+    assert check_clock.pending_ms(5.0, []) == 0
+    assert check_clock.pending_ms(5.0, [2.0]) == int((first + 2.5 / 2) * 1000)
+    assert check_clock.pending_ms(5.0, [2.0], checkpoints=1) == int((first + 1.0) * 1000)

@@ -6,6 +6,7 @@ TSC across a freeze, issue 31 item 3) or the clock does."""
 import pytest
 
 from selena.lab import check_hv
+from selena.lab import dom0 as dom0_module
 
 MHZ = 2000.0
 
@@ -54,6 +55,7 @@ def run_freeze1(monkeypatch):
                 return [(0.0, "GAPSTART" if "GAPSTART" in pattern else dom0.gap_line())]
 
         monkeypatch.setattr(check_hv, "sh", dom0.sh)
+        monkeypatch.setattr(dom0_module, "sh", dom0.sh)      # status()
         monkeypatch.setattr(check_hv, "try_sh", lambda *argv: None)
         monkeypatch.setattr(check_hv, "create_paused", lambda name, cfg, tdf: "7")
         monkeypatch.setattr(check_hv, "tiny_guest_config", lambda name, extra: "")

@@ -2,13 +2,13 @@
 passes on the fixed restore path and fails on the ones issue 31 describes
 (a running domain's clock moved back and frozen; a restored clock started
 by a side effect of the toolstack's unpause instead of the explicit thaw;
-a thaw that does not start it)."""
+a thaw that does not start it; a dilation taken without its wall clock)."""
 
 from dataclasses import dataclass
 
 import pytest
 
-from selena.lab import check_hv
+from selena.lab import check_hv, dom0
 
 NOW0 = 10**12
 
@@ -26,8 +26,9 @@ class FakeXen:
     """Just enough of Dom0's view: xl, selena-tdf status/thaw and tdf-restore."""
 
     def __init__(self, *, refuse_running: bool = True, start_on_unpause: bool = False,
-                 thaw_starts: bool = True):
+                 thaw_starts: bool = True, partial_taken: bool = False):
         self.refuse_running = refuse_running
+        self.partial_taken = partial_taken
         self.start_on_unpause = start_on_unpause
         self.thaw_starts = thaw_starts
         self.now = NOW0
@@ -70,6 +71,8 @@ class FakeXen:
         if argv[0].endswith("tdf-restore"):
             domid, milli, virt = argv[1], int(argv[2]), int(argv[3])
             d = self.doms[domid]
+            if len(argv) == 4 and not self.partial_taken:
+                return "errno 22 EINVAL\n"
             if domid == "0":
                 return "errno 1 EPERM\n"
             if d.started and self.refuse_running:
@@ -87,6 +90,7 @@ def run_check(monkeypatch, tmp_path):
     def run(xen: FakeXen) -> list[str]:
         monkeypatch.setattr(check_hv, "TDF_RESTORE", tool)
         monkeypatch.setattr(check_hv, "sh", xen.sh)
+        monkeypatch.setattr(dom0, "sh", xen.sh)      # status()
         monkeypatch.setattr(check_hv, "try_sh", lambda *argv: None)
         monkeypatch.setattr(check_hv, "create_paused", xen.create_paused)
         monkeypatch.setattr(check_hv, "tiny_guest_config", lambda name, extra: "")
@@ -98,6 +102,8 @@ def run_check(monkeypatch, tmp_path):
 def test_fixed_restore_path_passes(run_check, capsys):
     assert run_check(FakeXen()) == []
     out = capsys.readouterr().out
+    assert ("restore: never-run domain, factor and virtual time only -> errno 22 EINVAL; "
+            "tdf 5, frozen no") in out
     assert "restore: never-run domain -> ok; tdf 2, frozen yes, virtual_ns 7000000000" in out
     assert "restore: after xl unpause frozen yes, virtual_ns 7000000000" in out
     assert "restore: running domain -> errno 16 EBUSY" in out
@@ -108,6 +114,11 @@ def test_running_domain_moved_back_and_frozen_fails(run_check):
     assert any("running domain: restore -> 'ok'" in f for f in failures), failures
     assert any("virtual time advanced 0 ns" in f for f in failures), failures
     assert any("became 1/yes" in f for f in failures), failures
+
+
+def test_a_dilation_restored_without_its_wall_clock_fails(run_check):
+    failures = run_check(FakeXen(partial_taken=True))
+    assert any("a partial restore -> ok" in f for f in failures), failures
 
 
 def test_restored_clock_started_by_the_toolstacks_unpause_fails(run_check):
