@@ -253,7 +253,7 @@ class Signals:
             parts.append(f"lateness unjudged ({self.spaced} checked)")
         parts.append(f"backlog {self.backlog_bytes} B, drops {self.drops}")
         if self.throughput_share is not None:
-            parts.append(f"{self.throughput_link} carried {self.throughput_share:.0%} of its "
+            parts.append(f"{self.throughput_link} carried {self.throughput_share:.1%} of its "
                          "rate with a standing queue")
         parts.append("RTT excess " + ("not measured" if self.latency_excess is None
                                        else f"{self.latency_excess:+.1%}"))
@@ -414,7 +414,7 @@ def _risks(policy: Policy, s: Signals) -> list[str]:
         out.append(f"RTT excess {s.latency_recent_excess:+.1%} in the last probe > "
                    f"{policy.latency_target:.0%}")
     if s.throughput_share is not None and s.throughput_share < policy.raise_throughput:
-        out.append(f"link {s.throughput_link}: carried {s.throughput_share:.0%} of its rate "
+        out.append(f"link {s.throughput_link}: carried {s.throughput_share:.1%} of its rate "
                    f"with a standing queue < {policy.raise_throughput:.0%}")
     return out
 

@@ -104,9 +104,13 @@ ECHO_TIMEOUT_S = 10.0    # virtual seconds a probe may take
 # offers more than it, so the link must carry its rate; less than this share
 # of it means Dom0 did not keep up. (A backlog of the delay line alone, or
 # htb throttling a burst, is no evidence: a window-limited flow shows both.)
-# In the lab's link-fidelity test (TDF 10) the guests measured 97-99.9 % of
-# what TCP and UDP can carry over the link.
-THROUGHPUT_SHARE = 0.90
+# The limit is the sweep's own tolerance (5 %), and the committed runs
+# bear it out (docs/results/*/fidelity.json, the medians over busy
+# intervals): every run whose metrics came within 2 % carried 0.9896-1.0066
+# of the rate; the star at scale's 40 Mbit/s clients (aggregate 5.5 % short,
+# its worst seconds 18 %) carried 0.9466 and passed the 90 % this limit used
+# to be; runs 7-13 % short carried 0.880-0.920.
+THROUGHPUT_SHARE = 0.95
 MIN_BUSY_INTERVALS = 2   # standing-queue intervals needed to judge a link's throughput
 STANDING_FRAMES = 4      # full frames beyond the delay line that make a standing queue
 # The allowance for lateness is one full-size frame's time even for small
@@ -603,7 +607,7 @@ def _throughput(report: FidelityReport, samples: list[LoadSample]) -> list[str]:
         if len(shares) >= MIN_BUSY_INTERVALS and median < THROUGHPUT_SHARE:
             label = link.get("node") or vif
             rate = samples[-1].rates_bps.get(vif, 0.0)
-            reasons.append(f"throughput toward {label}: carried {median:.0%} of its rate "
+            reasons.append(f"throughput toward {label}: carried {median:.1%} of its rate "
                            f"({rate / 1e6:.3g} Mbit/s real time) in {len(shares)} intervals "
                            f"with a standing queue (limit {THROUGHPUT_SHARE:.0%})")
     if not series and samples and any(s.rates_bps for s in samples):

@@ -65,7 +65,7 @@ def test_a_cpu_reason_or_a_failed_run_does_not_pass_and_late_spacing_only_fails_
     other = Trial(10, 10 * TCP_SHARE, "degraded", [
         "round trip h1-h2 at least 2.8 ms (the fastest of 20 echoes; median 3.1), +0.8 ms = "
         "+40% of the configured 2 ms, the smallest in the topology (limit 5%)",
-        "throughput toward h1 eth0: carried 80% of its rate (2 Mbit/s real time) in 3 "
+        "throughput toward h1 eth0: carried 80.0% of its rate (2 Mbit/s real time) in 3 "
         "intervals with a standing queue (limit 90%)"])
     assert other.passed and other.passed_strict
     assert not Trial(10, 10 * TCP_SHARE, "degraded", ["vCPU of h2 busy >= 95% in 40% of the "
