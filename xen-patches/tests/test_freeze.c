@@ -4,7 +4,7 @@
  * the stubs in tests/freeze_stubs: FREEZE/THAW of a group at one instant,
  * preempted and continued, aborted, a thaw releasing a pause left behind, a
  * restore arriving frozen until THAW, the architecture hook and the kick of
- * every vCPU on each change.
+ * every vCPU on each change, the factor's cap per domain.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,6 +35,11 @@ void arch_domain_tdf_changed(struct domain *d, s_time_t before, s_time_t after)
     (void)before;
     (void)after;
     d->arch_changes++;
+}
+
+uint32_t arch_domain_tdf_max(const struct domain *d)
+{
+    return d->arch_tdf_max ? d->arch_tdf_max : TDF_MILLI_MAX;
 }
 
 #define NR 4
@@ -185,6 +190,24 @@ static void test_every_change_kicks_every_vcpu_up(void)
     CHECK(doms[1].arch_changes == 0 && vcpus[1][0].kicks == 0);
 }
 
+/*
+ * The factor's cap is the domain's own (a native TSC's, from the
+ * architecture): above it SET and a restore are refused and change nothing;
+ * a domain without one takes any valid factor.
+ */
+static void test_the_cap_is_the_domains_own(void)
+{
+    setup();
+    doms[0].arch_tdf_max = 4000;
+    CHECK(domain_set_tdf(&doms[0], 5000) == -EINVAL);
+    CHECK(domain_tdf_restore(&doms[0], 5000, 7000000000LL) == -EINVAL);
+    CHECK(doms[0].tdf.milli == TDF_MILLI_UNIT && !doms[0].tdf_frozen);
+    CHECK(doms[0].pause_count == 0 && doms[0].arch_changes == 0);
+    CHECK(domain_set_tdf(&doms[0], 4000) == 0 && doms[0].tdf.milli == 4000);
+    CHECK(domain_set_tdf(&doms[1], TDF_MILLI_MAX) == 0);
+    CHECK(doms[1].tdf.milli == TDF_MILLI_MAX);
+}
+
 int main(void)
 {
     test_group_freeze_thaw(0);
@@ -192,6 +215,7 @@ int main(void)
     test_aborted_freeze_releases_its_pauses();
     test_restore_arrives_frozen_until_thaw();
     test_every_change_kicks_every_vcpu_up();
+    test_the_cap_is_the_domains_own();
     if ( failures )
     {
         fprintf(stderr, "freeze/thaw: %d check(s) failed\n", failures);

@@ -110,8 +110,11 @@ static int explain(int err, uint32_t domid, const struct selena_tdf_op *op)
     case EINVAL:
         tdf_format(op->max_milli ? op->max_milli : TDF_PARSE_MAX_MILLI,
                    buf, sizeof(buf));
-        fprintf(stderr, "%s: TDF out of range for this host "
-                "(1 to %s)\n", prog, buf);
+        /* Only a domain reading the raw TSC has a cap below the range's. */
+        fprintf(stderr, "%s: TDF out of range for domain %u (1 to %s%s)\n",
+                prog, domid, buf,
+                op->max_milli && op->max_milli < TDF_PARSE_MAX_MILLI
+                ? ": its native TSC mode caps it on this CPU" : "");
         break;
     default:
         fprintf(stderr, "%s: domain %u: %s\n", prog, domid, strerror(err));

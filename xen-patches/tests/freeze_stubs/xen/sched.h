@@ -79,6 +79,7 @@ struct domain {
     bool creation_finished;
     int pause_count;                /* domain_pause() minus domain_unpause() */
     unsigned int arch_changes;      /* arch_domain_tdf_changed() calls */
+    uint32_t arch_tdf_max;          /* arch_domain_tdf_max(), 0: no cap */
 };
 
 #define for_each_vcpu(d, v) for ( (v) = (d)->vcpu_list; (v); (v) = (v)->next_in_list )
