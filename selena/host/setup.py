@@ -138,18 +138,32 @@ def built_set(with_debian: bool, progress: Progress, runner: Runner,
         paths[sha] = path
         return sha
 
-    kernel_sha = add(built.guest_kernel)
-    for name, initrd in built.initrds.items():
-        spec = yaml.safe_load((src / "guest-templates" / name / "template.yaml").read_text())
-        spec = {**spec, "kernel": "vmlinuz", "ramdisk": "initrd.gz"}
-        entries[name] = TemplateEntry(name, spec, {"vmlinuz": kernel_sha,
-                                                   "initrd.gz": add(initrd)})
+    entries.update(initrd_entries(src, add(built.guest_kernel), built.initrds, add))
     for name, disk in built.disks.items():
         spec = disk.spec(Path(IMAGES_PREFIX.rstrip("/")))
         files = {str(spec[k]): add(p) for k, p in
                  (("kernel", disk.kernel), ("ramdisk", disk.ramdisk), ("disk", disk.disk))}
         entries[name] = TemplateEntry(name, spec, files)
     return _from_paths(entries, paths, f"built from {src}")
+
+
+def initrd_entries(src: Path, kernel_sha: str, initrds: Mapping[str, Path],
+                   add: Callable[[Path], str]) -> dict[str, TemplateEntry]:
+    """The initramfs templates' entries: each its source template.yaml, the
+    shared guest kernel and its initrd (`add` records a file, its sha256)."""
+    entries = {}
+    for name, initrd in initrds.items():
+        spec = yaml.safe_load((src / "guest-templates" / name / "template.yaml").read_text())
+        spec = {**spec, "kernel": "vmlinuz", "ramdisk": "initrd.gz"}
+        entries[name] = TemplateEntry(name, spec, {"vmlinuz": kernel_sha,
+                                                   "initrd.gz": add(initrd)})
+    return entries
+
+
+def template_set(entries: dict[str, TemplateEntry], paths: Mapping[str, Path],
+                 origin: str) -> TemplateSet:
+    """A set whose files are at `paths` (sha256 -> path)."""
+    return _from_paths(entries, paths, origin)
 
 
 def installed_set(root: Path, with_debian: bool) -> TemplateSet:
@@ -518,6 +532,11 @@ class HostSetup:
             if old is None or old.as_dict() != entry.as_dict() or not present:
                 todo.append(name)
         return todo
+
+    def install_templates(self, wanted: TemplateSet) -> bool:
+        """The templates step's install of `wanted` under `root`, for a
+        caller that has the set already (the lab's Dom0 image build)."""
+        return self._install(wanted)
 
     def _install(self, wanted: TemplateSet) -> bool:
         """Stage every changed template (and its images) beside its

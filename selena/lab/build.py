@@ -35,6 +35,13 @@ import yaml
 
 from selena.errors import LabError
 from selena.host.modules import HOST_MODULES, LAB_ONLY_MODULES
+from selena.host.setup import (
+    HostSetup,
+    TemplateEntry,
+    initrd_entries,
+    sha256_file,
+    template_set,
+)
 from selena.provenance import patch_series_hash
 from selena.templates.artefacts import digest as _hash
 from selena.templates.artefacts import hash_files as _hash_files
@@ -277,21 +284,31 @@ class LabBuilder(TemplateBuilder):
             if profiles.is_dir():
                 # Validation in Dom0 checks switch_model names against these.
                 shutil.copytree(profiles, root / "usr/share/selena/switch-model/profiles")
-            for template, initrd in initrds.items():
-                tdir = root / "usr/share/selena/templates" / template
-                tdir.mkdir(parents=True)
-                shutil.copy2(kernel, tdir / "vmlinuz")
-                shutil.copy2(initrd, tdir / "initrd.gz")
-                shutil.copy2(self.src / "guest-templates" / template / "template.yaml",
-                             tdir / "template.yaml")
-            for template, spec_text in disk_templates.items():
-                _mkparent(root / "usr/share/selena/templates" / template / "template.yaml"
-                          ).write_text(spec_text)
+            self._install_templates(root, kernel, initrds, disk_templates)
             # The modules Dom0's init loads, in order: the same list the base
             # image was built with.
             _mkparent(root / "etc/selena/dom0-modules").write_text("\n".join(DOM0_MODULES) + "\n")
             self._pack(root, target)
         return target
+
+    def _install_templates(self, root: Path, kernel: Path, initrds: dict[str, Path],
+                           disk_templates: dict[str, str]) -> None:
+        """The templates as `selena host setup` installs them on a real host
+        (its templates step, under `root`): the lab's Dom0 is set up the
+        same way. The disk-image templates get only their template.yaml:
+        their images stay on the read-only share."""
+        paths: dict[str, Path] = {}
+
+        def add(path: Path) -> str:
+            sha = sha256_file(path)
+            paths[sha] = path
+            return sha
+
+        entries = initrd_entries(self.src, add(kernel), initrds, add)
+        for name, spec_text in disk_templates.items():
+            entries[name] = TemplateEntry(name, yaml.safe_load(spec_text), {})
+        setup = HostSetup(runner=self.runner, root=root, progress=lambda msg: None)
+        setup.install_templates(template_set(entries, paths, "the lab's template build"))
 
     def _trim(self, rootfs: Path) -> None:
         for sub in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info",
