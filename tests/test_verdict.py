@@ -158,8 +158,8 @@ def test_a_standing_queue_that_carries_less_than_its_rate_is_named():
     short = judge(recorded(dom0, {}, tdf=1, carried=0.78), STEP, echoes=rounds(FAITHFUL_RTTS),
                   path=PATH)
     assert short.verdict == "degraded"
-    assert short.reasons == ["throughput toward srv eth0: carried 78.0% of its rate (30 Mbit/s real "
-                             "time) in 10 intervals with a standing queue (limit 95%)"]
+    assert short.reasons == ["throughput toward srv eth0: carried 78.0% of its rate (30 Mbit/s "
+                             "real time) in 10 intervals with a standing queue (limit 95%)"]
     assert short.links[SRV_VIF]["throughput_share"] == pytest.approx(0.78, abs=1e-3)
     full = judge(recorded(dom0, {}, tdf=10, carried=0.98), STEP, echoes=rounds(FAITHFUL_RTTS),
                  path=PATH)
