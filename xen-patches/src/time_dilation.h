@@ -18,19 +18,22 @@
  * deadline after virt0 is ever reached until the anchor is thawed, and
  * thawing re-anchors at the thaw instant so no virtual time is lost.
  *
- * This header has no hypervisor dependencies so it can be unit-tested in
- * user space, and no architecture-specific code: the 64x32 multiply and the
- * divide by a 32-bit factor are done in 64-bit C arithmetic (Xen links no
- * libgcc, so no 128-bit division), and they saturate instead of wrapping so
- * that no guest-supplied value can make the hypervisor overflow.
+ * This header depends only on muldiv64() (xen/lib/muldiv64.c), so it can be
+ * unit-tested in user space against a reference one.  The conversions take
+ * guest-supplied deadlines, so they saturate instead of wrapping: muldiv64()
+ * is only called once the quotient is known to fit in 64 bits (x86's divq
+ * faults otherwise), and the remainder, recomputed from its quotient,
+ * gives the rounding up.
  */
 #ifndef __XEN_TIME_DILATION_H__
 #define __XEN_TIME_DILATION_H__
 
 #ifdef __XEN__
+#include <xen/lib.h>
 #include <xen/types.h>
 #else
 #include <stdint.h>
+uint64_t muldiv64(uint64_t a, uint32_t b, uint32_t c);
 #endif
 
 #define TDF_MILLI_UNIT  1000U
@@ -49,31 +52,24 @@ struct tdf_anchor {
 
 /*
  * (a * b) / c rounded down (round_up == 0) or up; saturates at ~0 when the
- * result does not fit in 64 bits, and for c == 0.  Generic C: with b and c
- * below 2^32 every intermediate value fits in 64 bits.
+ * result does not fit in 64 bits, and for c == 0.
  */
 static inline uint64_t tdf_muldiv(uint64_t a, uint32_t b, uint32_t c,
                                   int round_up)
 {
-    uint64_t lo = (a & 0xffffffffULL) * b;            /* < 2^64 */
-    uint64_t hi = (a >> 32) * b + (lo >> 32);         /* a * b >> 32 */
-    uint64_t q_hi, q_lo, r;
+    /* (a * b) >> 64: the quotient fits in 64 bits iff this is below c. */
+    uint64_t top = ((a >> 32) * b + (((a & 0xffffffffULL) * b) >> 32)) >> 32;
+    uint64_t q, r;
 
-    if ( c == 0 )
+    if ( c == 0 || top >= c )
         return ~0ULL;
 
-    q_hi = hi / c;
-    if ( q_hi > 0xffffffffULL )
-        return ~0ULL;
-    r = ((hi % c) << 32) | (lo & 0xffffffffULL);      /* < c * 2^32 */
-    q_lo = r / c;                                     /* < 2^32 */
-    r %= c;
-
-    q_lo |= q_hi << 32;
+    q = muldiv64(a, b, c);
+    r = a * b - q * c;          /* exact modulo 2^64: the remainder is < c */
     if ( round_up && r )
-        return q_lo == ~0ULL ? ~0ULL : q_lo + 1;
+        return q == ~0ULL ? ~0ULL : q + 1;
 
-    return q_lo;
+    return q;
 }
 
 /* base + delta, clamped to the int64_t range. */
