@@ -37,7 +37,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import yaml
 
@@ -215,29 +215,52 @@ def bundle_set(bundle: Path) -> TemplateSet:
     if not tarfile.is_tarfile(bundle):
         raise HostSetupError(f"{where}: not a selena host export bundle (not a tar archive); "
                              "make one with selena host export FILE")
-    tar = tarfile.open(bundle, "r:")
-    try:
-        member = tar.extractfile(MANIFEST)
-    except KeyError:
-        member = None
-    if member is None:
-        raise HostSetupError(f"{where}: no {MANIFEST} (not made by selena host export)")
-    try:
-        manifest = json.loads(member.read())
-    except ValueError as exc:
-        raise HostSetupError(f"{where}: {MANIFEST} is not JSON ({exc})") from None
+    # Where each member's bytes lie, read once: the bundle is not kept open
+    # (each blob is read through a file of its own, closed with it).
+    with tarfile.open(bundle, "r:") as tar:
+        try:
+            member = tar.extractfile(MANIFEST)
+        except KeyError:
+            member = None
+        if member is None:
+            raise HostSetupError(f"{where}: no {MANIFEST} (not made by selena host export)")
+        try:
+            manifest = json.loads(member.read())
+        except ValueError as exc:
+            raise HostSetupError(f"{where}: {MANIFEST} is not JSON ({exc})") from None
+        blobs = {m.name.removeprefix("blobs/"): (m.offset_data, m.size)
+                 for m in tar.getmembers() if m.isreg() and m.name.startswith("blobs/")}
     entries = _parse_manifest(manifest, where)
 
     def open_file(sha: str) -> IO[bytes]:
-        try:
-            blob = tar.extractfile(f"blobs/{sha}")
-        except KeyError:
-            blob = None
-        if blob is None:
+        if sha not in blobs:
             raise HostSetupError(f"{where}: blobs/{sha} is missing (a truncated copy?); "
                                  "copy the bundle again")
-        return blob
+        return io.BufferedReader(_Slice(bundle, *blobs[sha]))
     return TemplateSet(entries, open_file, where)
+
+
+class _Slice(io.RawIOBase):
+    """`size` bytes of `path` from `offset` on (a tar member's data)."""
+
+    def __init__(self, path: Path, offset: int, size: int):
+        self._file = path.open("rb")
+        self._file.seek(offset)
+        self._left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self._file.read(min(len(view), self._left))
+        view[:len(data)] = data
+        self._left -= len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def _parse_manifest(manifest: object, where: str) -> dict[str, TemplateEntry]:

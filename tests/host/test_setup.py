@@ -6,6 +6,7 @@ module probe, a TemplateBuilder whose templates() returns files made here
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 import tomllib
 from pathlib import Path
@@ -354,3 +355,23 @@ def test_the_lab_builds_the_debian_images_only_for_scenarios_that_use_them():
     assert scenarios_need_debian([scenarios / "debian_memcached.py"])
     assert not scenarios_need_debian([scenarios / "two_hosts.py"])
     assert not scenarios_need_debian([])
+
+
+def _open_fds_to(path: Path) -> int:
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == str(path.resolve()))
+
+
+def test_a_bundle_is_read_blob_by_blob_and_not_kept_open(tmp_path):
+    bundle = tmp_path / "templates.tar"
+    export(bundle, with_debian=True, progress=lambda msg: None,
+           builder=FakeBuilder(tmp_path / "cache"))
+    templates = bundle_set(bundle)
+    assert _open_fds_to(bundle) == 0
+    sha = templates.entries["of-controller"].files["initrd.gz"]
+    with templates.open_file(sha) as blob:
+        assert _open_fds_to(bundle) == 1
+        assert blob.read() == b"initrd of of-controller"      # that member, no more
+    assert _open_fds_to(bundle) == 0
+    with pytest.raises(HostSetupError, match=r"blobs/0+ is missing"):
+        templates.open_file("0" * 64)
