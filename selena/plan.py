@@ -23,6 +23,8 @@ from selena.templates import TemplateSpec, load_template, normalise_packages, va
 
 TEMPLATE_ROOT = Path("/usr/share/selena/templates")
 IFNAMSIZ = 15
+# A node's tsc_mode as xl's configuration names it.
+XL_TSC_MODES = {"native": "native", "emulate": "always_emulate"}
 
 
 
@@ -182,7 +184,7 @@ def _plan_guests(topo: Topology, template_root: Path,
             cpus=(fold_mask(node.cpus, host_cpus) or node.cpus) if node.cpus and host_cpus
             else node.cpus,
             template=node.template,
-            tsc_mode={"native": "native", "emulate": "always_emulate"}.get(node.tsc_mode or ""),
+            tsc_mode=XL_TSC_MODES.get(node.tsc_mode or ""),
             cpu_time=node.cpu_time)
     return guests
 

@@ -69,6 +69,7 @@ from selena.errors import SelenaError
 from selena.experiment import Experiment
 from selena.lab.dom0 import console_log, create_paused, sh, status, tiny_guest_config, try_sh
 from selena.model import Topology
+from selena.plan import XL_TSC_MODES
 
 T = TypeVar("T")
 EXPERIMENT = "clockcheck"
@@ -97,7 +98,6 @@ SAVE_FILE = Path("/tmp/selena-clockcheck.save")
 HOST_CLOCK_STEP_S = 3600.0
 CHECKPOINT_JUMP_S = 0.1      # as a TDF change's continuity
 THAW_WAIT_S = 1.0            # real seconds a restored domain is watched before the thaw
-XL_TSC_MODE = {"native": "native", "emulate": "always_emulate"}
 
 
 @dataclass
@@ -239,7 +239,7 @@ def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
                      + sum(segment_virtual_s(t) for t in changes) + 1.0)
     args = (f"{int(total_virtual + 0.999)},{TIMER_MS},{vcpus},{watchdog},"
             f"{pending_ms(tdf, changes, len(kinds))}")
-    lines = (f'tsc_mode = "{XL_TSC_MODE[tsc]}"',) if tsc else ()
+    lines = (f'tsc_mode = "{XL_TSC_MODES[tsc]}"',) if tsc else ()
     config = tiny_guest_config(GUEST, f"selena.init=/usr/bin/clockcheck selena.args={args}",
                                vcpus=vcpus, lines=lines)
     incoming = f"{GUEST}--incoming"
@@ -268,7 +268,8 @@ def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
                 next_at = first + FIRST_SEGMENT_VIRTUAL_S * tdf
             if next_at is not None and time.monotonic() >= next_at:
                 if points:
-                    point, domid, stepped = _checkpoint(points.pop(0), tdf, host_step_s)
+                    point, domid = _checkpoint(points.pop(0), tdf, host_step_s)
+                    stepped = point.host_step_s
                     with lock:
                         run.checkpoints.append(point)
                         run.changes.append((point.thawed, tdf))
@@ -310,10 +311,10 @@ def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
     return run
 
 
-def _checkpoint(kind: str, tdf: float, host_step_s: float) -> tuple[Checkpoint, str, float]:
-    """Save and restore the guest (Dom0's wall clock stepped in between), or
-    migrate it to this host; thaw it. The new domain id and the host clock
-    step still in force."""
+def _checkpoint(kind: str, tdf: float, host_step_s: float) -> tuple[Checkpoint, str]:
+    """Save and restore the guest (Dom0's wall clock stepped in between, a
+    step still in force on return: the checkpoint's host_step_s), or migrate
+    it to this host; thaw it. The checkpoint and the new domain id."""
     SAVE_FILE.unlink(missing_ok=True)
     stepped = 0.0
     start = time.monotonic()
@@ -340,8 +341,7 @@ def _checkpoint(kind: str, tdf: float, host_step_s: float) -> tuple[Checkpoint, 
     held = status(domid)
     sh("selena-tdf", "thaw", domid)
     thawed = time.monotonic()
-    return (Checkpoint(kind, start, saved, thawed, tdf, stepped, arrived, held), domid,
-            stepped)
+    return Checkpoint(kind, start, saved, thawed, tdf, stepped, arrived, held), domid
 
 
 def _step_host_clock(seconds: float) -> None:
