@@ -108,8 +108,9 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _from_paths(entries: dict[str, TemplateEntry], paths: Mapping[str, Path],
-                origin: str) -> TemplateSet:
+def template_set(entries: dict[str, TemplateEntry], paths: Mapping[str, Path],
+                 origin: str) -> TemplateSet:
+    """A set whose files are at `paths` (sha256 -> path)."""
     def open_file(sha: str) -> IO[bytes]:
         return paths[sha].open("rb")
     return TemplateSet(entries, open_file, origin)
@@ -144,7 +145,7 @@ def built_set(with_debian: bool, progress: Progress, runner: Runner,
         files = {str(spec[k]): add(p) for k, p in
                  (("kernel", disk.kernel), ("ramdisk", disk.ramdisk), ("disk", disk.disk))}
         entries[name] = TemplateEntry(name, spec, files)
-    return _from_paths(entries, paths, f"built from {src}")
+    return template_set(entries, paths, f"built from {src}")
 
 
 def initrd_entries(src: Path, kernel_sha: str, initrds: Mapping[str, Path],
@@ -158,12 +159,6 @@ def initrd_entries(src: Path, kernel_sha: str, initrds: Mapping[str, Path],
         entries[name] = TemplateEntry(name, spec, {"vmlinuz": kernel_sha,
                                                    "initrd.gz": add(initrd)})
     return entries
-
-
-def template_set(entries: dict[str, TemplateEntry], paths: Mapping[str, Path],
-                 origin: str) -> TemplateSet:
-    """A set whose files are at `paths` (sha256 -> path)."""
-    return _from_paths(entries, paths, origin)
 
 
 def installed_set(root: Path, with_debian: bool) -> TemplateSet:
@@ -203,7 +198,7 @@ def installed_set(root: Path, with_debian: bool) -> TemplateSet:
         entries[tdir.name] = TemplateEntry(tdir.name, spec, files)
     if not entries:
         raise HostSetupError(f"no templates installed under {troot}")
-    return _from_paths(entries, paths, f"installed under {troot}")
+    return template_set(entries, paths, f"installed under {troot}")
 
 
 def bundle_set(bundle: Path) -> TemplateSet:
@@ -506,8 +501,8 @@ class HostSetup:
                             f"{project_root()}",
                             f"install what differs from {self._state_path()} into {troot} "
                             f"(debian images into {iroot})"]
-            step.run = lambda: self._install(built_set(self.with_debian, self.progress,
-                                                       self.runner, self.builder))
+            step.run = lambda: self.install_templates(built_set(
+                self.with_debian, self.progress, self.runner, self.builder))
             # A dry run must not build; a real one decides after building.
             return step
         todo = self._differs(wanted)
@@ -516,7 +511,7 @@ class HostSetup:
             return step
         step.actions = [f"install {name} into {troot / name} ({wanted.origin})"
                         for name in todo]
-        step.run = lambda: self._install(wanted)
+        step.run = lambda: self.install_templates(wanted)
         return step
 
     # -- templates ------------------------------------------------------------
@@ -557,13 +552,10 @@ class HostSetup:
         return todo
 
     def install_templates(self, wanted: TemplateSet) -> bool:
-        """The templates step's install of `wanted` under `root`, for a
-        caller that has the set already (the lab's Dom0 image build)."""
-        return self._install(wanted)
-
-    def _install(self, wanted: TemplateSet) -> bool:
         """Stage every changed template (and its images) beside its
-        destination, check each file's sha256, then rename into place."""
+        destination, check each file's sha256, then rename into place (the
+        templates step's install; the lab's Dom0 image build calls it with
+        a set of its own)."""
         todo = self._differs(wanted)
         troot, iroot = self.root / TEMPLATES_UNDER, self.root / IMAGES_UNDER
         if not todo:
