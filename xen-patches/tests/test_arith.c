@@ -7,15 +7,7 @@
 #include <stdlib.h>
 
 #include "time_dilation.h"
-
-/*
- * The hypervisor's muldiv64() (xen/lib/muldiv64.c) for the header: exact
- * whenever the quotient fits in 64 bits, which the header checks first.
- */
-uint64_t muldiv64(uint64_t a, uint32_t b, uint32_t c)
-{
-    return (uint64_t)((unsigned __int128)a * b / c);
-}
+#include "muldiv64.h"
 
 static int failures;
 

@@ -11,12 +11,7 @@
 #include <stdlib.h>
 
 #include "time_dilation.c"
-
-/* The hypervisor's muldiv64() for the arithmetic header (as in test_arith.c). */
-uint64_t muldiv64(uint64_t a, uint32_t b, uint32_t c)
-{
-    return (uint64_t)((unsigned __int128)a * b / c);
-}
+#include "muldiv64.h"
 
 s_time_t test_now = 1000000000;
 unsigned int test_preempt_every, test_preempt_calls;
