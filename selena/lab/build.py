@@ -42,6 +42,7 @@ from selena.host.setup import (
     sha256_file,
     template_set,
 )
+from selena.lab.check_hv import FLASK_POLICIES
 from selena.provenance import patch_series_hash
 from selena.templates.artefacts import digest as _hash
 from selena.templates.artefacts import hash_files as _hash_files
@@ -91,6 +92,8 @@ DOM0_MODULES = HOST_MODULES + LAB_ONLY_MODULES
 
 # The hypervisor the package installs (xen-patches/scripts/build-deb.sh).
 INSTALLED_XEN = Path("/boot/xen-4.17-selena.gz")
+# How a lab boots the Flask build (LabBuilder.flask_hypervisor).
+FLASK_XEN_ARGS = "xsm=flask flask=enforcing"
 # Debian's own hypervisor package, the one selena's stands beside.
 STOCK_HYPERVISOR_PACKAGE = "xen-hypervisor-4.17-amd64"
 
@@ -119,6 +122,8 @@ class LabArtefacts:
     # Disk images and kernels of the debian templates, shared into Dom0
     # read-only at IMAGES_IN_DOM0 (None: no such share).
     images: Path | None = None
+    # More of the hypervisor's command line (e.g. to boot it under Flask).
+    xen_args: str = ""
 
 
 class LabBuilder(TemplateBuilder):
@@ -191,6 +196,14 @@ class LabBuilder(TemplateBuilder):
         if not target.exists():
             _gunzip(found[0], target)
         return target
+
+    def flask_hypervisor(self) -> Path:
+        """The patched hypervisor with Flask (XSM) and Xen's policy built in,
+        for a lab booted with FLASK_XEN_ARGS (`make -C xen-patches flask`,
+        cached by its inputs); the policies the XSM check loads are beside
+        it in the shared tree (FLASK_POLICIES)."""
+        self.runner.run(["make", "-s", "-C", str(self.src / "xen-patches"), "flask"])
+        return self.src / FLASK_POLICIES / "xen"
 
     def dom0_base(self, kernel_root: Path, package: Path) -> Path:
         key = _hash(SUITE, MIRROR, " ".join(DOM0_PACKAGES), " ".join(DOM0_MODULES),

@@ -31,8 +31,15 @@
   domain once running (EBUSY; EPERM under an XSM policy without the TDF
   permission) and for Dom0, whose virtual time then keeps running as
   before: same factor, not frozen, advancing at 1/TDF of real time.
+- xsm (only in a lab booted on the Flask build, tests/lab/test_xsm_e2e.py):
+  under Xen's own policy Dom0 sets, reads, freezes and restores a guest's
+  time; under the same policy without the series' permissions
+  (domain2:gettdf, domain2:settdf) each of them is refused with EACCES,
+  nothing changes, and Flask logs the denials; reloading Xen's policy
+  allows the same restore again.
 
 Run in Dom0: python3 -m selena.lab.check_hv [freeze] [freeze1] [ticker] [privilege] [restore]
+(the default: all but xsm) or check_hv xsm
 
 Save/restore and migration of a running guest: check_clock --save-restore
 --migrate.
@@ -66,6 +73,7 @@ RESTORE_VIRT_NS = 7_000_000_000  # and virtual time
 RESTORE_WALL_NS = 1_700_000_000 * 10**9  # and wall clock (November 2023)
 RESTORE_RUN_S = 2.0          # real seconds the refused domain is watched
 RESTORE_SLACK_NS = 1_000     # rounding of the hypervisor's own virtual time
+FLASK_POLICIES = Path("xen-patches/build/flask")  # make -C xen-patches flask, on the host
 
 
 class CheckError(Exception):
@@ -350,13 +358,72 @@ def check_restore() -> list[str]:
     return failures
 
 
-CHECKS = {"freeze": check_freeze, "freeze1": check_freeze_tdf1, "ticker": check_ticker,
+def _load_policy(name: str) -> None:
+    sh("xl", "loadpolicy", str((FLASK_POLICIES / name).resolve()))
+    print(f"xsm: loaded {name}")
+
+
+def _refused(*argv: str) -> str | None:
+    """None if `selena-tdf argv` was refused by the XSM policy, else what happened."""
+    out = try_sh("selena-tdf", *argv)
+    print(f"xsm: selena-tdf {' '.join(argv)} -> rc {out.returncode}: {out.stderr.strip()}")
+    if out.returncode != 0 and "XSM policy does not allow" in out.stderr:
+        return None
+    return f"selena-tdf {' '.join(argv)}: rc {out.returncode}, {out.stderr.strip()!r}"
+
+
+def check_xsm() -> list[str]:
+    enforcing = try_sh("xl", "getenforce").stdout.strip()
+    if enforcing != "Enforcing":
+        return [f"Flask is {enforcing or 'absent'!r}, not enforcing: boot the Flask build "
+                "(tests/lab/test_xsm_e2e.py)"]
+    failures: list[str] = []
+    names = ("selena-xsm", "selena-xsm-restore")
+    _load_policy("xenpolicy")
+    try:
+        # Xen's policy: Dom0 may dilate a guest it creates (SET at creation).
+        domid, restore_domid = (create_paused(n, tiny_guest_config(n, ""), RESTORE_TDF)
+                                for n in names)
+        before = status(domid)
+        if before["tdf"] != f"{RESTORE_TDF:g}":
+            failures.append(f"Xen's policy: TDF {before['tdf']} after set {RESTORE_TDF:g}")
+        _load_policy("xenpolicy-no-tdf")
+        for argv in (["status", domid], ["set", domid, "2"], ["freeze", domid]):
+            if (what := _refused(*argv)) is not None:
+                failures.append(f"without the tdf permissions: {what}")
+        out = _tdf_restore(restore_domid, RESTORE_MILLI, RESTORE_VIRT_NS, RESTORE_WALL_NS)
+        print(f"xsm: restore into a never-run domain without settdf -> {out}")
+        if out != "errno 13 EACCES":
+            failures.append(f"without the tdf permissions: restore -> {out!r}, expected EACCES")
+        denials = sh("xl", "dmesg")
+        for perm in ("gettdf", "settdf"):
+            if not re.search(r"avc:\s+denied\s+\{ " + perm + r" \}", denials):
+                failures.append(f"Flask logged no denial of domain2:{perm}")
+        _load_policy("xenpolicy")
+        after = status(domid)
+        print(f"xsm: after: tdf {after['tdf']}, frozen {after['frozen']}")
+        if (after["tdf"], after["frozen"]) != (before["tdf"], "no"):
+            failures.append(f"a refused change changed the domain: {before} -> {after}")
+        out = _tdf_restore(restore_domid, RESTORE_MILLI, RESTORE_VIRT_NS, RESTORE_WALL_NS)
+        print(f"xsm: the same restore under Xen's policy -> {out}")
+        if out != "ok":
+            failures.append(f"Xen's policy: restore -> {out!r}, expected ok")
+    finally:
+        _load_policy("xenpolicy")
+        for n in names:
+            try_sh("xl", "destroy", n)
+    return failures
+
+
+DEFAULT_CHECKS = {"freeze": check_freeze, "freeze1": check_freeze_tdf1, "ticker": check_ticker,
           "privilege": check_privilege, "restore": check_restore}
+CHECKS = {**DEFAULT_CHECKS, "xsm": check_xsm}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checks", nargs="*", help=f"of {', '.join(CHECKS)} (default: all)")
+    parser.add_argument("checks", nargs="*", help=f"of {', '.join(CHECKS)} (default: all "
+                        "but xsm, which needs the Flask build)")
     args = parser.parse_args(argv)
     unknown = [c for c in args.checks if c not in CHECKS]
     if unknown:
@@ -365,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         print("check_hv must run as root in a Xen Dom0 (use: selena lab run)", file=sys.stderr)
         return 2
     failures: list[str] = []
-    for name in args.checks or list(CHECKS):
+    for name in args.checks or list(DEFAULT_CHECKS):
         start = time.monotonic()
         try:
             failures += [f"{name}: {f}" for f in CHECKS[name]()]

@@ -73,6 +73,10 @@ def qemu_argv(art: LabArtefacts, share: Path, run_id: str | None, *,
     for path in (art.kernel, art.dom0_initrd):
         if "," in str(path):
             raise LabError(f"lab artefact path must not contain a comma: {path}")
+    xen_cmdline = (f"console=com1 dom0_mem={dom0_mb}M,max:{dom0_mb}M "
+                   "loglvl=warning guest_loglvl=warning")
+    if art.xen_args:
+        xen_cmdline += f" {art.xen_args}"
     argv = [
         QEMU, "-machine", "q35", "-accel", accel,
         # -cpu max makes the PV Dom0 fault at its first instructions.
@@ -80,8 +84,7 @@ def qemu_argv(art: LabArtefacts, share: Path, run_id: str | None, *,
         "-m", str(memory_mb), "-smp", "2", "-nographic", "-no-reboot",
         "-nic", "none",
         "-kernel", str(art.xen),
-        "-append", (f"console=com1 dom0_mem={dom0_mb}M,max:{dom0_mb}M "
-                    "loglvl=warning guest_loglvl=warning"),
+        "-append", xen_cmdline,
         "-initrd", f"{art.kernel} {dom0_cmdline},{art.dom0_initrd}",
         "-virtfs", f"local,path={share},mount_tag=selena,security_model=none,id=selena",
     ]

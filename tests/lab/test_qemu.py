@@ -40,6 +40,14 @@ def test_qemu_argv_boots_patched_xen_with_dom0_and_share():
     assert "dom0_mem=1536M,max:1536M" in argv[argv.index("-append") + 1]
 
 
+def test_more_hypervisor_arguments_follow_the_usual_ones():
+    usual = qemu_argv(ART, Path("/src"), "x")
+    flask = qemu_argv(replace(ART, xen_args="xsm=flask flask=enforcing"), Path("/src"), "x")
+    append = usual.index("-append") + 1
+    assert flask[append] == usual[append] + " xsm=flask flask=enforcing"
+    assert flask[:append] + flask[append + 1:] == usual[:append] + usual[append + 1:]
+
+
 def test_qemu_argv_rejects_commas_in_artefact_paths():
     bad = LabArtefacts(Path("/c/xen"), Path("/c/a,b"), Path("/c/d"), Path("/c/t"), {})
     with pytest.raises(LabError, match="comma"):

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Build the patched hypervisor and selena-tdf, cached by the hash of their inputs.
-#   build.sh OUTDIR [PIN]     PIN: the source pin (default SOURCE, the lab's;
-#                             make deb passes SOURCE.security)
+#   build.sh OUTDIR [PIN] [flask]
+#                             PIN: the source pin (default SOURCE, the lab's;
+#                             make deb passes SOURCE.security); flask: also
+#                             Flask (XSM) with Xen's policy built in, booted
+#                             with `xsm=flask flask=enforcing` by the lab's
+#                             XSM check, and two policies to load: Xen's
+#                             (xenpolicy) and the same without the time
+#                             dilation permissions (xenpolicy-no-tdf)
 # Configured and built as Debian's own hypervisor package is (debian/rules:
 # debian/xen-kconfig + olddefconfig, the build date from the changelog, file
 # paths mapped), so two builds of the same inputs give the same hypervisor.
@@ -9,9 +15,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=$1
 pin=$(realpath "${2:-$here/SOURCE}")
+variant=${3:-}
+case "$variant" in
+    ""|flask) ;;
+    *) echo "build.sh: unknown variant '$variant' (known: flask)" >&2; exit 2 ;;
+esac
 cache_root=${SELENA_CACHE:-$HOME/.cache/selena}
-key=$( (cat "$pin"; cd "$here" && cat series $(cat series) deb/revision tool/*.c tool/*.h \
-        scripts/build.sh) | sha256sum | cut -c1-16)
+key=$( (cat "$pin"; echo "$variant"; cd "$here" && cat series $(cat series) deb/revision \
+        tool/*.c tool/*.h scripts/build.sh) | sha256sum | cut -c1-16)
 cached="$cache_root/xen/$key"
 
 if [ -f "$cached/.complete" ]; then
@@ -54,6 +65,11 @@ else
     cp "$src/debian/xen-kconfig" "$src/xen/.config"
     # The series' option is off by default (as upstream would have it).
     echo CONFIG_TIME_DILATION=y >> "$src/xen/.config"
+    if [ "$variant" = flask ]; then
+        # Dummy stays the default module: the boot chooses Flask (xsm=flask).
+        printf '%s\n' CONFIG_XSM=y CONFIG_XSM_FLASK=y CONFIG_XSM_FLASK_POLICY=y \
+            CONFIG_XSM_DUMMY_DEFAULT=y >> "$src/xen/.config"
+    fi
     make -s -C "$src/xen" "${make_args[@]}" olddefconfig >/dev/null
     grep -qx CONFIG_TIME_DILATION=y "$src/xen/.config" || {
         echo "CONFIG_TIME_DILATION is not on in the hypervisor's configuration" >&2
@@ -67,6 +83,27 @@ else
         echo "the hypervisor was built without the time dilation code" >&2
         exit 1
     }
+    if [ "$variant" = flask ]; then
+        grep -qx CONFIG_XSM_FLASK_POLICY=y "$src/xen/.config" || {
+            echo "no built-in Flask policy (is checkpolicy installed?)" >&2
+            exit 1
+        }
+        # The policy to load beside Xen's: the same sources without the
+        # permissions the series adds (same depth: Makefile.common finds
+        # the hypervisor's access vectors by a relative path).
+        cp -r "$src/tools/flask/policy" "$src/tools/flask/policy-no-tdf"
+        sed -i 's/ gettdf settdf//' "$src/tools/flask/policy-no-tdf/modules/xen.if"
+        if grep -q tdf "$src/tools/flask/policy-no-tdf/modules/xen.if"; then
+            echo "xen.if still grants a time dilation permission" >&2
+            exit 1
+        fi
+        for dir in policy policy-no-tdf; do
+            rm -rf "$work/flask-$dir" && mkdir -p "$work/flask-$dir"
+            make -s -f Makefile.common -C "$src/tools/flask/$dir" \
+                FLASK_BUILD_DIR="$work/flask-$dir" \
+                POLICY_FILENAME="$work/flask-$dir/xenpolicy" >/dev/null
+        done
+    fi
     echo "building selena-tdf"
     mkdir -p "$work/tool"
     # Debian's hardening flags, all of them as debian/rules asks for Xen's
@@ -79,6 +116,10 @@ else
     mkdir -p "$tmp"
     cp "$src/xen/xen" "$src/xen/xen.gz" "$work/tool/selena-tdf" "$tmp/"
     cp "$src/xen/.config" "$tmp/xen.config"
+    if [ "$variant" = flask ]; then
+        cp "$work/flask-policy/xenpolicy" "$tmp/xenpolicy"
+        cp "$work/flask-policy-no-tdf/xenpolicy" "$tmp/xenpolicy-no-tdf"
+    fi
     echo "$version" > "$tmp/source-version"
     echo "$epoch" > "$tmp/source-date-epoch"
     echo "$(( $(date +%s) - start ))" > "$tmp/build-seconds"
@@ -90,3 +131,6 @@ fi
 mkdir -p "$out"
 cp "$cached/xen" "$cached/xen.gz" "$cached/xen.config" "$cached/selena-tdf" \
    "$cached/source-version" "$cached/source-date-epoch" "$cached/build-seconds" "$out/"
+if [ "$variant" = flask ]; then
+    cp "$cached/xenpolicy" "$cached/xenpolicy-no-tdf" "$out/"
+fi

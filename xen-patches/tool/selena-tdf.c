@@ -91,8 +91,15 @@ static int explain(int err, uint32_t domid, const struct selena_tdf_op *op)
     case ESRCH:
         fprintf(stderr, "%s: no such domain: %u\n", prog, domid);
         break;
-    case EPERM:
     case EACCES:
+        /* Flask's refusal; the dummy policy's is EPERM. */
+        fprintf(stderr, "%s: the XSM policy does not allow this domain to "
+                "%s the time of domain %u (Flask: domain2:%s)\n", prog,
+                op->op == XEN_DOMCTL_SELENA_TDF_GET ? "read" : "change",
+                domid, op->op == XEN_DOMCTL_SELENA_TDF_GET ? "gettdf"
+                                                          : "settdf");
+        break;
+    case EPERM:
         fprintf(stderr, "%s: not privileged to %s the time of domain %u "
                 "(run as root in Dom0; Dom0, the hardware domain and the "
                 "xenstore domain keep real time)\n",

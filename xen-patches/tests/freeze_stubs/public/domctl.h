@@ -1,1 +1,0 @@
-#define XEN_SELENA_TDF_F_FROZEN (1U << 0)

@@ -1,1 +1,0 @@
-/* Unused by the code under test. */

@@ -1,2 +1,0 @@
-/* See sched.h. */
-#include <xen/sched.h>

@@ -1,1 +1,0 @@
-#include "../../../src/time_dilation.h"
