@@ -56,6 +56,7 @@ class GuestPlan:
     guest_shaping: list[tuple[str, list[list[str]]]] = field(default_factory=list)
     static_arp: list[tuple[str, str, str]] = field(default_factory=list)  # ip, mac, via mac
     tsc_mode: str | None = None     # xl's tsc_mode, None for the default
+    virt: str = "pv"                # xl's type: "pv" or "pvh"
     cpu_time: str = "dilated"       # "real": capped to 100/TDF % per vCPU
     disk: str | None = None         # a read-only root image (debian templates)
 
@@ -184,9 +185,19 @@ def _plan_guests(topo: Topology, template_root: Path,
             cpus=(fold_mask(node.cpus, host_cpus) or node.cpus) if node.cpus and host_cpus
             else node.cpus,
             template=node.template,
-            tsc_mode=XL_TSC_MODES.get(node.tsc_mode or ""),
+            tsc_mode=_tsc_mode(node), virt=node.virt,
             cpu_time=node.cpu_time)
     return guests
+
+
+def _tsc_mode(node: Node) -> str | None:
+    """xl's tsc_mode for a node: a PVH guest's TSC is emulated unless it asks
+    for the raw one; in Xen's default mode an HVM container on a host whose
+    TSC Xen trusts reads the hardware TSC, which the hypervisor refuses to
+    dilate."""
+    if node.tsc_mode is None and node.virt == "pvh":
+        return XL_TSC_MODES["emulate"]
+    return XL_TSC_MODES.get(node.tsc_mode or "")
 
 
 def _segments_of(topo: Topology,

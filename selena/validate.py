@@ -20,6 +20,7 @@ from selena.errors import Problem, TopologyError, UnitError, ValidationError
 from selena.hostinfo import HostInfo
 from selena.model import Interface, Link, Node, NodeKind, Topology
 from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask, real_cpu_cap
+from selena.model.topology import GUEST_TYPES
 from selena.templates import bad_packages
 
 RATE_MAX_BPS = 400e9
@@ -313,6 +314,9 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
     # Dom0 vif names embed the id and interface index within 15 characters.
     if not 0 <= node.id <= 99_999:
         add("node id out of range", f"{where}: id {node.id} out of range (0 to 99999)", at)
+    if node.virt not in GUEST_TYPES:
+        add("bad guest type", f"{where}: virt {node.virt!r}: use 'pv' or 'pvh' (HVM guests "
+            "are not dilated: Xen's emulated PIT, RTC and HPET keep real time)", at)
     if node.tsc_mode not in (None, "native", "emulate"):
         add("bad tsc mode", f"{where}: tsc_mode {node.tsc_mode!r}: use 'native' or 'emulate' "
             "(or leave it unset)", at)

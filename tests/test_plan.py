@@ -103,6 +103,33 @@ def test_tsc_mode_reaches_the_xl_config_and_is_validated():
         validate(topo)
 
 
+def test_a_pvh_node_boots_as_pvh_with_an_emulated_tsc_and_hvm_is_refused():
+    from selena.errors import TopologyError
+    from selena.model import Topology
+    from selena.validate import validate
+
+    topo = Topology("pvh")
+    topo.add_host("h1", "10.0.0.1", virt="pvh")
+    topo.add_host("h2", "10.0.0.2", virt="pvh", tsc_mode="native")
+    topo.add_host("h3", "10.0.0.3")
+    topo.add_link("h1", "h2")
+    topo.add_link("h1", "h3")
+    plan = make_plan(topo)
+    h1, h2, h3 = (xl_config(plan, plan.guest(n)) for n in ("h1", "h2", "h3"))
+    # Xen's default mode would give a PVH guest the hardware TSC on a host
+    # whose TSC it trusts, which the hypervisor refuses to dilate.
+    assert 'type = "pvh"' in h1 and 'tsc_mode = "always_emulate"' in h1
+    assert 'type = "pvh"' in h2 and 'tsc_mode = "native"' in h2
+    assert 'type = "pv"' in h3 and "tsc_mode" not in h3
+    topo.nodes["h3"].virt = "hvm"
+    with pytest.raises(TopologyError) as err:
+        validate(topo)
+    assert "h3" in str(err.value) and "virt 'hvm': use 'pv' or 'pvh'" in str(err.value)
+    from selena.errors import ArgumentError
+    with pytest.raises(ArgumentError, match="virt must be a string"):
+        Topology("t").add_host("h1", virt=True)
+
+
 def test_the_plan_benchmark_runs_and_prints_its_figures(capsys, monkeypatch):
     import runpy
     from pathlib import Path

@@ -84,27 +84,58 @@ static uint64_t rdtsc(void)
     return ((uint64_t)hi << 32) | lo;
 }
 
-/* Xen's forced-emulation CPUID (ud2; "xen"; cpuid): Xen's own leaves. */
-static void xen_cpuid(uint32_t leaf, uint32_t sub, uint32_t r[4])
+/*
+ * Xen's own CPUID leaves.  An HVM container (PVH) traps every CPUID, so the
+ * plain instruction reaches them; a PV guest's user space may run CPUID on
+ * the CPU itself, and then needs Xen's forced-emulation prefix (ud2; "xen";
+ * cpuid), which only PV guests have (an HVM guest gets #UD for it).
+ */
+static void plain_cpuid(uint32_t leaf, uint32_t sub, uint32_t r[4])
+{
+    asm volatile ( "cpuid"
+                   : "=a" (r[0]), "=b" (r[1]), "=c" (r[2]), "=d" (r[3])
+                   : "0" (leaf), "2" (sub) );
+}
+
+static void fep_cpuid(uint32_t leaf, uint32_t sub, uint32_t r[4])
 {
     asm volatile ( "ud2a; .ascii \"xen\"; cpuid"
                    : "=a" (r[0]), "=b" (r[1]), "=c" (r[2]), "=d" (r[3])
                    : "0" (leaf), "2" (sub) );
 }
 
-static void report_cpuid(void)
+typedef void cpuid_fn(uint32_t leaf, uint32_t sub, uint32_t r[4]);
+
+/* The base of Xen's leaves through `cpuid`, or 0. */
+static uint32_t xen_base(cpuid_fn *cpuid)
 {
     uint32_t r[4], base;
 
     for ( base = 0x40000000; base < 0x40010000; base += 0x100 )
     {
-        xen_cpuid(base, 0, r);
+        cpuid(base, 0, r);
         if ( r[1] == 0x566e6558 && r[2] == 0x65584d4d && r[3] == 0x4d4d566e )
-        {
-            xen_cpuid(base + 3, 0, r);
-            printf("C %u %u %u\n", r[2], r[0] & 1, r[1]);
-            return;
-        }
+            return base;
+    }
+    return 0;
+}
+
+static void report_cpuid(void)
+{
+    cpuid_fn *cpuid = plain_cpuid;
+    uint32_t r[4], base = xen_base(plain_cpuid);
+
+    /* Not seen by the plain instruction: a PV guest's CPUID ran natively. */
+    if ( !base )
+    {
+        cpuid = fep_cpuid;
+        base = xen_base(fep_cpuid);
+    }
+    if ( base )
+    {
+        cpuid(base + 3, 0, r);
+        printf("C %u %u %u\n", r[2], r[0] & 1, r[1]);
+        return;
     }
     printf("C 0 0 0\n");
 }

@@ -69,6 +69,7 @@ from selena.errors import SelenaError
 from selena.experiment import Experiment
 from selena.lab.dom0 import console_log, create_paused, sh, status, tiny_guest_config, try_sh
 from selena.model import Topology
+from selena.model.topology import GUEST_TYPES
 from selena.plan import XL_TSC_MODES
 
 T = TypeVar("T")
@@ -121,6 +122,7 @@ class Run:
     # Further vCPUs' own reads: cpu -> [(real time, monotonic ns)].
     vcpu_clock: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
     done: bool = False
+    exited: bool = False        # the guest's init ended (SELENA-GUEST-EXIT)
     tail: str = ""
     issued: list[float] = field(default_factory=list)  # real time each change was issued
     checkpoints: list[Checkpoint] = field(default_factory=list)
@@ -230,18 +232,18 @@ def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 
 def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
                             kinds: list[str], vcpus: int = 1, tsc: str | None = None,
                             watchdog: int = WATCHDOG_S,
-                            host_step_s: float = HOST_CLOCK_STEP_S) -> Run:
-    """clockcheck in a guest created with xl: after its first segment it is
-    saved and restored ("save/restore") and/or migrated to this host
-    ("migrate"), in `kinds`' order, each followed by a segment at its TDF;
-    then the changes (selena-tdf set)."""
+                            host_step_s: float = HOST_CLOCK_STEP_S, virt: str = "pv") -> Run:
+    """clockcheck in a guest created with xl (as `virt`, "pv" or "pvh"): after
+    its first segment it is saved and restored ("save/restore") and/or
+    migrated to this host ("migrate"), in `kinds`' order, each followed by a
+    segment at its TDF; then the changes (selena-tdf set)."""
     total_virtual = (FIRST_SEGMENT_VIRTUAL_S + segment_virtual_s(tdf) * len(kinds)
                      + sum(segment_virtual_s(t) for t in changes) + 1.0)
     args = (f"{int(total_virtual + 0.999)},{TIMER_MS},{vcpus},{watchdog},"
             f"{pending_ms(tdf, changes, len(kinds))}")
     lines = (f'tsc_mode = "{XL_TSC_MODES[tsc]}"',) if tsc else ()
     config = tiny_guest_config(GUEST, f"selena.init=/usr/bin/clockcheck selena.args={args}",
-                               vcpus=vcpus, lines=lines)
+                               vcpus=vcpus, lines=lines, virt=virt)
     incoming = f"{GUEST}--incoming"
     logs = [console_log(GUEST), console_log(incoming)]
     for log in logs:
@@ -260,7 +262,7 @@ def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
         pending = list(changes)
         points = list(kinds)
         current = tdf
-        while time.monotonic() - start < timeout and not run.done:
+        while time.monotonic() - start < timeout and not run.done and not run.exited:
             with lock:
                 first = run.samples[0].real if run.samples else None
                 last = run.samples[-1].real if run.samples else None
@@ -306,8 +308,9 @@ def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
     run.tail = "".join(log.read_text(errors="replace") for log in logs
                        if log.exists())[-1500:]
     if not run.done:
-        raise CheckFailed(f"guest did not finish within {timeout:.0f} s (its watchdog may "
-                          f"have fired, see xl dmesg); console:\n{run.tail}")
+        ended = "ended early" if run.exited else f"did not finish within {timeout:.0f} s"
+        raise CheckFailed(f"guest {ended} (its watchdog may have fired, see xl dmesg); "
+                          f"console:\n{run.tail}")
     return run
 
 
@@ -375,6 +378,9 @@ def _parse(run: Run, now: float, line: str) -> None:
     if "DONE" in line:
         run.done = True
         return
+    if "SELENA-GUEST-EXIT" in line:
+        run.exited = True
+        return
     m = LINE.search(line)
     if not m:
         return
@@ -437,11 +443,13 @@ Row = tuple[str, float, float, float, bool]     # measure, measured, expected, e
 def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
           tsc: str | None = None, watchdog: int = WATCHDOG_S,
           checkpoints: tuple[str, ...] = (),
-          host_step_s: float = HOST_CLOCK_STEP_S) -> list[str]:
-    if checkpoints:
+          host_step_s: float = HOST_CLOCK_STEP_S, guest: str = "pv") -> list[str]:
+    if checkpoints or guest != "pv":
+        # A PVH guest is created with xl: the experiment lifecycle's nodes
+        # are PV.
         run = run_guest_checkpointed(tdf, changes, timeout, kinds=list(checkpoints),
                                      vcpus=vcpus, tsc=tsc, watchdog=watchdog,
-                                     host_step_s=host_step_s)
+                                     host_step_s=host_step_s, virt=guest)
     else:
         run = run_guest(tdf, changes, timeout, vcpus=vcpus, tsc=tsc, watchdog=watchdog)
     failures: list[str] = []
@@ -464,7 +472,7 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
     checks.append(_watchdog_check(run, tdf, watchdog))
     sequence = " -> ".join(f"{t:g}" for t in [tdf, *changes])
     print(f"\nTDF {tdf:g}" + (f" (changes {sequence})" if changes else "")
-          + f"; {vcpus} vCPU(s); TSC {tsc or 'default mode'}"
+          + f"; {guest.upper()} guest; {vcpus} vCPU(s); TSC {tsc or 'default mode'}"
           + "".join(f"; {p.kind} after {FIRST_SEGMENT_VIRTUAL_S:g} guest s "
                     f"({p.saved - p.start:.1f} s, thawed {p.thawed - p.saved:.1f} s later"
                     + (f", host clock {p.host_step_s:+g} s" if p.host_step_s else "") + ")"
@@ -737,6 +745,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--change-to", type=_tdf_list, default=None,
                         help="TDFs to change the running guest to, in order (e.g. 2,10,1)")
     parser.add_argument("--vcpus", type=int, default=1, help="guest vCPUs (default 1)")
+    parser.add_argument("--guest", choices=GUEST_TYPES, default="pv",
+                        help="the guest's type: pv (default) or pvh (the same tiny kernel "
+                             "in an HVM container; created with xl)")
     parser.add_argument("--tsc", choices=("native", "emulate"), default=None,
                         help="xl tsc_mode: native (raw TSC, dilated pvclock scale) or "
                              "always_emulate; default: Xen's default mode")
@@ -752,6 +763,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --save-restore: seconds Dom0's wall clock is moved "
                              "between the save and the restore (default 3600; 0: none)")
     args = parser.parse_args(argv)
+    if args.guest == "pvh" and (args.save_restore or args.migrate):
+        parser.error("--save-restore/--migrate: the save of a dilated PVH guest is refused "
+                     "by the hypervisor (its HVM context has no record of its time yet)")
     checkpoints = (("save/restore",) if args.save_restore else ()) + \
         (("migrate",) if args.migrate else ())
     if os.geteuid() != 0 or not Path("/proc/xen/capabilities").exists():
@@ -765,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
             failures += [f"TDF {tdf:g}: {f}" for f in check(
                 tdf, changes, args.timeout, vcpus=args.vcpus, tsc=args.tsc,
                 watchdog=args.watchdog, checkpoints=checkpoints,
-                host_step_s=args.host_clock_step)]
+                host_step_s=args.host_clock_step, guest=args.guest)]
         except (CheckFailed, SelenaError) as exc:
             failures.append(f"TDF {tdf:g}: {exc}")
     if failures:

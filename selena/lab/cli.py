@@ -79,6 +79,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     clock.add_argument("--vcpus", type=int, default=1, help="guest vCPUs (default 1)")
     clock.add_argument("--tsc", choices=("native", "emulate"),
                        help="guest TSC mode (default: Xen's default mode)")
+    clock.add_argument("--guest", choices=("pv", "pvh"), default="pv",
+                       help="guest type: pv (default) or pvh (the same checks in a PVH guest)")
     clock.add_argument("--save-restore", action="store_true",
                        help="save and restore the guest mid-run (xl save/restore, Dom0's "
                             "wall clock moved in between) and check its clocks across")
@@ -177,6 +179,8 @@ def cmd_check_clock(args: argparse.Namespace) -> int:
         command += ["--vcpus", str(args.vcpus)]
     if args.tsc:
         command += ["--tsc", args.tsc]
+    if args.guest != "pv":
+        command += ["--guest", args.guest]
     if args.save_restore:
         command.append("--save-restore")
     if args.migrate:

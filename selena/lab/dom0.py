@@ -47,13 +47,14 @@ def template_memory_mb() -> int:
 
 def tiny_guest_config(name: str, extra: str, *, memory_mb: int | None = None,
                       vifs: tuple[str, ...] = (), vcpus: int = 1,
-                      lines: tuple[str, ...] = ()) -> str:
+                      lines: tuple[str, ...] = (), virt: str = "pv") -> str:
     """An xl config for a tiny-host guest with `extra` on its kernel command line
-    (memory: the template's unless given), `vcpus` vCPUs and further xl `lines`."""
+    (memory: the template's unless given), `vcpus` vCPUs and further xl `lines`;
+    `virt` "pv" or "pvh" (the same kernel boots as either)."""
     if memory_mb is None:
         memory_mb = template_memory_mb()
     config = [
-        f'name = "{name}"', 'type = "pv"',
+        f'name = "{name}"', f'type = "{virt}"',
         f'kernel = "{TEMPLATE_DIR / "vmlinuz"}"', f'ramdisk = "{TEMPLATE_DIR / "initrd.gz"}"',
         f'extra = "{GUEST_CMDLINE} {extra}"', f"memory = {memory_mb}", f"vcpus = {vcpus}",
         'on_poweroff = "destroy"', 'on_crash = "destroy"',

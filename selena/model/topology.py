@@ -100,8 +100,11 @@ MININET_METHODS = {
              "built by calling add_host/add_switch/add_link",
 }
 
+# Guest types a node can be (Node.virt). HVM is not among them: Xen's
+# emulated platform timers (PIT, RTC, HPET) are not dilated.
+GUEST_TYPES = ("pv", "pvh")
 NODE_OPTIONS = ("template", "id", "vcpus", "cpus", "memory", "tsc_mode", "cpu_time",
-                "packages")
+                "packages", "virt")
 HOST_OPTIONS = ("ip", "mac", "gateway", "ip6", "gateway6")
 SWITCH_OPTIONS = ("controller", "switch_model")
 LINK_OPTIONS = ("rate", "delay", "jitter", "loss", "queue", "prio")
@@ -222,6 +225,10 @@ class Node:
     # dilated, for a dilated guest), "native" (the opt-out: raw RDTSC, faster)
     # or "emulate".
     tsc_mode: str | None = None
+    # The guest's type: "pv" (default) or "pvh" (the same kernel in an HVM
+    # container, as Xen distributions without PV run guests; its TSC is
+    # emulated unless tsc_mode says "native").
+    virt: str = "pv"
     # "dilated" (default): the guest's CPU seems TDF times faster, as in
     # SELENA; "real": capped to 100/TDF % per vCPU, the speed of TDF 1.
     cpu_time: str = "dilated"
@@ -273,6 +280,7 @@ class NodeOptions(TypedDict, total=False):
     tsc_mode: str | None
     cpu_time: str
     packages: Sequence[str] | str | None
+    virt: str
 
 
 class LinkOptions(TypedDict, total=False):
@@ -381,13 +389,15 @@ class Topology:
                  id: int | None = None, vcpus: int = 1, cpus: str | None = None,
                  memory: str | int | None = None, tsc_mode: str | None = None,
                  cpu_time: str = "dilated",
-                 packages: Sequence[str] | str | None = None, **unknown: object) -> Node:
+                 packages: Sequence[str] | str | None = None, virt: str = "pv",
+                 **unknown: object) -> Node:
         """Add a node; errors about it are reported by validation, not here.
         memory: "512M" (= "512MB" = "512MiB"), "1G", or a number of MiB; None
         gives the template's default (TEMPLATE_MEMORY_MB).
         cpu_time: "dilated" or "real" (see Node.cpu_time).
         packages: Debian packages for a debian-based template ("memcached"
-        or ["memcached", "ptpd"])."""
+        or ["memcached", "ptpd"]).
+        virt: the guest's type, "pv" (default) or "pvh"."""
         call = f"add_{kind.value if isinstance(kind, NodeKind) else 'node'}({name!r}, ...)"
         if unknown:
             _unknown_options(call, unknown, NODE_OPTIONS + (
@@ -401,6 +411,7 @@ class Topology:
         _want(cpus, _TEXT, "cpus", call, "'2-3'")
         _want(tsc_mode, _TEXT, "tsc_mode", call)
         _want(cpu_time, (str,), "cpu_time", call)
+        _want(virt, (str,), "virt", call, "'pvh'")
         _want(packages, (str, list, tuple, type(None)), "packages", call)
         for package in () if packages is None or isinstance(packages, str) else packages:
             _want(package, (str,), "each package", call)
@@ -413,7 +424,7 @@ class Topology:
             name=name, kind=kind, template=template,
             id=len(self.nodes) if id is None else id, vcpus=vcpus, cpus=cpus,
             memory_mb=memory_mb, defined_at=caller_location(), tsc_mode=tsc_mode,
-            cpu_time=cpu_time,
+            cpu_time=cpu_time, virt=virt,
             packages=(packages,) if isinstance(packages, str) else tuple(packages or ()),
         )
         # Duplicate names are kept apart so validation can name them.

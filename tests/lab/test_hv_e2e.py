@@ -1,8 +1,8 @@
 """End to end in the lab: the hypervisor's dilation under run-time changes,
 on two vCPUs with the native-TSC pvclock path and the emulated TSC, across a
 save/restore (the host's wall clock moved in between) and a localhost
-migration, freeze/thaw, privilege and the restore path's refusal for a
-running domain, in one job of the shared lab boot (see
+migration, in a PVH guest, freeze/thaw, privilege and the restore path's
+refusal for a running domain, in one job of the shared lab boot (see
 selena/lab/check_clock.py and check_hv.py)."""
 
 import re
@@ -26,6 +26,8 @@ def result(lab):
               "--change-to 1,8 --save-restore --migrate; echo check-clock-rc=$?; "
               "python3 -m selena.lab.check_clock --tdf 5 --vcpus 2 --tsc emulate "
               "--change-to 2 --save-restore; echo check-clock-emulate-rc=$?; "
+              "python3 -m selena.lab.check_clock --tdf 5 --vcpus 2 --guest pvh "
+              "--change-to 8; echo check-clock-pvh-rc=$?; "
               "python3 -m selena.lab.check_hv freeze freeze1 ticker privilege restore; "
               "echo check-hv-rc=$?")
     return lab.run(["sh", "-c", script], timeout=900)
@@ -34,7 +36,7 @@ def result(lab):
 def test_two_vcpus_native_tsc_any_change_sequence(result):
     assert "check-clock-rc=0" in result.output, result.output
     out = _runs(result.output)["native"]
-    assert "TDF 2.5 (changes 2.5 -> 1 -> 8); 2 vCPU(s); TSC native" in out
+    assert "TDF 2.5 (changes 2.5 -> 1 -> 8); PV guest; 2 vCPU(s); TSC native" in out
     rates = re.findall(r"^after change \d to TDF ([\d.]+): rate\s+([\d.]+)\s+([\d.]+)", out, re.M)
     assert [float(t) for t, _, _ in rates] == [1.0, 8.0]
     # A decimal TDF to start with, then TDF 1 and 8: each rate within 1%.
@@ -86,7 +88,9 @@ def test_freeze_of_a_tdf1_guest_counts_no_frozen_time(result):
 def _runs(out: str) -> dict[str, str]:
     """Each check_clock run's output, by its TSC mode."""
     native, rest = out.split("check-clock-rc=", 1)
-    return {"native": native, "emulate": rest.split("check-clock-emulate-rc=", 1)[0]}
+    emulate, rest = rest.split("check-clock-emulate-rc=", 1)
+    return {"native": native, "emulate": emulate,
+            "pvh": rest.split("check-clock-pvh-rc=", 1)[0]}
 
 
 @pytest.mark.parametrize("tsc, tdf, points", [
@@ -121,6 +125,27 @@ def test_save_restore_and_migration_keep_tdf_and_both_clocks_continuous(result, 
           high=float(m.group(2)), unit=" ms")
     # Changes after the checkpoints still take (the restored domain is dilated).
     assert re.search(r"^after change 1 to TDF [\d.]+: rate .*yes$", out, re.M), out
+
+
+def test_a_pvh_guest_follows_its_tdf_on_both_vcpus_across_a_change(result):
+    """Issue 32 item 3: the same tiny kernel in an HVM container, every check
+    of check_clock (clocks, timers, steal, watchdog, the emulated TSC against
+    CPUID) at TDF 5 and after a change to 8."""
+    out = _runs(result.output)["pvh"]
+    assert "check-clock-pvh-rc=0" in result.output, out
+    assert "TDF 5 (changes 5 -> 8); PVH guest; 2 vCPU(s); TSC default mode" in out, out
+    rates = dict(re.findall(r"^(CLOCK_MONOTONIC|vCPU 1 CLOCK_MONOTONIC|after change 1 to TDF 8:)"
+                            r" rate\s+([\d.]+)\s+[\d.]+", out, re.M))
+    assert set(rates) == {"CLOCK_MONOTONIC", "vCPU 1 CLOCK_MONOTONIC",
+                          "after change 1 to TDF 8:"}, out
+    for name, key, want in (("CLOCK_MONOTONIC", "tdf5", 0.2), ("vCPU 1 CLOCK_MONOTONIC",
+                             "vcpu1.tdf5", 0.2), ("after change 1 to TDF 8:", "tdf8", 0.125)):
+        check(f"hv.pvh.clock_rate_over_expected.{key}", float(rates[name]) / want,
+              above=0.99, below=1.01, context=(name, rates[name]))
+    for name in ("TSC kHz per guest second", "nanosleep 300 ms vCPU 1: real s",
+                 "steal vCPU 1 <= elapsed", "monotonic across vCPUs (1)",
+                 "watchdog 2 s survived", "timer pending across the change"):
+        assert re.search(rf"^{re.escape(name)}.*\byes$", out, re.M), name
 
 
 def test_default_pv_ticker_is_dilated(result):
