@@ -31,6 +31,9 @@
   domain once running (EBUSY; EPERM under an XSM policy without the TDF
   permission) and for Dom0, whose virtual time then keeps running as
   before: same factor, not frozen, advancing at 1/TDF of real time.
+- pvhsave: a dilated PVH guest (TDF 5) cannot be saved: `xl save` fails
+  (the hypervisor refuses its HVM context: no record carries its time),
+  Xen's log says why, and the guest runs on, still dilated and not frozen.
 - xsm (only in a lab booted on the Flask build, tests/lab/test_xsm_e2e.py):
   under Xen's own policy Dom0 sets, reads, freezes and restores a guest's
   time; under the same policy without the series' permissions
@@ -39,7 +42,7 @@
   allows the same restore again.
 
 Run in Dom0: python3 -m selena.lab.check_hv [freeze] [freeze1] [ticker] [privilege] [restore]
-(the default: all but xsm) or check_hv xsm
+[pvhsave] (the default: all but xsm) or check_hv xsm
 
 Save/restore and migration of a running guest: check_clock --save-restore
 --migrate.
@@ -73,6 +76,8 @@ RESTORE_VIRT_NS = 7_000_000_000  # and virtual time
 RESTORE_WALL_NS = 1_700_000_000 * 10**9  # and wall clock (November 2023)
 RESTORE_RUN_S = 2.0          # real seconds the refused domain is watched
 RESTORE_SLACK_NS = 1_000     # rounding of the hypervisor's own virtual time
+PVH_SAVE_TDF = 5.0
+PVH_SAVE_FILE = Path("/tmp/selena-pvh-save.img")
 FLASK_POLICIES = Path("xen-patches/build/flask")  # make -C xen-patches flask, on the host
 
 
@@ -358,6 +363,40 @@ def check_restore() -> list[str]:
     return failures
 
 
+def check_pvh_save() -> list[str]:
+    failures: list[str] = []
+    name = "selena-pvh-save"
+    cfg = tiny_guest_config(name, "selena.init=/usr/bin/clockcheck selena.args=gap,60000",
+                            virt="pvh", lines=('tsc_mode = "always_emulate"',))
+    domid = create_paused(name, cfg, PVH_SAVE_TDF)
+    console = Console(name)
+    try:
+        sh("xl", "unpause", name)
+        console.wait_for(r"GAPSTART", 120)
+        out = try_sh("xl", "save", name, str(PVH_SAVE_FILE))
+        first = status(domid)
+        time.sleep(1.0)
+        later = status(domid)
+        advanced = int(later["virtual_ns"]) - int(first["virtual_ns"])
+        why = [ln for ln in sh("xl", "dmesg").splitlines() if "dilated HVM domain" in ln]
+        print(f"pvhsave: xl save -> rc {out.returncode}; xl dmesg: "
+              f"{why[-1].strip() if why else 'nothing'}; then tdf {later['tdf']}, frozen "
+              f"{later['frozen']}, virtual time advanced {advanced} ns in 1 s")
+        if out.returncode == 0:
+            failures.append("xl save of a dilated PVH guest succeeded")
+        if not why:
+            failures.append("Xen's log does not say why the save was refused")
+        want = 1e9 / PVH_SAVE_TDF
+        if later["tdf"] != f"{PVH_SAVE_TDF:g}" or later["frozen"] != "no" \
+                or not 0.5 * want < advanced < 1.5 * want:
+            failures.append(f"after the refused save: {later}, virtual time advanced "
+                            f"{advanced} ns in 1 s (expected about {want:.0f})")
+    finally:
+        try_sh("xl", "destroy", name)
+        PVH_SAVE_FILE.unlink(missing_ok=True)
+    return failures
+
+
 def _load_policy(name: str) -> None:
     sh("xl", "loadpolicy", str((FLASK_POLICIES / name).resolve()))
     print(f"xsm: loaded {name}")
@@ -416,7 +455,7 @@ def check_xsm() -> list[str]:
 
 
 DEFAULT_CHECKS = {"freeze": check_freeze, "freeze1": check_freeze_tdf1, "ticker": check_ticker,
-          "privilege": check_privilege, "restore": check_restore}
+          "privilege": check_privilege, "restore": check_restore, "pvhsave": check_pvh_save}
 CHECKS = {**DEFAULT_CHECKS, "xsm": check_xsm}
 
 

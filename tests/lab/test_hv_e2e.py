@@ -28,7 +28,7 @@ def result(lab):
               "--change-to 2 --save-restore; echo check-clock-emulate-rc=$?; "
               "python3 -m selena.lab.check_clock --tdf 5 --vcpus 2 --guest pvh "
               "--change-to 8; echo check-clock-pvh-rc=$?; "
-              "python3 -m selena.lab.check_hv freeze freeze1 ticker privilege restore; "
+              "python3 -m selena.lab.check_hv freeze freeze1 ticker privilege restore pvhsave; "
               "echo check-hv-rc=$?")
     return lab.run(["sh", "-c", script], timeout=900)
 
@@ -146,6 +146,18 @@ def test_a_pvh_guest_follows_its_tdf_on_both_vcpus_across_a_change(result):
                  "steal vCPU 1 <= elapsed", "monotonic across vCPUs (1)",
                  "watchdog 2 s survived", "timer pending across the change"):
         assert re.search(rf"^{re.escape(name)}.*\byes$", out, re.M), name
+
+
+def test_a_dilated_pvh_guest_is_not_saved_and_runs_on(result):
+    """The hypervisor refuses the HVM context of a dilated PVH guest (no
+    record carries its time yet): xl save fails and resumes it, dilated."""
+    out = result.output
+    m = re.search(r"pvhsave: xl save -> rc (\d+); xl dmesg: (.*); then tdf ([\d.]+), frozen "
+                  r"(\w+), virtual time advanced (-?\d+) ns in 1 s", out)
+    assert m, out
+    assert m.group(1) != "0" and "a dilated HVM domain is not saved" in m.group(2), m.group(0)
+    assert (m.group(3), m.group(4)) == ("5", "no"), m.group(0)
+    check("hv.pvhsave.virtual_ns_in_1s", int(m.group(5)), low=1e8, high=3e8, unit=" ns")
 
 
 def test_default_pv_ticker_is_dilated(result):
