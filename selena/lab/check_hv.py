@@ -59,6 +59,7 @@ from pathlib import Path
 
 from selena.errors import SelenaError
 from selena.lab.dom0 import console_log, create_paused, sh, status, tiny_guest_config, try_sh
+from selena.plan import XL_TSC_MODES
 
 FREEZE_TDF = 200.0
 GAP_VIRTUAL_MS = 100
@@ -367,7 +368,7 @@ def check_pvh_save() -> list[str]:
     failures: list[str] = []
     name = "selena-pvh-save"
     cfg = tiny_guest_config(name, "selena.init=/usr/bin/clockcheck selena.args=gap,60000",
-                            virt="pvh", lines=('tsc_mode = "always_emulate"',))
+                            virt="pvh", lines=(f'tsc_mode = "{XL_TSC_MODES["emulate"]}"',))
     domid = create_paused(name, cfg, PVH_SAVE_TDF)
     console = Console(name)
     try:
