@@ -20,6 +20,7 @@ from selena.backends.xl import XlBackend
 from selena.errors import (
     ExperimentError,
     GuestLost,
+    HostNotReady,
     ResultsError,
     ScenarioError,
     TopologyError,
@@ -128,6 +129,25 @@ def test_invalid_topology_creates_nothing(fake_xen, tmp_path):
         pass
     assert not any(c.startswith(("xl create", "ovs-vsctl add-br")) for c in calls(fake_xen))
     assert not (tmp_path / "out").exists()
+
+
+def test_pvh_nodes_on_a_xen_without_hvm_are_refused_before_anything_is_made(fake_xen,
+                                                                          tmp_path):
+    topo = Topology("pvhless", tdf=TDF)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24", virt="pvh")
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    topo.add_link(h1, h2)
+    fake_xen.virt_caps = "pv"
+    exp = make(fake_xen, tmp_path, topo)
+    with pytest.raises(HostNotReady) as exc, exp:
+        pass
+    assert exc.value.check == "guest-types" and "the plan has pvh nodes" in str(exc.value)
+    assert not any(c.startswith(("xl create", "ovs-vsctl add-br")) for c in calls(fake_xen))
+    assert fake_xen.domains == {} and fake_xen.bridges == {}
+    # The same plan where Xen offers HVM deploys.
+    fake_xen.virt_caps = "pv hvm hap shadow"
+    with make(fake_xen, tmp_path, topo):
+        assert set(fake_xen.domains) == {"selena-pvhless-h1", "selena-pvhless-h2"}
 
 
 def test_a_failed_setup_after_deploy_is_rolled_back(fake_xen, tmp_path):

@@ -517,13 +517,14 @@ class XlBackend(Backend):
 
     def preflight(self, plan: Plan) -> None:
         """The checks of `selena host doctor` a deploy cannot do without:
-        Dom0, the TDF domctl, xenstored and the bridge tool, through this
-        backend's runner."""
+        Dom0, the TDF domctl, xenstored, the bridge tool and, for PVH
+        nodes, Xen's HVM support, through this backend's runner."""
         from selena.host.doctor import HostProbe, preflight
 
         kinds = {seg.kind for seg in plan.segments}
         bridge = "linux" if kinds == {"linux"} else "ovs"
-        preflight(HostProbe(runner=self.runner, root=self.host_root, bridge=bridge))
+        preflight(HostProbe(runner=self.runner, root=self.host_root, bridge=bridge),
+                  guest_types={guest.virt for guest in plan.guests})
 
     def deploy(self, plan: Plan, progress: Progress | None = None,
                warm: bool = False, replace: bool = False) -> Deployment:

@@ -697,6 +697,41 @@ def _hw_caps_itsc(info: dict[str, str] | None) -> bool | None:
         return None
 
 
+# A node's guest type (Node.virt) and the word of `xl info`'s virt_caps
+# that Xen needs to run it: a PVH guest is an HVM container.
+GUEST_TYPE_CAPS = {"pv": "pv", "pvh": "hvm"}
+HVM_FIX = ("enable VT-x or AMD-V in the firmware (under another hypervisor: expose it to "
+           "this one), or make the nodes PV (add_host(..., virt='pv'), the default)")
+
+
+def offered_guest_types(info: dict[str, str] | None) -> tuple[str, ...] | None:
+    """The guest types Xen runs here, from `xl info`'s virt_caps; None when
+    xl gave none (an older xl, or no answer)."""
+    caps = (info or {}).get("virt_caps")
+    if caps is None:
+        return None
+    words = caps.split()
+    return tuple(t for t, cap in GUEST_TYPE_CAPS.items() if cap in words)
+
+
+def check_guest_types(probe: HostProbe, needed: Iterable[str] | None = None) -> Check:
+    """Which node types this Xen runs. With `needed` (a plan's), a type it
+    does not run fails; without, a Xen without HVM (no PVH nodes) warns."""
+    name = "guest-types"
+    info = probe.xl_info()
+    offered = offered_guest_types(info)
+    if offered is None:
+        return skip(name, "xl info gave no virt_caps")
+    detail = f"{', '.join(offered) or 'none'} (virt_caps: {(info or {}).get('virt_caps')})"
+    missing = sorted(set(needed or ()) - set(offered))
+    if missing:
+        return fail(name, f"{detail}: the plan has {', '.join(missing)} nodes, which this "
+                          "Xen cannot run", HVM_FIX if "pvh" in missing else None)
+    if needed is None and "pvh" not in offered:
+        return warn(name, f"{detail}: PVH nodes (virt='pvh') would be refused", HVM_FIX)
+    return ok(name, detail)
+
+
 def check_tsc(probe: HostProbe, dom0: bool) -> Check:
     name = "tsc"
     advice = ("run on a CPU with an invariant TSC (constant_tsc nonstop_tsc) for faithful "
@@ -744,7 +779,7 @@ def check_disk(probe: HostProbe) -> Check:
 
 
 DOM0_DEPENDENT = ("tdf-domctl", "xen-version", "xenstored", "xen-modules", "resources",
-                  "dom0-vcpus", "scheduler", "cstates", "console-log")
+                  "guest-types", "dom0-vcpus", "scheduler", "cstates", "console-log")
 
 
 def run_checks(probe: HostProbe) -> list[Check]:
@@ -767,6 +802,7 @@ def run_checks(probe: HostProbe) -> list[Check]:
                                             "Xen's backends (vifs, disks)", mods=mods),
                       "xen-modules"))
     checks.append(xen(lambda: check_resources(probe), "resources"))
+    checks.append(xen(lambda: check_guest_types(probe), "guest-types"))
     checks.append(xen(lambda: check_dom0_vcpus(probe), "dom0-vcpus"))
     checks.append(xen(lambda: check_scheduler(probe), "scheduler"))
     checks.append(xen(lambda: check_cstates(probe), "cstates"))
@@ -833,9 +869,11 @@ def as_json(checks: Sequence[Check]) -> dict[str, object]:
 # -- preflight -----------------------------------------------------------------------
 
 
-def preflight(probe: HostProbe, templates: Iterable[str] | None = None) -> list[Check]:
+def preflight(probe: HostProbe, templates: Iterable[str] | None = None,
+              guest_types: Iterable[str] = ()) -> list[Check]:
     """What a deploy truly needs: Dom0, the TDF domctl, xenstored, the bridge
-    tool of `probe.bridge` and `templates` (a plan's) when given. Raises
+    tool of `probe.bridge`, `templates` (a plan's) when given, and Xen's
+    support of `guest_types` (a plan's) other than PV. Raises
     HostNotReady (one line: what is missing and its fix) at the first
     failure; returns the checks, whose warnings it logs."""
     dom0 = check_dom0(probe)
@@ -847,6 +885,9 @@ def preflight(probe: HostProbe, templates: Iterable[str] | None = None) -> list[
     checks = [dom0, check_tdf_domctl(probe), check_xenstored(probe), check_bridge_tool(probe)]
     if templates is not None:
         checks.append(check_templates(probe, templates))
+    # PV is what every host so far runs: `xl info` is asked only for others.
+    if set(guest_types) - {"pv"}:
+        checks.append(check_guest_types(probe, guest_types))
     for check in checks:
         if check.status is Status.FAIL:
             _refuse(check)

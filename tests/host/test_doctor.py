@@ -64,6 +64,8 @@ STOCK = ("selena-tdf: the hypervisor is not patched for time dilation "
 LAB_XEN_CMDLINE = "console=com1 dom0_mem=1536M,max:1536M loglvl=warning guest_loglvl=warning"
 # qemu64: word 7 (CPUID 0x80000007 EDX) has no invariant TSC bit.
 HW_CAPS_NO_ITSC = "078bfbff:80802001:00000000:00000000:00000000:00000000:00000000:00000000"
+# The lab's Xen under QEMU: SVM emulated, no nested paging.
+LAB_VIRT_CAPS = "pv hvm shadow"
 HW_CAPS_ITSC = "178bfbff:f6d8320b:2c100800:000000f3:0000000f:219c07ab:0040068c:00000100"
 MODULES = ("xen_evtchn", "xen_gntdev", "xen_privcmd", "xen_netback", "xen_blkback",
            "sch_htb", "sch_netem", "sch_prio", "cls_u32", "openvswitch", "bridge", "loop")
@@ -94,7 +96,8 @@ def write(root: Path, path: str, text: str = "") -> Path:
 def xl_info(**override: str) -> str:
     fields = {"nr_cpus": "2", "free_memory": "2400", "xen_major": "4", "xen_minor": "17",
               "xen_extra": ".5", "xen_version": "4.17.5", "xen_scheduler": "credit2",
-              "xen_commandline": LAB_XEN_CMDLINE, "hw_caps": HW_CAPS_NO_ITSC}
+              "xen_commandline": LAB_XEN_CMDLINE, "hw_caps": HW_CAPS_NO_ITSC,
+              "virt_caps": LAB_VIRT_CAPS}
     fields.update(override)
     return "".join(f"{k:22} : {v}\n" for k, v in fields.items())
 
@@ -687,6 +690,25 @@ def test_disk(tmp_path, free, status):
     assert check.status is status and asked == [tmp_path]
 
 
+@pytest.mark.parametrize("caps, status, words", [
+    (LAB_VIRT_CAPS, Status.OK, "pv, pvh (virt_caps: pv hvm shadow)"),
+    ("pv hvm hvm_directio pv_directio hap shadow", Status.OK, "pv, pvh"),
+    ("pv pv_directio", Status.WARN, "PVH nodes (virt='pvh') would be refused"),
+    (None, Status.SKIP, "xl info gave no virt_caps"),
+])
+def test_doctor_says_which_guest_types_xen_runs(lab, caps, status, words):
+    probe, runner = lab
+    info = xl_info()
+    if caps is None:
+        info = "".join(line + "\n" for line in info.splitlines() if "virt_caps" not in line)
+    else:
+        info = xl_info(virt_caps=caps)
+    runner.respond(["xl", "info"], 0, info)
+    check = by_name(run_checks(probe))["guest-types"]
+    assert check.status is status and words in check.detail
+    assert (check.advice or "").startswith("enable VT-x") == (status is Status.WARN)
+
+
 # -- preflight -----------------------------------------------------------------------------
 
 
@@ -699,6 +721,26 @@ def test_preflight_passes_on_the_labs_dom0(lab, caplog):
     assert all(c.status is Status.OK for c in checks) and not caplog.records
     # Only what a deploy needs ran: no xl info (slow under emulation).
     assert ("xl", "info") not in runner.calls
+
+
+def test_preflight_of_pvh_nodes_asks_xen_for_hvm(lab):
+    probe, runner = lab
+    checks = preflight(probe, {"tiny-host"}, guest_types={"pv", "pvh"})
+    assert by_name(checks)["guest-types"].status is Status.OK
+    assert ("xl", "info") in runner.calls
+
+
+def test_preflight_refuses_pvh_nodes_on_a_xen_without_hvm(lab):
+    probe, runner = lab
+    runner.respond(["xl", "info"], 0, xl_info(virt_caps="pv"))
+    with pytest.raises(HostNotReady) as exc:
+        preflight(probe, {"tiny-host"}, guest_types={"pvh"})
+    message = str(exc.value)
+    assert "\n" not in message and exc.value.check == "guest-types"
+    assert message.startswith("host not ready: guest-types: pv (virt_caps: pv): the plan "
+                              "has pvh nodes, which this Xen cannot run (fix: enable VT-x")
+    # PV nodes alone need nothing more.
+    assert preflight(fresh(probe), {"tiny-host"}, guest_types={"pv"})[-1].name == "templates"
 
 
 def test_preflight_logs_a_doubt_and_goes_on(lab, caplog):

@@ -61,6 +61,7 @@ class FakeXen(FakeRunner):
     next_domid: int = 1
     cpus: int = 2
     free_memory_mb: int = 4096
+    virt_caps: str = "pv hvm hap shadow"       # xl info's: the guest types Xen runs
     # Share of real time each domain's vCPUs are busy (xl vcpu-list), and
     # packets each shaped vif's qdisc sends per second (tc -s qdisc).
     cpu_share: dict[str, float] = field(default_factory=lambda: {"Domain-0": 0.2})
@@ -135,6 +136,10 @@ class FakeXen(FakeRunner):
             lines += [f"{d.name} {d.domid} {d.memory_mb} 1 {'--p---' if d.paused else '-b----'}"
                       " 1.0" for d in self.domains.values()]
             return 0, "\n".join(lines) + "\n", ""
+        if cmd == ("xl", "info"):
+            return 0, (f"nr_cpus                : {self.cpus}\n"
+                       f"free_memory            : {self.free_memory_mb}\n"
+                       f"virt_caps              : {self.virt_caps}\n"), ""
         if cmd == ("xl", "vcpu-list"):
             return 0, self._vcpu_list(), ""
         if cmd == ("xl", "rename"):
