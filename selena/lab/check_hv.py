@@ -20,6 +20,11 @@
   the host by `make -C xen-patches tickguest`; Linux stops the default ticker
   at boot) counts the ticks of the default 10 ms PV periodic timer at TDF 10:
   they come 10 ms of guest time apart, so 100 ms of real time apart.
+- lapic: a minimal PVH guest of our own (xen-patches/tests/lapicguest, built
+  on the host by `make -C xen-patches lapicguest`; Linux on PVH takes the
+  Xen timer hypercalls instead) takes its LAPIC timer's interrupts, 10 ms
+  of guest time apart in periodic and then one-shot mode, at TDF 10: they
+  come 10 ms apart by its own (emulated) TSC and 100 ms of real time apart.
 - privilege: the hardware domain (Dom0) cannot be dilated or frozen.
 - restore: the restore path's pseudo MSRs (factor, virtual time, wall
   clock), written with XEN_DOMCTL_set_vcpu_msrs as libxc's restore writes
@@ -31,9 +36,6 @@
   domain once running (EBUSY; EPERM under an XSM policy without the TDF
   permission) and for Dom0, whose virtual time then keeps running as
   before: same factor, not frozen, advancing at 1/TDF of real time.
-- pvhsave: a dilated PVH guest (TDF 5) cannot be saved: `xl save` fails
-  (the hypervisor refuses its HVM context: no record carries its time),
-  Xen's log says why, and the guest runs on, still dilated and not frozen.
 - xsm (only in a lab booted on the Flask build, tests/lab/test_xsm_e2e.py):
   under Xen's own policy Dom0 sets, reads, freezes and restores a guest's
   time; under the same policy without the series' permissions
@@ -41,11 +43,11 @@
   nothing changes, and Flask logs the denials; reloading Xen's policy
   allows the same restore again.
 
-Run in Dom0: python3 -m selena.lab.check_hv [freeze] [freeze1] [ticker] [privilege] [restore]
-[pvhsave] (the default: all but xsm) or check_hv xsm
+Run in Dom0: python3 -m selena.lab.check_hv [freeze] [freeze1] [ticker] [lapic] [privilege]
+[restore] (the default: all but xsm) or check_hv xsm
 
-Save/restore and migration of a running guest: check_clock --save-restore
---migrate.
+Save/restore and migration of a running guest, PV or PVH: check_clock
+--save-restore --migrate [--guest pvh].
 """
 
 from __future__ import annotations
@@ -59,7 +61,6 @@ from pathlib import Path
 
 from selena.errors import SelenaError
 from selena.lab.dom0 import console_log, create_paused, sh, status, tiny_guest_config, try_sh
-from selena.plan import XL_TSC_MODES
 
 FREEZE_TDF = 200.0
 GAP_VIRTUAL_MS = 100
@@ -70,6 +71,8 @@ TICK_TDF = 10.0
 TICK_VIRTUAL_NS = 10_000_000  # Xen's default PV periodic timer
 TICK_TOLERANCE = 0.15
 TICKGUEST = Path("xen-patches/build/tickguest")   # relative to the shared tree
+LAPICGUEST = Path("xen-patches/build/lapicguest")
+LAPIC_TDF = 10.0                  # lapicguest's period is TICK_VIRTUAL_NS too
 TDF_RESTORE = Path("xen-patches/build/tdf-restore")  # likewise
 RESTORE_TDF = 5.0            # set at creation, replaced by the accepted restore
 RESTORE_MILLI = 2000         # the accepted restore's factor (TDF 2)
@@ -77,8 +80,6 @@ RESTORE_VIRT_NS = 7_000_000_000  # and virtual time
 RESTORE_WALL_NS = 1_700_000_000 * 10**9  # and wall clock (November 2023)
 RESTORE_RUN_S = 2.0          # real seconds the refused domain is watched
 RESTORE_SLACK_NS = 1_000     # rounding of the hypervisor's own virtual time
-PVH_SAVE_TDF = 5.0
-PVH_SAVE_FILE = Path("/tmp/selena-pvh-save.img")
 FLASK_POLICIES = Path("xen-patches/build/flask")  # make -C xen-patches flask, on the host
 
 
@@ -234,37 +235,76 @@ def check_freeze_tdf1() -> list[str]:
 
 
 def check_ticker() -> list[str]:
-    failures: list[str] = []
-    name = "selena-tickguest"
     kernel = TICKGUEST.resolve()
     if not kernel.exists():
         return [f"{kernel} is missing: run make -C xen-patches tickguest on the host"]
-    cfg = "\n".join([f'name = "{name}"', 'type = "pv"', f'kernel = "{kernel}"',
-                     "memory = 32", "vcpus = 1", 'on_poweroff = "destroy"',
+    lines = _run_own_guest("selena-tickguest", "pv", kernel, TICK_TDF)
+    ticks = [(real, int(m.group(2))) for real, line in lines
+             if (m := re.search(r"\bK (\d+) (\d+)$", line))]
+    return _tick_spacing("ticker", "default PV ticks", "ticks", ticks, TICK_TDF)
+
+
+def check_lapic() -> list[str]:
+    """lapicguest (a PVH guest of our own, `make -C xen-patches lapicguest`)
+    takes its LAPIC timer's interrupts, periodic then one-shot, 10 ms of
+    guest time apart, at TDF 10: they must come 100 ms of real time apart,
+    and 10 ms apart by the guest's own (emulated) TSC."""
+    kernel = LAPICGUEST.resolve()
+    if not kernel.exists():
+        return [f"{kernel} is missing: run make -C xen-patches lapicguest on the host"]
+    lines = _run_own_guest("selena-lapicguest", "pvh", kernel, LAPIC_TDF,
+                           'tsc_mode = "always_emulate"')
+    khz = next((int(m.group(1)) for _, line in lines if (m := re.search(r"\bKHZ (\d+)$", line))),
+               0)
+    if not khz:
+        return ["lapicguest gave no TSC frequency"]
+    failures: list[str] = []
+    for mode, tag in (("periodic", "P"), ("one-shot", "O")):
+        # Guest ns from its TSC ticks.
+        ticks = [(real, int(m.group(1)) * 1_000_000 // khz) for real, line in lines
+                 if (m := re.search(rf"\b{tag} \d+ (\d+)$", line))]
+        failures += _tick_spacing("lapic", f"{mode} LAPIC timer interrupts",
+                                  f"LAPIC {mode}: interrupts", ticks, LAPIC_TDF)
+    return failures
+
+
+def _run_own_guest(name: str, virt: str, kernel: Path, tdf: float, *lines: str) -> list[
+        tuple[float, str]]:
+    """One of our minimal guests (32 MB, one vCPU) at `tdf` until it prints
+    DONE: its console lines with their arrival times."""
+    cfg = "\n".join([f'name = "{name}"', f'type = "{virt}"', f'kernel = "{kernel}"',
+                     "memory = 32", "vcpus = 1", *lines, 'on_poweroff = "destroy"',
                      'on_crash = "destroy"']) + "\n"
-    create_paused(name, cfg, TICK_TDF)
+    create_paused(name, cfg, tdf)
     console = Console(name)
     try:
         sh("xl", "unpause", name)
-        lines = console.wait_for(r"DONE", 120)
+        return console.wait_for(r"DONE", 120)
     finally:
         try_sh("xl", "destroy", name)
-    ticks = [(real, int(m.group(2))) for real, line in lines
-             if (m := re.search(r"\bK (\d+) (\d+)$", line))]
+
+
+def _tick_spacing(check: str, what: str, label: str, ticks: list[tuple[float, int]],
+                  tdf: float) -> list[str]:
+    """Ticks (arrival in real s, guest ns) meant TICK_VIRTUAL_NS of guest
+    time apart: their median spacing in guest time and their mean spacing
+    in real time, each within TICK_TOLERANCE."""
     if len(ticks) < 10:
-        return [f"only {len(ticks)} ticks seen"]
+        return [f"{label}: only {len(ticks)} seen"]
     steps = sorted(b[1] - a[1] for a, b in zip(ticks, ticks[1:], strict=False))
     median = steps[len(steps) // 2]
     real_per_tick = (ticks[-1][0] - ticks[0][0]) / (len(ticks) - 1)
-    want_real = TICK_VIRTUAL_NS / 1e9 * TICK_TDF
-    print(f"ticker: {len(ticks)} default PV ticks at TDF {TICK_TDF:g}: median "
+    want_real = TICK_VIRTUAL_NS / 1e9 * tdf
+    print(f"{check}: {len(ticks)} {what} at TDF {tdf:g}: median "
           f"{median / 1e6:.3f} ms of guest time apart (shortest {steps[0] / 1e6:.3f} ms), "
           f"{real_per_tick * 1e3:.1f} ms of real time apart (expected "
           f"{TICK_VIRTUAL_NS / 1e6:g} and {want_real * 1e3:g} ms)")
+    failures = []
     if abs(median - TICK_VIRTUAL_NS) > TICK_TOLERANCE * TICK_VIRTUAL_NS:
-        failures.append(f"ticks {median / 1e6:.3f} ms of guest time apart, expected 10 ms")
+        failures.append(f"{label} {median / 1e6:.3f} ms of guest time apart, expected "
+                        f"{TICK_VIRTUAL_NS / 1e6:g} ms")
     if abs(real_per_tick - want_real) > TICK_TOLERANCE * want_real:
-        failures.append(f"ticks {real_per_tick * 1e3:.1f} ms of real time apart, expected "
+        failures.append(f"{label} {real_per_tick * 1e3:.1f} ms of real time apart, expected "
                         f"{want_real * 1e3:g} ms")
     return failures
 
@@ -364,40 +404,6 @@ def check_restore() -> list[str]:
     return failures
 
 
-def check_pvh_save() -> list[str]:
-    failures: list[str] = []
-    name = "selena-pvh-save"
-    cfg = tiny_guest_config(name, "selena.init=/usr/bin/clockcheck selena.args=gap,60000",
-                            virt="pvh", lines=(f'tsc_mode = "{XL_TSC_MODES["emulate"]}"',))
-    domid = create_paused(name, cfg, PVH_SAVE_TDF)
-    console = Console(name)
-    try:
-        sh("xl", "unpause", name)
-        console.wait_for(r"GAPSTART", 120)
-        out = try_sh("xl", "save", name, str(PVH_SAVE_FILE))
-        first = status(domid)
-        time.sleep(1.0)
-        later = status(domid)
-        advanced = int(later["virtual_ns"]) - int(first["virtual_ns"])
-        why = [ln for ln in sh("xl", "dmesg").splitlines() if "dilated HVM domain" in ln]
-        print(f"pvhsave: xl save -> rc {out.returncode}; xl dmesg: "
-              f"{why[-1].strip() if why else 'nothing'}; then tdf {later['tdf']}, frozen "
-              f"{later['frozen']}, virtual time advanced {advanced} ns in 1 s")
-        if out.returncode == 0:
-            failures.append("xl save of a dilated PVH guest succeeded")
-        if not why:
-            failures.append("Xen's log does not say why the save was refused")
-        want = 1e9 / PVH_SAVE_TDF
-        if later["tdf"] != f"{PVH_SAVE_TDF:g}" or later["frozen"] != "no" \
-                or not 0.5 * want < advanced < 1.5 * want:
-            failures.append(f"after the refused save: {later}, virtual time advanced "
-                            f"{advanced} ns in 1 s (expected about {want:.0f})")
-    finally:
-        try_sh("xl", "destroy", name)
-        PVH_SAVE_FILE.unlink(missing_ok=True)
-    return failures
-
-
 def _load_policy(name: str) -> None:
     sh("xl", "loadpolicy", str((FLASK_POLICIES / name).resolve()))
     print(f"xsm: loaded {name}")
@@ -456,7 +462,7 @@ def check_xsm() -> list[str]:
 
 
 DEFAULT_CHECKS = {"freeze": check_freeze, "freeze1": check_freeze_tdf1, "ticker": check_ticker,
-          "privilege": check_privilege, "restore": check_restore, "pvhsave": check_pvh_save}
+          "privilege": check_privilege, "restore": check_restore, "lapic": check_lapic}
 CHECKS = {**DEFAULT_CHECKS, "xsm": check_xsm}
 
 

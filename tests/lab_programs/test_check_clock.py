@@ -133,10 +133,11 @@ def test_each_vcpu_must_follow_every_change():
     assert failures == ["vCPU 1: no clock samples (V lines)"]
 
 
-def _checkpointed_run(realtime_step_s: float = 0.0) -> Run:
+def _checkpointed_run(realtime_step_s: float = 0.0, tsc_step_s: float = 0.0) -> Run:
     """A guest at TDF 5 sampling every 0.1 s of real time, saved from real
     time 10 s to 12 s (running until 11 s) and thawed at 15 s; its
-    CLOCK_REALTIME moved by `realtime_step_s` across the save."""
+    CLOCK_REALTIME moved by `realtime_step_s` and its TSC (2 GHz) by
+    `tsc_step_s` across the save."""
     run = Run()
     for k in range(300):
         real = k * 0.1
@@ -144,7 +145,8 @@ def _checkpointed_run(realtime_step_s: float = 0.0) -> Run:
             continue
         virtual = real / 5 if real < 10 else 2.2 + (real - 15) / 5
         step = realtime_step_s if real > 15 else 0.0
-        _parse(run, real, f"S {int(virtual * 1e9)} {int((1e9 + virtual + step) * 1e9)} 0 0")
+        tsc = int((virtual + (tsc_step_s if real > 15 else 0.0)) * 2e9)
+        _parse(run, real, f"S {int(virtual * 1e9)} {int((1e9 + virtual + step) * 1e9)} 0 {tsc}")
     point = check_clock.Checkpoint("save/restore", 10.0, 12.0, 15.0, 5.0, 3600.0)
     run.checkpoints = [point]
     run.changes = [(15.0, 5.0), (25.0, 2.0)]
@@ -163,6 +165,25 @@ def test_clocks_across_a_save_must_advance_by_what_the_guest_ran():
     assert stepped[1][1].endswith("+3599.800"), stepped
     no_samples = Run(checkpoints=_checkpointed_run().checkpoints)
     assert not check_clock._checkpoint_checks(no_samples)[0][2]
+
+
+def test_an_emulated_tsc_must_continue_across_a_save_as_the_clocks_do():
+    run = _checkpointed_run()
+    run.cpuid = (2_000_000, 1, 0)         # 2 GHz, emulated
+    name, detail, ok = check_clock._checkpoint_checks(run)[-1]
+    assert (name, detail, ok) == ("TSC across the save/restore",
+                                  "0.240 s (0.040..0.440), +0.000", True)
+    # Counting the save's duration, as CLOCK_REALTIME may, is no jump.
+    counted = _checkpointed_run(tsc_step_s=0.2)
+    counted.cpuid = (2_000_000, 1, 0)
+    assert check_clock._checkpoint_checks(counted)[-1][2] is True
+    # A restored TSC offset that missed the move of the guest's clock.
+    jumped = _checkpointed_run(tsc_step_s=-2.0)
+    jumped.cpuid = (2_000_000, 1, 0)
+    assert check_clock._checkpoint_checks(jumped)[-1][2] is False
+    # The raw TSC (native mode) follows the host: not checked.
+    jumped.cpuid = (2_000_000, 0, 2)
+    assert [n for n, *_ in check_clock._checkpoint_checks(jumped)][-1].startswith("CLOCK_REAL")
 
 
 def test_segments_after_a_checkpoint_are_named_for_it_and_skip_the_change_jump_check():

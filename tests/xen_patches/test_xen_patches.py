@@ -174,3 +174,29 @@ def test_freeze_and_thaw_go_through_the_change_hook_and_kick_every_vcpu():
     assert "arch_domain_tdf_changed(d, virt, virt);" in freeze
     # Every re-arm (set, freeze, thaw, restore) kicks every vCPU that is up.
     assert "vcpu_mark_events_pending(v);" in body
+
+
+def _net_lines(pattern: str) -> dict[str, int]:
+    """By file: lines matching `pattern` the series adds, less those it
+    removes (what the patched tree has beyond Xen's own)."""
+    net: dict[str, int] = {}
+    for name in (PATCHES / "series").read_text().split():
+        current = None
+        for line in (PATCHES / name).read_text().splitlines():
+            if line.startswith("diff --git "):
+                current = line.split(" b/", 1)[1]
+            elif current and line[:1] in "+-" and not line.startswith(("+++", "---")) \
+                    and re.search(pattern, line):
+                net[current] = net.get(current, 0) + (1 if line[0] == "+" else -1)
+    return {path: n for path, n in net.items() if n}
+
+
+def test_pv_and_pvh_saves_share_one_definition_of_a_saved_dilation():
+    """Issue 32 item 1: the pseudo MSRs carrying a dilated domain's time are
+    packed and restored by one set of helpers, which both the PV path
+    (XEN_DOMCTL_{get,set}_vcpu_msrs) and the HVM context (CPU_MSR) call."""
+    assert _net_lines(r"\bdomain_tdf_restore\(d,") == {"xen/arch/x86/time.c": 1}
+    users = _net_lines(r"\btdf_(save|load)_msrs\(d, &tdf\)")
+    assert users == {"xen/arch/x86/domctl.c": 2, "xen/arch/x86/hvm/hvm.c": 2}, users
+    # The refusal of a dilated PVH guest's save is gone.
+    assert not _net_lines(r"a dilated HVM domain is not saved")

@@ -1,15 +1,5 @@
 /* Entry and Xen ELF notes of tickguest (see tickguest.c). */
-#define NOTE(type, desc_type, desc)           \
-    .pushsection .note.Xen, "a", @note;       \
-    .balign 4;                                \
-    .long 2f - 1f;                            \
-    .long 4f - 3f;                            \
-    .long type;                               \
-1:  .asciz "Xen";                             \
-2:  .balign 4;                                \
-3:  desc_type desc;                           \
-4:  .balign 4;                                \
-    .popsection
+#include "../xen-note.h"
 
 NOTE(6, .asciz, "selena-tickguest")   /* XEN_ELFNOTE_GUEST_OS */
 NOTE(5, .asciz, "xen-3.0")            /* XEN_ELFNOTE_XEN_VERSION */
