@@ -21,7 +21,7 @@ PACKAGE = ROOT / "selena"
 LAB = PACKAGE / "lab"
 # `selena lab --help` before the split, in its order.
 LAB_COMMANDS = ["build", "run", "shell", "check-clock", "bench-clock", "demo", "bench",
-                "bench-control", "bench-deploy", "bench-bandwidth"]
+                "bench-control", "bench-deploy", "bench-guests", "bench-bandwidth"]
 
 
 def product_files() -> list[Path]:
@@ -151,6 +151,7 @@ positional arguments:
     bench          print lab build, boot and guest figures
     bench-control  control-channel round trips vs. subprocess xenstore tools
     bench-deploy   selena deploy of N guests vs. raw xl create
+    bench-guests   PV against PVH guests: boot, memory, RTT floor, clock error
     bench-bandwidth
                    faithful bandwidth of Mininet and of selena at several TDFs
 

@@ -66,13 +66,13 @@ def guest_bench(tdf: float, template: str = "tiny-host") -> tuple[float, int, in
     with Experiment(topo) as exp:
         meminfo = exp.cmd("h1", "cat /proc/meminfo", check=True).stdout.decode()
         configured = topo.nodes["h1"].memory_mb
-    total = _meminfo(meminfo, "MemTotal")
-    available = _meminfo(meminfo, "MemAvailable")
+    total = meminfo_kb(meminfo, "MemTotal")
+    available = meminfo_kb(meminfo, "MemAvailable")
     return exp.timings["boot_to_agents_s"], configured, (total - available) // 1024, \
         available // 1024
 
 
-def _meminfo(text: str, key: str) -> int:
+def meminfo_kb(text: str, key: str) -> int:
     m = re.search(rf"{key}:\s+(\d+) kB", text)
     return int(m.group(1)) if m else 0
 

@@ -119,6 +119,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="guests created at a time; several (1,2,4) to compare")
     dep.set_defaults(func=cmd_bench_deploy)
 
+    guests = sub.add_parser("bench-guests",
+                            help="PV against PVH guests: boot, memory, RTT floor, clock error")
+    guests.add_argument("--tdfs", default="1,10", help="TDFs (default 1,10)")
+    guests.set_defaults(func=cmd_bench_guests)
+
     bw = sub.add_parser("bench-bandwidth",
                         help="faithful bandwidth of Mininet and of selena at several TDFs")
     bw.add_argument("--tdfs", default="5,10,20", help="selena's TDFs (default 5,10,20)")
@@ -232,6 +237,13 @@ def cmd_bench_bandwidth(args: argparse.Namespace) -> int:
         ["python3", "-m", "selena.lab.bench_bandwidth", "--tdfs", args.tdfs,
          "--mininet-start", args.mininet_start, "--refine", args.refine],
         timeout=3 * 3600, on_output=lambda line: print(line, end="", flush=True))
+    return result.returncode
+
+
+def cmd_bench_guests(args: argparse.Namespace) -> int:
+    result = Lab(progress=_progress).run(
+        ["python3", "-m", "selena.lab.bench_guests", "--tdfs", args.tdfs],
+        timeout=3600, on_output=lambda line: print(line, end="", flush=True))
     return result.returncode
 
 
