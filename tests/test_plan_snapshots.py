@@ -95,6 +95,7 @@ CASES: tuple[Case, ...] = (
     scenario("paper_listing1"),
     scenario("ping_pair"),
     scenario("pvh_pair"),
+    scenario("debian_pvh"),
     scenario("qjump_memcached"),
     scenario("qjump_ping", "--tdf", "20", name="qjump_ping_tdf20"),
     scenario("qjump_ptpd", "--tdf", "10", name="qjump_ptpd_tdf10"),

@@ -3,7 +3,9 @@ scenarios/pvh_pair.py: two hosts with virt="pvh" (the tiny kernel in an
 HVM container, its TSC emulated) on a 40 ms link at TDF 6, through
 everything a PV node does: deployed paused with their TDF, the agent over
 Xenstore, Dom0 shaping, a change of TDF and back, a pause and a resume,
-a crash, and the results bundle."""
+a crash, and the results bundle. scenarios/debian_pvh.py: the debian
+template (Debian's kernel and systemd) as a PVH guest beside a tiny PV
+host, on a 40 ms link at TDF 5 and then 10."""
 
 import json
 
@@ -16,6 +18,7 @@ from selena.paths import project_root
 pytestmark = pytest.mark.lab
 
 OUT = lab_results.out("test-pvh")
+DEBIAN_OUT = lab_results.out("test-pvh-debian")
 
 
 def test_two_pvh_hosts_keep_a_40ms_link_at_tdf6(lab):
@@ -39,3 +42,27 @@ def test_two_pvh_hosts_keep_a_40ms_link_at_tdf6(lab):
     assert metrics["ping_after_crash_exit"]["median"] == 1.0
     assert "pvhpair: froze 2 guests at once" in out and "thawed 2 guests at once" in out
     assert "TDF 6 -> 3 for 2 guests" in out and "TDF 3 -> 6 for 2 guests" in out
+
+
+# A Debian guest booted as PVH under shadow paging: make test-long, for the budget.
+@pytest.mark.long
+def test_debians_own_kernel_runs_as_a_dilated_pvh_guest(lab):
+    result = lab.run(f"rm -rf {DEBIAN_OUT}; selena run scenarios/debian_pvh.py "
+                     f"--out {DEBIAN_OUT}; echo run-rc=$?; "
+                     "echo guests-left=$(xl list | grep -c selena-debpvh)", timeout=900)
+    out = result.output
+    assert "run-rc=0" in out and "guests-left=0" in out, out
+    bundle = project_root() / DEBIAN_OUT
+    meta = json.loads((bundle / "meta.json").read_text())
+    assert meta["status"] == "ok" and meta["virt"] == {"d1": "pvh", "h2": "pv"}, meta
+    first = min((bundle / "nodes" / "d1").glob("*.json"), key=lambda p: int(p.stem))
+    facts = first.with_suffix(".stdout").read_text().splitlines()
+    # The kernel says PVH; Debian's 6.1 kernel; systemd up with no failed unit.
+    assert facts[0] == "PVH" and facts[1].startswith("Linux 6.1."), facts
+    assert facts[2] == "running", facts
+    metrics = json.loads((bundle / "metrics.json").read_text())
+    for name in ("rtt_ms", "rtt_ms_tdf10"):
+        rtt = metrics[name]
+        assert rtt["n"] == 8, rtt
+        check(f"pvh.debian.{name}_median_over_expected", rtt["median"] / 80.0, above=0.95,
+              below=1.05, samples=rtt.get("samples"), context=rtt)
