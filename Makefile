@@ -80,6 +80,7 @@ bench: deps
 	$(SELENA) lab build
 	$(SELENA) lab bench
 	$(SELENA) lab bench-deploy
+	$(SELENA) lab bench-guests
 	$(SELENA) lab bench-control
 
 # Issue 13 item 7: the highest faithful link rate, Mininet vs selena per TDF.
