@@ -200,3 +200,15 @@ def test_without_the_entry_point_selena_lab_says_how_to_fix_it(monkeypatch, caps
     assert len(err.strip().splitlines()) == 1
     assert "`selena lab` is not registered" in err and "pip install -e ." in err
     assert "lab" not in selena.cli.build_parser().format_help().split("COMMAND", 2)[-1]
+
+
+def test_check_clock_of_an_hvm_guest_is_refused_in_one_line_before_any_boot(
+        installed_entry_points, monkeypatch, capsys):
+    from selena.lab import cli as lab_cli
+
+    def no_boot(*args, **kwargs):
+        raise AssertionError("the lab was booted")
+    monkeypatch.setattr(lab_cli, "Lab", no_boot)
+    assert main(["lab", "check-clock", "--tdf", "5", "--guest", "hvm"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--guest hvm" in err and "use --guest pvh" in err
