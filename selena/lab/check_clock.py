@@ -721,31 +721,28 @@ def _checkpoint_checks(run: Run) -> list[tuple[str, str, bool]]:
                                False))
                 continue
             a, b = before[-1], after[0]
-            advanced = (getattr(b, attr) - getattr(a, attr)) / 1e9
-            low = ((p.start - a.real) + (b.real - p.thawed)) / p.tdf
-            high = low + (p.saved - p.start) / p.tdf
-            jump = 0.0 if low <= advanced <= high else \
-                min(advanced - low, advanced - high, key=abs)
-            checks.append((name, f"{advanced:.3f} s ({low:.3f}..{high:.3f}), {jump:+.3f}",
-                           abs(jump) <= CHECKPOINT_JUMP_S))
+            checks.append(_across(name, p, a, b, (getattr(b, attr) - getattr(a, attr)) / 1e9))
+        # An emulated TSC counts virtual time as the clocks do (the save's
+        # duration included, as CLOCK_REALTIME may); the raw TSC (native
+        # mode) follows the host, not the guest, and is not checked.
         if before and after and run.cpuid and run.cpuid[0] and run.cpuid[1]:
-            checks.append(_tsc_across(p, before[-1], after[0], run.cpuid[0]))
+            a, b = before[-1], after[0]
+            checks.append(_across(f"TSC across the {p.kind}", p, a, b,
+                                  (b.tsc - a.tsc) / (run.cpuid[0] * 1000)))
     return checks
 
 
-def _tsc_across(p: Checkpoint, a: Sample, b: Sample, khz: int) -> tuple[str, str, bool]:
-    """An emulated TSC counts the guest's virtual time across a save or
-    migration as its clocks do: what it ran, plus between nothing and the
-    save's own duration (the virtual clock runs until the end of the save;
-    CLOCK_MONOTONIC may leave that out, the TSC and CLOCK_REALTIME count
-    it), within CHECKPOINT_JUMP_S. The raw TSC (native mode) follows the
-    host, not the guest, and is not checked."""
-    advanced = (b.tsc - a.tsc) / (khz * 1000)
+def _across(name: str, p: Checkpoint, a: Sample, b: Sample,
+            advanced: float) -> tuple[str, str, bool]:
+    """A counter that advanced `advanced` guest seconds between samples a
+    (before the checkpoint) and b (after its thaw): what the guest ran at
+    its TDF, plus between nothing and the save's own duration, within
+    CHECKPOINT_JUMP_S."""
     low = ((p.start - a.real) + (b.real - p.thawed)) / p.tdf
     high = low + (p.saved - p.start) / p.tdf
     jump = 0.0 if low <= advanced <= high else min(advanced - low, advanced - high, key=abs)
-    return (f"TSC across the {p.kind}", f"{advanced:.3f} s ({low:.3f}..{high:.3f}), {jump:+.3f}",
-            abs(jump) <= CHECKPOINT_JUMP_S)
+    return name, f"{advanced:.3f} s ({low:.3f}..{high:.3f}), {jump:+.3f}", \
+        abs(jump) <= CHECKPOINT_JUMP_S
 
 
 def default_changes(tdf: float) -> list[float]:
