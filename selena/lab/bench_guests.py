@@ -25,10 +25,10 @@ import sys
 from dataclasses import dataclass
 
 from selena import units
+from selena.backends.xl import XlBackend
 from selena.experiment import Experiment
 from selena.lab import check_clock
 from selena.lab.bench import meminfo_kb
-from selena.lab.dom0 import sh
 from selena.model import Topology
 
 PINGS = 30
@@ -49,12 +49,11 @@ class Row:
     rtt_p90_ms: float
 
 
-def _free_memory_mb() -> int:
-    out = sh("xl", "info")
-    m = re.search(r"^free_memory\s*:\s*(\d+)", out, re.M)
-    if not m:
-        raise RuntimeError("xl info gave no free_memory")
-    return int(m.group(1))
+def _free_memory_mb(backend: XlBackend) -> int:
+    free = backend.host_free_mb()
+    if free is None:
+        raise RuntimeError("selena-tdf host gave no free_memory")
+    return free
 
 
 def pair(virt: str, tdf: float) -> Row:
@@ -63,9 +62,10 @@ def pair(virt: str, tdf: float) -> Row:
     h1 = topo.add_host("h1", ip="10.0.0.1/24", virt=virt)
     h2 = topo.add_host("h2", ip="10.0.0.2/24", virt=virt)
     topo.add_link(h1, h2)
-    before = _free_memory_mb()
-    with Experiment(topo) as exp:
-        after = _free_memory_mb()
+    backend = XlBackend()
+    before = _free_memory_mb(backend)
+    with Experiment(topo, backend=backend) as exp:
+        after = _free_memory_mb(backend)
         meminfo = exp.cmd("h1", "cat /proc/meminfo", check=True).stdout.decode()
         exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")        # ARP first
         out = exp.cmd("h1", f"ping -c {PINGS} -i 0.2 -W 5 10.0.0.2", check=True)
