@@ -200,3 +200,28 @@ def test_pv_and_pvh_saves_share_one_definition_of_a_saved_dilation():
     assert users == {"xen/arch/x86/domctl.c": 2, "xen/arch/x86/hvm/hvm.c": 2}, users
     # The refusal of a dilated PVH guest's save is gone.
     assert not _net_lines(r"a dilated HVM domain is not saved")
+
+
+def test_hvm_platform_timer_models_read_no_real_time():
+    """Issue 32 item 1: the PIT, RTC and ACPI PM timer models keep no
+    reading of Xen's real time: the series removes every NOW() of Xen
+    4.17's (six in the RTC, one each in the PM timer and the PIT), their
+    own timers are armed through the domain's real deadline and stopped
+    and re-armed with the platform timers on a change of factor, and the
+    refusal of HVM guests with these models is gone."""
+    models = ("xen/arch/x86/hvm/rtc.c", "xen/arch/x86/hvm/pmtimer.c",
+              "xen/arch/x86/emul-i8254.c")
+    now = {path: n for path, n in _net_lines(r"\bNOW\(\)").items() if path in models}
+    assert now == {models[0]: -6, models[1]: -1, models[2]: -1}, now
+    # Their Xen timers: none armed at a raw time any more.
+    armed = {path: n for path, n in _net_lines(r"(?<!_)\bset_timer\(&s->").items()
+             if path in models}
+    assert armed == {models[0]: -4}, armed
+    assert _net_lines(r"domain_real_deadline\(d, domain_virt_now\(d\)") == {models[1]: 1}
+    hooks = "\n".join(ln for lines in _added_lines_by_function("xen/arch/x86/time.c").values()
+                      for ln in lines)
+    for call in ("rtc_tdf_stop(d);", "pmtimer_tdf_stop(d);", "rtc_tdf_changed(d, moved);",
+                 "pmtimer_tdf_changed(d);"):
+        assert call in hooks, call
+    assert not _net_lines(r"not dilated: HVM platform timers")
+    assert _net_lines(r"not dilated: Hyper-V") == {"xen/arch/x86/time.c": 1}
