@@ -25,6 +25,20 @@
   Xen timer hypercalls instead) takes its LAPIC timer's interrupts, 10 ms
   of guest time apart in periodic and then one-shot mode, at TDF 10: they
   come 10 ms apart by its own (emulated) TSC and 100 ms of real time apart.
+- hvm: a full HVM guest of our own without a device model
+  (xen-patches/tests/hvmguest, started by xen-patches/tests/hvm_launch.c;
+  built on the host by `make -C xen-patches hvmguest hvmlaunch`), at TDF
+  --tdf (default 10), takes in turn the periodic interrupts of the time
+  sources Xen emulates for HVM guests: PIT channel 0 (IRQ 0, 10.0002 ms),
+  the RTC's periodic interrupt (IRQ 8, 7.8125 ms), HPET timer 0 (10 ms) and
+  the LAPIC timer (10 ms), 50 periods each; they must come that far apart
+  on average by its own (emulated) TSC and TDF times that in real time
+  (the mean: Xen delivers the ticks it was late for back to back).  It reads the ACPI PM
+  timer and the HPET main counter every 10 ms for 0.5 s and times three
+  ticks of the CMOS seconds: each must count its nominal rate per second of
+  guest time and 1/TDF of it per real second.  The hypervisor refuses to
+  dilate such a guest until its platform timers are (EOPNOTSUPP, one
+  failure line); at --tdf 1 it is not dilated at all (no SET).
 - privilege: the hardware domain (Dom0) cannot be dilated or frozen.
 - restore: the restore path's pseudo MSRs (factor, virtual time, wall
   clock), written with XEN_DOMCTL_set_vcpu_msrs as libxc's restore writes
@@ -44,7 +58,7 @@
   allows the same restore again.
 
 Run in Dom0: python3 -m selena.lab.check_hv [freeze] [freeze1] [ticker] [lapic] [privilege]
-[restore] (the default: all but xsm) or check_hv xsm
+[restore] (the default: all but xsm and hvm), check_hv xsm or check_hv hvm [--tdf TDF]
 
 Save/restore and migration of a running guest, PV or PVH: check_clock
 --save-restore --migrate [--guest pvh].
@@ -54,10 +68,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import re
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
 from selena.errors import SelenaError
 from selena.lab.dom0 import console_log, create_paused, sh, status, tiny_guest_config, try_sh
@@ -74,6 +92,18 @@ TICKGUEST = Path("xen-patches/build/tickguest")   # relative to the shared tree
 LAPICGUEST = Path("xen-patches/build/lapicguest")
 LAPIC_TDF = 10.0                  # lapicguest's period is TICK_VIRTUAL_NS too
 TDF_RESTORE = Path("xen-patches/build/tdf-restore")  # likewise
+HVMGUEST = Path("xen-patches/build/hvmguest")
+HVM_LAUNCH = Path("xen-patches/build/hvm-launch")
+HVM_TDF = 10.0
+# hvmguest's periodic sources (its line tag, what, the programmed period in
+# ns): the 8254 at 1193182 Hz counting 11932, the RTC at rate 9 (32768 Hz /
+# 2^8), HPET timer 0 and the LAPIC timer at 10 ms.
+HVM_TIMERS = (("PIT", "PIT channel 0 interrupts (IRQ 0)", 11932 * 10**9 / 1193182),
+              ("RTC", "RTC periodic interrupts (IRQ 8)", 10**9 / 128),
+              ("HPET", "HPET timer 0 interrupts (legacy route)", 10_000_000),
+              ("LAPIC", "LAPIC timer interrupts", 10_000_000))
+PM_TIMER_HZ = 3_579_545
+COUNTER_TOLERANCE = 0.02     # of a counter's rate by the guest's TSC (real time: TICK_TOLERANCE)
 RESTORE_TDF = 5.0            # set at creation, replaced by the accepted restore
 RESTORE_MILLI = 2000         # the accepted restore's factor (TDF 2)
 RESTORE_VIRT_NS = 7_000_000_000  # and virtual time
@@ -238,7 +268,7 @@ def check_ticker() -> list[str]:
     kernel = TICKGUEST.resolve()
     if not kernel.exists():
         return [f"{kernel} is missing: run make -C xen-patches tickguest on the host"]
-    lines = _run_own_guest("selena-tickguest", "pv", kernel, TICK_TDF)
+    lines = _run_own_guest(XlGuest("selena-tickguest", "pv", kernel), TICK_TDF)
     ticks = [(real, int(m.group(2))) for real, line in lines
              if (m := re.search(r"\bK (\d+) (\d+)$", line))]
     return _tick_spacing("ticker", "default PV ticks", "ticks", ticks, TICK_TDF)
@@ -252,8 +282,8 @@ def check_lapic() -> list[str]:
     kernel = LAPICGUEST.resolve()
     if not kernel.exists():
         return [f"{kernel} is missing: run make -C xen-patches lapicguest on the host"]
-    lines = _run_own_guest("selena-lapicguest", "pvh", kernel, LAPIC_TDF,
-                           'tsc_mode = "always_emulate"')
+    lines = _run_own_guest(XlGuest("selena-lapicguest", "pvh", kernel,
+                                   'tsc_mode = "always_emulate"'), LAPIC_TDF)
     khz = next((int(m.group(1)) for _, line in lines if (m := re.search(r"\bKHZ (\d+)$", line))),
                0)
     if not khz:
@@ -268,44 +298,238 @@ def check_lapic() -> list[str]:
     return failures
 
 
-def _run_own_guest(name: str, virt: str, kernel: Path, tdf: float, *lines: str) -> list[
+class OwnGuest(Protocol):
+    """One of our minimal guests, as _run_own_guest drives it."""
+
+    def create(self, tdf: float) -> str:
+        """Create it paused at `tdf`; its domid."""
+
+    def wait_for(self, pattern: str, timeout: float) -> list[tuple[float, str]]:
+        """Its lines up to the first matching `pattern`, with their arrival times."""
+
+    def destroy(self) -> None:
+        """Destroy it (whether or not create() finished)."""
+
+
+class XlGuest:
+    """A guest xl creates (32 MB, one vCPU) from `kernel`, its console's lines
+    read from xenconsoled's log."""
+
+    def __init__(self, name: str, virt: str, kernel: Path, *lines: str):
+        self.name = name
+        self.config = "\n".join([f'name = "{name}"', f'type = "{virt}"',
+                                 f'kernel = "{kernel}"', "memory = 32", "vcpus = 1", *lines,
+                                 'on_poweroff = "destroy"', 'on_crash = "destroy"']) + "\n"
+        self.console: Console | None = None
+
+    def create(self, tdf: float) -> str:
+        domid = create_paused(self.name, self.config, tdf)
+        self.console = Console(self.name)
+        return domid
+
+    def wait_for(self, pattern: str, timeout: float) -> list[tuple[float, str]]:
+        assert self.console is not None
+        return self.console.wait_for(pattern, timeout)
+
+    def destroy(self) -> None:
+        try_sh("xl", "destroy", self.name)
+
+
+# selena-tdf's explanation of each refusal (xen-patches/tool/selena-tdf.c explain()).
+TDF_REFUSALS = (("cannot be dilated", "EOPNOTSUPP"), ("XSM policy does not allow", "EACCES"),
+                ("not privileged", "EPERM"), ("TDF out of range", "EINVAL"),
+                ("not patched for time dilation", "ENOSYS"), ("no such domain", "ESRCH"))
+
+
+def set_tdf_or_refusal(domid: str, tdf: float) -> None:
+    """`selena-tdf set domid tdf`; a refusal raises CheckError in one line
+    naming its errno and the reason Xen logged (`xl dmesg`)."""
+    out = try_sh("selena-tdf", "set", domid, f"{tdf:g}")
+    if out.returncode == 0:
+        return
+    err = out.stderr.strip()
+    name = next((n for phrase, n in TDF_REFUSALS if phrase in err), f"rc {out.returncode}")
+    logged = re.findall(rf"\bd{domid}: (not dilated: .*)", try_sh("xl", "dmesg").stdout)
+    reason = f"; Xen: {logged[-1].strip()}" if logged else ""
+    raise CheckError(f"selena-tdf set {domid} {tdf:g} refused: {name} ({err}){reason}")
+
+
+class LaunchedGuest:
+    """A guest a launcher program creates, paused, printing "domid N" and then
+    each console line stamped with its CLOCK_MONOTONIC time (hvm-launch), and
+    destroys when it ends or is terminated.  At TDF 1 no factor is set."""
+
+    def __init__(self, argv: list[str]):
+        self.argv = argv
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.domid = ""
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def _next(self, deadline: float) -> str | None:
+        try:
+            return self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return None
+
+    def _ended(self, what: str) -> CheckError:
+        stderr = ""
+        if self.proc is not None and self.proc.stderr is not None and self.proc.poll() is not None:
+            stderr = self.proc.stderr.read().strip()
+        return CheckError(f"{Path(self.argv[0]).name}: {what}" + (f": {stderr}" if stderr else ""))
+
+    def create(self, tdf: float) -> str:
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        first = self._next(time.monotonic() + 60)
+        m = re.fullmatch(r"domid (\d+)", first or "")
+        if m is None:
+            if first is None:
+                self.proc.wait(timeout=10)
+            raise self._ended(f"no domid: {first!r}")
+        self.domid = m.group(1)
+        if tdf != 1:
+            set_tdf_or_refusal(self.domid, tdf)
+        return self.domid
+
+    def wait_for(self, pattern: str, timeout: float) -> list[tuple[float, str]]:
+        seen: list[tuple[float, str]] = []
+        deadline = time.monotonic() + timeout
+        while (line := self._next(deadline)) is not None:
+            m = re.fullmatch(r"(\d+\.\d+) (.*)", line)
+            if m is None:           # "end REASON": the domain is gone
+                tail = "\n".join(text for _, text in seen[-20:])
+                raise CheckError(f"guest {self.domid}: {line} before {pattern!r}:\n{tail}")
+            seen.append((float(m.group(1)), m.group(2)))
+            if re.search(pattern, m.group(2)):
+                return seen
+        tail = "\n".join(text for _, text in seen[-20:])
+        raise CheckError(f"guest {self.domid}: no {pattern!r} within {timeout:.0f} s:\n{tail}")
+
+    def destroy(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()       # it destroys the domain
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        if self.domid:
+            try_sh("xl", "destroy", self.domid)     # in case it could not
+
+
+def _run_own_guest(guest: OwnGuest, tdf: float, timeout: float = 120) -> list[
         tuple[float, str]]:
-    """One of our minimal guests (32 MB, one vCPU) at `tdf` until it prints
-    DONE: its console lines with their arrival times."""
-    cfg = "\n".join([f'name = "{name}"', f'type = "{virt}"', f'kernel = "{kernel}"',
-                     "memory = 32", "vcpus = 1", *lines, 'on_poweroff = "destroy"',
-                     'on_crash = "destroy"']) + "\n"
-    create_paused(name, cfg, tdf)
-    console = Console(name)
+    """One of our minimal guests at `tdf` until it prints DONE: its console
+    lines with their arrival times; destroyed in the end, always."""
     try:
-        sh("xl", "unpause", name)
-        return console.wait_for(r"DONE", 120)
+        domid = guest.create(tdf)
+        sh("xl", "unpause", domid)
+        return guest.wait_for(r"DONE", timeout)
     finally:
-        try_sh("xl", "destroy", name)
+        guest.destroy()
 
 
 def _tick_spacing(check: str, what: str, label: str, ticks: list[tuple[float, int]],
-                  tdf: float) -> list[str]:
-    """Ticks (arrival in real s, guest ns) meant TICK_VIRTUAL_NS of guest
-    time apart: their median spacing in guest time and their mean spacing
+                  tdf: float, period_ns: float = TICK_VIRTUAL_NS, *,
+                  mean: bool = False) -> list[str]:
+    """Ticks (arrival in real s, guest ns) meant period_ns of guest time
+    apart: their median spacing in guest time (their mean with `mean`, for a
+    source that delivers missed ticks back to back) and their mean spacing
     in real time, each within TICK_TOLERANCE."""
     if len(ticks) < 10:
         return [f"{label}: only {len(ticks)} seen"]
     steps = sorted(b[1] - a[1] for a, b in zip(ticks, ticks[1:], strict=False))
-    median = steps[len(steps) // 2]
+    guest = (ticks[-1][1] - ticks[0][1]) / (len(ticks) - 1) if mean else steps[len(steps) // 2]
     real_per_tick = (ticks[-1][0] - ticks[0][0]) / (len(ticks) - 1)
-    want_real = TICK_VIRTUAL_NS / 1e9 * tdf
-    print(f"{check}: {len(ticks)} {what} at TDF {tdf:g}: median "
-          f"{median / 1e6:.3f} ms of guest time apart (shortest {steps[0] / 1e6:.3f} ms), "
+    want_real = period_ns / 1e9 * tdf
+    print(f"{check}: {len(ticks)} {what} at TDF {tdf:g}: {'mean' if mean else 'median'} "
+          f"{guest / 1e6:.3f} ms of guest time apart (shortest {steps[0] / 1e6:.3f} ms), "
           f"{real_per_tick * 1e3:.1f} ms of real time apart (expected "
-          f"{TICK_VIRTUAL_NS / 1e6:g} and {want_real * 1e3:g} ms)")
+          f"{period_ns / 1e6:g} and {want_real * 1e3:g} ms)")
     failures = []
-    if abs(median - TICK_VIRTUAL_NS) > TICK_TOLERANCE * TICK_VIRTUAL_NS:
-        failures.append(f"{label} {median / 1e6:.3f} ms of guest time apart, expected "
-                        f"{TICK_VIRTUAL_NS / 1e6:g} ms")
+    if abs(guest - period_ns) > TICK_TOLERANCE * period_ns:
+        failures.append(f"{label} {guest / 1e6:.3f} ms of guest time apart, expected "
+                        f"{period_ns / 1e6:g} ms")
     if abs(real_per_tick - want_real) > TICK_TOLERANCE * want_real:
         failures.append(f"{label} {real_per_tick * 1e3:.1f} ms of real time apart, expected "
                         f"{want_real * 1e3:g} ms")
+    return failures
+
+
+def check_hvm(tdf: float = HVM_TDF) -> list[str]:
+    """hvmguest, a full HVM guest without a device model (hvm-launch), at
+    `tdf`: see the module's docstring."""
+    kernel, launcher = HVMGUEST.resolve(), HVM_LAUNCH.resolve()
+    missing = [str(p) for p in (kernel, launcher) if not p.exists()]
+    if missing:
+        return [f"{' and '.join(missing)} missing: run make -C xen-patches hvmguest hvmlaunch "
+                "on the host"]
+    return judge_hvm(_run_own_guest(LaunchedGuest([str(launcher), str(kernel)]), tdf), tdf)
+
+
+def judge_hvm(lines: list[tuple[float, str]], tdf: float) -> list[str]:
+    """hvmguest's lines (arrival in real s, text) at `tdf`: each periodic
+    source's spacing, each counter's rate (see the module's docstring)."""
+    def values(tag: str) -> list[tuple[float, int, int]]:
+        return [(real, int(m.group(1)), int(m.group(2))) for real, line in lines
+                if (m := re.fullmatch(rf"{tag} (\d+) (\d+)", line))]
+
+    header = {m.group(1): int(m.group(2)) for _, line in lines
+              if (m := re.fullmatch(r"(KHZ|HPETFS) (\d+)", line))}
+    khz, hpet_fs = header.get("KHZ", 0), header.get("HPETFS", 0)
+    if not khz or not hpet_fs:
+        return [f"hvmguest gave no TSC frequency or HPET period: {header}"]
+    failures: list[str] = []
+    for tag, what, period_ns in HVM_TIMERS:
+        # The first interrupt comes at an arbitrary phase of the period.  The
+        # mean: Xen delivers the ticks its late timers missed back to back
+        # (libxl's timer_mode no_delay_for_missed_ticks).
+        ticks = [(real, tsc * 1_000_000 // khz) for real, _, tsc in values(tag)][1:]
+        failures += _tick_spacing("hvm", what, tag, ticks, tdf, period_ns, mean=True)
+    # A counter's lines are "TAG tsc value", but "RTCS index tsc" for each
+    # tick of the CMOS seconds (its value, BCD, wraps at 60: counted instead).
+    counters = (("PM", "ACPI PM timer", PM_TIMER_HZ, 2**32, False),
+                ("HPETC", "HPET main counter", 10**15 / hpet_fs, 2**32, False),
+                ("RTCS", "RTC seconds", 1.0, None, True))
+    for tag, what, hz, modulus, index_first in counters:
+        samples = []
+        for real, a, b in values(tag):
+            tsc, value = (b, a) if index_first else (a, b)
+            samples.append((real, tsc * 1_000_000 // khz, value))
+        failures += _counter_rate(what, samples, hz, modulus, tdf)
+    return failures
+
+
+def _counter_rate(what: str, samples: list[tuple[float, int, int]], hz: float,
+                  modulus: int | None, tdf: float) -> list[str]:
+    """Samples (arrival in real s, guest ns, counter value; the value modulo
+    `modulus`) of a counter meant to count `hz` per guest second: its rate by
+    guest time within COUNTER_TOLERANCE and by real time within TICK_TOLERANCE
+    of hz/tdf."""
+    if len(samples) < 3:
+        return [f"{what}: only {len(samples)} samples"]
+    counted = sum((b[2] - a[2]) % modulus if modulus else b[2] - a[2]
+                  for a, b in zip(samples, samples[1:], strict=False))
+    guest_s = (samples[-1][1] - samples[0][1]) / 1e9
+    real_s = samples[-1][0] - samples[0][0]
+    if guest_s <= 0 or real_s <= 0:
+        return [f"{what}: samples over {guest_s:g} s of guest and {real_s:g} s of real time"]
+    by_guest, by_real = counted / guest_s, counted / real_s
+    print(f"hvm: {what} at TDF {tdf:g}: {by_guest:.7g} Hz by guest time, {by_real:.7g} Hz by "
+          f"real time ({len(samples)} samples over {guest_s:.3f} s of guest time, {real_s:.3f} s "
+          f"of real time; expected {hz:.7g} and {hz / tdf:.7g} Hz)")
+    failures = []
+    if abs(by_guest - hz) > COUNTER_TOLERANCE * hz:
+        failures.append(f"{what}: {by_guest:.7g} Hz by guest time, expected {hz:.7g}")
+    if abs(by_real - hz / tdf) > TICK_TOLERANCE * hz / tdf:
+        failures.append(f"{what}: {by_real:.7g} Hz by real time, expected {hz / tdf:.7g}")
     return failures
 
 
@@ -463,13 +687,15 @@ def check_xsm() -> list[str]:
 
 DEFAULT_CHECKS = {"freeze": check_freeze, "freeze1": check_freeze_tdf1, "ticker": check_ticker,
           "privilege": check_privilege, "restore": check_restore, "lapic": check_lapic}
-CHECKS = {**DEFAULT_CHECKS, "xsm": check_xsm}
+CHECKS = {**DEFAULT_CHECKS, "xsm": check_xsm, "hvm": check_hvm}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checks", nargs="*", help=f"of {', '.join(CHECKS)} (default: all "
-                        "but xsm, which needs the Flask build)")
+                        "but xsm, which needs the Flask build, and hvm)")
+    parser.add_argument("--tdf", type=float, default=HVM_TDF,
+                        help=f"the hvm check's TDF (default {HVM_TDF:g}; at 1 no factor is set)")
     args = parser.parse_args(argv)
     unknown = [c for c in args.checks if c not in CHECKS]
     if unknown:
@@ -481,7 +707,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.checks or list(DEFAULT_CHECKS):
         start = time.monotonic()
         try:
-            failures += [f"{name}: {f}" for f in CHECKS[name]()]
+            found = check_hvm(args.tdf) if name == "hvm" else CHECKS[name]()
+            failures += [f"{name}: {f}" for f in found]
         except (CheckError, SelenaError, OSError) as exc:
             failures.append(f"{name}: {exc}")
         print(f"{name}: {time.monotonic() - start:.1f} s")

@@ -2,7 +2,8 @@
 on two vCPUs with the native-TSC pvclock path and the emulated TSC, across a
 save/restore (the host's wall clock moved in between) and a localhost
 migration, in a PVH guest, freeze/thaw, privilege and the restore path's
-refusal for a running domain, in one job of the shared lab boot (see
+refusal for a running domain, a full HVM guest's platform timers (not
+dilated: refused), in one job of the shared lab boot (see
 selena/lab/check_clock.py and check_hv.py)."""
 
 import re
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def result(lab):
     subprocess.run(["make", "-s", "-C", str(ROOT / "xen-patches"), "tickguest", "lapicguest",
-                    "tdfrestore"], check=True)
+                    "tdfrestore", "hvmguest", "hvmlaunch"], check=True)
     script = ("python3 -m selena.lab.check_clock --tdf 2.5 --vcpus 2 --tsc native "
               "--change-to 1,8 --save-restore --migrate; echo check-clock-rc=$?; "
               "python3 -m selena.lab.check_clock --tdf 5 --vcpus 2 --tsc emulate "
@@ -29,7 +30,9 @@ def result(lab):
               "python3 -m selena.lab.check_clock --tdf 5 --vcpus 2 --guest pvh "
               "--change-to 8 --save-restore; echo check-clock-pvh-rc=$?; "
               "python3 -m selena.lab.check_hv freeze freeze1 ticker lapic privilege restore; "
-              "echo check-hv-rc=$?")
+              "echo check-hv-rc=$?; "
+              "python3 -m selena.lab.check_hv hvm --tdf 1; echo check-hv-hvm-tdf1-rc=$?; "
+              "python3 -m selena.lab.check_hv hvm; echo check-hv-hvm-rc=$?")
     return lab.run(["sh", "-c", script], timeout=900)
 
 
@@ -174,6 +177,48 @@ def test_a_pvh_guests_lapic_timer_is_dilated(result, mode):
     check(f"hv.lapic.{key}.interrupts", int(m.group(1)), low=10)
     check(f"hv.lapic.{key}.median_guest_ms", float(m.group(2)), low=8.5, high=11.5, unit=" ms")
     check(f"hv.lapic.{key}.median_real_ms", float(m.group(3)), low=85, high=115, unit=" ms")
+
+
+HVM_SOURCES = (("PIT channel 0 interrupts", "pit"), ("RTC periodic interrupts", "rtc"),
+               ("HPET timer 0 interrupts", "hpet"), ("LAPIC timer interrupts", "lapic"))
+HVM_COUNTERS = (("ACPI PM timer", "pm", 3579545), ("HPET main counter", "hpet_counter", 62.5e6),
+                ("RTC seconds", "rtc_seconds", 1))
+
+
+def test_an_hvm_guests_platform_timers_keep_their_rates_undilated(result):
+    """A full HVM guest of our own without a device model (hvm-launch), not
+    dilated: each time source Xen emulates for it runs at its nominal rate
+    by the guest's TSC and by real time."""
+    out = result.output
+    assert "check-hv-hvm-tdf1-rc=0" in out, out
+    for what, key in HVM_SOURCES:
+        m = re.search(rf"hvm: (\d+) {what} .*at TDF 1: mean ([\d.]+) ms of guest time apart .*, "
+                      rf"([\d.]+) ms of real time apart \(expected ([\d.]+) and", out)
+        assert m, (what, out)
+        want = float(m.group(4))
+        check(f"hv.hvm_tdf1.{key}.interrupts", int(m.group(1)), low=10)
+        check(f"hv.hvm_tdf1.{key}.guest_over_expected", float(m.group(2)) / want, low=0.85,
+              high=1.15, context=m.group(0))
+        check(f"hv.hvm_tdf1.{key}.real_over_expected", float(m.group(3)) / want, low=0.85,
+              high=1.15, context=m.group(0))
+    for what, key, hz in HVM_COUNTERS:
+        m = re.search(rf"hvm: {what} at TDF 1: ([\d.e+]+) Hz by guest time, ([\d.e+]+) Hz by "
+                      r"real time", out)
+        assert m, (what, out)
+        check(f"hv.hvm_tdf1.{key}.guest_rate_over_nominal", float(m.group(1)) / hz, low=0.98,
+              high=1.02, context=m.group(0))
+        check(f"hv.hvm_tdf1.{key}.real_rate_over_nominal", float(m.group(2)) / hz, low=0.85,
+              high=1.15, context=m.group(0))
+
+
+def test_an_hvm_guest_with_platform_timers_is_refused_dilation(result):
+    """Until Xen's PIT, RTC, HPET and ACPI PM timer are dilated, the
+    hypervisor refuses to dilate a guest that has them, in one line naming
+    the errno and the reason Xen logged; the guest is destroyed."""
+    out = result.output
+    assert "check-hv-hvm-rc=1" in out, out
+    assert re.search(r"^  hvm: selena-tdf set \d+ 10 refused: EOPNOTSUPP \(.*\); Xen: not "
+                     r"dilated: HVM platform timers \(PIT, RTC, HPET, PM\)$", out, re.M), out
 
 
 def test_dom0_cannot_be_dilated_or_frozen(result):

@@ -1,56 +1,8 @@
-/* Entry, GDT and the timer's interrupt stub of lapicguest (see lapicguest.c). */
+/* Notes and the timer's interrupt stub of lapicguest (see lapicguest.c). */
 #include "../xen-note.h"
 
 NOTE(6, .asciz, "selena-lapicguest")  /* XEN_ELFNOTE_GUEST_OS */
-NOTE(5, .asciz, "xen-3.0")            /* XEN_ELFNOTE_XEN_VERSION */
-NOTE(18, .long, _start)               /* XEN_ELFNOTE_PHYS32_ENTRY */
 
-    .section .note.GNU-stack, "", @progbits
+#include "../head32.S"
 
-    .code32
-    .text
-    .globl _start
-/* PVH entry: 32-bit protected mode, paging off, %ebx = hvm_start_info. */
-_start:
-    cli
-    lgdt gdt_desc
-    ljmp $0x08, $1f
-1:  mov $0x10, %eax
-    mov %eax, %ds
-    mov %eax, %es
-    mov %eax, %ss
-    mov $stack_top, %esp
-    push %ebx
-    call start
-2:  hlt
-    jmp 2b
-
-    .globl timer_entry
-timer_entry:
-    pusha
-    cld
-    call timer_interrupt
-    popa
-    iret
-
-    .data
-    .balign 8
-gdt:
-    .quad 0
-    .quad 0x00cf9a000000ffff          /* 0x08: flat 32-bit code */
-    .quad 0x00cf92000000ffff          /* 0x10: flat data */
-gdt_end:
-gdt_desc:
-    .word gdt_end - gdt - 1
-    .long gdt
-
-    .balign 4096
-    .globl hypercall_page
-hypercall_page:
-    .fill 4096, 1, 0
-
-    .bss
-    .balign 16
-stack:
-    .fill 16384, 1, 0
-stack_top:
+INTERRUPT_STUB(timer_entry, timer_interrupt)
