@@ -33,12 +33,16 @@
   the RTC's periodic interrupt (IRQ 8, 7.8125 ms), HPET timer 0 (10 ms) and
   the LAPIC timer (10 ms), 50 periods each; they must come that far apart
   on average by its own (emulated) TSC and TDF times that in real time
-  (the mean: Xen delivers the ticks it was late for back to back).  It reads the ACPI PM
-  timer and the HPET main counter every 10 ms for 0.5 s and times three
-  ticks of the CMOS seconds: each must count its nominal rate per second of
-  guest time and 1/TDF of it per real second.  The hypervisor refuses to
-  dilate such a guest until its platform timers are (EOPNOTSUPP, one
-  failure line); at --tdf 1 it is not dilated at all (no SET).
+  (the mean: Xen delivers the ticks it was late for back to back).  It
+  reads the ACPI PM timer and the HPET main counter every 10 ms for 0.5 s
+  and times three ticks of the CMOS seconds: each must count its nominal
+  rate per second of guest time and 1/TDF of it per real second.  With
+  --change-to the TDF changes after the PIT's 25th interrupt: the PIT's
+  interrupts before are judged at --tdf, those after and every later
+  source at the new TDF.  At --tdf 1 the guest is not dilated at all (no
+  SET).  The same guest with Hyper-V enlightenments (hvm-launch
+  --viridian), whose synthetic timers the series does not convert, must
+  be refused dilation (EOPNOTSUPP, Xen's reason logged).
 - privilege: the hardware domain (Dom0) cannot be dilated or frozen.
 - restore: the restore path's pseudo MSRs (factor, virtual time, wall
   clock), written with XEN_DOMCTL_set_vcpu_msrs as libxc's restore writes
@@ -95,6 +99,8 @@ TDF_RESTORE = Path("xen-patches/build/tdf-restore")  # likewise
 HVMGUEST = Path("xen-patches/build/hvmguest")
 HVM_LAUNCH = Path("xen-patches/build/hvm-launch")
 HVM_TDF = 10.0
+# With --change-to, the TDF changes after this PIT interrupt (of 51).
+HVM_CHANGE_AT_TICK = 25
 # hvmguest's periodic sources (its line tag, what, the programmed period in
 # ns): the 8254 at 1193182 Hz counting 11932, the RTC at rate 9 (32768 Hz /
 # 2^8), HPET timer 0 and the LAPIC timer at 10 ms.
@@ -463,20 +469,57 @@ def _tick_spacing(check: str, what: str, label: str, ticks: list[tuple[float, in
     return failures
 
 
-def check_hvm(tdf: float = HVM_TDF) -> list[str]:
+def check_hvm(tdf: float = HVM_TDF, change_to: float | None = None) -> list[str]:
     """hvmguest, a full HVM guest without a device model (hvm-launch), at
-    `tdf`: see the module's docstring."""
+    `tdf`, changed to `change_to` halfway through its PIT's interrupts: see
+    the module's docstring."""
     kernel, launcher = HVMGUEST.resolve(), HVM_LAUNCH.resolve()
     missing = [str(p) for p in (kernel, launcher) if not p.exists()]
     if missing:
         return [f"{' and '.join(missing)} missing: run make -C xen-patches hvmguest hvmlaunch "
                 "on the host"]
-    return judge_hvm(_run_own_guest(LaunchedGuest([str(launcher), str(kernel)]), tdf), tdf)
+    failures = _viridian_refused(launcher, kernel)
+    guest = LaunchedGuest([str(launcher), str(kernel)])
+    if change_to is None:
+        return failures + judge_hvm(_run_own_guest(guest, tdf), tdf)
+    try:
+        domid = guest.create(tdf)
+        sh("xl", "unpause", domid)
+        lines = guest.wait_for(rf"^PIT {HVM_CHANGE_AT_TICK} ", 60 * tdf)
+        set_tdf_or_refusal(domid, change_to)
+        changed = time.monotonic()
+        print(f"hvm: TDF {tdf:g} -> {change_to:g} after PIT interrupt {HVM_CHANGE_AT_TICK}")
+        lines += guest.wait_for(r"DONE", 120 * change_to)
+    finally:
+        guest.destroy()
+    return failures + judge_hvm(lines, change_to, (changed, tdf))
 
 
-def judge_hvm(lines: list[tuple[float, str]], tdf: float) -> list[str]:
+def _viridian_refused(launcher: Path, kernel: Path) -> list[str]:
+    """The same guest with Hyper-V enlightenments, whose synthetic timers
+    the series does not convert: SET must be refused (EOPNOTSUPP) with
+    Xen's reason."""
+    guest = LaunchedGuest([str(launcher), "--viridian", str(kernel)])
+    try:
+        domid = guest.create(HVM_TDF)
+    except CheckError as exc:
+        if "EOPNOTSUPP" in str(exc) and "Hyper-V" in str(exc):
+            print(f"hvm: with viridian: {exc}")
+            return []
+        raise
+    finally:
+        guest.destroy()
+    return [f"a guest with Hyper-V enlightenments (domain {domid}) was dilated to TDF "
+            f"{HVM_TDF:g}"]
+
+
+def judge_hvm(lines: list[tuple[float, str]], tdf: float,
+              before: tuple[float, float] | None = None) -> list[str]:
     """hvmguest's lines (arrival in real s, text) at `tdf`: each periodic
-    source's spacing, each counter's rate (see the module's docstring)."""
+    source's spacing, each counter's rate (see the module's docstring).
+    `before`: (real s, TDF) of a change to `tdf` during the PIT's
+    interrupts; those before it are judged at that TDF, those after at
+    `tdf` (the one spanning the change in neither)."""
     def values(tag: str) -> list[tuple[float, int, int]]:
         return [(real, int(m.group(1)), int(m.group(2))) for real, line in lines
                 if (m := re.fullmatch(rf"{tag} (\d+) (\d+)", line))]
@@ -492,6 +535,12 @@ def judge_hvm(lines: list[tuple[float, str]], tdf: float) -> list[str]:
         # mean: Xen delivers the ticks its late timers missed back to back
         # (libxl's timer_mode no_delay_for_missed_ticks).
         ticks = [(real, tsc * 1_000_000 // khz) for real, _, tsc in values(tag)][1:]
+        if before is not None and tag == "PIT":
+            changed, old_tdf = before
+            failures += _tick_spacing("hvm", what + " before the change", tag,
+                                      [t for t in ticks if t[0] < changed], old_tdf, period_ns,
+                                      mean=True)
+            ticks = [t for t in ticks if t[0] >= changed][1:]
         failures += _tick_spacing("hvm", what, tag, ticks, tdf, period_ns, mean=True)
     # A counter's lines are "TAG tsc value", but "RTCS index tsc" for each
     # tick of the CMOS seconds (its value, BCD, wraps at 60: counted instead).
@@ -696,6 +745,9 @@ def main(argv: list[str] | None = None) -> int:
                         "but xsm, which needs the Flask build, and hvm)")
     parser.add_argument("--tdf", type=float, default=HVM_TDF,
                         help=f"the hvm check's TDF (default {HVM_TDF:g}; at 1 no factor is set)")
+    parser.add_argument("--change-to", type=float, default=None, metavar="TDF",
+                        help=f"hvm: change to this TDF after PIT interrupt {HVM_CHANGE_AT_TICK}; "
+                             "every later source is judged at it")
     args = parser.parse_args(argv)
     unknown = [c for c in args.checks if c not in CHECKS]
     if unknown:
@@ -707,7 +759,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.checks or list(DEFAULT_CHECKS):
         start = time.monotonic()
         try:
-            found = check_hvm(args.tdf) if name == "hvm" else CHECKS[name]()
+            found = check_hvm(args.tdf, args.change_to) if name == "hvm" else CHECKS[name]()
             failures += [f"{name}: {f}" for f in found]
         except (CheckError, SelenaError, OSError) as exc:
             failures.append(f"{name}: {exc}")

@@ -102,11 +102,11 @@ def test_missing_ticks_and_header_fail():
         "hvmguest gave no TSC frequency or HPET period: {'HPETFS': 16000000}"]
 
 
-REFUSAL = ('selena-tdf: domain 7 cannot be dilated: an HVM guest with emulated platform '
-           'timers, or a PVH guest reading the hardware TSC (give it tsc_mode="always_emulate"); '
-           'xl dmesg names which\n')
+REFUSAL = ('selena-tdf: domain 7 cannot be dilated: an HVM guest with Hyper-V enlightenments '
+           '(viridian), or an HVM or PVH guest reading the hardware TSC (give it '
+           'tsc_mode="always_emulate"); xl dmesg names which\n')
 DMESG = ("(XEN) d0v0 d17: not dilated: hardware TSC (tsc_mode=always_emulate)\n"
-         "(XEN) d0v0 d7: not dilated: HVM platform timers (PIT, RTC, HPET, PM)\n")
+         "(XEN) d0v0 d7: not dilated: Hyper-V enlightenments (viridian)\n")
 
 
 class FakeDom0:
@@ -145,7 +145,7 @@ def test_refusal_is_one_line_naming_the_errno_and_xens_reason(dom0):
     assert "\n" not in message
     assert message.startswith("selena-tdf set 7 10 refused: EOPNOTSUPP (selena-tdf: domain 7 "
                               "cannot be dilated")
-    assert message.endswith("; Xen: not dilated: HVM platform timers (PIT, RTC, HPET, PM)")
+    assert message.endswith("; Xen: not dilated: Hyper-V enlightenments (viridian)")
 
 
 def fake_launcher(tmp_path: Path, body: str) -> list[str]:
@@ -202,11 +202,71 @@ def test_launcher_failing_before_its_domid_reports_its_stderr(tmp_path, dom0):
 
 
 def test_main_passes_the_tdf_to_the_hvm_check(monkeypatch, capsys):
-    seen: list[float] = []
-    monkeypatch.setattr(check_hv, "check_hvm", lambda tdf: seen.append(tdf) or [])
+    seen: list[tuple[float, float | None]] = []
+    monkeypatch.setattr(check_hv, "check_hvm",
+                        lambda tdf, change_to: seen.append((tdf, change_to)) or [])
     monkeypatch.setattr(check_hv.os, "geteuid", lambda: 0)
     monkeypatch.setattr(check_hv.Path, "exists", lambda self: True)
     assert check_hv.main(["hvm", "--tdf", "1"]) == 0
-    assert seen == [1.0]
+    assert check_hv.main(["hvm", "--change-to", "4"]) == 0
+    assert seen == [(1.0, None), (check_hv.HVM_TDF, 4.0)]
     assert "all hypervisor checks passed" in capsys.readouterr().out
 
+
+
+def changed_lines(old: float, new: float, pit_after: float) -> tuple[list[tuple[float, str]],
+                                                                      float]:
+    """guest_lines(new), but with the TDF `old` until PIT interrupt
+    HVM_CHANGE_AT_TICK and the PIT's interrupts then `pit_after` apart per
+    guest period: the lines and the real time of the change."""
+    period = next(p for tag, _, p in check_hv.HVM_TIMERS if tag == "PIT") / 1e9
+    lines = [x for x in guest_lines(new) if not x[1].startswith("PIT ")]
+    real, guest, changed = 1.0, 0.0, 0.0
+    for i in range(51):
+        if i:
+            real += period * (old if i <= check_hv.HVM_CHANGE_AT_TICK else pit_after)
+            guest += period
+        lines.append((real, f"PIT {i} {int(guest * KHZ * 1000)}"))
+        if i == check_hv.HVM_CHANGE_AT_TICK:
+            changed = real + 0.001
+    return lines, changed
+
+
+def test_a_change_during_the_pit_judges_each_side_at_its_tdf(capsys):
+    lines, changed = changed_lines(10.0, 4.0, pit_after=4.0)
+    assert check_hv.judge_hvm(lines, 4.0, (changed, 10.0)) == []
+    out = capsys.readouterr().out
+    assert "hvm: 25 PIT channel 0 interrupts (IRQ 0) before the change at TDF 10:" in out
+    assert "hvm: 24 PIT channel 0 interrupts (IRQ 0) at TDF 4:" in out
+
+
+def test_a_pit_left_at_the_old_tdf_after_a_change_fails(capsys):
+    lines, changed = changed_lines(10.0, 4.0, pit_after=10.0)
+    failures = check_hv.judge_hvm(lines, 4.0, (changed, 10.0))
+    assert failures == ["PIT 100.0 ms of real time apart, expected 40.0006 ms"], failures
+
+
+def executable_launcher(tmp_path: Path) -> Path:
+    """A stand-in hvm-launch run by path: prints `domid 7`, records its
+    arguments, then waits to be destroyed."""
+    script = tmp_path / "hvm-launch"
+    script.write_text(f"#!{sys.executable}\nimport sys, time\n"
+                      f"open({str(tmp_path / 'argv')!r}, 'w').write(' '.join(sys.argv[1:]))\n"
+                      "print('domid 7', flush=True)\ntime.sleep(30)\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("refuse", [True, False])
+def test_a_guest_with_viridian_must_be_refused(tmp_path, dom0, refuse, capsys):
+    fake = dom0(refuse=refuse)
+    launcher = executable_launcher(tmp_path)
+    failures = check_hv._viridian_refused(launcher, tmp_path / "hvmguest")
+    assert (tmp_path / "argv").read_text() == f"--viridian {tmp_path / 'hvmguest'}"
+    assert ("xl", "destroy", "7") in fake.calls and ("xl", "unpause", "7") not in fake.calls
+    if refuse:
+        assert failures == []
+        assert "hvm: with viridian: selena-tdf set 7 10 refused: EOPNOTSUPP" in \
+            capsys.readouterr().out
+    else:
+        assert failures == ["a guest with Hyper-V enlightenments (domain 7) was dilated to TDF 10"]

@@ -7,8 +7,10 @@
  * print what it writes on its PV console ring.  A lab test (selena.lab.
  * check_hv hvm): the lab's Dom0 has no qemu-system-xen for xl's HVM guests.
  *
- *   hvm-launch KERNEL [MEMORY_MB [TIMEOUT_S]]
+ *   hvm-launch [--viridian] KERNEL [MEMORY_MB [TIMEOUT_S]]
  *
+ * --viridian gives the domain Hyper-V enlightenments (their base set), which
+ * the time dilation series refuses to dilate (their timers are real-time).
  * The domain (1 vCPU, MEMORY_MB, default 32, shadow paging, the TSC always
  * emulated) is left paused: hvm-launch prints "domid N" and waits for the
  * caller to set its time dilation factor and unpause it (xl unpause N).
@@ -106,7 +108,8 @@ static int build(xc_interface *xch, uint32_t domid, const char *kernel,
 }
 
 /* The domain, paused, with its settings; *domid 0 unless it was created. */
-static int create(xc_interface *xch, uint32_t *domid, unsigned int mem_mb)
+static int create(xc_interface *xch, uint32_t *domid, unsigned int mem_mb,
+                  int viridian)
 {
     struct xen_domctl_createdomain config = {
         /* Shadow paging: the lab's Xen (under QEMU) has no HAP. */
@@ -146,6 +149,9 @@ static int create(xc_interface *xch, uint32_t *domid, unsigned int mem_mb)
                            TIMER_MODE_NO_DELAY)) ||
          (step = "HVM_PARAM_VPT_ALIGN",
           xc_hvm_param_set(xch, *domid, HVM_PARAM_VPT_ALIGN, 1)) ||
+         (step = "HVM_PARAM_VIRIDIAN",
+          viridian ? xc_hvm_param_set(xch, *domid, HVM_PARAM_VIRIDIAN,
+                                      HVMPV_base_freq) : 0) ||
          /* A dilated HVM container must not read the hardware TSC. */
          (step = "xc_domain_set_tsc_info",
           xc_domain_set_tsc_info(xch, *domid, TSC_MODE_ALWAYS_EMULATE,
@@ -217,13 +223,16 @@ int main(int argc, char **argv)
     char line[LINE_MAX_LEN];
     size_t len = 0;
     unsigned int polls = 0;
-    int err = 0;
+    int err = 0, viridian = argc > 1 && !strcmp(argv[1], "--viridian");
 
+    argc -= viridian;
+    argv += viridian;
     if ( argc < 2 || argc > 4 ||
          (argc > 2 && parse_uint(argv[2], &mem_mb)) ||
          (argc > 3 && parse_uint(argv[3], &timeout_s)) )
     {
-        fprintf(stderr, "usage: hvm-launch KERNEL [MEMORY_MB [TIMEOUT_S]]\n");
+        fprintf(stderr, "usage: hvm-launch [--viridian] KERNEL "
+                "[MEMORY_MB [TIMEOUT_S]]\n");
         return 2;
     }
     /* Never outlive the caller with a domain left behind. */
@@ -239,7 +248,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "hvm-launch: cannot open libxenctrl (root in Dom0?)\n");
         return 2;
     }
-    if ( create(xch, &domid, mem_mb) )
+    if ( create(xch, &domid, mem_mb, viridian) )
     {
         if ( domid )
             xc_domain_destroy(xch, domid);

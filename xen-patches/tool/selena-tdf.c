@@ -112,9 +112,10 @@ static int explain(int err, uint32_t domid, const struct selena_tdf_op *op)
         break;
     case EOPNOTSUPP:
         fprintf(stderr, "%s: domain %u cannot be dilated: an HVM guest "
-                "with emulated platform timers, or a PVH guest reading the "
-                "hardware TSC (give it tsc_mode=\"always_emulate\"); "
-                "xl dmesg names which\n", prog, domid);
+                "with Hyper-V enlightenments (viridian), or an HVM or PVH "
+                "guest reading the hardware TSC (give it "
+                "tsc_mode=\"always_emulate\"); xl dmesg names which\n",
+                prog, domid);
         break;
     case EINVAL:
         tdf_format(op->max_milli ? op->max_milli : TDF_PARSE_MAX_MILLI,
