@@ -125,6 +125,7 @@ def test_a_pvh_node_boots_as_pvh_with_an_emulated_tsc_and_hvm_is_refused():
     with pytest.raises(TopologyError) as err:
         validate(topo)
     assert "h3" in str(err.value) and "virt 'hvm': use 'pv' or 'pvh'" in str(err.value)
+    assert "device model" in str(err.value)
     from selena.errors import ArgumentError
     with pytest.raises(ArgumentError, match="virt must be a string"):
         Topology("t").add_host("h1", virt=True)

@@ -173,9 +173,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     return result.returncode
 
 
-HVM_REFUSED = ("check-clock --guest hvm: the hypervisor refuses to dilate HVM guests (Xen's "
-               "emulated PIT, RTC, HPET and ACPI PM timer are not dilated yet; "
-               "xen-patches/README.md); use --guest pvh")
+HVM_REFUSED = ("check-clock --guest hvm: the lab's Dom0 has no device model (qemu-system-xen) "
+               "for a Linux HVM guest; Xen's HVM time sources are checked by `selena lab run -- "
+               "python3 -m selena.lab.check_hv hvm` (xen-patches/README.md); use --guest pvh")
 
 
 def cmd_check_clock(args: argparse.Namespace) -> int:

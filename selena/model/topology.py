@@ -100,8 +100,9 @@ MININET_METHODS = {
              "built by calling add_host/add_switch/add_link",
 }
 
-# Guest types a node can be (Node.virt). HVM is not among them: Xen's
-# emulated platform timers (PIT, RTC, HPET) are not dilated.
+# Guest types a node can be (Node.virt). HVM is not among them yet: the
+# hypervisor dilates HVM guests, but an HVM node needs a device model
+# (qemu-system-xen) in Dom0, which the lab's Dom0 does not carry to test it.
 GUEST_TYPES = ("pv", "pvh")
 NODE_OPTIONS = ("template", "id", "vcpus", "cpus", "memory", "tsc_mode", "cpu_time",
                 "packages", "virt")

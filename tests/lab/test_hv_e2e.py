@@ -2,8 +2,9 @@
 on two vCPUs with the native-TSC pvclock path and the emulated TSC, across a
 save/restore (the host's wall clock moved in between) and a localhost
 migration, in a PVH guest, freeze/thaw, privilege and the restore path's
-refusal for a running domain, a full HVM guest's platform timers (not
-dilated: refused), in one job of the shared lab boot (see
+refusal for a running domain, a full HVM guest's platform timers (at TDF
+10, then 4) and the refusal of one with Hyper-V enlightenments, in one job
+of the shared lab boot (see
 selena/lab/check_clock.py and check_hv.py)."""
 
 import re
