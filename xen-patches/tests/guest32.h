@@ -82,6 +82,12 @@ static inline uint64_t rdtsc(void)
     return ((uint64_t)hi << 32) | lo;
 }
 
+static inline void wrmsr(uint32_t msr, uint64_t val)
+{
+    asm volatile ( "wrmsr" :: "c" (msr), "a" ((uint32_t)val),
+                   "d" ((uint32_t)(val >> 32)) );
+}
+
 static inline uint32_t apic_read(uint32_t reg)
 {
     return *(volatile uint32_t *)(APIC_BASE + reg);

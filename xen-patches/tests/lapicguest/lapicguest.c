@@ -4,11 +4,13 @@
  * local APIC timer, which Xen emulates through its platform timers
  * (hvm/vpt.c) and which Linux on PVH leaves unused (it takes the Xen timer
  * hypercalls): first in periodic mode, then in one-shot mode re-armed from
- * the interrupt, 10 ms of guest time each.  For each interrupt it prints
- * the guest's TSC (emulated, so in the guest's time), on its console:
+ * the interrupt, then in TSC-deadline mode (if CPUID offers it) re-armed
+ * likewise, 10 ms of guest time each.  For each interrupt it prints the
+ * guest's TSC (emulated, so in the guest's time), on its console:
  *     KHZ <the TSC's kHz, CPUID leaf 0x40000003>
  *     P <index> <tsc>        periodic
  *     O <index> <tsc>        one-shot
+ *     D <index> <tsc>        TSC-deadline (or "NO TSC-DEADLINE")
  *     DONE
  * then powers off.  Arguments: none (the counts below).
  */
@@ -16,23 +18,33 @@
 
 #define NPERIODIC      40
 #define NONESHOT       20
+#define NDEADLINE      20
+#define NTICKS         (NPERIODIC + NONESHOT + NDEADLINE)
+#define LVTT_DEADLINE  (2u << 17)
+#define MSR_TSC_DEADLINE 0x6e0
+#define CPUID1_ECX_TSC_DEADLINE (1u << 24)
 #define TIMER_VECTOR   0x40
 #define PERIOD_COUNT   (APIC_BUS_HZ / 100)      /* 10 ms */
 
 extern void timer_entry(void);
 
-static volatile unsigned int ticks;
-static volatile int oneshot;
-static volatile uint64_t tsc_at[NPERIODIC + NONESHOT];
+static volatile unsigned int ticks, rearm_until;
+static volatile int oneshot, deadline;
+static uint64_t deadline_period;        /* TSC ticks in 10 ms */
+static volatile uint64_t tsc_at[NTICKS];
 
 /* Called from timer_entry (head.S) with interrupts off. */
 void timer_interrupt(void)
 {
-    if ( ticks < NPERIODIC + NONESHOT )
-        tsc_at[ticks] = rdtsc();
+    uint64_t now = rdtsc();
+
+    if ( ticks < NTICKS )
+        tsc_at[ticks] = now;
     ticks++;
-    if ( oneshot && ticks < NPERIODIC + NONESHOT )
+    if ( oneshot && ticks < rearm_until )
         apic_write(APIC_TMICT, PERIOD_COUNT);
+    if ( deadline && ticks < rearm_until )
+        wrmsr(MSR_TSC_DEADLINE, now + deadline_period);
     apic_write(APIC_EOI, 0);
 }
 
@@ -54,6 +66,7 @@ void start(void)
 {
     uint32_t khz = guest_init();        /* before any output */
     unsigned int printed = 0;
+    uint32_t a, b, c, d;
 
     putstr("KHZ ");
     putnum(khz);
@@ -70,13 +83,31 @@ void start(void)
 
     /* One-shot: the handler re-arms it, 10 ms from each interrupt. */
     apic_write(APIC_TMICT, 0);
+    rearm_until = NPERIODIC + NONESHOT;
     oneshot = 1;
     ticks = NPERIODIC;
     apic_write(APIC_LVTT, TIMER_VECTOR);
     apic_write(APIC_TMICT, PERIOD_COUNT);
     wait_ticks(NPERIODIC + NONESHOT, "O", &printed);
-
     apic_write(APIC_TMICT, 0);
+    oneshot = 0;
+
+    /* TSC-deadline: the deadline is in the guest's (emulated) TSC. */
+    cpuid(1, &a, &b, &c, &d);
+    if ( c & CPUID1_ECX_TSC_DEADLINE )
+    {
+        deadline_period = (uint64_t)khz * 10;
+        rearm_until = NTICKS;
+        ticks = NPERIODIC + NONESHOT;
+        deadline = 1;
+        apic_write(APIC_LVTT, TIMER_VECTOR | LVTT_DEADLINE);
+        wrmsr(MSR_TSC_DEADLINE, rdtsc() + deadline_period);
+        wait_ticks(NTICKS, "D", &printed);
+        wrmsr(MSR_TSC_DEADLINE, 0);
+    }
+    else
+        putstr("NO TSC-DEADLINE\n");
+
     putstr("DONE\n");
     poweroff();
 }
