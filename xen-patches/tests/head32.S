@@ -47,15 +47,6 @@ gdt_desc:
     .word gdt_end - gdt - 1
     .long gdt
 
-    .balign 4096
-    .globl hypercall_page
-hypercall_page:
-    .fill 4096, 1, 0
-
-    .bss
-    .balign 16
-stack:
-    .fill 16384, 1, 0
-stack_top:
+#include "guest-pages.S"
 
     .text

@@ -19,13 +19,4 @@ _start:
     call start
 1:  jmp 1b
 
-    .balign 4096
-    .globl hypercall_page
-hypercall_page:
-    .fill 4096, 1, 0
-
-    .bss
-    .balign 16
-stack:
-    .fill 16384, 1, 0
-stack_top:
+#include "../guest-pages.S"
