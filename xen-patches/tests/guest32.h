@@ -192,6 +192,24 @@ static inline void putrec(const char *tag, uint64_t n1, uint64_t n2)
     putstr("\n");
 }
 
+/*
+ * Wait for interrupts, taking them, until records *printed to until-1 of
+ * tsc_at[], which the handler fills as *ticks counts up, are printed as
+ * "tag index tsc".
+ */
+static inline void print_ticks(const char *tag, unsigned int *printed,
+                               unsigned int until,
+                               const volatile unsigned int *ticks,
+                               const volatile uint64_t *tsc_at)
+{
+    while ( *printed < until )
+    {
+        asm volatile ( "sti; hlt; cli" ::: "memory" );
+        for ( ; *printed < *ticks && *printed < until; (*printed)++ )
+            putrec(tag, *printed, tsc_at[*printed]);
+    }
+}
+
 static inline void set_gate(unsigned int vector, void (*handler)(void))
 {
     uint32_t off = (uint32_t)handler;

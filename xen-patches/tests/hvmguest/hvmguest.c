@@ -154,12 +154,7 @@ static void take_ticks(const char *tag)
 {
     unsigned int printed = 0;
 
-    while ( printed < NTICKS )
-    {
-        asm volatile ( "sti; hlt; cli" ::: "memory" );
-        for ( ; printed < ticks && printed < NTICKS; printed++ )
-            putrec(tag, printed, tsc_at[printed]);
-    }
+    print_ticks(tag, &printed, NTICKS, &ticks, tsc_at);
 }
 
 static void pic_mask(uint8_t master, uint8_t slave)

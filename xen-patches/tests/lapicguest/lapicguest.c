@@ -48,20 +48,6 @@ void timer_interrupt(void)
     apic_write(APIC_EOI, 0);
 }
 
-static void wait_ticks(unsigned int until, const char *tag,
-                       unsigned int *printed)
-{
-    while ( *printed < until )
-    {
-        asm volatile ( "sti; hlt; cli" ::: "memory" );
-        while ( *printed < ticks && *printed < until )
-        {
-            putrec(tag, *printed, tsc_at[*printed]);
-            (*printed)++;
-        }
-    }
-}
-
 void start(void)
 {
     uint32_t khz = guest_init();        /* before any output */
@@ -79,7 +65,7 @@ void start(void)
     apic_write(APIC_TDCR, TDCR_DIV_1);
     apic_write(APIC_LVTT, TIMER_VECTOR | LVTT_PERIODIC);
     apic_write(APIC_TMICT, PERIOD_COUNT);
-    wait_ticks(NPERIODIC, "P", &printed);
+    print_ticks("P", &printed, NPERIODIC, &ticks, tsc_at);
 
     /* One-shot: the handler re-arms it, 10 ms from each interrupt. */
     apic_write(APIC_TMICT, 0);
@@ -88,7 +74,7 @@ void start(void)
     ticks = NPERIODIC;
     apic_write(APIC_LVTT, TIMER_VECTOR);
     apic_write(APIC_TMICT, PERIOD_COUNT);
-    wait_ticks(NPERIODIC + NONESHOT, "O", &printed);
+    print_ticks("O", &printed, NPERIODIC + NONESHOT, &ticks, tsc_at);
     apic_write(APIC_TMICT, 0);
     oneshot = 0;
 
@@ -102,7 +88,7 @@ void start(void)
         deadline = 1;
         apic_write(APIC_LVTT, TIMER_VECTOR | LVTT_DEADLINE);
         wrmsr(MSR_TSC_DEADLINE, rdtsc() + deadline_period);
-        wait_ticks(NTICKS, "D", &printed);
+        print_ticks("D", &printed, NTICKS, &ticks, tsc_at);
         wrmsr(MSR_TSC_DEADLINE, 0);
     }
     else
