@@ -22,6 +22,12 @@
  *                                              the TDF while it is pending)
  *   Q1 <monotonic>                             when it fired
  *   V <cpu> <monotonic> <realtime>             on further vCPUs, every 100 ms
+ *   K <clocksource> <clock event device>      at the start and the end
+ *   R <monotonic> <RTC seconds>                at each RTC update interrupt
+ *                                              (/dev/rtc0: HVM guests only)
+ *   I <monotonic> <PIT ticks>                  PIT channel 2's count since
+ *                                              the start, every 100 ms
+ *                                              (HVM guests only)
  *   DONE
  * kinds: nanosleep, timerfd, select, poll.  With VCPUS > 1 one process per
  * further vCPU, pinned to it, reads CLOCK_MONOTONIC against a maximum
@@ -39,6 +45,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <linux/rtc.h>
 #include <linux/watchdog.h>
 #include <poll.h>
 #include <sched.h>
@@ -56,6 +63,8 @@
 #include <unistd.h>
 
 #define MAX_CPUS 8
+#define PIT_HZ 1193182
+#define PIT_WRAP 65536
 
 static int watchdog_fd = -1;
 static int64_t last_ping;
@@ -281,6 +290,171 @@ static pid_t pending_timer(long ms)
     _exit(0);
 }
 
+/* The first word of a sysfs file, or "-". */
+static void sysfs_word(const char *path, char *out, size_t size)
+{
+    FILE *f = fopen(path, "r");
+
+    if ( !f || fscanf(f, "%63s", out) != 1 )
+        snprintf(out, size, "-");
+    if ( f )
+        fclose(f);
+}
+
+/* Which counter the clocks read and which device fires the timers. */
+static void report_clock_devices(void)
+{
+    char source[64], event[64];
+
+    sysfs_word("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+               source, sizeof(source));
+    sysfs_word("/sys/devices/system/clockevents/clockevent0/current_device",
+               event, sizeof(event));
+    printf("K %s %s\n", source, event);
+}
+
+/*
+ * The RTC's update interrupt once a second of RTC time, each timed in
+ * guest time: an RTC whose date or alarm ran in real time would tick
+ * once per TDF guest seconds.
+ */
+static pid_t rtc_updates(long seconds)
+{
+    int64_t end;
+    pid_t pid;
+    int fd = open("/dev/rtc0", O_RDONLY);
+
+    if ( fd < 0 )
+        return 0;              /* no legacy RTC: a PV or PVH guest */
+    pid = fork();
+    if ( pid != 0 )
+    {
+        close(fd);
+        return pid;
+    }
+    if ( ioctl(fd, RTC_UIE_ON, 0) < 0 )
+    {
+        perror("RTC_UIE_ON");
+        _exit(1);
+    }
+    end = ns(CLOCK_MONOTONIC) + seconds * 1000000000LL;
+    while ( ns(CLOCK_MONOTONIC) < end )
+    {
+        unsigned long data;
+        struct rtc_time tm;
+        struct tm t = { 0 };
+        int64_t now;
+
+        struct pollfd update = { .fd = fd, .events = POLLIN };
+
+        /* Three guest seconds without an update: the RTC stopped. */
+        if ( poll(&update, 1, 3000) != 1 ||
+             read(fd, &data, sizeof(data)) != sizeof(data) )
+        {
+            printf("R none\n");
+            break;
+        }
+        now = ns(CLOCK_MONOTONIC);
+        if ( ioctl(fd, RTC_RD_TIME, &tm) < 0 )
+            break;
+        t.tm_sec = tm.tm_sec;
+        t.tm_min = tm.tm_min;
+        t.tm_hour = tm.tm_hour;
+        t.tm_mday = tm.tm_mday;
+        t.tm_mon = tm.tm_mon;
+        t.tm_year = tm.tm_year;
+        printf("R %lld %lld\n", (long long)now, (long long)timegm(&t));
+    }
+    ioctl(fd, RTC_UIE_OFF, 0);
+    _exit(0);
+}
+
+static int port_fd = -1;
+
+static void port_out(unsigned int port, uint8_t value)
+{
+    if ( pwrite(port_fd, &value, 1, port) != 1 )
+        perror("/dev/port write");
+}
+
+static uint8_t port_in(unsigned int port)
+{
+    uint8_t value = 0;
+
+    if ( pread(port_fd, &value, 1, port) != 1 )
+        perror("/dev/port read");
+    return value;
+}
+
+static unsigned int pit2_count(void)
+{
+    unsigned int lo, hi;
+
+    port_out(0x43, 0x80);      /* latch channel 2 */
+    lo = port_in(0x42);
+    hi = port_in(0x42);
+    return (hi << 8) | lo;
+}
+
+/*
+ * PIT channel 2 free-running (mode 2, reload 65536, gate on, speaker off),
+ * its count unwrapped: it wraps every 55 ms of guest time, so it is read
+ * every 2 ms, and a longer gap (the vCPU descheduled) is unwrapped by the
+ * number of whole wraps guest time says passed.
+ */
+static pid_t pit_ticks(long seconds)
+{
+    int64_t start, end, last, next_report;
+    unsigned int count, prev;
+    long long ticks = 0;
+    pid_t pid;
+
+    if ( access("/dev/rtc0", F_OK) )
+        return 0;              /* no legacy platform: a PV or PVH guest */
+    port_fd = open("/dev/port", O_RDWR);
+    if ( port_fd < 0 )
+    {
+        perror("/dev/port");
+        return 0;
+    }
+    pid = fork();
+    if ( pid != 0 )
+    {
+        close(port_fd);
+        return pid;
+    }
+    port_out(0x61, (port_in(0x61) & ~0x02) | 0x01);
+    port_out(0x43, 0xb4);      /* channel 2, low then high byte, mode 2 */
+    port_out(0x42, 0);
+    port_out(0x42, 0);
+    prev = pit2_count();
+    start = last = ns(CLOCK_MONOTONIC);
+    next_report = start;
+    end = start + seconds * 1000000000LL;
+    while ( last < end )
+    {
+        int64_t now, expected;
+        long long delta;
+
+        sleep_ms(2);
+        count = pit2_count();
+        now = ns(CLOCK_MONOTONIC);
+        delta = (long long)((prev - count) & (PIT_WRAP - 1));
+        expected = (now - last) * PIT_HZ / 1000000000LL;
+        while ( expected - delta > PIT_WRAP / 2 )
+            delta += PIT_WRAP;
+        ticks += delta;
+        prev = count;
+        last = now;
+        if ( now >= next_report )
+        {
+            printf("I %lld %lld\n", (long long)now, ticks);
+            next_report = now + 100000000LL;
+        }
+    }
+    _exit(0);
+}
+
 static void pin(int cpu)
 {
     cpu_set_t set;
@@ -398,7 +572,7 @@ static int bench(long iterations)
 int main(int argc, char **argv)
 {
     long args[5] = { 5, 500, 1, 0, 0 };
-    pid_t pending = 0;
+    pid_t pending = 0, platform[2];
     char *p;
     int i, n = 0, cpus;
     volatile int64_t *shared;
@@ -423,6 +597,9 @@ int main(int argc, char **argv)
 
     printf("READY\n");
     report_cpuid();
+    report_clock_devices();
+    platform[0] = rtc_updates(args[0]);
+    platform[1] = pit_ticks(args[0]);
     arm_watchdog((int)args[3]);
     for ( i = 1; i < cpus; i++ )
     {
@@ -465,7 +642,16 @@ int main(int argc, char **argv)
         ping(0);
         sleep_ms(100);
     }
+    for ( i = 0; i < 2; i++ )
+    {
+        while ( platform[i] > 0 && waitpid(platform[i], NULL, WNOHANG) == 0 )
+        {
+            ping(0);
+            sleep_ms(100);
+        }
+    }
     disarm_watchdog();
+    report_clock_devices();
     printf("DONE\n");
     return 0;
 }
