@@ -202,13 +202,32 @@ def test_without_the_entry_point_selena_lab_says_how_to_fix_it(monkeypatch, caps
     assert "lab" not in selena.cli.build_parser().format_help().split("COMMAND", 2)[-1]
 
 
-def test_check_clock_of_an_hvm_guest_is_refused_in_one_line_before_any_boot(
+def test_check_clock_passes_an_hvm_guest_and_its_clocksource_to_the_lab(
+        installed_entry_points, monkeypatch, capsys):
+    from selena.lab import cli as lab_cli
+
+    commands = []
+
+    class FakeLab:
+        def __init__(self, **kwargs):
+            pass
+
+        def run(self, command, **kwargs):
+            commands.append(command)
+            return type("Result", (), {"returncode": 0})()
+    monkeypatch.setattr(lab_cli, "Lab", FakeLab)
+    assert main(["lab", "check-clock", "--tdf", "5", "--guest", "hvm",
+                 "--clocksource", "acpi_pm"]) == 0
+    assert commands[0][-4:] == ["--guest", "hvm", "--clocksource", "acpi_pm"]
+
+
+def test_a_clocksource_for_a_pv_guest_is_refused_in_one_line_before_any_boot(
         installed_entry_points, monkeypatch, capsys):
     from selena.lab import cli as lab_cli
 
     def no_boot(*args, **kwargs):
         raise AssertionError("the lab was booted")
     monkeypatch.setattr(lab_cli, "Lab", no_boot)
-    assert main(["lab", "check-clock", "--tdf", "5", "--guest", "hvm"]) == 2
+    assert main(["lab", "check-clock", "--tdf", "5", "--clocksource", "tsc"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--guest hvm" in err and "use --guest pvh" in err
+    assert len(err.splitlines()) == 1 and "--clocksource is for --guest hvm" in err

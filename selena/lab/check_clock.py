@@ -43,9 +43,15 @@ does not start it); CLOCK_MONOTONIC and CLOCK_REALTIME across it, each on
 a line of its own, advance by what the guest ran, no more (at most the
 save's own duration at 1/TDF, within 0.1 s). Between the save and the
 restore Dom0's wall clock is moved forward by --host-clock-step seconds
-(default 3600, put back once the guest runs again): a restore after the
-host rebooted, or on another host, finds a different host wall clock, and
-the guest's own must not follow it.
+(default 3600, put back once the guest runs again; none for an HVM guest,
+whose RTC Xen moves with that clock): a restore after the host rebooted,
+or on another host, finds a different host wall clock, and the guest's
+own must not follow it.
+
+With --guest hvm the guest's clocks read --clocksource's counter, its
+timers fire on the LAPIC timer (Xen's timer device in a guest to be
+saved), and the RTC's update interrupts and PIT channel 2's count must
+follow guest time across every change and checkpoint.
 
 Run in Dom0: python3 -m selena.lab.check_clock --tdf 10 [--vcpus 2]
     [--tsc native|emulate] [--change-to 2,10,1] [--save-restore | --migrate]
@@ -67,7 +73,15 @@ from typing import TypeVar
 
 from selena.errors import SelenaError
 from selena.experiment import Experiment
-from selena.lab.dom0 import console_log, create_paused, sh, status, tiny_guest_config, try_sh
+from selena.lab.dom0 import (
+    HVM_CLOCKSOURCES,
+    console_log,
+    create_paused,
+    sh,
+    status,
+    tiny_guest_config,
+    try_sh,
+)
 from selena.model import Topology
 from selena.model.topology import GUEST_TYPES
 from selena.plan import XL_TSC_MODES
@@ -94,7 +108,13 @@ WATCHDOG_S = 2        # guest time; pinged every 0.5 s of guest time
 STEAL_GRANULARITY_NS = 10_000_000   # /proc/stat counts in 10 ms ticks
 TSC_TOLERANCE = 0.01
 
-LINE = re.compile(r"\b(S|P|C|W|M|V|T0|T1|Q0|Q1) (.*)$")
+LINE = re.compile(r"\b(S|P|C|W|M|V|T0|T1|Q0|Q1|K|R|I) (.*)$")
+PIT_HZ = 1_193_182
+PLATFORM_TOLERANCE = 0.01
+# The clock event device an HVM guest's timers fire on: the LAPIC timer,
+# but Xen's in a guest to be saved (see selena.lab.dom0.HVM_GUEST_CMDLINE).
+def hvm_clockevent(checkpoints: bool) -> str:
+    return "xen" if checkpoints else "lapic"
 SAVE_FILE = Path("/tmp/selena-clockcheck.save")
 HOST_CLOCK_STEP_S = 3600.0
 CHECKPOINT_JUMP_S = 0.1      # as a TDF change's continuity
@@ -130,6 +150,13 @@ class Run:
     # monotonic ns, deadline ns) when armed, (arrival, monotonic ns) fired.
     pending_armed: tuple[float, int, int] | None = None
     pending_fired: tuple[float, int] | None = None
+    # HVM guests: (clocksource, clock event device) at the start and end,
+    # RTC update interrupts (monotonic ns, RTC seconds) and the PIT's
+    # channel 2 count (monotonic ns, ticks since the start).
+    devices: list[tuple[str, str]] = field(default_factory=list)
+    rtc: list[tuple[int, int]] = field(default_factory=list)
+    rtc_stopped: bool = False
+    pit: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -232,8 +259,10 @@ def run_guest(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 
 def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
                             kinds: list[str], vcpus: int = 1, tsc: str | None = None,
                             watchdog: int = WATCHDOG_S,
-                            host_step_s: float = HOST_CLOCK_STEP_S, virt: str = "pv") -> Run:
-    """clockcheck in a guest created with xl (as `virt`, "pv" or "pvh"): after
+                            host_step_s: float = HOST_CLOCK_STEP_S, virt: str = "pv",
+                            clocksource: str = "hpet") -> Run:
+    """clockcheck in a guest created with xl (as `virt`: "pv", "pvh", or "hvm"
+    with its clocks on `clocksource`): after
     its first segment it is saved and restored ("save/restore") and/or
     migrated to this host ("migrate"), in `kinds`' order, each followed by a
     segment at its TDF; then the changes (selena-tdf set)."""
@@ -243,7 +272,8 @@ def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
             f"{pending_ms(tdf, changes, len(kinds))}")
     lines = (f'tsc_mode = "{XL_TSC_MODES[tsc]}"',) if tsc else ()
     config = tiny_guest_config(GUEST, f"selena.init=/usr/bin/clockcheck selena.args={args}",
-                               vcpus=vcpus, lines=lines, virt=virt)
+                               vcpus=vcpus, lines=lines, virt=virt, clocksource=clocksource,
+                               lapic_timer=not kinds)
     incoming = f"{GUEST}--incoming"
     logs = [console_log(GUEST), console_log(incoming)]
     for log in logs:
@@ -404,8 +434,22 @@ def _parse(run: Run, now: float, line: str) -> None:
             run.pending_armed = (now, int(rest[0]), int(rest[1]))
         elif kind == "Q1" and len(rest) == 1:
             run.pending_fired = (now, int(rest[0]))
+        else:
+            _parse_platform(run, kind, rest)
     except ValueError:
         return  # a line garbled by kernel messages on the console
+
+
+def _parse_platform(run: Run, kind: str, rest: list[str]) -> None:
+    """The lines only an HVM guest prints in full (K, R, I)."""
+    if kind == "K" and len(rest) == 2:
+        run.devices.append((rest[0], rest[1]))
+    elif kind == "R" and rest == ["none"]:
+        run.rtc_stopped = True
+    elif kind == "R" and len(rest) == 2:
+        run.rtc.append((int(rest[0]), int(rest[1])))
+    elif kind == "I" and len(rest) == 2:
+        run.pit.append((int(rest[0]), int(rest[1])))
 
 
 def fit_rate(points: list[tuple[float, float]]) -> float:
@@ -443,13 +487,15 @@ Row = tuple[str, float, float, float, bool]     # measure, measured, expected, e
 def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
           tsc: str | None = None, watchdog: int = WATCHDOG_S,
           checkpoints: tuple[str, ...] = (),
-          host_step_s: float = HOST_CLOCK_STEP_S, guest: str = "pv") -> list[str]:
+          host_step_s: float = HOST_CLOCK_STEP_S, guest: str = "pv",
+          clocksource: str = "hpet") -> list[str]:
     if checkpoints or guest != "pv":
-        # A PVH guest is created with xl: the experiment lifecycle's nodes
-        # are PV.
+        # PVH and HVM guests are created with xl, as checkpointed ones are
+        # (a new domain id would orphan the experiment's state).
         run = run_guest_checkpointed(tdf, changes, timeout, kinds=list(checkpoints),
                                      vcpus=vcpus, tsc=tsc, watchdog=watchdog,
-                                     host_step_s=host_step_s, virt=guest)
+                                     host_step_s=host_step_s, virt=guest,
+                                     clocksource=clocksource)
     else:
         run = run_guest(tdf, changes, timeout, vcpus=vcpus, tsc=tsc, watchdog=watchdog)
     failures: list[str] = []
@@ -470,9 +516,14 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
     checks = _checkpoint_checks(run) + _pending_checks(run, tdf) + _steal_checks(run, vcpus) \
         + _cross_checks(run, vcpus)
     checks.append(_watchdog_check(run, tdf, watchdog))
+    if guest == "hvm":
+        rows += _platform_rows(run, failures)
+        checks.append(_devices_check(run, clocksource, hvm_clockevent(bool(checkpoints))))
     sequence = " -> ".join(f"{t:g}" for t in [tdf, *changes])
     print(f"\nTDF {tdf:g}" + (f" (changes {sequence})" if changes else "")
           + f"; {guest.upper()} guest; {vcpus} vCPU(s); TSC {tsc or 'default mode'}"
+          + (f"; clocks on the {clocksource} counter, timers on the "
+             f"{hvm_clockevent(bool(checkpoints))} timer" if guest == "hvm" else "")
           + "".join(f"; {p.kind} after {FIRST_SEGMENT_VIRTUAL_S:g} guest s "
                     f"({p.saved - p.start:.1f} s, thawed {p.thawed - p.saved:.1f} s later"
                     + (f", host clock {p.host_step_s:+g} s" if p.host_step_s else "") + ")"
@@ -661,6 +712,39 @@ def _watchdog_check(run: Run, tdf: float, timeout: int) -> tuple[str, str, bool]
             f"largest TDF increase x{raise_x:g}", True)
 
 
+def _platform_rows(run: Run, failures: list[str]) -> list[Row]:
+    """An HVM guest's RTC and PIT against its CLOCK_MONOTONIC over the whole
+    run, across every change: each counts guest time (whose rate against
+    real time the clock rows check), never real time."""
+    rows: list[Row] = []
+    if run.rtc_stopped or len(run.rtc) < 3:
+        failures.append(f"RTC: {len(run.rtc)} update interrupts"
+                        + (", then none for 3 guest seconds" if run.rtc_stopped else ""))
+    else:
+        rate = fit_rate([(mono / 1e9, float(secs)) for mono, secs in run.rtc])
+        rows.append(_row("RTC seconds per guest second", rate, 1.0, PLATFORM_TOLERANCE))
+    if len(run.pit) < 3:
+        failures.append(f"PIT: {len(run.pit)} samples of channel 2's count")
+    else:
+        rate = fit_rate([(mono / 1e9, float(ticks)) for mono, ticks in run.pit])
+        rows.append(_row("PIT ticks per guest second", rate, PIT_HZ, PLATFORM_TOLERANCE))
+    return rows
+
+
+def _devices_check(run: Run, clocksource: str,
+                   clockevent: str = "lapic") -> tuple[str, str, bool]:
+    """The clocks read the counter asked for and the timers fire on the
+    expected device, from the start to the end: otherwise the rates above
+    would be some other device's."""
+    want = (clocksource, clockevent)
+    seen = " then ".join(f"{cs}/{ce}" for cs, ce in dict.fromkeys(run.devices))
+    # Linux reads the TSC as "tsc-early" until its calibration is refined,
+    # about a second after boot: the same counter.
+    read = [("tsc" if cs == "tsc-early" else cs, ce) for cs, ce in run.devices]
+    return ("clocksource/timer device", seen or "not reported",
+            bool(read) and all(d == want for d in read))
+
+
 def _tdf_at(run: Run, base: float, t: float) -> float:
     current = base
     for t_change, new in run.changes:
@@ -760,8 +844,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="TDFs to change the running guest to, in order (e.g. 2,10,1)")
     parser.add_argument("--vcpus", type=int, default=1, help="guest vCPUs (default 1)")
     parser.add_argument("--guest", choices=GUEST_TYPES, default="pv",
-                        help="the guest's type: pv (default) or pvh (the same tiny kernel "
-                             "in an HVM container; created with xl)")
+                        help="the guest's type: pv (default), pvh (the same tiny kernel "
+                             "in an HVM container) or hvm (on Dom0's device model, with the "
+                             "RTC and PIT checked too); created with xl")
+    parser.add_argument("--clocksource", choices=HVM_CLOCKSOURCES, default="hpet",
+                        help="with --guest hvm: the counter the guest's clocks read "
+                             "(default hpet)")
     parser.add_argument("--tsc", choices=("native", "emulate"), default=None,
                         help="xl tsc_mode: native (raw TSC, dilated pvclock scale) or "
                              "always_emulate; default: Xen's default mode")
@@ -773,9 +861,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--migrate", action="store_true",
                         help="migrate the guest to this same host after its first segment "
                              "(after the save/restore's, with both)")
-    parser.add_argument("--host-clock-step", type=float, default=HOST_CLOCK_STEP_S,
+    parser.add_argument("--host-clock-step", type=float, default=None,
                         help="with --save-restore: seconds Dom0's wall clock is moved "
-                             "between the save and the restore (default 3600; 0: none)")
+                             "between the save and the restore (default 3600, 0 for an HVM "
+                             "guest: Xen moves its RTC with that clock)")
     args = parser.parse_args(argv)
     checkpoints = (("save/restore",) if args.save_restore else ()) + \
         (("migrate",) if args.migrate else ())
@@ -790,7 +879,8 @@ def main(argv: list[str] | None = None) -> int:
             failures += [f"TDF {tdf:g}: {f}" for f in check(
                 tdf, changes, args.timeout, vcpus=args.vcpus, tsc=args.tsc,
                 watchdog=args.watchdog, checkpoints=checkpoints,
-                host_step_s=args.host_clock_step, guest=args.guest)]
+                host_step_s=host_clock_step(args.host_clock_step, args.guest), guest=args.guest,
+                clocksource=args.clocksource)]
         except (CheckFailed, SelenaError) as exc:
             failures.append(f"TDF {tdf:g}: {exc}")
     if failures:
@@ -798,6 +888,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print("\nall clocks and timers follow the TDF")
     return 0
+
+
+def host_clock_step(asked: float | None, guest: str) -> float:
+    """Seconds Dom0's clock moves between a save and its restore: none for
+    an HVM guest unless asked, as Xen moves its RTC with Dom0's clock (as
+    upstream does) and putting the clock back would move the RTC back an
+    hour while the guest runs."""
+    if asked is not None:
+        return asked
+    return 0.0 if guest == "hvm" else HOST_CLOCK_STEP_S
 
 
 def _tdf_list(text: str) -> list[float]:

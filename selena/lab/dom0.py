@@ -13,6 +13,18 @@ from selena.runner import CommandResult, Runner
 TEMPLATE_DIR = Path("/usr/share/selena/templates/tiny-host")
 CONSOLE_DIR = Path("/var/log/xen/console")
 GUEST_CMDLINE = "console=hvc0 clocksource=xen tsc=unstable quiet"
+# An HVM guest's clocks read one of HVM_CLOCKSOURCES' counters. Without the
+# vector callback Linux registers neither Xen's clocksource nor its timer
+# device, so its timers fire on the LAPIC timer; event channels (console,
+# watchdog) come through the Xen platform PCI device's interrupt. Such a
+# guest does not resume from a save (Linux 6.1; with or without a TDF):
+# one to be saved keeps the callback, its timers on Xen's timer device.
+HVM_GUEST_CMDLINE = "console=hvc0 quiet"
+HVM_LAPIC_TIMER = "xen_no_vector_callback"
+HVM_CLOCKSOURCES = ("hpet", "acpi_pm", "tsc")
+# The firmware, the device model's option ROM that loads the kernel and the
+# shadow page tables need more than a PV guest's memory.
+HVM_EXTRA_MEMORY_MB = 32
 
 RUNNER = Runner()
 
@@ -47,17 +59,32 @@ def template_memory_mb() -> int:
 
 def tiny_guest_config(name: str, extra: str, *, memory_mb: int | None = None,
                       vifs: tuple[str, ...] = (), vcpus: int = 1,
-                      lines: tuple[str, ...] = (), virt: str = "pv") -> str:
+                      lines: tuple[str, ...] = (), virt: str = "pv",
+                      clocksource: str = "hpet", lapic_timer: bool = True) -> str:
     """An xl config for a tiny-host guest with `extra` on its kernel command line
     (memory: the template's unless given), `vcpus` vCPUs and further xl `lines`;
-    `virt` "pv" or "pvh" (the same kernel boots as either)."""
+    `virt` "pv", "pvh" or "hvm" (the same kernel boots as each; an HVM guest
+    runs on Dom0's device model, its clocks on `clocksource`, its timers on
+    the LAPIC timer unless not `lapic_timer`)."""
     if memory_mb is None:
-        memory_mb = template_memory_mb()
+        memory_mb = template_memory_mb() + (HVM_EXTRA_MEMORY_MB if virt == "hvm" else 0)
+    cmdline = GUEST_CMDLINE
+    hvm: list[str] = []
+    if virt == "hvm":
+        if clocksource not in HVM_CLOCKSOURCES:
+            raise ValueError(f"clocksource {clocksource!r}: one of {', '.join(HVM_CLOCKSOURCES)}")
+        # tsc=reliable: the clocksource watchdog must not swap the TSC for
+        # another counter mid-run under the emulator's jitter.
+        cmdline = f"{HVM_GUEST_CMDLINE} clocksource={clocksource}" + (
+            f" {HVM_LAPIC_TIMER}" if lapic_timer else "") + (
+            " tsc=reliable" if clocksource == "tsc" else "")
+        hvm = ['device_model_version = "qemu-xen"', 'vga = "none"', "vnc = 0",
+               "hpet = 1", "acpi = 1", "viridian = 0"]
     config = [
         f'name = "{name}"', f'type = "{virt}"',
         f'kernel = "{TEMPLATE_DIR / "vmlinuz"}"', f'ramdisk = "{TEMPLATE_DIR / "initrd.gz"}"',
-        f'extra = "{GUEST_CMDLINE} {extra}"', f"memory = {memory_mb}", f"vcpus = {vcpus}",
-        'on_poweroff = "destroy"', 'on_crash = "destroy"',
+        f'extra = "{cmdline} {extra}"', f"memory = {memory_mb}", f"vcpus = {vcpus}",
+        'on_poweroff = "destroy"', 'on_crash = "destroy"', *hvm,
     ]
     if vifs:
         config.append("vif = [ " + ", ".join(f"'{v}'" for v in vifs) + " ]")

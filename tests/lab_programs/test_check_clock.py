@@ -219,3 +219,78 @@ def test_the_pending_timer_expires_halfway_through_the_segment_after_the_first_e
     assert check_clock.pending_ms(5.0, []) == 0
     assert check_clock.pending_ms(5.0, [2.0]) == int((first + 2.5 / 2) * 1000)
     assert check_clock.pending_ms(5.0, [2.0], checkpoints=1) == int((first + 1.0) * 1000)
+
+
+def _hvm_run(rtc_per_guest_s: float, pit_hz: float, devices: tuple[str, str]) -> Run:
+    """An HVM guest's platform lines over 12 guest seconds: RTC updates one
+    RTC second apart and PIT counts at the given rates of guest time."""
+    lines = [f"K {devices[0]} {devices[1]}"]
+    for k in range(12):
+        lines.append(f"R {int(k / rtc_per_guest_s * 1e9)} {1_800_000_000 + k}")
+    for k in range(120):
+        lines.append(f"I {k * 100_000_000} {int(k * 0.1 * pit_hz)}")
+    lines.append(f"K {devices[0]} {devices[1]}")
+    return _run(lines)
+
+
+def test_an_hvm_guests_rtc_and_pit_must_count_guest_time():
+    from selena.lab.check_clock import PIT_HZ, _platform_rows
+
+    failures: list[str] = []
+    rows = _platform_rows(_hvm_run(1.0, PIT_HZ, ("hpet", "lapic")), failures)
+    assert [r[0] for r in rows] == ["RTC seconds per guest second", "PIT ticks per guest second"]
+    assert all(r[4] for r in rows) and not failures
+    # An RTC or a PIT left in real time at TDF 10 counts ten times too fast
+    # in guest time.
+    rows = _platform_rows(_hvm_run(10.0, PIT_HZ * 10, ("hpet", "lapic")), failures)
+    assert [r[4] for r in rows] == [False, False]
+    stopped = _run(["R 0 100", "R 1000000000 101", "R none"])
+    _platform_rows(stopped, failures)
+    assert any("RTC: 2 update interrupts, then none" in f for f in failures)
+    assert any("PIT: 0 samples" in f for f in failures)
+
+
+def test_an_hvm_guests_clocks_must_read_the_asked_counter_and_fire_on_the_lapic():
+    from selena.lab.check_clock import _devices_check
+
+    assert _devices_check(_hvm_run(1.0, 1.0, ("acpi_pm", "lapic")), "acpi_pm")[2]
+    name, detail, ok = _devices_check(_hvm_run(1.0, 1.0, ("xen", "xen")), "hpet")
+    assert not ok and detail == "xen/xen"
+    # Swapped mid-run (the clocksource watchdog): both named, and a failure.
+    run = _run(["K tsc lapic", "K hpet lapic"])
+    assert _devices_check(run, "tsc") == ("clocksource/timer device",
+                                          "tsc/lapic then hpet/lapic", False)
+    assert not _devices_check(_run([]), "hpet")[2]
+    assert _devices_check(_run(["K hpet xen"]), "hpet", "xen")[2]
+    # The TSC before and after Linux refines its calibration.
+    assert _devices_check(_run(["K tsc-early lapic", "K tsc lapic"]), "tsc")[2]
+    assert not _devices_check(_run(["K tsc-early lapic", "K hpet lapic"]), "tsc")[2]
+
+
+def test_an_hvm_guest_config_boots_the_tiny_kernel_on_the_device_model(monkeypatch):
+    import pytest
+
+    from selena.lab import dom0
+
+    monkeypatch.setattr(dom0, "template_memory_mb", lambda: 32)
+    config = dom0.tiny_guest_config("g", "selena.init=/usr/bin/clockcheck", virt="hvm",
+                                    clocksource="acpi_pm")
+    assert 'type = "hvm"' in config and 'device_model_version = "qemu-xen"' in config
+    assert "clocksource=acpi_pm xen_no_vector_callback " in config
+    assert "clocksource=xen" not in config and "memory = 64" in config
+    assert "tsc=reliable" in dom0.tiny_guest_config("g", "", virt="hvm", clocksource="tsc")
+    # A guest to be saved keeps Xen's callback (and timer device).
+    saved = dom0.tiny_guest_config("g", "", virt="hvm", lapic_timer=False)
+    assert "xen_no_vector_callback" not in saved and "clocksource=hpet" in saved
+    pv = dom0.tiny_guest_config("g", "", virt="pv")
+    assert "device_model" not in pv and "clocksource=xen" in pv and "memory = 32" in pv
+    with pytest.raises(ValueError, match="clocksource 'jiffies'"):
+        dom0.tiny_guest_config("g", "", virt="hvm", clocksource="jiffies")
+
+
+def test_dom0s_clock_stays_put_around_an_hvm_guests_restore_unless_asked():
+    from selena.lab.check_clock import HOST_CLOCK_STEP_S, host_clock_step
+
+    assert host_clock_step(None, "pv") == host_clock_step(None, "pvh") == HOST_CLOCK_STEP_S
+    assert host_clock_step(None, "hvm") == 0.0
+    assert host_clock_step(60.0, "hvm") == 60.0 and host_clock_step(0.0, "pv") == 0.0
