@@ -3,8 +3,10 @@ everything a PV node does, in the guest type Xen distributions without PV
 run. A ping across the link, a change of TDF to 3 and back (exp.set_tdf), a
 pause and a resume of the whole experiment (its clocks frozen meanwhile),
 another ping, then h2 crashed (exp.crash) and h1's ping to it failing.
+`--param virt=hvm` makes them HVM hosts instead (experiment hvmpair).
 
     selena run scenarios/pvh_pair.py --out results/pvh-pair
+    selena run scenarios/pvh_pair.py --param virt=hvm --out results/hvm-pair
 
 Records rtt_ms (the pings at TDF 6, expected 80 ms), rtt_ms_tdf3 (at TDF 3)
 and ping_after_crash_exit (ping's exit status once h2 is gone: 1).
@@ -18,10 +20,14 @@ from selena.model import Topology
 DELAY_MS = 40
 PAUSE_REAL_S = 2.0
 
-topology = Topology("pvhpair", tdf=6)
-h1 = topology.add_host("h1", ip="10.0.0.1/24", virt="pvh")
-h2 = topology.add_host("h2", ip="10.0.0.2/24", virt="pvh")
-topology.add_link(h1, h2, delay=f"{DELAY_MS}ms")
+
+
+def build(virt="pvh"):
+    topology = Topology(f"{virt}pair", tdf=6)
+    h1 = topology.add_host("h1", ip="10.0.0.1/24", virt=virt)
+    h2 = topology.add_host("h2", ip="10.0.0.2/24", virt=virt)
+    topology.add_link(h1, h2, delay=f"{DELAY_MS}ms")
+    return topology
 
 
 def _rtts(exp, count):

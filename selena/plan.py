@@ -56,7 +56,7 @@ class GuestPlan:
     guest_shaping: list[tuple[str, list[list[str]]]] = field(default_factory=list)
     static_arp: list[tuple[str, str, str]] = field(default_factory=list)  # ip, mac, via mac
     tsc_mode: str | None = None     # xl's tsc_mode, None for the default
-    virt: str = "pv"                # xl's type: "pv" or "pvh"
+    virt: str = "pv"                # xl's type: "pv", "pvh" or "hvm"
     cpu_time: str = "dilated"       # "real": capped to 100/TDF % per vCPU
     disk: str | None = None         # a read-only root image (debian templates)
 
@@ -191,11 +191,11 @@ def _plan_guests(topo: Topology, template_root: Path,
 
 
 def _tsc_mode(node: Node) -> str | None:
-    """xl's tsc_mode for a node: a PVH guest's TSC is emulated unless it asks
+    """xl's tsc_mode for a node: a PVH or HVM guest's TSC is emulated unless it asks
     for the raw one; in Xen's default mode an HVM container on a host whose
     TSC Xen trusts reads the hardware TSC, which the hypervisor refuses to
     dilate."""
-    if node.tsc_mode is None and node.virt == "pvh":
+    if node.tsc_mode is None and node.virt in ("pvh", "hvm"):
         return XL_TSC_MODES["emulate"]
     return XL_TSC_MODES.get(node.tsc_mode or "")
 
@@ -255,6 +255,11 @@ def _plan_static_arp(topo: Topology, guests: dict[str, GuestPlan]) -> None:
 def pool_key(guest: GuestPlan) -> str:
     """Guests with equal keys are interchangeable in the warm pool."""
     key = f"{guest.template}-m{guest.memory_mb}-c{guest.vcpus}"
+    # A domain's type and TSC mode are fixed when it is created.
+    if guest.virt != "pv":
+        key += f"-{guest.virt}"
+    if guest.tsc_mode:
+        key += f"-t{guest.tsc_mode.replace('_', '')}"
     if guest.disk:
         # The image (a package variant) in a few characters: the key is part
         # of pooled domains' names.
@@ -265,6 +270,11 @@ def pool_key(guest: GuestPlan) -> str:
 def _disk(node: Node, spec: TemplateSpec) -> str | None:
     """The node's root image: its template's, or the variant with the
     node's packages, which must have been built (nothing is created yet)."""
+    if spec.disk and node.virt == "hvm":
+        # The device model would put the image on an emulated IDE disk,
+        # which it will not open read-only, and the image is shared.
+        raise TemplateError(f"node {node.name}: an HVM node boots an initramfs template; "
+                            f"{node.template} is a disk image (use virt='pvh' for it)")
     if not node.packages:
         return str(spec.disk) if spec.disk else None
     if spec.disk is None:

@@ -251,7 +251,7 @@ def _meta(topo: Topology, records: Sequence[Recorded], environment: Mapping[str,
                                  "cap_percent_at_start": _cap(node.vcpus, topo.tdf,
                                                               node.cpu_time)}
                      for node in sorted(topo.nodes.values(), key=lambda n: n.name)},
-        # Each node's guest type (Node.virt): "pv" or "pvh".
+        # Each node's guest type (Node.virt): "pv", "pvh" or "hvm".
         "virt": {node.name: node.virt
                  for node in sorted(topo.nodes.values(), key=lambda n: n.name)},
         **environment,

@@ -315,9 +315,7 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
     if not 0 <= node.id <= 99_999:
         add("node id out of range", f"{where}: id {node.id} out of range (0 to 99999)", at)
     if node.virt not in GUEST_TYPES:
-        add("bad guest type", f"{where}: virt {node.virt!r}: use 'pv' or 'pvh' (HVM nodes "
-            "need a device model, qemu-system-xen, in Dom0: selena does not start them yet)",
-            at)
+        add("bad guest type", f"{where}: virt {node.virt!r}: use 'pv', 'pvh' or 'hvm'", at)
     if node.tsc_mode not in (None, "native", "emulate"):
         add("bad tsc mode", f"{where}: tsc_mode {node.tsc_mode!r}: use 'native' or 'emulate' "
             "(or leave it unset)", at)

@@ -3,7 +3,7 @@ import pytest
 from selena.backends.xl import xl_config
 from selena.errors import ValidationError
 from selena.model import Topology
-from selena.plan import make_plan, short_id
+from selena.plan import make_plan, pool_key, short_id
 from selena.topologies import fat_tree
 
 
@@ -103,7 +103,7 @@ def test_tsc_mode_reaches_the_xl_config_and_is_validated():
         validate(topo)
 
 
-def test_a_pvh_node_boots_as_pvh_with_an_emulated_tsc_and_hvm_is_refused():
+def test_pvh_and_hvm_nodes_boot_as_such_with_an_emulated_tsc():
     from selena.errors import TopologyError
     from selena.model import Topology
     from selena.validate import validate
@@ -112,23 +112,42 @@ def test_a_pvh_node_boots_as_pvh_with_an_emulated_tsc_and_hvm_is_refused():
     topo.add_host("h1", "10.0.0.1", virt="pvh")
     topo.add_host("h2", "10.0.0.2", virt="pvh", tsc_mode="native")
     topo.add_host("h3", "10.0.0.3")
+    topo.add_host("h4", "10.0.0.4", virt="hvm")
     topo.add_link("h1", "h2")
     topo.add_link("h1", "h3")
+    topo.add_link("h1", "h4")
     plan = make_plan(topo)
-    h1, h2, h3 = (xl_config(plan, plan.guest(n)) for n in ("h1", "h2", "h3"))
-    # Xen's default mode would give a PVH guest the hardware TSC on a host
-    # whose TSC it trusts, which the hypervisor refuses to dilate.
+    h1, h2, h3, h4 = (xl_config(plan, plan.guest(n)) for n in ("h1", "h2", "h3", "h4"))
+    # Xen's default mode would give a PVH or HVM guest the hardware TSC on a
+    # host whose TSC it trusts, which the hypervisor refuses to dilate.
     assert 'type = "pvh"' in h1 and 'tsc_mode = "always_emulate"' in h1
     assert 'type = "pvh"' in h2 and 'tsc_mode = "native"' in h2
     assert 'type = "pv"' in h3 and "tsc_mode" not in h3
-    topo.nodes["h3"].virt = "hvm"
+    assert 'type = "hvm"' in h4 and 'tsc_mode = "always_emulate"' in h4
+    # An HVM node runs on the device model, with no display and no emulated
+    # NIC beside its vif (its tap would be a bridge port selena did not make).
+    assert 'device_model_version = "qemu-xen"' in h4 and 'vga = "none"' in h4
+    assert ",type=vif'" in h4
+    assert all("device_model" not in c and "type=vif" not in c for c in (h1, h2, h3))
+    topo.nodes["h3"].virt = "hvm-ish"
     with pytest.raises(TopologyError) as err:
         validate(topo)
-    assert "h3" in str(err.value) and "virt 'hvm': use 'pv' or 'pvh'" in str(err.value)
-    assert "device model" in str(err.value)
+    assert "h3" in str(err.value) and "virt 'hvm-ish': use 'pv', 'pvh' or 'hvm'" in str(err.value)
     from selena.errors import ArgumentError
     with pytest.raises(ArgumentError, match="virt must be a string"):
         Topology("t").add_host("h1", virt=True)
+
+
+def test_a_pooled_guest_serves_only_nodes_of_its_type_and_tsc_mode():
+    from selena.model import Topology
+
+    topo = Topology("pool")
+    for name, virt, tsc in (("a", "pv", None), ("b", "pvh", None), ("c", "hvm", None),
+                            ("d", "pv", "native"), ("e", "pv", None)):
+        topo.add_host(name, virt=virt, tsc_mode=tsc)
+    plan = make_plan(topo)
+    keys = {n: pool_key(plan.guest(n)) for n in "abcde"}
+    assert len({keys[n] for n in "abcd"}) == 4 and keys["a"] == keys["e"]
 
 
 def test_the_plan_benchmark_runs_and_prints_its_figures(capsys, monkeypatch):

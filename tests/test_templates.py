@@ -230,3 +230,15 @@ def test_apt_errors_name_the_package_and_the_chroot_is_unmounted(tmp_path):
     umounts = [c[-1] for c in runner.calls if c[0] == "umount"]
     assert umounts == [str(root / "dev"), str(root / "sys"), str(root / "proc")]
     assert not (root / "usr/sbin/policy-rc.d").exists()
+
+
+def test_an_hvm_node_on_a_disk_image_template_is_refused_in_one_line(tmp_path):
+    root = _debian_root(tmp_path)
+    topo = _pair(None)
+    topo.nodes["m1"].virt = "hvm"
+    with pytest.raises(TemplateError) as err:
+        make_plan(topo, template_root=root)
+    assert str(err.value) == ("node m1: an HVM node boots an initramfs template; debian is a "
+                              "disk image (use virt='pvh' for it)")
+    topo.nodes["m1"].virt = "pvh"
+    assert make_plan(topo, template_root=root).guest("m1").disk

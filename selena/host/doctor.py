@@ -699,7 +699,7 @@ def _hw_caps_itsc(info: dict[str, str] | None) -> bool | None:
 
 # A node's guest type (Node.virt) and the word of `xl info`'s virt_caps
 # that Xen needs to run it: a PVH guest is an HVM container.
-GUEST_TYPE_CAPS = {"pv": "pv", "pvh": "hvm"}
+GUEST_TYPE_CAPS = {"pv": "pv", "pvh": "hvm", "hvm": "hvm"}
 HVM_FIX = ("enable VT-x or AMD-V in the firmware (under another hypervisor: expose it to "
            "this one), or make the nodes PV (add_host(..., virt='pv'), the default)")
 
@@ -726,10 +726,28 @@ def check_guest_types(probe: HostProbe, needed: Iterable[str] | None = None) -> 
     missing = sorted(set(needed or ()) - set(offered))
     if missing:
         return fail(name, f"{detail}: the plan has {', '.join(missing)} nodes, which this "
-                          "Xen cannot run", HVM_FIX if "pvh" in missing else None)
+                          "Xen cannot run", HVM_FIX if {"pvh", "hvm"} & set(missing) else None)
     if needed is None and "pvh" not in offered:
         return warn(name, f"{detail}: PVH nodes (virt='pvh') would be refused", HVM_FIX)
     return ok(name, detail)
+
+
+# The device model HVM nodes run on: Debian's qemu-system-xen, where Debian's
+# libxl looks for it.
+DEVICE_MODEL = "/usr/libexec/xen-qemu-system-i386"
+DEVICE_MODEL_FIX = ("apt-get install qemu-system-xen, or make the nodes PVH "
+                    "(add_host(..., virt='pvh'))")
+
+
+def check_device_model(probe: HostProbe, needed: bool = False) -> Check:
+    """The device model HVM nodes need: a failure when a plan has HVM nodes,
+    a warning otherwise."""
+    name = "device-model"
+    if probe.exists(DEVICE_MODEL):
+        return ok(name, DEVICE_MODEL)
+    detail = f"no {DEVICE_MODEL}: HVM nodes (virt='hvm') cannot start"
+    return fail(name, detail, DEVICE_MODEL_FIX) if needed else \
+        warn(name, detail, DEVICE_MODEL_FIX)
 
 
 def check_tsc(probe: HostProbe, dom0: bool) -> Check:
@@ -779,7 +797,8 @@ def check_disk(probe: HostProbe) -> Check:
 
 
 DOM0_DEPENDENT = ("tdf-domctl", "xen-version", "xenstored", "xen-modules", "resources",
-                  "guest-types", "dom0-vcpus", "scheduler", "cstates", "console-log")
+                  "guest-types", "device-model", "dom0-vcpus", "scheduler", "cstates",
+                  "console-log")
 
 
 def run_checks(probe: HostProbe) -> list[Check]:
@@ -803,6 +822,7 @@ def run_checks(probe: HostProbe) -> list[Check]:
                       "xen-modules"))
     checks.append(xen(lambda: check_resources(probe), "resources"))
     checks.append(xen(lambda: check_guest_types(probe), "guest-types"))
+    checks.append(xen(lambda: check_device_model(probe), "device-model"))
     checks.append(xen(lambda: check_dom0_vcpus(probe), "dom0-vcpus"))
     checks.append(xen(lambda: check_scheduler(probe), "scheduler"))
     checks.append(xen(lambda: check_cstates(probe), "cstates"))
@@ -888,6 +908,8 @@ def preflight(probe: HostProbe, templates: Iterable[str] | None = None,
     # PV is what every host so far runs: `xl info` is asked only for others.
     if set(guest_types) - {"pv"}:
         checks.append(check_guest_types(probe, guest_types))
+    if "hvm" in guest_types:
+        checks.append(check_device_model(probe, needed=True))
     for check in checks:
         if check.status is Status.FAIL:
             _refuse(check)

@@ -100,10 +100,9 @@ MININET_METHODS = {
              "built by calling add_host/add_switch/add_link",
 }
 
-# Guest types a node can be (Node.virt). HVM is not among them yet: the
-# hypervisor dilates HVM guests, but an HVM node needs a device model
-# (qemu-system-xen) in Dom0, which the lab's Dom0 does not carry to test it.
-GUEST_TYPES = ("pv", "pvh")
+# Guest types a node can be (Node.virt). An HVM node runs on a device model
+# (qemu-system-xen) in Dom0.
+GUEST_TYPES = ("pv", "pvh", "hvm")
 NODE_OPTIONS = ("template", "id", "vcpus", "cpus", "memory", "tsc_mode", "cpu_time",
                 "packages", "virt")
 HOST_OPTIONS = ("ip", "mac", "gateway", "ip6", "gateway6")
@@ -226,9 +225,11 @@ class Node:
     # dilated, for a dilated guest), "native" (the opt-out: raw RDTSC, faster)
     # or "emulate".
     tsc_mode: str | None = None
-    # The guest's type: "pv" (default) or "pvh" (the same kernel in an HVM
-    # container, as Xen distributions without PV run guests; its TSC is
-    # emulated unless tsc_mode says "native").
+    # The guest's type: "pv" (default), "pvh" (the same kernel in an HVM
+    # container, as Xen distributions without PV run guests) or "hvm" (the
+    # same kernel on an emulated PC: firmware, PCI, PIT, RTC, HPET, on a
+    # device model in Dom0). PVH and HVM guests' TSC is emulated unless
+    # tsc_mode says "native".
     virt: str = "pv"
     # "dilated" (default): the guest's CPU seems TDF times faster, as in
     # SELENA; "real": capped to 100/TDF % per vCPU, the speed of TDF 1.
@@ -398,7 +399,7 @@ class Topology:
         cpu_time: "dilated" or "real" (see Node.cpu_time).
         packages: Debian packages for a debian-based template ("memcached"
         or ["memcached", "ptpd"]).
-        virt: the guest's type, "pv" (default) or "pvh"."""
+        virt: the guest's type, "pv" (default), "pvh" or "hvm"."""
         call = f"add_{kind.value if isinstance(kind, NodeKind) else 'node'}({name!r}, ...)"
         if unknown:
             _unknown_options(call, unknown, NODE_OPTIONS + (

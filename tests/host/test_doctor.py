@@ -20,6 +20,7 @@ from selena.control.protocol import PROTOCOL_VERSION
 from selena.errors import CommandError, CommandTimeout, HostNotReady
 from selena.host import doctor
 from selena.host.doctor import (
+    DEVICE_MODEL,
     DOM0_DEPENDENT,
     NOT_DOM0_MESSAGE,
     OPTIONAL_TEMPLATES,
@@ -142,6 +143,7 @@ def lab(tmp_path) -> tuple[HostProbe, Runner]:
     write(root, "/run/xenstored/socket")
     (root / "usr/lib/xen-4.17").mkdir(parents=True)
     write(root, "/etc/xen/scripts/vif-openvswitch", "#!/bin/sh\n")
+    write(root, DEVICE_MODEL)
     write(root, "/sys/devices/system/cpu/online", "0-1\n")
     write(root, "/sys/devices/system/clocksource/clocksource0/current_clocksource", "xen\n")
     write(root, "/sys/devices/system/clocksource/clocksource0/available_clocksource",
@@ -691,7 +693,7 @@ def test_disk(tmp_path, free, status):
 
 
 @pytest.mark.parametrize("caps, status, words", [
-    (LAB_VIRT_CAPS, Status.OK, "pv, pvh (virt_caps: pv hvm shadow)"),
+    (LAB_VIRT_CAPS, Status.OK, "pv, pvh, hvm (virt_caps: pv hvm shadow)"),
     ("pv hvm hvm_directio pv_directio hap shadow", Status.OK, "pv, pvh"),
     ("pv pv_directio", Status.WARN, "PVH nodes (virt='pvh') would be refused"),
     (None, Status.SKIP, "xl info gave no virt_caps"),
@@ -741,6 +743,25 @@ def test_preflight_refuses_pvh_nodes_on_a_xen_without_hvm(lab):
                               "has pvh nodes, which this Xen cannot run (fix: enable VT-x")
     # PV nodes alone need nothing more.
     assert preflight(fresh(probe), {"tiny-host"}, guest_types={"pv"})[-1].name == "templates"
+
+
+def test_preflight_of_hvm_nodes_needs_the_device_model(lab):
+    probe, _ = lab
+    (probe.root / DEVICE_MODEL.lstrip("/")).unlink()
+    with pytest.raises(HostNotReady) as exc:
+        preflight(probe, {"tiny-host"}, guest_types={"pv", "hvm"})
+    assert str(exc.value) == (f"host not ready: device-model: no {DEVICE_MODEL}: HVM nodes "
+                              "(virt='hvm') cannot start (fix: apt-get install qemu-system-xen, "
+                              "or make the nodes PVH (add_host(..., virt='pvh')))")
+    assert exc.value.check == "device-model"
+    # The doctor only warns: no plan needs it.
+    assert by_name(run_checks(fresh(probe)))["device-model"].status is Status.WARN
+    write(probe.root, DEVICE_MODEL, "")
+    checks = preflight(fresh(probe), {"tiny-host"}, guest_types={"pv", "hvm"})
+    assert by_name(checks)["device-model"].status is Status.OK
+    # PVH nodes need none.
+    assert "device-model" not in by_name(preflight(fresh(probe), {"tiny-host"},
+                                                   guest_types={"pvh"}))
 
 
 def test_preflight_logs_a_doubt_and_goes_on(lab, caplog):
