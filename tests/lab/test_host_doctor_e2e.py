@@ -28,5 +28,5 @@ def test_the_lab_passes_the_doctor(lab):
     assert "doctor-rc=0" in out and "json-rc=0" in out and "json-ok True" in out, out
     status = dict(re.findall(r"^check (\S+) (\S+)$", out, re.M))
     for must in ("dom0", "tdf-domctl", "xen-version", "xenstored", "openvswitch",
-                 "shaping-modules", "templates", "console-log"):
+                 "shaping-modules", "templates", "console-log", "device-model"):
         assert status.get(must) == "ok", (must, status)

@@ -11,6 +11,7 @@ import json
 
 import lab_results
 import pytest
+from guest_pair import assert_pair_run
 from lab_stats import check
 
 from selena.paths import project_root
@@ -25,23 +26,7 @@ def test_two_pvh_hosts_keep_a_40ms_link_at_tdf6(lab):
     result = lab.run(f"rm -rf {OUT}; selena run scenarios/pvh_pair.py --out {OUT}; "
                      "echo run-rc=$?; echo guests-left=$(xl list | grep -c selena-pvhpair)",
                      timeout=900)
-    out = result.output
-    assert "run-rc=0" in out, out
-    assert "guests-left=0" in out, out
-    bundle = project_root() / OUT
-    meta = json.loads((bundle / "meta.json").read_text())
-    assert meta["status"] == "ok" and meta["tdf"] == 6, meta
-    assert meta["virt"] == {"h1": "pvh", "h2": "pvh"}, meta["virt"]
-    metrics = json.loads((bundle / "metrics.json").read_text())
-    rtt = metrics["rtt_ms"]
-    assert rtt["n"] == 16, rtt
-    check("pvh.rtt_median_over_expected", rtt["median"] / 80.0, above=0.95, below=1.05,
-          samples=rtt.get("samples"), context=rtt)
-    assert metrics["rtt_ms_tdf3"]["n"] == 4
-    # h2 crashed: h1's ping to it fails.
-    assert metrics["ping_after_crash_exit"]["median"] == 1.0
-    assert "pvhpair: froze 2 guests at once" in out and "thawed 2 guests at once" in out
-    assert "TDF 6 -> 3 for 2 guests" in out and "TDF 3 -> 6 for 2 guests" in out
+    assert_pair_run(result.output, OUT, "pvh")
 
 
 # A Debian guest booted as PVH under shadow paging: make test-long, for the budget.

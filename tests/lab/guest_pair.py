@@ -1,0 +1,31 @@
+"""What a run of scenarios/pvh_pair.py must show, whichever guest type its
+two hosts are (PVH, or HVM with `--param virt=hvm`): a 40 ms link kept at
+TDF 6, a change of TDF and back, a pause and resume, a crash, the bundle."""
+
+from __future__ import annotations
+
+import json
+
+from lab_stats import check
+
+from selena.paths import project_root
+
+
+def assert_pair_run(out: str, bundle_dir: str, virt: str) -> None:
+    experiment = f"{virt}pair"
+    assert "run-rc=0" in out, out
+    assert "guests-left=0" in out, out
+    bundle = project_root() / bundle_dir
+    meta = json.loads((bundle / "meta.json").read_text())
+    assert meta["status"] == "ok" and meta["tdf"] == 6, meta
+    assert meta["virt"] == {"h1": virt, "h2": virt}, meta["virt"]
+    metrics = json.loads((bundle / "metrics.json").read_text())
+    rtt = metrics["rtt_ms"]
+    assert rtt["n"] == 16, rtt
+    check(f"{virt}.rtt_median_over_expected", rtt["median"] / 80.0, above=0.95, below=1.05,
+          samples=rtt.get("samples"), context=rtt)
+    assert metrics["rtt_ms_tdf3"]["n"] == 4
+    # h2 crashed: h1's ping to it fails.
+    assert metrics["ping_after_crash_exit"]["median"] == 1.0
+    assert f"{experiment}: froze 2 guests at once" in out and "thawed 2 guests at once" in out
+    assert "TDF 6 -> 3 for 2 guests" in out and "TDF 3 -> 6 for 2 guests" in out
