@@ -23,11 +23,14 @@
  *   Q1 <monotonic>                             when it fired
  *   V <cpu> <monotonic> <realtime>             on further vCPUs, every 100 ms
  *   K <clocksource> <clock event device>      at the start and the end
- *   R <monotonic> <RTC seconds>                at each RTC update interrupt
+ *   R <boottime> <RTC seconds>                 at each RTC update interrupt
  *                                              (/dev/rtc0: HVM guests only)
- *   I <monotonic> <PIT ticks>                  PIT channel 2's count since
+ *   I <boottime> <PIT ticks>                   PIT channel 2's count since
  *                                              the start, every 100 ms
  *                                              (HVM guests only)
+ * R and I are timed in CLOCK_BOOTTIME: an HVM guest's save is a suspend
+ * to Linux, whose CLOCK_MONOTONIC leaves out the time the guest spent
+ * suspended while the RTC and the PIT (and Xen's virtual time) count it.
  *   DONE
  * kinds: nanosleep, timerfd, select, poll.  With VCPUS > 1 one process per
  * further vCPU, pinned to it, reads CLOCK_MONOTONIC against a maximum
@@ -315,8 +318,8 @@ static void report_clock_devices(void)
 
 /*
  * The RTC's update interrupt once a second of RTC time, each timed in
- * guest time: an RTC whose date or alarm ran in real time would tick
- * once per TDF guest seconds.
+ * guest time (CLOCK_BOOTTIME, above): an RTC whose date or alarm ran in
+ * real time would tick once per TDF guest seconds.
  */
 static pid_t rtc_updates(long seconds)
 {
@@ -337,8 +340,8 @@ static pid_t rtc_updates(long seconds)
         perror("RTC_UIE_ON");
         _exit(1);
     }
-    end = ns(CLOCK_MONOTONIC) + seconds * 1000000000LL;
-    while ( ns(CLOCK_MONOTONIC) < end )
+    end = ns(CLOCK_BOOTTIME) + seconds * 1000000000LL;
+    while ( ns(CLOCK_BOOTTIME) < end )
     {
         unsigned long data;
         struct rtc_time tm;
@@ -354,7 +357,7 @@ static pid_t rtc_updates(long seconds)
             printf("R none\n");
             break;
         }
-        now = ns(CLOCK_MONOTONIC);
+        now = ns(CLOCK_BOOTTIME);
         if ( ioctl(fd, RTC_RD_TIME, &tm) < 0 )
             break;
         t.tm_sec = tm.tm_sec;
@@ -428,7 +431,7 @@ static pid_t pit_ticks(long seconds)
     port_out(0x42, 0);
     port_out(0x42, 0);
     prev = pit2_count();
-    start = last = ns(CLOCK_MONOTONIC);
+    start = last = ns(CLOCK_BOOTTIME);
     next_report = start;
     end = start + seconds * 1000000000LL;
     while ( last < end )
@@ -438,7 +441,7 @@ static pid_t pit_ticks(long seconds)
 
         sleep_ms(2);
         count = pit2_count();
-        now = ns(CLOCK_MONOTONIC);
+        now = ns(CLOCK_BOOTTIME);
         delta = (long long)((prev - count) & (PIT_WRAP - 1));
         expected = (now - last) * PIT_HZ / 1000000000LL;
         while ( expected - delta > PIT_WRAP / 2 )

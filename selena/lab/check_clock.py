@@ -151,8 +151,8 @@ class Run:
     pending_armed: tuple[float, int, int] | None = None
     pending_fired: tuple[float, int] | None = None
     # HVM guests: (clocksource, clock event device) at the start and end,
-    # RTC update interrupts (monotonic ns, RTC seconds) and the PIT's
-    # channel 2 count (monotonic ns, ticks since the start).
+    # RTC update interrupts (boottime ns, RTC seconds) and the PIT's
+    # channel 2 count (boottime ns, ticks since the start).
     devices: list[tuple[str, str]] = field(default_factory=list)
     rtc: list[tuple[int, int]] = field(default_factory=list)
     rtc_stopped: bool = False
@@ -713,20 +713,22 @@ def _watchdog_check(run: Run, tdf: float, timeout: int) -> tuple[str, str, bool]
 
 
 def _platform_rows(run: Run, failures: list[str]) -> list[Row]:
-    """An HVM guest's RTC and PIT against its CLOCK_MONOTONIC over the whole
-    run, across every change: each counts guest time (whose rate against
-    real time the clock rows check), never real time."""
+    """An HVM guest's RTC and PIT against its CLOCK_BOOTTIME over the whole
+    run, across every change and checkpoint: each counts guest time (whose
+    rate against real time the clock rows check), never real time. Not
+    CLOCK_MONOTONIC: a save is a suspend to Linux, and its monotonic clock
+    leaves out the time spent suspended, which the RTC and PIT count."""
     rows: list[Row] = []
     if run.rtc_stopped or len(run.rtc) < 3:
         failures.append(f"RTC: {len(run.rtc)} update interrupts"
                         + (", then none for 3 guest seconds" if run.rtc_stopped else ""))
     else:
-        rate = fit_rate([(mono / 1e9, float(secs)) for mono, secs in run.rtc])
+        rate = fit_rate([(boot / 1e9, float(secs)) for boot, secs in run.rtc])
         rows.append(_row("RTC seconds per guest second", rate, 1.0, PLATFORM_TOLERANCE))
     if len(run.pit) < 3:
         failures.append(f"PIT: {len(run.pit)} samples of channel 2's count")
     else:
-        rate = fit_rate([(mono / 1e9, float(ticks)) for mono, ticks in run.pit])
+        rate = fit_rate([(boot / 1e9, float(ticks)) for boot, ticks in run.pit])
         rows.append(_row("PIT ticks per guest second", rate, PIT_HZ, PLATFORM_TOLERANCE))
     return rows
 
