@@ -273,7 +273,7 @@ def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
     lines = (f'tsc_mode = "{XL_TSC_MODES[tsc]}"',) if tsc else ()
     config = tiny_guest_config(GUEST, f"selena.init=/usr/bin/clockcheck selena.args={args}",
                                vcpus=vcpus, lines=lines, virt=virt, clocksource=clocksource,
-                               lapic_timer=not kinds)
+                               lapic_timer=hvm_clockevent(bool(kinds)) == "lapic")
     incoming = f"{GUEST}--incoming"
     logs = [console_log(GUEST), console_log(incoming)]
     for log in logs:

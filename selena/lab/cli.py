@@ -9,7 +9,9 @@ from pathlib import Path
 
 from selena.cli.args import tdf_arg
 from selena.lab.build import LabBuilder
+from selena.lab.dom0 import HVM_CLOCKSOURCES
 from selena.lab.qemu import DOM0_MEMORY_MB, QEMU_MEMORY_MB, Lab
+from selena.model.topology import GUEST_TYPES
 from selena.paths import project_root
 from selena.templates.images import scenario_variants, scenarios_need_debian
 
@@ -79,10 +81,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     clock.add_argument("--vcpus", type=int, default=1, help="guest vCPUs (default 1)")
     clock.add_argument("--tsc", choices=("native", "emulate"),
                        help="guest TSC mode (default: Xen's default mode)")
-    clock.add_argument("--guest", choices=("pv", "pvh", "hvm"), default="pv",
+    clock.add_argument("--guest", choices=GUEST_TYPES, default="pv",
                        help="guest type: pv (default), pvh (the same checks in a PVH guest) "
                             "or hvm (on Dom0's device model; the RTC and PIT are checked too)")
-    clock.add_argument("--clocksource", choices=("hpet", "acpi_pm", "tsc"), default="hpet",
+    clock.add_argument("--clocksource", choices=HVM_CLOCKSOURCES, default=HVM_CLOCKSOURCES[0],
                        help="with --guest hvm: the counter the guest's clocks read "
                             "(default hpet)")
     clock.add_argument("--save-restore", action="store_true",
@@ -177,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check_clock(args: argparse.Namespace) -> int:
-    if args.clocksource != "hpet" and args.guest != "hvm":
+    if args.clocksource != HVM_CLOCKSOURCES[0] and args.guest != "hvm":
         # Said before the lab boots: PV and PVH guests read Xen's pvclock.
         print("selena: error: --clocksource is for --guest hvm (PV and PVH guests' clocks "
               "read Xen's pvclock)", file=sys.stderr)
