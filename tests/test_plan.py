@@ -127,6 +127,9 @@ def test_pvh_and_hvm_nodes_boot_as_such_with_an_emulated_tsc():
     # An HVM node runs on the device model, with no display and no emulated
     # NIC beside its vif (its tap would be a bridge port selena did not make).
     assert 'device_model_version = "qemu-xen"' in h4 and 'vga = "none"' in h4
+    # Hyper-V's synthetic timers run in real time: the hypervisor would refuse
+    # the node's TDF, so they are off whatever libxl's default.
+    assert "\nviridian = 0\n" in h4
     assert ",type=vif'" in h4
     assert all("device_model" not in c and "type=vif" not in c for c in (h1, h2, h3))
     topo.nodes["h3"].virt = "hvm-ish"

@@ -178,13 +178,20 @@ _ENV.filters["disk"] = _refusing(_DISK_PATH, "disk image", "disk spec (an absolu
                                  "letters, digits and _ . / @ % + -)")
 
 
+# An HVM guest's emulated PC: Dom0's device model and no display. No Hyper-V
+# enlightenments: their synthetic timers run in real time, so the hypervisor
+# refuses to dilate a guest that has them.
+HVM_XL_LINES = ('device_model_version = "qemu-xen"', 'vga = "none"', "vnc = 0", "viridian = 0")
+
+
 def xl_config(plan: Plan, guest: GuestPlan) -> str:
     """The guest's xl configuration (every value checked as it is rendered):
     its first VIFS_AT_CREATE vifs; the rest are attached after the create
     (attach_argvs)."""
     created = guest if len(guest.vifs) <= VIFS_AT_CREATE else \
         dataclasses.replace(guest, vifs=guest.vifs[:VIFS_AT_CREATE])
-    return _ENV.get_template("xl.cfg.j2").render(experiment=plan.experiment, guest=created)
+    return _ENV.get_template("xl.cfg.j2").render(experiment=plan.experiment, guest=created,
+                                                  hvm_lines=HVM_XL_LINES)
 
 
 def attach_argvs(guest: GuestPlan, domid: str) -> list[tuple[VifPlan, list[str]]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from selena.backends.xl import HVM_XL_LINES
 from selena.runner import CommandResult, Runner
 
 TEMPLATE_DIR = Path("/usr/share/selena/templates/tiny-host")
@@ -78,8 +79,7 @@ def tiny_guest_config(name: str, extra: str, *, memory_mb: int | None = None,
         cmdline = f"{HVM_GUEST_CMDLINE} clocksource={clocksource}" + (
             f" {HVM_LAPIC_TIMER}" if lapic_timer else "") + (
             " tsc=reliable" if clocksource == "tsc" else "")
-        hvm = ['device_model_version = "qemu-xen"', 'vga = "none"', "vnc = 0",
-               "hpet = 1", "acpi = 1", "viridian = 0"]
+        hvm = [*HVM_XL_LINES, "hpet = 1", "acpi = 1"]
     config = [
         f'name = "{name}"', f'type = "{virt}"',
         f'kernel = "{TEMPLATE_DIR / "vmlinuz"}"', f'ramdisk = "{TEMPLATE_DIR / "initrd.gz"}"',

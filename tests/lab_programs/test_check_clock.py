@@ -276,6 +276,9 @@ def test_an_hvm_guest_config_boots_the_tiny_kernel_on_the_device_model(monkeypat
     config = dom0.tiny_guest_config("g", "selena.init=/usr/bin/clockcheck", virt="hvm",
                                     clocksource="acpi_pm")
     assert 'type = "hvm"' in config and 'device_model_version = "qemu-xen"' in config
+    # The same emulated PC as an HVM node's (one list of settings for both).
+    from selena.backends.xl import HVM_XL_LINES
+    assert all(f"\n{line}\n" in config for line in HVM_XL_LINES) and "viridian = 0" in config
     assert "clocksource=acpi_pm xen_no_vector_callback " in config
     assert "clocksource=xen" not in config and "memory = 64" in config
     assert "tsc=reliable" in dom0.tiny_guest_config("g", "", virt="hvm", clocksource="tsc")
