@@ -414,10 +414,15 @@ def test_poll_without_wake_ups_keeps_its_deadline_and_still_sees_events(xenstore
         dom0.watch("/local/domain/0/w", "tok", lambda _p, _t: None)
         dom0.poll(0.5)                      # the watch's first firing
         before = dom0.watch_events()
-        threading.Timer(0.1, dom0.write, ("/local/domain/0/w/x", "1")).start()
+        writer = threading.Timer(0.1, dom0.write, ("/local/domain/0/w/x", "1"))
+        writer.start()
         begin = time.monotonic()
         dom0.poll(5.0, since=before, wakeable=False)
         assert time.monotonic() - begin < 1.0 and dom0.watch_events() > before
+        # Its write's reply comes after the event: closing first would fail
+        # the writer's thread (a warning in whichever test runs next).
+        while writer.is_alive():
+            dom0.poll(0.05)
     finally:
         dom0.close()
 
@@ -468,9 +473,12 @@ def test_a_connection_whose_descriptors_are_above_1023_still_waits_for_events(xe
             dom0.watch("/local/domain/0/w", "tok", lambda _p, _t: None)
             dom0.poll(0.5)                  # the watch's first firing
             before = dom0.watch_events()
-            threading.Timer(0.1, dom0.write, ("/local/domain/0/w/x", "1")).start()
+            writer = threading.Timer(0.1, dom0.write, ("/local/domain/0/w/x", "1"))
+            writer.start()
             dom0.poll(5.0, since=before)
             assert dom0.watch_events() > before
+            while writer.is_alive():        # its write's reply, before the close
+                dom0.poll(0.05)
         finally:
             dom0.close()
     finally:
