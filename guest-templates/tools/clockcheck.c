@@ -28,10 +28,10 @@
  *   I <boottime> <PIT ticks>                   PIT channel 2's count since
  *                                              the start, every 100 ms
  *                                              (HVM guests only)
+ *   DONE
  * R and I are timed in CLOCK_BOOTTIME: an HVM guest's save is a suspend
  * to Linux, whose CLOCK_MONOTONIC leaves out the time the guest spent
  * suspended while the RTC and the PIT (and Xen's virtual time) count it.
- *   DONE
  * kinds: nanosleep, timerfd, select, poll.  With VCPUS > 1 one process per
  * further vCPU, pinned to it, reads CLOCK_MONOTONIC against a maximum
  * shared by all vCPUs (a read below it went backwards across vCPUs),
