@@ -36,7 +36,8 @@
  * further vCPU, pinned to it, reads CLOCK_MONOTONIC against a maximum
  * shared by all vCPUs (a read below it went backwards across vCPUs),
  * prints its own clocks every 100 ms (V: their rate after a TDF change on
- * every vCPU, not only vCPU 0's) and runs the timers on its vCPU.  The watchdog (/dev/watchdog, Xen's
+ * every vCPU, not only vCPU 0's) until vCPU 0's samples end, then runs the
+ * timers on its vCPU.  The watchdog (/dev/watchdog, Xen's
  * SCHEDOP_watchdog) is pinged every 500 ms of guest time.
  *
  * gap: reads CLOCK_MONOTONIC and the TSC back to back for VIRTUAL_MS and
@@ -468,16 +469,19 @@ static void pin(int cpu)
         perror("sched_setaffinity");
 }
 
+/* The words all vCPUs' processes share. */
+enum { LARGEST_READ, SAMPLING_DONE, SHARED_WORDS };
+
 /* Read CLOCK_MONOTONIC against the largest value any vCPU has read. */
 static int check_shared(volatile int64_t *shared)
 {
-    int64_t seen = *shared;
+    int64_t seen = shared[LARGEST_READ];
     int64_t now = ns(CLOCK_MONOTONIC);
 
     if ( now < seen )
         return 1;
     while ( now > seen &&
-            !__atomic_compare_exchange_n(shared, &seen, now, 0,
+            !__atomic_compare_exchange_n(&shared[LARGEST_READ], &seen, now, 0,
                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) )
         continue;
     return 0;
@@ -491,7 +495,14 @@ static void run_timers(long timer_ms, int cpu)
     timed("poll", timer_ms, cpu);
 }
 
-/* A further vCPU: monotonicity against the others, then its timers. */
+/*
+ * A further vCPU: monotonicity against the others, then its timers.  It
+ * samples for as long as vCPU 0 does, not for SAMPLE_SECONDS of its own:
+ * the guest runs on while Dom0 saves or migrates it, so the segments Dom0
+ * times after a checkpoint end later in guest time than planned, and a
+ * vCPU that stopped by its own clock missed the last one.  Twice the
+ * seconds bound the loop should vCPU 0 never get there.
+ */
 static void secondary(int cpu, long seconds, long timer_ms,
                       volatile int64_t *shared)
 {
@@ -500,8 +511,9 @@ static void secondary(int cpu, long seconds, long timer_ms,
 
     pin(cpu);
     next_sample = ns(CLOCK_MONOTONIC);
-    end = next_sample + seconds * 1000000000LL;
-    while ( (now = ns(CLOCK_MONOTONIC)) < end )
+    end = next_sample + 2 * seconds * 1000000000LL;
+    while ( (now = ns(CLOCK_MONOTONIC)) < end &&
+            !__atomic_load_n(&shared[SAMPLING_DONE], __ATOMIC_SEQ_CST) )
     {
         int i;
 
@@ -592,11 +604,12 @@ int main(int argc, char **argv)
             args[n++] = atol(p);
     cpus = args[2] < 1 ? 1 : args[2] > MAX_CPUS ? MAX_CPUS : (int)args[2];
 
-    shared = mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE,
+    shared = mmap(NULL, SHARED_WORDS * sizeof(*shared), PROT_READ | PROT_WRITE,
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if ( shared == MAP_FAILED )
         return 1;
-    *shared = 0;
+    shared[LARGEST_READ] = 0;
+    shared[SAMPLING_DONE] = 0;
 
     printf("READY\n");
     report_cpuid();
@@ -631,6 +644,7 @@ int main(int argc, char **argv)
         if ( i < args[0] * 10 )
             sleep_ms(100);
     }
+    __atomic_store_n(&shared[SAMPLING_DONE], 1, __ATOMIC_SEQ_CST);
     run_timers(args[1], 0);
     for ( i = 1; i < cpus; i++ )
     {
