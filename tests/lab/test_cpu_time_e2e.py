@@ -35,7 +35,11 @@ def test_real_cpu_time_keeps_the_work_per_virtual_second_of_tdf_1(lab):
     real, dilated = metrics["real_cpu_ratio"], metrics["dilated_cpu_ratio"]
     check("cpu_time.real_cpu_ratio.median", real["median"], low=0.4, high=1.1,
           context=metrics)
-    check("cpu_time.dilated_cpu_ratio.median", dilated["median"], low=6.0, high=14.0,
+    # Above: twice the TDF would be the factor applied twice. The work at
+    # TDF 1, the ratio's denominator, scatters under emulation (18.8k to
+    # 29.2k per second in one CI run), so the ratio does too: 9.1 to 14.8
+    # in ten runs.
+    check("cpu_time.dilated_cpu_ratio.median", dilated["median"], low=6.0, high=20.0,
           context=metrics)
     check("cpu_time.dilated_over_real", dilated["median"] / real["median"], low=6.0,
           context=metrics)
