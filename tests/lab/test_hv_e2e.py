@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from lab_output import failures_first
 from lab_stats import check
 
 pytestmark = pytest.mark.lab
@@ -38,7 +39,7 @@ def result(lab):
 
 
 def test_two_vcpus_native_tsc_any_change_sequence(result):
-    assert "check-clock-rc=0" in result.output, result.output
+    assert "check-clock-rc=0" in result.output, failures_first(result.output)
     out = _runs(result.output)["native"]
     assert "TDF 2.5 (changes 2.5 -> 1 -> 8); PV guest; 2 vCPU(s); TSC native" in out
     rates = re.findall(r"^after change \d to TDF ([\d.]+): rate\s+([\d.]+)\s+([\d.]+)", out, re.M)
@@ -68,7 +69,7 @@ def test_two_vcpus_native_tsc_any_change_sequence(result):
 
 def test_freeze_thaw_group_loses_no_virtual_time(result):
     out = result.output
-    assert "check-hv-rc=0" in out, out
+    assert "check-hv-rc=0" in out, failures_first(out)
     assert "froze 2 domain(s)" in out and "thawed 2 domain(s)" in out
     for guest in ("selena-freeze-a", "selena-freeze-b"):
         assert re.search(rf"freeze {guest}: frozen=yes/yes, virtual time advanced 0 ns", out)
@@ -79,7 +80,7 @@ def test_freeze_thaw_group_loses_no_virtual_time(result):
 
 def test_freeze_of_a_tdf1_guest_counts_no_frozen_time(result):
     out = result.output
-    assert "check-hv-rc=0" in out, out
+    assert "check-hv-rc=0" in out, failures_first(out)
     m = re.search(r"freeze1 selena-freeze-tdf1: tdf 1, virtual time advanced (-?\d+) ns while "
                   r"frozen 3 s; in (\d+) back-to-back reads the largest clock step ([\d.]+) s "
                   r"and the largest TSC step ([\d.]+) s", out)
@@ -108,7 +109,7 @@ def test_save_restore_and_migration_keep_tdf_and_both_clocks_continuous(result, 
     out = _runs(result.output)[tsc]
     rc = {"native": "check-clock-rc=0", "emulate": "check-clock-emulate-rc=0",
           "pvh": "check-clock-pvh-rc=0"}[tsc]
-    assert rc in result.output, out
+    assert rc in result.output, failures_first(out)
     # The host's wall clock an hour ahead at the restore, as after a reboot.
     assert re.search(rf"{re.escape(header)}; save/restore after .*host clock \+3600 s\)",
                      out), out
@@ -143,7 +144,7 @@ def test_a_pvh_guest_follows_its_tdf_on_both_vcpus_across_a_change(result):
     change to 8 (vCPU 1's clock is sampled after each: once seen stalled
     after a migration, not since)."""
     out = _runs(result.output)["pvh"]
-    assert "check-clock-pvh-rc=0" in result.output, out
+    assert "check-clock-pvh-rc=0" in result.output, failures_first(out)
     assert "TDF 5 (changes 5 -> 8); PVH guest; 2 vCPU(s); TSC default mode" in out, out
     rates = dict(re.findall(r"^(CLOCK_MONOTONIC|vCPU 1 CLOCK_MONOTONIC|after change 1 to TDF 8:)"
                             r" rate\s+([\d.]+)\s+[\d.]+", out, re.M))
@@ -201,7 +202,7 @@ def test_an_hvm_guests_platform_timers_are_dilated_and_follow_a_change(result):
     LAPIC timer, ACPI PM timer, CMOS seconds) runs at its nominal rate by
     the guest's TSC and at 1/TDF of it by real time, before and after."""
     out = result.output
-    assert "check-hv-hvm-rc=0" in out, out
+    assert "check-hv-hvm-rc=0" in out, failures_first(out)
     assert "hvm: TDF 10 -> 4 after PIT interrupt" in out, out
     # Hyper-V enlightenments' timers are not converted: refused, named.
     assert re.search(r"hvm: with viridian: selena-tdf set \d+ 10 refused: EOPNOTSUPP .*; Xen: not "

@@ -17,6 +17,7 @@ import re
 import lab_results
 import pytest
 from guest_pair import assert_pair_run
+from lab_output import failures_first
 from lab_stats import check
 
 pytestmark = [pytest.mark.lab, pytest.mark.long]
@@ -47,7 +48,7 @@ def _run_of(out: str, clocksource: str) -> str:
 @pytest.mark.parametrize("clocksource", CLOCKSOURCES)
 def test_an_hvm_guests_clocks_timers_rtc_and_pit_follow_the_tdf(result, clocksource):
     out = _run_of(result.output, clocksource)
-    assert f"check-clock-{clocksource}-rc=0" in result.output, out
+    assert f"check-clock-{clocksource}-rc=0" in result.output, failures_first(out)
     assert (f"TDF 10 (changes 10 -> 2 -> 10); HVM guest; 1 vCPU(s); TSC default mode; clocks "
             f"on the {clocksource} counter, timers on the lapic timer") in out, out
     rows = {name.strip(): (float(got), float(want)) for name, got, want in re.findall(
@@ -67,7 +68,7 @@ def test_an_hvm_guests_clocks_timers_rtc_and_pit_follow_the_tdf(result, clocksou
 def test_an_hvm_guest_keeps_its_tdf_clocks_rtc_and_pit_across_save_restore_and_migration(
         result):
     out = result.output.split("check-clock-tsc-rc=", 1)[-1].split("check-clock-saved-rc=")[0]
-    assert "check-clock-saved-rc=0" in result.output, out
+    assert "check-clock-saved-rc=0" in result.output, failures_first(out)
     assert re.search(r"HVM guest; 1 vCPU\(s\); TSC default mode; clocks on the hpet counter, "
                      r"timers on the xen timer; save/restore after [^;]*later\); migrate after",
                      out), out
