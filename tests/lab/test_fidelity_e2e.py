@@ -25,9 +25,13 @@ RATE_MBIT = 20
 DELAY_MS = 50
 
 
-# Guest-side shaping's run is in make test-long (make test's budget carries
-# the default, Dom0-side shaping; the guest side is an option).
-@pytest.mark.parametrize("shaping", ["dom0", pytest.param("guest", marks=pytest.mark.long)])
+# Both runs are in make test-long: make test's budget could not carry them,
+# and its demo sweep (tests/lab/test_lifecycle_e2e.py) checks the default,
+# Dom0-side shaping at TDF 10 on its own link (round trip and TCP within
+# 5%, the packet spacing, the fidelity monitor); UDP's rate and the spacing
+# on a busy queue are checked here only.
+@pytest.mark.long
+@pytest.mark.parametrize("shaping", ["dom0", "guest"])
 def test_guests_see_the_link_rate_and_the_round_trip(lab, shaping):
     """UDP payload within 5% of the link rate, TCP goodput within 5%
     of what TCP can carry over it (1448 of every 1514 bytes), and the median
