@@ -84,9 +84,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     clock.add_argument("--guest", choices=GUEST_TYPES, default="pv",
                        help="guest type: pv (default), pvh (the same checks in a PVH guest) "
                             "or hvm (on Dom0's device model; the RTC and PIT are checked too)")
-    clock.add_argument("--clocksource", choices=HVM_CLOCKSOURCES, default=HVM_CLOCKSOURCES[0],
+    clock.add_argument("--clocksource", choices=HVM_CLOCKSOURCES,
                        help="with --guest hvm: the counter the guest's clocks read "
-                            "(default hpet)")
+                            f"(default {HVM_CLOCKSOURCES[0]})")
     clock.add_argument("--save-restore", action="store_true",
                        help="save and restore the guest mid-run (xl save/restore, Dom0's "
                             "wall clock moved in between) and check its clocks across")
@@ -179,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check_clock(args: argparse.Namespace) -> int:
-    if args.clocksource != HVM_CLOCKSOURCES[0] and args.guest != "hvm":
+    if args.clocksource is not None and args.guest != "hvm":
         # Said before the lab boots: PV and PVH guests read Xen's pvclock.
         print("selena: error: --clocksource is for --guest hvm (PV and PVH guests' clocks "
               "read Xen's pvclock)", file=sys.stderr)
@@ -197,7 +197,7 @@ def cmd_check_clock(args: argparse.Namespace) -> int:
         command += ["--tsc", args.tsc]
     if args.guest != "pv":
         command += ["--guest", args.guest]
-    if args.guest == "hvm":
+    if args.clocksource is not None:
         command += ["--clocksource", args.clocksource]
     if args.save_restore:
         command.append("--save-restore")
