@@ -20,6 +20,14 @@ from selena.control.xenstore import (
 from selena.errors import ControlError, XenstoreError
 
 
+def _poll_until_done(conn: XenstoreConnection, writer: threading.Thread) -> None:
+    """Read until a timer thread's write has its reply. The reply comes after
+    the watch event a test waited for: closing first would fail the writer's
+    thread (a warning in whichever test runs next)."""
+    while writer.is_alive():
+        conn.poll(0.05)
+
+
 def test_read_many_has_every_request_in_flight_at_once(tmp_path):
     """The server replies to nothing until it has all three requests: a client
     waiting for each reply before sending the next would time out."""
@@ -340,8 +348,7 @@ def test_poll_does_not_return_for_an_event_its_callback_says_needs_no_work(xenst
         begin = time.monotonic()
         dom0.poll(5.0, since=before)
         assert time.monotonic() - begin < 4 and dom0.watch_events() == before + 1
-        while loud.is_alive():          # its write's reply comes after the event
-            dom0.poll(0.05)
+        _poll_until_done(dom0, loud)
     finally:
         dom0.close()
 
@@ -419,10 +426,7 @@ def test_poll_without_wake_ups_keeps_its_deadline_and_still_sees_events(xenstore
         begin = time.monotonic()
         dom0.poll(5.0, since=before, wakeable=False)
         assert time.monotonic() - begin < 1.0 and dom0.watch_events() > before
-        # Its write's reply comes after the event: closing first would fail
-        # the writer's thread (a warning in whichever test runs next).
-        while writer.is_alive():
-            dom0.poll(0.05)
+        _poll_until_done(dom0, writer)
     finally:
         dom0.close()
 
@@ -477,8 +481,7 @@ def test_a_connection_whose_descriptors_are_above_1023_still_waits_for_events(xe
             writer.start()
             dom0.poll(5.0, since=before)
             assert dom0.watch_events() > before
-            while writer.is_alive():        # its write's reply, before the close
-                dom0.poll(0.05)
+            _poll_until_done(dom0, writer)
         finally:
             dom0.close()
     finally:
