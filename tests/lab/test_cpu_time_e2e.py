@@ -22,6 +22,9 @@ pytestmark = pytest.mark.lab
 OUT = lab_results.out("test-cpu-time")
 
 
+# make test-long: make test's budget (cpu_time's plan and caps are unit
+# tested; `make reproduce-mflops` measures the same in the lab).
+@pytest.mark.long
 def test_real_cpu_time_keeps_the_work_per_virtual_second_of_tdf_1(lab):
     result = lab.run(f"rm -rf {OUT}; selena run scenarios/cpu_time.py --param iterations=15000 "
                      f"--out {OUT}",

@@ -25,6 +25,9 @@ def _read_until(fd: int, needle: bytes, seen: bytearray, timeout: float) -> bool
     return needle in seen
 
 
+# make test-long: a boot of its own, which make test's budget cannot carry;
+# what the shell runs in, the lab boot, every lab test uses.
+@pytest.mark.long
 def test_lab_shell_is_interactive_and_powers_off_on_exit(own_lab):
     primary, secondary = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "selena", "lab", "shell"],

@@ -22,6 +22,9 @@ OUT = lab_results.out("test-link-change")
 EVENTS = lab_results.out("link-change.events")
 
 
+# make test-long: make test's budget; a link reshaped in a running
+# experiment is checked in make test by the TDF changes' test.
+@pytest.mark.long
 def test_a_delay_changed_at_a_virtual_time_is_what_the_guests_measure_on_each_side(lab):
     events = project_root() / EVENTS
     events.parent.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,9 @@ OUT = lab_results.out("test-pvh")
 DEBIAN_OUT = lab_results.out("test-pvh-debian")
 
 
+# make test-long: make test's budget; PVH guests' time is checked in make
+# test by the hypervisor job (tests/lab/test_hv_e2e.py).
+@pytest.mark.long
 def test_two_pvh_hosts_keep_a_40ms_link_at_tdf6(lab):
     result = lab.run(f"rm -rf {OUT}; selena run scenarios/pvh_pair.py --out {OUT}; "
                      "echo run-rc=$?; echo guests-left=$(xl list | grep -c selena-pvhpair)",

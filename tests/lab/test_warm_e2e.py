@@ -24,6 +24,9 @@ echo "selena-domains-after-clean=$(xl list | grep -c '^selena-')"
 """
 
 
+# make test-long: make test's budget; the Debian guests' test runs the same
+# warm sequence (run, warm re-run from the pool, clean) in make test.
+@pytest.mark.long
 def test_second_warm_run_reuses_the_pooled_guests(lab):
     result = lab.run(["sh", "-c", SCRIPT], timeout=900)
     out = result.output
