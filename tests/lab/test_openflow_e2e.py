@@ -80,6 +80,10 @@ def test_static_flows_forward_around_a_ring_of_switches_without_flooding(lab):
     assert packets["10.0.0.1"] == packets["10.0.0.2"] == 0, dump
 
 
+# make test-long: make test's budget; a short reproduction, as `make
+# reproduce-fct` is the long one. The switch model and the of-controller
+# app are tested against private Open vSwitch sandboxes in make test.
+@pytest.mark.long
 def test_switch_model_fct_ideal_has_no_syn_retransmissions_and_pica8_has_many(lab, tmp_path):
     out = f"{OUT}-fct"
     script = (f"rm -rf {out}; SELENA_FCT_DURATION=2 SELENA_FCT_RATE=40 SELENA_FCT_SIZE=100000 "

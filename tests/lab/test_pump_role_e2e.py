@@ -54,6 +54,10 @@ def run(exp):
 '''
 
 
+# make test-long: make test's budget; the pump role's hand-overs are tested
+# against the fake Dom0 with real agents in make test, and every lab run
+# drives the pump.
+@pytest.mark.long
 def test_a_waiting_caller_reads_its_own_result_and_the_pump_thread_the_rest(lab):
     result = lab_results.run_scenario_text(lab, OUT, SCENARIO, "--no-monitor")
     out = result.output

@@ -37,6 +37,8 @@ def run(exp):
 """
 
 
+# make test-long, with the reproductions it stands for (make test's budget).
+@pytest.mark.long
 def test_a_scaled_link_carries_pings_and_its_bundle_collects(lab, tmp_path):
     result = lab_results.run_scenario_text(lab, OUT, SCENARIO, "--no-monitor")
     assert "run-status=0" in result.output, result.output
