@@ -59,8 +59,8 @@ def test_standalone_switch_forwards_between_two_hosts(lab):
     assert lost == 0 and missed > 0 and hit > 0, counters
 
 
-# make test-long: make test's budget; switch guests forward in make test
-# (the standalone switch, Figure 11's run), static flows only here.
+# make test-long: make test's budget; a switch guest forwards in make test
+# (the standalone switch), static flows only here.
 @pytest.mark.long
 def test_static_flows_forward_around_a_ring_of_switches_without_flooding(lab):
     """Three switch guests in a loop, forwarding by static flows alone: every
