@@ -362,6 +362,36 @@ def latency_floor(policy: Policy, tdf: float, excess: float | None) -> float:
     return policy.clamp(tdf * excess / policy.latency_target)
 
 
+# A calibrated start keeps the predicted RTT excess within this share of
+# the target, as `selena advise` does: the floor varies between boots.
+START_MARGIN = 0.5
+
+
+def calibrated_start(policy: Policy, tdf: float,
+                     predict: Callable[[float], float]) -> tuple[float, str]:
+    """The TDF a run starts at when this host's calibration predicts the
+    latency path's RTT excess (`predict`: TDF -> excess as a share of the
+    configured round trip), and why: the scenario's TDF clamped into
+    MIN-MAX, or the first step of the ladder above it whose predicted
+    excess is within START_MARGIN of the target. Starting at MIN spends the
+    controller's first dwell (10 real s) below the latency floor: in the
+    lab the first phase's round trip at TDF 1 was +50 % (median) before the
+    first raise."""
+    start = policy.start(tdf)
+    limit = policy.latency_target * START_MARGIN
+    value = start
+    while predict(value) > limit and value < policy.max_tdf:
+        value = policy.clamp(value * policy.step)
+    if value == start:
+        return start, (f"start of {policy.spec()} at the scenario's TDF clamped into MIN-MAX "
+                       f"(predicted RTT excess {predict(start):+.1%} there)")
+    return value, (f"start of {policy.spec()} at TDF {units.tdf_text(value)}: this host's "
+                   f"calibration predicts an RTT excess of {predict(start):+.1%} at TDF "
+                   f"{units.tdf_text(start)} and {predict(value):+.1%} at "
+                   f"{units.tdf_text(value)} (start within "
+                   f"{policy.latency_target * START_MARGIN:.1%})")
+
+
 def decide(policy: Policy, tdf: float, signals: Signals | None,
            since_change_s: float, too_slow_at: float = 0.0,
            after_raise: bool = False) -> Decision | None:
@@ -635,5 +665,6 @@ def cover_segments(report: FidelityReport, segments: Sequence[Mapping[str, Any]]
 
 
 __all__ = ["AUTO", "AdaptiveSpecError", "Controller", "Decision", "Policy", "Signals",
-           "cover_segments", "decide", "judge_segments", "latency_floor", "parse_spec",
+           "calibrated_start", "cover_segments", "decide", "judge_segments", "latency_floor",
+           "parse_spec",
            "signals_from_monitor", "signals_from_samples"]

@@ -51,10 +51,12 @@ from selena.adaptive import (
     AdaptiveSpecError,
     Controller,
     Policy,
+    calibrated_start,
     cover_segments,
     judge_segments,
     parse_spec,
 )
+from selena.advise import Calibration, default_calibration_path
 from selena.backends import Backend, Deployment, get_backend
 from selena.backends.base import CAPTURE_REFUSED
 from selena.capture import LinkRecorder, parse_link
@@ -272,6 +274,9 @@ class Experiment:
         # The latency signal pings over the topology's links: a scenario that
         # must carry nothing but its own packets turns it off.
         self.latency_probe = latency_probe
+        self.adaptive_start_reason = ""
+        self.adaptive_start_calibrated = False
+        self._adaptive_start()
         if output_cap < 0:
             raise ValidationError(f"output cap {output_cap} is negative")
         self.output_cap = output_cap
@@ -482,8 +487,7 @@ class Experiment:
         switches.configure(progress=self.progress)
         self.environment = self._environment()
         deployment = self.deployment
-        start_reason = (f"start of {self.adaptive.spec()} at the scenario's TDF clamped "
-                        "into MIN-MAX" if self.adaptive else None)
+        start_reason = self.adaptive_start_reason or None
         self.engine = Engine(channel, deployment.domids,
                              VirtualClock(self.topology.tdf, reason=start_reason),
                              crash=lambda node: self.backend.crash(deployment, node),
@@ -502,6 +506,8 @@ class Experiment:
                                    path=path, latency_note=note, floor_ms=floor_ms).start()
         if self.adaptive is not None and self.monitor is not None:
             self.progress(self.adaptive.describe())
+            if self.adaptive_start_calibrated:
+                self.progress(self.adaptive_start_reason)
             monitor = self.monitor
             self.controller_adaptive = Controller(
                 self.adaptive, self.monitor, self.engine.clock,
@@ -512,6 +518,29 @@ class Experiment:
                 latency_measurable=lambda: monitor.path is not None and any(
                     e.rtts_ms for e in list(monitor.echoes)),
                 say=self.progress, host_cpus=self.host.cpus if self.host else None).start()
+
+    def _adaptive_start(self) -> None:
+        """An adaptive run starts at the scenario's TDF clamped into MIN-MAX,
+        or, when this host's calibration predicts the latency path's round
+        trip too slow there, higher up the ladder (calibrated_start)."""
+        if self.adaptive is None:
+            return
+        self.adaptive_start_reason = (f"start of {self.adaptive.spec()} at the scenario's "
+                                      "TDF clamped into MIN-MAX")
+        path, _ = latency_path(self.topology) if self.latency_probe else (None, "")
+        if path is None or self.topology.nodes[path.a].kind is not NodeKind.HOST:
+            return
+        cal = _host_calibration()
+        if cal is None:
+            return
+
+        def predict(tdf: float) -> float:
+            assert path is not None and cal is not None
+            return path.links * cal.extra_ms(tdf, ECHO_GAP_S, path.rtt_ms) / path.rtt_ms
+
+        self.topology.tdf, self.adaptive_start_reason = calibrated_start(
+            self.adaptive, self.topology.tdf, predict)
+        self.adaptive_start_calibrated = True
 
     def _latency_probe(self) -> tuple[Callable[[threading.Event], EchoRound] | None,
                                       LatencyPath | None,
@@ -527,14 +556,9 @@ class Experiment:
             return None, None, note, None
         if self.topology.nodes[path.a].kind is not NodeKind.HOST:
             return None, None, f"{path.a} is not a host that can ping", None
-        floor_ms = None
-        try:
-            from selena.advise import Calibration, default_calibration_path
-
-            cal = Calibration.load(default_calibration_path())
-            floor_ms = path.links * cal.extra_ms(self.topology.tdf, ECHO_GAP_S, path.rtt_ms)
-        except SelenaError:
-            pass                    # no calibration: the rule does not need one
+        cal = _host_calibration()   # without one the rule goes without the floor
+        floor_ms = (path.links * cal.extra_ms(self.topology.tdf, ECHO_GAP_S, path.rtt_ms)
+                    if cal is not None else None)
         channel, engine = self.controller, self.engine
         assert channel is not None and engine is not None
         spec = CommandSpec(argv=tuple(echo_argv(path)), timeout_ns=round(ECHO_TIMEOUT_S * 1e9))
@@ -1119,6 +1143,14 @@ class Experiment:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close(exc)
+
+
+def _host_calibration() -> Calibration | None:
+    """This host's latency calibration (`selena calibrate`), or None."""
+    try:
+        return Calibration.load(default_calibration_path())
+    except SelenaError:
+        return None
 
 
 def _adaptive_tdf(tdf: float | str | Policy | None) -> tuple[Policy | None, float | str | None]:

@@ -110,8 +110,8 @@ def _qjump_steps(ptpd_tdfs: Sequence[str]) -> tuple[Step, ...]:
 def _adaptive_steps(tdfs: str) -> tuple[Step, ...]:
     """VT-Mininet's comparison: a sweep over a fixed grid (its TDF 1 run and
     the run at the TDF it recommends are the fixed runs; the recommendation
-    is in its recommendation.json), then the adaptive run over the grid's
-    range."""
+    is in its recommendation.json), the lab's latency calibration, then the
+    adaptive run over the grid's range."""
     try:
         grid = [units.tdf(t) for t in tdfs.split(",") if t.strip()]
     except UnitError as exc:
@@ -121,8 +121,11 @@ def _adaptive_steps(tdfs: str) -> tuple[Step, ...]:
                             "1,2,4,8,16 (TDF 1 is one of the three runs)")
     scenario = "scenarios/adaptive_phases.py"
     spec = f"auto:{units.tdf_text(grid[0])}-{units.tdf_text(grid[-1])}"
+    # The adaptive run starts where the lab's calibration puts the latency
+    # floor (selena.adaptive.calibrated_start); the sweep's runs are fixed.
     return (Step("sweep", ("sweep", scenario, "--tdf", ",".join(units.tdf_text(t) for t in grid),
                            "--out", OUT)),
+            Step("calibrate", ("calibrate", "--bundle", OUT)),
             Step("adaptive", ("run", scenario, "--tdf", spec, "--out", OUT)))
 
 
@@ -132,7 +135,9 @@ def adaptive_minutes(tdfs: str, virtual_s: float = 63.0, deploy_s: float = 60.0)
     quiet two thirds low, the busy third high), each with a deploy."""
     grid = [units.tdf(t) for t in tdfs.split(",") if t.strip()]
     adaptive = virtual_s * (2 * grid[0] + grid[-1]) / 3 + 60      # + climbing and dwell
-    return math.ceil((sum(grid) * virtual_s + adaptive + (len(grid) + 1) * deploy_s) / 60)
+    calibrate_s = 120.0
+    return math.ceil((sum(grid) * virtual_s + adaptive + (len(grid) + 1) * deploy_s
+                      + calibrate_s) / 60)
 def _star_run(tdf: str, clients: int, client_mbit: str) -> tuple[str, ...]:
     return ("run", "scenarios/star_throughput.py", "--tdf", tdf, *_star_params(
         clients, client_mbit), "--out", OUT)

@@ -22,6 +22,7 @@ from selena.adaptive import (
     Controller,
     Policy,
     Signals,
+    calibrated_start,
     cover_segments,
     decide,
     host_series,
@@ -30,6 +31,7 @@ from selena.adaptive import (
     parse_spec,
     signals_from_samples,
 )
+from selena.advise import Calibration, default_calibration_path
 from selena.backends.base import LoadSample, QdiscStats
 from selena.backends.xl import XlBackend
 from selena.cli.experiment import tdf_timeline_line
@@ -545,11 +547,58 @@ def wait_for(condition, seconds: float = 30.0) -> bool:
     return False
 
 
-def test_an_adaptive_run_raises_under_load_lowers_after_and_records_why(fake_xen, tmp_path):
+def test_a_calibrated_start_climbs_the_ladder_until_the_floor_is_within_half_the_target():
+    policy = Policy(1, 16)
+    tdf, why = calibrated_start(policy, 1, lambda t: 0.12 / t)
+    assert tdf == 8                     # +12, +6 and +3 % are above 2.5 %; +1.5 % is not
+    assert why == ("start of auto:1-16 at TDF 8: this host's calibration predicts an RTT "
+                   "excess of +12.0% at TDF 1 and +1.5% at 8 (start within 2.5%)")
+    assert calibrated_start(Policy(1, 4), 1, lambda t: 0.12 / t)[0] == 4     # MAX bounds it
+    tdf, why = calibrated_start(policy, 2, lambda t: 0.01 / t)
+    assert tdf == 2
+    assert why.endswith("clamped into MIN-MAX (predicted RTT excess +0.5% there)")
+
+
+def test_an_adaptive_experiment_starts_above_the_floor_this_hosts_calibration_predicts(
+        fake_xen, tmp_path, monkeypatch):
+    """The floor of h1-h2 (one link, 100 ms configured) by a calibration of
+    9 ms real + 1 ms virtual per link: +10 % at TDF 1, +5.5 % at 2, +3.25 %
+    at 4, +2.1 % at 8: an auto:1-16 run starts at 8; without a
+    calibration, or without the latency probe, at MIN."""
+    monkeypatch.setenv("SELENA_CACHE", str(tmp_path / "cache"))
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+
+    def slow_pair() -> Topology:
+        topo = Topology("pair", tdf=1)
+        h1 = topo.add_host("h1", ip="10.0.0.1/24")
+        h2 = topo.add_host("h2", ip="10.0.0.2/24")
+        topo.add_link(h1, h2, rate="10Mbit", delay="50ms")
+        return topo
+
+    def start(**kwargs) -> Experiment:
+        return Experiment(slow_pair(), tdf="auto:1-16", backend=backend, templates=None,
+                          **kwargs)
+
+    assert start().topology.tdf == 1
+    Calibration(9.0, 0.0, 1.0, 40.0, {}, [], [], host="lab").save(default_calibration_path())
+    exp = start()
+    assert exp.topology.tdf == 8
+    assert exp.adaptive_start_calibrated
+    assert exp.adaptive_start_reason.startswith(
+        "start of auto:1-16 at TDF 8: this host's calibration predicts an RTT excess of "
+        "+10.0% at TDF 1 and +2.1% at 8")
+    assert start(latency_probe=False).topology.tdf == 1
+    assert not start(latency_probe=False).adaptive_start_calibrated
+
+
+def test_an_adaptive_run_raises_under_load_lowers_after_and_records_why(fake_xen, tmp_path,
+                                                                        monkeypatch):
     """Against the fake Dom0: h2's vCPU saturated -> the TDF climbs 2 -> 4
     -> 8 through set_tdf (guests and links re-dilated); h2 quiet -> it comes
     down. meta.json keeps each change's reason and signals, fidelity.json
     the segments."""
+    monkeypatch.setenv("SELENA_CACHE", str(tmp_path / "cache"))   # no calibration: start at MIN
     fake_xen.cpu_share.update({"Domain-0": 0.05, "selena-pair-h2": 1.0})
     backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
                         host_root=fake_xen.host_root)

@@ -25,14 +25,15 @@ def out(name: str) -> str:
 
 
 def run_scenario_text(lab: Any, name: str, text: str, options: str = "",
-                      timeout: float = 600) -> Any:
+                      timeout: float = 600, env: str = "") -> Any:
     """Write `text` as the scenario file <name>.py in the tree (Dom0 sees only
-    the tree), `selena run` it with `options` and its results in <name>,
-    then count the selena domains left: its output ends with `run-status=N`
-    and `<count>\\nleftovers-counted`."""
+    the tree), `selena run` it with `options` (and `env`, NAME=VALUE words
+    before the command) and its results in <name>, then count the selena
+    domains left: its output ends with `run-status=N` and
+    `<count>\\nleftovers-counted`."""
     path = project_root() / f"{name}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    return lab.run(f"rm -rf {name}; selena run {name}.py {options} --out {name}; "
+    return lab.run(f"rm -rf {name}; {env} selena run {name}.py {options} --out {name}; "
                    "echo run-status=$?; xl list | grep -c selena- ; echo leftovers-counted",
                    timeout=timeout)
