@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from selena.analysis.adaptive import Comparison, judge, load, plot, real_at, rows
+from selena.analysis.adaptive import (
+    Comparison,
+    judge,
+    load,
+    plot,
+    real_at,
+    rows,
+    within_tolerance,
+)
 from selena.errors import AnalysisError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "figures" / "results" / "adaptive"
@@ -87,6 +95,25 @@ def test_a_larger_error_or_too_little_saving_is_not_met_and_says_which():
     assert judge(_error(base, "adaptive", 1, "rtt_ms", 2.54))[0] is True
     met, line = judge(_with(base, "adaptive", scenario_real_s=160.0))  # 37 % less
     assert met is False and "160 s of real time against TDF 4's 252 s, 37 % less" in line
+
+
+def test_the_sweeps_own_tolerance_is_said_beside_the_goal_never_instead_of_it():
+    base = load(FIXTURE)
+    assert base.tolerance_pct == 5.0        # the fixture sweep's recommendation.json
+    line = within_tolerance(base)
+    assert line == ("By the sweep's own tolerance for a faithful TDF instead (every phase "
+                    "within 5 %; the sweep also wants the verdict ok): the adaptive run's "
+                    "worst errors are 1.4 % (throughput) and 2.4 % (RTT), within it; its "
+                    "verdict: ok.")
+    far = _error(base, "adaptive", 0, "rtt_ms", 6.5)
+    assert within_tolerance(far).endswith("and 6.5 % (RTT), not within it; its verdict: ok.")
+    assert judge(far)[0] is False
+    table = rows(far)
+    assert table.index(within_tolerance(far)) > next(
+        i for i, r in enumerate(table) if r.startswith("Verdict (computed"))
+    unknown = copy.deepcopy(base)
+    unknown.tolerance_pct = None
+    assert within_tolerance(unknown) is None
 
 
 def test_no_recommendation_a_failed_or_missing_run_is_not_judged():

@@ -162,7 +162,7 @@ def _adaptive(fresh: Path, rng: random.Random) -> None:
                                                   "tdfs": [1, 2, 4]}))
     (sweep / "summary.csv").write_text("scenario,tdf,metric\nphases,1,phase1_mbit\n")
     (sweep / "recommendation.json").write_text(json.dumps(
-        {"tdfs": [1.0, 2.0, 4.0], "recommended": 4.0,
+        {"tdfs": [1.0, 2.0, 4.0], "tolerance_pct": 5.0, "recommended": 4.0,
          "not_recommended": {"1": ["phase1_mbit repeat 1 degraded"],
                              "2": ["phase2_mbit repeat 1 degraded"]}}, indent=1) + "\n")
     timeline = [{"tdf": t, "real_s": r, "virtual_s": v, "reason": why}
