@@ -9,7 +9,8 @@ physics stays the paper's:
   100-packet FIFO at 10 Gbit/s drains in 0.12 ms; kept at 100 packets at
   100 Mbit/s it would take 12 ms, inflating queueing latency 100 times);
 - flow sizes and windows, where the result depends on them: paper bytes /
-  factor, so a flow's completion time at the scaled rate is the paper's.
+  factor, so a flow's completion time at the scaled rate is the paper's;
+  a window counted in requests in flight likewise (scaled_window).
 
     link = scaled_link("10Gbit", 100, queue_s=QUEUE_S, delay="0.02ms")
     topology.add_link(a, b, **link)          # rate="100Mbit", delay=..., queue=2
@@ -77,6 +78,17 @@ def scaled_link(paper_rate: str | float, factor: float, *, queue_s: float,
 def paper_queue_s(packets: int, paper_rate: str | float, mtu: int = MTU_BYTES) -> float:
     """A paper's queue of `packets` at its link rate, as a time (seconds)."""
     return packets * mtu * 8 / units.rate_bps(paper_rate)
+
+
+def scaled_window(paper_count: int, factor: float, least: int = 1) -> int:
+    """A window counted in messages (requests in flight, each about a
+    packet) scaled with the rates: the paper's / factor, at least `least`
+    (what the tool can run: memaslap needs one request per thread). Kept
+    whole, it would put factor times the paper's bytes in flight against a
+    queue sized in time."""
+    if paper_count <= 0 or least < 1:
+        raise UnitError(f"paper window {paper_count!r} (least {least!r}): want > 0")
+    return max(least, round(paper_count / _factor(factor)))
 
 
 def scaled_bytes(paper_bytes: int | float, factor: float) -> int:

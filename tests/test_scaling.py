@@ -14,6 +14,7 @@ from selena.scaling import (
     scaled_bytes,
     scaled_link,
     scaled_rate_bps,
+    scaled_window,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +49,16 @@ def test_flow_sizes_scale_with_the_rates():
     paper = 10 * 10_000_000 * 8 / 1e9
     scaled = 10 * scaled_bytes(10_000_000, 100) * 8 / scaled_rate_bps("1Gbit", 100)
     assert scaled == pytest.approx(paper)
+
+
+def test_windows_in_requests_scale_with_the_rates_down_to_what_the_tool_runs():
+    # QJump's memaslap: 128 requests of 1 KB in flight at 10 Gbit/s is
+    # about 1.3 at 100 Mbit/s; memaslap runs one per thread, two threads.
+    assert scaled_window(128, 100) == 1
+    assert scaled_window(128, 100, least=2) == 2
+    assert scaled_window(128, 10) == 13
+    with pytest.raises(UnitError, match="paper window 0"):
+        scaled_window(0, 100)
 
 
 @pytest.mark.parametrize("factor", [0.5, 0, -3, float("nan"), True])

@@ -22,6 +22,15 @@ def test_the_load_is_the_papers_memaslap_workload():
     assert flags["-s"] == "10.0.9.11:11211" and flags["-t"] == flags["-S"] == f"{qjmc.RUN_S}s"
 
 
+def test_the_requests_in_flight_are_scaled_with_the_rates_unless_a_param_says():
+    # 128 / 100, at least memaslap's one per thread (scaling rule).
+    assert qjmc.PAPER_CONCURRENCY == 128 and qjmc.FACTOR == 100
+    assert qjmc.CONCURRENCY == 2
+    flags = qjmc.memaslap(qjmc.concurrency_of(qjmc.CONCURRENCY)).split()
+    assert flags[flags.index("-c") + 1] == "2" and flags[flags.index("-T") + 1] == "2"
+    assert qjmc.concurrency_of("128") == 128      # the paper's own, by --param
+
+
 @pytest.mark.parametrize("params, name, prio, cpu", [
     ({}, "qjmc", False, "dilated"),
     ({"prio": "1"}, "qjmcp", True, "dilated"),
