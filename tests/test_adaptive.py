@@ -514,11 +514,11 @@ def test_the_cli_shows_the_policy_and_refuses_bad_specs(capsys):
     assert rc == 1 and "deploy runs no scenario to adapt to" in err
 
 
-def pair() -> Topology:
+def pair(delay: str = "5ms") -> Topology:
     topo = Topology("pair", tdf=1)
     h1 = topo.add_host("h1", ip="10.0.0.1/24")
     h2 = topo.add_host("h2", ip="10.0.0.2/24")
-    topo.add_link(h1, h2, rate="10Mbit", delay="5ms")
+    topo.add_link(h1, h2, rate="10Mbit", delay=delay)
     return topo
 
 
@@ -569,15 +569,8 @@ def test_an_adaptive_experiment_starts_above_the_floor_this_hosts_calibration_pr
     backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
                         host_root=fake_xen.host_root)
 
-    def slow_pair() -> Topology:
-        topo = Topology("pair", tdf=1)
-        h1 = topo.add_host("h1", ip="10.0.0.1/24")
-        h2 = topo.add_host("h2", ip="10.0.0.2/24")
-        topo.add_link(h1, h2, rate="10Mbit", delay="50ms")
-        return topo
-
     def start(**kwargs) -> Experiment:
-        return Experiment(slow_pair(), tdf="auto:1-16", backend=backend, templates=None,
+        return Experiment(pair(delay="50ms"), tdf="auto:1-16", backend=backend, templates=None,
                           **kwargs)
 
     assert start().topology.tdf == 1
