@@ -499,7 +499,8 @@ def test_auto_specs_parse():
     assert Policy(2, 20).spec() == "auto:2-20"
 
 
-def test_the_cli_shows_the_policy_and_refuses_bad_specs(capsys):
+def test_the_cli_shows_the_policy_and_refuses_bad_specs(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("SELENA_CACHE", str(tmp_path / "cache"))   # no calibration here
     rc, out, err = run_cli(capsys, "plan", "--topo", "single,2", "--tdf", "auto:2-20")
     assert rc == 0, err
     assert "# adaptive TDF auto:2-20: every 2 real s" in out
@@ -583,6 +584,17 @@ def test_an_adaptive_experiment_starts_above_the_floor_this_hosts_calibration_pr
         "+10.0% at TDF 1 and +2.1% at 8")
     assert start(latency_probe=False).topology.tdf == 1
     assert not start(latency_probe=False).adaptive_start_calibrated
+
+
+def test_plan_says_where_a_calibration_starts_an_adaptive_run(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("SELENA_CACHE", str(tmp_path / "cache"))
+    Calibration(9.0, 0.0, 1.0, 40.0, {}, [], [], host="lab").save(default_calibration_path())
+    # h1-s1-h2, 50 ms a link: 200 ms configured, two links' floor.
+    rc, out, err = run_cli(capsys, "plan", "--topo", "single,2", "--link", "tc,delay=50ms",
+                           "--tdf", "auto:1-16")
+    assert rc == 0, err
+    assert "starts at TDF 8\n# start of auto:1-16 at TDF 8: this host's calibration " \
+        "predicts an RTT excess of +10.0% at TDF 1 and +2.1% at 8" in out, out
 
 
 def test_an_adaptive_run_raises_under_load_lowers_after_and_records_why(fake_xen, tmp_path,

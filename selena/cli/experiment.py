@@ -253,6 +253,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"# at virtual {event.t:g} s: {event.text()}")
     if exp.adaptive is not None:
         print(f"# {exp.adaptive.describe()}; starts at TDF {units.tdf_text(exp.topology.tdf)}")
+        if exp.adaptive_start_calibrated:
+            print(f"# {exp.adaptive_start_reason}")
     return 0
 
 
