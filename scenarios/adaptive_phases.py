@@ -164,12 +164,15 @@ def run(exp):
     phase_s = float(exp.params.get("phase_s", PHASE_S))
     transport = transport_of(exp.params.get("transport", TRANSPORT))
     clients = [f"h{k}" for k in range(1, max(phases) + 1)]
+    spans = flow_spans(phases)
+    # The servers start first and listen while the pings below run: started
+    # after them, at TDF 1 in the lab, the first client's connection was
+    # refused (the phases begin at SETUP_S, which the pings had used up).
+    servers = [exp.start("srv", ["iperf3", "-s", "-1", "-J", "-i", f"{REPORT_S:g}",
+                                 "-p", str(5201 + n)]) for n in range(len(spans))]
     # ARP and the switch's MAC table first, so no flow starts with a flood.
     exp.parallel(*[lambda name=name: exp.cmd(name, f"ping -c 2 -W 5 {SERVER_IP}")
                    for name in [*clients, "probe"]])
-    spans = flow_spans(phases)
-    servers = [exp.start("srv", ["iperf3", "-s", "-1", "-J", "-i", f"{REPORT_S:g}",
-                                 "-p", str(5201 + n)]) for n in range(len(spans))]
     # The phases at fixed virtual instants, whatever the setup took.
     exp.sleep(SETUP_S - exp.now())
     bounds = [SETUP_S + i * phase_s for i in range(len(phases) + 1)]
