@@ -388,8 +388,7 @@ def calibrated_start(policy: Policy, tdf: float,
     return value, (f"start of {policy.spec()} at TDF {units.tdf_text(value)}: this host's "
                    f"calibration predicts an RTT excess of {predict(start):+.1%} at TDF "
                    f"{units.tdf_text(start)} and {predict(value):+.1%} at "
-                   f"{units.tdf_text(value)} (start within "
-                   f"{policy.latency_target * START_MARGIN:.1%})")
+                   f"{units.tdf_text(value)} (start within {limit:.1%})")
 
 
 def decide(policy: Policy, tdf: float, signals: Signals | None,

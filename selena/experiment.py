@@ -536,7 +536,7 @@ class Experiment:
 
         def predict(tdf: float) -> float:
             assert path is not None and cal is not None
-            return path.links * cal.extra_ms(tdf, ECHO_GAP_S, path.rtt_ms) / path.rtt_ms
+            return _path_floor_ms(cal, path, tdf) / path.rtt_ms
 
         self.topology.tdf, self.adaptive_start_reason = calibrated_start(
             self.adaptive, self.topology.tdf, predict)
@@ -557,8 +557,7 @@ class Experiment:
         if self.topology.nodes[path.a].kind is not NodeKind.HOST:
             return None, None, f"{path.a} is not a host that can ping", None
         cal = _host_calibration()   # without one the rule goes without the floor
-        floor_ms = (path.links * cal.extra_ms(self.topology.tdf, ECHO_GAP_S, path.rtt_ms)
-                    if cal is not None else None)
+        floor_ms = _path_floor_ms(cal, path, self.topology.tdf) if cal is not None else None
         channel, engine = self.controller, self.engine
         assert channel is not None and engine is not None
         spec = CommandSpec(argv=tuple(echo_argv(path)), timeout_ns=round(ECHO_TIMEOUT_S * 1e9))
@@ -1143,6 +1142,12 @@ class Experiment:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close(exc)
+
+
+def _path_floor_ms(cal: Calibration, path: LatencyPath, tdf: float) -> float:
+    """The calibrated floor of the latency probe's path at `tdf` (virtual ms):
+    one link's per link on it, for echoes ECHO_GAP_S apart."""
+    return path.links * cal.extra_ms(tdf, ECHO_GAP_S, path.rtt_ms)
 
 
 def _host_calibration() -> Calibration | None:
