@@ -191,7 +191,7 @@ def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
                                 f"SELENA_FCT_SCALE={fct_scale:g}")),),
                      20, figures=("fct_cdf.png",)),
         Reproduction("qjump", "QJump in SELENA: Tables I and II, Figures 10-14",
-                     _qjump_steps(qjump_ptpd_tdfs), 125,
+                     _qjump_steps(qjump_ptpd_tdfs), 135,
                      lab_args=("--with", "debian"),     # its hosts boot the debian images
                      keep_outputs=("exec ptpd -s", "date +%s.%N"),
                      figures=("qjump_ping_cdf.png", "qjump_memcached_cdf.png",
