@@ -13,7 +13,8 @@ H11; the paper's second stream, H1 to H12, shares no port with ping on one
 switch and is left out) on one Open vSwitch guest; links of 100 Mbit/s
 (the paper's 10 Gbit/s divided by 100) with its 0.02 ms of netem delay and
 a queue per direction holding what the paper's 100 packets held at 10 Gbit/s
-(0.12 ms: 2 packets with the delay line; selena.scaling). With prio=1 each link direction
+(0.12 ms: 2 packets with the delay line; selena.scaling; --param
+paper_queue=1000 holds what 1000 packets held, 1.2 ms). With prio=1 each link direction
 queues by IP precedence in strict-priority bands (selena/shaping/prio.py),
 standing in for the QJump module, which Debian does not ship, and the
 switch's priority queues; ping marks its packets with precedence 7
@@ -24,6 +25,7 @@ queue looks at.
 from selena.metrics import ping_rtts_ms
 from selena.model import Topology
 from selena.scaling import paper_queue_s, scaled_link
+from selena.units import param_number
 
 PINGS, INTERVAL_S = 200, 0.01
 BULK_S = 8
@@ -31,18 +33,32 @@ BULK_S = 8
 # The scaling rule (docs/reproductions.md): the paper's 10 Gbit/s links divided
 # by 100, its 100-packet switch queue kept as a time (0.12 ms), its netem delay.
 PAPER_RATE, FACTOR = "10Gbit", 100
-LINK = scaled_link(PAPER_RATE, FACTOR, queue_s=paper_queue_s(100, PAPER_RATE), delay="0.02ms")
+PAPER_QUEUE = 100
+
+
+def link(paper_queue=PAPER_QUEUE):
+    """The scaled link; --param paper_queue=1000 sizes its queue by Linux's
+    default transmit queue at 10 Gbit/s (1.2 ms) rather than the switch's
+    100 packets (0.12 ms): the paper's 1060 us beside iperf is about the
+    former."""
+    packets = param_number("paper_queue", paper_queue, 1, 10000, whole=True, unit="packets")
+    return scaled_link(PAPER_RATE, FACTOR, queue_s=paper_queue_s(packets, PAPER_RATE),
+                       delay="0.02ms")
+
+
+LINK = link()
 
 HOSTS = (("h3", 3), ("h8", 8), ("h11", 11))
 
 
-def build(prio="0"):
+def build(prio="0", paper_queue=PAPER_QUEUE):
     prio = str(prio).lower() in ("1", "yes", "true")
+    shaped = link(paper_queue)
     topology = Topology("qjpingp" if prio else "qjping", tdf=20)
     s1 = topology.add_switch("s1")
     for name, last in HOSTS:
         host = topology.add_host(name, ip=f"10.0.9.{last}/24", template="qjump-host")
-        topology.add_link(host, s1, **LINK, prio=prio)
+        topology.add_link(host, s1, **shaped, prio=prio)
     return topology
 
 
