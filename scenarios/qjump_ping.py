@@ -46,8 +46,6 @@ def link(paper_queue=PAPER_QUEUE):
                        delay="0.02ms")
 
 
-LINK = link()
-
 HOSTS = (("h3", 3), ("h8", 8), ("h11", 11))
 
 

@@ -1146,7 +1146,8 @@ class Experiment:
 
 def _path_floor_ms(cal: Calibration, path: LatencyPath, tdf: float) -> float:
     """The calibrated floor of the latency probe's path at `tdf` (virtual ms):
-    one link's per link on it, for echoes ECHO_GAP_S apart."""
+    one link's calibrated extra times the links on the path, for echoes
+    ECHO_GAP_S apart."""
     return path.links * cal.extra_ms(tdf, ECHO_GAP_S, path.rtt_ms)
 
 
