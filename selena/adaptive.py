@@ -363,7 +363,9 @@ def latency_floor(policy: Policy, tdf: float, excess: float | None) -> float:
 
 
 # A calibrated start keeps the predicted RTT excess within this share of
-# the target, as `selena advise` does: the floor varies between boots.
+# the target: the floor varies between boots. `selena advise` aims lower (a
+# third: advise.HEADROOM) since nothing corrects a fixed TDF during the run;
+# here the controller raises the TDF when the floor turns out higher.
 START_MARGIN = 0.5
 
 

@@ -21,10 +21,11 @@ test_advise_e2e.py, which calibrated a second time in the same boot): its
 fit has every gap, advise reads the demo's topology right, the prediction
 at the advised TDF is the model's, the first run's error lies within half
 the accuracy of it, and a run at TDF 1 needs the advice (outside the
-accuracy) with the model explaining it within half. One job of the shared
-boot: about 3 minutes of lab time, 2 of them `selena calibrate` (the page's
-own step; the floor it measures is the lab's, so the advised TDF is 5-12
-here)."""
+accuracy) with the model explaining it (0.25 to 1.7 times the prediction).
+One job of the shared boot: about 3 minutes of lab time, 2 of them `selena
+calibrate` (the page's own step; the floor it measures is the lab's, so the
+advised TDF is 5-12 here with half the accuracy as headroom, about 1.5
+times that with a third)."""
 
 import json
 import re
@@ -36,7 +37,7 @@ import pytest
 from doc_blocks import dom0_script, outputs, page_blocks
 from lab_stats import check
 
-from selena.advise import Calibration
+from selena.advise import HEADROOM, Calibration
 from selena.paths import project_root
 
 pytestmark = pytest.mark.lab
@@ -130,7 +131,8 @@ def test_the_host_pages_dom0_commands_run_in_the_labs_dom0(lab):
         bundle = RESULTS_LINE.search(run)
         assert bundle, run
         predicted = re.search(r"^advice: .*predicted round-trip error \+([\d.]+)%", advice, re.M)
-        assert predicted and float(predicted.group(1)) <= ACCURACY_PCT / 2, advice   # headroom
+        # advise's output rounds the prediction to 0.1 %.
+        assert predicted and float(predicted.group(1)) <= HEADROOM * ACCURACY_PCT + 0.05, advice
         # In the lab's floor a TDF above 1 (the record keeps which, beside the error).
         check("host_doc.advised_tdf", float(tdf.group(1)), above=1, context=advice)
         pings = json.loads((project_root() / bundle.group(1) / "metrics.json").read_text())
@@ -174,15 +176,17 @@ def _check_the_advisor(lab, calibration: str, tdf: float, predicted: float,
     check("advise.advised_tdf.rtt_error_minus_prediction_pct", measured - predicted,
           low=-ACCURACY_PCT / 2, high=ACCURACY_PCT / 2, unit="%",
           context=(tdf, predicted, measured))
-    # TDF 1 needed the advice, and the model explains what it measured
-    # (within half: real time at TDF 1 scatters more between runs).
+    # TDF 1 needed the advice, and the model explains what it measured. Its
+    # bounds are the recorded distribution's 1% points (scripts/lab-thresholds,
+    # n = 23: 0.60 to 1.33, proposed 0.24 and 1.68): real time at TDF 1
+    # scatters between the calibration and a run minutes later.
     at_1 = json.loads((out / "tdf1" / "metrics.json").read_text())["rtt_ms"]
     model_1 = 100 * model.extra_ms(1.0, 0.2, CONFIGURED_RTT_MS) / CONFIGURED_RTT_MS
     print(f"TDF {tdf:g}: predicted {predicted:+.2f}%, measured {measured:+.2f}%; TDF 1: "
           f"predicted {model_1:+.2f}%, measured {at_1['error_pct']:+.2f}%")
     check("advise.tdf1.rtt_error_pct", at_1["error_pct"], above=ACCURACY_PCT, unit="%",
           samples=at_1["samples"], context=at_1)
-    # |at_1 - model_1| <= model_1 / 2 as a ratio (model_1 > 0; else it fails).
+    # As a ratio (model_1 > 0; else it fails).
     check("advise.tdf1.measured_over_predicted",
           at_1["error_pct"] / model_1 if model_1 > 0 else float("nan"),
-          low=0.5, high=1.5, context=(at_1["error_pct"], model_1))
+          low=0.25, high=1.7, context=(at_1["error_pct"], model_1))
