@@ -131,3 +131,29 @@ def test_collect_appends_only_new_records_and_load_reads_each_once(tmp_path):
                          check=True, timeout=60, env={**os.environ, "SELENA_LAB_STATS": str(cache)})
     assert out.stdout.startswith("1 new record(s)"), out
     assert json.loads(committed.read_text().splitlines()[-1])["name"] == "y.mbit"
+
+
+def test_the_standing_says_whether_a_bound_is_as_wide_as_the_data_asks():
+    values = [100 + (i % 5) for i in range(20)]             # proposal: >= 98 and <= 106
+    wide, = lt.summarize([entry("w", v, t=i + 1, low=90, high=110)
+                          for i, v in enumerate(values)])
+    assert wide.standing().startswith("from the data")
+    tight, = lt.summarize([entry("t", v, t=i + 1, low=99, high=150)
+                           for i, v in enumerate(values)])
+    assert tight.standing() == "lower side tighter than the proposal"
+    few, = lt.summarize([entry("f", 100, t=1, high=150)])
+    assert few.standing() == "not yet: n < 20"
+    assert wide.proposal() == (pytest.approx(98), pytest.approx(106))
+
+
+def test_the_committed_page_of_bounds_is_what_the_committed_records_make():
+    committed = ROOT / "docs" / "results" / "lab-stats.jsonl"
+    records, bad = lt.load(committed)
+    assert records and bad == 0
+    page = lt.doc_page(lt.summarize(records), "docs/results/lab-stats.jsonl",
+                       lt.sessions(records))
+    assert (ROOT / "docs" / "lab-thresholds.md").read_text(encoding="utf-8") == page, \
+        "docs/lab-thresholds.md is stale: run scripts/lab-thresholds --write-doc"
+    # One row per assertion, each with its standing.
+    rows = [line for line in page.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) - 1 == len({r["name"] for r in records})

@@ -173,9 +173,11 @@ def _check_the_advisor(lab, calibration: str, tdf: float, predicted: float,
     model = Calibration.load(out / "calibration.json")
     assert abs(100 * model.extra_ms(tdf, 0.2, CONFIGURED_RTT_MS) / CONFIGURED_RTT_MS
                - predicted) < 0.1, (tdf, predicted)
+    # Within half the accuracy, widened to the recorded runs' 1% points
+    # (scripts/lab-thresholds, n = 23: -1.43 to +1.56 seen, -2.61 and +2.75
+    # proposed).
     check("advise.advised_tdf.rtt_error_minus_prediction_pct", measured - predicted,
-          low=-ACCURACY_PCT / 2, high=ACCURACY_PCT / 2, unit="%",
-          context=(tdf, predicted, measured))
+          low=-2.75, high=2.75, unit="%", context=(tdf, predicted, measured))
     # TDF 1 needed the advice, and the model explains what it measured. Its
     # bounds are the recorded distribution's 1% points (scripts/lab-thresholds,
     # n = 23: 0.60 to 1.33, proposed 0.24 and 1.68): real time at TDF 1
