@@ -325,14 +325,21 @@ def row(s: Summary) -> tuple[str, ...]:
             s.bounds.text(), str(s.failed), s.proposed(), s.confidence(), binomial)
 
 
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A Markdown table's lines (a cell's own bars written as slashes)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in cells) + " |" for cells in rows]
+    return lines
+
+
 def markdown(summaries: Sequence[Summary]) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(c.replace("|", "/") for c in row(s)) + " |" for s in summaries]
-    return "\n".join(lines) + "\n"
+    return "\n".join(_table(HEADER, (row(s) for s in summaries))) + "\n"
 
 
-DOC_HEADER = ("assertion", "n", "min", "median", "max", "bound", "failed",
-              "proposed (<= 1%)", "standing", "test")
+# The page's columns: HEADER's, less p5, p95 and the long statements, with
+# the standing and the test files.
+DOC_COLUMNS = ("assertion", "n", "min", "median", "max", "bound", "failed", "proposed (<= 1%)")
+DOC_HEADER = (*DOC_COLUMNS, "standing", "test")
 
 
 def doc_page(summaries: Sequence[Summary], source: str, sessions: int) -> str:
@@ -340,8 +347,15 @@ def doc_page(summaries: Sequence[Summary], source: str, sessions: int) -> str:
     bound and whether the bound is set from the data, drawn from the
     committed records alone so that the page is the same on every machine
     (tests/test_lab_thresholds.py checks it against them)."""
+    standings = {s.name: s.standing() for s in summaries}
     enough = [s for s in summaries if s.n >= MIN_N]
-    settled = [s for s in enough if s.standing().startswith("from the data")]
+    settled = [s for s in enough if standings[s.name].startswith("from the data")]
+    rows = []
+    for s in summaries:
+        cells = dict(zip(HEADER, row(s), strict=True))
+        test = ", ".join(sorted({t.split("::")[0].removeprefix("tests/lab/") for t in s.tests}))
+        rows.append([cells[c] for c in DOC_COLUMNS]
+                    + [standings[s.name], f"`{test}`" if test else "-"])
     lines = [
         "# The lab tests' statistical bounds, against their recorded runs",
         "",
@@ -360,15 +374,8 @@ def doc_page(summaries: Sequence[Summary], source: str, sessions: int) -> str:
         "A side that no correct run can cross (a lateness at 0, say) shows as tighter "
         "when the normal fit reaches past it: read the standing with the quantity in mind.",
         "",
-        "| " + " | ".join(DOC_HEADER) + " |",
-        "|" + "---|" * len(DOC_HEADER),
+        *_table(DOC_HEADER, rows),
     ]
-    for s in summaries:
-        cells = row(s)
-        test = ", ".join(sorted({t.split("::")[0].removeprefix("tests/lab/") for t in s.tests}))
-        picked = (cells[0], cells[1], cells[2], cells[4], cells[6], cells[7], cells[8],
-                  cells[9], s.standing(), f"`{test}`" if test else "-")
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in picked) + " |")
     return "\n".join(lines) + "\n"
 
 
