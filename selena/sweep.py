@@ -499,8 +499,8 @@ def scipy_available() -> bool:
 def ks_pvalue(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sample Kolmogorov-Smirnov p-value: scipy's ks_2samp (exact where
     it can be) when scipy is installed, else the asymptotic Kolmogorov
-    distribution with Stephens' small-sample correction (the lab's Dom0 has
-    no scipy)."""
+    distribution with Stephens' small-sample correction (a host without
+    the `analysis` extra)."""
     if scipy_available():
         from scipy.stats import ks_2samp
 

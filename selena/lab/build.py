@@ -12,6 +12,8 @@ Artefacts (under cache_dir()/lab/):
   every lab boot goes through the install path a Xen server's does;
 - the Dom0 overlay: a small cpio with the init script, the selena package
   from the current tree and the guest templates (about a second);
+- the analysis extra's wheels (scipy, matplotlib) for Dom0's Python,
+  installed by pip into a directory QEMU shares read-only;
 - the guest templates themselves (Debian's kernel package, shared by Dom0 and
   the guests, the tiny guests' kernel, each guest initramfs, the debian disk
   images): selena.templates.build's TemplateBuilder, which a real host's
@@ -25,6 +27,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -80,13 +83,30 @@ DOM0_PACKAGES = (
     # The device model of HVM guests (check-clock --guest hvm): the guest's
     # firmware, PCI bus and its Xen platform device (+15 MB compressed).
     "qemu-system-xen",
-    # Not the `analysis` extra (scipy, matplotlib) a real host's `selena host
-    # setup` installs: Debian's python3-scipy depends on python3-pythran,
-    # which brings a C++ compiler, Boost's headers and sympy; with them the
-    # Dom0 image unpacks to 1.26 GB instead of 259 MB and Dom0 (1536 MB)
-    # panics unpacking it. The lab's sweeps print asymptotic KS p-values and
-    # no plots; its `host setup` runs `--without analysis`.
+    # Not the `analysis` extra (scipy, matplotlib): Debian's python3-scipy
+    # depends on python3-pythran, which brings a C++ compiler, Boost's
+    # headers and sympy; with them the Dom0 image unpacks to 1.26 GB instead
+    # of 259 MB and Dom0 (1536 MB) panics unpacking it. The extra comes as
+    # wheels on a read-only share instead (DOM0_ANALYSIS).
 )
+
+# The `analysis` extra for the lab's Dom0 (bookworm's Python 3.11), every
+# wheel pinned so that the cache key is the list: installed on the host with
+# pip into a directory QEMU shares read-only (never in Dom0's RAM) and that
+# Dom0's Python finds through a .pth file. numpy 1.26, not 2.x: 2.x wheels
+# need x86-64-v2 (SSE4.2, POPCNT), which the lab's emulated CPU (qemu64)
+# lacks; 1.26's baseline is SSE3.
+DOM0_ANALYSIS = (
+    "numpy==1.26.4", "scipy==1.13.1", "matplotlib==3.8.4", "contourpy==1.3.2",
+    "cycler==0.12.1", "fonttools==4.68.0", "kiwisolver==1.5.1", "packaging==26.4",
+    "pillow==12.2.0", "pyparsing==3.3.3", "python-dateutil==4.0.0", "tzdata==2026.6",
+)
+DOM0_ANALYSIS_TARGET = ("--platform", "manylinux2014_x86_64", "--python-version", "3.11",
+                        "--implementation", "cp", "--abi", "cp311")
+# Where Dom0 mounts that share (selena/lab/dom0-init.sh) and the .pth file
+# that puts it on Dom0's Python path.
+ANALYSIS_IN_DOM0 = Path("/usr/local/lib/selena-analysis")
+ANALYSIS_PTH = Path("usr/lib/python3/dist-packages/selena-analysis.pth")
 
 # Modules Dom0 needs (their dependencies are added from modules.dep): the
 # list a real host's `selena host setup` loads, and the lab machine's own.
@@ -127,6 +147,9 @@ class LabArtefacts:
     images: Path | None = None
     # More of the hypervisor's command line (e.g. to boot it under Flask).
     xen_args: str = ""
+    # The analysis extra's packages (DOM0_ANALYSIS), shared into Dom0
+    # read-only at ANALYSIS_IN_DOM0 (None: no such share).
+    analysis: Path | None = None
 
 
 class LabBuilder(TemplateBuilder):
@@ -140,24 +163,27 @@ class LabBuilder(TemplateBuilder):
         debian templates are built only with `with_debian` or variants."""
         start = time.monotonic()
         package = self.hypervisor()
-        bases: list[Path] = []
-        # The templates as `selena host setup` builds them, the Dom0 base
-        # beside the guest kernel's compile.
-        built = self.templates(with_debian=with_debian, variants=variants,
-                               beside=lambda kernel_root: bases.append(
-                                   self.dom0_base(kernel_root, package)))
-        xen = installed_hypervisor(bases[0])
+        dom0: list[Path] = []
+
+        def beside(kernel_root: Path) -> None:
+            dom0.append(self.dom0_base(kernel_root, package))
+            dom0.append(self.analysis())
+        # The templates as `selena host setup` builds them; the Dom0 base and
+        # its analysis packages beside the guest kernel's compile.
+        built = self.templates(with_debian=with_debian, variants=variants, beside=beside)
+        base, analysis = dom0
+        xen = installed_hypervisor(base)
         kernel = next((built.kernel_root / "boot").glob("vmlinuz-*"))
         disk_templates = {name: yaml.safe_dump(t.spec(IMAGES_IN_DOM0), sort_keys=False)
                           for name, t in built.disks.items()}
         overlay = self.dom0_overlay(built.guest_kernel, built.initrds, disk_templates)
-        dom0_initrd = self._concat(bases[0], overlay)
+        dom0_initrd = self._concat(base, overlay)
         self.timings["total"] = time.monotonic() - start
         # A fresh clone built without the debian images has no images
         # directory, and QEMU refuses to share one that does not exist.
         images = self.images.root if self.images.root.is_dir() else None
         return LabArtefacts(xen, kernel, dom0_initrd, built.initrds["tiny-host"],
-                            dict(self.timings), images=images)
+                            dict(self.timings), images=images, analysis=analysis)
 
     def hypervisor(self) -> Path:
         """The patched hypervisor's Debian package, as `make -C xen-patches
@@ -185,6 +211,29 @@ class LabBuilder(TemplateBuilder):
             raise LabError(f"building the hypervisor's package gave no .deb (last line: "
                            f"{lines[-1] if lines else 'none'!r})")
         return package
+
+    def analysis(self) -> Path:
+        """The `analysis` extra for the lab's Dom0 (DOM0_ANALYSIS), installed
+        from PyPI's wheels by pip into a directory of its own, .pyc files
+        included (Dom0 cannot write them to a read-only share, and compiling
+        scipy at every import would take minutes under emulation)."""
+        key = _hash(*DOM0_ANALYSIS, *DOM0_ANALYSIS_TARGET, "dom0-analysis-v1")
+        target = self.root / f"dom0-analysis-{key}"
+        if target.is_dir():
+            self.progress(f"[6/6] Dom0 analysis packages: cached ({target.name})")
+            return target
+        self.progress("[6/6] Dom0 analysis packages: scipy and matplotlib wheels (pip, about "
+                      "80 MB)")
+        t = time.monotonic()
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        with heartbeat(self.progress, "Dom0 analysis packages"):
+            self.runner.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                             "--only-binary=:all:", *DOM0_ANALYSIS_TARGET,
+                             "--target", str(partial), *DOM0_ANALYSIS], timeout=1800)
+        partial.rename(target)
+        self.timings["dom0_analysis"] = time.monotonic() - t
+        return target
 
     def stock_hypervisor(self) -> Path:
         """Debian's own, unpatched hypervisor (bookworm's
@@ -288,6 +337,9 @@ class LabBuilder(TemplateBuilder):
             launcher.write_text("#!/usr/bin/python3\nimport sys\n\nfrom selena.cli import main\n\n"
                                 "sys.exit(main())\n")
             launcher.chmod(0o755)
+            # The analysis share (LabBuilder.analysis) on Dom0's Python path;
+            # Python skips the line while nothing is mounted there.
+            _mkparent(root / ANALYSIS_PTH).write_text(f"{ANALYSIS_IN_DOM0}\n")
             tools = self.src / "guest-templates" / "build" / "bin"
             for source in tool_sources:
                 if not (tools / source.stem).exists():

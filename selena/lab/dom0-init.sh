@@ -55,6 +55,11 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 selena /selena-src \
 mkdir -p /var/lib/selena/images
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro selena-images \
     /var/lib/selena/images 2>/dev/null || echo "selena-lab: no images share (9p) mounted"
+# scipy and matplotlib (read-only; selena-analysis.pth puts them on the path).
+mkdir -p /usr/local/lib/selena-analysis
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro selena-analysis \
+    /usr/local/lib/selena-analysis 2>/dev/null \
+    || echo "selena-lab: no analysis share (9p) mounted"
 
 run_id=""
 for arg in $(cat /proc/cmdline); do

@@ -88,17 +88,25 @@ def qemu_argv(art: LabArtefacts, share: Path, run_id: str | None, *,
         "-initrd", f"{art.kernel} {dom0_cmdline},{art.dom0_initrd}",
         "-virtfs", f"local,path={share},mount_tag=selena,security_model=none,id=selena",
     ]
-    if art.images is not None:
-        if "," in str(art.images):
-            raise LabError(f"lab artefact path must not contain a comma: {art.images}")
-        # The debian templates' kernels and disk images: read-only, shared by
-        # every guest, never copied into Dom0's RAM.
-        argv += ["-virtfs", f"local,path={art.images},mount_tag=selena-images,"
-                 "security_model=none,readonly=on,id=selena-images"]
+    # The debian templates' kernels and disk images (shared by every guest,
+    # never copied into Dom0's RAM), and scipy and matplotlib for Dom0's
+    # Python (LabBuilder.analysis).
+    argv += _readonly_share(art.images, "selena-images")
+    argv += _readonly_share(art.analysis, "selena-analysis")
     if not interactive:
         argv += ["-serial", "stdio", "-monitor", "none", "-display", "none"]
         argv.remove("-nographic")
     return argv
+
+
+def _readonly_share(path: Path | None, tag: str) -> list[str]:
+    """QEMU's arguments sharing `path` read-only as 9p `tag` (none for None)."""
+    if path is None:
+        return []
+    if "," in str(path):
+        raise LabError(f"lab artefact path must not contain a comma: {path}")
+    return ["-virtfs", f"local,path={path},mount_tag={tag},security_model=none,readonly=on,"
+            f"id={tag}"]
 
 
 def command_script(command: Sequence[str] | str, tdf: float | None) -> str:

@@ -109,8 +109,8 @@ def test_the_host_pages_dom0_commands_run_in_the_labs_dom0(lab):
         assert re.search(r"^1$", xen, re.M), xen
         # 7: the dry run says every step and changes nothing.
         dry = _output_of(blocks, got, r"selena host setup --dry-run")
-        # The lab's Dom0 has no scipy (selena/lab/build.py): a step to do.
-        assert "[1/5] analysis (scipy, matplotlib): would" in dry, dry
+        # The lab's Dom0 has scipy and matplotlib (selena/lab/build.py).
+        assert "[1/5] analysis (scipy, matplotlib): nothing to do" in dry, dry
         assert "[5/5] guest templates: would" in dry, dry
         assert "host setup: dry run, nothing was changed" in dry, dry
         # 8: the doctor passes (the block's status) with the checks a run needs.

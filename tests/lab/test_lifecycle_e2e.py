@@ -146,3 +146,12 @@ def test_the_demo_sweep_is_faithful_at_tdf_10_and_degraded_at_tdf_1(lab, monkeyp
     check("demo.tdf10.spacing_windows", data10["windows"], low=5, context=spacing[10])
     check("demo.tdf10.spacing_departures", data10["departures"], above=0, context=spacing[10])
     assert not any(r.startswith("link ") for r in spacing[10]["reasons"])
+    # The lab's Dom0 analyses a sweep as a host with the `analysis` extra
+    # does (issue 29 item 2): scipy's KS p-values, and the plots.
+    assert "KS p-values: asymptotic" not in result.output, result.output
+    kept = json.loads((project_root() / demo.RESULTS / "recommendation.json").read_text())
+    assert kept["ks_method"] == "scipy", kept
+    report = lab.run(["selena", "sweep-report", demo.RESULTS], timeout=600)
+    drawn = sorted(p.name for p in (project_root() / demo.RESULTS).glob("*.png"))
+    assert drawn == ["real_time.png", "rtt_ms.png", "tcp_mbit.png"], report.output
+    assert "KS p-values: asymptotic" not in report.output, report.output

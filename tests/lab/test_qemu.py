@@ -65,6 +65,16 @@ def test_the_debian_images_are_shared_read_only_when_built():
                          "readonly=on,id=selena-images")
 
 
+def test_the_analysis_packages_are_shared_read_only_when_built():
+    argv = qemu_argv(replace(ART, images=Path("/c/images"), analysis=Path("/c/analysis")),
+                     Path("/src"), "x")
+    shares = [argv[i + 1] for i, a in enumerate(argv) if a == "-virtfs"]
+    assert shares[2] == ("local,path=/c/analysis,mount_tag=selena-analysis,"
+                         "security_model=none,readonly=on,id=selena-analysis")
+    with pytest.raises(LabError, match="comma"):
+        qemu_argv(replace(ART, analysis=Path("/c/ana,lysis")), Path("/src"), "x")
+
+
 def test_command_script_quotes_argv_and_exports_tdf():
     script = command_script(["echo", "a b", "$HOME"], 2.5)
     assert "export SELENA_TDF=2.5" in script

@@ -35,6 +35,10 @@ class StepsOnly(LabBuilder):
         self.events.append("dom0 base")
         return self.root / "base.cpio.gz"
 
+    def analysis(self) -> Path:
+        self.events.append("analysis")
+        return self.root / "analysis"
+
     def guest_kernel(self, dom0_kernel_deb: Path) -> Path:
         overlapped = self.debian_started.wait(timeout=10)
         self.events.append(f"guest kernel done, overlapped={overlapped}")
@@ -62,6 +66,9 @@ def test_the_guest_kernel_builds_beside_the_images_and_before_the_overlay(tmp_pa
     assert "guest kernel done, overlapped=True" in builder.events, builder.events
     assert builder.events[-1] == "overlay with guest-vmlinuz", builder.events
     assert builder.events.index("guest kernel done, overlapped=True") < len(builder.events) - 1
+    # The analysis packages (pip) come beside the compile too, after the base.
+    assert builder.events.index("dom0 base") < builder.events.index("analysis") \
+        < builder.events.index("guest kernel done, overlapped=True"), builder.events
 
 
 def test_the_debian_images_are_built_only_when_asked_for(tmp_path):
