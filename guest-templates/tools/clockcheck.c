@@ -23,12 +23,18 @@
  *   Q1 <monotonic>                             when it fired
  *   V <cpu> <monotonic> <realtime>             on further vCPUs, every 100 ms
  *   K <clocksource> <clock event device>      at the start and the end
- *   R <boottime> <RTC seconds>                 at each RTC update interrupt
+ *   R <boottime> <RTC seconds> <realtime> <monotonic>
+ *                                              at each RTC update interrupt
  *                                              (/dev/rtc0: HVM guests only)
  *   I <boottime> <PIT ticks>                   PIT channel 2's count since
  *                                              the start, every 100 ms
  *                                              (HVM guests only)
  *   DONE
+ * R's realtime is CLOCK_REALTIME at the update, i.e. at a whole second of
+ * the RTC's date (Dom0 compares the two after each restore); boottime
+ * minus monotonic grows at each resume (the time Linux was suspended), so
+ * Dom0 tells the stretches between checkpoints apart from the guest's own
+ * clocks, whatever the console delivered late.
  * R and I are timed in CLOCK_BOOTTIME: an HVM guest's save is a suspend
  * to Linux, whose CLOCK_MONOTONIC leaves out the time the guest spent
  * suspended while the RTC and the PIT (and Xen's virtual time) count it.
@@ -347,7 +353,7 @@ static pid_t rtc_updates(long seconds)
         unsigned long data;
         struct rtc_time tm;
         struct tm t = { 0 };
-        int64_t now;
+        int64_t now, real, mono;
 
         struct pollfd update = { .fd = fd, .events = POLLIN };
 
@@ -359,6 +365,8 @@ static pid_t rtc_updates(long seconds)
             break;
         }
         now = ns(CLOCK_BOOTTIME);
+        mono = ns(CLOCK_MONOTONIC);
+        real = ns(CLOCK_REALTIME);
         if ( ioctl(fd, RTC_RD_TIME, &tm) < 0 )
             break;
         t.tm_sec = tm.tm_sec;
@@ -367,7 +375,8 @@ static pid_t rtc_updates(long seconds)
         t.tm_mday = tm.tm_mday;
         t.tm_mon = tm.tm_mon;
         t.tm_year = tm.tm_year;
-        printf("R %lld %lld\n", (long long)now, (long long)timegm(&t));
+        printf("R %lld %lld %lld %lld\n", (long long)now, (long long)timegm(&t),
+               (long long)real, (long long)mono);
     }
     ioctl(fd, RTC_UIE_OFF, 0);
     _exit(0);

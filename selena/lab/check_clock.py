@@ -51,7 +51,8 @@ own must not follow it.
 With --guest hvm the guest's clocks read --clocksource's counter, its
 timers fire on the LAPIC timer (Xen's timer device in a guest to be
 saved), and the RTC's update interrupts and PIT channel 2's count must
-follow guest time across every change and checkpoint.
+follow guest time across every change and checkpoint (the RTC's rate
+between checkpoints, its date after each against the guest's wall clock).
 
 Run in Dom0: python3 -m selena.lab.check_clock --tdf 10 [--vcpus 2]
     [--tsc native|emulate] [--change-to 2,10,1] [--save-restore | --migrate]
@@ -63,6 +64,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import sys
 import threading
 import time
@@ -111,6 +113,15 @@ TSC_TOLERANCE = 0.01
 LINE = re.compile(r"\b(S|P|C|W|M|V|T0|T1|Q0|Q1|K|R|I) (.*)$")
 PIT_HZ = 1_193_182
 PLATFORM_TOLERANCE = 0.01
+# After a restore the RTC's date and the guest's CLOCK_REALTIME are both the
+# domain's wall clock (Linux sets its clock from Xen's at the resume), so an
+# update interrupt comes at a whole second of both; the slack is the
+# interrupt's delivery (measured: 3-16 ms of guest time).
+RTC_DATE_TOLERANCE_S = 0.1
+# CLOCK_BOOTTIME minus CLOCK_MONOTONIC moves only at a resume, by the time
+# Linux was suspended (60-800 ms at TDF 5 in the lab); read one after the
+# other they differ by the time between the reads (up to 1.1 ms measured).
+RESUME_STEP_NS = 10_000_000
 # The clock event device an HVM guest's timers fire on: the LAPIC timer,
 # but Xen's in a guest to be saved (see selena.lab.dom0.HVM_GUEST_CMDLINE).
 def hvm_clockevent(checkpoints: bool) -> str:
@@ -151,10 +162,11 @@ class Run:
     pending_armed: tuple[float, int, int] | None = None
     pending_fired: tuple[float, int] | None = None
     # HVM guests: (clocksource, clock event device) at the start and end,
-    # RTC update interrupts (boottime ns, RTC seconds) and the PIT's
-    # channel 2 count (boottime ns, ticks since the start).
+    # RTC update interrupts (boottime ns, RTC seconds, CLOCK_REALTIME ns,
+    # CLOCK_MONOTONIC ns) and the PIT's channel 2 count (boottime ns, ticks
+    # since the start).
     devices: list[tuple[str, str]] = field(default_factory=list)
-    rtc: list[tuple[int, int]] = field(default_factory=list)
+    rtc: list[tuple[int, int, int, int]] = field(default_factory=list)
     rtc_stopped: bool = False
     pit: list[tuple[int, int]] = field(default_factory=list)
 
@@ -446,8 +458,9 @@ def _parse_platform(run: Run, kind: str, rest: list[str]) -> None:
         run.devices.append((rest[0], rest[1]))
     elif kind == "R" and rest == ["none"]:
         run.rtc_stopped = True
-    elif kind == "R" and len(rest) == 2:
-        run.rtc.append((int(rest[0]), int(rest[1])))
+    elif kind == "R" and len(rest) == 4:
+        boot, secs, real, mono = (int(x) for x in rest)
+        run.rtc.append((boot, secs, real, mono))
     elif kind == "I" and len(rest) == 2:
         run.pit.append((int(rest[0]), int(rest[1])))
 
@@ -518,6 +531,7 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
     checks.append(_watchdog_check(run, tdf, watchdog))
     if guest == "hvm":
         rows += _platform_rows(run, failures)
+        checks += _rtc_date_checks(run)
         checks.append(_devices_check(run, clocksource, hvm_clockevent(bool(checkpoints))))
     sequence = " -> ".join(f"{t:g}" for t in [tdf, *changes])
     print(f"\nTDF {tdf:g}" + (f" (changes {sequence})" if changes else "")
@@ -713,17 +727,25 @@ def _watchdog_check(run: Run, tdf: float, timeout: int) -> tuple[str, str, bool]
 
 
 def _platform_rows(run: Run, failures: list[str]) -> list[Row]:
-    """An HVM guest's RTC and PIT against its CLOCK_BOOTTIME over the whole
-    run, across every change and checkpoint: each counts guest time (whose
-    rate against real time the clock rows check), never real time. Not
-    CLOCK_MONOTONIC: a save is a suspend to Linux, and its monotonic clock
-    leaves out the time spent suspended, which the RTC and PIT count."""
+    """An HVM guest's RTC and PIT against its CLOCK_BOOTTIME, across every
+    change: each counts guest time (whose rate against real time the clock
+    rows check), never real time. Not CLOCK_MONOTONIC: a save is a suspend
+    to Linux, and its monotonic clock leaves out the time spent suspended,
+    which the RTC and PIT count. The RTC's rate is one slope over the
+    stretches between checkpoints, each with its own offset: at the first
+    resume Linux sets its clock to Xen's wall clock, so CLOCK_BOOTTIME
+    jumps by however far the boot had set it from the RTC (Linux's
+    hctosys puts it half a second into the RTC's second); the RTC's own
+    date across each checkpoint is _rtc_date_checks'."""
     rows: list[Row] = []
-    if run.rtc_stopped or len(run.rtc) < 3:
+    stretches = _rtc_stretches(run)
+    points = sum(len(s) for s in stretches if len(s) > 1)
+    if run.rtc_stopped or points < 3:
         failures.append(f"RTC: {len(run.rtc)} update interrupts"
                         + (", then none for 3 guest seconds" if run.rtc_stopped else ""))
     else:
-        rate = fit_rate([(boot / 1e9, float(secs)) for boot, secs in run.rtc])
+        rate = fit_common_rate([[(boot / 1e9, float(secs)) for boot, secs, _, _ in s]
+                                for s in stretches])
         rows.append(_row("RTC seconds per guest second", rate, 1.0, PLATFORM_TOLERANCE))
     if len(run.pit) < 3:
         failures.append(f"PIT: {len(run.pit)} samples of channel 2's count")
@@ -731,6 +753,70 @@ def _platform_rows(run: Run, failures: list[str]) -> list[Row]:
         rate = fit_rate([(boot / 1e9, float(ticks)) for boot, ticks in run.pit])
         rows.append(_row("PIT ticks per guest second", rate, PIT_HZ, PLATFORM_TOLERANCE))
     return rows
+
+
+def _rtc_stretches(run: Run) -> list[list[tuple[int, int, int, int]]]:
+    """The RTC's update lines between the guest's resumes, told apart by
+    the guest's own clocks (CLOCK_BOOTTIME gains on CLOCK_MONOTONIC at each
+    resume), not by when the console delivered them: a line written just
+    before a save reaches Dom0 after the restore. The first update after a
+    resume is left out: it fell due while Linux was suspended and is taken
+    at the resume, up to a second after its edge (0.23 s measured)."""
+    stretches: list[list[tuple[int, int, int, int]]] = []
+    last = None
+    for line in sorted(run.rtc):
+        boot, _, _, mono = line
+        if last is None or abs(boot - mono - last) > RESUME_STEP_NS:
+            stretches.append([])
+        stretches[-1].append(line)
+        last = boot - mono
+    return stretches[:1] + [s[1:] for s in stretches[1:]]
+
+
+def fit_common_rate(stretches: list[list[tuple[float, float]]]) -> float:
+    """Least-squares slope shared by several stretches, each with its own
+    intercept (a stretch of one point says nothing of the slope)."""
+    sxx = sxy = 0.0
+    for points in stretches:
+        if len(points) < 2:
+            continue
+        mx = sum(p[0] for p in points) / len(points)
+        my = sum(p[1] for p in points) / len(points)
+        sxx += sum((p[0] - mx) ** 2 for p in points)
+        sxy += sum((p[0] - mx) * (p[1] - my) for p in points)
+    if sxx <= 0:
+        raise CheckFailed("too few samples to fit a rate")
+    return sxy / sxx
+
+
+def _rtc_date_checks(run: Run) -> list[tuple[str, str, bool]]:
+    """After each save or migration the RTC's date is the restored wall
+    clock (series patch 0015 reads it again), which Linux's clock takes at
+    the resume too: an update interrupt comes at a whole second of the
+    guest's CLOCK_REALTIME, within RTC_DATE_TOLERANCE_S. Before the first
+    checkpoint the two differ by where the boot set Linux's clock, shown."""
+    stretches = _rtc_stretches(run)
+    if not run.checkpoints:
+        return []
+    if len(stretches) != len(run.checkpoints) + 1:
+        return [("RTC updates between resumes",
+                 f"{len(stretches)} stretches for {len(run.checkpoints)} checkpoint(s)", False)]
+
+    def offsets(lines: list[tuple[int, int, int, int]]) -> list[float]:
+        return [real / 1e9 - secs for _, secs, real, _ in lines]
+    boot = offsets(stretches[0])
+    checks = []
+    for p, after in zip(run.checkpoints, stretches[1:], strict=True):
+        got = offsets(after)
+        name = f"RTC date after the {p.kind}"
+        if not got:
+            checks.append((name, "no update after the one taken at the resume", False))
+            continue
+        mean = statistics.fmean(got)
+        since = f"; at boot {statistics.fmean(boot):+.3f} s" if boot else ""
+        checks.append((name, f"{mean:+.3f} s off CLOCK_REALTIME ({len(got)} updates){since}",
+                       abs(mean) <= RTC_DATE_TOLERANCE_S))
+    return checks
 
 
 def _devices_check(run: Run, clocksource: str,

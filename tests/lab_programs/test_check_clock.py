@@ -1,5 +1,7 @@
 """The Dom0-side checks of check-clock on canned guest output (no lab)."""
 
+import pytest
+
 from selena.lab import check_clock
 from selena.lab.check_clock import (
     Run,
@@ -226,7 +228,10 @@ def _hvm_run(rtc_per_guest_s: float, pit_hz: float, devices: tuple[str, str]) ->
     RTC second apart and PIT counts at the given rates of guest time."""
     lines = [f"K {devices[0]} {devices[1]}"]
     for k in range(12):
-        lines.append(f"R {int(k / rtc_per_guest_s * 1e9)} {1_800_000_000 + k}")
+        # CLOCK_REALTIME as Linux's boot left it: 0.27 s into the RTC's second.
+        boot = int(k / rtc_per_guest_s * 1e9)
+        lines.append(f"R {boot} {1_800_000_000 + k} "
+                     f"{(1_800_000_000 + k) * 10**9 + 270_000_000} {boot}")
     for k in range(120):
         lines.append(f"I {k * 100_000_000} {int(k * 0.1 * pit_hz)}")
     lines.append(f"K {devices[0]} {devices[1]}")
@@ -244,10 +249,60 @@ def test_an_hvm_guests_rtc_and_pit_must_count_guest_time():
     # in guest time.
     rows = _platform_rows(_hvm_run(10.0, PIT_HZ * 10, ("hpet", "lapic")), failures)
     assert [r[4] for r in rows] == [False, False]
-    stopped = _run(["R 0 100", "R 1000000000 101", "R none"])
+    stopped = _run(["R 0 100 0 0", "R 1000000000 101 0 1000000000", "R none"])
     _platform_rows(stopped, failures)
     assert any("RTC: 2 update interrupts, then none" in f for f in failures)
     assert any("PIT: 0 samples" in f for f in failures)
+
+
+def _saved_hvm_run(rtc_date_after_s: float, rtc_per_guest_s: float = 1.0) -> Run:
+    """Six RTC updates, a save/restore, six more, the last update before the
+    save delivered after the restore (as the console does). The guest's
+    clocks ran 0.27 s ahead of the RTC from the boot; at the resume Linux
+    took Xen's wall clock, so CLOCK_BOOTTIME lost those 0.27 s (as measured
+    in the lab on 2026-12-03) while the RTC counted on, its date after the
+    restore `rtc_date_after_s` off the wall clock; Linux counted 0.4 s as
+    suspended (CLOCK_MONOTONIC did not)."""
+    lines = []
+    for k in range(6):
+        boot = int(k / rtc_per_guest_s * 1e9)
+        lines.append(f"R {boot} {100 + k} {(100 + k) * 10**9 + 270_000_000} {boot}")
+    late = lines.pop()
+    for k in range(6, 13):
+        # Second 106's edge came while Linux was suspended: taken 0.23 s late.
+        taken = 0.23 if k == 6 else 0.005
+        boot = int((k - 0.27 - rtc_date_after_s + taken) / rtc_per_guest_s * 1e9)
+        lines.append(f"R {boot} {100 + k} {int((100 + k + rtc_date_after_s + taken) * 1e9)} "
+                     f"{boot - 400_000_000}")
+    lines.insert(6, late)     # after the first update of the restored guest
+    run = _run(lines)
+    run.checkpoints.append(check_clock.Checkpoint("save/restore", 6.0, 7.0, 8.0, 5.0))
+    return run
+
+
+def test_the_rtcs_rate_is_judged_between_checkpoints_and_its_date_after_each():
+    from selena.lab.check_clock import _platform_rows, _rtc_date_checks, fit_rate
+
+    run = _saved_hvm_run(0.0)
+    # Over the whole run the jump of Linux's clock alone reads as 2.5 % fast.
+    whole = fit_rate([(boot / 1e9, float(secs)) for boot, secs, _, _ in run.rtc])
+    assert whole > 1.02
+    failures: list[str] = []
+    rtc = _platform_rows(run, failures)[0]
+    assert len(run.rtc) == 13
+    assert rtc[0] == "RTC seconds per guest second" and rtc[1] == pytest.approx(1.0) and rtc[4]
+    ((name, detail, ok),) = _rtc_date_checks(run)
+    assert name == "RTC date after the save/restore" and ok, detail
+    assert detail == "+0.005 s off CLOCK_REALTIME (6 updates); at boot +0.270 s"
+    # A date a second off after the restore, or an RTC at the wrong rate,
+    # fails.
+    assert not _rtc_date_checks(_saved_hvm_run(1.0))[0][2]
+    assert not _platform_rows(_saved_hvm_run(0.0, rtc_per_guest_s=1.05), [])[0][4]
+    # No update after the restore: said, and a failure.
+    quiet = _run([f"R {k * 10**9} {100 + k} {(100 + k) * 10**9} {k * 10**9}" for k in range(6)])
+    quiet.checkpoints.append(check_clock.Checkpoint("migrate", 6.0, 7.0, 8.0, 5.0))
+    assert _rtc_date_checks(quiet) == [("RTC updates between resumes",
+                                        "1 stretches for 1 checkpoint(s)", False)]
 
 
 def test_an_hvm_guests_clocks_must_read_the_asked_counter_and_fire_on_the_lapic():
