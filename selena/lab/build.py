@@ -220,9 +220,9 @@ class LabBuilder(TemplateBuilder):
         key = _hash(*DOM0_ANALYSIS, *DOM0_ANALYSIS_TARGET, "dom0-analysis-v1")
         target = self.root / f"dom0-analysis-{key}"
         if target.is_dir():
-            self.progress(f"[6/6] Dom0 analysis packages: cached ({target.name})")
+            self.progress(f"[3/6] Dom0 analysis packages: cached ({target.name})")
             return target
-        self.progress("[6/6] Dom0 analysis packages: scipy and matplotlib wheels (pip, about "
+        self.progress("[3/6] Dom0 analysis packages: scipy and matplotlib wheels (pip, about "
                       "80 MB)")
         t = time.monotonic()
         partial = target.with_name(target.name + ".partial")

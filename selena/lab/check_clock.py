@@ -467,14 +467,9 @@ def _parse_platform(run: Run, kind: str, rest: list[str]) -> None:
 
 def fit_rate(points: list[tuple[float, float]]) -> float:
     """Least-squares slope of guest seconds over real seconds."""
-    n = len(points)
-    if n < 3:
-        raise CheckFailed(f"too few samples to fit a rate ({n} in the segment)")
-    mx = sum(p[0] for p in points) / n
-    my = sum(p[1] for p in points) / n
-    sxx = sum((p[0] - mx) ** 2 for p in points)
-    sxy = sum((p[0] - mx) * (p[1] - my) for p in points)
-    return sxy / sxx
+    if len(points) < 3:
+        raise CheckFailed(f"too few samples to fit a rate ({len(points)} in the segment)")
+    return fit_common_rate([points])
 
 
 def segments(run: Run, base_tdf: float) -> list[tuple[float, list[Sample]]]:
@@ -795,9 +790,9 @@ def _rtc_date_checks(run: Run) -> list[tuple[str, str, bool]]:
     the resume too: an update interrupt comes at a whole second of the
     guest's CLOCK_REALTIME, within RTC_DATE_TOLERANCE_S. Before the first
     checkpoint the two differ by where the boot set Linux's clock, shown."""
-    stretches = _rtc_stretches(run)
     if not run.checkpoints:
         return []
+    stretches = _rtc_stretches(run)
     if len(stretches) != len(run.checkpoints) + 1:
         return [("RTC updates between resumes",
                  f"{len(stretches)} stretches for {len(run.checkpoints)} checkpoint(s)", False)]
