@@ -216,11 +216,39 @@ def test_a_timer_pending_across_the_first_change_must_fire_at_its_deadline():
                                                                 False)
 
 
-def test_the_pending_timer_expires_halfway_through_the_segment_after_the_first_event():
+def test_the_pending_timer_expires_after_the_first_event_well_clear_of_a_save():
     first = check_clock.FIRST_SEGMENT_VIRTUAL_S
     assert check_clock.pending_ms(5.0, []) == 0
     assert check_clock.pending_ms(5.0, [2.0]) == int((first + 2.5 / 2) * 1000)
-    assert check_clock.pending_ms(5.0, [2.0], checkpoints=1) == int((first + 1.0) * 1000)
+    assert check_clock.pending_ms(5.0, [2.0], checkpoints=1) == int((first + 1.5) * 1000)
+
+
+def _pending_across_the_save(deadline_s: float, fired_s: float, fired_at: float) -> Run:
+    """_checkpointed_run's guest (samples up to 2.0 s of guest time before
+    the save, from 2.22 s after the thaw at real 15 s) with a timer armed at
+    0 for `deadline_s` that fired at `fired_s` of guest time."""
+    run = _checkpointed_run()
+    _parse(run, 0.0, f"Q0 0 {int(deadline_s * 1e9)}")
+    _parse(run, fired_at, f"Q1 {int(fired_s * 1e9)}")
+    return run
+
+
+def test_a_timer_due_inside_the_save_is_judged_from_the_guests_first_sample_after_it():
+    # Due at 2.1 s: the guest's user space was frozen (no sample from 1.98
+    # to 2.22 s), so it fires as the first sample after the thaw comes.
+    (name, detail, ok), = check_clock._pending_checks(
+        _pending_across_the_save(2.1, 2.2205, 15.15), 5.0)
+    assert (name, ok) == ("timer pending across the save/restore", True), detail
+    assert detail == "+120.5 ms (0..30), due in the guest's suspend: +0.5 ms after it"
+    # Late after the thaw: 50 ms after the guest's first sample.
+    late = check_clock._pending_checks(_pending_across_the_save(2.1, 2.27, 15.4), 5.0)[0]
+    assert late[2] is False and late[1].endswith("+50.0 ms after it"), late
+    # Early stays early.
+    assert not check_clock._pending_checks(_pending_across_the_save(2.1, 2.05, 15.05),
+                                           5.0)[0][2]
+    # Due after the first sample after the thaw: judged from its deadline.
+    strict = check_clock._pending_checks(_pending_across_the_save(2.5, 2.55, 16.6), 5.0)[0]
+    assert strict[1:] == ("+50.0 ms (0..30)", False), strict
 
 
 def _hvm_run(rtc_per_guest_s: float, pit_hz: float, devices: tuple[str, str]) -> Run:
