@@ -197,10 +197,10 @@ class CheckFailed(Exception):
 def pending_ms(tdf: float, changes: list[float], checkpoints: int = 0) -> int:
     """The guest timer armed at the start to expire halfway through the
     segment after the first change, or three quarters through the one after
-    the first checkpoint (0: nothing happens). A save reaches the guest late
-    (Linux freezes its user space up to the save's end, 1-1.4 s of guest
-    time after the save began at TDF 5 in the lab), so halfway put the
-    deadline inside the freeze in one run of eight."""
+    the first checkpoint (0: nothing happens). At TDF 5 in the lab a save
+    lasts 1.1-1.3 s of guest time and reaches the guest somewhere in it;
+    Linux keeps its user space frozen from then until the thaw, and halfway
+    put the deadline inside that freeze in one run of eight."""
     if checkpoints:
         return int((FIRST_SEGMENT_VIRTUAL_S + segment_virtual_s(tdf) * 3 / 4) * 1000)
     if changes:
