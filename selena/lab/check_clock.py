@@ -868,7 +868,7 @@ def _pending_checks(run: Run, tdf: float) -> list[tuple[str, str, bool]]:
     spans = armed_at < event < fired_at
     detail = f"{late_s * 1000:+.1f} ms (0..{slack_s * 1000:.0f})"
     resumed = _resumed_after(run, deadline)
-    if resumed is not None and resumed > deadline:
+    if resumed is not None:
         # Due while Linux had its user space frozen for the save: no process
         # can see it before the thaw, so it is judged from the first sample
         # after the thaw (that sample is a timer too, and comes within one
