@@ -105,7 +105,7 @@ FATTREE_TDFS ?= 1,5,10,20
 FATTREE_MEMORY ?= 6144
 QJUMP_PTPD_TDFS ?= 1 10 20 50
 FCT_RATE ?= 50
-ADAPTIVE_TDFS ?= 1,2,4,8,16
+ADAPTIVE_TDFS ?= 1,2,4,8,16,32
 STARSCALE_RATES ?= 5,10,20,40
 STARSCALE_CLIENTS ?= 2,4,8
 STARSCALE_TDFS ?= 5,10,20
@@ -172,7 +172,7 @@ reproduce-fattree: deps
 # VT-Mininet's adaptive-TDF experiment (seed 002) on the star: one flow, then
 # four, then one; a sweep over ADAPTIVE_TDFS (its TDF 1 run and the run at
 # the TDF it recommends are the fixed runs), then `--tdf auto:1-<last>`;
-# per-phase error, verdict and real time of the three (about 46 minutes).
+# per-phase error, verdict and real time of the three (about 90 minutes).
 reproduce-adaptive: deps
 	$(SELENA) lab build
 	$(REPRODUCE) adaptive

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="Figure 11's link rate and flow size divided by K (the scaling "
                         "rule: the same transfer time and load share; 1 = the paper's "
                         "1 Gbit/s and 1 MB)")
-    p.add_argument("--adaptive-tdfs", default="1,2,4,8,16", metavar="1,T2,...",
+    p.add_argument("--adaptive-tdfs", default="1,2,4,8,16,32", metavar="1,T2,...",
                    help="the adaptive comparison's sweep grid, from 1; its adaptive run "
                         "is auto:1-<the last>")
     p.add_argument("--starscale-rates", default="5,10,20,40", metavar="M1,M2,...",
