@@ -79,6 +79,7 @@ def test_late_ticks_delivered_back_to_back_pass_by_their_mean(capsys):
     ("RTC", "RTC 7.8 ms of real time apart, expected 78.125 ms"),
     ("HPET", "HPET 10.0 ms of real time apart, expected 100 ms"),
     ("LAPIC", "LAPIC 10.0 ms of real time apart, expected 100 ms"),
+    ("TSCDL", "TSCDL 10.0 ms of real time apart, expected 100 ms"),
     ("PM", "ACPI PM timer: 3579545 Hz by real time, expected 357954.5"),
     ("HPETC", "HPET main counter: 6.25e+07 Hz by real time, expected 6250000"),
     ("RTCS", "RTC seconds: 1 Hz by real time, expected 0.1"),

@@ -1,6 +1,7 @@
 """check_hv's lapic check without a lab: its judgement of lapicguest's
 lines (periodic, one-shot and TSC-deadline interrupts), the TSC-deadline
-mode skipped, not failed, where the guest's CPUID offers none."""
+mode required whether the guest's CPUID offers it or not (Xen's vLAPIC
+emulates it either way)."""
 
 import pytest
 
@@ -9,21 +10,21 @@ from selena.lab import check_hv
 KHZ = 2_600_000
 
 
-def lapic_lines(*, deadline: str = "dilated") -> list[tuple[float, str]]:
+def lapic_lines(*, deadline: str = "dilated", offered: str | None = "0") -> list[tuple[float, str]]:
     """lapicguest's lines at LAPIC_TDF: 10 ms of guest time per interrupt.
     `deadline`: "dilated", "undilated" (its interrupts 10 ms of real time
-    apart) or "absent" (the guest's CPUID offers no TSC-deadline timer)."""
+    apart) or "absent" (none came). `offered`: its CPUID line's value, None
+    for no such line (a build from before it ran the mode regardless)."""
     tdf = check_hv.LAPIC_TDF
     lines, real, guest, index = [(0.0, f"KHZ {KHZ}")], 1.0, 0.0, 0
-    phases = [("P", 40), ("O", 20)] + ([("D", 20)] if deadline != "absent" else [])
-    for tag, count in phases:
+    for tag, count in ("P", 40), ("O", 20), ("D", 0 if deadline == "absent" else 20):
+        if tag == "D" and offered is not None:
+            lines.append((real, f"CPUID TSC-DEADLINE {offered}\r"))   # as the console gives it
         for _ in range(count):
             lines.append((real, f"{tag} {index} {int(guest * KHZ * 1000)}"))
             index += 1
             guest += 0.01
             real += 0.01 * (1 if tag == "D" and deadline == "undilated" else tdf)
-    if deadline == "absent":
-        lines.append((real, "NO TSC-DEADLINE\r"))     # as the console gives it
     return [*lines, (real, "DONE")]
 
 
@@ -38,11 +39,13 @@ def guest(monkeypatch, tmp_path):
     return use
 
 
-def test_every_mode_dilated_passes(guest, capsys):
-    guest(lapic_lines())
+@pytest.mark.parametrize("offered", ["0", "1"])
+def test_every_mode_dilated_passes_whatever_cpuid_says(guest, capsys, offered):
+    guest(lapic_lines(offered=offered))
     assert check_hv.check_lapic() == []
     out = capsys.readouterr().out
     assert "lapic: 20 TSC-deadline LAPIC timer interrupts at TDF 10: median 10.000 ms" in out
+    assert f"CPUID offers TSC-deadline mode: {'yes' if offered == '1' else 'no'}" in out
 
 
 def test_an_undilated_tsc_deadline_timer_fails(guest):
@@ -52,8 +55,12 @@ def test_an_undilated_tsc_deadline_timer_fails(guest):
         failures
 
 
-def test_no_tsc_deadline_timer_is_said_not_failed(guest, capsys):
+def test_no_tsc_deadline_interrupts_fail_even_without_cpuid_offering_it(guest):
     guest(lapic_lines(deadline="absent"))
-    assert check_hv.check_lapic() == []
-    assert "lapic: TSC-deadline mode not run: the guest's CPUID offers none" in \
-        capsys.readouterr().out
+    assert check_hv.check_lapic() == ["LAPIC TSC-deadline: interrupts: only 0 seen"]
+
+
+def test_a_guest_that_does_not_say_what_cpuid_offers_fails(guest):
+    guest(lapic_lines(offered=None))
+    failures = check_hv.check_lapic()
+    assert len(failures) == 1 and "CPUID offers TSC-deadline" in failures[0], failures

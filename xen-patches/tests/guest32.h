@@ -19,6 +19,9 @@
 #define APIC_TDCR      0x3e0
 #define APIC_SVR_ON    (1u << 8)
 #define LVTT_PERIODIC  (1u << 17)
+#define LVTT_DEADLINE  (2u << 17)
+#define MSR_TSC_DEADLINE 0x6e0
+#define CPUID1_ECX_TSC_DEADLINE (1u << 24)
 #define TDCR_DIV_1     0xb
 /* Xen's virtual LAPIC bus runs at 100 MHz (APIC_BUS_CYCLE_NS). */
 #define APIC_BUS_HZ    100000000u
