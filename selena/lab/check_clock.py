@@ -52,8 +52,9 @@ own must not follow it.
 
 With --guest hvm the guest's clocks read --clocksource's counter, its
 timers fire on the LAPIC timer (Xen's timer device in a guest to be
-saved), and the RTC's update interrupts and PIT channel 2's count must
-follow guest time across every change and checkpoint (the RTC's rate
+saved or on Xen's clocksource, "xen": both need the vector callback),
+and the RTC's update interrupts and PIT channel 2's count must follow guest
+time across every change and checkpoint (the RTC's rate
 between checkpoints, its date after each against the guest's wall clock).
 
 Run in Dom0: python3 -m selena.lab.check_clock --tdf 10 [--vcpus 2]
@@ -125,9 +126,10 @@ RTC_DATE_TOLERANCE_S = 0.1
 # other they differ by the time between the reads (up to 1.1 ms measured).
 RESUME_STEP_NS = 10_000_000
 # The clock event device an HVM guest's timers fire on: the LAPIC timer,
-# but Xen's in a guest to be saved (see selena.lab.dom0.HVM_GUEST_CMDLINE).
-def hvm_clockevent(checkpoints: bool) -> str:
-    return "xen" if checkpoints else "lapic"
+# but Xen's in a guest to be saved or whose clocks read Xen's clocksource
+# (both need the vector callback: see selena.lab.dom0.HVM_GUEST_CMDLINE).
+def hvm_clockevent(checkpoints: bool, clocksource: str = "hpet") -> str:
+    return "xen" if checkpoints or clocksource == "xen" else "lapic"
 SAVE_FILE = Path("/tmp/selena-clockcheck.save")
 HOST_CLOCK_STEP_S = 3600.0
 CHECKPOINT_JUMP_S = 0.1      # as a TDF change's continuity
@@ -291,7 +293,7 @@ def run_guest_checkpointed(tdf: float, changes: list[float], timeout: float, *,
     lines = (f'tsc_mode = "{XL_TSC_MODES[tsc]}"',) if tsc else ()
     config = tiny_guest_config(GUEST, f"selena.init=/usr/bin/clockcheck selena.args={args}",
                                vcpus=vcpus, lines=lines, virt=virt, clocksource=clocksource,
-                               lapic_timer=hvm_clockevent(bool(kinds)) == "lapic")
+                               lapic_timer=hvm_clockevent(bool(kinds), clocksource) == "lapic")
     incoming = f"{GUEST}--incoming"
     logs = [console_log(GUEST), console_log(incoming)]
     for log in logs:
@@ -533,12 +535,14 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
     if guest == "hvm":
         rows += _platform_rows(run, failures)
         checks += _rtc_date_checks(run)
-        checks.append(_devices_check(run, clocksource, hvm_clockevent(bool(checkpoints))))
+        checks.append(_devices_check(run, clocksource,
+                                     hvm_clockevent(bool(checkpoints), clocksource)))
     sequence = " -> ".join(f"{t:g}" for t in [tdf, *changes])
     print(f"\nTDF {tdf:g}" + (f" (changes {sequence})" if changes else "")
           + f"; {guest.upper()} guest; {vcpus} vCPU(s); TSC {tsc or 'default mode'}"
           + (f"; clocks on the {clocksource} counter, timers on the "
-             f"{hvm_clockevent(bool(checkpoints))} timer" if guest == "hvm" else "")
+             f"{hvm_clockevent(bool(checkpoints), clocksource)} timer" if guest == "hvm"
+             else "")
           + "".join(f"; {p.kind} after {FIRST_SEGMENT_VIRTUAL_S:g} guest s "
                     f"({p.saved - p.start:.1f} s, thawed {p.thawed - p.saved:.1f} s later"
                     + (f", host clock {p.host_step_s:+g} s" if p.host_step_s else "") + ")"

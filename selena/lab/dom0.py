@@ -19,10 +19,12 @@ GUEST_CMDLINE = "console=hvc0 clocksource=xen tsc=unstable quiet"
 # device, so its timers fire on the LAPIC timer; event channels (console,
 # watchdog) come through the Xen platform PCI device's interrupt. Such a
 # guest does not resume from a save (Linux 6.1; with or without a TDF):
-# one to be saved keeps the callback, its timers on Xen's timer device.
+# one to be saved keeps the callback, its timers on Xen's timer device. So
+# does one whose clocks read Xen's clocksource ("xen": the pvclock and its
+# secondary time area, as PVHVM Linux reads them).
 HVM_GUEST_CMDLINE = "console=hvc0 quiet"
 HVM_LAPIC_TIMER = "xen_no_vector_callback"
-HVM_CLOCKSOURCES = ("hpet", "acpi_pm", "tsc")
+HVM_CLOCKSOURCES = ("hpet", "acpi_pm", "tsc", "xen")
 # The firmware, the device model's option ROM that loads the kernel and the
 # shadow page tables need more than a PV guest's memory.
 HVM_EXTRA_MEMORY_MB = 32

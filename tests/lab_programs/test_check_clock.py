@@ -374,6 +374,15 @@ def test_an_hvm_guest_config_boots_the_tiny_kernel_on_the_device_model(monkeypat
         dom0.tiny_guest_config("g", "", virt="hvm", clocksource="jiffies")
 
 
+def test_an_hvm_guest_on_xens_clocksource_keeps_the_vector_callback_and_xens_timers():
+    from selena.lab.check_clock import hvm_clockevent
+
+    # Linux registers Xen's clocksource only with the vector callback, which
+    # puts its timers on Xen's timer device: the device check wants that.
+    assert hvm_clockevent(False, "xen") == "xen" and hvm_clockevent(True, "hpet") == "xen"
+    assert hvm_clockevent(False, "hpet") == "lapic"
+
+
 def test_dom0s_clock_stays_put_around_an_hvm_guests_restore_unless_asked():
     from selena.lab.check_clock import HOST_CLOCK_STEP_S, host_clock_step
 
