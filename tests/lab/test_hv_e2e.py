@@ -197,6 +197,21 @@ def test_a_pvh_guests_lapic_timer_is_dilated(result, mode):
     check(f"hv.lapic.{key}.median_real_ms", float(m.group(3)), low=85, high=115, unit=" ms")
 
 
+def test_a_pvh_guests_periodic_timer_hypercall_is_dilated(result):
+    """Issue 32: Xen's periodic timer (VCPUOP_set_periodic_timer), which
+    Linux on PVH leaves unused, in the same PVH guest at TDF 10: its
+    VIRQ_TIMER events 10 ms of guest time apart, 100 ms of real time."""
+    m = re.search(r"lapic: (\d+) periodic timer hypercall events \(VIRQ_TIMER\) at TDF 10: "
+                  r"median ([\d.]+) ms of guest time apart .*, ([\d.]+) ms of real time apart",
+                  result.output)
+    assert m, result.output
+    check("hv.pvh_periodic_timer.events", int(m.group(1)), low=10)
+    check("hv.pvh_periodic_timer.median_guest_ms", float(m.group(2)), low=8.5, high=11.5,
+          unit=" ms")
+    check("hv.pvh_periodic_timer.median_real_ms", float(m.group(3)), low=85, high=115,
+          unit=" ms")
+
+
 HVM_SOURCES = (("PIT channel 0 interrupts", "pit"), ("RTC periodic interrupts", "rtc"),
                ("HPET timer 0 interrupts", "hpet"), ("LAPIC timer interrupts", "lapic"),
                ("TSC-deadline LAPIC timer interrupts", "lapic_tsc_deadline"))

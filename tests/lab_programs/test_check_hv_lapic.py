@@ -1,5 +1,6 @@
 """check_hv's lapic check without a lab: its judgement of lapicguest's
-lines (periodic, one-shot and TSC-deadline interrupts), the TSC-deadline
+lines (periodic, one-shot and TSC-deadline interrupts, and Xen's periodic
+timer's events), the TSC-deadline
 mode required whether the guest's CPUID offers it or not (Xen's vLAPIC
 emulates it either way)."""
 
@@ -17,7 +18,7 @@ def lapic_lines(*, deadline: str = "dilated", offered: str | None = "0") -> list
     for no such line (a build from before it ran the mode regardless)."""
     tdf = check_hv.LAPIC_TDF
     lines, real, guest, index = [(0.0, f"KHZ {KHZ}")], 1.0, 0.0, 0
-    for tag, count in ("P", 40), ("O", 20), ("D", 0 if deadline == "absent" else 20):
+    for tag, count in ("P", 40), ("O", 20), ("D", 0 if deadline == "absent" else 20), ("T", 20):
         if tag == "D" and offered is not None:
             lines.append((real, f"CPUID TSC-DEADLINE {offered}\r"))   # as the console gives it
         for _ in range(count):
@@ -46,6 +47,15 @@ def test_every_mode_dilated_passes_whatever_cpuid_says(guest, capsys, offered):
     out = capsys.readouterr().out
     assert "lapic: 20 TSC-deadline LAPIC timer interrupts at TDF 10: median 10.000 ms" in out
     assert f"CPUID offers TSC-deadline mode: {'yes' if offered == '1' else 'no'}" in out
+
+
+def test_xens_periodic_timer_events_are_judged_too(guest, capsys):
+    guest(lapic_lines())
+    assert check_hv.check_lapic() == []
+    assert "lapic: 20 periodic timer hypercall events (VIRQ_TIMER) at TDF 10: median 10.000 ms" \
+        in capsys.readouterr().out
+    guest([line for line in lapic_lines() if not line[1].startswith("T ")])
+    assert check_hv.check_lapic() == ["periodic timer hypercall: events: only 0 seen"]
 
 
 def test_an_undilated_tsc_deadline_timer_fails(guest):

@@ -69,6 +69,18 @@ static inline long hypercall2(unsigned int nr, long a1, long a2)
     return ret;
 }
 
+static inline long hypercall3(unsigned int nr, long a1, long a2, long a3)
+{
+    long ret;
+    void *entry = hypercall_page + nr * 32;
+
+    asm volatile ( "call *%[entry]"
+                   : "=a" (ret), "+b" (a1), "+c" (a2), "+d" (a3), [entry] "+S" (entry)
+                   :
+                   : "memory", "edi" );
+    return ret;
+}
+
 static inline void cpuid(uint32_t leaf, uint32_t *a, uint32_t *b, uint32_t *c,
                          uint32_t *d)
 {

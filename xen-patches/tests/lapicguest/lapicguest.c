@@ -15,6 +15,10 @@
  *     O <index> <tsc>        one-shot
  *     CPUID TSC-DEADLINE <0 or 1: whether CPUID offers the mode>
  *     D <index> <tsc>        TSC-deadline
+ *     T <index> <tsc>        Xen's periodic timer (VCPUOP_set_periodic_timer,
+ *                            10 ms), its VIRQ_TIMER events seen in the
+ *                            shared info: the timer hypercall Linux on PVH
+ *                            does not use
  *     DONE
  * then powers off.  Arguments: none (the counts below).
  */
@@ -24,7 +28,18 @@
 #define NONESHOT       20
 #define NDEADLINE      20
 #define NTICKS         (NPERIODIC + NONESHOT + NDEADLINE)
+#define NHYPERCALL     20
 #define TIMER_VECTOR   0x40
+#define __HYPERVISOR_memory_op  12
+#define __HYPERVISOR_vcpu_op    24
+#define XENMEM_add_to_physmap   7
+#define XENMAPSPACE_shared_info 0
+#define VCPUOP_set_periodic_timer  6
+#define VCPUOP_stop_periodic_timer 7
+#define EVTCHNOP_bind_virq      1
+#define VIRQ_TIMER              0
+/* The 32-bit shared info (the hypercall page latched this guest's mode). */
+#define SHINFO_EVTCHN_PENDING   2048
 #define PERIOD_COUNT   (APIC_BUS_HZ / 100)      /* 10 ms */
 
 extern void timer_entry(void);
@@ -33,6 +48,51 @@ static volatile unsigned int ticks, rearm_until;
 static volatile int oneshot, deadline;
 static uint64_t deadline_period;        /* TSC ticks in 10 ms */
 static volatile uint64_t tsc_at[NTICKS];
+/* Replaced by the shared info page: its RAM is given back to Xen. */
+static uint8_t shared_info[4096] __attribute__((aligned(4096)));
+
+/*
+ * Xen's periodic timer: VIRQ_TIMER bound to a port, each event waited for
+ * by yielding (the timer runs only while its vCPU does: Xen stops it when
+ * the vCPU blocks, so polling for it would wait forever) until its
+ * pending bit is set, then the bit cleared (no event upcall needed).
+ */
+static void take_periodic_timer_events(void)
+{
+    struct { uint16_t domid, size; uint32_t space, idx, gpfn; } map = {
+        DOMID_SELF, 0, XENMAPSPACE_shared_info, 0,
+        (uint32_t)shared_info >> 12 };
+    struct { uint32_t virq, vcpu, port; } bind = { VIRQ_TIMER, 0, 0 };
+    uint64_t period_ns = 10000000;
+    volatile uint32_t *pending =
+        (volatile uint32_t *)(shared_info + SHINFO_EVTCHN_PENDING);
+    uint64_t now;
+    unsigned int i;
+
+    if ( hypercall2(__HYPERVISOR_memory_op, XENMEM_add_to_physmap, (long)&map) ||
+         hypercall2(__HYPERVISOR_event_channel_op, EVTCHNOP_bind_virq,
+                    (long)&bind) )
+    {
+        putstr("NO PERIODIC TIMER\n");
+        return;
+    }
+    if ( hypercall3(__HYPERVISOR_vcpu_op, VCPUOP_set_periodic_timer, 0,
+                    (long)&period_ns) )
+    {
+        putstr("NO PERIODIC TIMER\n");
+        return;
+    }
+    for ( i = 0; i < NHYPERCALL; i++ )
+    {
+        while ( !(pending[bind.port / 32] & (1u << (bind.port % 32))) )
+            hypercall2(__HYPERVISOR_sched_op, SCHEDOP_yield, 0);
+        now = rdtsc();
+        __atomic_and_fetch(&pending[bind.port / 32], ~(1u << (bind.port % 32)),
+                           __ATOMIC_SEQ_CST);
+        putrec("T", i, now);
+    }
+    hypercall3(__HYPERVISOR_vcpu_op, VCPUOP_stop_periodic_timer, 0, 0);
+}
 
 /* Called from timer_entry (head.S) with interrupts off. */
 void timer_interrupt(void)
@@ -91,6 +151,8 @@ void start(void)
     wrmsr(MSR_TSC_DEADLINE, rdtsc() + deadline_period);
     print_ticks("D", &printed, NTICKS, &ticks, tsc_at);
     wrmsr(MSR_TSC_DEADLINE, 0);
+
+    take_periodic_timer_events();
 
     putstr("DONE\n");
     poweroff();
