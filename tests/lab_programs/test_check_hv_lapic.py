@@ -1,8 +1,7 @@
 """check_hv's lapic check without a lab: its judgement of lapicguest's
 lines (periodic, one-shot and TSC-deadline interrupts, and Xen's periodic
-timer's events), the TSC-deadline
-mode required whether the guest's CPUID offers it or not (Xen's vLAPIC
-emulates it either way)."""
+timer's events), the TSC-deadline mode required whether the guest's CPUID
+offers it or not (Xen's vLAPIC emulates it either way)."""
 
 import pytest
 
