@@ -45,7 +45,7 @@ from selena.host.setup import (
     sha256_file,
     template_set,
 )
-from selena.lab.check_hv import FLASK_POLICIES
+from selena.lab.dom0 import FLASK_POLICIES
 from selena.provenance import patch_series_hash
 from selena.templates.artefacts import digest as _hash
 from selena.templates.artefacts import hash_files as _hash_files

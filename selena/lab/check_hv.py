@@ -87,7 +87,15 @@ from pathlib import Path
 from typing import Protocol
 
 from selena.errors import SelenaError
-from selena.lab.dom0 import console_log, create_paused, sh, status, tiny_guest_config, try_sh
+from selena.lab.dom0 import (
+    FLASK_POLICIES,
+    console_log,
+    create_paused,
+    sh,
+    status,
+    tiny_guest_config,
+    try_sh,
+)
 
 FREEZE_TDF = 200.0
 GAP_VIRTUAL_MS = 100
@@ -123,7 +131,6 @@ RESTORE_VIRT_NS = 7_000_000_000  # and virtual time
 RESTORE_WALL_NS = 1_700_000_000 * 10**9  # and wall clock (November 2023)
 RESTORE_RUN_S = 2.0          # real seconds the refused domain is watched
 RESTORE_SLACK_NS = 1_000     # rounding of the hypervisor's own virtual time
-FLASK_POLICIES = Path("xen-patches/build/flask")  # make -C xen-patches flask, on the host
 
 
 class CheckError(Exception):

@@ -13,6 +13,11 @@ from selena.runner import CommandResult, Runner
 
 TEMPLATE_DIR = Path("/usr/share/selena/templates/tiny-host")
 CONSOLE_DIR = Path("/var/log/xen/console")
+# The Flask hypervisor and policies `make -C xen-patches flask` builds on the
+# host, read by Dom0 through the shared tree. Here, not in check_hv, which
+# uses them: the lab's build imports it, and `python3 -m selena.lab.check_hv`
+# would otherwise find its module imported twice.
+FLASK_POLICIES = Path("xen-patches/build/flask")
 GUEST_CMDLINE = "console=hvc0 clocksource=xen tsc=unstable quiet"
 # An HVM guest's clocks read one of HVM_CLOCKSOURCES' counters. Without the
 # vector callback Linux registers neither Xen's clocksource nor its timer
