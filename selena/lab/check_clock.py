@@ -532,17 +532,16 @@ def check(tdf: float, changes: list[float], timeout: float, *, vcpus: int = 1,
     checks = _checkpoint_checks(run) + _pending_checks(run, tdf) + _steal_checks(run, vcpus) \
         + _cross_checks(run, vcpus)
     checks.append(_watchdog_check(run, tdf, watchdog))
+    clockevent = hvm_clockevent(bool(checkpoints), clocksource)
     if guest == "hvm":
         rows += _platform_rows(run, failures)
         checks += _rtc_date_checks(run)
-        checks.append(_devices_check(run, clocksource,
-                                     hvm_clockevent(bool(checkpoints), clocksource)))
+        checks.append(_devices_check(run, clocksource, clockevent))
     sequence = " -> ".join(f"{t:g}" for t in [tdf, *changes])
     print(f"\nTDF {tdf:g}" + (f" (changes {sequence})" if changes else "")
           + f"; {guest.upper()} guest; {vcpus} vCPU(s); TSC {tsc or 'default mode'}"
-          + (f"; clocks on the {clocksource} counter, timers on the "
-             f"{hvm_clockevent(bool(checkpoints), clocksource)} timer" if guest == "hvm"
-             else "")
+          + (f"; clocks on the {clocksource} counter, timers on the {clockevent} timer"
+             if guest == "hvm" else "")
           + "".join(f"; {p.kind} after {FIRST_SEGMENT_VIRTUAL_S:g} guest s "
                     f"({p.saved - p.start:.1f} s, thawed {p.thawed - p.saved:.1f} s later"
                     + (f", host clock {p.host_step_s:+g} s" if p.host_step_s else "") + ")"
