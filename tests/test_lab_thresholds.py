@@ -146,6 +146,28 @@ def test_the_standing_says_whether_a_bound_is_as_wide_as_the_data_asks():
     assert wide.proposal() == (pytest.approx(98), pytest.approx(106))
 
 
+def test_an_assertion_its_tests_latest_run_did_not_record_is_set_apart():
+    # Two runs (boots) of one test: the second records "kept" but no longer
+    # "renamed"; another test's older run does not make "other" stale.
+    records = [dict(entry("kept", 1, t=1, high=5), boot="b1"),
+               dict(entry("renamed", 1, t=1, high=5), boot="b1"),
+               dict(entry("kept", 2, t=2, high=5), boot="b2"),
+               dict(entry("other", 3, t=1, high=5), boot="b1", test="u.py::y")]
+    kept, other, renamed = lt.summarize(records)
+    assert (kept.current, other.current, renamed.current) == (True, True, False)
+    assert renamed.standing().startswith("not in its test's latest run")
+    assert kept.standing() == "not yet: n < 20"
+    page = lt.doc_page([kept, other, renamed], "r.jsonl", lt.sessions(records))
+    assert "1 of them was not recorded by their test's latest run" in page
+    # Twenty runs of a stale name do not count among the settled ones.
+    stale = [dict(entry("old", 100 + i % 5, t=i + 1, low=0, high=999), boot=f"b{i}")
+             for i in range(20)] + [dict(entry("new", 1, t=25, high=5), boot="b99")]
+    old = next(s for s in lt.summarize(stale) if s.name == "old")
+    assert not old.current
+    assert "Of the others, 0 have 20 runs or more" in lt.doc_page(
+        lt.summarize(stale), "r.jsonl", 21)
+
+
 def test_the_committed_page_of_bounds_is_what_the_committed_records_make():
     committed = ROOT / "docs" / "results" / "lab-stats.jsonl"
     records, bad = lt.load(committed)

@@ -177,6 +177,10 @@ class Summary:
     failed: int                     # runs the current bound fails
     tests: list[str] = field(default_factory=list)
     binomial: Binomial | None = None
+    # False when its test's latest run recorded other values but not this
+    # one: an assertion renamed or removed since, or one recorded only when
+    # its case arises. Its bound is not one the tests hold today.
+    current: bool = True
 
     @property
     def values(self) -> list[float]:
@@ -224,6 +228,8 @@ class Summary:
         """Whether the bound is set from the data: at least as wide as the
         1% proposal on every side it bounds (compared at the printed
         precision), tighter on some side, or not enough runs to tell."""
+        if not self.current:
+            return "not in its test's latest run (removed, renamed or conditional)"
         proposal = self.proposal()
         if proposal is None:
             return f"not yet: n < {MIN_N}"
@@ -287,11 +293,13 @@ def summarize(records: Iterable[dict[str, Any]]) -> list[Summary]:
     """One summary per assertion name, in name order; the bound is the
     latest record's (by time), and every run is judged against it."""
     by_name: dict[str, list[dict[str, Any]]] = {}
-    for entry in records:
+    latest_run: dict[str, object] = {}      # per test, the session of its latest record
+    for entry in sorted(records, key=lambda e: str(e.get("time", ""))):
         by_name.setdefault(str(entry["name"]), []).append(entry)
+        if entry.get("test"):
+            latest_run[str(entry["test"])] = _session(entry)
     summaries = []
     for name, entries in sorted(by_name.items()):
-        entries.sort(key=lambda e: str(e.get("time", "")))
         bounds = Bounds.of(entries[-1])
         per_run = [[float(v) for v in e.get("values") or [e["value"]]] for e in entries]
         summaries.append(Summary(
@@ -300,7 +308,9 @@ def summarize(records: Iterable[dict[str, Any]]) -> list[Summary]:
             lows=[min(vs) for vs in per_run], highs=[max(vs) for vs in per_run], bounds=bounds,
             failed=sum(1 for vs in per_run if not all(bounds.holds(v) for v in vs)),
             tests=sorted({str(e["test"]) for e in entries if e.get("test")}),
-            binomial=binomial_view(entries, bounds)))
+            binomial=binomial_view(entries, bounds),
+            current=(not entries[-1].get("test")
+                     or latest_run[str(entries[-1]["test"])] == _session(entries[-1]))))
     return summaries
 
 
@@ -348,7 +358,8 @@ def doc_page(summaries: Sequence[Summary], source: str, sessions: int) -> str:
     committed records alone so that the page is the same on every machine
     (tests/test_lab_thresholds.py checks it against them)."""
     standings = {s.name: s.standing() for s in summaries}
-    enough = [s for s in summaries if s.n >= MIN_N]
+    gone = [s for s in summaries if not s.current]
+    enough = [s for s in summaries if s.n >= MIN_N and s.current]
     settled = [s for s in enough if standings[s.name].startswith("from the data")]
     rows = []
     for s in summaries:
@@ -364,7 +375,10 @@ def doc_page(summaries: Sequence[Summary], source: str, sessions: int) -> str:
         "",
         f"Every statistical assertion of the lab tests (`lab_stats.check`), from {source}: "
         f"{sum(s.n for s in summaries)} values of {len(summaries)} assertions from about "
-        f"{sessions} lab sessions. {len(enough)} assertions have {MIN_N} runs or more; the "
+        f"{sessions} lab sessions. {len(gone)} of them {'was' if len(gone) == 1 else 'were'} "
+        "not recorded by their test's "
+        "latest run (an assertion removed or renamed since, or one recorded only when its "
+        f"case arises). Of the others, {len(enough)} have {MIN_N} runs or more; the "
         f"bound of {len(settled)} of them is at least as wide as the proposal for a "
         "false-failure rate of at most 1% (the wider of a normal fit's 1% point and the "
         "most extreme value seen plus half the p5-p95 range; see "
@@ -382,7 +396,11 @@ def doc_page(summaries: Sequence[Summary], source: str, sessions: int) -> str:
 def sessions(records: Iterable[dict[str, Any]]) -> int:
     """About how many lab sessions the records come from: their boots (or,
     for recovered records, their sources or times)."""
-    return len({r.get("boot") or r.get("source") or r.get("time") for r in records})
+    return len({_session(r) for r in records})
+
+
+def _session(record: dict[str, Any]) -> object:
+    return record.get("boot") or record.get("source") or record.get("time")
 
 
 def text(summaries: Sequence[Summary]) -> str:
