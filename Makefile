@@ -87,7 +87,8 @@ bench: deps
 # Long (about half an hour in the lab); not part of `make test`.
 bench-bandwidth: deps
 	$(SELENA) lab build
-	$(SELENA) lab bench-bandwidth --tdfs $(BANDWIDTH_TDFS) --refine $(BANDWIDTH_REFINE)
+	$(strip $(SELENA) lab bench-bandwidth $(call opt,BANDWIDTH_TDFS,--tdfs) \
+		$(call opt,BANDWIDTH_REFINE,--refine))
 
 # The paper reproductions (docs/reproductions.md), each one `selena
 # reproduce NAME`: run in the lab into a fresh build/results/<name>/<date>/
@@ -96,30 +97,21 @@ bench-bandwidth: deps
 # hours each); not part of `make test`. `make -n reproduce-all` lists them;
 # `selena reproduce --list NAME` prints a reproduction's lab commands.
 # `make figures` then draws docs/figures and the docs' tables from docs/results.
-STAR_TDFS ?= 1,5,10
-BANDWIDTH_TDFS ?= 5,10,20
-BANDWIDTH_REFINE ?= 2
-SPACING_RATES ?= 10,20,40,80,160
-SPACING_TDFS ?= 1,10
-FATTREE_TDFS ?= 1,5,10,20
-FATTREE_MEMORY ?= 6144
-QJUMP_PTPD_TDFS ?= 1 10 20 50
-FCT_RATE ?= 50
-ADAPTIVE_TDFS ?= 1,2,4,8,16,32
-STARSCALE_RATES ?= 5,10,20,40
-STARSCALE_CLIENTS ?= 2,4,8
-STARSCALE_TDFS ?= 5,10,20
-DEPLOY_HOSTS ?= 13,26,52
-DEPLOY_MEMORY ?= 6144
-MFLOPS_VMS ?= 1,2,4
-REPRODUCE = $(SELENA) reproduce --star-tdfs $(STAR_TDFS) --fattree-tdfs $(FATTREE_TDFS) \
-	--fattree-memory $(FATTREE_MEMORY) --qjump-ptpd-tdfs "$(QJUMP_PTPD_TDFS)" --fct-rate $(FCT_RATE) \
-	--adaptive-tdfs $(ADAPTIVE_TDFS) \
-	--starscale-rates $(STARSCALE_RATES) --starscale-clients $(STARSCALE_CLIENTS) \
-	--starscale-tdfs $(STARSCALE_TDFS) --deploy-hosts $(DEPLOY_HOSTS) \
-	--deploy-memory $(DEPLOY_MEMORY) --mflops-vms $(MFLOPS_VMS) \
-	--bandwidth-tdfs $(BANDWIDTH_TDFS) --bandwidth-refine $(BANDWIDTH_REFINE) \
-	--spacing-rates $(SPACING_RATES) --spacing-tdfs $(SPACING_TDFS)
+# Their scale: each variable below, when set (`make reproduce-star
+# STAR_TDFS=1,10`), passes its option; unset, the reproduction's own default
+# holds (selena/reproduce.py's Params, listed in docs/reproductions.md), so
+# the defaults live in one place.
+opt = $(if $($(1)),$(2) $(if $(3),"$($(1))",$($(1))))
+REPRODUCE = $(strip $(SELENA) reproduce $(call opt,STAR_TDFS,--star-tdfs) \
+	$(call opt,FATTREE_TDFS,--fattree-tdfs) $(call opt,FATTREE_MEMORY,--fattree-memory) \
+	$(call opt,QJUMP_PTPD_TDFS,--qjump-ptpd-tdfs,quoted) $(call opt,FCT_RATE,--fct-rate) \
+	$(call opt,ADAPTIVE_TDFS,--adaptive-tdfs) $(call opt,STARSCALE_RATES,--starscale-rates) \
+	$(call opt,STARSCALE_CLIENTS,--starscale-clients) \
+	$(call opt,STARSCALE_TDFS,--starscale-tdfs) $(call opt,DEPLOY_HOSTS,--deploy-hosts) \
+	$(call opt,DEPLOY_MEMORY,--deploy-memory) $(call opt,MFLOPS_VMS,--mflops-vms) \
+	$(call opt,BANDWIDTH_TDFS,--bandwidth-tdfs) \
+	$(call opt,BANDWIDTH_REFINE,--bandwidth-refine) \
+	$(call opt,SPACING_RATES,--spacing-rates) $(call opt,SPACING_TDFS,--spacing-tdfs))
 
 # Every reproduction, one after the other, and the total time.
 reproduce-all: deps

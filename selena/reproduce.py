@@ -166,70 +166,90 @@ def _csv(text: str) -> list[str]:
     return [x for x in text.replace(" ", ",").split(",") if x]
 
 
-def reproductions(*, star_tdfs: str = "1,5,10", fattree_tdfs: str = "1,5,10,20",
-                  fattree_memory: int = 6144,
-                  qjump_ptpd_tdfs: Sequence[str] = ("1", "10", "20", "50"),
-                  fct_rate: float = 50.0, fct_scale: float = 10.0,
-                  adaptive_tdfs: str = "1,2,4,8,16,32",
-                  starscale_rates: str = "5,10,20,40",
-                  starscale_clients: str = "2,4,8", starscale_tdfs: str = "5,10,20",
-                  deploy_hosts: str = "13,26,52", deploy_memory: int = 6144,
-                  mflops_vms: str = "1,2,4", bandwidth_tdfs: str = "5,10,20",
-                  bandwidth_refine: int = 2, spacing_rates: str = "10,20,40,80,160",
-                  spacing_tdfs: str = "1,10") -> dict[str, Reproduction]:
+@dataclass(frozen=True)
+class Params:
+    """The reproductions' scale, each reduced to run in minutes on a 2-core
+    lab (the paper's scale is a value of these on a larger machine). The one
+    place their defaults live: `selena reproduce`'s options default to them
+    and `make reproduce-*` passes only the variables that are set."""
+
+    star_tdfs: str = "1,5,10"
+    fattree_tdfs: str = "1,5,10,20"
+    fattree_memory: int = 6144
+    qjump_ptpd_tdfs: Sequence[str] = ("1", "10", "20", "50")
+    fct_rate: float = 50.0
+    fct_scale: float = 10.0
+    adaptive_tdfs: str = "1,2,4,8,16,32"
+    starscale_rates: str = "5,10,20,40"
+    starscale_clients: str = "2,4,8"
+    starscale_tdfs: str = "5,10,20"
+    deploy_hosts: str = "13,26,52"
+    deploy_memory: int = 6144
+    mflops_vms: str = "1,2,4"
+    bandwidth_tdfs: str = "5,10,20"
+    bandwidth_refine: int = 2
+    spacing_rates: str = "10,20,40,80,160"
+    spacing_tdfs: str = "1,10"
+
+
+DEFAULTS = Params()
+
+
+def reproductions(params: Params = DEFAULTS) -> dict[str, Reproduction]:
     """Every reproduction by name, in `make reproduce-all`'s order."""
     return {r.name: r for r in (
         Reproduction("star", "SELENA Figures 4 and 5 (star topology)",
-                     (Step("sweep", _sweep("star_throughput.py", star_tdfs)),), 10,
+                     (Step("sweep", _sweep("star_throughput.py", params.star_tdfs)),), 10,
                      figures=("star_fig4_client.png", "star_fig5_aggregate.png")),
         Reproduction("fct", "SELENA Figure 11 (an OpenFlow switch's control plane)",
                      (Step("run", ("run", "scenarios/switch_model_fct.py", "--tdf", "10",
                                    # the probe's pings would be packet_ins the paper's
                                    # switch never saw
                                    "--no-latency-probe", "--out", OUT),
-                           env=(f"SELENA_FCT_RATE={fct_rate:g}",
-                                f"SELENA_FCT_SCALE={fct_scale:g}")),),
+                           env=(f"SELENA_FCT_RATE={params.fct_rate:g}",
+                                f"SELENA_FCT_SCALE={params.fct_scale:g}")),),
                      20, figures=("fct_cdf.png",)),
         Reproduction("qjump", "QJump in SELENA: Tables I and II, Figures 10-14",
-                     _qjump_steps(qjump_ptpd_tdfs), 135,
+                     _qjump_steps(params.qjump_ptpd_tdfs), 135,
                      lab_args=("--with", "debian"),     # its hosts boot the debian images
                      keep_outputs=("exec ptpd -s", "date +%s.%N"),
                      figures=("qjump_ping_cdf.png", "qjump_memcached_cdf.png",
                               "qjump_ptpd_offsets.png")),
         Reproduction("fattree", "SELENA Figure 6, Tables 2 and 3 (fat tree)",
-                     (Step("sweep", _sweep("fat_tree_fct.py", fattree_tdfs)),), 41,
-                     lab_args=("--memory", str(fattree_memory)),
+                     (Step("sweep", _sweep("fat_tree_fct.py", params.fattree_tdfs)),), 41,
+                     lab_args=("--memory", str(params.fattree_memory)),
                      figures=("fattree_fct_cdf.png",)),
         Reproduction("adaptive", "VT-Mininet's adaptive TDF against fixed TDFs (seed 002)",
-                     _adaptive_steps(adaptive_tdfs), adaptive_minutes(adaptive_tdfs),
+                     _adaptive_steps(params.adaptive_tdfs), adaptive_minutes(params.adaptive_tdfs),
                      figures=("adaptive_phases.png",)),
         Reproduction("starscale", "SELENA Figures 7, 8 and 10 (star scalability)",
-                     _starscale_steps(starscale_rates, starscale_clients, starscale_tdfs),
+                     _starscale_steps(params.starscale_rates, params.starscale_clients,
+                                      params.starscale_tdfs),
                      40, figures=("star_fig7_link_rate.png", "star_fig8_clients.png",
                                   "star_fig10_clients_per_tdf.png")),
         Reproduction("deploy", "SELENA section 3: cold boot of a 52-node topology",
                      tuple(Step(f"hosts{n}", ("run", "scenarios/deploy_scale.py", "--param",
                                               f"hosts={n}", "--out", OUT))
-                           for n in _csv(deploy_hosts)),
-                     13, lab_args=("--memory", str(deploy_memory)),
+                           for n in _csv(params.deploy_hosts)),
+                     13, lab_args=("--memory", str(params.deploy_memory)),
                      figures=("deploy_cold_boot.png",)),
         Reproduction("mflops", "QJump in SELENA: Figures 2 and 3 (capped CPU work)",
                      tuple(Step(f"fig{fig}-{cpu}", ("run", "scenarios/qjump_mflops.py",
                                                     "--param", f"cpu={cpu}",
-                                                    "--param", f"vms={mflops_vms}",
+                                                    "--param", f"vms={params.mflops_vms}",
                                                     "--out", OUT))
                            for fig, cpu in ((2, "dilated"), (3, "real"))),
                      5, figures=("qjump_fig2_mflops.png", "qjump_fig3_mflops.png")),
         Reproduction("bandwidth", "SELENA Figure 9 (faithful link rate per TDF)",
-                     (Step("bench", ("--tdfs", bandwidth_tdfs, "--refine",
-                                     str(bandwidth_refine), "--out", OUT),
+                     (Step("bench", ("--tdfs", params.bandwidth_tdfs, "--refine",
+                                     str(params.bandwidth_refine), "--out", OUT),
                            program=("python3", "-m", "selena.lab.bench_bandwidth")),),
                      25, figures=("bandwidth_fig9.png",)),
         Reproduction("spacing", "Mininet-HiFi Figure 2.7: packet spacing error CCDF per rate",
                      tuple(Step(f"rate{rate}", ("sweep", "scenarios/spacing_ccdf.py", "--tdf",
-                                                spacing_tdfs, "--param", f"rate_mbit={rate}",
+                                                params.spacing_tdfs, "--param", f"rate_mbit={rate}",
                                                 "--out", OUT))
-                           for rate in _csv(spacing_rates)),
+                           for rate in _csv(params.spacing_rates)),
                      15, figures=("spacing_ccdf.png",)),
     )}
 

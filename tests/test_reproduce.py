@@ -3,6 +3,7 @@ the fresh directory, progress and total, and docs/results refreshed."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import re
@@ -13,12 +14,14 @@ import figures_fixture
 import pytest
 from fake_runner import FakeRunner
 
-from selena.cli import main
+from selena.cli import build_parser, main
 from selena.errors import ResultsError
 from selena.lab.qemu import POWER_OFF_S
 from selena.reproduce import (
+    DEFAULTS,
     MARK,
     OUT,
+    Params,
     collect,
     fresh_directory,
     lab_script,
@@ -49,7 +52,8 @@ def test_every_reproduction_names_scenarios_that_exist():
 
 
 def test_the_new_reproductions_run_at_reduced_scale_with_the_papers_as_a_parameter():
-    catalogue = reproductions(deploy_hosts="52", starscale_clients="8,16", mflops_vms="1,2,5,10")
+    catalogue = reproductions(Params(deploy_hosts="52", starscale_clients="8,16",
+                                      mflops_vms="1,2,5,10"))
     deploy = lab_script(catalogue["deploy"], Path("D"))
     assert "selena run scenarios/deploy_scale.py --param hosts=52 --out D/hosts52" in deploy
     assert catalogue["deploy"].lab_args == ("--memory", "6144")
@@ -62,10 +66,10 @@ def test_the_new_reproductions_run_at_reduced_scale_with_the_papers_as_a_paramet
         in star
     mflops = lab_script(catalogue["mflops"], Path("M"))
     assert "--param cpu=real --param vms=1,2,5,10 --out M/fig3-real" in mflops
-    bandwidth = lab_script(reproductions(bandwidth_tdfs="5,10")["bandwidth"], Path("B"))
+    bandwidth = lab_script(reproductions(Params(bandwidth_tdfs="5,10"))["bandwidth"], Path("B"))
     assert ("python3 -m selena.lab.bench_bandwidth --tdfs 5,10 --refine 2 --out B/bench"
             in bandwidth)
-    spacing = lab_script(reproductions(spacing_rates="10,1000")["spacing"], Path("P"))
+    spacing = lab_script(reproductions(Params(spacing_rates="10,1000"))["spacing"], Path("P"))
     assert ("selena sweep scenarios/spacing_ccdf.py --tdf 1,10 --param rate_mbit=1000 --out "
             "P/rate1000") in spacing
     for script in (deploy, star, mflops, bandwidth, spacing):
@@ -73,7 +77,7 @@ def test_the_new_reproductions_run_at_reduced_scale_with_the_papers_as_a_paramet
 
 
 def test_the_lab_script_runs_every_step_between_marks_into_the_fresh_directory():
-    qjump = reproductions(qjump_ptpd_tdfs=["10", "50"])["qjump"]
+    qjump = reproductions(Params(qjump_ptpd_tdfs=("10", "50")))["qjump"]
     script = lab_script(qjump, Path("build/results/qjump/D"))
     lines = script.splitlines()
     assert lines[0] == "set -e"
@@ -219,14 +223,52 @@ def test_the_makefile_runs_every_reproduction_through_selena_reproduce():
     make = subprocess.run(["make", "-n", "-C", str(ROOT), "reproduce-all",
                            "VENV=/nonexistent-venv", "SELENA=selena"],
                           capture_output=True, text=True, check=True).stdout
-    ran = re.findall(r"selena reproduce .*? (\w+); \\", make)
+    ran = re.findall(r"selena reproduce(?: .*?)? (\w+); \\", make)
     assert ran == list(reproductions())
     assert "reproduce-all: total" in make
     for name in reproductions():
         target = subprocess.run(["make", "-n", "-C", str(ROOT), f"reproduce-{name}",
                                  "SELENA=selena"], capture_output=True, text=True,
                                 check=True).stdout
-        assert re.search(rf"^selena reproduce .* {name}$", target, re.M), name
+        assert re.search(rf"^selena reproduce {name}$", target, re.M), name
+
+
+def test_make_passes_only_the_scale_variables_that_are_set():
+    # The defaults live in selena.reproduce.Params alone: unset, make passes
+    # nothing and the CLI's defaults (Params') hold; set, the option goes
+    # through (a space-separated list quoted).
+    def dry_run(target, *assignments):
+        return subprocess.run(["make", "-n", "-s", "-C", str(ROOT), target, "SELENA=selena",
+                               *assignments], capture_output=True, text=True,
+                              check=True).stdout.splitlines()[-1]
+    assert dry_run("reproduce-star") == "selena reproduce star"
+    assert dry_run("reproduce-qjump", "QJUMP_PTPD_TDFS=1 10", "STAR_TDFS=1,2") == \
+        'selena reproduce --star-tdfs 1,2 --qjump-ptpd-tdfs "1 10" qjump'
+    assert dry_run("bench-bandwidth") == "selena lab bench-bandwidth"
+    assert dry_run("bench-bandwidth", "BANDWIDTH_REFINE=1") == \
+        "selena lab bench-bandwidth --refine 1"
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for field in dataclasses.fields(Params):
+        assert not re.search(rf"^{field.name.upper()}\s*\??=", makefile, re.M), field.name
+    args = build_parser().parse_args(["reproduce", "star"])
+    assert {f.name: getattr(args, f.name) for f in dataclasses.fields(Params)} == {
+        **dataclasses.asdict(DEFAULTS), "qjump_ptpd_tdfs": "1,10,20,50"}
+
+
+def test_the_docs_list_the_reproductions_defaults():
+    text = (ROOT / "docs" / "reproductions.md").read_text(encoding="utf-8")
+    paragraph = " ".join(next(part for part in text.split("\n\n")
+                              if part.startswith("Variables")).split())
+    listed = {name: quoted or bare for name, quoted, bare in re.findall(
+        r"`([A-Z_]+)` \(default (?:`([^`]+)`|([^\s;)]+))", paragraph)}
+    for field in dataclasses.fields(Params):
+        name = field.name.upper()
+        if name == "FCT_SCALE":
+            continue                # `selena reproduce --fct-scale` only, no make variable
+        default = getattr(DEFAULTS, field.name)
+        default = " ".join(default) if isinstance(default, tuple) else default
+        expected = f"{default:g}" if isinstance(default, float) else str(default)
+        assert listed.get(name) == expected, (name, listed.get(name), expected)
 
 
 def test_the_cli_lists_and_refuses_with_one_line(capsys):
@@ -240,7 +282,7 @@ def test_the_cli_lists_and_refuses_with_one_line(capsys):
 
 
 def test_the_adaptive_comparison_sweeps_its_grid_then_runs_auto_over_its_range():
-    adaptive = reproductions(adaptive_tdfs="1,4,16")["adaptive"]
+    adaptive = reproductions(Params(adaptive_tdfs="1,4,16"))["adaptive"]
     commands = [line for line in lab_script(adaptive, Path("A")).splitlines()
                 if line.startswith("selena ")]
     assert commands == [
@@ -253,5 +295,5 @@ def test_the_adaptive_comparison_sweeps_its_grid_then_runs_auto_over_its_range()
     for bad, why in (("2,4", "from 1"), ("1", "from 1"), ("1,8,4", "increasing"),
                      ("1,x", "TDF")):
         with pytest.raises(Exception, match=rf"adaptive TDFs '{re.escape(bad)}': .*{why}"):
-            reproductions(adaptive_tdfs=bad)
+            reproductions(Params(adaptive_tdfs=bad))
     assert main(["reproduce", "--adaptive-tdfs", "1,0.5", "--list", "adaptive"]) != 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from selena.cli.args import say
 from selena.errors import ScenarioError
-from selena.reproduce import lab_script, reproductions, run_all
+from selena.reproduce import DEFAULTS, Params, lab_script, reproductions, run_all
 from selena.runner import Runner
 from selena.signals import TerminateAsInterrupt
 
@@ -24,55 +24,65 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"reproductions to run, in order ({', '.join(reproductions())})")
     p.add_argument("--list", action="store_true",
                    help="print each reproduction's commands and run nothing")
-    p.add_argument("--star-tdfs", default="1,5,10", metavar="T1,T2,...")
-    p.add_argument("--fattree-tdfs", default="1,5,10,20", metavar="T1,T2,...")
-    p.add_argument("--fattree-memory", type=int, default=6144, metavar="MB")
-    p.add_argument("--qjump-ptpd-tdfs", default="1,10,20,50", metavar="T1,T2,...",
-                   help="PTPd's TDFs (above 20 with 10 s windows)")
-    p.add_argument("--fct-rate", type=float, default=50.0, metavar="FLOWS_PER_S",
-                   help="Figure 11's load (the paper's: 50 flows/s)")
-    p.add_argument("--fct-scale", type=float, default=10.0, metavar="K",
+    # Defaults are the reproductions' own (selena.reproduce.Params).
+    p.add_argument("--star-tdfs", default=DEFAULTS.star_tdfs, metavar="T1,T2,...",
+                   help="Figures 4 and 5's sweep (default %(default)s)")
+    p.add_argument("--fattree-tdfs", default=DEFAULTS.fattree_tdfs, metavar="T1,T2,...",
+                   help="the fat tree's sweep (default %(default)s)")
+    p.add_argument("--fattree-memory", type=int, default=DEFAULTS.fattree_memory, metavar="MB",
+                   help="the lab's RAM for the fat tree (default %(default)s)")
+    p.add_argument("--qjump-ptpd-tdfs", default=",".join(DEFAULTS.qjump_ptpd_tdfs),
+                   metavar="T1,T2,...",
+                   help="PTPd's TDFs, above 20 with 10 s windows (default %(default)s)")
+    p.add_argument("--fct-rate", type=float, default=DEFAULTS.fct_rate, metavar="FLOWS_PER_S",
+                   help="Figure 11's load (default and the paper's: %(default)g flows/s)")
+    p.add_argument("--fct-scale", type=float, default=DEFAULTS.fct_scale, metavar="K",
                    help="Figure 11's link rate and flow size divided by K (the scaling "
                         "rule: the same transfer time and load share; 1 = the paper's "
-                        "1 Gbit/s and 1 MB)")
-    p.add_argument("--adaptive-tdfs", default="1,2,4,8,16,32", metavar="1,T2,...",
+                        "1 Gbit/s and 1 MB; default %(default)g)")
+    p.add_argument("--adaptive-tdfs", default=DEFAULTS.adaptive_tdfs, metavar="1,T2,...",
                    help="the adaptive comparison's sweep grid, from 1; its adaptive run "
-                        "is auto:1-<the last>")
-    p.add_argument("--starscale-rates", default="5,10,20,40", metavar="M1,M2,...",
-                   help="Figure 7's client link rates, Mbit/s (x100: the paper's)")
-    p.add_argument("--starscale-clients", default="2,4,8", metavar="N1,N2,...",
-                   help="Figures 8 and 10's client counts (the paper's: up to 60)")
-    p.add_argument("--starscale-tdfs", default="5,10,20", metavar="T1,T2,...",
-                   help="Figure 10's TDFs")
-    p.add_argument("--deploy-hosts", default="13,26,52", metavar="N1,N2,...",
-                   help="guests cold-booted per run (the paper's: 52)")
-    p.add_argument("--deploy-memory", type=int, default=6144, metavar="MB",
-                   help="the lab's RAM for the deploy runs")
-    p.add_argument("--mflops-vms", default="1,2,4", metavar="N1,N2,...",
-                   help="QJump Figures 2-3's VMs at once (the paper's: 1,2,5,10)")
-    p.add_argument("--bandwidth-tdfs", default="5,10,20", metavar="T1,T2,...",
-                   help="Figure 9's TDFs (bench-bandwidth)")
-    p.add_argument("--bandwidth-refine", type=int, default=2, choices=range(0, 5),
-                   metavar="N", help="bisections of each figure's doubling (2: 19%% steps)")
-    p.add_argument("--spacing-rates", default="10,20,40,80,160", metavar="M1,M2,...",
-                   help="the packet-spacing CCDF's link rates, Mbit/s")
-    p.add_argument("--spacing-tdfs", default="1,10", metavar="T1,T2,...",
-                   help="the packet-spacing CCDF's TDFs")
+                        "is auto:1-<the last> (default %(default)s)")
+    p.add_argument("--starscale-rates", default=DEFAULTS.starscale_rates, metavar="M1,M2,...",
+                   help="Figure 7's client link rates, Mbit/s, x100: the paper's "
+                        "(default %(default)s)")
+    p.add_argument("--starscale-clients", default=DEFAULTS.starscale_clients, metavar="N1,N2,...",
+                   help="Figures 8 and 10's client counts, the paper's up to 60 "
+                        "(default %(default)s)")
+    p.add_argument("--starscale-tdfs", default=DEFAULTS.starscale_tdfs, metavar="T1,T2,...",
+                   help="Figure 10's TDFs (default %(default)s)")
+    p.add_argument("--deploy-hosts", default=DEFAULTS.deploy_hosts, metavar="N1,N2,...",
+                   help="guests cold-booted per run, the paper's 52 (default %(default)s)")
+    p.add_argument("--deploy-memory", type=int, default=DEFAULTS.deploy_memory, metavar="MB",
+                   help="the lab's RAM for the deploy runs (default %(default)s)")
+    p.add_argument("--mflops-vms", default=DEFAULTS.mflops_vms, metavar="N1,N2,...",
+                   help="QJump Figures 2-3's VMs at once, the paper's 1,2,5,10 "
+                        "(default %(default)s)")
+    p.add_argument("--bandwidth-tdfs", default=DEFAULTS.bandwidth_tdfs, metavar="T1,T2,...",
+                   help="Figure 9's TDFs, bench-bandwidth (default %(default)s)")
+    p.add_argument("--bandwidth-refine", type=int, default=DEFAULTS.bandwidth_refine,
+                   choices=range(0, 5), metavar="N",
+                   help="bisections of each figure's doubling, 2: 19%% steps "
+                        "(default %(default)s)")
+    p.add_argument("--spacing-rates", default=DEFAULTS.spacing_rates, metavar="M1,M2,...",
+                   help="the packet-spacing CCDF's link rates, Mbit/s (default %(default)s)")
+    p.add_argument("--spacing-tdfs", default=DEFAULTS.spacing_tdfs, metavar="T1,T2,...",
+                   help="the packet-spacing CCDF's TDFs (default %(default)s)")
     p.set_defaults(func=cmd_reproduce)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    catalogue = reproductions(
+    catalogue = reproductions(Params(
         star_tdfs=args.star_tdfs, fattree_tdfs=args.fattree_tdfs,
         fattree_memory=args.fattree_memory,
-        qjump_ptpd_tdfs=[t for t in args.qjump_ptpd_tdfs.replace(" ", ",").split(",") if t],
+        qjump_ptpd_tdfs=tuple(t for t in args.qjump_ptpd_tdfs.replace(" ", ",").split(",") if t),
         fct_rate=args.fct_rate, fct_scale=args.fct_scale, adaptive_tdfs=args.adaptive_tdfs,
         starscale_rates=args.starscale_rates,
         starscale_clients=args.starscale_clients, starscale_tdfs=args.starscale_tdfs,
         deploy_hosts=args.deploy_hosts, deploy_memory=args.deploy_memory,
         mflops_vms=args.mflops_vms, bandwidth_tdfs=args.bandwidth_tdfs,
         bandwidth_refine=args.bandwidth_refine, spacing_rates=args.spacing_rates,
-        spacing_tdfs=args.spacing_tdfs)
+        spacing_tdfs=args.spacing_tdfs))
     names = args.names or ([] if not args.list else list(catalogue))
     if not names:
         raise ScenarioError(f"reproduce: name one or more of {', '.join(catalogue)} "

@@ -50,6 +50,10 @@ TOLERANCE_PCT = 5.0
 TCP_SHARE = 1448 / 1514
 IPERF_SECONDS = 3
 DELAY_MS = 1
+# `selena lab bench-bandwidth`'s, `make bench-bandwidth`'s and this
+# module's defaults (the reproduction's are selena.reproduce.Params').
+DEFAULT_TDFS = "5,10,20"
+DEFAULT_REFINE = 2
 # The fidelity monitor's reasons about the CPUs (selena/fidelity.py).
 CPU_REASONS = ("vCPU of ", "Dom0 CPU ")
 
@@ -287,10 +291,11 @@ def write_bundle(out: Path, tdfs: Sequence[float], results: dict[str, Result],
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m selena.lab.bench_bandwidth")
-    parser.add_argument("--tdfs", default="5,10,20")
+    parser.add_argument("--tdfs", default=DEFAULT_TDFS)
     parser.add_argument("--mininet-start", type=float, default=20,
                         help="first rate tried for Mininet, Mbit/s")
-    parser.add_argument("--refine", type=int, default=0, choices=range(0, 5), metavar="N",
+    parser.add_argument("--refine", type=int, default=DEFAULT_REFINE, choices=range(0, 5),
+                        metavar="N",
                         help="bisect each figure's doubling N times (2: 19%% steps)")
     parser.add_argument("--out", type=Path, help="write the results bundle here (a new "
                                                  "directory)")

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from selena.cli.args import tdf_arg
+from selena.lab.bench_bandwidth import DEFAULT_REFINE, DEFAULT_TDFS
 from selena.lab.build import LabBuilder
 from selena.lab.dom0 import HVM_CLOCKSOURCES
 from selena.lab.qemu import DOM0_MEMORY_MB, QEMU_MEMORY_MB, Lab
@@ -132,11 +133,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     bw = sub.add_parser("bench-bandwidth",
                         help="faithful bandwidth of Mininet and of selena at several TDFs")
-    bw.add_argument("--tdfs", default="5,10,20", help="selena's TDFs (default 5,10,20)")
+    bw.add_argument("--tdfs", default=DEFAULT_TDFS,
+                    help="selena's TDFs (default %(default)s)")
     bw.add_argument("--mininet-start", default="20",
                     help="first rate tried for Mininet, Mbit/s (default 20)")
-    bw.add_argument("--refine", default="0", choices=[str(n) for n in range(5)], metavar="N",
-                    help="bisect each figure's doubling N times (2: steps of 19%%)")
+    bw.add_argument("--refine", default=str(DEFAULT_REFINE),
+                    choices=[str(n) for n in range(5)], metavar="N",
+                    help="bisect each figure's doubling N times, 2: steps of 19%% "
+                         "(default %(default)s)")
     bw.set_defaults(func=cmd_bench_bandwidth)
 
     def lab_help(args: argparse.Namespace) -> int:
