@@ -275,6 +275,13 @@ def test_the_cli_lists_and_refuses_with_one_line(capsys):
     assert main(["reproduce", "--list", "fct"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# fct: SELENA Figure 11") and "SELENA_FCT_RATE=50" in out
+    # Options reach the reproductions (a space-separated list as make quotes it).
+    assert main(["reproduce", "--qjump-ptpd-tdfs", "10 50", "--list", "qjump"]) == 0
+    listed = capsys.readouterr().out
+    want = lab_script(reproductions(Params(qjump_ptpd_tdfs=("10", "50")))["qjump"],
+                      Path("build/results/qjump/DATE"))
+    assert want in listed and want != lab_script(reproductions()["qjump"],
+                                                 Path("build/results/qjump/DATE"))
     assert main(["reproduce", "stra"]) != 0
     err = capsys.readouterr().err.strip()
     assert err == "selena: error: reproduce: no reproduction stra (have star, fct, qjump, " \

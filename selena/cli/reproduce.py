@@ -5,6 +5,7 @@ docs/results/<name>/ refreshed from it."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -72,17 +73,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    catalogue = reproductions(Params(
-        star_tdfs=args.star_tdfs, fattree_tdfs=args.fattree_tdfs,
-        fattree_memory=args.fattree_memory,
-        qjump_ptpd_tdfs=tuple(t for t in args.qjump_ptpd_tdfs.replace(" ", ",").split(",") if t),
-        fct_rate=args.fct_rate, fct_scale=args.fct_scale, adaptive_tdfs=args.adaptive_tdfs,
-        starscale_rates=args.starscale_rates,
-        starscale_clients=args.starscale_clients, starscale_tdfs=args.starscale_tdfs,
-        deploy_hosts=args.deploy_hosts, deploy_memory=args.deploy_memory,
-        mflops_vms=args.mflops_vms, bandwidth_tdfs=args.bandwidth_tdfs,
-        bandwidth_refine=args.bandwidth_refine, spacing_rates=args.spacing_rates,
-        spacing_tdfs=args.spacing_tdfs))
+    # Every option is a Params field of the same name.
+    values = {field.name: getattr(args, field.name) for field in dataclasses.fields(Params)}
+    values["qjump_ptpd_tdfs"] = tuple(t for t in values["qjump_ptpd_tdfs"].replace(" ", ",")
+                                      .split(",") if t)
+    catalogue = reproductions(Params(**values))
     names = args.names or ([] if not args.list else list(catalogue))
     if not names:
         raise ScenarioError(f"reproduce: name one or more of {', '.join(catalogue)} "
