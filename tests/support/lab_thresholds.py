@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[2]
 MIN_N = 20
 TARGET = 0.01                   # the false-failure rate asked for
 Z_ONE_SIDED = 2.3263            # standard normal quantile at 1 - 0.01
@@ -289,9 +291,26 @@ def _count_bound(bounds: Bounds, trials: int, p: float) -> str:
     return " and ".join(parts) + f" of {trials}"
 
 
-def summarize(records: Iterable[dict[str, Any]]) -> list[Summary]:
+def test_exists(node_id: str, root: Path = REPO) -> bool:
+    """Whether a recorded test node id ("path::function[params]") still
+    names a test function in the source: a renamed test's old records must
+    not count as the latest run of anything."""
+    path, _, rest = node_id.partition("::")
+    function = re.split(r"[\[:]", rest, maxsplit=1)[0]
+    try:
+        source = (root / path).read_text()
+    except OSError:
+        return False
+    return re.search(rf"^\s*(async\s+)?def {re.escape(function)}\(", source, re.M) is not None
+
+
+def summarize(records: Iterable[dict[str, Any]],
+              exists: Callable[[str], bool] | None = None) -> list[Summary]:
     """One summary per assertion name, in name order; the bound is the
-    latest record's (by time), and every run is judged against it."""
+    latest record's (by time), and every run is judged against it. A name
+    whose latest record came from a test function that no longer exists
+    (`exists`, by default test_exists) is not current."""
+    exists = exists or test_exists
     by_name: dict[str, list[dict[str, Any]]] = {}
     latest_run: dict[str, object] = {}      # per test, the session of its latest record
     for entry in sorted(records, key=lambda e: str(e.get("time", ""))):
@@ -309,9 +328,16 @@ def summarize(records: Iterable[dict[str, Any]]) -> list[Summary]:
             failed=sum(1 for vs in per_run if not all(bounds.holds(v) for v in vs)),
             tests=sorted({str(e["test"]) for e in entries if e.get("test")}),
             binomial=binomial_view(entries, bounds),
-            current=(not entries[-1].get("test")
-                     or latest_run[str(entries[-1]["test"])] == _session(entries[-1]))))
+            current=_current(entries[-1], latest_run, exists)))
     return summaries
+
+
+def _current(latest: dict[str, Any], latest_run: dict[str, object],
+             exists: Callable[[str], bool]) -> bool:
+    test = latest.get("test")
+    if not test:
+        return True
+    return latest_run[str(test)] == _session(latest) and exists(str(test))
 
 
 def _num(value: float) -> str:
