@@ -36,7 +36,10 @@ def test_real_cpu_time_keeps_the_work_per_virtual_second_of_tdf_1(lab):
     assert meta["cpu_time"]["hdil"]["mode"] == "dilated"
     metrics = json.loads((bundle / "metrics.json").read_text())
     real, dilated = metrics["real_cpu_ratio"], metrics["dilated_cpu_ratio"]
-    check("cpu_time.real_cpu_ratio.median", real["median"], low=0.4, high=1.1,
+    # Low side from the data (20 runs to 2026-12-04: 0.41-0.82, the 1 %
+    # proposal >= 0.2509; the bound was 0.4); dilated_over_real below keeps
+    # the cap's meaning, TDF times the work brought down to TDF 1's order.
+    check("cpu_time.real_cpu_ratio.median", real["median"], low=0.25, high=1.1,
           context=metrics)
     # Above: twice the TDF would be the factor applied twice. The work at
     # TDF 1, the ratio's denominator, scatters under emulation (18.8k to

@@ -49,8 +49,12 @@ def test_debians_own_kernel_runs_as_a_dilated_pvh_guest(lab):
     assert facts[0] == "PVH" and facts[1].startswith("Linux 6.1."), facts
     assert facts[2] == "running", facts
     metrics = json.loads((bundle / "metrics.json").read_text())
-    for name in ("rtt_ms", "rtt_ms_tdf10"):
+    # From the recorded runs (to 2026-12-04): at TDF 5, 11 runs gave
+    # 1.027-1.060 (one over the old 1.05), a median of only 8 pings; the
+    # 1 % proposal is 1.073. At TDF 10 the wake-ups cost half as much guest
+    # time: 10 runs, 1.012-1.027.
+    for name, below in (("rtt_ms", 1.08), ("rtt_ms_tdf10", 1.05)):
         rtt = metrics[name]
         assert rtt["n"] == 8, rtt
         check(f"pvh.debian.{name}_median_over_expected", rtt["median"] / 80.0, above=0.95,
-              below=1.05, samples=rtt.get("samples"), context=rtt)
+              below=below, samples=rtt.get("samples"), context=rtt)
