@@ -146,28 +146,28 @@ def test_the_standing_says_whether_a_bound_is_as_wide_as_the_data_asks():
     assert wide.proposal() == (pytest.approx(98), pytest.approx(106))
 
 
-TEST_EXISTS = lt.test_exists       # before the fixture below replaces it
+NODE_EXISTS = lt.node_exists       # before the fixture below replaces it
 
 
 @pytest.fixture(autouse=True)
 def _recorded_tests_exist(monkeypatch):
     # The records here name made-up tests ("t.py::x"); the tests about
-    # renamed functions use TEST_EXISTS or pass their own `exists`.
-    monkeypatch.setattr(lt, "test_exists", lambda node_id: True)
+    # renamed functions use NODE_EXISTS or pass their own `exists`.
+    monkeypatch.setattr(lt, "node_exists", lambda node_id: True)
 
 
 def test_a_node_id_exists_while_its_test_function_does(tmp_path):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests/test_a.py").write_text(
         "import pytest\n\n\n@pytest.mark.lab\ndef test_kept(result):\n    pass\n")
-    assert TEST_EXISTS("tests/test_a.py::test_kept", tmp_path)
-    assert TEST_EXISTS("tests/test_a.py::test_kept[pv-2]", tmp_path)
-    assert not TEST_EXISTS("tests/test_a.py::test_renamed", tmp_path)
-    assert not TEST_EXISTS("tests/test_a.py::test_kep", tmp_path)
-    assert not TEST_EXISTS("tests/test_gone.py::test_kept", tmp_path)
+    assert NODE_EXISTS("tests/test_a.py::test_kept", tmp_path)
+    assert NODE_EXISTS("tests/test_a.py::test_kept[pv-2]", tmp_path)
+    assert not NODE_EXISTS("tests/test_a.py::test_renamed", tmp_path)
+    assert not NODE_EXISTS("tests/test_a.py::test_kep", tmp_path)
+    assert not NODE_EXISTS("tests/test_gone.py::test_kept", tmp_path)
     # This repository's own: a test that records, and the one renamed since.
-    assert TEST_EXISTS("tests/lab/test_hv_e2e.py::test_default_pv_ticker_is_dilated")
-    assert not TEST_EXISTS(
+    assert NODE_EXISTS("tests/lab/test_hv_e2e.py::test_default_pv_ticker_is_dilated")
+    assert not NODE_EXISTS(
         "tests/lab/test_hv_e2e.py::test_save_restore_keeps_tdf_and_continuous_virtual_time")
 
 
@@ -207,7 +207,7 @@ def test_the_committed_page_of_bounds_is_what_the_committed_records_make():
     committed = ROOT / "docs" / "results" / "lab-stats.jsonl"
     records, bad = lt.load(committed)
     assert records and bad == 0
-    page = lt.doc_page(lt.summarize(records, exists=TEST_EXISTS),
+    page = lt.doc_page(lt.summarize(records, exists=NODE_EXISTS),
                        "docs/results/lab-stats.jsonl", lt.sessions(records))
     assert (ROOT / "docs" / "lab-thresholds.md").read_text(encoding="utf-8") == page, \
         "docs/lab-thresholds.md is stale: run scripts/lab-thresholds --write-doc"

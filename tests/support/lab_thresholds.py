@@ -291,7 +291,7 @@ def _count_bound(bounds: Bounds, trials: int, p: float) -> str:
     return " and ".join(parts) + f" of {trials}"
 
 
-def test_exists(node_id: str, root: Path = REPO) -> bool:
+def node_exists(node_id: str, root: Path = REPO) -> bool:
     """Whether a recorded test node id ("path::function[params]") still
     names a test function in the source: a renamed test's old records must
     not count as the latest run of anything."""
@@ -309,8 +309,8 @@ def summarize(records: Iterable[dict[str, Any]],
     """One summary per assertion name, in name order; the bound is the
     latest record's (by time), and every run is judged against it. A name
     whose latest record came from a test function that no longer exists
-    (`exists`, by default test_exists) is not current."""
-    exists = exists or test_exists
+    (`exists`, by default node_exists) is not current."""
+    exists = exists or node_exists
     by_name: dict[str, list[dict[str, Any]]] = {}
     latest_run: dict[str, object] = {}      # per test, the session of its latest record
     for entry in sorted(records, key=lambda e: str(e.get("time", ""))):
