@@ -19,6 +19,7 @@ rate of at most 1%, with what the amount of data can and cannot support:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -310,7 +311,7 @@ def summarize(records: Iterable[dict[str, Any]],
     latest record's (by time), and every run is judged against it. A name
     whose latest record came from a test function that no longer exists
     (`exists`, by default node_exists) is not current."""
-    exists = exists or node_exists
+    exists = functools.cache(exists or node_exists)    # one source read per test, not per name
     by_name: dict[str, list[dict[str, Any]]] = {}
     latest_run: dict[str, object] = {}      # per test, the session of its latest record
     for entry in sorted(records, key=lambda e: str(e.get("time", ""))):
