@@ -196,13 +196,13 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def main_in_dom0(commands: int, baseline_commands: int, guests: int,
-                 split_cpus: bool = False) -> int:
+                 split_cpus: bool = False, beside: bool = False) -> int:
     runner = Runner()
     topo = Topology("benchctl", tdf=1)
     with cpus_split(runner) if split_cpus else contextlib.nullcontext() as guest_cpus:
         for i in range(1, guests + 1):
             topo.add_host(f"h{i}", cpus=guest_cpus)
-        return _measure(runner, topo, commands, baseline_commands, guests)
+        return _measure(runner, topo, commands, baseline_commands, guests, beside)
 
 
 @contextlib.contextmanager
@@ -250,7 +250,7 @@ def _online_cpus(cpu_root: Path, count: int, wait_s: float = 10.0) -> None:
 
 
 def _measure(runner: Runner, topo: Topology, commands: int, baseline_commands: int,
-             guests: int) -> int:
+             guests: int, beside: bool = False) -> int:
     rows = []
     # The guests come up through the experiment lifecycle; the baseline then
     # drives them the way SELENA's original controller did, with one
@@ -271,7 +271,7 @@ def _measure(runner: Runner, topo: Topology, commands: int, baseline_commands: i
             start = time.perf_counter()
             rtt = subprocess_round_trips(runner, subset, baseline_commands)
             rows.append(("subprocess", n, rtt, time.perf_counter() - start))
-        breakdown = _breakdown(exp, sorted(domids), commands)
+        breakdown = _breakdown(exp, sorted(domids), commands, beside)
     print("  control channel: push-to-exit round trip of `true` (TDF 1)")
     print(f"  {'approach':<14} {'guests':>6} {'commands':>8} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'mean ms':>8} {'cmds/s':>7}")
@@ -285,23 +285,23 @@ def _measure(runner: Runner, topo: Topology, commands: int, baseline_commands: i
     print("  breakdown of the watch channel's round trip (ms): floor = Xenstore write, "
           "guest watch, write back, with as many guests at once; guest = running `true`; "
           "selena = the rest; Dom0 CPU ms per command")
-    print(f"  {'case':<28} {'floor p50':>9} {'p99':>6} {'guest p50':>9} {'p99':>6} "
+    print(f"  {'case':<40} {'floor p50':>9} {'p99':>6} {'guest p50':>9} {'p99':>6} "
           f"{'selena p50':>10} {'p99':>6} {'total p50':>9} {'p99':>6} "
           f"{'cpu selena':>10} {'xenstored':>9}")
     for case, floor, executions, totals, cpu in breakdown:
         base = statistics.median(floor)
         own = [t - base - e for t, e in zip(totals, executions, strict=False)]
-        print(f"  {case:<28} {_pct(floor, .5):>9.1f} {_pct(floor, .99):>6.1f} "
+        print(f"  {case:<40} {_pct(floor, .5):>9.1f} {_pct(floor, .99):>6.1f} "
               f"{_pct(executions, .5):>9.1f} {_pct(executions, .99):>6.1f} "
               f"{_pct(own, .5):>10.1f} {_pct(own, .99):>6.1f} "
               f"{_pct(totals, .5):>9.1f} {_pct(totals, .99):>6.1f} "
               f"{cpu.selena * 1000:>10.1f} {cpu.xenstored * 1000:>9.1f}")
     print("  Dom0 CPU ms per command: selena's process in user and kernel mode, xenstored, "
           "and the whole Dom0's interrupt (irq + softirq) and stolen time")
-    print(f"  {'case':<28} {'selena':>7} {'user':>6} {'kernel':>6} {'xenstored':>9} "
+    print(f"  {'case':<40} {'selena':>7} {'user':>6} {'kernel':>6} {'xenstored':>9} "
           f"{'Dom0 irq':>8} {'steal':>6}")
     for case, *_, cpu in breakdown:
-        print(f"  {case:<28} {cpu.selena * 1000:>7.1f} {cpu.selena_user * 1000:>6.1f} "
+        print(f"  {case:<40} {cpu.selena * 1000:>7.1f} {cpu.selena_user * 1000:>6.1f} "
               f"{cpu.selena_system * 1000:>6.1f} {cpu.xenstored * 1000:>9.1f} "
               f"{cpu.dom0_irq * 1000:>8.1f} {cpu.dom0_steal * 1000:>6.1f}")
     return 0
@@ -334,13 +334,50 @@ def _dom0_cpu_seconds() -> Dom0Cpu:
     def used(pid: str) -> tuple[float, float]:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
         return int(fields[11]) / tick, int(fields[12]) / tick
-    xenstored = [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()
-                 and _comm(entry) in ("oxenstored", "xenstored")]
+    xenstored = _xenstored_pids()
     # /proc/stat's first line: user nice system idle iowait irq softirq steal ...
     totals = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     user, system = used("self")
     return Dom0Cpu(user, system, sum(sum(used(pid)) for pid in xenstored),
                    (totals[5] + totals[6]) / tick, totals[7] / tick)
+
+
+def _xenstored_pids() -> list[str]:
+    return [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()
+            and _comm(entry) in ("oxenstored", "xenstored")]
+
+
+def _tasks(pid: str) -> list[int]:
+    try:
+        return [int(task.name) for task in Path(f"/proc/{pid}/task").iterdir()]
+    except OSError:
+        return []               # exited meanwhile
+
+
+@contextlib.contextmanager
+def beside_xenstored(cpu: int = 0, pids: list[str] | None = None) -> Iterator[None]:
+    """Every thread of this process and of xenstored (`pids`, found by name
+    when None) on one Dom0 vCPU while the block runs; each thread gets its
+    own CPU mask back after, and threads started meanwhile the process's.
+    A request and its reply then change hands on one vCPU instead of
+    waking the other one through Xen, which the emulation makes dear
+    (docs/benchmarks.md: Dom0 on one vCPU cost less per command)."""
+    saved: dict[int, set[int]] = {}
+    process_mask = os.sched_getaffinity(0)
+    try:
+        for pid in ["self", *(_xenstored_pids() if pids is None else pids)]:
+            for tid in _tasks(pid):
+                with contextlib.suppress(ProcessLookupError):     # a thread that ended
+                    saved[tid] = os.sched_getaffinity(tid)
+                    os.sched_setaffinity(tid, {cpu})
+        yield
+    finally:
+        for tid in _tasks("self"):
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(tid, saved.get(tid, process_mask))
+        for tid, mask in saved.items():
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(tid, mask)
 
 
 def _comm(proc: Path) -> str:
@@ -350,30 +387,39 @@ def _comm(proc: Path) -> str:
         return ""               # exited meanwhile
 
 
-def _breakdown(exp: Experiment, guests: list[str], commands: int
+def _breakdown(exp: Experiment, guests: list[str], commands: int,
+               beside: bool = False
                ) -> list[tuple[str, list[float], list[float], list[float], Dom0Cpu]]:
     """Floor, guest execution, total and Dom0 CPU seconds per command (selena's
     process, xenstored) per case: 1 guest, all but one (a caller thread per
     guest, then one thread for all), and all but one beside the last one
-    flooding output."""
+    flooding output. With `beside`, each case but the flooding one is run
+    again right after it with selena's and xenstored's threads on one vCPU
+    (beside_xenstored)."""
     ctl = exp.controller
     assert isinstance(ctl, Controller)     # Xenstore itself: the xl backend's channel
     rows = []
     serving, flooder = guests[:-1] or guests, guests[-1]
+    cases = []
     for case, names, flood, drive in (
             ("1 guest", guests[:1], False, channel_round_trips),
             (f"{len(serving)} guests", serving, False, channel_round_trips),
             (f"{len(serving)} guests, one thread", serving, False, pipelined_round_trips),
             (f"{len(serving)} guests + 1 flooding", serving, True, channel_round_trips)):
-        flooding = exp.start(flooder, "yes") if flood else None
-        floor = floor_round_trips(exp, names, min(commands, 500))
-        executions: list[float] = []
-        cpu_before = _dom0_cpu_seconds()
-        totals = drive(ctl, names, commands, executions)
-        cpu = _dom0_cpu_seconds().per_command(cpu_before, len(totals))
-        if flooding is not None:
-            exp.kill(flooding)
-            exp.wait(flooding)
+        cases.append((case, names, flood, drive, False))
+        if beside and not flood:
+            cases.append((f"{case}, beside xenstored", names, flood, drive, True))
+    for case, names, flood, drive, pinned in cases:
+        with beside_xenstored() if pinned else contextlib.nullcontext():
+            flooding = exp.start(flooder, "yes") if flood else None
+            floor = floor_round_trips(exp, names, min(commands, 500))
+            executions: list[float] = []
+            cpu_before = _dom0_cpu_seconds()
+            totals = drive(ctl, names, commands, executions)
+            cpu = _dom0_cpu_seconds().per_command(cpu_before, len(totals))
+            if flooding is not None:
+                exp.kill(flooding)
+                exp.wait(flooding)
         rows.append((case, floor, executions, totals, cpu))
     return rows
 
@@ -384,5 +430,7 @@ if __name__ == "__main__":
     parser.add_argument("--baseline-commands", type=int, default=200)
     parser.add_argument("--guests", type=int, default=8)
     parser.add_argument("--split-cpus", action="store_true")
+    parser.add_argument("--beside-xenstored", action="store_true")
     a = parser.parse_args()
-    sys.exit(main_in_dom0(a.commands, a.baseline_commands, a.guests, a.split_cpus))
+    sys.exit(main_in_dom0(a.commands, a.baseline_commands, a.guests, a.split_cpus,
+                          a.beside_xenstored))

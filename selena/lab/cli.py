@@ -118,6 +118,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ctl.add_argument("--guests", type=int, default=8)
     ctl.add_argument("--split-cpus", action="store_true",
                      help="Dom0 on one vCPU pinned to CPU 0, the guests on the other CPUs")
+    ctl.add_argument("--beside-xenstored", action="store_true",
+                     help="run each case again with selena's and xenstored's threads on "
+                          "one Dom0 vCPU")
     ctl.set_defaults(func=cmd_bench_control)
 
     dep = sub.add_parser("bench-deploy", help="selena deploy of N guests vs. raw xl create")
@@ -244,7 +247,8 @@ def cmd_bench_control(args: argparse.Namespace) -> int:
     result = Lab(progress=_progress).run(
         ["python3", "-m", "selena.lab.bench_control", "--commands", str(args.commands),
          "--baseline-commands", str(args.baseline_commands), "--guests", str(args.guests),
-         *(["--split-cpus"] if args.split_cpus else [])],
+         *(["--split-cpus"] if args.split_cpus else []),
+         *(["--beside-xenstored"] if args.beside_xenstored else [])],
         timeout=3600, on_output=lambda line: print(line, end="", flush=True))
     return result.returncode
 

@@ -1,12 +1,15 @@
 """bench-control's Dom0 CPU accounting (the benchmark itself runs in the lab:
 `selena lab bench-control`)."""
 
+import os
+import subprocess
+import threading
 import time
 
 import pytest
 from fake_runner import FakeRunner
 
-from selena.lab.bench_control import _dom0_cpu_seconds, cpus_split
+from selena.lab.bench_control import _dom0_cpu_seconds, beside_xenstored, cpus_split
 
 
 def test_this_process_cpu_time_is_read_from_proc_and_grows_with_work():
@@ -50,3 +53,29 @@ def test_splitting_one_cpu_is_refused_before_anything_is_pinned():
     with pytest.raises(RuntimeError, match="needs 2"), cpus_split(runner):
         pass
     assert not [c for c in runner.calls if c[:2] in (("xl", "vcpu-set"), ("xl", "vcpu-pin"))]
+
+
+def test_beside_xenstored_pins_every_thread_of_both_to_one_cpu_and_gives_each_its_mask_back():
+    mask = os.sched_getaffinity(0)
+    cpu = max(mask)
+    stand_in = subprocess.Popen(["sleep", "60"])       # xenstored's part
+    release = threading.Event()
+    waiting = threading.Thread(target=release.wait)     # a thread started before the block
+    waiting.start()
+    try:
+        with pytest.raises(RuntimeError, match="measuring"), \
+                beside_xenstored(cpu, [str(stand_in.pid)]):
+            assert os.sched_getaffinity(0) == {cpu}
+            assert os.sched_getaffinity(waiting.native_id) == {cpu}
+            assert os.sched_getaffinity(stand_in.pid) == {cpu}
+            started = threading.Thread(target=release.wait)  # inherits the pinning
+            started.start()
+            raise RuntimeError("measuring failed")
+        assert os.sched_getaffinity(0) == mask
+        assert os.sched_getaffinity(waiting.native_id) == mask
+        assert os.sched_getaffinity(started.native_id) == mask
+        assert os.sched_getaffinity(stand_in.pid) == mask
+    finally:
+        release.set()
+        stand_in.kill()
+        stand_in.wait()
