@@ -395,22 +395,26 @@ def _breakdown(exp: Experiment, guests: list[str], commands: int,
     guest, then one thread for all), and all but one beside the last one
     flooding output. With `beside`, each case but the flooding one is run
     again right after it with selena's and xenstored's threads on one vCPU
-    (beside_xenstored)."""
+    (beside_xenstored), then with selena's alone there."""
     ctl = exp.controller
     assert isinstance(ctl, Controller)     # Xenstore itself: the xl backend's channel
     rows = []
     serving, flooder = guests[:-1] or guests, guests[-1]
-    cases = []
-    for case, names, flood, drive in (
-            ("1 guest", guests[:1], False, channel_round_trips),
-            (f"{len(serving)} guests", serving, False, channel_round_trips),
-            (f"{len(serving)} guests, one thread", serving, False, pipelined_round_trips),
-            (f"{len(serving)} guests + 1 flooding", serving, True, channel_round_trips)):
-        cases.append((case, names, flood, drive, False))
+    Drive = Callable[[CommandChannel, list[str], int, list[float] | None], list[float]]
+    # (case, guests, flood, drive, the other pids on selena's vCPU or None: unpinned)
+    cases: list[tuple[str, list[str], bool, Drive, list[str] | None]] = []
+    unpinned: list[tuple[str, list[str], bool, Drive]] = [
+        ("1 guest", guests[:1], False, channel_round_trips),
+        (f"{len(serving)} guests", serving, False, channel_round_trips),
+        (f"{len(serving)} guests, one thread", serving, False, pipelined_round_trips),
+        (f"{len(serving)} guests + 1 flooding", serving, True, channel_round_trips)]
+    for case, names, flood, drive in unpinned:
+        cases.append((case, names, flood, drive, None))
         if beside and not flood:
-            cases.append((f"{case}, beside xenstored", names, flood, drive, True))
+            cases.append((f"{case}, beside xenstored", names, flood, drive, _xenstored_pids()))
+            cases.append((f"{case}, selena on one vCPU", names, flood, drive, []))
     for case, names, flood, drive, pinned in cases:
-        with beside_xenstored() if pinned else contextlib.nullcontext():
+        with beside_xenstored(0, pinned) if pinned is not None else contextlib.nullcontext():
             flooding = exp.start(flooder, "yes") if flood else None
             floor = floor_round_trips(exp, names, min(commands, 500))
             executions: list[float] = []
