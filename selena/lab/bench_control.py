@@ -372,10 +372,8 @@ def beside_xenstored(cpu: int = 0, pids: list[str] | None = None) -> Iterator[No
                     os.sched_setaffinity(tid, {cpu})
         yield
     finally:
-        for tid in _tasks("self"):
-            with contextlib.suppress(ProcessLookupError):
-                os.sched_setaffinity(tid, saved.get(tid, process_mask))
-        for tid, mask in saved.items():
+        started = {tid: process_mask for tid in _tasks("self") if tid not in saved}
+        for tid, mask in {**saved, **started}.items():
             with contextlib.suppress(ProcessLookupError):
                 os.sched_setaffinity(tid, mask)
 

@@ -120,7 +120,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="Dom0 on one vCPU pinned to CPU 0, the guests on the other CPUs")
     ctl.add_argument("--beside-xenstored", action="store_true",
                      help="run each case again with selena's and xenstored's threads on "
-                          "one Dom0 vCPU")
+                          "one Dom0 vCPU, then with selena's alone there")
     ctl.set_defaults(func=cmd_bench_control)
 
     dep = sub.add_parser("bench-deploy", help="selena deploy of N guests vs. raw xl create")
