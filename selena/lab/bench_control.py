@@ -355,9 +355,9 @@ def _tasks(pid: str) -> list[int]:
 
 
 @contextlib.contextmanager
-def beside_xenstored(cpu: int = 0, pids: list[str] | None = None) -> Iterator[None]:
-    """Every thread of this process and of xenstored (`pids`, found by name
-    when None) on one Dom0 vCPU while the block runs; each thread gets its
+def beside_xenstored(cpu: int, pids: list[str]) -> Iterator[None]:
+    """Every thread of this process and of the processes `pids` (xenstored's,
+    or none) on one Dom0 vCPU while the block runs; each thread gets its
     own CPU mask back after, and threads started meanwhile the process's.
     A request and its reply then change hands on one vCPU instead of
     waking the other one through Xen, which the emulation makes dear
@@ -365,7 +365,7 @@ def beside_xenstored(cpu: int = 0, pids: list[str] | None = None) -> Iterator[No
     saved: dict[int, set[int]] = {}
     process_mask = os.sched_getaffinity(0)
     try:
-        for pid in ["self", *(_xenstored_pids() if pids is None else pids)]:
+        for pid in ["self", *pids]:
             for tid in _tasks(pid):
                 with contextlib.suppress(ProcessLookupError):     # a thread that ended
                     saved[tid] = os.sched_getaffinity(tid)
