@@ -23,18 +23,24 @@
  *   Q1 <monotonic>                             when it fired
  *   V <cpu> <monotonic> <realtime>             on further vCPUs, every 100 ms
  *   K <clocksource> <clock event device>      at the start and the end
- *   R <boottime> <RTC seconds> <realtime> <monotonic>
+ *   R <boottime> <RTC seconds> <realtime> <monotonic> <rdtsc>
  *                                              at each RTC update interrupt
  *                                              (/dev/rtc0: HVM guests only)
- *   I <boottime> <PIT ticks>                   PIT channel 2's count since
+ *   I <boottime> <PIT ticks> <monotonic> <rdtsc>
+ *                                              PIT channel 2's count since
  *                                              the start, every 100 ms
  *                                              (HVM guests only)
  *   DONE
  * R's realtime is CLOCK_REALTIME at the update, i.e. at a whole second of
- * the RTC's date (Dom0 compares the two after each restore); boottime
- * minus monotonic grows at each resume (the time Linux was suspended), so
- * Dom0 tells the stretches between checkpoints apart from the guest's own
- * clocks, whatever the console delivered late.
+ * the RTC's date (Dom0 compares the two after each restore).  The TSC
+ * (emulated: Xen's virtual time, which runs until a save ends) minus
+ * monotonic grows at each resume by the time the guest spent suspended,
+ * so Dom0 tells the stretches between checkpoints apart from the guest's
+ * own clocks, whatever the console delivered late.  Boottime minus
+ * monotonic does not tell them apart: Linux adds as suspended time only
+ * what Xen's wall clock gained beyond its own clock's offset from it,
+ * which its boot set from the RTC up to a second off (nothing at all when
+ * the suspend was about as long as that offset: seen in the lab).
  * R and I are timed in CLOCK_BOOTTIME: an HVM guest's save is a suspend
  * to Linux, whose CLOCK_MONOTONIC leaves out the time the guest spent
  * suspended while the RTC and the PIT (and Xen's virtual time) count it.
@@ -354,6 +360,7 @@ static pid_t rtc_updates(long seconds)
         struct rtc_time tm;
         struct tm t = { 0 };
         int64_t now, real, mono;
+        uint64_t tsc;
 
         struct pollfd update = { .fd = fd, .events = POLLIN };
 
@@ -366,6 +373,7 @@ static pid_t rtc_updates(long seconds)
         }
         now = ns(CLOCK_BOOTTIME);
         mono = ns(CLOCK_MONOTONIC);
+        tsc = rdtsc();          /* next to monotonic: their gap marks resumes */
         real = ns(CLOCK_REALTIME);
         if ( ioctl(fd, RTC_RD_TIME, &tm) < 0 )
             break;
@@ -375,8 +383,8 @@ static pid_t rtc_updates(long seconds)
         t.tm_mday = tm.tm_mday;
         t.tm_mon = tm.tm_mon;
         t.tm_year = tm.tm_year;
-        printf("R %lld %lld %lld %lld\n", (long long)now, (long long)timegm(&t),
-               (long long)real, (long long)mono);
+        printf("R %lld %lld %lld %lld %llu\n", (long long)now, (long long)timegm(&t),
+               (long long)real, (long long)mono, (unsigned long long)tsc);
     }
     ioctl(fd, RTC_UIE_OFF, 0);
     _exit(0);
@@ -461,7 +469,11 @@ static pid_t pit_ticks(long seconds)
         last = now;
         if ( now >= next_report )
         {
-            printf("I %lld %lld\n", (long long)now, ticks);
+            int64_t mono = ns(CLOCK_MONOTONIC);
+            uint64_t tsc = rdtsc();
+
+            printf("I %lld %lld %lld %llu\n", (long long)now, ticks, (long long)mono,
+                   (unsigned long long)tsc);
             next_report = now + 100000000LL;
         }
     }

@@ -121,9 +121,11 @@ PLATFORM_TOLERANCE = 0.01
 # update interrupt comes at a whole second of both; the slack is the
 # interrupt's delivery (measured: 3-16 ms of guest time).
 RTC_DATE_TOLERANCE_S = 0.1
-# CLOCK_BOOTTIME minus CLOCK_MONOTONIC moves only at a resume, by the time
-# Linux was suspended (60-800 ms at TDF 5 in the lab); read one after the
-# other they differ by the time between the reads (up to 1.1 ms measured).
+# The emulated TSC minus CLOCK_MONOTONIC moves only at a resume, by the
+# time the guest spent suspended (Xen's virtual time runs until the save
+# ends: 49-490 ms at TDF 5 in the lab); read one after the other they differ
+# by the time between the reads, more only if the vCPU was descheduled
+# between them (a line's alone, not its successor's).
 RESUME_STEP_NS = 10_000_000
 # The clock event device an HVM guest's timers fire on: the LAPIC timer,
 # but Xen's in a guest to be saved or whose clocks read Xen's clocksource
@@ -167,12 +169,12 @@ class Run:
     pending_fired: tuple[float, int] | None = None
     # HVM guests: (clocksource, clock event device) at the start and end,
     # RTC update interrupts (boottime ns, RTC seconds, CLOCK_REALTIME ns,
-    # CLOCK_MONOTONIC ns) and the PIT's channel 2 count (boottime ns, ticks
-    # since the start).
+    # CLOCK_MONOTONIC ns, TSC) and the PIT's channel 2 count (boottime ns,
+    # ticks since the start, CLOCK_MONOTONIC ns, TSC).
     devices: list[tuple[str, str]] = field(default_factory=list)
-    rtc: list[tuple[int, int, int, int]] = field(default_factory=list)
+    rtc: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     rtc_stopped: bool = False
-    pit: list[tuple[int, int]] = field(default_factory=list)
+    pit: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -466,11 +468,12 @@ def _parse_platform(run: Run, kind: str, rest: list[str]) -> None:
         run.devices.append((rest[0], rest[1]))
     elif kind == "R" and rest == ["none"]:
         run.rtc_stopped = True
-    elif kind == "R" and len(rest) == 4:
-        boot, secs, real, mono = (int(x) for x in rest)
-        run.rtc.append((boot, secs, real, mono))
-    elif kind == "I" and len(rest) == 2:
-        run.pit.append((int(rest[0]), int(rest[1])))
+    elif kind == "R" and len(rest) == 5:
+        boot, secs, real, mono, tsc = (int(x) for x in rest)
+        run.rtc.append((boot, secs, real, mono, tsc))
+    elif kind == "I" and len(rest) == 4:
+        boot, ticks, mono, tsc = (int(x) for x in rest)
+        run.pit.append((boot, ticks, mono, tsc))
 
 
 def fit_rate(points: list[tuple[float, float]]) -> float:
@@ -735,12 +738,14 @@ def _platform_rows(run: Run, failures: list[str]) -> list[Row]:
     change: each counts guest time (whose rate against real time the clock
     rows check), never real time. Not CLOCK_MONOTONIC: a save is a suspend
     to Linux, and its monotonic clock leaves out the time spent suspended,
-    which the RTC and PIT count. The RTC's rate is one slope over the
-    stretches between checkpoints, each with its own offset: at the first
-    resume Linux sets its clock to Xen's wall clock, so CLOCK_BOOTTIME
-    jumps by however far the boot had set it from the RTC (Linux's
-    hctosys puts it half a second into the RTC's second); the RTC's own
-    date across each checkpoint is _rtc_date_checks'."""
+    which the RTC and PIT count. Each rate is one slope over the stretches
+    between resumes, each with its own offset: at a resume CLOCK_BOOTTIME
+    gains only what Linux takes for the time suspended, Xen's wall clock's
+    gain less how far Linux's clock was off it (its boot set it from the
+    RTC, half a second into the RTC's second: Linux's hctosys), nothing at
+    all when the suspend was as short as that offset (seen in the lab on
+    2026-12-05); the RTC's own date across each checkpoint is
+    _rtc_date_checks'."""
     rows: list[Row] = []
     stretches = _rtc_stretches(run)
     points = sum(len(s) for s in stretches if len(s) > 1)
@@ -748,32 +753,57 @@ def _platform_rows(run: Run, failures: list[str]) -> list[Row]:
         failures.append(f"RTC: {len(run.rtc)} update interrupts"
                         + (", then none for 3 guest seconds" if run.rtc_stopped else ""))
     else:
-        rate = fit_common_rate([[(boot / 1e9, float(secs)) for boot, secs, _, _ in s]
+        rate = fit_common_rate([[(boot / 1e9, float(secs)) for boot, secs, *_ in s]
                                 for s in stretches])
         rows.append(_row("RTC seconds per guest second", rate, 1.0, PLATFORM_TOLERANCE))
-    if len(run.pit) < 3:
+    pit = _between_resumes(run, run.pit)
+    if sum(len(s) for s in pit if len(s) > 1) < 3:
         failures.append(f"PIT: {len(run.pit)} samples of channel 2's count")
     else:
-        rate = fit_rate([(boot / 1e9, float(ticks)) for boot, ticks in run.pit])
+        rate = fit_common_rate([[(boot / 1e9, float(ticks)) for boot, ticks, *_ in s]
+                                for s in pit])
         rows.append(_row("PIT ticks per guest second", rate, PIT_HZ, PLATFORM_TOLERANCE))
     return rows
 
 
-def _rtc_stretches(run: Run) -> list[list[tuple[int, int, int, int]]]:
-    """The RTC's update lines between the guest's resumes, told apart by
-    the guest's own clocks (CLOCK_BOOTTIME gains on CLOCK_MONOTONIC at each
-    resume), not by when the console delivered them: a line written just
-    before a save reaches Dom0 after the restore. The first update after a
-    resume is left out: it fell due while Linux was suspended and is taken
-    at the resume, up to a second after its edge (0.23 s measured)."""
-    stretches: list[list[tuple[int, int, int, int]]] = []
-    last = None
-    for line in sorted(run.rtc):
-        boot, _, _, mono = line
-        if last is None or abs(boot - mono - last) > RESUME_STEP_NS:
+_Line = TypeVar("_Line", bound=tuple[int, ...])
+
+
+def _between_resumes(run: Run, lines: list[_Line]) -> list[list[_Line]]:
+    """R or I lines (CLOCK_BOOTTIME first, CLOCK_MONOTONIC and the TSC
+    last) in the stretches between the guest's resumes, told apart by the
+    guest's own clocks, not by when the console delivered them (a line
+    written just before a save reaches Dom0 after the restore): the
+    emulated TSC gains on CLOCK_MONOTONIC at each resume, by the time
+    suspended. A stretch starts at a line that, with the one after it,
+    is more than RESUME_STEP_NS above the lowest gap of the stretch before
+    (a line whose two reads the vCPU's descheduling held apart is above it
+    alone). Needs the emulated TSC (a dilated HVM guest's default mode);
+    with a native one the gap grows all the time, and the count of
+    stretches against the checkpoints says so."""
+    ordered = sorted(lines)
+    khz = run.cpuid[0] if run.cpuid else 0
+    if not run.checkpoints or not ordered or not khz:
+        return [ordered]
+    gaps = [line[-1] * 1_000_000 // khz - line[-2] for line in ordered]
+    stretches = [[ordered[0]]]
+    floor = gaps[0]
+    for i in range(1, len(ordered)):
+        if gaps[i] - floor > RESUME_STEP_NS and \
+                (i + 1 == len(gaps) or gaps[i + 1] - floor > RESUME_STEP_NS):
             stretches.append([])
-        stretches[-1].append(line)
-        last = boot - mono
+            floor = gaps[i]
+        stretches[-1].append(ordered[i])
+        floor = min(floor, gaps[i])
+    return stretches
+
+
+def _rtc_stretches(run: Run) -> list[list[tuple[int, int, int, int, int]]]:
+    """The RTC's update lines between the guest's resumes. The first
+    update after a resume is left out: it fell due while Linux was
+    suspended and is taken at the resume, up to a second after its edge
+    (0.23 s measured)."""
+    stretches = _between_resumes(run, run.rtc)
     return stretches[:1] + [s[1:] for s in stretches[1:]]
 
 
@@ -806,8 +836,8 @@ def _rtc_date_checks(run: Run) -> list[tuple[str, str, bool]]:
         return [("RTC updates between resumes",
                  f"{len(stretches)} stretches for {len(run.checkpoints)} checkpoint(s)", False)]
 
-    def offsets(lines: list[tuple[int, int, int, int]]) -> list[float]:
-        return [real / 1e9 - secs for _, secs, real, _ in lines]
+    def offsets(lines: list[tuple[int, int, int, int, int]]) -> list[float]:
+        return [real / 1e9 - secs for _, secs, real, *_ in lines]
     boot = offsets(stretches[0])
     checks = []
     for p, after in zip(run.checkpoints, stretches[1:], strict=True):

@@ -1,5 +1,7 @@
 """The Dom0-side checks of check-clock on canned guest output (no lab)."""
 
+from itertools import pairwise
+
 import pytest
 
 from selena.lab import check_clock
@@ -251,17 +253,26 @@ def test_a_timer_due_inside_the_save_is_judged_from_the_guests_first_sample_afte
     assert strict[1:] == ("+50.0 ms (0..30)", False), strict
 
 
+TSC_KHZ = 2_600_000
+
+
+def _tsc(virtual_s: float) -> int:
+    """The emulated TSC at a virtual time (CPUID's kHz, the C line)."""
+    return round(virtual_s * 1e9) * TSC_KHZ // 1_000_000
+
+
 def _hvm_run(rtc_per_guest_s: float, pit_hz: float, devices: tuple[str, str]) -> Run:
     """An HVM guest's platform lines over 12 guest seconds: RTC updates one
     RTC second apart and PIT counts at the given rates of guest time."""
-    lines = [f"K {devices[0]} {devices[1]}"]
+    lines = [f"K {devices[0]} {devices[1]}", f"C {TSC_KHZ} 1 0"]
     for k in range(12):
         # CLOCK_REALTIME as Linux's boot left it: 0.27 s into the RTC's second.
         boot = int(k / rtc_per_guest_s * 1e9)
         lines.append(f"R {boot} {1_800_000_000 + k} "
-                     f"{(1_800_000_000 + k) * 10**9 + 270_000_000} {boot}")
+                     f"{(1_800_000_000 + k) * 10**9 + 270_000_000} {boot} {_tsc(boot / 1e9)}")
     for k in range(120):
-        lines.append(f"I {k * 100_000_000} {int(k * 0.1 * pit_hz)}")
+        lines.append(f"I {k * 100_000_000} {int(k * 0.1 * pit_hz)} {k * 100_000_000} "
+                     f"{_tsc(k * 0.1)}")
     lines.append(f"K {devices[0]} {devices[1]}")
     return _run(lines)
 
@@ -277,32 +288,57 @@ def test_an_hvm_guests_rtc_and_pit_must_count_guest_time():
     # in guest time.
     rows = _platform_rows(_hvm_run(10.0, PIT_HZ * 10, ("hpet", "lapic")), failures)
     assert [r[4] for r in rows] == [False, False]
-    stopped = _run(["R 0 100 0 0", "R 1000000000 101 0 1000000000", "R none"])
+    stopped = _run(["R 0 100 0 0 0", "R 1000000000 101 0 1000000000 2600000000", "R none"])
     _platform_rows(stopped, failures)
     assert any("RTC: 2 update interrupts, then none" in f for f in failures)
     assert any("PIT: 0 samples" in f for f in failures)
 
 
-def _saved_hvm_run(rtc_date_after_s: float, rtc_per_guest_s: float = 1.0) -> Run:
-    """Six RTC updates, a save/restore, six more, the last update before the
-    save delivered after the restore (as the console does). The guest's
-    clocks ran 0.27 s ahead of the RTC from the boot; at the resume Linux
-    took Xen's wall clock, so CLOCK_BOOTTIME lost those 0.27 s (as measured
-    in the lab on 2026-12-03) while the RTC counted on, its date after the
-    restore `rtc_date_after_s` off the wall clock; Linux counted 0.4 s as
-    suspended (CLOCK_MONOTONIC did not)."""
-    lines = []
-    for k in range(6):
-        boot = int(k / rtc_per_guest_s * 1e9)
-        lines.append(f"R {boot} {100 + k} {(100 + k) * 10**9 + 270_000_000} {boot}")
-    late = lines.pop()
-    for k in range(6, 13):
+def _saved_hvm_run(rtc_date_after_s: float = 0.0, rtc_per_guest_s: float = 1.0,
+                   suspended_s: float = 0.67, linux_ahead_s: float = 0.27,
+                   late_tsc_read_s: float = 0.0) -> Run:
+    """Six RTC updates, a save/restore, seven more, the last update before
+    the save delivered after the restore (as the console does), and PIT
+    counts every 100 ms, in the guest's virtual time v (which the emulated
+    TSC and the RTC count). The guest is suspended at v = 5.5 s for
+    `suspended_s` (CLOCK_MONOTONIC leaves it out). Linux's boot set its clock
+    `linux_ahead_s` ahead of the RTC's second (hctosys); at the resume it
+    takes Xen's wall clock's gain less that offset as suspended time
+    (CLOCK_BOOTTIME gains it; nothing when the suspend was shorter), and
+    so lands on the wall clock. After the restore the RTC's date is
+    `rtc_date_after_s` ahead of the wall clock. `late_tsc_read_s`: the TSC of
+    the third update after the restore read that late (its vCPU
+    descheduled between the two reads)."""
+    from selena.lab.check_clock import PIT_HZ
+
+    injected = max(0.0, suspended_s - linux_ahead_s)
+
+    def clocks(v: float) -> tuple[float, float, float]:
+        """CLOCK_BOOTTIME, CLOCK_MONOTONIC and CLOCK_REALTIME at v."""
+        if v < 5.5:
+            return v, v, 100 + v + linux_ahead_s
+        mono = v - suspended_s
+        return mono + injected, mono, 100 + v + linux_ahead_s - suspended_s + injected
+
+    def ns(seconds: float) -> int:
+        return round(seconds * 1e9)
+
+    lines = [f"C {TSC_KHZ} 1 0"]
+    for k in range(13):
         # Second 106's edge came while Linux was suspended: taken 0.23 s late.
-        taken = 0.23 if k == 6 else 0.005
-        boot = int((k - 0.27 - rtc_date_after_s + taken) / rtc_per_guest_s * 1e9)
-        lines.append(f"R {boot} {100 + k} {int((100 + k + rtc_date_after_s + taken) * 1e9)} "
-                     f"{boot - 400_000_000}")
-    lines.insert(6, late)     # after the first update of the restored guest
+        v = k / rtc_per_guest_s if k < 6 else \
+            (k - rtc_date_after_s) / rtc_per_guest_s + (0.23 if k == 6 else 0.005)
+        boot, mono, real = clocks(v)
+        tsc = _tsc(v + (late_tsc_read_s if k == 8 else 0.0))
+        lines.append(f"R {ns(boot)} {100 + k} {ns(real)} {ns(mono)} {tsc}")
+    lines.insert(7, lines.pop(6))     # after the first update of the restored guest
+    for k in range(130):
+        v = k * 0.1 + (suspended_s if k >= 55 else 0.0)
+        boot, mono, _ = clocks(v)
+        # The guest unwraps the count by CLOCK_BOOTTIME: across the resume
+        # it is off by however many wraps the suspend was not counted.
+        ticks = int(PIT_HZ * (boot if k >= 55 else v))
+        lines.append(f"I {ns(boot)} {ticks} {ns(mono)} {_tsc(v)}")
     run = _run(lines)
     run.checkpoints.append(check_clock.Checkpoint("save/restore", 6.0, 7.0, 8.0, 5.0))
     return run
@@ -311,26 +347,61 @@ def _saved_hvm_run(rtc_date_after_s: float, rtc_per_guest_s: float = 1.0) -> Run
 def test_the_rtcs_rate_is_judged_between_checkpoints_and_its_date_after_each():
     from selena.lab.check_clock import _platform_rows, _rtc_date_checks, fit_rate
 
-    run = _saved_hvm_run(0.0)
+    run = _saved_hvm_run()
     # Over the whole run the jump of Linux's clock alone reads as 2.5 % fast.
-    whole = fit_rate([(boot / 1e9, float(secs)) for boot, secs, _, _ in run.rtc])
+    whole = fit_rate([(boot / 1e9, float(secs)) for boot, secs, *_ in run.rtc])
     assert whole > 1.02
     failures: list[str] = []
-    rtc = _platform_rows(run, failures)[0]
-    assert len(run.rtc) == 13
+    rtc, pit = _platform_rows(run, failures)
+    assert len(run.rtc) == 13 and len(run.pit) == 130 and not failures
     assert rtc[0] == "RTC seconds per guest second" and rtc[1] == pytest.approx(1.0) and rtc[4]
+    assert pit[0] == "PIT ticks per guest second" and pit[1] == pytest.approx(pit[2]) and pit[4]
     ((name, detail, ok),) = _rtc_date_checks(run)
     assert name == "RTC date after the save/restore" and ok, detail
     assert detail == "+0.005 s off CLOCK_REALTIME (6 updates); at boot +0.270 s"
     # A date a second off after the restore, or an RTC at the wrong rate,
     # fails.
     assert not _rtc_date_checks(_saved_hvm_run(1.0))[0][2]
-    assert not _platform_rows(_saved_hvm_run(0.0, rtc_per_guest_s=1.05), [])[0][4]
+    assert not _platform_rows(_saved_hvm_run(rtc_per_guest_s=1.05), [])[0][4]
     # No update after the restore: said, and a failure.
-    quiet = _run([f"R {k * 10**9} {100 + k} {(100 + k) * 10**9} {k * 10**9}" for k in range(6)])
+    quiet = _run([f"C {TSC_KHZ} 1 0"] + [
+        f"R {k * 10**9} {100 + k} {(100 + k) * 10**9} {k * 10**9} {_tsc(k)}" for k in range(6)])
     quiet.checkpoints.append(check_clock.Checkpoint("migrate", 6.0, 7.0, 8.0, 5.0))
     assert _rtc_date_checks(quiet) == [("RTC updates between resumes",
                                         "1 stretches for 1 checkpoint(s)", False)]
+
+
+@pytest.mark.parametrize(("suspended_s", "linux_ahead_s"), [
+    (0.487, 0.481),     # the lab, 2026-12-05: Linux took 6 ms as suspended
+    (0.40, 0.48),       # a suspend shorter than the offset: none at all
+])
+def test_a_resume_is_told_by_the_tsc_when_linux_counts_little_or_no_time_suspended(
+        suspended_s, linux_ahead_s):
+    from selena.lab.check_clock import RESUME_STEP_NS, _platform_rows, _rtc_date_checks
+
+    run = _saved_hvm_run(suspended_s=suspended_s, linux_ahead_s=linux_ahead_s)
+    # CLOCK_BOOTTIME does not mark the resume...
+    steps = [abs((b[0] - b[3]) - (a[0] - a[3])) for a, b in pairwise(sorted(run.rtc))]
+    assert max(steps) < RESUME_STEP_NS
+    # ...the TSC does: both rates are right and the date is checked.
+    failures: list[str] = []
+    rtc, pit = _platform_rows(run, failures)
+    assert not failures and rtc[1] == pytest.approx(1.0) and rtc[4]
+    assert pit[1] == pytest.approx(pit[2]) and pit[4]
+    ((name, detail, ok),) = _rtc_date_checks(run)
+    assert name == "RTC date after the save/restore" and ok, detail
+
+
+def test_a_late_tsc_read_alone_is_no_resume():
+    from selena.lab.check_clock import _platform_rows, _rtc_date_checks, _rtc_stretches
+
+    run = _saved_hvm_run(late_tsc_read_s=0.05)
+    assert [len(s) for s in _rtc_stretches(run)] == [6, 6]
+    assert _platform_rows(run, [])[0][4] and _rtc_date_checks(run)[0][2]
+    # Without CPUID's TSC frequency the resumes cannot be told: a failure.
+    run.cpuid = None
+    assert _rtc_date_checks(run) == [("RTC updates between resumes",
+                                      "1 stretches for 1 checkpoint(s)", False)]
 
 
 def test_an_hvm_guests_clocks_must_read_the_asked_counter_and_fire_on_the_lapic():
