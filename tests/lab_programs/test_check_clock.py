@@ -460,3 +460,10 @@ def test_dom0s_clock_stays_put_around_an_hvm_guests_restore_unless_asked():
     assert host_clock_step(None, "pv") == host_clock_step(None, "pvh") == HOST_CLOCK_STEP_S
     assert host_clock_step(None, "hvm") == 0.0
     assert host_clock_step(60.0, "hvm") == 60.0 and host_clock_step(0.0, "pv") == 0.0
+
+
+def test_an_hvm_guests_native_tsc_is_refused_across_a_checkpoint(capsys):
+    with pytest.raises(SystemExit) as exited:
+        check_clock.main(["--tdf", "5", "--guest", "hvm", "--tsc", "native", "--migrate"])
+    assert exited.value.code == 2
+    assert "--tsc native cannot be checked across a save" in capsys.readouterr().err
