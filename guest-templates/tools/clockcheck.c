@@ -39,7 +39,7 @@
  * own clocks, whatever the console delivered late.  Boottime minus
  * monotonic does not tell them apart: Linux adds as suspended time only
  * what Xen's wall clock gained beyond its own clock's offset from it,
- * which its boot set from the RTC up to a second off (nothing at all when
+ * which its boot set from the RTC up to half a second off (nothing when
  * the suspend was about as long as that offset: seen in the lab).
  * R and I are timed in CLOCK_BOOTTIME: an HVM guest's save is a suspend
  * to Linux, whose CLOCK_MONOTONIC leaves out the time the guest spent

@@ -71,7 +71,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -748,29 +748,34 @@ def _platform_rows(run: Run, failures: list[str]) -> list[Row]:
     2026-12-05); the RTC's own date across each checkpoint is
     _rtc_date_checks'."""
     rows: list[Row] = []
-    stretches = _rtc_stretches(run)
-    points = sum(len(s) for s in stretches if len(s) > 1)
-    if run.rtc_stopped or points < 3:
+    rate = _count_per_guest_second(_rtc_stretches(run))
+    if run.rtc_stopped or rate is None:
         failures.append(f"RTC: {len(run.rtc)} update interrupts"
                         + (", then none for 3 guest seconds" if run.rtc_stopped else ""))
     else:
-        rate = fit_common_rate([[(boot / 1e9, float(secs)) for boot, secs, *_ in s]
-                                for s in stretches])
         rows.append(_row("RTC seconds per guest second", rate, 1.0, PLATFORM_TOLERANCE))
-    pit = _between_resumes(run, run.pit)
-    if sum(len(s) for s in pit if len(s) > 1) < 3:
+    rate = _count_per_guest_second(_between_resumes(run, run.pit))
+    if rate is None:
         failures.append(f"PIT: {len(run.pit)} samples of channel 2's count")
     else:
-        rate = fit_common_rate([[(boot / 1e9, float(ticks)) for boot, ticks, *_ in s]
-                                for s in pit])
         rows.append(_row("PIT ticks per guest second", rate, PIT_HZ, PLATFORM_TOLERANCE))
     return rows
+
+
+def _count_per_guest_second(stretches: Sequence[Sequence[tuple[int, ...]]]) -> float | None:
+    """The slope of R or I lines' count (RTC seconds, PIT ticks: the second
+    column) over their CLOCK_BOOTTIME, shared by the stretches between
+    resumes; None with fewer than three points in stretches of two or more."""
+    if sum(len(s) for s in stretches if len(s) > 1) < 3:
+        return None
+    return fit_common_rate([[(line[0] / 1e9, float(line[1])) for line in s]
+                            for s in stretches])
 
 
 _Line = TypeVar("_Line", bound=tuple[int, ...])
 
 
-def _between_resumes(run: Run, lines: list[_Line]) -> list[list[_Line]]:
+def _between_resumes(run: Run, lines: Sequence[_Line]) -> list[list[_Line]]:
     """R or I lines (CLOCK_BOOTTIME first, CLOCK_MONOTONIC and the TSC
     last) in the stretches between the guest's resumes, told apart by the
     guest's own clocks, not by when the console delivered them (a line
