@@ -7,6 +7,7 @@ write, parsing the states the agent writes back.
 from __future__ import annotations
 
 import ipaddress
+import operator
 import re
 from dataclasses import dataclass, field
 
@@ -62,10 +63,19 @@ def guest_text(raw: bytes, what: str, guest: str) -> str:
                                f"{printable(raw, 80)}") from None
 
 
+# What escape() leaves alone: printable ASCII but space and %.
+_NEEDS_ESCAPE = re.compile(rb"[^\x21-\x24\x26-\x7e]")
+
+
+def _escaped(match: re.Match[bytes]) -> bytes:
+    return b"%%%02X" % match[0][0]
+
+
 def escape(value: str | bytes) -> str:
     """Percent-escape %, space, control bytes, DEL and non-ASCII bytes."""
     raw = value.encode() if isinstance(value, str) else value
-    return "".join(chr(b) if 0x20 < b < 0x7f and b != 0x25 else f"%{b:02X}" for b in raw)
+    # One pass in C: Dom0 escapes every argument of every command it sends.
+    return _NEEDS_ESCAPE.sub(_escaped, raw).decode("ascii")
 
 
 def unescape(text: str) -> bytes:
@@ -189,41 +199,49 @@ class CommandState:
 _FINAL_NUMBERS = ("code", "signal", "start", "end", "dur", "stdout", "stderr", "lost")
 
 
+# "key=value" -> [key, value], as a C call per field (no Python frame).
+_SPLIT_FIELD = operator.methodcaller("split", "=", 1)
+
+
+def _numbers(fields: dict[str, str], keys: tuple[str, ...], text: str) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for key in keys:
+        value = fields.get(key)
+        if value is not None:
+            try:
+                found[key] = int(value)
+            except ValueError:
+                raise ProtocolMismatch(f"non-numeric {key} in command state "
+                                       f"{text!r}") from None
+    return found
+
+
 def parse_state(text: str) -> CommandState:
     word, _, rest = text.strip().partition(" ")
-    fields: dict[str, str] = {}
-    for part in rest.split():
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise ProtocolMismatch(f"malformed command state {text!r}")
-        fields[key] = value
-
-    def numbers(keys: tuple[str, ...]) -> dict[str, int]:
-        # One call per state, not one per key: Dom0 parses a state per command.
-        found: dict[str, int] = {}
-        for key in keys:
-            value = fields.get(key)
-            if value is not None:
-                try:
-                    found[key] = int(value)
-                except ValueError:
-                    raise ProtocolMismatch(f"non-numeric {key} in command state "
-                                           f"{text!r}") from None
-        return found
-
-    if word == "running":
-        num = numbers(("pid", "start"))
-        return CommandState("running", pid=num.get("pid"), start_ns=num.get("start"))
+    try:
+        fields = dict(map(_SPLIT_FIELD, rest.split()))
+    except ValueError:          # a word without "="
+        raise ProtocolMismatch(f"malformed command state {text!r}") from None
     if word in ("exited", "killed"):
-        for key in ("start", "end", "dur", "stdout", "stderr"):
-            if key not in fields:
-                raise ProtocolMismatch(f"command state {text!r} lacks {key}")
-        num = numbers(_FINAL_NUMBERS)
-        return CommandState(word, code=num.get("code"), signal=num.get("signal"),
-                            reason=fields.get("reason"), start_ns=num["start"],
-                            end_ns=num["end"], dur_ns=num["dur"],
-                            stdout_chunks=num["stdout"], stderr_chunks=num["stderr"],
-                            lost_bytes=num.get("lost", 0))
+        # The common case in few steps (Dom0 parses a state per command); a
+        # bad value is named by _numbers().
+        get = fields.get
+        try:
+            code, signal, lost = get("code"), get("signal"), get("lost")
+            return CommandState(
+                word, code=None if code is None else int(code),
+                signal=None if signal is None else int(signal), reason=get("reason"),
+                start_ns=int(fields["start"]), end_ns=int(fields["end"]),
+                dur_ns=int(fields["dur"]), stdout_chunks=int(fields["stdout"]),
+                stderr_chunks=int(fields["stderr"]), lost_bytes=0 if lost is None else int(lost))
+        except KeyError as exc:
+            raise ProtocolMismatch(f"command state {text!r} lacks {exc.args[0]}") from None
+        except ValueError:
+            _numbers(fields, _FINAL_NUMBERS, text)
+            raise
+    if word == "running":
+        num = _numbers(fields, ("pid", "start"), text)
+        return CommandState("running", pid=num.get("pid"), start_ns=num.get("start"))
     if word == "failed":
         detail = unescape(fields.get("detail", "")).decode(errors="replace")
         return CommandState("failed", reason=fields.get("reason", "?"), detail=detail)
