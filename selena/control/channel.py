@@ -109,7 +109,11 @@ def _note_change(guest: _Guest, rel: str | None) -> None:
         guest.changed.add(rel)
 
 
-def _touched(changed: set[str | None]) -> tuple[bool, dict[str, set[str]]]:
+# Whether everything is to be re-read, and the changed paths by command id.
+_Touched = tuple[bool, dict[str, set[str]]]
+
+
+def _touched(changed: set[str | None]) -> _Touched:
     """Whether everything is to be re-read, and the changed paths by command
     id (the rest of each path, "" for the command's own key)."""
     touched: dict[str, set[str]] = {}
@@ -135,6 +139,41 @@ def _held_lock() -> Any:
     lock = threading.Lock()
     lock.acquire()
     return lock
+
+
+class _Latch:
+    """threading.Event's is_set/set/wait on a bare lock, held until set: a
+    command's end is set once and looked at several times per command, and
+    an Event's construction and set() run a Condition's Python code (three
+    caught AttributeErrors to build one), dear under emulation."""
+
+    __slots__ = ("_flag", "_gate")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._gate = _held_lock()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        if self._flag:
+            return
+        self._flag = True
+        self._pass_gate()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._flag:
+            return True
+        if self._gate.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            self._pass_gate()           # the next waiter's turn
+        return self._flag
+
+    def _pass_gate(self) -> None:
+        try:
+            self._gate.release()
+        except RuntimeError:
+            pass                        # open already (set twice at once)
 
 
 def base_path(domid: int | str) -> str:
@@ -196,7 +235,7 @@ class CommandHandle:
     id: str
     spec: CommandSpec
     submitted: float
-    _done: threading.Event = field(default_factory=threading.Event, repr=False)
+    _done: _Latch = field(default_factory=_Latch, repr=False)
     _result: CommandResult | None = field(default=None, repr=False)
     # Collected so far (pump thread only).
     _out: list[bytearray] = field(default_factory=lambda: [bytearray(), bytearray()],
@@ -472,19 +511,19 @@ class Controller(CommandChannel):
         with self._cond:
             guest.active[handle.id] = handle
 
-        def sent(error: ControlError | None) -> None:
+        def refused(error: ControlError | None) -> None:
             # On the pass reading the specs' replies: a refusal fails the
             # command in the next pass, as a refused acknowledgement does.
-            if error is not None:
-                with self._lock:
-                    handle._send_error = error
-                    _note_change(guest, handle.id)
-                self.xs.wake()      # a reply, not an event: poll() would not return
+            with self._lock:
+                handle._send_error = error
+                _note_change(guest, handle.id)
+            self.xs.wake()          # a reply, not an event: poll() would not return
         try:
             # Not waiting for the reply spares the caller a wake-up by the
             # pump per command (a context switch, dear in a PV Dom0), and the
             # reply on its own connection wakes nobody either.
-            self._specs.write_nowait(f"{guest.base}/cmd/{handle.id}", text, sent)
+            self._specs.write_nowait(f"{guest.base}/cmd/{handle.id}", text, refused,
+                                     errors_only=True)
         except BaseException:
             with self._cond:                # never sent: nothing for the pump to serve
                 guest.active.pop(handle.id, None)
@@ -753,11 +792,13 @@ class Controller(CommandChannel):
         rings: list[CommandHandle] = []
         self._rings = rings
         try:
-            states = self._read_states(work)
-            for guest, changed, error_changed in work:
+            serve = [(guest, _touched(changed), error_changed)
+                     for guest, changed, error_changed in work]
+            states = self._read_states(serve)
+            for guest, touched, error_changed in serve:
                 if error_changed:
                     self._read_agent_error(guest)
-                self._collect(guest, changed, states)
+                self._collect(guest, touched, states)
             liveness = self.clock() >= self._next_liveness
             if liveness or self._specs.unanswered() >= SPEC_REPLIES_MAX:
                 # The specs' replies: a refusal marks its command for the
@@ -772,25 +813,25 @@ class Controller(CommandChannel):
             for handle in rings:
                 handle._ring()
 
-    def _read_states(self, work: list[tuple[_Guest, set[str | None], bool]]
+    def _read_states(self, serve: list[tuple[_Guest, _Touched, bool]]
                      ) -> dict[str, bytes | None | XenstoreError]:
         """The `state` of every command the events say may have ended, of
         every guest in this pass, in one pipelined batch (one round trip
         when several commands end together, not one each); each read's
         error stays its own command's (_collect_one raises it there)."""
         paths = []
-        for guest, changed, _ in work:
-            everything, touched = _touched(changed)
+        for guest, (everything, touched), _ in serve:
             paths += [f"{guest.base}/out/{handle.id}/state" for handle in guest.active.values()
                       if handle._send_error is None
                       and _reads_state(everything, touched.get(handle.id))]
         return dict(zip(paths, self.xs.read_each(paths), strict=True))
 
-    def _collect(self, guest: _Guest, changed: set[str | None],
+    def _collect(self, guest: _Guest, changes: _Touched,
                  states: dict[str, bytes | None | XenstoreError] | None = None) -> None:
-        """Serve the guest's commands that `changed` names; `states`: their
-        state already read (_read_states), read here where missing."""
-        everything, touched = _touched(changed)
+        """Serve the guest's commands that `changes` (_touched) names;
+        `states`: their state already read (_read_states), read here where
+        missing."""
+        everything, touched = changes
         for handle in list(guest.active.values()):
             what = touched.get(handle.id, set())
             if not everything and not what:
@@ -909,10 +950,11 @@ class Controller(CommandChannel):
         self._complete(guest, handle, result)
 
         def removed(error: ControlError | None) -> None:
-            if error is not None:           # the result stands; only housekeeping failed
-                log.warning("guest %s: removing command %s: %s", guest.name, handle.id, error)
+            # The result stands; only housekeeping failed.
+            log.warning("guest %s: removing command %s: %s", guest.name, handle.id, error)
         try:
-            self.xs.rm_many_nowait(_command_keys(guest, handle), removed, defer=True)
+            self.xs.rm_many_nowait(_command_keys(guest, handle), removed, defer=True,
+                                   errors_only=True)
         except XenstoreError as exc:
             log.warning("guest %s: removing command %s: %s", guest.name, handle.id, exc)
 

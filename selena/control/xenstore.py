@@ -51,8 +51,8 @@ ANY_ERROR = "*"
 QUEUE_MAX = 32
 
 # (path, token); runs on whichever thread is reading the socket, so it must
-# not make Xenstore requests of its own. Returning False says the event needs
-# no work: poll() does not return for it.
+# not make Xenstore requests of its own that wait for their replies.
+# Returning False says the event needs no work: poll() does not return for it.
 WatchCallback = Callable[[str, str], "bool | None"]
 # The outcome of a request sent without waiting (None: done; else the
 # XenstoreError or ControlError); runs where a WatchCallback does.
@@ -71,16 +71,18 @@ def default_socket() -> str:
 
 
 class _Pending:
-    __slots__ = ("done", "type", "payload", "length", "on_reply", "op", "path")
+    __slots__ = ("done", "type", "payload", "length", "on_reply", "op", "path", "quiet")
 
     def __init__(self, on_reply: ReplyCallback | None = None, op: str = "",
-                 path: str = "") -> None:
+                 path: str = "", quiet: bool = False) -> None:
         self.done = False
         self.type = 0
         self.payload = b""
         self.length = 0
         # Set for a request nobody waits on (send_nowait): the reader calls it.
         self.on_reply = on_reply
+        # on_reply hears of errors only (no call per request that succeeded).
+        self.quiet = quiet
         self.op = op
         self.path = path
 
@@ -284,26 +286,32 @@ class XenstoreConnection:
         return [None if isinstance(reply, XenstoreError) and reply.code == "ENOENT" else reply
                 for reply in replies]
 
-    def write_nowait(self, path: str, value: bytes | str, on_reply: ReplyCallback) -> None:
+    def write_nowait(self, path: str, value: bytes | str, on_reply: ReplyCallback,
+                     errors_only: bool = False) -> None:
         """write() without waiting for the reply: the thread that reads it
-        calls `on_reply` (None, or the error). The caller is spared a wake-up
-        by the reading thread per request, the dearest part of a request from
-        a thread other than the pump's. Raises at once only what is known
-        before sending (the connection lost, a payload over the limit)."""
+        calls `on_reply` (None, or the error; errors_only: the error alone).
+        The caller is spared a wake-up by the reading thread per request, the
+        dearest part of a request from a thread other than the pump's.
+        Raises at once only what is known before sending (the connection
+        lost, a payload over the limit)."""
         data = value.encode() if isinstance(value, str) else value
-        self._send_nowait([(XS_WRITE, "write", path, _z(path) + data)], on_reply)
+        self._send_nowait([(XS_WRITE, "write", path, _z(path) + data)], on_reply,
+                          errors_only=errors_only)
 
     def rm_many_nowait(self, paths: Sequence[str], on_reply: ReplyCallback,
-                       defer: bool = False) -> None:
+                       defer: bool = False, errors_only: bool = False) -> None:
         """rm_many() without waiting: `on_reply` once per path (a missing
         node is no error), as in write_nowait(). defer: not sent on its own
         but with the next request (any thread's) or by flush(), one system
         call fewer; see queued_since()."""
         def tolerant(error: ControlError | None) -> None:
             if isinstance(error, XenstoreError) and error.code == "ENOENT":
+                if errors_only:
+                    return
                 error = None
             on_reply(error)
-        self._send_nowait([(XS_RM, "rm", path, _z(path)) for path in paths], tolerant, defer)
+        self._send_nowait([(XS_RM, "rm", path, _z(path)) for path in paths], tolerant, defer,
+                          errors_only)
 
     def queued_since(self) -> float | None:
         """time.monotonic() when the oldest deferred request was queued; None
@@ -326,9 +334,7 @@ class XenstoreConnection:
         """Refuse, before anything is sent, what could never be answered."""
         if getattr(self._in_callback, "active", False):
             raise ControlError("a Xenstore request from a watch callback would deadlock")
-        for _type, op, path, payload in requests:
-            if len(payload) > PAYLOAD_MAX:
-                raise XenstoreError("E2BIG", op, path)
+        _check_sizes(requests)
 
     def _register(self, xs_type: int, payload: bytes, pending: _Pending) -> tuple[int, bytes]:
         """A new request id for `pending` and the request's frame (holding _lock)."""
@@ -343,15 +349,18 @@ class XenstoreConnection:
         return frames
 
     def _send_nowait(self, requests: Sequence[tuple[int, str, str, bytes]],
-                     on_reply: ReplyCallback, defer: bool = False) -> None:
-        """Every request in one send; their replies go to `on_reply`."""
-        self._check_sendable(requests)
+                     on_reply: ReplyCallback, defer: bool = False,
+                     errors_only: bool = False) -> None:
+        """Every request in one send; their replies go to `on_reply` (its
+        errors alone: errors_only). Allowed from a callback: nothing waits."""
+        _check_sizes(requests)
         frames, ids = [], []
         with self._lock:
             if self._error:
                 raise ControlError(f"xenstore connection lost: {self._error}")
             for xs_type, op, path, payload in requests:
-                req_id, frame = self._register(xs_type, payload, _Pending(on_reply, op, path))
+                req_id, frame = self._register(xs_type, payload,
+                                               _Pending(on_reply, op, path, errors_only))
                 ids.append(req_id)
                 frames.append(frame)
             if defer and len(self._queued) + len(frames) <= QUEUE_MAX:
@@ -604,6 +613,8 @@ class XenstoreConnection:
                         self._io.notify_all()
                     continue
                 del self._pending[req_id]       # nobody waits: the callback is all
+            if pending.quiet and xs_type != XS_ERROR and not oversize:
+                continue                        # a success nobody hears of
             if oversize:
                 error: ControlError | None = XenstoreError(
                     "E2BIG", pending.op, pending.path,
@@ -667,6 +678,12 @@ class XenstoreConnection:
         with self._lock:
             self._watch_events += 1
             self._wake_followers()
+
+
+def _check_sizes(requests: Sequence[tuple[int, str, str, bytes]]) -> None:
+    for _type, op, path, payload in requests:
+        if len(payload) > PAYLOAD_MAX:
+            raise XenstoreError("E2BIG", op, path)
 
 
 def _z(text: str) -> bytes:

@@ -480,12 +480,12 @@ def test_events_that_cannot_give_work_do_not_wake_the_pump_loop(channel):
     ctl, *_ = channel
     assert run(ctl, "h1", argv=("true",)).ok       # the guest's first-pass probe
     time.sleep(0.2)                                 # its removal's events
-    passes: list[set] = []
+    passes: list[tuple] = []
     collect = ctl._collect
 
-    def counted(guest, changed, *rest):
-        passes.append(set(changed))
-        collect(guest, changed, *rest)
+    def counted(guest, changes, *rest):
+        passes.append(changes)          # (everything re-read?, changed paths by id)
+        collect(guest, changes, *rest)
 
     ctl._collect = counted
     try:
@@ -494,7 +494,7 @@ def test_events_that_cannot_give_work_do_not_wake_the_pump_loop(channel):
         time.sleep(0.2)
     finally:
         del ctl._collect
-    assert passes == [{f"{handle.id}/state"}], passes
+    assert passes == [(False, {handle.id: {"state"}})], passes
 
 
 def test_an_id_is_served_again_once_dom0_removed_its_keys(channel):

@@ -234,6 +234,25 @@ def test_a_handles_bell_rings_once_however_often_it_is_rung():
     assert handle.done and handle._bell.acquire(timeout=0.1)
 
 
+def test_a_handle_waited_on_without_its_channel_wakes_every_waiter_once_done():
+    """A handle's end (the cheap latch, not an Event) as the other channels
+    use it: wait_done() times out while it runs, and once complete() (twice
+    over, as a pump failure may) every waiting thread returns True, as does
+    any wait after."""
+    handle = CommandHandle("h1", "c1", CommandSpec(argv=("true",)), 0.0)
+    assert not handle.done and not handle.wait_done(0.05)
+    with ThreadPoolExecutor(3) as pool:
+        waits = [pool.submit(handle.wait_done, 10) for _ in range(3)]
+        time.sleep(0.1)
+        assert not any(w.done() for w in waits)
+        result = CommandResult("h1", "c1", "true", "exited", exit_code=0)
+        handle.complete(result)
+        handle.complete(result)
+        assert [w.result(timeout=5) for w in waits] == [True, True, True]
+    assert handle.done and handle.wait_done(0) and handle.wait_done(None)
+    assert handle.result is result
+
+
 def test_a_refused_spec_fails_its_command_within_a_second_or_two(channel):
     """Specs go out on a connection of their own whose replies nobody waits
     for: a refusal is still seen (by the next pass that serves anything, at

@@ -307,16 +307,42 @@ def test_requests_sent_without_waiting_report_to_their_callback(xenstored):
         dom0.close()
 
 
+def test_requests_sent_for_their_errors_only_report_nothing_else(xenstored):
+    """errors_only: a request that succeeds (or removes a node already
+    gone) costs no callback; a refused one still reports (as does one whose
+    connection is lost: the test below)."""
+    xenstored.add_domain(5)
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    got: list = []
+    try:
+        xenstored.refuse_write = lambda _who, path: "EQUOTA" if path.endswith("/full") else None
+        dom0.write_nowait("/local/domain/5/a", "1", got.append, errors_only=True)
+        dom0.rm_many_nowait(["/local/domain/5/never-was"], got.append, errors_only=True)
+        dom0.write_nowait("/local/domain/5/full", "2", got.append, errors_only=True)
+        _replies(dom0, 1, got)
+        assert len(got) == 1 and isinstance(got[0], XenstoreError) and got[0].code == "EQUOTA"
+        assert dom0.unanswered() == 0 and dom0.read("/local/domain/5/a") == b"1"
+    finally:
+        xenstored.refuse_write = None
+        dom0.close()
+
+
 def test_a_lost_connection_reports_to_the_callbacks_of_unanswered_requests(tmp_path):
+    """Also to those that report errors only: a lost connection is one."""
+    seen: list[int] = []
+
     def answer(conn, kind, req_id, payload):
-        conn.shutdown(socket.SHUT_RDWR)
+        seen.append(req_id)
+        if len(seen) == 2:              # both requests are in
+            conn.shutdown(socket.SHUT_RDWR)
 
     server = _serve_once(str(tmp_path / "xs.sock"), answer)
     got: list = []
     with XenstoreConnection(str(tmp_path / "xs.sock"), timeout=5) as xs:
         xs.write_nowait("/a", "1", got.append)
-        _replies(xs, 1, got)
-        assert isinstance(got[0], ControlError) and "connection lost" in str(got[0])
+        xs.write_nowait("/a2", "1", got.append, errors_only=True)
+        _replies(xs, 2, got)
+        assert all(isinstance(e, ControlError) and "connection lost" in str(e) for e in got)
         with pytest.raises(ControlError, match="connection lost"):
             xs.write_nowait("/b", "2", got.append)
     server.close()
