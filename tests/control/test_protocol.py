@@ -21,6 +21,16 @@ def test_escape_round_trip_and_exact_form():
             unescape(bad)
 
 
+def test_escape_leaves_exactly_printable_ascii_but_space_and_percent():
+    """Every byte value: kept as itself when printable ASCII other than space
+    and %, else %XX in capitals (what the agent's unescape expects)."""
+    every = bytes(range(256))
+    expected = "".join(chr(b) if 0x21 <= b <= 0x7e and b != 0x25 else f"%{b:02X}"
+                       for b in every)
+    assert escape(every) == expected
+    assert unescape(escape(every[1:])) == every[1:]       # NUL is refused on the way back
+
+
 def test_spec_encoding():
     spec = CommandSpec(argv=("echo", "a b"), env={"K": "v 1"}, cwd="/tmp",
                        timeout_ns=2_000_000_000)
