@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -304,7 +305,20 @@ def _measure(runner: Runner, topo: Topology, commands: int, baseline_commands: i
         print(f"  {case:<40} {cpu.selena * 1000:>7.1f} {cpu.selena_user * 1000:>6.1f} "
               f"{cpu.selena_system * 1000:>6.1f} {cpu.xenstored * 1000:>9.1f} "
               f"{cpu.dom0_irq * 1000:>8.1f} {cpu.dom0_steal * 1000:>6.1f}")
+    # For `selena lab bench-control --baseline`, which compares runs.
+    print(CPU_MARKER + json.dumps({case: cpu_ms(cpu) for case, *_, cpu in breakdown}))
     return 0
+
+
+CPU_MARKER = "BENCH-CONTROL-CPU "
+
+
+def cpu_ms(cpu: Dom0Cpu) -> dict[str, float]:
+    """One case's Dom0 CPU per command in ms, by name, rounded to 0.01."""
+    return {"selena": round(cpu.selena * 1000, 2), "user": round(cpu.selena_user * 1000, 2),
+            "kernel": round(cpu.selena_system * 1000, 2),
+            "xenstored": round(cpu.xenstored * 1000, 2),
+            "steal": round(cpu.dom0_steal * 1000, 2)}
 
 
 class Dom0Cpu(NamedTuple):

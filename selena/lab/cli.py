@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from selena.cli.args import tdf_arg
+from selena.errors import LabError
 from selena.lab.bench_bandwidth import DEFAULT_REFINE, DEFAULT_TDFS
 from selena.lab.build import LabBuilder
 from selena.lab.dom0 import HVM_CLOCKSOURCES
@@ -121,6 +122,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ctl.add_argument("--beside-xenstored", action="store_true",
                      help="run each case again with selena's and xenstored's threads on "
                           "one Dom0 vCPU, then with selena's alone there")
+    ctl.add_argument("--baseline", metavar="REV",
+                     help="also run it with REV's control channel (selena/control), in the "
+                          "same boot, interleaved, and compare selena's Dom0 CPU per command")
+    ctl.add_argument("--repeat", type=int, default=2, metavar="N",
+                     help="with --baseline: runs of each (default 2)")
     ctl.set_defaults(func=cmd_bench_control)
 
     dep = sub.add_parser("bench-deploy", help="selena deploy of N guests vs. raw xl create")
@@ -244,11 +250,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_control(args: argparse.Namespace) -> int:
+    bench_args = ["--commands", str(args.commands),
+                  "--baseline-commands", str(args.baseline_commands), "--guests", str(args.guests),
+                  *(["--split-cpus"] if args.split_cpus else []),
+                  *(["--beside-xenstored"] if args.beside_xenstored else [])]
+    if args.baseline is not None:
+        from selena.lab.bench_control_ab import run_ab
+        from selena.runner import Runner
+
+        if args.repeat < 1:
+            raise LabError(f"--repeat {args.repeat}: give 1 or more runs of each")
+        lines = run_ab(Lab(progress=_progress), Runner(), args.baseline, bench_args,
+                       args.repeat, lambda text: print(text, end="", flush=True))
+        print("\n".join(lines))
+        return 0
     result = Lab(progress=_progress).run(
-        ["python3", "-m", "selena.lab.bench_control", "--commands", str(args.commands),
-         "--baseline-commands", str(args.baseline_commands), "--guests", str(args.guests),
-         *(["--split-cpus"] if args.split_cpus else []),
-         *(["--beside-xenstored"] if args.beside_xenstored else [])],
+        ["python3", "-m", "selena.lab.bench_control", *bench_args],
         timeout=3600, on_output=lambda line: print(line, end="", flush=True))
     return result.returncode
 
