@@ -125,7 +125,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ctl.add_argument("--baseline", metavar="REV",
                      help="also run it with REV's control channel (selena/control), in the "
                           "same boot, interleaved, and compare selena's Dom0 CPU per command")
-    ctl.add_argument("--repeat", type=int, default=2, metavar="N",
+    ctl.add_argument("--repeat", type=int, metavar="N",
                      help="with --baseline: runs of each (default 2)")
     ctl.set_defaults(func=cmd_bench_control)
 
@@ -254,14 +254,18 @@ def cmd_bench_control(args: argparse.Namespace) -> int:
                   "--baseline-commands", str(args.baseline_commands), "--guests", str(args.guests),
                   *(["--split-cpus"] if args.split_cpus else []),
                   *(["--beside-xenstored"] if args.beside_xenstored else [])]
+    if args.baseline is None and args.repeat is not None:
+        raise LabError(f"--repeat {args.repeat}: it counts the runs of each tree beside "
+                       f"a baseline; give --baseline REV too")
     if args.baseline is not None:
         from selena.lab.bench_control_ab import run_ab
         from selena.runner import Runner
 
-        if args.repeat < 1:
-            raise LabError(f"--repeat {args.repeat}: give 1 or more runs of each")
+        repeat = 2 if args.repeat is None else args.repeat
+        if repeat < 1:
+            raise LabError(f"--repeat {repeat}: give 1 or more runs of each")
         lines = run_ab(Lab(progress=_progress), Runner(), args.baseline, bench_args,
-                       args.repeat, lambda text: print(text, end="", flush=True))
+                       repeat, lambda text: print(text, end="", flush=True))
         print("\n".join(lines))
         return 0
     result = Lab(progress=_progress).run(

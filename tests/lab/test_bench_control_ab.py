@@ -180,3 +180,19 @@ def test_a_failed_run_stops_the_comparison_naming_whose_channel_it_ran(repo):
     lab = _Lab(repo, [_result(0, 12.0), _result(1, 11.0)])
     with pytest.raises(LabError, match="control channel of this tree exited 1"):
         run_ab(lab, Runner(), "HEAD", [], 2, lambda _text: None)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--repeat", "3"], "--repeat 3: it counts the runs of each tree beside a baseline; "
+                        "give --baseline REV too"),
+    (["--baseline", "HEAD", "--repeat", "0"], "--repeat 0: give 1 or more runs of each"),
+])
+def test_a_repeat_without_a_baseline_or_below_one_is_refused_before_any_boot(
+        argv, message, capsys, monkeypatch):
+    from selena import cli
+
+    def no_lab(*_args: object, **_kw: object) -> None:
+        raise AssertionError("a lab was started")
+    monkeypatch.setattr("selena.lab.cli.Lab", no_lab)
+    assert cli.main(["lab", "bench-control", *argv]) == 1
+    assert capsys.readouterr().err == f"selena: error: {message}\n"
