@@ -42,11 +42,13 @@ def export_control(runner: Runner, rev: str, root: Path) -> tuple[str, Path]:
         runner.run(["rm", "-rf", str(partial)])
         partial.mkdir(parents=True)
         archive = parent / f"{commit}.tar"
-        runner.run(["git", "-C", str(root), "archive", "-o", str(archive), commit,
-                    "selena/control"])
-        runner.run(["tar", "-x", "-f", str(archive), "-C", str(partial)])
-        archive.unlink()
+        exported = runner.run(["git", "-C", str(root), "archive", "-o", str(archive), commit,
+                               "selena/control"], check=False)
+        if exported.returncode == 0:
+            runner.run(["tar", "-x", "-f", str(archive), "-C", str(partial)])
+        archive.unlink(missing_ok=True)
         if not (partial / "selena" / "control" / "channel.py").is_file():
+            runner.run(["rm", "-rf", str(partial)])
             raise LabError(f"--baseline {rev}: commit {commit} has no selena/control/channel.py "
                            f"(the control channel is older than that file); give a later one")
         partial.rename(target)

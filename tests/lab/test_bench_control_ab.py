@@ -93,6 +93,18 @@ def test_a_baseline_is_exported_whole_under_build_once(repo):
     assert (repo / control / "channel.py").read_text() == "VERSION = kept\n"
 
 
+def test_a_commit_without_the_control_channel_is_refused_and_leaves_nothing(repo):
+    (repo / "README").write_text("x\n")
+    _git(repo, "add", "README")
+    _git(repo, "commit", "-q", "-m", "readme")
+    _git(repo, "rm", "-q", "-r", "selena")
+    _git(repo, "commit", "-q", "-m", "no channel")
+    with pytest.raises(LabError, match=r"--baseline HEAD: commit \w+ has no "
+                                       r"selena/control/channel.py"):
+        export_control(Runner(), "HEAD", repo)
+    assert list((repo / "build" / "bench-control").iterdir()) == []
+
+
 def test_a_revision_that_is_not_a_commit_is_refused_by_name(repo):
     with pytest.raises(LabError, match=r"--baseline no-such-rev: not a commit"):
         export_control(Runner(), "no-such-rev", repo)
