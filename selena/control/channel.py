@@ -317,6 +317,8 @@ class Controller(CommandChannel):
     owns_xs: close() closes `xs` too (a connection of its own, see connect()).
     console_hint: given a lost guest's domain name, what its console says
     about why (the backend reads the console log), added to the loss's detail.
+    clock: time.monotonic, or a clock on its time base: the pump's
+    deadlines, read from it, go to the Xenstore client as they are.
     """
 
     def __init__(self, xs: XenstoreConnection, tdf: float = 1.0,
@@ -622,10 +624,11 @@ class Controller(CommandChannel):
         deadline passes; then the role goes to another waiting caller."""
         try:
             while not handle._done.is_set():
-                left = 1.0 if deadline is None else deadline - time.monotonic()
-                if left <= 0:
+                now = self.clock()
+                if deadline is not None and now >= deadline:
                     break
-                self._pass(min(left, 1.0), caller=True)
+                self._pass(now, now + 1.0 if deadline is None else min(deadline, now + 1.0),
+                           caller=True)
         except Exception as exc:
             self._pump_failed(exc)
         except BaseException:
@@ -701,7 +704,8 @@ class Controller(CommandChannel):
                         # with none it looks at what came in, the housekeeping
                         # and liveness, and sleeps off the socket, so that a
                         # caller arriving finds the role free.
-                        self._pass(1.0 if unattended else 0.0, caller=waited)
+                        now = self.clock()
+                        self._pass(now, now + 1.0 if unattended else now, caller=waited)
                     finally:
                         kept = self._leave_role(caller=False)
                     if kept:                    # several callers wait: on
@@ -733,10 +737,11 @@ class Controller(CommandChannel):
     def _idle_timeout(self) -> float:
         """How long the idle pump thread sleeps: until the next liveness check
         or the deferred removals' time, whichever comes first."""
-        timeout = max(0.0, min(1.0, self._next_liveness - self.clock()))
+        now = self.clock()
+        timeout = max(0.0, min(1.0, self._next_liveness - now))
         queued = self.xs.queued_since()
         if queued is not None:
-            timeout = min(timeout, max(0.0, queued + HOUSEKEEPING_DELAY - time.monotonic()))
+            timeout = min(timeout, max(0.0, queued + HOUSEKEEPING_DELAY - now))
         return max(timeout, 0.001)
 
     def _pump_failed(self, exc: BaseException) -> None:
@@ -746,9 +751,11 @@ class Controller(CommandChannel):
             for handle in list(guest.active.values()):
                 handle._end()
 
-    def _pass(self, timeout: float, caller: bool = False) -> None:
+    def _pass(self, now: float, until: float, caller: bool = False) -> None:
         """One pass of the pump (by whichever thread has its role): serve the
-        guests that events marked, or wait up to `timeout` for events.
+        guests that events marked, or wait until `until` for events. `now`
+        is the clock as the caller just read it: one read per pass (in a PV
+        Dom0 each read is a system call).
         caller: for callers waiting for their commands (a caller's pass, or
         the pump thread's while several wait), which nothing but the reading
         or a deadline needs to interrupt (close() waits for the receive
@@ -765,24 +772,24 @@ class Controller(CommandChannel):
                     if (g.changed or g.error_changed) and g.active]
             for g, _, _ in work:
                 g.changed, g.error_changed = set(), False
-        if not work and self.clock() < self._next_liveness:
+        if not work and now < self._next_liveness:
             queued = self.xs.queued_since()
             if queued is not None:
                 # Removals of finished commands ride along with the
                 # next request on this connection (the next state read,
                 # as a rule: specs have their own); after a short while
                 # idle they go on their own.
-                left = queued + HOUSEKEEPING_DELAY - time.monotonic()
-                if left <= 0:
+                due = queued + HOUSEKEEPING_DELAY
+                if due <= now:
                     self.xs.flush()
                     return
                 if not caller:
-                    timeout = min(timeout, left)
+                    until = min(until, due)
             # The pump reads the socket itself while it waits: watch
             # events reach it without a thread hand-off.
             if not caller:
-                timeout = min(timeout, self._next_liveness - self.clock())
-            self.xs.poll(max(0.0, timeout), since=events, wakeable=not caller)
+                until = min(until, self._next_liveness)
+            self.xs.poll_until(until, since=events, wakeable=not caller)
             return
         # The waiters of the commands this pass ends are woken at its end, as
         # this thread goes back to the socket (and lets go of the interpreter
@@ -799,13 +806,13 @@ class Controller(CommandChannel):
                 if error_changed:
                     self._read_agent_error(guest)
                 self._collect(guest, touched, states)
-            liveness = self.clock() >= self._next_liveness
+            liveness = now >= self._next_liveness
             if liveness or self._specs.unanswered() >= SPEC_REPLIES_MAX:
                 # The specs' replies: a refusal marks its command for the
                 # next pass. Not every pass: a system call each.
                 self._specs.read_ready()
             if liveness:
-                self._next_liveness = self.clock() + 1.0
+                self._next_liveness = now + 1.0
                 for guest in list(self._guests.values()):
                     self._check_alive(guest)
         finally:

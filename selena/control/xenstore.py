@@ -207,7 +207,13 @@ class XenstoreConnection:
         RECV_TIMEOUT_S or more away; a wake() from another thread then
         takes effect within that time. One from a reply or watch callback
         on this thread, as a refused write's, takes effect at once."""
-        deadline = time.monotonic() + timeout
+        self.poll_until(time.monotonic() + timeout, since, wakeable)
+
+    def poll_until(self, deadline: float, since: int | None = None,
+                   wakeable: bool = True) -> None:
+        """poll() until `deadline` (time.monotonic()) rather than for a
+        timeout: a caller that has just read the clock saves a read (in a
+        PV Dom0 each one is a system call)."""
         with self._lock:
             seen = self._watch_events if since is None else since
             wakes = self._wakes
@@ -222,8 +228,7 @@ class XenstoreConnection:
                 return
             self._leader = threading.current_thread()
         try:
-            while self._read_some(deadline, wakeable=wakeable
-                                  or deadline - time.monotonic() < self._recv_every):
+            while self._read_some(deadline, wakeable, select_within=self._recv_every):
                 with self._lock:
                     if self._watch_events != seen or self._wakes != wakes:
                         return
@@ -449,24 +454,30 @@ class XenstoreConnection:
     def _wait(self, pending: _Pending, deadline: float, op: str, path: str) -> None:
         """Until `pending` has its reply: as a follower while another thread
         reads the socket, as the leader otherwise."""
+        # Known without reading the clock again: the deadline was set just
+        # before, and _read_some() returns False at it (or on a lost
+        # connection, which is looked at first).
+        timed_out = False
         while True:
             with self._lock:
                 while not pending.done and self._leader is not None and not self._error:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
+                        timed_out = True
                         break
                     self._follow(remaining)
                 if pending.done:
                     return
                 if self._error:
                     raise ControlError(f"xenstore {op} {path}: connection lost: {self._error}")
-                if self._leader is not None or time.monotonic() >= deadline:
+                if self._leader is not None or timed_out:
                     raise ControlError(f"xenstore {op} {path}: no reply within "
                                        f"{self.timeout:g} s")
                 self._leader = threading.current_thread()
             try:
                 while not pending.done:
                     if not self._read_some(deadline, wakeable=False):
+                        timed_out = True
                         break
             finally:
                 self._resign()
@@ -490,15 +501,17 @@ class XenstoreConnection:
             self._leader = None
             self._wake_followers()
 
-    def _read_some(self, deadline: float, wakeable: bool) -> bool:
+    def _read_some(self, deadline: float, wakeable: bool, select_within: float = 0.0) -> bool:
         """As the leader: wait for bytes until `deadline`, then dispatch every
         whole message they complete. False on timeout, a wake-up (wakeable)
-        or a lost connection."""
+        or a lost connection. select_within: wait as if wakeable when the
+        deadline is closer than that (the blocking receive would overrun
+        it by up to its timeout)."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
         try:
-            if wakeable:
+            if wakeable or remaining < select_within:
                 # poll, not select: select() refuses descriptors above 1023,
                 # which a long-lived process with many files reaches.
                 poller = select.poll()
