@@ -813,8 +813,7 @@ class Controller(CommandChannel):
                 self._specs.read_ready()
             if liveness:
                 self._next_liveness = now + 1.0
-                for guest in list(self._guests.values()):
-                    self._check_alive(guest)
+                self._check_alive(list(self._guests.values()))
         finally:
             self._rings = None
             for handle in rings:
@@ -1011,25 +1010,37 @@ class Controller(CommandChannel):
         handle._done.set()
         rings.append(handle)
 
-    def _check_alive(self, guest: _Guest) -> None:
-        if guest.lost:
-            return
-        try:
-            beat = self.xs.read_or_none(f"{guest.base}/agent/heartbeat")
-            exists = beat is not None or self.xs.read_or_none(f"{guest.base}/version") is not None
-        except XenstoreError as exc:
-            beat, exists = None, exc.code != "EACCES"
+    def _check_alive(self, guests: list[_Guest]) -> None:
+        """Every guest's heartbeat in one pipelined batch (and the `version`
+        of those without one, in a second): one round trip a second for all
+        guests, not one per guest (a 52-guest run under the lab's emulation
+        spent about a second of every second on them)."""
+        guests = [guest for guest in guests if not guest.lost]
+        beats = self.xs.read_each([f"{guest.base}/agent/heartbeat" for guest in guests])
+        silent = [guest for guest, beat in zip(guests, beats, strict=True) if beat is None]
+        versions = dict(zip((guest.name for guest in silent),
+                            self.xs.read_each([f"{guest.base}/version" for guest in silent]),
+                            strict=True))
         now = self.clock()
-        if not exists:
-            self._lose(guest, "its domain is gone")
-            return
-        if beat != guest.heartbeat:
-            guest.heartbeat, guest.heartbeat_seen = beat, now
-        elif self._held:        # frozen guests beat no more: not lost
-            guest.heartbeat_seen = now
-        elif guest.active and now - guest.heartbeat_seen > self.lost_after:
-            self._lose(guest, f"no heartbeat for {now - guest.heartbeat_seen:.0f} s "
-                              f"(limit {self.lost_after:g} s)")
+        for guest, beat in zip(guests, beats, strict=True):
+            exists = True
+            if beat is None:
+                version = versions[guest.name]
+                exists = version is not None
+                if isinstance(version, XenstoreError):
+                    exists = version.code != "EACCES"
+            elif isinstance(beat, XenstoreError):
+                exists = beat.code != "EACCES"
+                beat = None
+            if not exists:
+                self._lose(guest, "its domain is gone")
+            elif beat != guest.heartbeat:
+                guest.heartbeat, guest.heartbeat_seen = beat, now
+            elif self._held:        # frozen guests beat no more: not lost
+                guest.heartbeat_seen = now
+            elif guest.active and now - guest.heartbeat_seen > self.lost_after:
+                self._lose(guest, f"no heartbeat for {now - guest.heartbeat_seen:.0f} s "
+                                  f"(limit {self.lost_after:g} s)")
 
     def _lose(self, guest: _Guest, why: str) -> None:
         hint = None
