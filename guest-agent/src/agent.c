@@ -134,6 +134,15 @@ static int get(const char *suffix, char **value, size_t *len)
     return xs_read(&xs, path, value, len);
 }
 
+static int vset_state(const char *id, const char *fmt, va_list ap)
+{
+    char suffix[128], value[1024];
+
+    vsnprintf(value, sizeof(value), fmt, ap);
+    snprintf(suffix, sizeof(suffix), "out/%s/state", id);
+    return put(suffix, value);
+}
+
 /*
  * `running` goes to agent/started/<id>, not to out/<id>/state: Dom0 then reads
  * state only when it is final (each state event was a read, and `running` told
@@ -150,44 +159,18 @@ static void set_started(const char *id, int pid, unsigned long long start)
 }
 
 /*
- * The final state is all Dom0 waits for.
- *
- * With a marker (exited and killed), it goes into agent/started/<id>, over
- * `running`, and into the name of an empty node of its own,
- * out/<id>/end/<marker> (fields joined by _: Xenstore names allow no space
- * or =), sent together, in that order: Dom0 takes the state from the
- * marker's path (a read fewer per command on its side), and the one event
- * it gets is the marker's, as Dom0 watches out/ but not agent/started/.
- * started/<id> keeps the state for a Dom0 that has to look again; written
- * first, it is there before Dom0, seeing the marker, removes it.
- *
- * Without a marker (failed), or if either write is refused, the state goes to
- * out/<id>/state, which Dom0 reads on its event; a refusal there (EQUOTA
- * while the domain's entries are taken, say) is tried again a few times,
- * then reported on agent/error, so the command fails at once instead of at
- * its timeout.
+ * The final state is all Dom0 waits for: a refusal (EQUOTA while the domain's
+ * entries are taken, say) is tried again a few times, then reported on
+ * agent/error, so the command fails at once instead of at its timeout.
  */
-static void write_final(const char *id, const char *marker, const char *value)
+static void set_final_state(const char *id, const char *fmt, ...)
 {
     struct timespec pause = { 0, FINAL_BACKOFF_MS * 1000000L };
-    char path[256], marker_path[512], report[128];
+    char report[128];
     unsigned int try;
-    int rc = 0, marker_rc;
+    va_list ap;
+    int rc = 0;
 
-    if ( marker )
-    {
-        snprintf(path, sizeof(path), "%s/agent/started/%s", home, id);
-        snprintf(marker_path, sizeof(marker_path), "%s/out/%s/end/%s", home, id,
-                 marker);
-        rc = xs_write_two(&xs, path, value, marker_path, "", &marker_rc);
-        if ( rc )
-            logmsg("write %s: %s", path, xs_errname(rc));
-        if ( marker_rc )
-            logmsg("write %s: %s", marker_path, xs_errname(marker_rc));
-        if ( rc == 0 && marker_rc == 0 )
-            return;
-    }
-    snprintf(path, sizeof(path), "%s/out/%s/state", home, id);
     for ( try = 0; try < FINAL_TRIES; try++ )
     {
         if ( try )
@@ -195,26 +178,16 @@ static void write_final(const char *id, const char *marker, const char *value)
             nanosleep(&pause, NULL);
             pause.tv_nsec *= 2;
         }
-        rc = xs_write_str(&xs, path, value);
+        va_start(ap, fmt);
+        rc = vset_state(id, fmt, ap);
+        va_end(ap);
         if ( rc == 0 )
             return;
-        logmsg("write %s: %s", path, xs_errname(rc));
     }
     logmsg("final state of %s lost after %u tries: %s", id, FINAL_TRIES,
            xs_errname(rc));
     snprintf(report, sizeof(report), "lost-state %s %s", id, xs_errname(rc));
     put("agent/error", report);
-}
-
-static void set_final_state(const char *id, const char *fmt, ...)
-{
-    char value[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(value, sizeof(value), fmt, ap);
-    va_end(ap);
-    write_final(id, NULL, value);
 }
 
 static void remember_answered(const char *id)
@@ -582,39 +555,29 @@ static void pump_stream(struct cmd *c, unsigned int which, int at_grace)
 
 static void finish_if_done(struct cmd *c)
 {
-    unsigned long long dur, lost, start, end;
-    char value[256], marker[200];
-    const char *reason;
-    int sig;
+    unsigned long long dur, lost;
 
     if ( !c->exited || c->out[0].fd >= 0 || c->out[1].fd >= 0 )
         return;
     dur = (unsigned long long)(c->end_mono - c->start_mono);
     lost = c->out[0].lost + c->out[1].lost;
-    start = (unsigned long long)c->start_rt;
-    end = (unsigned long long)c->end_rt;
     if ( WIFSIGNALED(c->status) )
-    {
-        sig = WTERMSIG(c->status);
-        reason = c->kill_reason ? c->kill_reason : "signal";
-        snprintf(value, sizeof(value),
-                 "killed signal=%d reason=%s start=%llu end=%llu dur=%llu "
-                 "stdout=%u stderr=%u lost=%llu", sig, reason, start, end, dur,
-                 c->out[0].seq, c->out[1].seq, lost);
-        snprintf(marker, sizeof(marker), "killed_%d_%s_%llu_%llu_%llu_%u_%u_%llu",
-                 sig, reason, start, end, dur, c->out[0].seq, c->out[1].seq, lost);
-    }
+        set_final_state(c->id,
+                        "killed signal=%d reason=%s start=%llu end=%llu "
+                        "dur=%llu stdout=%u stderr=%u lost=%llu",
+                        WTERMSIG(c->status),
+                        c->kill_reason ? c->kill_reason : "signal",
+                        (unsigned long long)c->start_rt,
+                        (unsigned long long)c->end_rt, dur, c->out[0].seq,
+                        c->out[1].seq, lost);
     else
-    {
-        snprintf(value, sizeof(value),
-                 "exited code=%d start=%llu end=%llu dur=%llu stdout=%u "
-                 "stderr=%u lost=%llu", WEXITSTATUS(c->status), start, end, dur,
-                 c->out[0].seq, c->out[1].seq, lost);
-        snprintf(marker, sizeof(marker), "exited_%d_%llu_%llu_%llu_%u_%u_%llu",
-                 WEXITSTATUS(c->status), start, end, dur, c->out[0].seq,
-                 c->out[1].seq, lost);
-    }
-    write_final(c->id, marker, value);
+        set_final_state(c->id,
+                        "exited code=%d start=%llu end=%llu dur=%llu "
+                        "stdout=%u stderr=%u lost=%llu",
+                        WEXITSTATUS(c->status),
+                        (unsigned long long)c->start_rt,
+                        (unsigned long long)c->end_rt, dur, c->out[0].seq,
+                        c->out[1].seq, lost);
     if ( !c->spec_removed )
         remember_answered(c->id);
     c->used = 0;

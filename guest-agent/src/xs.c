@@ -235,48 +235,36 @@ int xs_next_event(struct xs_conn *c, struct xs_event *ev)
     return 1;
 }
 
-/* Append one request made of parts (each followed by a NUL if nul[i]) to
- * msg at *off, which has room for size bytes. */
-static int encode(struct xs_conn *c, uint32_t type, const void *const *parts,
-                  const size_t *lens, const int *nul, unsigned int nparts,
-                  unsigned char *msg, size_t size, size_t *off)
+/* Send one request made of parts (each followed by a NUL if nul[i]). */
+static int request(struct xs_conn *c, uint32_t type, const void *const *parts,
+                   const size_t *lens, const int *nul, unsigned int nparts,
+                   unsigned char **reply, uint32_t *reply_len)
 {
-    struct hdr h = { .type = type };
-    size_t at = *off + sizeof(h);
+    unsigned char msg[sizeof(struct hdr) + XS_PAYLOAD_MAX];
+    struct hdr h = { .type = type, .req_id = c->next_req++ };
+    unsigned char *payload = NULL;
+    size_t off = sizeof(h);
     unsigned int i;
+    int rc;
 
     for ( i = 0; i < nparts; i++ )
     {
         size_t need = lens[i] + (nul[i] ? 1 : 0);
 
-        if ( at + need > size || at + need - *off - sizeof(h) > XS_PAYLOAD_MAX )
+        if ( off + need > sizeof(msg) )
             return -E2BIG;
-        memcpy(msg + at, parts[i], lens[i]);
-        at += lens[i];
+        memcpy(msg + off, parts[i], lens[i]);
+        off += lens[i];
         if ( nul[i] )
-            msg[at++] = '\0';
+            msg[off++] = '\0';
     }
-    h.req_id = c->next_req++;
-    h.len = (uint32_t)(at - *off - sizeof(h));
-    memcpy(msg + *off, &h, sizeof(h));
-    *off = at;
-    return 0;
-}
+    h.len = (uint32_t)(off - sizeof(h));
+    memcpy(msg, &h, sizeof(h));
+    rc = write_all(c->fd, msg, off);
+    if ( rc )
+        return rc;
 
-/*
- * The reply to the oldest request in flight (xenstored answers in order).
- * last: no other request is in flight, so what follows the reply in the
- * buffer is only watch events, queued now; otherwise the next reply may be
- * there and must stay.
- */
-static int await_reply(struct xs_conn *c, unsigned char **reply, uint32_t *reply_len,
-                       int last)
-{
-    struct hdr h;
-    unsigned char *payload = NULL;
-    int rc;
-
-    /* The next non-event message is the reply. */
+    /* One request in flight: the next non-event message is its reply. */
     while ( (rc = take_message(c, &h, &payload)) == 0 )
     {
         rc = fill(c);
@@ -285,8 +273,7 @@ static int await_reply(struct xs_conn *c, unsigned char **reply, uint32_t *reply
     }
     if ( rc < 0 )
         return rc;
-    if ( last )
-        drain_events(c);
+    drain_events(c);
     if ( h.type == XS_ERROR )
     {
         rc = errno_of(payload, h.len);
@@ -301,23 +288,6 @@ static int await_reply(struct xs_conn *c, unsigned char **reply, uint32_t *reply
     else
         free(payload);
     return 0;
-}
-
-/* Send one request made of parts (each followed by a NUL if nul[i]). */
-static int request(struct xs_conn *c, uint32_t type, const void *const *parts,
-                   const size_t *lens, const int *nul, unsigned int nparts,
-                   unsigned char **reply, uint32_t *reply_len)
-{
-    unsigned char msg[sizeof(struct hdr) + XS_PAYLOAD_MAX];
-    size_t off = 0;
-    int rc = encode(c, type, parts, lens, nul, nparts, msg, sizeof(msg), &off);
-
-    if ( rc )
-        return rc;
-    rc = write_all(c->fd, msg, off);
-    if ( rc )
-        return rc;
-    return await_reply(c, reply, reply_len, 1);
 }
 
 int xs_read(struct xs_conn *c, const char *path, char **val, size_t *len)
@@ -349,39 +319,6 @@ int xs_write(struct xs_conn *c, const char *path, const void *val, size_t len)
 int xs_write_str(struct xs_conn *c, const char *path, const char *val)
 {
     return xs_write(c, path, val, strlen(val));
-}
-
-int xs_write_two(struct xs_conn *c, const char *path1, const char *val1,
-                 const char *path2, const char *val2, int *rc2)
-{
-    unsigned char msg1[sizeof(struct hdr) + XS_PAYLOAD_MAX];
-    unsigned char msg2[sizeof(struct hdr) + XS_PAYLOAD_MAX];
-    const void *parts1[] = { path1, val1 }, *parts2[] = { path2, val2 };
-    size_t lens1[] = { strlen(path1), strlen(val1) };
-    size_t lens2[] = { strlen(path2), strlen(val2) };
-    int nul[] = { 1, 0 };
-    size_t off1 = 0, off2 = 0;
-    int rc1;
-
-    rc1 = encode(c, XS_WRITE, parts1, lens1, nul, 2, msg1, sizeof(msg1), &off1);
-    if ( rc1 == 0 )
-        rc1 = encode(c, XS_WRITE, parts2, lens2, nul, 2, msg2, sizeof(msg2), &off2);
-    /*
-     * One write() per message: Linux's xenbus device takes one message per
-     * write and drops the rest of the buffer.
-     */
-    if ( rc1 == 0 )
-        rc1 = write_all(c->fd, msg1, off1);
-    if ( rc1 )
-    {
-        *rc2 = rc1;         /* neither sent */
-        return rc1;
-    }
-    *rc2 = write_all(c->fd, msg2, off2);
-    rc1 = await_reply(c, NULL, NULL, *rc2 != 0);
-    if ( *rc2 == 0 )
-        *rc2 = await_reply(c, NULL, NULL, 1);
-    return rc1;
 }
 
 int xs_rm(struct xs_conn *c, const char *path)

@@ -30,12 +30,6 @@ void xs_close(struct xs_conn *c);
 int xs_read(struct xs_conn *c, const char *path, char **val, size_t *len);
 int xs_write(struct xs_conn *c, const char *path, const void *val, size_t len);
 int xs_write_str(struct xs_conn *c, const char *path, const char *val);
-/* Two writes in one send, their replies read in order: xenstored handles
- * them back to back, so a watcher gets both events together. Returns the
- * first's result and puts the second's in *rc2 (both the same error when
- * neither was sent). */
-int xs_write_two(struct xs_conn *c, const char *path1, const char *val1,
-                 const char *path2, const char *val2, int *rc2);
 int xs_rm(struct xs_conn *c, const char *path);
 /* NUL-separated child names in *buf (len bytes). */
 int xs_directory(struct xs_conn *c, const char *path, char **buf, size_t *len);

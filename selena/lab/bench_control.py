@@ -153,10 +153,7 @@ def subprocess_round_trips(runner: Runner, domids: dict[str, int], total: int) -
             start = time.perf_counter()
 
             def on_event(_line: str, cid: str = cid, base: str = base) -> None:
-                # A read per event, as SELENA's controller made; an exited
-                # command's final state is in agent/started/<id> (PROTOCOL.md).
-                state = runner.run(["xenstore-read", f"{base}/agent/started/{cid}"],
-                                   check=False)
+                state = runner.run(["xenstore-read", f"{base}/out/{cid}/state"], check=False)
                 if state.returncode == 0 and parse_state(state.stdout).final:
                     raise _Final
 
