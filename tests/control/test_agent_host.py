@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from control_channel import GUESTS, apply_keys, run
+from control_channel import GUESTS, apply_keys, record_batches, run
 
 from selena.control.channel import (
     CHANGE_SET_LIMIT,
@@ -604,13 +604,7 @@ def test_a_silent_guest_is_lost_alone_and_heartbeats_are_read_in_one_batch(chann
     agent stops beating while it runs a command is lost, by name, once its
     limit passes, and the other guest serves on."""
     ctl, _dom0, xenstored, _ = channel
-    batches: list[list[str]] = []
-    read_each = ctl.xs.read_each
-
-    def recorded(paths):
-        batches.append(list(paths))
-        return read_each(paths)
-    ctl.xs.read_each = recorded
+    batches = record_batches(ctl)
     ctl.lost_after = 1.5
     handle = ctl.submit("h2", CommandSpec(argv=("sleep", "30")))
     time.sleep(0.3)

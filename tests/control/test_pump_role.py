@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from control_channel import run
+from control_channel import record_batches, run
 
 from selena.control.channel import CommandHandle, CommandResult, base_path
 from selena.control.protocol import CommandSpec
@@ -173,13 +173,7 @@ def test_commands_ending_together_have_their_states_read_in_one_batch(channel):
     """Several guests' commands ended by the time the pump looks: their
     states go out in one pipelined batch, one round trip for all."""
     ctl, dom0, *_ = channel
-    batches: list[list[str]] = []
-    read_each = ctl.xs.read_each
-
-    def recorded(paths):
-        batches.append(list(paths))
-        return read_each(paths)
-    ctl.xs.read_each = recorded
+    batches = record_batches(ctl)
     handles, states = _end_two_commands_unserved(ctl, dom0)
     assert [ctl.wait(h, timeout=10).stdout for h in handles] == [b"h1\n", b"h2\n"]
     assert sorted(states) in [sorted(batch) for batch in batches], batches

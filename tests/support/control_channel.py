@@ -46,3 +46,17 @@ def guests_with_agents(xenstored: Any, agent_binary: Any) -> Iterator[XenstoreCo
 
 def run(ctl: Controller, guest: str, timeout: float = 20, **kw):
     return ctl.run(guest, CommandSpec(**kw), timeout=timeout)
+
+
+def record_batches(ctl: Controller) -> list[list[str]]:
+    """The paths of every read_each() batch the controller's connection
+    sends from now on, in order (the list returned fills as it goes)."""
+    batches: list[list[str]] = []
+    read_each = ctl.xs.read_each
+
+    def recorded(paths: Any) -> Any:
+        batches.append(list(paths))
+        return read_each(paths)
+    # A test double wrapping the method, as a spy: mypy forbids method assignment.
+    ctl.xs.read_each = recorded     # type: ignore[method-assign]
+    return batches
