@@ -44,10 +44,10 @@ def run(exp):
     exp.cmd("h2", "echo after-restart")
     # A hostile command writes garbage over its own state: only it fails.
     keys = f"/local/domain/{other}/selena"
-    # Its own id is the one without a final state: a finished command's keys
-    # may still be listed (their removal rides along with a later read).
+    # Its own id is the one without an end marker: a finished command's keys
+    # may still be listed (their removal rides along with a later spec).
     exp.cmd("h2", f"for id in $(selena-agent xs ls {keys}/cmd); do "
-                  f"selena-agent xs read {keys}/out/$id/state >/dev/null 2>&1 || break; done; "
+                  f"selena-agent xs ls {keys}/out/$id/end >/dev/null 2>&1 || break; done; "
                   f"selena-agent xs write {keys}/out/$id/state nonsense; sleep 5", timeout=30)
     exp.cmd("h2", "echo after-garbage")
     # h3 floods output (past the cap) while h1 answers echoes beside it.

@@ -91,6 +91,8 @@ static char answered[ANSWERED_IDS][CMD_ID_MAX + 1];
 static unsigned int answered_count;
 static const char *random_device = "/dev/random";   /* --random: tests */
 static char home[64];      /* /local/domain/<id>/selena */
+/* Dom0 asked for end markers ($S/features): set per session. */
+static int end_markers;
 static sigset_t sigchld_set;
 
 static void version_changed(void);
@@ -134,15 +136,6 @@ static int get(const char *suffix, char **value, size_t *len)
     return xs_read(&xs, path, value, len);
 }
 
-static int vset_state(const char *id, const char *fmt, va_list ap)
-{
-    char suffix[128], value[1024];
-
-    vsnprintf(value, sizeof(value), fmt, ap);
-    snprintf(suffix, sizeof(suffix), "out/%s/state", id);
-    return put(suffix, value);
-}
-
 /*
  * `running` goes to agent/started/<id>, not to out/<id>/state: Dom0 then reads
  * state only when it is final (each state event was a read, and `running` told
@@ -159,18 +152,49 @@ static void set_started(const char *id, int pid, unsigned long long start)
 }
 
 /*
- * The final state is all Dom0 waits for: a refusal (EQUOTA while the domain's
- * entries are taken, say) is tried again a few times, then reported on
- * agent/error, so the command fails at once instead of at its timeout.
+ * The final state is all Dom0 waits for.
+ *
+ * With a marker (exited and killed), it goes into agent/started/<id>, over
+ * `running`, and into the name of an empty node of its own,
+ * out/<id>/end/<marker> (fields joined by _: Xenstore names allow no space
+ * or =), in that order: Dom0 takes the state from the marker's path (a read
+ * fewer per command on its side), and the one event it gets is the
+ * marker's, as Dom0 watches out/ but not agent/started/. started/<id> keeps
+ * the state for a Dom0 that has to look again; written first, it is there
+ * before Dom0, seeing the marker, removes it. Only a Dom0 that asked for
+ * markers gets them: an older one waits for `state`.
+ *
+ * Without a marker (failed, or not asked for), or if either write is
+ * refused, the state goes to
+ * out/<id>/state, which Dom0 reads on its event; a refusal there (EQUOTA
+ * while the domain's entries are taken, say) is tried again a few times,
+ * then reported on agent/error, so the command fails at once instead of at
+ * its timeout.
  */
-static void set_final_state(const char *id, const char *fmt, ...)
+static void write_final(const char *id, const char *marker, const char *value)
 {
     struct timespec pause = { 0, FINAL_BACKOFF_MS * 1000000L };
-    char report[128];
+    char path[256], marker_path[512], report[128];
     unsigned int try;
-    va_list ap;
-    int rc = 0;
+    int rc = 0, marker_rc;
 
+    if ( marker )
+    {
+        snprintf(path, sizeof(path), "%s/agent/started/%s", home, id);
+        snprintf(marker_path, sizeof(marker_path), "%s/out/%s/end/%s", home, id,
+                 marker);
+        /* One after the other: with both requests in flight at once the
+         * agent stalled now and then on the guest's xenbus device. */
+        rc = xs_write_str(&xs, path, value);
+        marker_rc = xs_write_str(&xs, marker_path, "");
+        if ( rc )
+            logmsg("write %s: %s", path, xs_errname(rc));
+        if ( marker_rc )
+            logmsg("write %s: %s", marker_path, xs_errname(marker_rc));
+        if ( rc == 0 && marker_rc == 0 )
+            return;
+    }
+    snprintf(path, sizeof(path), "%s/out/%s/state", home, id);
     for ( try = 0; try < FINAL_TRIES; try++ )
     {
         if ( try )
@@ -178,16 +202,26 @@ static void set_final_state(const char *id, const char *fmt, ...)
             nanosleep(&pause, NULL);
             pause.tv_nsec *= 2;
         }
-        va_start(ap, fmt);
-        rc = vset_state(id, fmt, ap);
-        va_end(ap);
+        rc = xs_write_str(&xs, path, value);
         if ( rc == 0 )
             return;
+        logmsg("write %s: %s", path, xs_errname(rc));
     }
     logmsg("final state of %s lost after %u tries: %s", id, FINAL_TRIES,
            xs_errname(rc));
     snprintf(report, sizeof(report), "lost-state %s %s", id, xs_errname(rc));
     put("agent/error", report);
+}
+
+static void set_final_state(const char *id, const char *fmt, ...)
+{
+    char value[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(value, sizeof(value), fmt, ap);
+    va_end(ap);
+    write_final(id, NULL, value);
 }
 
 static void remember_answered(const char *id)
@@ -555,29 +589,39 @@ static void pump_stream(struct cmd *c, unsigned int which, int at_grace)
 
 static void finish_if_done(struct cmd *c)
 {
-    unsigned long long dur, lost;
+    unsigned long long dur, lost, start, end;
+    char value[256], marker[200];
+    const char *reason;
+    int sig;
 
     if ( !c->exited || c->out[0].fd >= 0 || c->out[1].fd >= 0 )
         return;
     dur = (unsigned long long)(c->end_mono - c->start_mono);
     lost = c->out[0].lost + c->out[1].lost;
+    start = (unsigned long long)c->start_rt;
+    end = (unsigned long long)c->end_rt;
     if ( WIFSIGNALED(c->status) )
-        set_final_state(c->id,
-                        "killed signal=%d reason=%s start=%llu end=%llu "
-                        "dur=%llu stdout=%u stderr=%u lost=%llu",
-                        WTERMSIG(c->status),
-                        c->kill_reason ? c->kill_reason : "signal",
-                        (unsigned long long)c->start_rt,
-                        (unsigned long long)c->end_rt, dur, c->out[0].seq,
-                        c->out[1].seq, lost);
+    {
+        sig = WTERMSIG(c->status);
+        reason = c->kill_reason ? c->kill_reason : "signal";
+        snprintf(value, sizeof(value),
+                 "killed signal=%d reason=%s start=%llu end=%llu dur=%llu "
+                 "stdout=%u stderr=%u lost=%llu", sig, reason, start, end, dur,
+                 c->out[0].seq, c->out[1].seq, lost);
+        snprintf(marker, sizeof(marker), "killed_%d_%s_%llu_%llu_%llu_%u_%u_%llu",
+                 sig, reason, start, end, dur, c->out[0].seq, c->out[1].seq, lost);
+    }
     else
-        set_final_state(c->id,
-                        "exited code=%d start=%llu end=%llu dur=%llu "
-                        "stdout=%u stderr=%u lost=%llu",
-                        WEXITSTATUS(c->status),
-                        (unsigned long long)c->start_rt,
-                        (unsigned long long)c->end_rt, dur, c->out[0].seq,
-                        c->out[1].seq, lost);
+    {
+        snprintf(value, sizeof(value),
+                 "exited code=%d start=%llu end=%llu dur=%llu stdout=%u "
+                 "stderr=%u lost=%llu", WEXITSTATUS(c->status), start, end, dur,
+                 c->out[0].seq, c->out[1].seq, lost);
+        snprintf(marker, sizeof(marker), "exited_%d_%llu_%llu_%llu_%u_%u_%llu",
+                 WEXITSTATUS(c->status), start, end, dur, c->out[0].seq,
+                 c->out[1].seq, lost);
+    }
+    write_final(c->id, end_markers ? marker : NULL, value);
     if ( !c->spec_removed )
         remember_answered(c->id);
     c->used = 0;
@@ -1023,6 +1067,25 @@ static void fail_orphans(void)
     free(names);
 }
 
+/*
+ * $S/features: the words Dom0 speaks beyond the protocol's version, one
+ * read per session. Absent (an older Dom0) or unreadable means none.
+ */
+static int asked_for_end_markers(void)
+{
+    char *val, *word, *save;
+    size_t len;
+    int found = 0;
+
+    if ( get("features", &val, &len) )
+        return 0;
+    for ( word = strtok_r(val, " ", &save); word; word = strtok_r(NULL, " ", &save) )
+        if ( strcmp(word, "end-markers") == 0 )
+            found = 1;
+    free(val);
+    return found;
+}
+
 static int start_session(int first)
 {
     char *val;
@@ -1058,6 +1121,7 @@ static int start_session(int first)
     if ( restarted )
         free(val);
     put("agent/state", "starting");
+    end_markers = asked_for_end_markers();
     if ( !first )
         forget_previous_experiment();
     seed_random();

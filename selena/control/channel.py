@@ -30,6 +30,7 @@ from selena.control.protocol import (
     CommandState,
     guest_text,
     net_failure,
+    parse_end,
     parse_state,
     printable,
 )
@@ -109,23 +110,30 @@ def _note_change(guest: _Guest, rel: str | None) -> None:
         guest.changed.add(rel)
 
 
-# Whether everything is to be re-read, and the changed paths by command id.
-_Touched = tuple[bool, dict[str, set[str]]]
+# Whether everything is to be re-read, the changed paths by command id, and
+# the names of the end markers the events announced, by command id.
+_Touched = tuple[bool, dict[str, set[str]], dict[str, str]]
 
 
 def _touched(changed: set[str | None]) -> _Touched:
     """Whether everything is to be re-read, and the changed paths by command
-    id (the rest of each path, "" for the command's own key)."""
+    id (the rest of each path, "" for the command's own key); an end marker
+    (`end/<name>`, the final state in its name: PROTOCOL.md) by command id
+    apart."""
     touched: dict[str, set[str]] = {}
+    ends: dict[str, str] = {}
     for rel in changed:
         if rel is not None:
             cid, _, rest = rel.partition("/")
             touched.setdefault(cid, set()).add(rest)
-    return None in changed, touched
+            if rest.startswith("end/"):
+                ends[cid] = rest[4:]
+    return None in changed, touched, ends
 
 
 def _reads_state(everything: bool, what: set[str] | None) -> bool:
-    """Whether a command's `state` is read in this pass."""
+    """Whether a command's `state` is read in this pass (unless an end
+    marker came: its name is the final state)."""
     return everything or (what is not None and ("" in what or "state" in what))
 
 
@@ -728,7 +736,7 @@ class Controller(CommandChannel):
                 self._pump_heir = False
                 self._pumping = True
             try:
-                self.xs.flush()     # the removals still waiting
+                self._specs.flush()     # the removals still waiting
             except ControlError as exc:
                 log.warning("removing finished commands at close: %s", exc)
         except BaseException as exc:  # surfaced to every waiter, not swallowed
@@ -739,7 +747,7 @@ class Controller(CommandChannel):
         or the deferred removals' time, whichever comes first."""
         now = self.clock()
         timeout = max(0.0, min(1.0, self._next_liveness - now))
-        queued = self.xs.queued_since()
+        queued = self._specs.queued_since()
         if queued is not None:
             timeout = min(timeout, max(0.0, queued + HOUSEKEEPING_DELAY - now))
         return max(timeout, 0.001)
@@ -773,15 +781,15 @@ class Controller(CommandChannel):
             for g, _, _ in work:
                 g.changed, g.error_changed = set(), False
         if not work and now < self._next_liveness:
-            queued = self.xs.queued_since()
+            queued = self._specs.queued_since()
             if queued is not None:
-                # Removals of finished commands ride along with the
-                # next request on this connection (the next state read,
-                # as a rule: specs have their own); after a short while
-                # idle they go on their own.
+                # Removals of finished commands ride along with the next
+                # spec (their connection's; the final state needs no read
+                # on this one any more); after a short while idle they go
+                # on their own.
                 due = queued + HOUSEKEEPING_DELAY
                 if due <= now:
-                    self.xs.flush()
+                    self._specs.flush()
                     return
                 if not caller:
                     until = min(until, due)
@@ -826,10 +834,13 @@ class Controller(CommandChannel):
         when several commands end together, not one each); each read's
         error stays its own command's (_collect_one raises it there)."""
         paths = []
-        for guest, (everything, touched), _ in serve:
-            paths += [f"{guest.base}/out/{handle.id}/state" for handle in guest.active.values()
-                      if handle._send_error is None
-                      and _reads_state(everything, touched.get(handle.id))]
+        for guest, (everything, touched, ends), _ in serve:
+            for handle in guest.active.values():
+                if handle._send_error is None and handle.id not in ends \
+                        and _reads_state(everything, touched.get(handle.id)):
+                    paths.append(f"{guest.base}/out/{handle.id}/state")
+                    if everything:      # the end marker's event may be what was lost
+                        paths.append(f"{guest.base}/agent/started/{handle.id}")
         return dict(zip(paths, self.xs.read_each(paths), strict=True))
 
     def _collect(self, guest: _Guest, changes: _Touched,
@@ -837,12 +848,13 @@ class Controller(CommandChannel):
         """Serve the guest's commands that `changes` (_touched) names;
         `states`: their state already read (_read_states), read here where
         missing."""
-        everything, touched = changes
+        everything, touched, ends = changes
         for handle in list(guest.active.values()):
             what = touched.get(handle.id, set())
             if not everything and not what:
                 continue
-            read_state = _reads_state(everything, what)
+            end_marker = ends.get(handle.id)
+            read_state = end_marker is None and _reads_state(everything, what)
             # The last chunk each stream's events announced; None: not known
             # (a directory event, or the change set collapsed).
             last_seen = None if everything or "" in what else _last_chunks(what)
@@ -853,7 +865,7 @@ class Controller(CommandChannel):
                 if handle._send_error is not None:
                     raise handle._send_error
                 self._collect_one(guest, handle, read_state, new_chunks, last_seen,
-                                  states)
+                                  states, end_marker, look_started=everything)
             except (ProtocolMismatch, ValueError) as exc:
                 # What a guest writes into its own keys can fail only its own
                 # command, never the pump that serves every guest.
@@ -869,16 +881,23 @@ class Controller(CommandChannel):
     def _collect_one(self, guest: _Guest, handle: CommandHandle, read_state: bool = True,
                      read_chunks: bool = True,
                      last_seen: tuple[int, int] | None = None,
-                     states: dict[str, bytes | None | XenstoreError] | None = None) -> None:
+                     states: dict[str, bytes | None | XenstoreError] | None = None,
+                     end_marker: str | None = None, look_started: bool = False) -> None:
+        """look_started: the events may have been lost (a collapsed change
+        set), so an exited or killed command's final state, which only its
+        end marker's event announces, is looked for where the agent keeps
+        it too, agent/started/<id> (PROTOCOL.md)."""
         out = f"{guest.base}/out/{handle.id}"
-        if read_state:
-            # `state` holds the final state only (`running` is in the agent's
-            # started/<id>, which Dom0 never reads): absent, the command is
-            # queued or running.
-            path = f"{out}/state"
-            raw = states[path] if states and path in states else self.xs.read_or_none(path)
-            if isinstance(raw, XenstoreError):
-                raise raw
+        if end_marker is not None:
+            # The final state, from the event's path: no read at all.
+            handle._state = parse_end(end_marker)
+        elif read_state:
+            # `state` holds a failed command's final state (or any, from an
+            # agent without end markers); absent, the command is queued or
+            # running, or its final state is in started/<id>.
+            raw = self._state_value(f"{out}/state", states)
+            if raw is None and look_started:
+                raw = self._state_value(f"{guest.base}/agent/started/{handle.id}", states)
             if raw is not None:
                 handle._state = parse_state(raw.decode(errors="replace"))
         state = handle._state
@@ -929,6 +948,15 @@ class Controller(CommandChannel):
                                    f"found {handle._next[0]}/{handle._next[1]}")
         self._finish(guest, handle, state)
 
+    def _state_value(self, path: str,
+                     states: dict[str, bytes | None | XenstoreError] | None) -> bytes | None:
+        """A state key's value, from the pass's batch (_read_states) or read
+        now; a Xenstore refusal is raised, as its command's."""
+        raw = states[path] if states and path in states else self.xs.read_or_none(path)
+        if isinstance(raw, XenstoreError):
+            raise raw
+        return raw
+
     def _keep(self, guest: _Guest, handle: CommandHandle, stream: int, data: bytes) -> None:
         kept = handle._out[stream]
         room = max(0, self.output_cap - len(kept))
@@ -959,8 +987,8 @@ class Controller(CommandChannel):
             # The result stands; only housekeeping failed.
             log.warning("guest %s: removing command %s: %s", guest.name, handle.id, error)
         try:
-            self.xs.rm_many_nowait(_command_keys(guest, handle), removed, defer=True,
-                                   errors_only=True)
+            self._specs.rm_many_nowait(_command_keys(guest, handle), removed, defer=True,
+                                       errors_only=True)
         except XenstoreError as exc:
             log.warning("guest %s: removing command %s: %s", guest.name, handle.id, exc)
 

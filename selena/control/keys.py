@@ -7,7 +7,7 @@ import secrets
 from dataclasses import dataclass
 
 from selena.control.channel import base_path
-from selena.control.protocol import PROTOCOL_VERSION
+from selena.control.protocol import FEATURES, PROTOCOL_VERSION
 
 # Bytes of the seed Dom0 gives each guest's random number generator.
 SEED_BYTES = 32
@@ -44,5 +44,6 @@ def control_keys(domid: int | str, experiment: str, net: str = "") -> list[Key]:
         Key(f"{base}/cmd", "", dom0_owned),
         Key(f"{base}/agent", "", guest_owned),
         Key(f"{base}/out", "", guest_owned),
+        Key(f"{base}/features", " ".join(FEATURES), dom0_owned),
         Key(f"{base}/version", str(PROTOCOL_VERSION), dom0_owned),
     ]

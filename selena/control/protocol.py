@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from selena.errors import ProtocolMismatch, ValidationError
 
 PROTOCOL_VERSION = 1
+# What Dom0 speaks beyond the version, in $S/features (PROTOCOL.md): an agent
+# uses a feature only when it is listed, so either side may be the older one.
+FEATURES = ("end-markers",)
 # A Xenstore request carries at most 4096 bytes, but xenstored's quota on one
 # value's size (2048 bytes by default; oxenstored checks it for Dom0's writes
 # too, C xenstored counts the node's permissions in it) is what a long command
@@ -246,6 +249,35 @@ def parse_state(text: str) -> CommandState:
         detail = unescape(fields.get("detail", "")).decode(errors="replace")
         return CommandState("failed", reason=fields.get("reason", "?"), detail=detail)
     raise ProtocolMismatch(f"unknown command state {text!r}")
+
+
+# The final state in the name of a node, $S/out/<id>/end/<name> (PROTOCOL.md):
+# exited_<code>_<start>_<end>_<dur>_<stdout>_<stderr>_<lost>, or killed_ with
+# <signal>_<reason> in place of <code> (Xenstore names allow no space or =).
+_KILL_REASONS = ("kill", "timeout", "signal")
+
+
+def parse_end(name: str) -> CommandState:
+    """The final state an `end/<name>` node's name carries: Dom0 has it from
+    the watch event's path, without reading `state`. Parsed once per
+    command, so in few steps."""
+    word, *numbers = name.split("_")
+    reason = None
+    if word == "killed" and len(numbers) == 8:
+        reason = numbers.pop(1)
+        if reason not in _KILL_REASONS:
+            raise ProtocolMismatch(f"unknown kill reason in end marker {name[:80]!r}")
+    elif word != "exited" or len(numbers) != 7:
+        raise ProtocolMismatch(f"malformed end marker {name[:80]!r}")
+    digits = "".join(numbers)
+    # ASCII digits only (int() takes "+1", " 1" and other scripts' digits),
+    # and no field empty.
+    if not (all(numbers) and digits.isascii() and digits.isdigit()):
+        raise ProtocolMismatch(f"non-numeric field in end marker {name[:80]!r}")
+    first, start, end, dur, stdout, stderr, lost = map(int, numbers)
+    return CommandState(word, code=None if reason else first, signal=first if reason else None,
+                        reason=reason, start_ns=start, end_ns=end, dur_ns=dur,
+                        stdout_chunks=stdout, stderr_chunks=stderr, lost_bytes=lost)
 
 
 def net_directives(addresses: list[tuple[str, str]], *, gateway: str | None = None,

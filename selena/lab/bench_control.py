@@ -30,7 +30,7 @@ from typing import NamedTuple
 from selena.backends.xl import XlBackend
 from selena.control.channel import Controller, base_path
 from selena.control.interface import CommandChannel
-from selena.control.protocol import CommandSpec, parse_state
+from selena.control.protocol import CommandSpec, parse_end, parse_state
 from selena.experiment import Experiment
 from selena.model import Topology
 from selena.runner import Runner
@@ -152,10 +152,21 @@ def subprocess_round_trips(runner: Runner, domids: dict[str, int], total: int) -
                 cid = f"sub{next(counter)}"
             start = time.perf_counter()
 
-            def on_event(_line: str, cid: str = cid, base: str = base) -> None:
-                state = runner.run(["xenstore-read", f"{base}/out/{cid}/state"], check=False)
-                if state.returncode == 0 and parse_state(state.stdout).final:
-                    raise _Final
+            def on_event(line: str, cid: str = cid, base: str = base) -> None:
+                # The protocol as the channel follows it (PROTOCOL.md): an
+                # exited command's final state is in its end marker's path;
+                # any other event costs a read of `state`, a subprocess.
+                path = line.split()[0] if line.split() else ""
+                if "/end/" in path:
+                    if parse_end(path.rpartition("/end/")[2]).final:
+                        raise _Final
+                    return
+                # Any other event (the watch's first, which may come after the
+                # command ended): the final state where it is kept.
+                for key in (f"agent/started/{cid}", f"out/{cid}/state"):
+                    state = runner.run(["xenstore-read", f"{base}/{key}"], check=False)
+                    if state.returncode == 0 and parse_state(state.stdout).final:
+                        raise _Final
 
             watcher = threading.Thread(target=_watch, args=(runner, f"{base}/out/{cid}",
                                                             on_event))

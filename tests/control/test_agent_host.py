@@ -175,6 +175,48 @@ def test_controller_refuses_an_agent_of_another_version(xenstored, agent_binary)
         dom0.close()
 
 
+@pytest.mark.parametrize("features", [None, "", "some-future-word", "endmarkers end-markers-2"])
+def test_an_agent_gives_end_markers_only_to_a_dom0_that_asks(xenstored, agent_binary, features):
+    """A Dom0 from before end markers writes no `features` (or one without
+    `end-markers`): the agent writes exited and killed states to `state`,
+    which such a Dom0 waits for, and no marker."""
+    dom0 = XenstoreConnection(xenstored.listen(0), timeout=5)
+    xenstored.add_domain(7)
+    apply_keys(dom0, 7)
+    if features is None:
+        dom0.rm(f"{base_path(7)}/features")
+    else:
+        dom0.write(f"{base_path(7)}/features", features)
+    proc = subprocess.Popen([str(agent_binary), "--device", xenstored.listen(7)])
+    ctl = Controller(dom0)
+    try:
+        ctl.add_guest("older", 7)
+        ctl.wait_ready(timeout=10)
+        with xenstored.lock:
+            xenstored.log.clear()
+        exited = ctl.run("older", CommandSpec(shell="echo hi; exit 3"), timeout=10)
+        killed = ctl.run("older", CommandSpec(argv=("sleep", "5"), timeout_ns=10**8),
+                         timeout=10)
+        assert (exited.exit_code, exited.stdout) == (3, b"hi\n"), exited
+        assert (killed.state, killed.reason) == ("killed", "timeout"), killed
+        with xenstored.lock:
+            written = [path for who, kind, path in xenstored.log if who == 7 and kind == XS_WRITE]
+        for handle in (exited, killed):
+            assert f"{base_path(7)}/out/{handle.id}/state" in written, written
+        assert not [path for path in written if "/end/" in path], written
+    finally:
+        ctl.close()
+        proc.kill()
+        dom0.close()
+
+
+def test_the_features_dom0_writes_ask_for_end_markers():
+    """What the agent looks for (guest-agent/src/agent.c) is what Dom0 writes."""
+    from selena.control.keys import control_keys
+    features = [k.value for k in control_keys(5, "exp") if k.path.endswith("/features")]
+    assert features and "end-markers" in features[0].split(), features
+
+
 def test_a_pooled_guest_serves_the_next_experiment_when_its_keys_return(channel):
     ctl, dom0, xenstored, _ = channel
     old = ctl.submit("h1", CommandSpec(argv=("sleep", "61.25")))
@@ -214,6 +256,42 @@ def test_a_guest_writing_garbage_fails_only_its_own_command(channel, garbage):
     assert ctl.wait(other, timeout=10).stdout == b"fine\n"
     assert run(ctl, "h2", shell="echo still").stdout == b"still\n"
     assert run(ctl, "h1", shell="echo again").stdout == b"again\n"
+
+
+@pytest.mark.parametrize("marker", ["exited_abc_1_2_3_0_0_0", "killed_9_bogus_1_2_3_0_0_0",
+                                    "exited_0_1_2_3_5_0_0", "exited_0"])
+def test_a_guest_writing_a_bad_end_marker_fails_only_its_own_command(channel, marker):
+    """The end marker's name is the guest's text like any other: malformed,
+    or claiming output chunks that do not exist, it fails its own command
+    with the reason; the pump keeps serving every guest."""
+    ctl, _dom0, xenstored, agent = channel
+    victim = ctl.submit("h1", CommandSpec(shell="sleep 3"))
+    other = ctl.submit("h2", CommandSpec(shell="sleep 1; echo fine"))
+    time.sleep(0.3)
+    wrote = subprocess.run([str(agent), "--device", f"{xenstored.dir}/xs-dom5.sock", "xs",
+                            "write", f"{base_path(5)}/out/{victim.id}/end/{marker}", ""],
+                           capture_output=True, text=True, timeout=10)
+    assert wrote.returncode == 0, wrote.stdout + wrote.stderr
+    result = ctl.wait(victim, timeout=10)
+    assert (result.state, result.reason) == ("failed", "protocol"), result
+    assert "end marker" in result.detail or "chunks" in result.detail, result.detail
+    assert ctl.wait(other, timeout=10).stdout == b"fine\n"
+    assert run(ctl, "h1", shell="echo again").stdout == b"again\n"
+
+
+def test_a_final_state_without_an_end_marker_is_read(channel):
+    """An agent that writes no end marker (an older one) is served as before:
+    the event of its `state` makes Dom0 read it."""
+    ctl, _dom0, xenstored, agent = channel
+    handle = ctl.submit("h1", CommandSpec(shell="sleep 3"))
+    time.sleep(0.3)
+    state = "exited code=7 start=1 end=2 dur=1 stdout=0 stderr=0"
+    wrote = subprocess.run([str(agent), "--device", f"{xenstored.dir}/xs-dom5.sock", "xs",
+                            "write", f"{base_path(5)}/out/{handle.id}/state", state],
+                           capture_output=True, text=True, timeout=10)
+    assert wrote.returncode == 0, wrote.stdout + wrote.stderr
+    result = ctl.wait(handle, timeout=10)
+    assert (result.state, result.exit_code, result.dur_ns) == ("exited", 7, 1), result
 
 
 def test_submit_fails_fast_once_the_channel_is_closed(channel):
@@ -415,8 +493,9 @@ def test_the_echo_responder_copies_each_ping_to_pong(xenstored, agent_binary):
 def test_the_agent_reads_only_the_spec_of_a_command(channel):
     """Each guest request is a Xenstore round trip, and under emulation a
     guest's round trip costs several milliseconds: a command's start waits
-    for one read (its spec), and Dom0 removing a finished command costs the
-    guest nothing."""
+    for one read (its spec), its end is two writes sent together (the final
+    state over `running`, then the end marker), and Dom0 removing a finished
+    command costs the guest nothing."""
     ctl, _dom0, xenstored, _ = channel
     domid = GUESTS["h1"]
     # The agent's watch fires once at registration and it rescans `cmd` then
@@ -429,25 +508,28 @@ def test_the_agent_reads_only_the_spec_of_a_command(channel):
     first = ctl.submit("h1", CommandSpec(argv=("true",)))
     assert ctl.wait(first, timeout=20).ok
     # The agent handles events in order. The first command's removal rides
-    # along with Dom0's read of the second's state, which xenstored answers
-    # only after the removal: the third's spec comes after it, so once the
-    # third command is done the removal of the first has been seen.
+    # along with the second's spec, on the same connection: the third's
+    # spec comes after it, so once the third command is done the removal
+    # of the first has been seen.
     assert run(ctl, "h1", argv=("true",)).ok
     assert run(ctl, "h1", argv=("true",)).ok
     with xenstored.lock:
         guest = [(kind, path) for who, kind, path in xenstored.log
                  if who == domid and f"/{first.id}" in path]
     base = base_path(domid)
-    assert guest == [(XS_READ, f"{base}/cmd/{first.id}"),          # the spec
-                     (XS_WRITE, f"{base}/agent/started/{first.id}"),  # running
-                     (XS_WRITE, f"{base}/out/{first.id}/state")]      # exited
+    assert guest[:3] == [(XS_READ, f"{base}/cmd/{first.id}"),          # the spec
+                         (XS_WRITE, f"{base}/agent/started/{first.id}"),  # running
+                         (XS_WRITE, f"{base}/agent/started/{first.id}")]  # exited,
+    marker = f"{base}/out/{first.id}/end/exited_0_"                     # and its marker
+    assert len(guest) == 4 and guest[3][0] == XS_WRITE and guest[3][1].startswith(marker), \
+        guest
 
 
-def test_dom0_reads_a_command_state_only_once_it_is_final(channel):
-    """`running` is in the agent's started/<id>, which Dom0 never reads: a
-    `true` costs Dom0 the spec's write, one read of the final state and the
-    removal of its three keys, sent together (each request is Dom0 CPU, dear
-    under emulation)."""
+def test_dom0_reads_no_command_state_the_end_marker_carries_it(channel):
+    """`running` is in the agent's started/<id>, which Dom0 never reads, and
+    the final state comes in the name of the command's end marker: a
+    command costs Dom0 the spec's write and the removal of its three keys,
+    sent together (each request is Dom0 CPU, dear under emulation)."""
     ctl, _dom0, xenstored, _ = channel
     assert run(ctl, "h1", argv=("true",)).ok       # the guest's first-pass probe
     with xenstored.lock:
@@ -462,21 +544,28 @@ def test_dom0_reads_a_command_state_only_once_it_is_final(channel):
                     if who == 0 and f"/{first.id}" in path]
             started = [path for who, kind, path in xenstored.log
                        if who == 5 and path.endswith(f"/agent/started/{first.id}")]
-        if len(dom0) == 5:
+        if len(dom0) == 4:
             break
         time.sleep(0.01)
+    time.sleep(0.2)                                 # nothing more comes
+    with xenstored.lock:
+        dom0 = [(kind, path) for who, kind, path in xenstored.log
+                if who == 0 and f"/{first.id}" in path]
+        ended = [path for who, kind, path in xenstored.log
+                 if who == 5 and f"/out/{first.id}/end/exited_0_" in path]
     assert started, "the agent never wrote `started`"
+    assert ended, "the agent wrote no end marker"
     assert dom0 == [(XS_WRITE, f"{base}/cmd/{first.id}"),
-                    (XS_READ, f"{base}/out/{first.id}/state"),
                     (XS_RM, f"{base}/cmd/{first.id}"),
                     (XS_RM, f"{base}/out/{first.id}"),
                     (XS_RM, f"{base}/agent/started/{first.id}")], dom0
 
 
 def test_events_that_cannot_give_work_do_not_wake_the_pump_loop(channel):
-    """A `true` fires two events at Dom0's watches (the final state, our own
-    removal of its `out` key; `started` and the heartbeat are not watched);
-    only the final state's makes the pump look at the guest."""
+    """A `true` fires two events at Dom0's watches (its end marker, our own
+    removal of its `out` key; `started`, where its final state also goes,
+    and the heartbeat are not watched); only the end marker's makes the
+    pump look at the guest."""
     ctl, *_ = channel
     assert run(ctl, "h1", argv=("true",)).ok       # the guest's first-pass probe
     time.sleep(0.2)                                 # its removal's events
@@ -494,7 +583,11 @@ def test_events_that_cannot_give_work_do_not_wake_the_pump_loop(channel):
         time.sleep(0.2)
     finally:
         del ctl._collect
-    assert passes == [(False, {handle.id: {"state"}})], passes
+    assert len(passes) == 1 and not passes[0][0], passes
+    changed = passes[0][1]
+    assert list(changed) == [handle.id] and len(changed[handle.id]) == 1, passes
+    marker, = changed[handle.id]
+    assert marker.startswith("end/exited_0_"), passes
 
 
 def test_an_id_is_served_again_once_dom0_removed_its_keys(channel):
@@ -505,9 +598,11 @@ def test_an_id_is_served_again_once_dom0_removed_its_keys(channel):
     base = base_path(GUESTS["h1"])
 
     def final_state() -> bytes:
+        # An exited command's final state: in agent/started/<id>, over
+        # `running`, beside its end marker (PROTOCOL.md).
         deadline = time.monotonic() + 10
         while True:
-            state = dom0.read_or_none(f"{base}/out/again/state") or b""
+            state = dom0.read_or_none(f"{base}/agent/started/again") or b""
             if state and not state.startswith(b"running"):
                 return state
             assert time.monotonic() < deadline, "the command never ended"
@@ -516,8 +611,8 @@ def test_an_id_is_served_again_once_dom0_removed_its_keys(channel):
     for code in (3, 4):
         dom0.write(f"{base}/cmd/again", CommandSpec(argv=("sh", "-c", f"exit {code}")).encode())
         assert final_state().startswith(f"exited code={code} ".encode())
-        dom0.rm(f"{base}/cmd/again")
-        dom0.rm(f"{base}/out/again")
+        for key in ("cmd", "out", "agent/started"):
+            dom0.rm(f"{base}/{key}/again")
 
 
 def test_a_guest_announcing_a_far_chunk_costs_dom0_one_bounded_batch(channel):
@@ -546,7 +641,7 @@ def test_an_id_removed_while_its_command_ran_is_served_again(channel):
     _ctl, dom0, _xenstored, _ = channel
     base = base_path(GUESTS["h1"])
 
-    def state_of(cid: str, want: bytes, key: str = "out/{}/state") -> bytes:
+    def state_of(cid: str, want: bytes, key: str = "agent/started/{}") -> bytes:
         deadline = time.monotonic() + 10
         while not (state := dom0.read_or_none(f"{base}/{key.format(cid)}") or b"").startswith(want):
             assert time.monotonic() < deadline, f"{cid} never reached {want!r}: {state!r}"
@@ -554,10 +649,11 @@ def test_an_id_removed_while_its_command_ran_is_served_again(channel):
         return state
 
     dom0.write(f"{base}/cmd/early", CommandSpec(shell="sleep 0.5; exit 5").encode())
-    state_of("early", b"running", key="agent/started/{}")
+    state_of("early", b"running")
     dom0.rm(f"{base}/cmd/early")
     assert state_of("early", b"exited").startswith(b"exited code=5 ")
     dom0.rm(f"{base}/out/early")
+    dom0.rm(f"{base}/agent/started/early")
     dom0.write(f"{base}/cmd/early", CommandSpec(shell="exit 6").encode())
     assert state_of("early", b"exited").startswith(b"exited code=6 ")
 

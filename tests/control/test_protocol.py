@@ -6,6 +6,7 @@ from selena.control.protocol import (
     CommandSpec,
     escape,
     net_directives,
+    parse_end,
     parse_state,
     unescape,
 )
@@ -72,6 +73,22 @@ def test_states_parse_into_the_state_machine():
                 "exited code=0 start=1 end=5 dur=4 stdout=2 stderr=0 lost=many"):
         with pytest.raises(ProtocolMismatch):
             parse_state(bad)
+
+
+def test_end_markers_carry_the_final_state_as_the_state_key_does():
+    """The agent's end marker (out/<id>/end/<name>) and its `state` give Dom0
+    the same final state; a malformed name is refused, digits ASCII only."""
+    pairs = [("exited_3_1_5_4_2_0_0",
+              "exited code=3 start=1 end=5 dur=4 stdout=2 stderr=0 lost=0"),
+             ("killed_9_timeout_1_2_1_0_1_2048",
+              "killed signal=9 reason=timeout start=1 end=2 dur=1 stdout=0 stderr=1 lost=2048")]
+    for name, text in pairs:
+        assert parse_end(name) == parse_state(text) and parse_end(name).final
+    for bad in ("exited", "exited_3_1_5_4_2_0", "exited_3_1_5_4_2_0_0_0", "failed_exec",
+                "exited_+3_1_5_4_2_0_0", "exited_\u0663_1_5_4_2_0_0", "exited__1_5_4_2_0_0",
+                "killed_9_because_1_2_1_0_1_0", "running_42_100"):
+        with pytest.raises(ProtocolMismatch, match="end marker"):
+            parse_end(bad)
 
 
 def test_net_directives():

@@ -170,13 +170,30 @@ def test_a_leader_leaving_hands_the_role_to_a_waiting_caller(channel):
 
 
 def test_commands_ending_together_have_their_states_read_in_one_batch(channel):
-    """Several guests' commands ended by the time the pump looks: their
-    states go out in one pipelined batch, one round trip for all."""
+    """Several guests' commands ended by the time the pump looks, with their
+    events lost (a collapsed change set): their states, in `state` or (an
+    exited command's, beside its end marker) in agent/started/<id>, go out
+    in one pipelined batch, one round trip for all, and are found there."""
     ctl, dom0, *_ = channel
     batches = record_batches(ctl)
-    handles, states = _end_two_commands_unserved(ctl, dom0)
+    handles, finals = _end_two_commands_unserved(ctl, dom0, collapse=True)
     assert [ctl.wait(h, timeout=10).stdout for h in handles] == [b"h1\n", b"h2\n"]
-    assert sorted(states) in [sorted(batch) for batch in batches], batches
+    states = [f"{base_path(domid)}/out/{h.id}/state"
+              for domid, h in zip((5, 6), handles, strict=True)]
+    assert sorted(states + finals) in [sorted(batch) for batch in batches], batches
+
+
+def test_commands_ending_together_need_no_read_at_all(channel):
+    """Without a collapse, the end markers' events carry both final states:
+    the pass that ends both commands reads no state."""
+    ctl, dom0, *_ = channel
+    for guest in ("h1", "h2"):          # past each guest's first pass, which reads all
+        assert run(ctl, guest, argv=("true",)).ok
+    batches = record_batches(ctl)
+    handles, _finals = _end_two_commands_unserved(ctl, dom0)
+    assert [ctl.wait(h, timeout=10).stdout for h in handles] == [b"h1\n", b"h2\n"]
+    assert not [path for batch in batches for path in batch
+                if path.endswith("/state") or "/started/" in path], batches
 
 
 def test_a_caller_waiting_after_close_sleeps_until_its_timeout(channel):
@@ -265,24 +282,33 @@ def test_a_refused_spec_fails_its_command_within_a_second_or_two(channel):
     assert run(ctl, "h1", argv=("echo", "after")).stdout == b"after\n"
 
 
-def _end_two_commands_unserved(ctl, dom0, prepare=lambda handles: None):
+def _end_two_commands_unserved(ctl, dom0, prepare=lambda handles: None, collapse=False):
     """`echo` on h1 and h2 while nobody serves the guests (the pump role
-    held), until both have written their final state: the next pass then
-    finds both ended. `prepare` sees the handles before the wait."""
+    held), until both have written their final state (into agent/started/,
+    beside the end marker): the next pass then finds both ended. `prepare`
+    sees the handles before the wait; collapse: the guests' change sets
+    collapse meanwhile (as past CHANGE_SET_LIMIT), so that pass has no
+    event to go by. Returns the handles and their started/<id> keys."""
     with ctl._lock:
         ctl._pumping = True             # nobody serves the guests meanwhile
     try:
         handles = [ctl.submit(guest, CommandSpec(argv=("echo", guest))) for guest in ("h1", "h2")]
         prepare(handles)
-        states = [f"{base_path(domid)}/out/{h.id}/state"
+        finals = [f"{base_path(domid)}/agent/started/{h.id}"
                   for domid, h in zip((5, 6), handles, strict=True)]
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not all(dom0.read_or_none(p) for p in states):
+        while time.monotonic() < deadline and not all(
+                (dom0.read_or_none(p) or b"running").startswith(b"exited") for p in finals):
             time.sleep(0.02)
+        time.sleep(0.1)                 # the end markers' events
+        if collapse:
+            with ctl._lock:
+                for guest in ctl._guests.values():
+                    guest.changed = {None}
     finally:
         with ctl._lock:
             ctl._pumping = False
-    return handles, states
+    return handles, finals
 
 
 class _CountingClock:

@@ -1,12 +1,14 @@
 """Run in the lab's Dom0 by test_control_keys_e2e.py: one guest, real
 oxenstored, the real agent. Prints what the test checks: a running command's
-agent/started/<id> key and its absent out/<id>/state, the final state, the removal of its
+agent/started/<id> key and its absent out/<id>/state, the final state (over `running` in
+started/<id> when its end marker's event comes, no `state`), the removal of its
 keys, the seeded random number generator, and selena's CPU per `true` (printed, never asserted)."""
 
 import time
 
 from selena.control.channel import Controller, base_path
 from selena.control.protocol import CommandSpec
+from selena.control.xenstore import XenstoreConnection
 from selena.experiment import Experiment
 from selena.model import Topology
 
@@ -36,8 +38,23 @@ def probe(exp: Experiment) -> None:
     state = ctl.xs.read_or_none(f"{out}/{handle.id}/state")
     print(f"started={started!r}")
     print(f"state-while-running={state!r}")
+    # What Dom0 finds when the end marker's event comes (PROTOCOL.md): the
+    # final state already over `running` in started/<id> (or, should Dom0's
+    # removal come first, nothing), never `running`; and no `state`.
+    markers: list[str] = []
+    with XenstoreConnection(ctl.xs.path, timeout=10) as probe_xs:
+        probe_xs.watch(f"{out}/{handle.id}", "probe",
+                       lambda path, _token: markers.append(path) if "/end/" in path else None)
+        deadline = time.monotonic() + 30
+        while not markers and time.monotonic() < deadline:
+            probe_xs.poll(0.5)
+        at_marker = (probe_xs.read_or_none(f"{base}/agent/started/{handle.id}"),
+                     probe_xs.read_or_none(f"{out}/{handle.id}/state"))
     result = ctl.wait(handle, timeout=60)
+    print(f"at-marker marker={bool(markers)} started={at_marker[0]!r} state={at_marker[1]!r}")
     print(f"result={result.state} {result.exit_code}")
+    print(f"at-marker started={at_marker[0] if at_marker else 'no marker'!r} "
+          f"state={at_marker[1] if at_marker else None!r}")
     began = time.monotonic()
     while (ctl.xs.read_or_none(f"{out}/{handle.id}") is not None
            and time.monotonic() - began < 10):

@@ -64,6 +64,8 @@ xenstore-write "/local/domain/$D1/selena/agent" ''
 xenstore-chmod "/local/domain/$D1/selena/agent" "n$D1"
 xenstore-write "/local/domain/$D1/selena/out" ''
 xenstore-chmod "/local/domain/$D1/selena/out" "n$D1"
+xenstore-write "/local/domain/$D1/selena/features" end-markers
+xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 10
@@ -122,6 +124,8 @@ xenstore-write "/local/domain/$D2/selena/agent" ''
 xenstore-chmod "/local/domain/$D2/selena/agent" "n$D2"
 xenstore-write "/local/domain/$D2/selena/out" ''
 xenstore-chmod "/local/domain/$D2/selena/out" "n$D2"
+xenstore-write "/local/domain/$D2/selena/features" end-markers
+xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 10
@@ -180,6 +184,8 @@ xenstore-write "/local/domain/$D3/selena/agent" ''
 xenstore-chmod "/local/domain/$D3/selena/agent" "n$D3"
 xenstore-write "/local/domain/$D3/selena/out" ''
 xenstore-chmod "/local/domain/$D3/selena/out" "n$D3"
+xenstore-write "/local/domain/$D3/selena/features" end-markers
+xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
 selena-tdf set "$D3" 10
@@ -238,6 +244,8 @@ xenstore-write "/local/domain/$D4/selena/agent" ''
 xenstore-chmod "/local/domain/$D4/selena/agent" "n$D4"
 xenstore-write "/local/domain/$D4/selena/out" ''
 xenstore-chmod "/local/domain/$D4/selena/out" "n$D4"
+xenstore-write "/local/domain/$D4/selena/features" end-markers
+xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 10
@@ -296,6 +304,8 @@ xenstore-write "/local/domain/$D5/selena/agent" ''
 xenstore-chmod "/local/domain/$D5/selena/agent" "n$D5"
 xenstore-write "/local/domain/$D5/selena/out" ''
 xenstore-chmod "/local/domain/$D5/selena/out" "n$D5"
+xenstore-write "/local/domain/$D5/selena/features" end-markers
+xenstore-chmod "/local/domain/$D5/selena/features" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/version" 1
 xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
 selena-tdf set "$D5" 10
@@ -354,6 +364,8 @@ xenstore-write "/local/domain/$D6/selena/agent" ''
 xenstore-chmod "/local/domain/$D6/selena/agent" "n$D6"
 xenstore-write "/local/domain/$D6/selena/out" ''
 xenstore-chmod "/local/domain/$D6/selena/out" "n$D6"
+xenstore-write "/local/domain/$D6/selena/features" end-markers
+xenstore-chmod "/local/domain/$D6/selena/features" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/version" 1
 xenstore-chmod "/local/domain/$D6/selena/version" n0 "r$D6"
 selena-tdf set "$D6" 10
@@ -407,6 +419,8 @@ xenstore-write "/local/domain/$D7/selena/agent" ''
 xenstore-chmod "/local/domain/$D7/selena/agent" "n$D7"
 xenstore-write "/local/domain/$D7/selena/out" ''
 xenstore-chmod "/local/domain/$D7/selena/out" "n$D7"
+xenstore-write "/local/domain/$D7/selena/features" end-markers
+xenstore-chmod "/local/domain/$D7/selena/features" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/version" 1
 xenstore-chmod "/local/domain/$D7/selena/version" n0 "r$D7"
 selena-tdf set "$D7" 10
@@ -448,6 +462,8 @@ xenstore-write "/local/domain/$D8/selena/agent" ''
 xenstore-chmod "/local/domain/$D8/selena/agent" "n$D8"
 xenstore-write "/local/domain/$D8/selena/out" ''
 xenstore-chmod "/local/domain/$D8/selena/out" "n$D8"
+xenstore-write "/local/domain/$D8/selena/features" end-markers
+xenstore-chmod "/local/domain/$D8/selena/features" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/version" 1
 xenstore-chmod "/local/domain/$D8/selena/version" n0 "r$D8"
 selena-tdf set "$D8" 10
@@ -489,6 +505,8 @@ xenstore-write "/local/domain/$D9/selena/agent" ''
 xenstore-chmod "/local/domain/$D9/selena/agent" "n$D9"
 xenstore-write "/local/domain/$D9/selena/out" ''
 xenstore-chmod "/local/domain/$D9/selena/out" "n$D9"
+xenstore-write "/local/domain/$D9/selena/features" end-markers
+xenstore-chmod "/local/domain/$D9/selena/features" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/version" 1
 xenstore-chmod "/local/domain/$D9/selena/version" n0 "r$D9"
 selena-tdf set "$D9" 10
@@ -530,6 +548,8 @@ xenstore-write "/local/domain/$D10/selena/agent" ''
 xenstore-chmod "/local/domain/$D10/selena/agent" "n$D10"
 xenstore-write "/local/domain/$D10/selena/out" ''
 xenstore-chmod "/local/domain/$D10/selena/out" "n$D10"
+xenstore-write "/local/domain/$D10/selena/features" end-markers
+xenstore-chmod "/local/domain/$D10/selena/features" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/version" 1
 xenstore-chmod "/local/domain/$D10/selena/version" n0 "r$D10"
 selena-tdf set "$D10" 10
@@ -576,6 +596,8 @@ xenstore-write "/local/domain/$D11/selena/agent" ''
 xenstore-chmod "/local/domain/$D11/selena/agent" "n$D11"
 xenstore-write "/local/domain/$D11/selena/out" ''
 xenstore-chmod "/local/domain/$D11/selena/out" "n$D11"
+xenstore-write "/local/domain/$D11/selena/features" end-markers
+xenstore-chmod "/local/domain/$D11/selena/features" n0 "r$D11"
 xenstore-write "/local/domain/$D11/selena/version" 1
 xenstore-chmod "/local/domain/$D11/selena/version" n0 "r$D11"
 selena-tdf set "$D11" 10
@@ -634,6 +656,8 @@ xenstore-write "/local/domain/$D12/selena/agent" ''
 xenstore-chmod "/local/domain/$D12/selena/agent" "n$D12"
 xenstore-write "/local/domain/$D12/selena/out" ''
 xenstore-chmod "/local/domain/$D12/selena/out" "n$D12"
+xenstore-write "/local/domain/$D12/selena/features" end-markers
+xenstore-chmod "/local/domain/$D12/selena/features" n0 "r$D12"
 xenstore-write "/local/domain/$D12/selena/version" 1
 xenstore-chmod "/local/domain/$D12/selena/version" n0 "r$D12"
 selena-tdf set "$D12" 10
@@ -692,6 +716,8 @@ xenstore-write "/local/domain/$D13/selena/agent" ''
 xenstore-chmod "/local/domain/$D13/selena/agent" "n$D13"
 xenstore-write "/local/domain/$D13/selena/out" ''
 xenstore-chmod "/local/domain/$D13/selena/out" "n$D13"
+xenstore-write "/local/domain/$D13/selena/features" end-markers
+xenstore-chmod "/local/domain/$D13/selena/features" n0 "r$D13"
 xenstore-write "/local/domain/$D13/selena/version" 1
 xenstore-chmod "/local/domain/$D13/selena/version" n0 "r$D13"
 selena-tdf set "$D13" 10
@@ -750,6 +776,8 @@ xenstore-write "/local/domain/$D14/selena/agent" ''
 xenstore-chmod "/local/domain/$D14/selena/agent" "n$D14"
 xenstore-write "/local/domain/$D14/selena/out" ''
 xenstore-chmod "/local/domain/$D14/selena/out" "n$D14"
+xenstore-write "/local/domain/$D14/selena/features" end-markers
+xenstore-chmod "/local/domain/$D14/selena/features" n0 "r$D14"
 xenstore-write "/local/domain/$D14/selena/version" 1
 xenstore-chmod "/local/domain/$D14/selena/version" n0 "r$D14"
 selena-tdf set "$D14" 10
@@ -803,6 +831,8 @@ xenstore-write "/local/domain/$D15/selena/agent" ''
 xenstore-chmod "/local/domain/$D15/selena/agent" "n$D15"
 xenstore-write "/local/domain/$D15/selena/out" ''
 xenstore-chmod "/local/domain/$D15/selena/out" "n$D15"
+xenstore-write "/local/domain/$D15/selena/features" end-markers
+xenstore-chmod "/local/domain/$D15/selena/features" n0 "r$D15"
 xenstore-write "/local/domain/$D15/selena/version" 1
 xenstore-chmod "/local/domain/$D15/selena/version" n0 "r$D15"
 selena-tdf set "$D15" 10
@@ -844,6 +874,8 @@ xenstore-write "/local/domain/$D16/selena/agent" ''
 xenstore-chmod "/local/domain/$D16/selena/agent" "n$D16"
 xenstore-write "/local/domain/$D16/selena/out" ''
 xenstore-chmod "/local/domain/$D16/selena/out" "n$D16"
+xenstore-write "/local/domain/$D16/selena/features" end-markers
+xenstore-chmod "/local/domain/$D16/selena/features" n0 "r$D16"
 xenstore-write "/local/domain/$D16/selena/version" 1
 xenstore-chmod "/local/domain/$D16/selena/version" n0 "r$D16"
 selena-tdf set "$D16" 10
@@ -885,6 +917,8 @@ xenstore-write "/local/domain/$D17/selena/agent" ''
 xenstore-chmod "/local/domain/$D17/selena/agent" "n$D17"
 xenstore-write "/local/domain/$D17/selena/out" ''
 xenstore-chmod "/local/domain/$D17/selena/out" "n$D17"
+xenstore-write "/local/domain/$D17/selena/features" end-markers
+xenstore-chmod "/local/domain/$D17/selena/features" n0 "r$D17"
 xenstore-write "/local/domain/$D17/selena/version" 1
 xenstore-chmod "/local/domain/$D17/selena/version" n0 "r$D17"
 selena-tdf set "$D17" 10
@@ -926,6 +960,8 @@ xenstore-write "/local/domain/$D18/selena/agent" ''
 xenstore-chmod "/local/domain/$D18/selena/agent" "n$D18"
 xenstore-write "/local/domain/$D18/selena/out" ''
 xenstore-chmod "/local/domain/$D18/selena/out" "n$D18"
+xenstore-write "/local/domain/$D18/selena/features" end-markers
+xenstore-chmod "/local/domain/$D18/selena/features" n0 "r$D18"
 xenstore-write "/local/domain/$D18/selena/version" 1
 xenstore-chmod "/local/domain/$D18/selena/version" n0 "r$D18"
 selena-tdf set "$D18" 10

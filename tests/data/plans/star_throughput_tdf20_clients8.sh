@@ -60,6 +60,8 @@ xenstore-write "/local/domain/$D1/selena/agent" ''
 xenstore-chmod "/local/domain/$D1/selena/agent" "n$D1"
 xenstore-write "/local/domain/$D1/selena/out" ''
 xenstore-chmod "/local/domain/$D1/selena/out" "n$D1"
+xenstore-write "/local/domain/$D1/selena/features" end-markers
+xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 xl network-attach "$D1" mac=02:52:5e:00:00:08 bridge=sl525el8 script=vif-openvswitch vifname=sv525e0.8 devid=8
@@ -134,6 +136,8 @@ xenstore-write "/local/domain/$D2/selena/agent" ''
 xenstore-chmod "/local/domain/$D2/selena/agent" "n$D2"
 xenstore-write "/local/domain/$D2/selena/out" ''
 xenstore-chmod "/local/domain/$D2/selena/out" "n$D2"
+xenstore-write "/local/domain/$D2/selena/features" end-markers
+xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 20
@@ -175,6 +179,8 @@ xenstore-write "/local/domain/$D3/selena/agent" ''
 xenstore-chmod "/local/domain/$D3/selena/agent" "n$D3"
 xenstore-write "/local/domain/$D3/selena/out" ''
 xenstore-chmod "/local/domain/$D3/selena/out" "n$D3"
+xenstore-write "/local/domain/$D3/selena/features" end-markers
+xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
 selena-tdf set "$D3" 20
@@ -216,6 +222,8 @@ xenstore-write "/local/domain/$D4/selena/agent" ''
 xenstore-chmod "/local/domain/$D4/selena/agent" "n$D4"
 xenstore-write "/local/domain/$D4/selena/out" ''
 xenstore-chmod "/local/domain/$D4/selena/out" "n$D4"
+xenstore-write "/local/domain/$D4/selena/features" end-markers
+xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 20
@@ -257,6 +265,8 @@ xenstore-write "/local/domain/$D5/selena/agent" ''
 xenstore-chmod "/local/domain/$D5/selena/agent" "n$D5"
 xenstore-write "/local/domain/$D5/selena/out" ''
 xenstore-chmod "/local/domain/$D5/selena/out" "n$D5"
+xenstore-write "/local/domain/$D5/selena/features" end-markers
+xenstore-chmod "/local/domain/$D5/selena/features" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/version" 1
 xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
 selena-tdf set "$D5" 20
@@ -298,6 +308,8 @@ xenstore-write "/local/domain/$D6/selena/agent" ''
 xenstore-chmod "/local/domain/$D6/selena/agent" "n$D6"
 xenstore-write "/local/domain/$D6/selena/out" ''
 xenstore-chmod "/local/domain/$D6/selena/out" "n$D6"
+xenstore-write "/local/domain/$D6/selena/features" end-markers
+xenstore-chmod "/local/domain/$D6/selena/features" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/version" 1
 xenstore-chmod "/local/domain/$D6/selena/version" n0 "r$D6"
 selena-tdf set "$D6" 20
@@ -339,6 +351,8 @@ xenstore-write "/local/domain/$D7/selena/agent" ''
 xenstore-chmod "/local/domain/$D7/selena/agent" "n$D7"
 xenstore-write "/local/domain/$D7/selena/out" ''
 xenstore-chmod "/local/domain/$D7/selena/out" "n$D7"
+xenstore-write "/local/domain/$D7/selena/features" end-markers
+xenstore-chmod "/local/domain/$D7/selena/features" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/version" 1
 xenstore-chmod "/local/domain/$D7/selena/version" n0 "r$D7"
 selena-tdf set "$D7" 20
@@ -380,6 +394,8 @@ xenstore-write "/local/domain/$D8/selena/agent" ''
 xenstore-chmod "/local/domain/$D8/selena/agent" "n$D8"
 xenstore-write "/local/domain/$D8/selena/out" ''
 xenstore-chmod "/local/domain/$D8/selena/out" "n$D8"
+xenstore-write "/local/domain/$D8/selena/features" end-markers
+xenstore-chmod "/local/domain/$D8/selena/features" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/version" 1
 xenstore-chmod "/local/domain/$D8/selena/version" n0 "r$D8"
 selena-tdf set "$D8" 20
@@ -421,6 +437,8 @@ xenstore-write "/local/domain/$D9/selena/agent" ''
 xenstore-chmod "/local/domain/$D9/selena/agent" "n$D9"
 xenstore-write "/local/domain/$D9/selena/out" ''
 xenstore-chmod "/local/domain/$D9/selena/out" "n$D9"
+xenstore-write "/local/domain/$D9/selena/features" end-markers
+xenstore-chmod "/local/domain/$D9/selena/features" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/version" 1
 xenstore-chmod "/local/domain/$D9/selena/version" n0 "r$D9"
 selena-tdf set "$D9" 20
@@ -462,6 +480,8 @@ xenstore-write "/local/domain/$D10/selena/agent" ''
 xenstore-chmod "/local/domain/$D10/selena/agent" "n$D10"
 xenstore-write "/local/domain/$D10/selena/out" ''
 xenstore-chmod "/local/domain/$D10/selena/out" "n$D10"
+xenstore-write "/local/domain/$D10/selena/features" end-markers
+xenstore-chmod "/local/domain/$D10/selena/features" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/version" 1
 xenstore-chmod "/local/domain/$D10/selena/version" n0 "r$D10"
 selena-tdf set "$D10" 20

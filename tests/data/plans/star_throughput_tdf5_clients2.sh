@@ -41,6 +41,8 @@ xenstore-write "/local/domain/$D1/selena/agent" ''
 xenstore-chmod "/local/domain/$D1/selena/agent" "n$D1"
 xenstore-write "/local/domain/$D1/selena/out" ''
 xenstore-chmod "/local/domain/$D1/selena/out" "n$D1"
+xenstore-write "/local/domain/$D1/selena/features" end-markers
+xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 5
@@ -90,6 +92,8 @@ xenstore-write "/local/domain/$D2/selena/agent" ''
 xenstore-chmod "/local/domain/$D2/selena/agent" "n$D2"
 xenstore-write "/local/domain/$D2/selena/out" ''
 xenstore-chmod "/local/domain/$D2/selena/out" "n$D2"
+xenstore-write "/local/domain/$D2/selena/features" end-markers
+xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 5
@@ -131,6 +135,8 @@ xenstore-write "/local/domain/$D3/selena/agent" ''
 xenstore-chmod "/local/domain/$D3/selena/agent" "n$D3"
 xenstore-write "/local/domain/$D3/selena/out" ''
 xenstore-chmod "/local/domain/$D3/selena/out" "n$D3"
+xenstore-write "/local/domain/$D3/selena/features" end-markers
+xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
 selena-tdf set "$D3" 5
@@ -172,6 +178,8 @@ xenstore-write "/local/domain/$D4/selena/agent" ''
 xenstore-chmod "/local/domain/$D4/selena/agent" "n$D4"
 xenstore-write "/local/domain/$D4/selena/out" ''
 xenstore-chmod "/local/domain/$D4/selena/out" "n$D4"
+xenstore-write "/local/domain/$D4/selena/features" end-markers
+xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 5

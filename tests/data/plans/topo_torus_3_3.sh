@@ -69,6 +69,8 @@ xenstore-write "/local/domain/$D1/selena/agent" ''
 xenstore-chmod "/local/domain/$D1/selena/agent" "n$D1"
 xenstore-write "/local/domain/$D1/selena/out" ''
 xenstore-chmod "/local/domain/$D1/selena/out" "n$D1"
+xenstore-write "/local/domain/$D1/selena/features" end-markers
+xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 1
@@ -111,6 +113,8 @@ xenstore-write "/local/domain/$D2/selena/agent" ''
 xenstore-chmod "/local/domain/$D2/selena/agent" "n$D2"
 xenstore-write "/local/domain/$D2/selena/out" ''
 xenstore-chmod "/local/domain/$D2/selena/out" "n$D2"
+xenstore-write "/local/domain/$D2/selena/features" end-markers
+xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 1
@@ -156,6 +160,8 @@ xenstore-write "/local/domain/$D3/selena/agent" ''
 xenstore-chmod "/local/domain/$D3/selena/agent" "n$D3"
 xenstore-write "/local/domain/$D3/selena/out" ''
 xenstore-chmod "/local/domain/$D3/selena/out" "n$D3"
+xenstore-write "/local/domain/$D3/selena/features" end-markers
+xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
 selena-tdf set "$D3" 1
@@ -198,6 +204,8 @@ xenstore-write "/local/domain/$D4/selena/agent" ''
 xenstore-chmod "/local/domain/$D4/selena/agent" "n$D4"
 xenstore-write "/local/domain/$D4/selena/out" ''
 xenstore-chmod "/local/domain/$D4/selena/out" "n$D4"
+xenstore-write "/local/domain/$D4/selena/features" end-markers
+xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 1
@@ -243,6 +251,8 @@ xenstore-write "/local/domain/$D5/selena/agent" ''
 xenstore-chmod "/local/domain/$D5/selena/agent" "n$D5"
 xenstore-write "/local/domain/$D5/selena/out" ''
 xenstore-chmod "/local/domain/$D5/selena/out" "n$D5"
+xenstore-write "/local/domain/$D5/selena/features" end-markers
+xenstore-chmod "/local/domain/$D5/selena/features" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/version" 1
 xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
 selena-tdf set "$D5" 1
@@ -285,6 +295,8 @@ xenstore-write "/local/domain/$D6/selena/agent" ''
 xenstore-chmod "/local/domain/$D6/selena/agent" "n$D6"
 xenstore-write "/local/domain/$D6/selena/out" ''
 xenstore-chmod "/local/domain/$D6/selena/out" "n$D6"
+xenstore-write "/local/domain/$D6/selena/features" end-markers
+xenstore-chmod "/local/domain/$D6/selena/features" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/version" 1
 xenstore-chmod "/local/domain/$D6/selena/version" n0 "r$D6"
 selena-tdf set "$D6" 1
@@ -330,6 +342,8 @@ xenstore-write "/local/domain/$D7/selena/agent" ''
 xenstore-chmod "/local/domain/$D7/selena/agent" "n$D7"
 xenstore-write "/local/domain/$D7/selena/out" ''
 xenstore-chmod "/local/domain/$D7/selena/out" "n$D7"
+xenstore-write "/local/domain/$D7/selena/features" end-markers
+xenstore-chmod "/local/domain/$D7/selena/features" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/version" 1
 xenstore-chmod "/local/domain/$D7/selena/version" n0 "r$D7"
 selena-tdf set "$D7" 1
@@ -372,6 +386,8 @@ xenstore-write "/local/domain/$D8/selena/agent" ''
 xenstore-chmod "/local/domain/$D8/selena/agent" "n$D8"
 xenstore-write "/local/domain/$D8/selena/out" ''
 xenstore-chmod "/local/domain/$D8/selena/out" "n$D8"
+xenstore-write "/local/domain/$D8/selena/features" end-markers
+xenstore-chmod "/local/domain/$D8/selena/features" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/version" 1
 xenstore-chmod "/local/domain/$D8/selena/version" n0 "r$D8"
 selena-tdf set "$D8" 1
@@ -417,6 +433,8 @@ xenstore-write "/local/domain/$D9/selena/agent" ''
 xenstore-chmod "/local/domain/$D9/selena/agent" "n$D9"
 xenstore-write "/local/domain/$D9/selena/out" ''
 xenstore-chmod "/local/domain/$D9/selena/out" "n$D9"
+xenstore-write "/local/domain/$D9/selena/features" end-markers
+xenstore-chmod "/local/domain/$D9/selena/features" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/version" 1
 xenstore-chmod "/local/domain/$D9/selena/version" n0 "r$D9"
 selena-tdf set "$D9" 1
@@ -459,6 +477,8 @@ xenstore-write "/local/domain/$D10/selena/agent" ''
 xenstore-chmod "/local/domain/$D10/selena/agent" "n$D10"
 xenstore-write "/local/domain/$D10/selena/out" ''
 xenstore-chmod "/local/domain/$D10/selena/out" "n$D10"
+xenstore-write "/local/domain/$D10/selena/features" end-markers
+xenstore-chmod "/local/domain/$D10/selena/features" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/version" 1
 xenstore-chmod "/local/domain/$D10/selena/version" n0 "r$D10"
 selena-tdf set "$D10" 1
@@ -504,6 +524,8 @@ xenstore-write "/local/domain/$D11/selena/agent" ''
 xenstore-chmod "/local/domain/$D11/selena/agent" "n$D11"
 xenstore-write "/local/domain/$D11/selena/out" ''
 xenstore-chmod "/local/domain/$D11/selena/out" "n$D11"
+xenstore-write "/local/domain/$D11/selena/features" end-markers
+xenstore-chmod "/local/domain/$D11/selena/features" n0 "r$D11"
 xenstore-write "/local/domain/$D11/selena/version" 1
 xenstore-chmod "/local/domain/$D11/selena/version" n0 "r$D11"
 selena-tdf set "$D11" 1
@@ -546,6 +568,8 @@ xenstore-write "/local/domain/$D12/selena/agent" ''
 xenstore-chmod "/local/domain/$D12/selena/agent" "n$D12"
 xenstore-write "/local/domain/$D12/selena/out" ''
 xenstore-chmod "/local/domain/$D12/selena/out" "n$D12"
+xenstore-write "/local/domain/$D12/selena/features" end-markers
+xenstore-chmod "/local/domain/$D12/selena/features" n0 "r$D12"
 xenstore-write "/local/domain/$D12/selena/version" 1
 xenstore-chmod "/local/domain/$D12/selena/version" n0 "r$D12"
 selena-tdf set "$D12" 1
@@ -591,6 +615,8 @@ xenstore-write "/local/domain/$D13/selena/agent" ''
 xenstore-chmod "/local/domain/$D13/selena/agent" "n$D13"
 xenstore-write "/local/domain/$D13/selena/out" ''
 xenstore-chmod "/local/domain/$D13/selena/out" "n$D13"
+xenstore-write "/local/domain/$D13/selena/features" end-markers
+xenstore-chmod "/local/domain/$D13/selena/features" n0 "r$D13"
 xenstore-write "/local/domain/$D13/selena/version" 1
 xenstore-chmod "/local/domain/$D13/selena/version" n0 "r$D13"
 selena-tdf set "$D13" 1
@@ -633,6 +659,8 @@ xenstore-write "/local/domain/$D14/selena/agent" ''
 xenstore-chmod "/local/domain/$D14/selena/agent" "n$D14"
 xenstore-write "/local/domain/$D14/selena/out" ''
 xenstore-chmod "/local/domain/$D14/selena/out" "n$D14"
+xenstore-write "/local/domain/$D14/selena/features" end-markers
+xenstore-chmod "/local/domain/$D14/selena/features" n0 "r$D14"
 xenstore-write "/local/domain/$D14/selena/version" 1
 xenstore-chmod "/local/domain/$D14/selena/version" n0 "r$D14"
 selena-tdf set "$D14" 1
@@ -678,6 +706,8 @@ xenstore-write "/local/domain/$D15/selena/agent" ''
 xenstore-chmod "/local/domain/$D15/selena/agent" "n$D15"
 xenstore-write "/local/domain/$D15/selena/out" ''
 xenstore-chmod "/local/domain/$D15/selena/out" "n$D15"
+xenstore-write "/local/domain/$D15/selena/features" end-markers
+xenstore-chmod "/local/domain/$D15/selena/features" n0 "r$D15"
 xenstore-write "/local/domain/$D15/selena/version" 1
 xenstore-chmod "/local/domain/$D15/selena/version" n0 "r$D15"
 selena-tdf set "$D15" 1
@@ -720,6 +750,8 @@ xenstore-write "/local/domain/$D16/selena/agent" ''
 xenstore-chmod "/local/domain/$D16/selena/agent" "n$D16"
 xenstore-write "/local/domain/$D16/selena/out" ''
 xenstore-chmod "/local/domain/$D16/selena/out" "n$D16"
+xenstore-write "/local/domain/$D16/selena/features" end-markers
+xenstore-chmod "/local/domain/$D16/selena/features" n0 "r$D16"
 xenstore-write "/local/domain/$D16/selena/version" 1
 xenstore-chmod "/local/domain/$D16/selena/version" n0 "r$D16"
 selena-tdf set "$D16" 1
@@ -765,6 +797,8 @@ xenstore-write "/local/domain/$D17/selena/agent" ''
 xenstore-chmod "/local/domain/$D17/selena/agent" "n$D17"
 xenstore-write "/local/domain/$D17/selena/out" ''
 xenstore-chmod "/local/domain/$D17/selena/out" "n$D17"
+xenstore-write "/local/domain/$D17/selena/features" end-markers
+xenstore-chmod "/local/domain/$D17/selena/features" n0 "r$D17"
 xenstore-write "/local/domain/$D17/selena/version" 1
 xenstore-chmod "/local/domain/$D17/selena/version" n0 "r$D17"
 selena-tdf set "$D17" 1
@@ -807,6 +841,8 @@ xenstore-write "/local/domain/$D18/selena/agent" ''
 xenstore-chmod "/local/domain/$D18/selena/agent" "n$D18"
 xenstore-write "/local/domain/$D18/selena/out" ''
 xenstore-chmod "/local/domain/$D18/selena/out" "n$D18"
+xenstore-write "/local/domain/$D18/selena/features" end-markers
+xenstore-chmod "/local/domain/$D18/selena/features" n0 "r$D18"
 xenstore-write "/local/domain/$D18/selena/version" 1
 xenstore-chmod "/local/domain/$D18/selena/version" n0 "r$D18"
 selena-tdf set "$D18" 1

@@ -42,6 +42,8 @@ xenstore-write "/local/domain/$D1/selena/agent" ''
 xenstore-chmod "/local/domain/$D1/selena/agent" "n$D1"
 xenstore-write "/local/domain/$D1/selena/out" ''
 xenstore-chmod "/local/domain/$D1/selena/out" "n$D1"
+xenstore-write "/local/domain/$D1/selena/features" end-markers
+xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 1
@@ -90,6 +92,8 @@ xenstore-write "/local/domain/$D2/selena/agent" ''
 xenstore-chmod "/local/domain/$D2/selena/agent" "n$D2"
 xenstore-write "/local/domain/$D2/selena/out" ''
 xenstore-chmod "/local/domain/$D2/selena/out" "n$D2"
+xenstore-write "/local/domain/$D2/selena/features" end-markers
+xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 1
@@ -139,6 +143,8 @@ xenstore-write "/local/domain/$D3/selena/agent" ''
 xenstore-chmod "/local/domain/$D3/selena/agent" "n$D3"
 xenstore-write "/local/domain/$D3/selena/out" ''
 xenstore-chmod "/local/domain/$D3/selena/out" "n$D3"
+xenstore-write "/local/domain/$D3/selena/features" end-markers
+xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
 selena-tdf set "$D3" 1
@@ -180,6 +186,8 @@ xenstore-write "/local/domain/$D4/selena/agent" ''
 xenstore-chmod "/local/domain/$D4/selena/agent" "n$D4"
 xenstore-write "/local/domain/$D4/selena/out" ''
 xenstore-chmod "/local/domain/$D4/selena/out" "n$D4"
+xenstore-write "/local/domain/$D4/selena/features" end-markers
+xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
 selena-tdf set "$D4" 1
@@ -224,6 +232,8 @@ xenstore-write "/local/domain/$D5/selena/agent" ''
 xenstore-chmod "/local/domain/$D5/selena/agent" "n$D5"
 xenstore-write "/local/domain/$D5/selena/out" ''
 xenstore-chmod "/local/domain/$D5/selena/out" "n$D5"
+xenstore-write "/local/domain/$D5/selena/features" end-markers
+xenstore-chmod "/local/domain/$D5/selena/features" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/version" 1
 xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
 selena-tdf set "$D5" 1
@@ -273,6 +283,8 @@ xenstore-write "/local/domain/$D6/selena/agent" ''
 xenstore-chmod "/local/domain/$D6/selena/agent" "n$D6"
 xenstore-write "/local/domain/$D6/selena/out" ''
 xenstore-chmod "/local/domain/$D6/selena/out" "n$D6"
+xenstore-write "/local/domain/$D6/selena/features" end-markers
+xenstore-chmod "/local/domain/$D6/selena/features" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/version" 1
 xenstore-chmod "/local/domain/$D6/selena/version" n0 "r$D6"
 selena-tdf set "$D6" 1
@@ -314,6 +326,8 @@ xenstore-write "/local/domain/$D7/selena/agent" ''
 xenstore-chmod "/local/domain/$D7/selena/agent" "n$D7"
 xenstore-write "/local/domain/$D7/selena/out" ''
 xenstore-chmod "/local/domain/$D7/selena/out" "n$D7"
+xenstore-write "/local/domain/$D7/selena/features" end-markers
+xenstore-chmod "/local/domain/$D7/selena/features" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/version" 1
 xenstore-chmod "/local/domain/$D7/selena/version" n0 "r$D7"
 selena-tdf set "$D7" 1

@@ -36,6 +36,8 @@ xenstore-write "/local/domain/$D1/selena/agent" ''
 xenstore-chmod "/local/domain/$D1/selena/agent" "n$D1"
 xenstore-write "/local/domain/$D1/selena/out" ''
 xenstore-chmod "/local/domain/$D1/selena/out" "n$D1"
+xenstore-write "/local/domain/$D1/selena/features" end-markers
+xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 selena-tdf set "$D1" 10
@@ -77,6 +79,8 @@ xenstore-write "/local/domain/$D2/selena/agent" ''
 xenstore-chmod "/local/domain/$D2/selena/agent" "n$D2"
 xenstore-write "/local/domain/$D2/selena/out" ''
 xenstore-chmod "/local/domain/$D2/selena/out" "n$D2"
+xenstore-write "/local/domain/$D2/selena/features" end-markers
+xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 selena-tdf set "$D2" 10
