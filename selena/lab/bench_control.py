@@ -30,7 +30,7 @@ from typing import NamedTuple
 from selena.backends.xl import XlBackend
 from selena.control.channel import Controller, base_path
 from selena.control.interface import CommandChannel
-from selena.control.protocol import CommandSpec, parse_end, parse_state
+from selena.control.protocol import CommandSpec, parse_state
 from selena.experiment import Experiment
 from selena.model import Topology
 from selena.runner import Runner
@@ -153,17 +153,17 @@ def subprocess_round_trips(runner: Runner, domids: dict[str, int], total: int) -
             start = time.perf_counter()
 
             def on_event(line: str, cid: str = cid, base: str = base) -> None:
-                # The protocol as the channel follows it (PROTOCOL.md): an
-                # exited command's final state is in its end marker's path;
-                # any other event costs a read of `state`, a subprocess.
+                # A read, a subprocess, per event, as SELENA's approach: the
+                # final state is in agent/started/<id> once the end marker's
+                # event comes (an agent asked for markers, PROTOCOL.md), else
+                # in `state`. The watch's first event may come after the
+                # command ended, and says neither: both are looked at. (No
+                # parse_end here: `--baseline` runs this module against a
+                # revision's selena.control from before markers.)
                 path = line.split()[0] if line.split() else ""
-                if "/end/" in path:
-                    if parse_end(path.rpartition("/end/")[2]).final:
-                        raise _Final
-                    return
-                # Any other event (the watch's first, which may come after the
-                # command ended): the final state where it is kept.
-                for key in (f"agent/started/{cid}", f"out/{cid}/state"):
+                keys = ([f"agent/started/{cid}"] if "/end/" in path
+                        else [f"out/{cid}/state", f"agent/started/{cid}"])
+                for key in keys:
                     state = runner.run(["xenstore-read", f"{base}/{key}"], check=False)
                     if state.returncode == 0 and parse_state(state.stdout).final:
                         raise _Final

@@ -71,6 +71,26 @@ def test_the_swap_takes_selena_control_from_the_directory_and_the_rest_from_the_
     assert out[3] == "['--commands', '3']"
 
 
+# The last revision of selena/control before end markers and $S/features.
+BEFORE_END_MARKERS = "61638a3"
+
+
+def test_bench_control_loads_against_a_channel_from_before_end_markers(tmp_path):
+    """`--baseline` runs this tree's bench-control with an older
+    selena/control: it may import nothing the older one lacks (once it
+    imported parse_end, and the run died at once in the lab)."""
+    archive = subprocess.run(["git", "-C", str(project_root()), "archive", BEFORE_END_MARKERS,
+                              "selena/control"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive, check=True)
+    control = tmp_path / "selena" / "control"
+    assert "parse_end" not in (control / "protocol.py").read_text()
+    done = subprocess.run([sys.executable, "-m", "selena.lab.control_from", str(control),
+                           "selena.lab.bench_control", "--help"], capture_output=True,
+                          text=True, cwd=project_root())
+    assert done.returncode == 0, done.stderr
+    assert "--baseline-commands" in done.stdout
+
+
 def test_the_swap_refuses_a_directory_without_the_channel(tmp_path):
     done = subprocess.run([sys.executable, "-m", "selena.lab.control_from", str(tmp_path),
                            "selena.lab.bench_control"], capture_output=True, text=True,
