@@ -380,6 +380,9 @@ class Controller(CommandChannel):
         # The role handed to the pump thread (it has it once it wakes up).
         self._pump_heir = False
         self._next_liveness = clock()
+        # Passes that served a guest: commands per pass is how much of a
+        # pass's fixed cost each command bears (bench-control prints it).
+        self.passes_served = 0
         # Handles a pass ended, to ring once it is done (_pass); None outside
         # a pass. Only the thread with the pump's role runs a pass.
         self._rings: list[CommandHandle] | None = None
@@ -804,6 +807,7 @@ class Controller(CommandChannel):
         # lock), not one by one amid the pass: a waiter woken mid-pass would
         # wait for the lock this thread still holds, a second wake-up and a
         # thread switch per command.
+        self.passes_served += 1
         rings: list[CommandHandle] = []
         self._rings = rings
         try:

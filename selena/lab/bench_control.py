@@ -300,7 +300,7 @@ def _measure(runner: Runner, topo: Topology, commands: int, baseline_commands: i
     print(f"  {'case':<40} {'floor p50':>9} {'p99':>6} {'guest p50':>9} {'p99':>6} "
           f"{'selena p50':>10} {'p99':>6} {'total p50':>9} {'p99':>6} "
           f"{'cpu selena':>10} {'xenstored':>9}")
-    for case, floor, executions, totals, cpu in breakdown:
+    for case, floor, executions, totals, cpu, _pump in breakdown:
         base = statistics.median(floor)
         own = [t - base - e for t, e in zip(totals, executions, strict=False)]
         print(f"  {case:<40} {_pct(floor, .5):>9.1f} {_pct(floor, .99):>6.1f} "
@@ -312,12 +312,16 @@ def _measure(runner: Runner, topo: Topology, commands: int, baseline_commands: i
           "and the whole Dom0's interrupt (irq + softirq) and stolen time")
     print(f"  {'case':<40} {'selena':>7} {'user':>6} {'kernel':>6} {'xenstored':>9} "
           f"{'Dom0 irq':>8} {'steal':>6}")
-    for case, *_, cpu in breakdown:
+    for case, *_, cpu, _pump in breakdown:
         print(f"  {case:<40} {cpu.selena * 1000:>7.1f} {cpu.selena_user * 1000:>6.1f} "
               f"{cpu.selena_system * 1000:>6.1f} {cpu.xenstored * 1000:>9.1f} "
               f"{cpu.dom0_irq * 1000:>8.1f} {cpu.dom0_steal * 1000:>6.1f}")
+    print("  the pump per command: passes that served a guest (0: not counted by this "
+          "channel) and watch events that could give work")
+    for case, *_, (passes, events) in breakdown:
+        print(f"  {case:<40} passes {passes:>5.2f} events {events:>5.2f}")
     # For `selena lab bench-control --baseline`, which compares runs.
-    print(CPU_MARKER + json.dumps({case: cpu_ms(cpu) for case, *_, cpu in breakdown}))
+    print(CPU_MARKER + json.dumps({case: cpu_ms(cpu) for case, *_, cpu, _pump in breakdown}))
     return 0
 
 
@@ -412,7 +416,8 @@ def _comm(proc: Path) -> str:
 
 def _breakdown(exp: Experiment, guests: list[str], commands: int,
                beside: bool = False
-               ) -> list[tuple[str, list[float], list[float], list[float], Dom0Cpu]]:
+               ) -> list[tuple[str, list[float], list[float], list[float], Dom0Cpu,
+                                tuple[float, float]]]:
     """Floor, guest execution, total and Dom0 CPU seconds per command (selena's
     process, xenstored) per case: 1 guest, all but one (a caller thread per
     guest, then one thread for all), and all but one beside the last one
@@ -441,13 +446,17 @@ def _breakdown(exp: Experiment, guests: list[str], commands: int,
             flooding = exp.start(flooder, "yes") if flood else None
             floor = floor_round_trips(exp, names, min(commands, 500))
             executions: list[float] = []
+            # A baseline's channel (`--baseline`) may not count its passes.
+            passes, events = getattr(ctl, "passes_served", 0), ctl.xs.watch_events()
             cpu_before = _dom0_cpu_seconds()
             totals = drive(ctl, names, commands, executions)
             cpu = _dom0_cpu_seconds().per_command(cpu_before, len(totals))
+            pump = ((getattr(ctl, "passes_served", 0) - passes) / len(totals),
+                    (ctl.xs.watch_events() - events) / len(totals))
             if flooding is not None:
                 exp.kill(flooding)
                 exp.wait(flooding)
-        rows.append((case, floor, executions, totals, cpu))
+        rows.append((case, floor, executions, totals, cpu, pump))
     return rows
 
 

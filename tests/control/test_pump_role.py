@@ -190,8 +190,10 @@ def test_commands_ending_together_need_no_read_at_all(channel):
     for guest in ("h1", "h2"):          # past each guest's first pass, which reads all
         assert run(ctl, guest, argv=("true",)).ok
     batches = record_batches(ctl)
+    passes = ctl.passes_served
     handles, _finals = _end_two_commands_unserved(ctl, dom0)
     assert [ctl.wait(h, timeout=10).stdout for h in handles] == [b"h1\n", b"h2\n"]
+    assert ctl.passes_served - passes == 1      # both ended by one pass, and counted
     assert not [path for batch in batches for path in batch
                 if path.endswith("/state") or "/started/" in path], batches
 
