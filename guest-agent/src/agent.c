@@ -165,11 +165,10 @@ static void set_started(const char *id, int pid, unsigned long long start)
  * markers gets them: an older one waits for `state`.
  *
  * Without a marker (failed, or not asked for), or if either write is
- * refused, the state goes to
- * out/<id>/state, which Dom0 reads on its event; a refusal there (EQUOTA
- * while the domain's entries are taken, say) is tried again a few times,
- * then reported on agent/error, so the command fails at once instead of at
- * its timeout.
+ * refused, the state goes to out/<id>/state, which Dom0 reads on its event;
+ * a refusal there (EQUOTA while the domain's entries are taken, say) is
+ * tried again a few times, then reported on agent/error, so the command
+ * fails at once instead of at its timeout.
  */
 static void write_final(const char *id, const char *marker, const char *value)
 {

@@ -20,6 +20,7 @@ from selena.control.channel import (
     _note_change,
     base_path,
 )
+from selena.control.keys import control_keys
 from selena.control.protocol import CommandSpec
 from selena.control.xenstore import XS_READ, XS_RM, XS_WRITE, XenstoreConnection
 from selena.errors import ControlError, ProtocolMismatch
@@ -212,7 +213,6 @@ def test_an_agent_gives_end_markers_only_to_a_dom0_that_asks(xenstored, agent_bi
 
 def test_the_features_dom0_writes_ask_for_end_markers():
     """What the agent looks for (guest-agent/src/agent.c) is what Dom0 writes."""
-    from selena.control.keys import control_keys
     features = [k.value for k in control_keys(5, "exp") if k.path.endswith("/features")]
     assert features and "end-markers" in features[0].split(), features
 
