@@ -160,7 +160,7 @@ def subprocess_round_trips(runner: Runner, domids: dict[str, int], total: int) -
                 # command ended, and says neither: both are looked at. (No
                 # parse_end here: `--baseline` runs this module against a
                 # revision's selena.control from before markers.)
-                path = line.split()[0] if line.split() else ""
+                path = (line.split() or [""])[0]
                 keys = ([f"agent/started/{cid}"] if "/end/" in path
                         else [f"out/{cid}/state", f"agent/started/{cid}"])
                 for key in keys:
@@ -418,8 +418,9 @@ def _breakdown(exp: Experiment, guests: list[str], commands: int,
                beside: bool = False
                ) -> list[tuple[str, list[float], list[float], list[float], Dom0Cpu,
                                 tuple[float, float]]]:
-    """Floor, guest execution, total and Dom0 CPU seconds per command (selena's
-    process, xenstored) per case: 1 guest, all but one (a caller thread per
+    """Floor, guest execution, total, Dom0 CPU seconds per command (selena's
+    process, xenstored) and the pump's passes and watch events per command,
+    per case: 1 guest, all but one (a caller thread per
     guest, then one thread for all), and all but one beside the last one
     flooding output. With `beside`, each case but the flooding one is run
     again right after it with selena's and xenstored's threads on one vCPU
