@@ -53,8 +53,6 @@ def probe(exp: Experiment) -> None:
     result = ctl.wait(handle, timeout=60)
     print(f"at-marker marker={bool(markers)} started={at_marker[0]!r} state={at_marker[1]!r}")
     print(f"result={result.state} {result.exit_code}")
-    print(f"at-marker started={at_marker[0] if at_marker else 'no marker'!r} "
-          f"state={at_marker[1] if at_marker else None!r}")
     began = time.monotonic()
     while (ctl.xs.read_or_none(f"{out}/{handle.id}") is not None
            and time.monotonic() - began < 10):
