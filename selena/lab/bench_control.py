@@ -32,6 +32,7 @@ from selena.control.channel import Controller, base_path
 from selena.control.interface import CommandChannel
 from selena.control.protocol import CommandSpec, parse_state
 from selena.experiment import Experiment
+from selena.lab.taskstats import Taskstats
 from selena.model import Topology
 from selena.runner import Runner
 
@@ -195,10 +196,17 @@ def _shares(total: int, n: int) -> list[int]:
     return [total // n + (1 if i < total % n else 0) for i in range(n)]
 
 
+# Called once the workers of _spread have done their work, before they end:
+# what a thread used is read from the kernel while it lives (_OwnCpu).
+_BEFORE_WORKERS_END: list[Callable[[], None]] = []
+
+
 def _spread(worker: Callable[[str, int], list[float]], guests: list[str],
             total: int) -> list[float]:
     with ThreadPoolExecutor(len(guests)) as pool:
         parts = list(pool.map(worker, guests, _shares(total, len(guests))))
+        for look in _BEFORE_WORKERS_END:
+            look()
     return [t for part in parts for t in part]
 
 
@@ -309,13 +317,16 @@ def _measure(runner: Runner, topo: Topology, commands: int, baseline_commands: i
               f"{_pct(totals, .5):>9.1f} {_pct(totals, .99):>6.1f} "
               f"{cpu.selena * 1000:>10.1f} {cpu.xenstored * 1000:>9.1f}")
     print("  Dom0 CPU ms per command: selena's process in user and kernel mode, xenstored, "
-          "and the whole Dom0's interrupt (irq + softirq) and stolen time")
+          "and the whole Dom0's interrupt (irq + softirq) and stolen time; `own`: selena's "
+          "and xenstored's by the kernel's tick accounting, the time Xen ran another vCPU "
+          "while theirs was current left out (the run times above count it)")
     print(f"  {'case':<40} {'selena':>7} {'user':>6} {'kernel':>6} {'xenstored':>9} "
-          f"{'Dom0 irq':>8} {'steal':>6}")
+          f"{'Dom0 irq':>8} {'steal':>6} {'selena own':>10} {'xenstored own':>13}")
     for case, *_, cpu, _pump in breakdown:
         print(f"  {case:<40} {cpu.selena * 1000:>7.1f} {cpu.selena_user * 1000:>6.1f} "
               f"{cpu.selena_system * 1000:>6.1f} {cpu.xenstored * 1000:>9.1f} "
-              f"{cpu.dom0_irq * 1000:>8.1f} {cpu.dom0_steal * 1000:>6.1f}")
+              f"{cpu.dom0_irq * 1000:>8.1f} {cpu.dom0_steal * 1000:>6.1f} "
+              f"{cpu.selena_own * 1000:>10.1f} {cpu.xenstored_own * 1000:>13.1f}")
     print("  the pump per command: passes that served a guest (0: not counted by this "
           "channel) and watch events that could give work")
     for case, *_, (passes, events) in breakdown:
@@ -333,7 +344,9 @@ def cpu_ms(cpu: Dom0Cpu) -> dict[str, float]:
     return {"selena": round(cpu.selena * 1000, 2), "user": round(cpu.selena_user * 1000, 2),
             "kernel": round(cpu.selena_system * 1000, 2),
             "xenstored": round(cpu.xenstored * 1000, 2),
-            "steal": round(cpu.dom0_steal * 1000, 2)}
+            "steal": round(cpu.dom0_steal * 1000, 2),
+            "selena_own": round(cpu.selena_own * 1000, 2),
+            "xenstored_own": round(cpu.xenstored_own * 1000, 2)}
 
 
 class Dom0Cpu(NamedTuple):
@@ -342,12 +355,20 @@ class Dom0Cpu(NamedTuple):
     Dom0's interrupt and stolen time. Stolen time is what Xen ran elsewhere
     while a Dom0 vCPU wanted to run. The interrupt time stays 0 on Debian's
     kernel (no IRQ time accounting: an interrupt is charged to whichever
-    task it lands on); a kernel with it would show it here."""
+    task it lands on); a kernel with it would show it here.
+
+    The run times in /proc (selena_user, selena_system, xenstored) count the
+    time Xen ran another vCPU while the thread was current on Dom0's (a
+    kernel without PARAVIRT_TIME_ACCOUNTING, as Debian's, cannot tell it
+    apart); selena_own and xenstored_own, from the tick accounting, leave
+    it out (_OwnCpu)."""
     selena_user: float
     selena_system: float
     xenstored: float
     dom0_irq: float
     dom0_steal: float
+    selena_own: float = 0.0
+    xenstored_own: float = 0.0
 
     def per_command(self, since: Dom0Cpu, commands: int) -> Dom0Cpu:
         return Dom0Cpu(*((now - then) / commands for now, then in zip(self, since, strict=True)))
@@ -369,6 +390,38 @@ def _dom0_cpu_seconds() -> Dom0Cpu:
     user, system = used("self")
     return Dom0Cpu(user, system, sum(sum(used(pid)) for pid in xenstored),
                    (totals[5] + totals[6]) / tick, totals[7] / tick)
+
+
+class _OwnCpu:
+    """CPU seconds of this process's threads and of xenstored's since it was
+    made, by the kernel's tick accounting (taskstats: stolen time left out).
+    A thread counts from 0 if it started since, and up to the last look at
+    it if it has ended: the workers of _spread are looked at before they end
+    (_BEFORE_WORKERS_END)."""
+
+    def __init__(self, stats: Taskstats, xenstored: list[str]):
+        self._stats = stats
+        self._pids = {"selena": ["self"], "xenstored": xenstored}
+        self._first = self._threads()
+        self._last = {key: dict(seen) for key, seen in self._first.items()}
+
+    def _threads(self) -> dict[tuple[str, str], dict[int, tuple[float, float]]]:
+        return {(who, pid): self._stats.threads(pid)
+                for who, pids in self._pids.items() for pid in pids}
+
+    def look(self) -> None:
+        for key, seen in self._threads().items():
+            self._last[key].update(seen)
+
+    def used(self) -> tuple[float, float]:
+        """selena's and xenstored's seconds so far."""
+        self.look()
+        total = {"selena": 0.0, "xenstored": 0.0}
+        for (who, pid), seen in self._last.items():
+            first = self._first[(who, pid)]
+            total[who] += sum(sum(now) - sum(first.get(tid, (0.0, 0.0)))
+                              for tid, now in seen.items())
+        return total["selena"], total["xenstored"]
 
 
 def _xenstored_pids() -> list[str]:
@@ -442,22 +495,31 @@ def _breakdown(exp: Experiment, guests: list[str], commands: int,
         if beside and not flood:
             cases.append((f"{case}, beside xenstored", names, flood, drive, _xenstored_pids()))
             cases.append((f"{case}, selena on one vCPU", names, flood, drive, []))
-    for case, names, flood, drive, pinned in cases:
-        with beside_xenstored(0, pinned) if pinned is not None else contextlib.nullcontext():
-            flooding = exp.start(flooder, "yes") if flood else None
-            floor = floor_round_trips(exp, names, min(commands, 500))
-            executions: list[float] = []
-            # A baseline's channel (`--baseline`) may not count its passes.
-            passes, events = getattr(ctl, "passes_served", 0), ctl.xs.watch_events()
-            cpu_before = _dom0_cpu_seconds()
-            totals = drive(ctl, names, commands, executions)
-            cpu = _dom0_cpu_seconds().per_command(cpu_before, len(totals))
-            pump = ((getattr(ctl, "passes_served", 0) - passes) / len(totals),
-                    (ctl.xs.watch_events() - events) / len(totals))
-            if flooding is not None:
-                exp.kill(flooding)
-                exp.wait(flooding)
-        rows.append((case, floor, executions, totals, cpu, pump))
+    with Taskstats() as stats:
+        for case, names, flood, drive, pinned in cases:
+            with beside_xenstored(0, pinned) if pinned is not None else contextlib.nullcontext():
+                flooding = exp.start(flooder, "yes") if flood else None
+                floor = floor_round_trips(exp, names, min(commands, 500))
+                executions: list[float] = []
+                # A baseline's channel (`--baseline`) may not count its passes.
+                passes, events = getattr(ctl, "passes_served", 0), ctl.xs.watch_events()
+                own = _OwnCpu(stats, _xenstored_pids())
+                _BEFORE_WORKERS_END.append(own.look)
+                cpu_before = _dom0_cpu_seconds()
+                try:
+                    totals = drive(ctl, names, commands, executions)
+                finally:
+                    _BEFORE_WORKERS_END.remove(own.look)
+                cpu = _dom0_cpu_seconds().per_command(cpu_before, len(totals))
+                selena_own, xenstored_own = own.used()
+                cpu = cpu._replace(selena_own=selena_own / len(totals),
+                                   xenstored_own=xenstored_own / len(totals))
+                pump = ((getattr(ctl, "passes_served", 0) - passes) / len(totals),
+                        (ctl.xs.watch_events() - events) / len(totals))
+                if flooding is not None:
+                    exp.kill(flooding)
+                    exp.wait(flooding)
+            rows.append((case, floor, executions, totals, cpu, pump))
     return rows
 
 

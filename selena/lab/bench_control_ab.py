@@ -21,7 +21,7 @@ from selena.runner import Runner
 
 THIS_TREE = "this tree"
 # What the summary gives per case (bench-control's own names; ms per command).
-FIGURES = ("selena", "user", "kernel", "xenstored", "steal")
+FIGURES = ("selena", "user", "kernel", "xenstored", "steal", "selena_own", "xenstored_own")
 
 
 def export_control(runner: Runner, rev: str, root: Path) -> tuple[str, Path]:
@@ -69,7 +69,8 @@ def summary(runs: list[tuple[str, dict[str, dict[str, float]]]], baseline: str) 
     baseline's."""
     cases = list(dict.fromkeys(case for _, figures in runs for case in figures))
     lines = ["selena's Dom0 CPU ms per command, run by run, and the median of each "
-             "figure (user + kernel = selena; xenstored and Dom0's stolen time beside)",
+             "figure (user + kernel = selena; xenstored and Dom0's stolen time beside; "
+             "`own`: stolen time left out)",
              f"  {'case':<28} {'control channel':<15} {'runs (selena)':<30} "
              + " ".join(f"{name:>9}" for name in FIGURES)]
     for case in cases:
@@ -84,7 +85,11 @@ def summary(runs: list[tuple[str, dict[str, dict[str, float]]]], baseline: str) 
                          + " ".join(f"{medians[label][name]:>9.1f}" for name in FIGURES))
         if len(medians) == 2 and medians[baseline]["selena"] > 0:
             ratio = medians[THIS_TREE]["selena"] / medians[baseline]["selena"]
-            lines.append(f"  {case:<28} {'':<15} this tree / {baseline}: {ratio:.2f}")
+            line = f"  {case:<28} {'':<15} this tree / {baseline}: {ratio:.2f}"
+            if medians[baseline]["selena_own"] > 0:
+                own = medians[THIS_TREE]["selena_own"] / medians[baseline]["selena_own"]
+                line += f" (own: {own:.2f})"
+            lines.append(line)
     return lines
 
 

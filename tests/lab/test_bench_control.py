@@ -9,7 +9,14 @@ import time
 import pytest
 from fake_runner import FakeRunner
 
-from selena.lab.bench_control import _dom0_cpu_seconds, beside_xenstored, cpus_split
+from selena.lab.bench_control import (
+    _BEFORE_WORKERS_END,
+    _dom0_cpu_seconds,
+    _OwnCpu,
+    _spread,
+    beside_xenstored,
+    cpus_split,
+)
 
 
 def test_this_process_cpu_time_is_read_from_proc_and_grows_with_work():
@@ -24,6 +31,49 @@ def test_this_process_cpu_time_is_read_from_proc_and_grows_with_work():
     # No xenstored runs on a test host; in Dom0 its time is summed the same way.
     assert after.xenstored == before.xenstored
     assert after.dom0_irq >= before.dom0_irq and after.dom0_steal >= before.dom0_steal
+
+
+class _Stats:
+    """Taskstats' answers, per process, set by the test between looks."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, dict[int, tuple[float, float]]] = {}
+
+    def threads(self, pid: str) -> dict[int, tuple[float, float]]:
+        return dict(self.seen.get(pid, {}))
+
+
+def test_own_cpu_counts_threads_born_since_from_zero_and_ended_ones_to_their_last_look():
+    stats = _Stats()
+    stats.seen = {"self": {1: (1.0, 0.5), 2: (2.0, 0.0)}, "77": {9: (10.0, 1.0)}}
+    own = _OwnCpu(stats, ["77"])
+    # A worker (3) is born and works; thread 2 ends after its last look.
+    stats.seen = {"self": {1: (1.5, 0.5), 2: (2.25, 0.0), 3: (0.5, 0.25)},
+                  "77": {9: (10.5, 1.5)}}
+    own.look()
+    stats.seen = {"self": {1: (2.0, 1.0)}, "77": {9: (11.0, 1.0)}}
+    selena, xenstored = own.used()
+    assert selena == pytest.approx(1.5 + 0.25 + 0.75)
+    assert xenstored == pytest.approx(1.0)
+
+
+def test_workers_are_looked_at_before_they_end():
+    seen: list[int] = []
+    both = threading.Barrier(2, timeout=10)
+
+    def worker(_guest: str, count: int) -> list[float]:
+        both.wait()                     # a thread each, as the guests' commands take
+        return [float(count)] * count
+
+    def look() -> None:
+        seen.append(sum(1 for t in threading.enumerate() if t.name.startswith("ThreadPool")))
+    _BEFORE_WORKERS_END.append(look)
+    try:
+        times = _spread(worker, ["a", "b"], 5)
+    finally:
+        _BEFORE_WORKERS_END.remove(look)
+    assert sorted(times) == [2.0, 2.0, 3.0, 3.0, 3.0]
+    assert seen == [2]
 
 
 def test_splitting_the_cpus_pins_dom0_apart_and_gives_its_vcpus_back_after_a_failure(tmp_path):

@@ -135,9 +135,10 @@ def _output(figures: dict[str, dict[str, float]]) -> str:
     return "  a table\n" + CPU_MARKER + json.dumps(figures) + "\n"
 
 
-def _case(selena: float) -> dict[str, float]:
+def _case(selena: float, own: float | None = None) -> dict[str, float]:
+    own = selena / 2 if own is None else own
     return {"selena": selena, "user": selena * 0.7, "kernel": selena * 0.3,
-            "xenstored": 2 * selena, "steal": 1.0}
+            "xenstored": 2 * selena, "steal": 1.0, "selena_own": own, "xenstored_own": selena}
 
 
 def test_the_figures_are_read_from_bench_controls_last_line_of_them():
@@ -155,12 +156,20 @@ def test_the_summary_gives_each_trees_runs_medians_and_ratio():
             (THIS_TREE, {"1 guest": _case(12.0), "7 guests": _case(17.0)})]
     lines = summary(runs, "abc")
     one = [line for line in lines if line.lstrip().startswith("1 guest")]
-    assert "12.0 13.0 11.0" in one[0] and one[0].split()[-5] == "12.0"     # median selena
-    assert "11.0 10.0 12.0" in one[1] and one[1].split()[-5] == "11.0"
-    assert one[2].endswith("this tree / abc: 0.92")
+    assert "12.0 13.0 11.0" in one[0] and one[0].split()[-7] == "12.0"     # median selena
+    assert "11.0 10.0 12.0" in one[1] and one[1].split()[-7] == "11.0"
+    assert one[2].endswith("this tree / abc: 0.92 (own: 0.92)")
     seven = [line for line in lines if line.lstrip().startswith("7 guests")]
-    assert seven[2].endswith("this tree / abc: 0.86")
-    assert seven[1].split()[-4:] == ["12.6", "5.4", "36.0", "1.0"]          # user kernel xs steal
+    assert seven[2].endswith("this tree / abc: 0.86 (own: 0.86)")
+    # user, kernel, xenstored, steal, selena own, xenstored own
+    assert seven[1].split()[-6:] == ["12.6", "5.4", "36.0", "1.0", "9.0", "18.0"]
+
+
+def test_the_own_ratio_is_left_out_where_the_baseline_has_none():
+    runs = [("abc", {"1 guest": _case(12.0, own=0.0)}),
+            (THIS_TREE, {"1 guest": _case(10.0, own=3.0)})]
+    ratio = [line for line in summary(runs, "abc") if "this tree / abc" in line]
+    assert ratio == [f"  {'1 guest':<28} {'':<15} this tree / abc: 0.83"]
 
 
 class _Session:
@@ -205,7 +214,7 @@ def test_the_runs_alternate_in_one_boot_the_baseline_first(repo):
         "== run 1 of 2: the control channel of this tree\n",
         f"== run 2 of 2: the control channel of {commit}\n",
         "== run 2 of 2: the control channel of this tree\n"]
-    assert lines[-1].endswith(f"this tree / {commit}: 0.84")
+    assert lines[-1].endswith(f"this tree / {commit}: 0.84 (own: 0.84)")
 
 
 def test_a_failed_run_stops_the_comparison_naming_whose_channel_it_ran(repo):
