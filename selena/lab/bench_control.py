@@ -321,12 +321,14 @@ def _measure(runner: Runner, topo: Topology, commands: int, baseline_commands: i
           "and xenstored's by the kernel's tick accounting, the time Xen ran another vCPU "
           "while theirs was current left out (the run times above count it)")
     print(f"  {'case':<40} {'selena':>7} {'user':>6} {'kernel':>6} {'xenstored':>9} "
-          f"{'Dom0 irq':>8} {'steal':>6} {'selena own':>10} {'xenstored own':>13}")
+          f"{'Dom0 irq':>8} {'steal':>6} {'selena own':>10} {'kernel':>6} "
+          f"{'xenstored own':>13}")
     for case, *_, cpu, _pump in breakdown:
         print(f"  {case:<40} {cpu.selena * 1000:>7.1f} {cpu.selena_user * 1000:>6.1f} "
               f"{cpu.selena_system * 1000:>6.1f} {cpu.xenstored * 1000:>9.1f} "
               f"{cpu.dom0_irq * 1000:>8.1f} {cpu.dom0_steal * 1000:>6.1f} "
-              f"{cpu.selena_own * 1000:>10.1f} {cpu.xenstored_own * 1000:>13.1f}")
+              f"{cpu.selena_own * 1000:>10.1f} {cpu.selena_own_kernel * 1000:>6.1f} "
+              f"{cpu.xenstored_own * 1000:>13.1f}")
     print("  the pump per command: passes that served a guest (0: not counted by this "
           "channel) and watch events that could give work")
     for case, *_, (passes, events) in breakdown:
@@ -346,6 +348,7 @@ def cpu_ms(cpu: Dom0Cpu) -> dict[str, float]:
             "xenstored": round(cpu.xenstored * 1000, 2),
             "steal": round(cpu.dom0_steal * 1000, 2),
             "selena_own": round(cpu.selena_own * 1000, 2),
+            "selena_own_kernel": round(cpu.selena_own_kernel * 1000, 2),
             "xenstored_own": round(cpu.xenstored_own * 1000, 2)}
 
 
@@ -368,6 +371,7 @@ class Dom0Cpu(NamedTuple):
     dom0_irq: float
     dom0_steal: float
     selena_own: float = 0.0
+    selena_own_kernel: float = 0.0
     xenstored_own: float = 0.0
 
     def per_command(self, since: Dom0Cpu, commands: int) -> Dom0Cpu:
@@ -413,15 +417,17 @@ class _OwnCpu:
         for key, seen in self._threads().items():
             self._last[key].update(seen)
 
-    def used(self) -> tuple[float, float]:
-        """selena's and xenstored's seconds so far."""
+    def used(self) -> dict[str, tuple[float, float]]:
+        """selena's and xenstored's user and system seconds so far."""
         self.look()
-        total = {"selena": 0.0, "xenstored": 0.0}
+        total = {"selena": [0.0, 0.0], "xenstored": [0.0, 0.0]}
         for (who, pid), seen in self._last.items():
             first = self._first[(who, pid)]
-            total[who] += sum(sum(now) - sum(first.get(tid, (0.0, 0.0)))
-                              for tid, now in seen.items())
-        return total["selena"], total["xenstored"]
+            for tid, now in seen.items():
+                then = first.get(tid, (0.0, 0.0))
+                total[who][0] += now[0] - then[0]
+                total[who][1] += now[1] - then[1]
+        return {who: (user, system) for who, (user, system) in total.items()}
 
 
 def _xenstored_pids() -> list[str]:
@@ -511,9 +517,10 @@ def _breakdown(exp: Experiment, guests: list[str], commands: int,
                 finally:
                     _BEFORE_WORKERS_END.remove(own.look)
                 cpu = _dom0_cpu_seconds().per_command(cpu_before, len(totals))
-                selena_own, xenstored_own = own.used()
-                cpu = cpu._replace(selena_own=selena_own / len(totals),
-                                   xenstored_own=xenstored_own / len(totals))
+                used = own.used()
+                cpu = cpu._replace(selena_own=sum(used["selena"]) / len(totals),
+                                   selena_own_kernel=used["selena"][1] / len(totals),
+                                   xenstored_own=sum(used["xenstored"]) / len(totals))
                 pump = ((getattr(ctl, "passes_served", 0) - passes) / len(totals),
                         (ctl.xs.watch_events() - events) / len(totals))
                 if flooding is not None:

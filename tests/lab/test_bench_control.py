@@ -52,9 +52,9 @@ def test_own_cpu_counts_threads_born_since_from_zero_and_ended_ones_to_their_las
                   "77": {9: (10.5, 1.5)}}
     own.look()
     stats.seen = {"self": {1: (2.0, 1.0)}, "77": {9: (11.0, 1.0)}}
-    selena, xenstored = own.used()
-    assert selena == pytest.approx(1.5 + 0.25 + 0.75)
-    assert xenstored == pytest.approx(1.0)
+    used = own.used()
+    assert used["selena"] == pytest.approx((1.0 + 0.25 + 0.5, 0.5 + 0.0 + 0.25))
+    assert used["xenstored"] == pytest.approx((1.0, 0.0))
 
 
 def test_workers_are_looked_at_before_they_end():
