@@ -83,9 +83,10 @@ def test_capped_vms_do_the_work_of_tdf_1_and_two_do_about_twice_one(lab, tmp_pat
     # delivered 53-74% of its share there.
     check("mflops.loop40k.capped_tdf10_over_tdf1", work(10, 1) / work(1, 1), low=0.4,
           high=1.3, context=metrics)
-    # Two capped VMs run side by side: no parallelism would give 1. The
-    # bounds are the 8,000-iteration runs' until this loop has its own 20.
-    check("mflops.loop40k.capped_two_over_one_tdf10", work(10, 2) / work(10, 1), low=1.4,
+    # Two capped VMs run side by side: no parallelism would give 1. 21 runs
+    # of this loop (2026-12-05): 1.557-2.528, median 1.859, proposal for
+    # <= 1% false failures >= 1.299 and <= 2.786 (scripts/lab-thresholds).
+    check("mflops.loop40k.capped_two_over_one_tdf10", work(10, 2) / work(10, 1), low=1.3,
           high=3.0, context=metrics)
     shutil.copytree(bundle, tmp_path / "mflops" / "fig3-real")
     drawn = mflops(tmp_path / "mflops", tmp_path / "out")
