@@ -14,6 +14,7 @@ Needs CAP_NET_ADMIN (root).
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import struct
@@ -128,7 +129,7 @@ class Taskstats:
             found = self._ask(self._family, TASKSTATS_CMD_GET,
                               _attr(TASKSTATS_CMD_ATTR_PID, struct.pack("=I", tid)))
         except TaskstatsError as exc:
-            if exc.errno == 3:          # ESRCH
+            if exc.errno == errno.ESRCH:
                 return None
             raise
         return cpu_seconds(attrs(found[TASKSTATS_TYPE_AGGR_PID])[TASKSTATS_TYPE_STATS])
