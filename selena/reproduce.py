@@ -41,6 +41,9 @@ LAB_STOP_GRACE_S = 90.0
 
 OUT = "{out}"               # replaced by the step's directory inside the run's
 MARK = "@@selena-reproduce"  # the lab script's progress marks (parsed, not shown)
+# docs/results/<this>: a run of every reproduction in one go, written when the
+# last has ended (the index in docs/reproductions.md says so).
+ALL_RUN = "reproduce-all.json"
 MAX_SAMPLES = 20_000        # a metric with more samples keeps only its summary
 SUMMARY_COLUMNS = ("metric", "unit", "n", "median", "p5", "p95", "mean", "stddev",
                    "expected", "error_pct")
@@ -359,9 +362,26 @@ def run_all(names: Iterable[str], catalogue: Mapping[str, Reproduction], *, root
         raise ScenarioError(f"no reproduction {', '.join(unknown)} (have "
                             f"{', '.join(catalogue)})")
     started = time.monotonic()
-    done = [run(catalogue[name], root=root, runner=runner, say=say, selena=selena)
-            for name in chosen]
-    say(f"all {len(chosen)} reproduction(s) done in {_minutes(time.monotonic() - started)}")
+    now = datetime.datetime.now(datetime.UTC)
+    times = []
+    done = []
+    for name in chosen:
+        began = time.monotonic()
+        done.append(run(catalogue[name], root=root, runner=runner, say=say, selena=selena))
+        times.append({"name": name, "real_s": round(time.monotonic() - began, 1),
+                      "source": str(done[-1].relative_to(root))})
+    real_s = time.monotonic() - started
+    say(f"all {len(chosen)} reproduction(s) done in {_minutes(real_s)}")
+    if chosen == list(catalogue):
+        record = {"date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                  "commit": _git(runner, root, "rev-parse", "HEAD"),
+                  "default_scale": dict(catalogue) == reproductions(),
+                  "real_s": round(real_s, 1), "reproductions": times}
+        target = root / "docs" / "results" / ALL_RUN
+        partial = target.with_name(f".{ALL_RUN}.tmp")
+        partial.write_text(json.dumps(record, indent=1) + "\n")
+        partial.replace(target)
+        say(f"every reproduction ran in one go: docs/results/{ALL_RUN} written")
     return done
 
 

@@ -8,6 +8,7 @@ give the same bytes."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
@@ -18,9 +19,9 @@ from pathlib import Path
 import figures_fixture
 import pytest
 
-from selena.analysis.figures import TABLES, generate, install, replace_tables
+from selena.analysis.figures import INDEX_TABLE, TABLES, generate, index, install, replace_tables
 from selena.errors import AnalysisError
-from selena.reproduce import reproductions
+from selena.reproduce import ALL_RUN, reproductions
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "figures"
@@ -48,7 +49,8 @@ def test_matplotlib_is_the_pinned_one():
 def test_the_fixture_draws_the_committed_figures_and_tables(tmp_path):
     generated = generate(FIXTURE / "results", FIXTURE / "docs", tmp_path / "out")
     assert generated.missing == []
-    assert sorted(generated.tables) == sorted(t for ts in TABLES.values() for t in ts)
+    assert sorted(generated.tables) == sorted([INDEX_TABLE, *(t for ts in TABLES.values()
+                                                               for t in ts)])
     # Every reproduction's figures, named as the catalogue says.
     assert {p.name for p in generated.figures} == {
         f for r in reproductions().values() for f in r.figures}
@@ -109,7 +111,7 @@ def test_the_committed_docs_are_what_make_figures_makes(tmp_path):
             f"docs/{page.name}'s tables are not what `make figures` makes: run it"
     # The tables of reproductions.md are all marked, drawn or not yet.
     marked = re.findall(r"<!-- figures:([a-z0-9-]+) -->", (DOCS / "reproductions.md").read_text())
-    assert sorted(marked) == sorted(t for ts in TABLES.values() for t in ts)
+    assert sorted(marked) == sorted([INDEX_TABLE, *(t for ts in TABLES.values() for t in ts)])
 
 
 def test_every_committed_png_is_drawn_or_listed_as_not_yet():
@@ -161,3 +163,26 @@ def test_an_unknown_table_mark_and_a_full_out_directory_are_refused(tmp_path):
     (tmp_path / "out" / "x").write_text("")
     with pytest.raises(AnalysisError, match="not empty"):
         generate(FIXTURE / "results", FIXTURE / "docs", tmp_path / "out")
+
+
+def test_the_index_sums_the_lab_time_and_says_whether_all_ran_in_one_go(tmp_path):
+    """docs/reproductions.md's index: each reproduction's lab time from its
+    provenance.json (or "not run yet" with the estimate), the sum, and the
+    run in one go only when reproduce-all.json records one."""
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURE / "results" / "fct", results / "fct")
+    text = index(results)
+    fct = [row for row in text.splitlines() if "`make reproduce-fct`" in row]
+    assert fct and fct[0].endswith("| 10 min (2026-01-01) |")
+    star = [row for row in text.splitlines() if "`make reproduce-star`" in row]
+    assert star[0].endswith(f"| not run yet (about {reproductions()['star'].minutes} min) |")
+    assert "The 1 of 10 reproductions with committed data took 10 min" in text
+    assert "`make reproduce-all` has not been run in one go." in text
+    (results / ALL_RUN).write_text(json.dumps({
+        "date": "2026-02-03T04:05:06Z", "commit": "0123456789abcdef", "default_scale": True,
+        "real_s": 23_460.0, "reproductions": [{"name": "star", "real_s": 540.0},
+                                              {"name": "qjump", "real_s": 8_100.0}]}))
+    text = index(results)
+    assert ("`make reproduce-all` last ran them in one go on 2026-02-03 (commit "
+            "0123456789ab): 6 h 31 min (star 9 min, qjump 2 h 15 min).") in text
+    assert "has not been run" not in text
