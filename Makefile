@@ -113,17 +113,21 @@ REPRODUCE = $(strip $(SELENA) reproduce $(call opt,STAR_TDFS,--star-tdfs) \
 	$(call opt,BANDWIDTH_REFINE,--bandwidth-refine) \
 	$(call opt,SPACING_RATES,--spacing-rates) $(call opt,SPACING_TDFS,--spacing-tdfs))
 
+# Each target first checks its scale (`--list` runs nothing), so a bad value
+# is one line before the lab builds.
 # Every reproduction, one after the other (each in a lab boot of its own), in
 # one `selena reproduce`, which prints the total and, when all have run,
 # writes docs/results/reproduce-all.json (the docs' index says so).
 REPRODUCTIONS = star fct qjump fattree adaptive starscale deploy mflops bandwidth spacing
 reproduce-all: deps
+	$(REPRODUCE) --list $(REPRODUCTIONS) >/dev/null
 	$(SELENA) lab build
 	$(REPRODUCE) $(REPRODUCTIONS)
 
 # SELENA's Figures 4 and 5 (star topology), scaled to the lab: a TDF sweep
 # beside Mininet on the same Dom0 (about 10 minutes).
 reproduce-star: deps
+	$(REPRODUCE) --list star >/dev/null
 	$(SELENA) lab build
 	$(REPRODUCE) star
 
@@ -132,6 +136,7 @@ reproduce-star: deps
 # FCT_RATE flows/s of 1 MB per profile, TDF 10. `make test` runs a short,
 # overloaded version of it.
 reproduce-fct: deps
+	$(REPRODUCE) --list fct >/dev/null
 	$(SELENA) lab build
 	$(REPRODUCE) fct
 
@@ -143,6 +148,7 @@ reproduce-fct: deps
 # clock offset idle and beside bulk traffic per TDF of QJUMP_PTPD_TDFS
 # (Table I; above TDF 20 with 10 s windows). About two hours.
 reproduce-qjump: deps
+	$(REPRODUCE) --list qjump >/dev/null
 	$(SELENA) lab build --with debian
 	$(REPRODUCE) qjump
 
@@ -150,6 +156,7 @@ reproduce-qjump: deps
 # times), scaled to the lab; 18 guests need a larger emulated machine
 # (FATTREE_MEMORY). About 35 minutes.
 reproduce-fattree: deps
+	$(REPRODUCE) --list fattree >/dev/null
 	$(SELENA) lab build
 	$(REPRODUCE) fattree
 
@@ -158,6 +165,7 @@ reproduce-fattree: deps
 # the TDF it recommends are the fixed runs), then `--tdf auto:1-<last>`;
 # per-phase error, verdict and real time of the three (about 90 minutes).
 reproduce-adaptive: deps
+	$(REPRODUCE) --list adaptive >/dev/null
 	$(SELENA) lab build
 	$(REPRODUCE) adaptive
 
@@ -168,12 +176,14 @@ reproduce-adaptive: deps
 # monitor. About 50 minutes; the paper's scale (up to 60 clients) needs a
 # larger machine.
 reproduce-starscale: deps
+	$(REPRODUCE) --list starscale >/dev/null
 	$(SELENA) lab build
 	$(REPRODUCE) starscale
 
 # SELENA's cold boot of 52 nodes (about 130 s in the paper): DEPLOY_HOSTS
 # tiny guests per run, deploy and boot time and Dom0 memory. About 15 min.
 reproduce-deploy: deps
+	$(REPRODUCE) --list deploy >/dev/null
 	$(SELENA) lab build
 	$(REPRODUCE) deploy
 
@@ -181,6 +191,7 @@ reproduce-deploy: deps
 # a CPU loop at once at TDF 1, 10 and 20, uncapped and capped to 100/TDF %.
 # About 25 minutes.
 reproduce-mflops: deps
+	$(REPRODUCE) --list mflops >/dev/null
 	$(SELENA) lab build
 	$(REPRODUCE) mflops
 
@@ -188,6 +199,7 @@ reproduce-mflops: deps
 # BANDWIDTH_TDFS, each doubling bisected BANDWIDTH_REFINE times, as a
 # results bundle in docs/results/bandwidth. About 35 minutes.
 reproduce-bandwidth: deps
+	$(REPRODUCE) --list bandwidth >/dev/null
 	$(SELENA) lab build
 	$(REPRODUCE) bandwidth
 
@@ -195,6 +207,7 @@ reproduce-bandwidth: deps
 # of SPACING_RATES (Mbit/s, the paper's own) at each TDF of SPACING_TDFS,
 # from the fidelity monitor's histogram of spacing errors. About 15 minutes.
 reproduce-spacing: deps
+	$(REPRODUCE) --list spacing >/dev/null
 	$(SELENA) lab build
 	$(REPRODUCE) spacing
 

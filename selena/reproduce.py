@@ -169,6 +169,34 @@ def _csv(text: str) -> list[str]:
     return [x for x in text.replace(" ", ",").split(",") if x]
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)                   # ValueError: not a whole number
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _positive_number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(text)
+    return value
+
+
+def _each(name: str, items: Sequence[str], want: str, check: Callable[[str], Any]) -> None:
+    """Params' check of one option's values: a one-line error naming the
+    option, the value and what it wants."""
+    option = "--" + name.replace("_", "-")
+    if not items:
+        raise ScenarioError(f"reproduce: {option} is empty: want {want}")
+    for item in items:
+        try:
+            check(item)
+        except (ValueError, UnitError) as exc:
+            why = f" ({exc})" if isinstance(exc, UnitError) else ""
+            raise ScenarioError(f"reproduce: {option} {item!r}{why}: want {want}") from None
+
+
 @dataclass(frozen=True)
 class Params:
     """The reproductions' scale, each reduced to run in minutes on a 2-core
@@ -193,6 +221,29 @@ class Params:
     bandwidth_refine: int = 2
     spacing_rates: str = "10,20,40,80,160"
     spacing_tdfs: str = "1,10"
+
+    def __post_init__(self) -> None:
+        """Every value checked before anything runs: a bad one would
+        otherwise surface inside the lab, minutes after its boot."""
+        for name in ("star_tdfs", "fattree_tdfs", "starscale_tdfs", "bandwidth_tdfs",
+                     "spacing_tdfs", "qjump_ptpd_tdfs"):
+            value = getattr(self, name)
+            items = _csv(value) if isinstance(value, str) else [str(v) for v in value]
+            _each(name, items, "TDFs from 1 to 1000, e.g. 1,10", units.tdf)
+        for name in ("starscale_clients", "deploy_hosts", "mflops_vms"):
+            _each(name, _csv(getattr(self, name)), "whole numbers from 1, e.g. 1,2,4",
+                  _positive_int)
+        for name in ("starscale_rates", "spacing_rates"):
+            _each(name, _csv(getattr(self, name)), "rates in Mbit/s above 0, e.g. 10,20",
+                  _positive_number)
+        for name in ("fct_rate", "fct_scale"):
+            _each(name, [str(getattr(self, name))], "a number above 0", _positive_number)
+        for name in ("fattree_memory", "deploy_memory"):
+            _each(name, [str(getattr(self, name))], "the lab's RAM, whole MB, e.g. 6144",
+                  _positive_int)
+        if self.bandwidth_refine not in range(0, 5):
+            raise ScenarioError(f"reproduce: --bandwidth-refine {self.bandwidth_refine!r}: "
+                                "want 0 to 4 bisections (default 2)")
 
 
 DEFAULTS = Params()

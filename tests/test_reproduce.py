@@ -15,7 +15,7 @@ import pytest
 from fake_runner import FakeRunner
 
 from selena.cli import build_parser, main
-from selena.errors import ResultsError
+from selena.errors import ResultsError, ScenarioError
 from selena.lab.qemu import POWER_OFF_S
 from selena.reproduce import (
     ALL_RUN,
@@ -245,13 +245,41 @@ def test_the_makefile_runs_every_reproduction_through_selena_reproduce():
     make = subprocess.run(["make", "-n", "-C", str(ROOT), "reproduce-all",
                            "VENV=/nonexistent-venv", "SELENA=selena"],
                           capture_output=True, text=True, check=True).stdout
-    (line,) = [x for x in make.splitlines() if x.startswith("selena reproduce")]
-    assert line.split()[2:] == list(reproductions())
+    names = " ".join(reproductions())
+    lines = make.splitlines()
+    # The scale checked first (--list runs nothing), then the lab built, then all.
+    check = lines.index(f"selena reproduce --list {names} >/dev/null")
+    assert lines[check + 1:check + 3] == ["selena lab build", f"selena reproduce {names}"]
     for name in reproductions():
         target = subprocess.run(["make", "-n", "-C", str(ROOT), f"reproduce-{name}",
                                  "SELENA=selena"], capture_output=True, text=True,
-                                check=True).stdout
-        assert re.search(rf"^selena reproduce {name}$", target, re.M), name
+                                check=True).stdout.splitlines()
+        check = target.index(f"selena reproduce --list {name} >/dev/null")
+        assert target[check + 1].startswith("selena lab build"), name
+        assert target[check + 2] == f"selena reproduce {name}", name
+
+
+def test_a_bad_scale_is_one_line_naming_the_option_before_anything_runs(capsys, monkeypatch):
+    bad = {"star_tdfs": "x", "fattree_tdfs": "1,0.5", "starscale_tdfs": ",",
+           "bandwidth_tdfs": "5,2000", "spacing_tdfs": "1,10.0001",
+           "qjump_ptpd_tdfs": ("1", "ten"), "starscale_clients": "2,abc",
+           "deploy_hosts": "0", "mflops_vms": "-1", "starscale_rates": "5,nan",
+           "spacing_rates": "0", "fct_rate": -5.0, "fct_scale": float("inf"),
+           "fattree_memory": 0, "deploy_memory": -1, "bandwidth_refine": 9}
+    assert set(bad) == {f.name for f in dataclasses.fields(Params)} - {"adaptive_tdfs"}
+    for name, value in bad.items():
+        option = "--" + name.replace("_", "-")
+        with pytest.raises(ScenarioError, match=rf"^reproduce: {option} .*: want ") as caught:
+            Params(**{name: value})
+        assert "\n" not in str(caught.value), name
+    # From the command line: one line, and nothing run.
+    ran: list[object] = []
+    monkeypatch.setattr("selena.cli.reproduce.run_all", lambda *a, **k: ran.append(a))
+    assert main(["reproduce", "star", "--star-tdfs", "1,x"]) == 1
+    assert ran == []
+    err = capsys.readouterr().err.strip()
+    assert err == ("selena: error: reproduce: --star-tdfs 'x' (TDF 'x' is not a number): "
+                   "want TDFs from 1 to 1000, e.g. 1,10")
 
 
 def test_make_passes_only_the_scale_variables_that_are_set():
