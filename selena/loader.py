@@ -14,6 +14,7 @@ import builtins
 import contextlib
 import contextvars
 import difflib
+import inspect
 import os
 import sys
 import sysconfig
@@ -200,6 +201,7 @@ def _load_file(path: Path, params: dict[str, object]) -> Scenario:
         topo = namespace.get("topology")
         build = namespace.get("build")
         if topo is None and callable(build):
+            _check_params(build, params, path)
             try:
                 topo = build(**params)
             except _ExperimentCaptured as captured:
@@ -228,6 +230,27 @@ def _load_file(path: Path, params: dict[str, object]) -> Scenario:
     if candidate is not None and not callable(candidate):
         raise ScenarioError(f"{path}: `run` must be a function run(exp)")
     return Scenario(topo, script.actions, candidate, str(path), params)
+
+
+def _check_params(build: Callable[..., object], params: Mapping[str, object],
+                  path: Path) -> None:
+    """--param against build()'s signature, before it runs: a misspelt or
+    missing name is one line naming build()'s parameters, not a TypeError
+    from inside the call."""
+    try:
+        signature = inspect.signature(build)
+    except (TypeError, ValueError):
+        return                          # no signature to read: the call will say
+    try:
+        signature.bind(**params)
+    except TypeError as exc:
+        names = [p.name for p in signature.parameters.values()
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        line = getattr(getattr(build, "__code__", None), "co_firstlineno", None)
+        where = f"{path}:{line}" if line else str(path)
+        fix = (f"its parameters: {', '.join(names)}; --param NAME=VALUE sets one" if names
+               else "it takes none: drop --param")
+        raise ScenarioError(f"{where}: --param: build() {exc} ({fix})") from None
 
 
 def _run_file(path: Path, as_main: bool, params: dict[str, object]) -> SelenaScript | Scenario:

@@ -128,6 +128,30 @@ def test_build_without_return_is_named(tmp_path):
         load_scenario(str(path))
 
 
+def test_a_param_build_does_not_take_is_named_with_the_ones_it_does(tmp_path):
+    """--param against build()'s signature before build() runs: a misspelt
+    name, a missing required one, a build() that takes none; build() taking
+    **kwargs takes any."""
+    path = tmp_path / "p.py"
+    path.write_text("from selena.model import Topology\n\n"
+                    "def build(n, rate_mbit=10):\n    raise SystemExit('build ran')\n")
+    with pytest.raises(ScenarioError, match=r"^.*p.py:3: --param: build\(\) got an unexpected "
+                                            r"keyword argument 'rate' \(its parameters: n, "
+                                            r"rate_mbit; --param NAME=VALUE sets one\)$"):
+        load_scenario(str(path), params={"n": 2, "rate": 5})
+    with pytest.raises(ScenarioError, match=r"build\(\) missing a required argument: 'n'"):
+        load_scenario(str(path), params={"rate_mbit": 5})
+    path.write_text("from selena.model import Topology\n\n"
+                    "def build():\n    raise SystemExit('build ran')\n")
+    with pytest.raises(ScenarioError, match=r"unexpected keyword argument 'a' \(it takes "
+                                            r"none: drop --param\)$"):
+        load_scenario(str(path), params={"a": 1})
+    path.write_text("from selena.model import Topology\n\n"
+                    "def build(**params):\n    topo = Topology('k')\n"
+                    "    topo.add_host('h1')\n    return topo\n")
+    assert load_scenario(str(path), params={"anything": 1}).params == {"anything": 1}
+
+
 def test_a_topology_under_another_name_is_named(tmp_path):
     path = tmp_path / "t.py"
     path.write_text("from selena.model import Topology\n"
