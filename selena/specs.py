@@ -12,6 +12,7 @@ from collections.abc import Callable
 from selena import topologies, units
 from selena.errors import ScenarioError, UnitError
 from selena.model import Link, LinkOptions, Topology
+from selena.validate import RATE_MAX_BPS, RATE_MIN_BPS
 
 # Mininet's names; `star` and `fattree` are selena's own.
 TOPOS: dict[str, Callable[..., Topology]] = {
@@ -112,7 +113,12 @@ def parse_link_spec(spec: str) -> LinkOptions:
                                 f"({', '.join(LINK_KEYS)})")
         try:
             if key == "bw":
-                kwargs["rate"] = float(value) * 1e6         # Mbit/s, as in Mininet
+                mbit = float(value)                         # Mbit/s, as in Mininet
+                if not RATE_MIN_BPS <= mbit * 1e6 <= RATE_MAX_BPS:     # and not NaN
+                    raise ScenarioError(f"--link {spec!r}: bw {value} is out of range: "
+                                        f"Mininet's bw is in Mbit/s, from "
+                                        f"{RATE_MIN_BPS / 1e6:g} to {RATE_MAX_BPS / 1e6:g}")
+                kwargs["rate"] = mbit * 1e6
             elif key == "delay":
                 kwargs["delay"] = _tc_time(spec, key, value)
             elif key == "jitter":

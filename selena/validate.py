@@ -23,6 +23,7 @@ from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask,
 from selena.model.topology import GUEST_TYPES
 from selena.templates import bad_packages
 
+RATE_MIN_BPS = 1e3
 RATE_MAX_BPS = 400e9
 DELAY_MAX_S = 10.0
 QUEUE_MAX_PACKETS = 1_000_000
@@ -657,7 +658,7 @@ def _check_link(link: Link, where: str, by_name: dict[str, Node], add: Add,
     if link.a.node == link.b.node:
         add("link to itself", f"{where}: link from {link.a.node} to itself (a link joins "
             "two different nodes)", at)
-    if link.rate_bps is not None and not 1e3 <= link.rate_bps <= RATE_MAX_BPS:
+    if link.rate_bps is not None and not RATE_MIN_BPS <= link.rate_bps <= RATE_MAX_BPS:
         add("rate out of range", f"{where}: rate {link.rate_bps:g} bit/s out of range "
             f"(1 kbit/s to 400 Gbit/s){_bare_rate_hint(link)}", at)
     if not 0 <= link.delay_s <= DELAY_MAX_S:
@@ -751,6 +752,8 @@ def _bare_rate_hint(link: Link) -> str:
     if link.given.get("style") == "listing":
         return _listing_rate_hint(link)
     rate = link.given.get("rate")
-    if isinstance(rate, int | float) and not isinstance(rate, bool):
+    # Only where Mbit/s would make it a rate at all (not for 0 or -5).
+    if isinstance(rate, int | float) and not isinstance(rate, bool) \
+            and RATE_MIN_BPS <= rate * 1e6 <= RATE_MAX_BPS:
         return f"; a bare number is bit/s: for Mbit/s write rate=\"{rate:g}Mbit\""
     return ""

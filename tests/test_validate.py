@@ -283,6 +283,12 @@ def test_likely_unit_slips_warn_and_fail_with_strict(link, warning):
     assert validate(two_hosts(loss="1%", delay="2ms", rate="100Mbit")) == []
     with pytest.raises(TopologyError, match='rate 100 bit/s out of range .* write rate="100Mbit"'):
         validate(two_hosts(rate=100))
+    # No such hint where Mbit/s would not make it a rate either.
+    for rate in (-5, 0):
+        with pytest.raises(TopologyError) as info:
+            validate(two_hosts(rate=rate))
+        assert [p for p in info.value.problems if "out of range" in p]
+        assert not [p for p in info.value.problems if "Mbit\"" in p], info.value.problems
 
 
 def test_a_cpu_mask_beyond_the_host_is_folded_with_a_warning():
