@@ -39,11 +39,24 @@ def _number(value: float | int, what: str) -> float:
     return float(value)
 
 
+_UNIT = r"\s*([a-zA-Zµ/]*)"
+
+
 def _split(value: str, what: str) -> tuple[float, str]:
-    m = re.fullmatch(_NUMBER + r"\s*([a-zA-Zµ/]*)", value.strip())
+    text = value.strip()
+    m = re.fullmatch(_NUMBER + _UNIT, text)
     if not m:
+        # Named for what they are: "-1ms" and "infms" (a scenario's f-string
+        # of a negative or overflowed parameter) have a number and a unit.
+        if re.fullmatch(r"-\s*" + _NUMBER + _UNIT, text):
+            raise UnitError(f"{what} {value!r} is negative")
+        if re.fullmatch(r"[-+]?(?:inf|infinity|nan)" + _UNIT, text, re.I):
+            raise UnitError(f"{what} {value!r} is not a finite number")
         raise UnitError(f"{what} {value!r} is not a number with a unit")
-    return float(m.group(1)), m.group(2).lower().removesuffix("/s")
+    number = float(m.group(1))
+    if not math.isfinite(number):                   # "1e999ms"
+        raise UnitError(f"{what} {value!r} is not a finite number")
+    return number, m.group(2).lower().removesuffix("/s")
 
 
 def _scaled(value: str, what: str, table: Mapping[str, float], hint: str) -> float:

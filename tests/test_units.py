@@ -33,6 +33,13 @@ def test_ratios():
     (units.seconds, "3 days", "unknown unit 'days'"),
     (units.size_bytes, "12 parsecs", "unknown unit 'parsecs'"),
     (units.ratio, "lots%", "not a percentage"),
+    # A negative or overflowed value is named as such, not as "not a number".
+    (units.seconds, "-1ms", "^time '-1ms' is negative$"),
+    (units.rate_bps, "- 5 Mbit", "^rate '- 5 Mbit' is negative$"),
+    (units.seconds, "infms", "^time 'infms' is not a finite number$"),
+    (units.rate_bps, "NaN Mbit", "^rate 'NaN Mbit' is not a finite number$"),
+    (units.seconds, "1e999ms", "^time '1e999ms' is not a finite number$"),
+    (units.size_bytes, "-3M", "^size '-3M' is negative$"),
 ])
 def test_bad_units_name_the_value(call, value, message):
     with pytest.raises(UnitError, match=message):
