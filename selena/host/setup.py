@@ -287,13 +287,17 @@ def _parse_manifest(manifest: object, where: str) -> dict[str, TemplateEntry]:
 # -- export -----------------------------------------------------------------------
 
 
-def export_bundle(templates: TemplateSet, target: Path, progress: Progress) -> Path:
-    """Write `templates` as a bundle at `target` (written beside it, then
-    renamed: a failed export leaves no bundle)."""
+def _check_export_target(target: Path) -> None:
     if target.is_dir():
         raise HostSetupError(f"{target} is a directory: give the bundle's file name")
     if not target.parent.is_dir():
         raise HostSetupError(f"{target.parent} does not exist: create it or export elsewhere")
+
+
+def export_bundle(templates: TemplateSet, target: Path, progress: Progress) -> Path:
+    """Write `templates` as a bundle at `target` (written beside it, then
+    renamed: a failed export leaves no bundle)."""
+    _check_export_target(target)
     partial = target.with_name(target.name + ".partial")
     blobs = sorted({sha for e in templates.entries.values() for sha in e.files.values()})
     progress(f"export: {len(templates.entries)} templates ({', '.join(sorted(templates.entries))}"
@@ -675,7 +679,9 @@ def export(target: Path, *, installed: bool = False, root: Path = Path("/"),
            with_debian: bool = False, progress: Progress = lambda msg: None,
            runner: Runner | None = None, builder: object | None = None) -> Path:
     """`selena host export`: the templates built from this tree (or, with
-    `installed`, those installed under `root`) as a bundle at `target`."""
+    `installed`, those installed under `root`) as a bundle at `target`. The
+    target is checked first: a bad one is refused before minutes of builds."""
+    _check_export_target(target)
     templates = installed_set(root, with_debian) if installed else \
         built_set(with_debian, progress, runner or Runner(), builder)
     return export_bundle(templates, target, progress)

@@ -221,6 +221,18 @@ def test_export_then_setup_from_the_bundle_on_another_host(tmp_path, host):
             assert path.exists() and str(path).startswith(str(tmp_path / "other")), path
 
 
+def test_a_bad_export_target_is_refused_before_any_build(tmp_path):
+    class NoBuild:
+        def __getattr__(self, name):
+            raise AssertionError(f"built before the target was checked ({name})")
+    with pytest.raises(HostSetupError, match=r"/missing does not exist: create it or export "
+                                             r"elsewhere$"):
+        export(tmp_path / "missing" / "t.tar", builder=NoBuild())
+    with pytest.raises(HostSetupError, match="is a directory: give the bundle's file name"):
+        export(tmp_path, builder=NoBuild())
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_damaged_bundle_installs_nothing(tmp_path, host):
     bundle = tmp_path / "b.tar"
     export(bundle, builder=FakeBuilder(tmp_path / "cache"))
