@@ -233,3 +233,33 @@ def test_a_clocksource_for_a_pv_guest_is_refused_in_one_line_before_any_boot(
         assert main(["lab", "check-clock", "--tdf", "5", "--clocksource", clocksource]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "--clocksource is for --guest hvm" in err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["check-clock", "--tdf", "0"], "argument --tdf: TDF 0 is out of range (1 to 1000)"),
+    (["check-clock", "--tdf", "5", "--vcpus", "0"], "argument --vcpus: 0: want 1 or more"),
+    (["check-clock", "--tdf", "5", "--change-to", "2,x"],
+     "argument --change-to: TDF 'x' is not a number"),
+    (["bench-control", "--commands", "-5"], "argument --commands: -5: want 1 or more"),
+    (["bench-control", "--guests", "many"], "argument --guests: 'many' is not a whole number"),
+    (["bench-guests", "--tdfs", ","], "argument --tdfs: ',': want TDFs separated by commas"),
+    (["bench-bandwidth", "--tdfs", "5,2000"], "argument --tdfs: TDF 2000 is out of range"),
+    (["bench-bandwidth", "--mininet-start", "nan"],
+     "argument --mininet-start: nan: want a number of Mbit/s above 0"),
+    (["bench-deploy", "--sizes", "1,0"], "argument --sizes: 0: want 1 or more"),
+    (["run", "--timeout", "-1", "--", "true"],
+     "argument --timeout: -1: want a number of seconds above 0"),
+])
+def test_a_lab_commands_bad_value_is_one_line_before_any_boot(
+        installed_entry_points, monkeypatch, capsys, argv, message):
+    """Checked by the parser, not by the program in Dom0 minutes after a boot."""
+    from selena.lab import cli as lab_cli
+
+    def no_boot(*args, **kwargs):
+        raise AssertionError("the lab was booted")
+    monkeypatch.setattr(lab_cli, "Lab", no_boot)
+    with pytest.raises(SystemExit) as exit_:
+        main(["lab", *argv])
+    assert exit_.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"selena lab {argv[0]}: error: {message}"), last

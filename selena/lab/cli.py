@@ -40,6 +40,59 @@ def lab_memory_arg(text: str) -> int:
     return value
 
 
+def tdf_list_arg(text: str) -> str:
+    """TDFs separated by commas ("1,10"), each checked here, before the lab
+    boots (the program in Dom0 would say so minutes later); passed on as given."""
+    items = [t for t in text.replace(" ", ",").split(",") if t]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r}: want TDFs separated by commas, e.g. 1,10")
+    for item in items:
+        tdf_arg(item)
+    return ",".join(items)
+
+
+def count_arg(text: str) -> int:
+    """A whole number from 1 (commands, guests, runs, vCPUs)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: want 1 or more")
+    return value
+
+
+def count_list_arg(text: str) -> str:
+    """Whole numbers from 1 separated by commas ("1,4,8"); passed on as given."""
+    items = [t for t in text.replace(" ", ",").split(",") if t]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r}: want numbers separated by commas, "
+                                         "e.g. 1,4,8")
+    for item in items:
+        count_arg(item)
+    return ",".join(items)
+
+
+def _positive(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what}") from None
+    if not 0 < value < float("inf"):                    # and not NaN
+        raise argparse.ArgumentTypeError(f"{text}: want a number of {what} above 0")
+    return value
+
+
+def positive_seconds_arg(text: str) -> float:
+    return _positive(text, "seconds")
+
+
+def mbit_arg(text: str) -> str:
+    """A rate in Mbit/s above 0, passed on as given."""
+    _positive(text, "Mbit/s")
+    return text
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     lab = subparsers.add_parser("lab", help="the QEMU lab: patched Xen + Debian Dom0")
     sub = lab.add_subparsers(dest="lab_command", metavar="LAB_COMMAND")
@@ -57,7 +110,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="boot the lab and run COMMAND in Dom0")
     run.add_argument("--tdf", type=tdf_arg, default=None,
                      help="exported to COMMAND as SELENA_TDF")
-    run.add_argument("--timeout", type=float, default=3600.0,
+    run.add_argument("--timeout", type=positive_seconds_arg, default=3600.0,
                      help="real seconds before the lab is stopped (default 3600)")
     run.add_argument("--memory", type=lab_memory_arg, default=QEMU_MEMORY_MB, metavar="MB",
                      help=f"the emulated machine's RAM in MB (default {QEMU_MEMORY_MB}; "
@@ -75,12 +128,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     clock = sub.add_parser("check-clock",
                            help="prove in a lab guest that clocks and timers follow the TDF")
-    clock.add_argument("--tdf", type=float, action="append", required=True,
+    clock.add_argument("--tdf", type=tdf_arg, action="append", required=True,
                        help="TDF to check, decimals allowed (repeatable)")
     clock.add_argument("--no-change", action="store_true",
                        help="skip changing the TDF of the running guest")
-    clock.add_argument("--change-to", help="TDFs to change the running guest to, e.g. 2,10,1")
-    clock.add_argument("--vcpus", type=int, default=1, help="guest vCPUs (default 1)")
+    clock.add_argument("--change-to", type=tdf_list_arg,
+                       help="TDFs to change the running guest to, e.g. 2,10,1")
+    clock.add_argument("--vcpus", type=count_arg, default=1, help="guest vCPUs (default 1)")
     clock.add_argument("--tsc", choices=("native", "emulate"),
                        help="guest TSC mode (default: Xen's default mode)")
     clock.add_argument("--guest", choices=GUEST_TYPES, default="pv",
@@ -113,10 +167,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     ctl = sub.add_parser("bench-control",
                          help="control-channel round trips vs. subprocess xenstore tools")
-    ctl.add_argument("--commands", type=int, default=1000)
-    ctl.add_argument("--baseline-commands", type=int, default=200,
+    ctl.add_argument("--commands", type=count_arg, default=1000)
+    ctl.add_argument("--baseline-commands", type=count_arg, default=200,
                      help="commands for the (much slower) subprocess approach")
-    ctl.add_argument("--guests", type=int, default=8)
+    ctl.add_argument("--guests", type=count_arg, default=8)
     ctl.add_argument("--split-cpus", action="store_true",
                      help="Dom0 on one vCPU pinned to CPU 0, the guests on the other CPUs")
     ctl.add_argument("--beside-xenstored", action="store_true",
@@ -130,21 +184,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ctl.set_defaults(func=cmd_bench_control)
 
     dep = sub.add_parser("bench-deploy", help="selena deploy of N guests vs. raw xl create")
-    dep.add_argument("--sizes", default="1,4,8", help="guest counts (default 1,4,8)")
-    dep.add_argument("--parallel", default="4",
+    dep.add_argument("--sizes", type=count_list_arg, default="1,4,8",
+                     help="guest counts (default 1,4,8)")
+    dep.add_argument("--parallel", type=count_list_arg, default="4",
                      help="guests created at a time; several (1,2,4) to compare")
     dep.set_defaults(func=cmd_bench_deploy)
 
     guests = sub.add_parser("bench-guests",
                             help="PV against PVH guests: boot, memory, RTT floor, clock error")
-    guests.add_argument("--tdfs", default="1,10", help="TDFs (default 1,10)")
+    guests.add_argument("--tdfs", type=tdf_list_arg, default="1,10", help="TDFs (default 1,10)")
     guests.set_defaults(func=cmd_bench_guests)
 
     bw = sub.add_parser("bench-bandwidth",
                         help="faithful bandwidth of Mininet and of selena at several TDFs")
-    bw.add_argument("--tdfs", default=DEFAULT_TDFS,
+    bw.add_argument("--tdfs", type=tdf_list_arg, default=DEFAULT_TDFS,
                     help="selena's TDFs (default %(default)s)")
-    bw.add_argument("--mininet-start", default="20",
+    bw.add_argument("--mininet-start", type=mbit_arg, default="20",
                     help="first rate tried for Mininet, Mbit/s (default 20)")
     bw.add_argument("--refine", default=str(DEFAULT_REFINE),
                     choices=[str(n) for n in range(5)], metavar="N",
