@@ -139,6 +139,11 @@ def load_scenario(source: str | None, *, tdf: float | str | None = None,
         scenario = _load_file(path, params)
         apply_link_spec(scenario.topology, link)
     else:
+        if "/" in source:               # a path (no --topo spec has one), but not a .py file
+            what = ("a directory" if path.is_dir() else "not a .py file" if path.exists()
+                    else "no such file")
+            raise ScenarioError(f"{source}: {what}: give a scenario file (FILE.py) or a "
+                                "--topo spec (e.g. linear,3)")
         if params:
             raise ScenarioError(f"--param {', '.join(params)}: a --topo spec takes no "
                                 "parameters (give them in the spec: tree,depth=2)")

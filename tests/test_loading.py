@@ -167,3 +167,13 @@ def test_a_script_that_exits_on_its_arguments_says_so(tmp_path):
                     "p.parse_args()\n")
     with pytest.raises(ScenarioError, match="exited .status 2. while selena loaded it"):
         load_scenario(str(path))
+
+
+def test_a_path_that_is_not_a_py_file_is_named_as_such(tmp_path):
+    """A path (no --topo spec has a '/') was read as an unknown topology."""
+    (tmp_path / "notes.txt").write_text("x")
+    for source, what in ((tmp_path, "a directory"), (tmp_path / "notes.txt", "not a .py file"),
+                         (tmp_path / "gone", "no such file")):
+        with pytest.raises(ScenarioError, match=rf"^{source}: {what}: give a scenario file "
+                                                r"\(FILE\.py\) or a --topo spec"):
+            load_scenario(str(source))
