@@ -207,21 +207,22 @@ class LinkHandle:
 
 def _check_options(params: object, **seconds: object) -> None:
     """The Python API's numeric options and params, before anything is
-    loaded or created (the CLI's parser checks its own): a NaN or negative
-    monitor interval would spin the monitor's thread, a timeout of NaN never
-    end."""
+    loaded or created (the CLI's parser checks its own; finish_limit and
+    output_cap are checked below): a NaN or negative monitor interval would
+    spin the monitor's thread, a timeout of NaN never end."""
     if params is not None and not isinstance(params, Mapping):
-        raise ExperimentError(f"params {params!r}: want a dict of NAME: VALUE, as build() "
+        raise ValidationError(f"params {params!r}: want a dict of NAME: VALUE, as build() "
                               "takes them")
     for name, value in seconds.items():
         if value is None and name == "command_timeout":
             continue                    # no limit
         number = value if isinstance(value, int | float) and not isinstance(value, bool) \
             else math.nan
-        least = "0 or more" if name in ("ready_timeout", "finish_limit") else "above 0"
+        least = "0 or more" if name == "ready_timeout" else "above 0"
         if not math.isfinite(number) or number < 0 or (number == 0 and least == "above 0"):
             extra = " (None: no limit)" if name == "command_timeout" else ""
-            raise ExperimentError(f"{name} {value!r}: want a number of seconds {least}{extra}")
+            raise ValidationError(f"{name} {value!r}: want a number of seconds {least}{extra}")
+
 
 class Experiment:
     """One experiment from validation to teardown (module docstring)."""
@@ -251,7 +252,7 @@ class Experiment:
 
         install()       # a selena error ending the user's script is one line
         _check_options(params, monitor_interval=monitor_interval, ready_timeout=ready_timeout,
-                       command_timeout=command_timeout, finish_limit=finish_limit)
+                       command_timeout=command_timeout)
 
         # A scenario file comes back loaded (as a Scenario). Its TDF is set
         # once, below, not also while it loads (where an error would name
