@@ -52,7 +52,7 @@ def tdf_list_arg(text: str) -> str:
 
 
 def count_arg(text: str) -> int:
-    """A whole number from 1 (commands, guests, runs, vCPUs)."""
+    """A whole number from 1 (commands, guests, vCPUs)."""
     try:
         value = int(text)
     except ValueError:
