@@ -26,6 +26,14 @@ def tdf_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def tdf_list_arg(text: str) -> list[float]:
+    """TDFs separated by commas (sweep's --tdf, the lab's TDF lists)."""
+    try:
+        return [units.tdf(part) for part in text.split(",") if part.strip()]
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def tdf_or_auto_arg(text: str) -> float | Policy:
     """run's, deploy's, validate's and plan's --tdf: a TDF or auto[:MIN-MAX]."""
     try:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from selena import units
 from selena.backends import BACKENDS, DEFAULT_BACKEND
-from selena.cli.args import param_arg, say, tdf_arg
-from selena.errors import AnalysisError, ScenarioError, SelenaError, UnitError
+from selena.cli.args import param_arg, say, tdf_arg, tdf_list_arg
+from selena.errors import AnalysisError, ScenarioError, SelenaError
 from selena.experiment import Experiment
 from selena.loader import user_error
 from selena.sweep import (
@@ -23,13 +22,6 @@ from selena.sweep import (
     write_recommendation,
     write_summary,
 )
-
-
-def tdf_list_arg(text: str) -> list[float]:
-    try:
-        return [units.tdf(part) for part in text.split(",") if part.strip()]
-    except UnitError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

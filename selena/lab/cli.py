@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from selena.cli.args import tdf_arg
+from selena import units
+from selena.cli.args import tdf_arg, tdf_list_arg
 from selena.errors import LabError
 from selena.lab.bench_bandwidth import DEFAULT_REFINE, DEFAULT_TDFS
 from selena.lab.build import LabBuilder
@@ -40,15 +41,13 @@ def lab_memory_arg(text: str) -> int:
     return value
 
 
-def tdf_list_arg(text: str) -> str:
-    """TDFs separated by commas ("1,10"), each checked here, before the lab
-    boots (the program in Dom0 would say so minutes later); passed on as given."""
-    items = [t for t in text.replace(" ", ",").split(",") if t]
-    if not items:
+def tdf_text_arg(text: str) -> str:
+    """TDFs separated by commas ("1,10"), checked here, before the lab boots
+    (the program in Dom0 would say so minutes later); passed on as text."""
+    tdfs = tdf_list_arg(text.replace(" ", ","))
+    if not tdfs:
         raise argparse.ArgumentTypeError(f"{text!r}: want TDFs separated by commas, e.g. 1,10")
-    for item in items:
-        tdf_arg(item)
-    return ",".join(items)
+    return ",".join(units.tdf_text(t) for t in tdfs)
 
 
 def count_arg(text: str) -> int:
@@ -132,7 +131,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="TDF to check, decimals allowed (repeatable)")
     clock.add_argument("--no-change", action="store_true",
                        help="skip changing the TDF of the running guest")
-    clock.add_argument("--change-to", type=tdf_list_arg,
+    clock.add_argument("--change-to", type=tdf_text_arg,
                        help="TDFs to change the running guest to, e.g. 2,10,1")
     clock.add_argument("--vcpus", type=count_arg, default=1, help="guest vCPUs (default 1)")
     clock.add_argument("--tsc", choices=("native", "emulate"),
@@ -192,12 +191,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     guests = sub.add_parser("bench-guests",
                             help="PV against PVH guests: boot, memory, RTT floor, clock error")
-    guests.add_argument("--tdfs", type=tdf_list_arg, default="1,10", help="TDFs (default 1,10)")
+    guests.add_argument("--tdfs", type=tdf_text_arg, default="1,10", help="TDFs (default 1,10)")
     guests.set_defaults(func=cmd_bench_guests)
 
     bw = sub.add_parser("bench-bandwidth",
                         help="faithful bandwidth of Mininet and of selena at several TDFs")
-    bw.add_argument("--tdfs", type=tdf_list_arg, default=DEFAULT_TDFS,
+    bw.add_argument("--tdfs", type=tdf_text_arg, default=DEFAULT_TDFS,
                     help="selena's TDFs (default %(default)s)")
     bw.add_argument("--mininet-start", type=mbit_arg, default="20",
                     help="first rate tried for Mininet, Mbit/s (default 20)")
