@@ -36,12 +36,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import math
+import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
@@ -206,10 +208,9 @@ class LinkHandle:
 
 
 def _check_options(params: object, **seconds: object) -> None:
-    """The Python API's numeric options and params, before anything is
-    loaded or created (the CLI's parser checks its own; finish_limit and
-    output_cap are checked below): a NaN or negative monitor interval would
-    spin the monitor's thread, a timeout of NaN never end."""
+    """The Python API's seconds and params, before anything is loaded or
+    created (the CLI's parser checks its own): a NaN or negative monitor
+    interval would spin the monitor's thread, a timeout of NaN never end."""
     if params is not None and not isinstance(params, Mapping):
         raise ValidationError(f"params {params!r}: want a dict of NAME: VALUE, as build() "
                               "takes them")
@@ -218,10 +219,60 @@ def _check_options(params: object, **seconds: object) -> None:
             continue                    # no limit
         number = value if isinstance(value, int | float) and not isinstance(value, bool) \
             else math.nan
-        least = "0 or more" if name == "ready_timeout" else "above 0"
+        least = "0 or more" if name in ("ready_timeout", "finish_limit") else "above 0"
         if not math.isfinite(number) or number < 0 or (number == 0 and least == "above 0"):
             extra = " (None: no limit)" if name == "command_timeout" else ""
             raise ValidationError(f"{name} {value!r}: want a number of seconds {least}{extra}")
+
+
+def _check_values(*, out: object, output_cap: object, link: object, meta: object,
+                  templates: object, progress: object, flags: Mapping[str, object]) -> None:
+    """The Python API's other options, before anything is loaded or created:
+    a wrong type there was a TypeError deep inside, or worse, taken as
+    meant (replace="no" is true: it would destroy the experiment running
+    under that name; out="" is the working directory)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValidationError(f"{name}={value!r}: want True or False")
+    if out is not None and (not isinstance(out, str | os.PathLike) or not os.fspath(out)):
+        raise ValidationError(f"out={out!r}: want the results bundle's directory (a path), "
+                              "or None for no bundle")
+    if isinstance(output_cap, bool) or not isinstance(output_cap, int) or output_cap < 0:
+        raise ValidationError(f"output_cap={output_cap!r}: want a whole number of bytes, 0 "
+                              "or more")
+    if link is not None and not isinstance(link, str):
+        raise ValidationError(f"link={link!r}: want Mininet's --link text, e.g. "
+                              "'tc,bw=10,delay=5ms'")
+    if templates not in (None, "installed") and (
+            isinstance(templates, str) or not isinstance(templates, Iterable)
+            or not all(isinstance(name, str) for name in templates)):
+        raise ValidationError(f"templates={templates!r}: want \"installed\" (what this host "
+                              "has), None (no check) or a set of template names")
+    if progress is not None and not callable(progress):
+        raise ValidationError(f"progress={progress!r}: want a function of one message, "
+                              "e.g. print")
+    if meta is None:
+        return
+    if not isinstance(meta, Mapping):
+        raise ValidationError(f"meta={meta!r}: want a dict of extra meta.json keys")
+    for key, value in meta.items():     # found now, not when the bundle is written
+        if not isinstance(key, str):
+            raise ValidationError(f"meta key {key!r}: want text")
+        try:
+            json.dumps({key: value})
+        except (TypeError, ValueError):
+            raise ValidationError(f"meta[{key!r}]: {type(value).__name__} cannot go into "
+                                  "meta.json: give text, numbers, lists or dicts") from None
+
+
+def _capture_names(item: object) -> tuple[str, ...]:
+    """One item of capture=...: "h1,s1" or ("h1", "s1")."""
+    if isinstance(item, str):
+        return (item,)
+    if isinstance(item, tuple | list) and len(item) == 2 \
+            and all(isinstance(name, str) for name in item):
+        return tuple(item)
+    raise ScenarioError(f"capture {item!r}: name a link as 'NODE,NODE' or ('NODE', 'NODE')")
 
 
 class Experiment:
@@ -252,7 +303,12 @@ class Experiment:
 
         install()       # a selena error ending the user's script is one line
         _check_options(params, monitor_interval=monitor_interval, ready_timeout=ready_timeout,
-                       command_timeout=command_timeout)
+                       command_timeout=command_timeout, finish_limit=finish_limit)
+        _check_values(out=out, output_cap=output_cap, link=link, meta=meta,
+                      templates=templates, progress=progress,
+                      flags={"keep": keep, "warm": warm, "offloads": offloads,
+                             "strict": strict, "monitor": monitor,
+                             "latency_probe": latency_probe, "replace": replace})
 
         # A scenario file comes back loaded (as a Scenario). Its TDF is set
         # once, below, not also while it loads (where an error would name
@@ -300,13 +356,12 @@ class Experiment:
         self.adaptive_start_reason = ""
         self.adaptive_start_calibrated = False
         self._adaptive_start()
-        if output_cap < 0:
-            raise ValidationError(f"output cap {output_cap} is negative")
         self.output_cap = output_cap
         self.monitor: Monitor | None = None
         self.fidelity: FidelityReport | None = None
         self.progress = progress or (lambda msg: log.info("%s", msg))
-        self.templates = installed_templates() if templates == "installed" else templates
+        self.templates = installed_templates() if templates == "installed" \
+            else None if templates is None else set(templates)
         if isinstance(backend, Backend):
             self.backend = backend
         else:
@@ -343,9 +398,6 @@ class Experiment:
         # replace: a deploy removes an experiment of the same name first
         # (otherwise the backend refuses with ExperimentExists).
         self.replace = replace
-        if not finish_limit >= 0:
-            raise ValidationError(f"finish_limit {finish_limit!r}: want zero or more real "
-                                  "seconds")
         self.finish_limit = float(finish_limit)
         self.meta = dict(meta or {})       # extra meta.json keys (a sweep's id)
         self._writer: BundleWriter | None = None
@@ -355,8 +407,9 @@ class Experiment:
         self.captures: list[tuple[str, str]] = []
         self._recorders: list[LinkRecorder] = []
         self._capture_info: list[dict[str, Any]] = []
-        for item in capture:
-            self._want_capture(*((item,) if isinstance(item, str) else item))
+        # capture="h1,s1" is one link, as capture=["h1,s1"].
+        for item in [capture] if isinstance(capture, str) else capture:
+            self._want_capture(*_capture_names(item))
 
     # -- before anything exists ----------------------------------------------------
 

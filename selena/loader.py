@@ -111,6 +111,10 @@ def intercept(topology: object, *, tdf: float | str | None = None,
         raise _ExperimentCaptured(scenario)
     if isinstance(topology, str | Path):
         topology = load_scenario(str(topology), tdf=tdf, link_spec=link, params=params)
+    elif link and isinstance(topology, Topology | Scenario):
+        # A topology built in Python takes the same defaults a file does.
+        target = topology.topology if isinstance(topology, Scenario) else topology
+        apply_link_spec(target, parse_link_spec(link))
     if isinstance(topology, Scenario) and topology.runs_itself and not _CHECKING.get():
         raise ScenarioError(f"{topology.source}: {RUNS_ITSELF}")
     return topology

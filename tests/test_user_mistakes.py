@@ -10,8 +10,17 @@ from pathlib import Path
 import pytest
 
 from selena import units
+from selena.backends.xl import XlBackend
 from selena.cli import main
-from selena.errors import ArgumentError, ScenarioFileError, TopologyError, UnitError
+from selena.errors import (
+    ArgumentError,
+    ScenarioError,
+    ScenarioFileError,
+    TopologyError,
+    UnitError,
+    ValidationError,
+)
+from selena.experiment import Experiment
 from selena.loader import load_scenario
 from selena.model import Topology
 from selena.validate import validate
@@ -238,3 +247,54 @@ def test_a_newnode_address_it_cannot_read_is_one_line(tmp_path, capsys, ip, mask
     err = capsys.readouterr().err
     assert f"bad.py:1: newNode 'h1' interface 0 (eth1): {message}" in err
     assert len(err.strip().splitlines()) == 1 and "0.0.0.0" not in err
+
+
+@pytest.mark.parametrize("option, value, message", [
+    # "no" is true: taken as meant, it destroyed the experiment of that name
+    ("replace", "no", "replace='no': want True or False"),
+    ("monitor", None, "monitor=None: want True or False"),
+    ("out", "", "out='': want the results bundle's directory (a path), or None for no "
+                "bundle"),
+    ("out", 5, "out=5: want the results bundle's directory (a path), or None for no bundle"),
+    ("output_cap", "1M", "output_cap='1M': want a whole number of bytes, 0 or more"),
+    ("output_cap", 1.5, "output_cap=1.5: want a whole number of bytes, 0 or more"),
+    ("finish_limit", "60", "finish_limit '60': want a number of seconds 0 or more"),
+    ("link", 10, "link=10: want Mininet's --link text, e.g. 'tc,bw=10,delay=5ms'"),
+    ("meta", ["sweep"], "meta=['sweep']: want a dict of extra meta.json keys"),
+    ("meta", {"sweep": {1, 2}},
+     "meta['sweep']: set cannot go into meta.json: give text, numbers, lists or dicts"),
+    ("meta", {1: "x"}, "meta key 1: want text"),
+    ("templates", "tiny-host", "templates='tiny-host': want \"installed\" (what this host "
+                               "has), None (no check) or a set of template names"),
+    ("progress", "log.txt", "progress='log.txt': want a function of one message, e.g. print"),
+])
+def test_a_wrong_experiment_option_is_one_line_before_anything(tmp_path, option, value,
+                                                               message):
+    """Each was a TypeError from deep inside, a bundle lost after the run
+    (meta.json could not hold it), or a value taken as meant."""
+    with pytest.raises(ValidationError) as caught:
+        Experiment(pair(), backend=XlBackend(state_dir=tmp_path / "state"),
+                   **{option: value})
+    assert str(caught.value) == message
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_link_spec_applies_to_a_topology_built_in_python():
+    """Experiment(topo, link=...) was ignored unless the topology came from a
+    file or a --topo spec."""
+    exp = Experiment(pair(), link="tc,bw=5,delay=3ms", templates=None)
+    link = exp.topology.links[0]
+    assert (link.rate_bps, link.delay_s) == (5e6, 0.003)
+    with pytest.raises(ScenarioError, match="--link 'bw5': 'bw5' is not KEY=VALUE"):
+        Experiment(pair(), link="bw5", templates=None)
+
+
+def test_one_capture_may_be_given_as_text(tmp_path):
+    """capture="h1,h2" was read letter by letter ("capture 'h'")."""
+    backend = XlBackend(state_dir=tmp_path / "state")
+    assert Experiment(pair(), backend=backend, capture="h1,h2",
+                      templates=None).captures == [("h1", "h2")]
+    with pytest.raises(ScenarioError) as caught:
+        Experiment(pair(), backend=backend, capture=[("h1", 2)], templates=None)
+    assert str(caught.value) == ("capture ('h1', 2): name a link as 'NODE,NODE' or "
+                                 "('NODE', 'NODE')")
