@@ -115,7 +115,9 @@ def parse_line(line: str, where: str = "") -> Event | None:
                             "with seconds after the scenario's start (e.g. `12.5 link h1 "
                             "s1 delay=20ms`)") from None
     if not math.isfinite(t) or t < 0:
-        raise ScenarioError(f"{prefix}virtual time {words[0]} must be zero or more seconds")
+        what = "is not a finite number" if not math.isfinite(t) else "is negative"
+        raise ScenarioError(f"{prefix}virtual time {words[0]} {what}: give zero or more "
+                            "seconds after the scenario's start")
     return dataclasses.replace(parse_change(words[1:], where), t=t)
 
 

@@ -300,8 +300,9 @@ def _check_node(node: Node, templates: set[str] | None, host: HostInfo | None,
     where = f"node {node.name}"
     at = node.defined_at
     if not NAME_RE.fullmatch(node.name):
-        add("bad node name", f"{where}: name must be letters, digits, '.', '_', '-' (max 32)",
-            at)
+        # Quoted: the name may be empty or hold spaces.
+        add("bad node name", f"node {node.name!r}: name must be letters, digits, '.', '_', "
+            "'-' (max 32)", at)
     if not TEMPLATE_RE.fullmatch(node.template):
         add("bad template name", f"{where}: template name {node.template!r} must be lower-case "
             "letters, digits, '.', '_', '-'", at)
@@ -673,8 +674,8 @@ def _check_link(link: Link, where: str, by_name: dict[str, Node], add: Add,
         hint = (f"; loss is a ratio: for {given:g} percent (Mininet's loss={given:g}) write "
                 f"loss=\"{given:g}%\"" if isinstance(given, int | float)
                 and not isinstance(given, bool) and 1 < given <= 100 else "")
-        add("loss out of range", f"{where}: loss {link.loss:g} out of range (0 to 100%)"
-            f"{hint}", at)
+        shown = given if isinstance(given, str) else f"{link.loss:g}"     # as written
+        add("loss out of range", f"{where}: loss {shown} out of range (0 to 100%){hint}", at)
     if link.queue_packets is not None and not 1 <= link.queue_packets <= QUEUE_MAX_PACKETS:
         add("queue out of range", f"{where}: queue {link.queue_packets} packets out of range "
             f"(1 to {QUEUE_MAX_PACKETS})", at)

@@ -44,8 +44,10 @@ def test_a_schedule_file_parses_in_time_order_with_comments_and_blank_lines(tmp_
 @pytest.mark.parametrize("line,message", [
     ("soon link h1 s1 down", r"^F:3: 'soon' is not a virtual time: start the line with "
                              r"seconds"),
-    ("-1 link h1 s1 down", r"^F:3: virtual time -1 must be zero or more seconds$"),
-    ("nan link h1 s1 down", r"^F:3: virtual time nan must be zero or more seconds$"),
+    ("-1 link h1 s1 down", r"^F:3: virtual time -1 is negative: give zero or more seconds "
+                           r"after the scenario's start$"),
+    ("nan link h1 s1 down", r"^F:3: virtual time nan is not a finite number: give zero or "
+                            r"more seconds after the scenario's start$"),
     ("5 link h1 s1 sideways", r"^F:3: link h1 s1: 'sideways' is not NAME=VALUE with NAME one "
                               r"of rate, delay, jitter, loss, queue \(e.g. delay=20ms\), nor "
                               r"down or up$"),
@@ -79,7 +81,7 @@ def pair_topo(tdf: float = 10) -> Topology:
     ("1 link h1 h1 down", r"^F:1: no link between h1 and h1 in pair \(h1 is linked to h2\)$"),
     ("1 link h1 h2 delay=fast", r"^F:1: link h1:eth0--h2:eth0: delay: time 'fast'"),
     ("1 link h1 h2 rate=10", r"^F:1: link h1:eth0--h2:eth0: rate 10 bit/s out of range"),
-    ("1 link h1 h2 loss=150%", r"^F:1: link h1:eth0--h2:eth0: loss 1.5 out of range"),
+    ("1 link h1 h2 loss=150%", r"^F:1: link h1:eth0--h2:eth0: loss 150% out of range"),
     ("1 link h1 h2 delay=0.5ms", r"^F:1: link h1:eth0--h2:eth0: jitter 0.001 s must be between "
                                  r"0 and the delay$"),
     ("1 link h1 h2 queue=many", r"^F:1: link h1:eth0--h2:eth0: queue 'many' is not a number "

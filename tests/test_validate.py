@@ -137,6 +137,10 @@ def _name_newline(t):
     t.nodes["h1"].name = "h1\n"
 
 
+def _name_empty(t):
+    t.nodes["h1"].name = ""
+
+
 def _template_quote(t):
     t.nodes["h1"].template = 'tiny"host'
 
@@ -194,7 +198,8 @@ def _no_nodes(t):
     (_arp_wrong_mac, "static ARP entry on h1 eth0: MAC 02:00:00:00:00:09 for 10.0.1.3, but h2 "
                      "eth0, which holds 10.0.1.3, has MAC 02:"),
     (_tdf_nan, "TDF nan is not a finite number"),
-    (_name_newline, "node h1\n: name must be letters"),
+    (_name_newline, "node 'h1\\n': name must be letters"),
+    (_name_empty, "node '': name must be letters"),
     (_template_quote, "template name 'tiny\"host' must be lower-case"),
     (_ip6_not_v6, "node h1 eth0: ip6 10.0.9.1/24 is not an IPv6 address"),
     (_v6_subnets, "ends are in different subnets (fd00:1::/64 and fd00:2::/64)"),
@@ -214,7 +219,7 @@ def test_bad_topologies_are_rejected_naming_the_item(mutate, message):
     ({"rate": "1Tbit"}, "rate 1e+12 bit/s out of range"),
     ({"delay": "20s"}, "delay 20 s out of range"),
     ({"delay": "1ms", "jitter": "2ms"}, "jitter 0.002 s must be between 0 and the delay"),
-    ({"loss": "150%"}, "loss 1.5 out of range"),
+    ({"loss": "150%"}, "loss 150% out of range"),
     ({"queue": 0}, "queue 0 packets out of range"),
 ])
 def test_bad_link_parameters_are_rejected(link, message):
