@@ -443,6 +443,12 @@ class Experiment:
                                  switch_profiles=switch_profiles(), strict=self.strict)
         return self.warnings
 
+    def preflight(self) -> None:
+        """The host checks a deploy runs first (HostNotReady in one line:
+        not a Dom0, a stock hypervisor, ...), creating nothing: a sweep runs
+        them once before its first run rather than fail every run."""
+        self.backend.preflight(self.plan())
+
     def plan(self) -> Plan:
         """The validated plan (checks first if not done)."""
         if self._plan is None:

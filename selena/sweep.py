@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from selena import units
-from selena.errors import AnalysisError, ScenarioError, SelenaError
+from selena.errors import AnalysisError, ResultsError, ScenarioError, SelenaError
 from selena.results import read_fidelity
 
 log = logging.getLogger(__name__)
@@ -132,6 +132,37 @@ class RunOutcome:
 RunOne = Callable[[SweepRun, Path], None]
 
 
+def check_sweep_dir(out: Path) -> None:
+    """A sweep may go to `out`: nothing there, an empty directory or an
+    earlier sweep's (whose bundles it will not take for its own), and no
+    regular file in the way. Raises ResultsError naming the path and the
+    fix, before anything is created."""
+    for above in [out, *out.absolute().parents]:
+        if above.exists() and not above.is_dir():
+            what = "is a file" if above == out else f"is under {above}, a regular file"
+            raise ResultsError(f"sweep directory {out} {what}; choose another --out")
+    try:
+        entries = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    except OSError as exc:
+        raise ResultsError(f"sweep directory {out}: cannot read it ({exc.strerror or exc}); "
+                           "choose another --out") from None
+    if entries and "sweep.json" not in entries:
+        raise ResultsError(f"sweep directory {out} exists and holds no sweep (no "
+                           "sweep.json); choose another --out or empty it")
+
+
+def write_sweep_plan(out: Path, plan: SweepPlan) -> None:
+    """The sweep directory and its sweep.json (ResultsError in one line if
+    it cannot be written)."""
+    check_sweep_dir(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "sweep.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
+    except OSError as exc:
+        raise ResultsError(f"sweep directory {out}: cannot write it "
+                           f"({exc.strerror or exc}); choose another --out") from None
+
+
 def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
               progress: Progress | None = None,
               clock: Callable[[], float] = time.monotonic) -> list[RunOutcome]:
@@ -141,8 +172,7 @@ def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
     id (plan.sweep_id): bundles left in `out` by another sweep are not its."""
     plan.sweep_id = new_sweep_id()
     runs = plan.runs()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "sweep.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
+    write_sweep_plan(out, plan)
     outcomes: list[RunOutcome] = []
     started = clock()
     for k, run in enumerate(runs, start=1):
@@ -635,8 +665,7 @@ def auto_sweep(scenario: str, out: Path, run_one: RunOne, *, start: float = 1.0,
     while tdf <= max_tdf:
         tried.append(tdf)
         plan = SweepPlan(scenario, list(tried), 1, dict(params or {}), sweep_id=sweep_id)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "sweep.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
+        write_sweep_plan(out, plan)
         run = SweepRun(tdf, 1, sweep_id=sweep_id)
         if progress:
             progress(f"auto: run at TDF {units.tdf_text(tdf)}")

@@ -233,6 +233,69 @@ def test_cli_refuses_bad_sweeps_before_creating_anything(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+PAIR = ("from selena.model import Topology\n"
+        "topology = Topology('s')\n"
+        "topology.add_link(topology.add_host('h1', ip='10.0.0.1/24'),\n"
+        "                  topology.add_host('h2', ip='10.0.0.2/24'))\n")
+
+
+@pytest.mark.parametrize("where, message", [
+    ("afile", "sweep directory {out} is a file; choose another --out"),
+    ("afile/o", "sweep directory {out} is under {tmp}/afile, a regular file; choose another "
+                "--out"),
+    ("notes", "sweep directory {out} exists and holds no sweep (no sweep.json); choose "
+              "another --out or empty it"),
+])
+def test_a_sweep_directory_it_cannot_use_is_one_line_before_anything(tmp_path, capsys,
+                                                                     monkeypatch, where,
+                                                                     message):
+    """--out under a regular file was a NotADirectoryError traceback; a
+    directory of other files took sweep.json and runs/ among them."""
+    from selena.errors import HostNotReady
+
+    ran: list[str] = []
+
+    def preflight(self, plan):      # raises: past it a run would deploy on this machine
+        ran.append("preflight")
+        raise HostNotReady("the host checks ran", "test")
+
+    monkeypatch.setattr(XlBackend, "preflight", preflight)
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x")
+    scenario = tmp_path / "s.py"
+    scenario.write_text(PAIR)
+    out = tmp_path / where
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    for mode in (["--tdf", "1,2"], ["--auto"]):
+        assert main(["sweep", str(scenario), *mode, "--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert err == f"selena: error: {message.format(out=out, tmp=tmp_path)}\n"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before and ran == []
+
+
+def test_a_host_that_cannot_run_it_fails_the_sweep_once_before_its_first_run(
+        tmp_path, capsys, monkeypatch):
+    """On a machine that is not a Dom0 every run of the sweep failed in
+    turn, each naming it, after the sweep directory was made."""
+    from selena.errors import HostNotReady
+
+    checked: list[str] = []
+
+    def preflight(self, plan):
+        checked.append(plan.topology)
+        raise HostNotReady("this machine is not a Xen Dom0 (no /proc/xen)", "dom0")
+
+    monkeypatch.setattr(XlBackend, "preflight", preflight)
+    scenario = tmp_path / "s.py"
+    scenario.write_text(PAIR)
+    for mode in (["--tdf", "1,2,4"], ["--auto"]):
+        assert main(["sweep", str(scenario), *mode, "--out", str(tmp_path / "o")]) == 1
+        err = capsys.readouterr().err
+        assert err == "selena: error: this machine is not a Xen Dom0 (no /proc/xen)\n"
+    assert len(checked) == 2 and not (tmp_path / "o").exists()
+
+
 def test_a_sweep_through_the_lifecycle_on_the_fake_dom0(fake_xen, tmp_path):
     """Each run is a whole Experiment: deployed at its TDF, the scenario's
     metric recorded from a real agent's output, bundle written, torn down."""

@@ -17,6 +17,7 @@ from selena.sweep import (
     SweepRun,
     analyze,
     auto_sweep,
+    check_sweep_dir,
     plot,
     run_sweep,
     write_recommendation,
@@ -76,6 +77,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         baseline = _experiment(args, 1.0, None, plan.baseline)
         baseline.check()
         baseline.render()       # refuses what the baseline cannot translate
+    _before_the_first_run(args, plan.tdfs[0], plan.baseline)
 
     outcomes = run_sweep(plan, args.out, _run_one(args), progress=say)
     failed = [o for o in outcomes if o.status != "ok"]
@@ -92,11 +94,21 @@ def cmd_auto(args: argparse.Namespace) -> int:
         raise ScenarioError(f"sweep --auto: --max-tdf {max_tdf:g} is below the start TDF "
                             f"{start:g}")
     _experiment(args, start, None).check()
+    _before_the_first_run(args, start, None)
     choice = auto_sweep(args.scenario, args.out, _run_one(args), start=start, max_tdf=max_tdf,
                         params=dict(args.param), tolerance_pct=args.tolerance, progress=say)
     print(choice.report())
     _report(args.out, args.tolerance, not args.no_plots)
     return 0 if choice.chosen is not None else 1
+
+
+def _before_the_first_run(args: argparse.Namespace, tdf: float, baseline: str | None) -> None:
+    """A bad --out, or a host that cannot run the scenario (not a Dom0, say),
+    is one line now, with nothing created, not a failure of every run."""
+    check_sweep_dir(args.out)
+    _experiment(args, tdf, None).preflight()
+    if baseline:
+        _experiment(args, 1.0, None, baseline).preflight()
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
