@@ -402,8 +402,16 @@ def find_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics], list[str]]:
     return plan, found, skipped
 
 
+def check_tolerance(tolerance_pct: float) -> None:
+    """A NaN tolerance would call every metric within it; 0 or less none."""
+    if not isinstance(tolerance_pct, int | float) or not 0 < tolerance_pct <= 100:
+        raise AnalysisError(f"tolerance {tolerance_pct!r}: want percent above 0 and at most "
+                            "100, e.g. 5")
+
+
 def analyze(out: Path, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
             alpha: float = KS_ALPHA) -> SweepAnalysis:
+    check_tolerance(tolerance_pct)
     plan, runs, skipped = find_runs(out)
     rows = summary_rows(plan, runs, tolerance_pct)
     metric_names = sorted({name for r in runs for name in r.metrics})
@@ -656,6 +664,7 @@ def auto_sweep(scenario: str, out: Path, run_one: RunOne, *, start: float = 1.0,
     double the TDF until two successive TDFs both have the verdict ok and
     samples indistinguishable from each other (KS p >= alpha for every
     metric); the lower of the two is chosen."""
+    check_tolerance(tolerance_pct)
     tried: list[float] = []
     real: dict[float, float] = {}
     log_lines: list[str] = []

@@ -296,6 +296,20 @@ def test_a_host_that_cannot_run_it_fails_the_sweep_once_before_its_first_run(
     assert len(checked) == 2 and not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("value", ["nan", "-5", "0", "101"])
+def test_a_tolerance_that_would_judge_nothing_is_refused(tmp_path, capsys, value):
+    """--tolerance nan called every metric within it (`abs(error) > nan` is
+    false), 0 or less none."""
+    for argv in (["sweep", str(tmp_path / "s.py"), "--tdf", "1", "--out", str(tmp_path / "o")],
+                 ["sweep-report", str(tmp_path)]):
+        with pytest.raises(SystemExit):
+            main([*argv, "--tolerance", value])
+        assert (f"argument --tolerance: {value!r} must be above 0 and at most 100 (percent, "
+                "e.g. 5)") in capsys.readouterr().err
+    with pytest.raises(AnalysisError, match=r"tolerance nan: want percent above 0"):
+        analyze(tmp_path, tolerance_pct=float("nan"))
+
+
 def test_a_sweep_through_the_lifecycle_on_the_fake_dom0(fake_xen, tmp_path):
     """Each run is a whole Experiment: deployed at its TDF, the scenario's
     metric recorded from a real agent's output, bundle written, torn down."""

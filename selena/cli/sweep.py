@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from selena.backends import BACKENDS, DEFAULT_BACKEND
-from selena.cli.args import param_arg, say, tdf_arg, tdf_list_arg
+from selena.cli.args import param_arg, say, tdf_arg, tdf_list_arg, tolerance_arg
 from selena.errors import AnalysisError, ScenarioError, SelenaError
 from selena.experiment import Experiment
 from selena.loader import user_error
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                               "and exp.params (repeatable)")
     p.add_argument("--out", type=Path, required=True, help="sweep directory")
     p.add_argument("--shaping", choices=("dom0", "guest"), default="dom0")
-    p.add_argument("--tolerance", type=float, default=5.0, metavar="PERCENT",
+    p.add_argument("--tolerance", type=tolerance_arg, default=5.0, metavar="PERCENT",
                    help="a metric's median within this of its expected value is ok "
                         "(default 5)")
     p.add_argument("--no-plots", action="store_true")
@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sweep-report", help="summary.csv, KS tests, recommendation "
                                                    "and plots of a sweep directory")
     p.add_argument("out", type=Path)
-    p.add_argument("--tolerance", type=float, default=5.0, metavar="PERCENT")
+    p.add_argument("--tolerance", type=tolerance_arg, default=5.0, metavar="PERCENT")
     p.add_argument("--no-plots", action="store_true")
     p.set_defaults(func=cmd_sweep_report)
 
