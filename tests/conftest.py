@@ -3,6 +3,9 @@ xenstored (tests/support), and a fake Xen Dom0 built on both."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -46,3 +49,44 @@ def fake_xen(xenstored, agent_binary):
     yield xen
     xen.shutdown()
     dom0.close()
+
+
+# The host's own Dom0 tools. A test of the pure-Python tier (neither `lab`
+# nor `toolchain`) must never run them: a sweep test on the code before a
+# fix once ran `ovs-vsctl add-br` on the machine running the tests. Stand-ins
+# a test puts on its PATH (under pytest's temporary directory) are fine.
+HOST_TOOLS = frozenset({
+    "xl", "ovs-vsctl", "ovs-ofctl", "ovs-appctl", "ip", "tc", "brctl", "bridge", "ethtool",
+    "selena-tdf", "xenstore-write", "xenstore-read", "xenstore-rm", "xenstore-chmod",
+    "xenstore-ls", "mn", "modprobe", "sysctl", "iptables"})
+
+
+# Queries that change nothing, which the doctor's own tests run on purpose
+# (on a machine that is not a Dom0: tests/host/test_doctor.py).
+READ_ONLY = frozenset({("ovs-vsctl", "show"), ("xl", "info"), ("ip", "-V"),
+                       ("selena-tdf", "host"), ("selena-tdf", "get")})
+
+
+@pytest.fixture(autouse=True)
+def _no_host_dom0_tools(request, monkeypatch, tmp_path_factory):
+    if request.node.get_closest_marker("lab") or request.node.get_closest_marker("toolchain"):
+        yield
+        return
+    temp = tmp_path_factory.getbasetemp().resolve()
+    ran: list[str] = []
+    real_popen = subprocess.Popen
+
+    def guarded(args, *rest, **kwargs):
+        argv = shlex.split(args) if isinstance(args, str) else [os.fspath(a) for a in args]
+        tool = os.path.basename(argv[0]) if argv else ""
+        if tool in HOST_TOOLS and (tool, *argv[1:2]) not in READ_ONLY:
+            path = (kwargs.get("env") or os.environ).get("PATH")
+            found = shutil.which(argv[0], path=path)
+            if found is not None and not Path(found).resolve().is_relative_to(temp):
+                ran.append(" ".join(argv))
+                pytest.fail(f"a pure-Python test ran this host's {tool}: {' '.join(argv)}")
+        return real_popen(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", guarded)
+    yield
+    assert not ran, f"this host's Dom0 tools ran: {ran}"
