@@ -222,7 +222,8 @@ def _check_options(params: object, **seconds: object) -> None:
         least = "0 or more" if name in ("ready_timeout", "finish_limit") else "above 0"
         if not math.isfinite(number) or number < 0 or (number == 0 and least == "above 0"):
             extra = " (None: no limit)" if name == "command_timeout" else ""
-            raise ValidationError(f"{name} {value!r}: want a number of seconds {least}{extra}")
+            raise ValidationError(f"{name} {value!r}: want a finite number of seconds "
+                                  f"{least}{extra}")
 
 
 def _check_values(*, out: object, output_cap: object, link: object, meta: object,

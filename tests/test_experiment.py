@@ -524,11 +524,14 @@ def test_pause_and_resume_keep_guests_alive_and_virtual_time_still(fake_xen, tmp
 
 
 @pytest.mark.parametrize("option,value,message", [
-    ("monitor_interval", -1, "monitor_interval -1: want a number of seconds above 0"),
-    ("monitor_interval", float("nan"), "monitor_interval nan: want a number of seconds above 0"),
-    ("ready_timeout", "10", "ready_timeout '10': want a number of seconds 0 or more"),
-    ("command_timeout", 0, "command_timeout 0: want a number of seconds above 0 (None: no "
-                           "limit)"),
+    ("monitor_interval", -1, "monitor_interval -1: want a finite number of seconds above 0"),
+    ("monitor_interval", float("nan"),
+     "monitor_interval nan: want a finite number of seconds above 0"),
+    ("ready_timeout", "10", "ready_timeout '10': want a finite number of seconds 0 or more"),
+    ("ready_timeout", float("inf"), "ready_timeout inf: want a finite number of seconds 0 or "
+                                    "more"),
+    ("command_timeout", 0, "command_timeout 0: want a finite number of seconds above 0 "
+                           "(None: no limit)"),
     ("params", 5, "params 5: want a dict of NAME: VALUE, as build() takes them"),
 ])
 def test_a_bad_numeric_option_of_the_api_is_one_line_before_anything(

@@ -258,7 +258,7 @@ def test_a_newnode_address_it_cannot_read_is_one_line(tmp_path, capsys, ip, mask
     ("out", 5, "out=5: want the results bundle's directory (a path), or None for no bundle"),
     ("output_cap", "1M", "output_cap='1M': want a whole number of bytes, 0 or more"),
     ("output_cap", 1.5, "output_cap=1.5: want a whole number of bytes, 0 or more"),
-    ("finish_limit", "60", "finish_limit '60': want a number of seconds 0 or more"),
+    ("finish_limit", "60", "finish_limit '60': want a finite number of seconds 0 or more"),
     ("link", 10, "link=10: want Mininet's --link text, e.g. 'tc,bw=10,delay=5ms'"),
     ("meta", ["sweep"], "meta=['sweep']: want a dict of extra meta.json keys"),
     ("meta", {"sweep": {1, 2}},

@@ -6,6 +6,7 @@ can be checked unchanged, and the scenario the options describe."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -60,8 +61,9 @@ def seconds_arg(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be zero or more seconds")
+    if not 0 <= value < math.inf:       # NaN and infinity too: no wait ends on them
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds, 0 "
+                                         "or more")
     return value
 
 
