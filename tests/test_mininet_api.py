@@ -344,8 +344,13 @@ def test_mininet_object_before_start():
     assert net.get("s1").name == "s1" and "h2" in net
     with pytest.raises(ExperimentError, match=r"h1.cmd: the net is not started"):
         h1.cmd("true")
-    with pytest.raises(ScenarioError, match="no node named 'h9'"):
+    with pytest.raises(ScenarioError, match=r"no node named 'h9' in net \S+ \(have h1, "):
         net.get("h9")
+    # A net with no nodes said "(have )".
+    with pytest.raises(ScenarioError, match=r"no node named 'h1' in net \S+ \(it has no "
+                                            r"nodes: addHost or addSwitch them before "
+                                            r"build\(\)\)$"):
+        Mininet(templates=None).get("h1")
     with pytest.raises(ArgumentError, match="addHost: the net is built already"):
         net.addHost("h4")
     with pytest.raises(ExperimentError, match=r"CLI\(net\): the net is not started"):

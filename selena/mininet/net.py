@@ -246,8 +246,9 @@ class Mininet:
 
     def _handle(self, name: str) -> NodeHandle:
         if not isinstance(name, str) or not self.topo._items.get(name):
-            have = ", ".join(self.topo.nodes())
-            raise ScenarioError(f"no node named {name!r} in net {self.name} (have {have})")
+            have = f"have {', '.join(self.topo.nodes())}" if self.topo.nodes() else \
+                "it has no nodes: addHost or addSwitch them before build()"
+            raise ScenarioError(f"no node named {name!r} in net {self.name} ({have})")
         return (SwitchHandle if self.topo.isSwitch(name) else HostHandle)(self, name)
 
     def get(self, *names: str) -> Any:
