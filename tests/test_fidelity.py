@@ -79,6 +79,17 @@ def test_an_idle_host_is_ok_and_rare_spikes_are_tolerated():
     assert "fidelity: ok (20 intervals of 2 s" in report.line()
 
 
+def test_the_line_says_how_long_the_intervals_really_were():
+    """A lab run at TDF 1 asked for 2 s and got about 5 s (each sample two
+    Dom0 commands under load), yet the line said "12 intervals of 2 s"."""
+    slow = judge(samples(0.3, {"h1": [0.1]}, n=13, step=5.2))
+    assert slow.mean_interval_s == pytest.approx(5.2)
+    assert "fidelity: ok (12 intervals of 5.2 s on average (every 2 s asked);" in slow.line()
+    assert slow.to_json()["mean_interval_s"] == 5.2 and slow.to_json()["interval_s"] == 2.0
+    near = judge(samples(0.3, {"h1": [0.1]}, n=13, step=2.3))     # within a quarter
+    assert "(12 intervals of 2 s;" in near.line()
+
+
 def test_too_short_or_failed_sampling_is_unknown_with_the_reason():
     assert judge(samples(0.1, {"h1": [0.1]}, n=2)).reasons == \
         ["run too short to judge (1 interval(s) of 2 s)"]
