@@ -280,7 +280,7 @@ def test_a_host_that_cannot_run_it_fails_the_sweep_once_before_its_first_run(
     turn, each naming it, after the sweep directory was made."""
     from selena.errors import HostNotReady
 
-    checked: list[str] = []
+    checked: list[object] = []
 
     def preflight(self, plan):
         checked.append(plan.topology)
