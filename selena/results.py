@@ -172,23 +172,29 @@ def _remove(path: Path, what: str) -> None:
         log.warning("could not remove %s %s: %s", what, path, exc)
 
 
+def directory_entries(path: Path, what: str) -> set[str]:
+    """The names in the directory `path` may become (none if it does not
+    exist yet), once no regular file stands in its way. ResultsError names
+    `what` ("results directory", ...), the path and the fix."""
+    for above in [path, *path.absolute().parents]:
+        if above.exists() and not above.is_dir():
+            where = "is a file" if above == path else f"is under {above}, a regular file"
+            raise ResultsError(f"{what} {path} {where}; choose another --out")
+    try:
+        return {p.name for p in path.iterdir()} if path.is_dir() else set()
+    except OSError as exc:
+        raise ResultsError(f"{what} {path}: cannot read it ({exc.strerror or exc}); choose "
+                           "another --out") from None
+
+
 def check_target(target: Path) -> None:
     """A bundle may go to `target`: nothing there, an empty directory or an
     earlier bundle (replaced once the new one is complete), and no regular
     file in the way. Raises ResultsError naming the path and the fix."""
-    for above in [target, *target.absolute().parents]:
-        if above.exists() and not above.is_dir():
-            what = "is a file" if above == target else f"is under {above}, a regular file"
-            raise ResultsError(f"results directory {target} {what}; choose another --out")
-    if target.is_dir():
-        try:
-            entries = {p.name for p in target.iterdir()}
-        except OSError as exc:
-            raise ResultsError(f"results directory {target}: cannot read it "
-                               f"({exc.strerror or exc}); choose another --out") from None
-        if entries and not entries & set(_BUNDLE_MARKS):
-            raise ResultsError(f"results directory {target} exists and holds no results "
-                               "bundle (no meta.json); choose another --out or empty it")
+    entries = directory_entries(target, "results directory")
+    if entries and not entries & set(_BUNDLE_MARKS):
+        raise ResultsError(f"results directory {target} exists and holds no results "
+                           "bundle (no meta.json); choose another --out or empty it")
 
 
 def write_bundle(out: Path, *, topo: Topology, records: Sequence[Recorded],

@@ -44,7 +44,7 @@ from typing import Any
 
 from selena import units
 from selena.errors import AnalysisError, ResultsError, ScenarioError, SelenaError
-from selena.results import read_fidelity
+from selena.results import directory_entries, read_fidelity
 
 log = logging.getLogger(__name__)
 
@@ -137,15 +137,7 @@ def check_sweep_dir(out: Path) -> None:
     earlier sweep's (whose bundles it will not take for its own), and no
     regular file in the way. Raises ResultsError naming the path and the
     fix, before anything is created."""
-    for above in [out, *out.absolute().parents]:
-        if above.exists() and not above.is_dir():
-            what = "is a file" if above == out else f"is under {above}, a regular file"
-            raise ResultsError(f"sweep directory {out} {what}; choose another --out")
-    try:
-        entries = {p.name for p in out.iterdir()} if out.is_dir() else set()
-    except OSError as exc:
-        raise ResultsError(f"sweep directory {out}: cannot read it ({exc.strerror or exc}); "
-                           "choose another --out") from None
+    entries = directory_entries(out, "sweep directory")
     if entries and "sweep.json" not in entries:
         raise ResultsError(f"sweep directory {out} exists and holds no sweep (no "
                            "sweep.json); choose another --out or empty it")

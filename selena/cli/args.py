@@ -67,18 +67,6 @@ def seconds_arg(text: str) -> float:
     return value
 
 
-def tolerance_arg(text: str) -> float:
-    """A sweep's tolerance in percent: NaN would call every metric within it."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of percent") from None
-    if not 0 < value <= 100:
-        raise argparse.ArgumentTypeError(f"{text!r} must be above 0 and at most 100 "
-                                         "(percent, e.g. 5)")
-    return value
-
-
 def size_arg(text: str) -> int:
     try:
         value = units.size_bytes(text)

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from selena.backends import BACKENDS, DEFAULT_BACKEND
-from selena.cli.args import param_arg, say, tdf_arg, tdf_list_arg, tolerance_arg
+from selena.cli.args import param_arg, say, tdf_arg, tdf_list_arg
 from selena.errors import AnalysisError, ScenarioError, SelenaError
 from selena.experiment import Experiment
 from selena.loader import user_error
@@ -18,6 +18,7 @@ from selena.sweep import (
     analyze,
     auto_sweep,
     check_sweep_dir,
+    check_tolerance,
     plot,
     run_sweep,
     write_recommendation,
@@ -64,6 +65,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_sweep_report)
 
 
+def tolerance_arg(text: str) -> float:
+    """--tolerance in percent, in the range the analysis takes."""
+    try:
+        value = float(text)
+        check_tolerance(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of percent") from None
+    except AnalysisError:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above 0 and at most 100 "
+                                         "(percent, e.g. 5)") from None
+    return value
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     if args.auto:
         return cmd_auto(args)
@@ -71,13 +85,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise ScenarioError("sweep: give --tdf T1,T2,... or --auto")
     plan = SweepPlan(args.scenario, args.tdf, args.repeat, dict(args.param), args.baseline)
     # Validate at every TDF first: a mistake is reported before any guest exists.
-    for tdf in plan.tdfs:
-        _experiment(args, tdf, None).check()
+    checked = [_experiment(args, tdf, None) for tdf in plan.tdfs]
+    for exp in checked:
+        exp.check()
+    baseline = None
     if plan.baseline:
         baseline = _experiment(args, 1.0, None, plan.baseline)
         baseline.check()
         baseline.render()       # refuses what the baseline cannot translate
-    _before_the_first_run(args, plan.tdfs[0], plan.baseline)
+    _before_the_first_run(args, checked[0], baseline)
 
     outcomes = run_sweep(plan, args.out, _run_one(args), progress=say)
     failed = [o for o in outcomes if o.status != "ok"]
@@ -93,8 +109,9 @@ def cmd_auto(args: argparse.Namespace) -> int:
     if max_tdf < start:
         raise ScenarioError(f"sweep --auto: --max-tdf {max_tdf:g} is below the start TDF "
                             f"{start:g}")
-    _experiment(args, start, None).check()
-    _before_the_first_run(args, start, None)
+    first = _experiment(args, start, None)
+    first.check()
+    _before_the_first_run(args, first, None)
     choice = auto_sweep(args.scenario, args.out, _run_one(args), start=start, max_tdf=max_tdf,
                         params=dict(args.param), tolerance_pct=args.tolerance, progress=say)
     print(choice.report())
@@ -102,13 +119,14 @@ def cmd_auto(args: argparse.Namespace) -> int:
     return 0 if choice.chosen is not None else 1
 
 
-def _before_the_first_run(args: argparse.Namespace, tdf: float, baseline: str | None) -> None:
+def _before_the_first_run(args: argparse.Namespace, first: Experiment,
+                          baseline: Experiment | None) -> None:
     """A bad --out, or a host that cannot run the scenario (not a Dom0, say),
     is one line now, with nothing created, not a failure of every run."""
     check_sweep_dir(args.out)
-    _experiment(args, tdf, None).preflight()
-    if baseline:
-        _experiment(args, 1.0, None, baseline).preflight()
+    first.preflight()
+    if baseline is not None:
+        baseline.preflight()
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
