@@ -514,7 +514,7 @@ class Experiment:
             self.progress(f"warning: {warning}")
         # Not a Dom0, a stock hypervisor, no xenstored: one line now rather
         # than a failure half-way through creating guests.
-        self.backend.preflight(plan)
+        self.preflight()
         # Before the backend creates anything: a bad --out is refused now, not
         # after a long run (and the staging directory proves it writable).
         if self.out is not None:
