@@ -43,7 +43,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
@@ -245,7 +245,7 @@ def _check_values(*, out: object, output_cap: object, link: object, meta: object
         raise ValidationError(f"link={link!r}: want Mininet's --link text, e.g. "
                               "'tc,bw=10,delay=5ms'")
     if templates not in (None, "installed") and (
-            isinstance(templates, str) or not isinstance(templates, Iterable)
+            isinstance(templates, str) or not isinstance(templates, Collection)
             or not all(isinstance(name, str) for name in templates)):
         raise ValidationError(f"templates={templates!r}: want \"installed\" (what this host "
                               "has), None (no check) or a set of template names")

@@ -279,6 +279,14 @@ def test_a_wrong_experiment_option_is_one_line_before_anything(tmp_path, option,
     assert not (tmp_path / "state").exists()
 
 
+def test_a_generator_of_templates_is_refused_not_used_up(tmp_path):
+    """The check would have used it up, leaving no template known."""
+    with pytest.raises(ValidationError, match=r"^templates=<generator object .*>: want "
+                                              r"\"installed\""):
+        Experiment(pair(), backend=XlBackend(state_dir=tmp_path / "state"),
+                   templates=(t for t in ["tiny-host"]))
+
+
 def test_a_link_spec_applies_to_a_topology_built_in_python():
     """Experiment(topo, link=...) was ignored unless the topology came from a
     file or a --topo spec."""
