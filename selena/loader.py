@@ -332,6 +332,11 @@ def _explain_empty(path: Path, namespace: Mapping[str, object], as_main: bool) -
     if as_main:
         raise ScenarioError(f"{path}: the file drives an Experiment but constructed none "
                             f"while selena loaded it; {RUNS_ITSELF}")
+    # Said here, not by validation's "the topology has no nodes": the file
+    # declared no topology at all, so there is none to speak of.
+    raise ScenarioError(f"{path}: no topology found: declare `topology = Topology(...)`, "
+                        "a build() that returns one, or construct an Experiment "
+                        "(docs/experiments.md); a script that is no scenario runs with python3")
 
 
 def user_error(exc: BaseException, path: Path | str | None = None) -> ScenarioFileError:

@@ -160,6 +160,22 @@ def test_a_topology_under_another_name_is_named(tmp_path):
         load_scenario(str(path))
 
 
+def test_a_file_that_declares_nothing_says_what_a_scenario_declares(tmp_path):
+    """Was validation's "experiment x: the topology has no nodes", of a
+    topology the file never declared (a benchmark script, an empty file)."""
+    for text in ("", "import sys\nx = 1\n"):
+        path = tmp_path / "x.py"
+        path.write_text(text)
+        with pytest.raises(ScenarioError, match=r"^\S*x\.py: no topology found: declare "
+                                                r"`topology = Topology\(\.\.\.\)`, a build\(\) "
+                                                r"that returns one, or construct an Experiment"):
+            load_scenario(str(path))
+    # A declared topology without nodes is validation's to name, as before.
+    path = tmp_path / "y.py"
+    path.write_text("from selena.model import Topology\ntopology = Topology('y')\n")
+    assert not load_scenario(str(path)).topology.nodes
+
+
 def test_a_script_that_exits_on_its_arguments_says_so(tmp_path):
     path = tmp_path / "a.py"
     path.write_text("import argparse\nfrom selena import Experiment\n"

@@ -170,8 +170,9 @@ UNPLANNABLE: tuple[Unplannable, ...] = (
         "a benchmark, not a scenario: it builds a k=16 fat tree itself and times "
         "validate, plan and render (tests/test_plan.py runs it); as a scenario file it "
         "defines no topology",
-        "selena: error: 1 problem(s) in the topology:\n"
-        "  experiment bench-plan: the topology has no nodes\n"),
+        "selena: error: scenarios/bench_plan.py: no topology found: declare `topology = "
+        "Topology(...)`, a build() that returns one, or construct an Experiment "
+        "(docs/experiments.md); a script that is no scenario runs with python3\n"),
 )
 
 
