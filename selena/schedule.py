@@ -91,6 +91,11 @@ def parse_change(words: list[str], where: str = "") -> Event:
                 raise ScenarioError(f"{prefix}link {a} {b}: {word!r} is not NAME=VALUE with "
                                     f"NAME one of {', '.join(LINK_VALUES)} (e.g. "
                                     "delay=20ms), nor down or up")
+            given = next((f"{name}={v}" for n, v in values if n == name), None)
+            if given is not None:
+                # Not the last one silently: which the author meant is theirs to say.
+                raise ScenarioError(f"{prefix}link {a} {b}: {name} given twice ({given}, "
+                                    f"{word}): give each value once")
             values.append((name, value))
         return Event("link", (a, b), "set", tuple(values), where=where)
     if target == "node":

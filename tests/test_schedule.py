@@ -53,6 +53,9 @@ def test_a_schedule_file_parses_in_time_order_with_comments_and_blank_lines(tmp_
                               r"down or up$"),
     ("5 link h1 s1 speed=1G", r"^F:3: link h1 s1: 'speed=1G' is not NAME=VALUE"),
     ("5 link h1 s1 set", r"^F:3: link h1 s1 set: give NAME=VALUE \(e.g. delay=20ms\)$"),
+    # The second value silently won before.
+    ("5 link h1 s1 delay=20ms rate=5Mbit delay=30ms",
+     r"^F:3: link h1 s1: delay given twice \(delay=20ms, delay=30ms\): give each value once$"),
     ("5 link h1 down", r"^F:3: 'link h1 down': want `link A B set NAME=VALUE...`"),
     ("5 node h1 reboot", r"^F:3: 'node h1 reboot': want `node N crash` or `node N restart`$"),
     ("5 switch s1 off", r"^F:3: 'switch s1 off': want `link A B"),
