@@ -84,7 +84,7 @@ def parse_change(words: list[str], where: str = "") -> Event:
         if not change:
             raise ScenarioError(f"{prefix}link {a} {b} set: give NAME=VALUE (e.g. "
                                 "delay=20ms)")
-        values = []
+        values: list[tuple[str, str]] = []
         for word in change:
             name, sep, value = word.partition("=")
             if not sep or name not in LINK_VALUES or not value:
