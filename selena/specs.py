@@ -106,11 +106,16 @@ def parse_link_spec(spec: str) -> LinkOptions:
     if parts and parts[0] in ("tc", "default"):
         parts = parts[1:]
     kwargs: LinkOptions = {}
+    given: dict[str, str] = {}
     for part in parts:
         key, sep, value = part.partition("=")
         if not sep:
             raise ScenarioError(f"--link {spec!r}: {part!r} is not KEY=VALUE "
                                 f"({', '.join(LINK_KEYS)})")
+        if key in given:        # Mininet keeps the last; which one was meant is the user's
+            raise ScenarioError(f"--link {spec!r}: {key} given twice ({key}={given[key]}, "
+                                f"{part}): give each once")
+        given[key] = value
         try:
             if key == "bw":
                 mbit = float(value)                         # Mbit/s, as in Mininet

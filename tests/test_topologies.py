@@ -101,6 +101,8 @@ def test_link_specs_have_mininets_meanings():
     ("tc,loss=150", "loss 150 is not a percentage from 0 to 100"),
     ("tc,speed=10", "unknown parameter 'speed' (bw, delay, jitter, loss, max_queue_size)"),
     ("tc,bw", "'bw' is not KEY=VALUE"),
+    # Mininet keeps the last; it was kept here without a word too.
+    ("tc,bw=5,delay=5ms,bw=10", "bw given twice (bw=5, bw=10): give each once"),
 ])
 def test_bad_link_specs_are_named(spec, message):
     with pytest.raises(ScenarioError) as info:
