@@ -41,3 +41,16 @@ def test_the_helpers_refuse_bad_values_in_one_line_and_keep_their_old_import_pat
     # Scripts written against the old home still work (re-exported).
     assert selena.cli.experiment.tdf_arg is args.tdf_arg
     assert selena.cli.experiment.scenario_of is args.scenario_of
+
+
+@pytest.mark.parametrize("verb", [["validate"], ["sweep", "--tdf", "1,2", "--out", "unused"],
+                                  ["advise"]])
+def test_a_param_given_twice_is_refused_at_parse_time(verb, capsys):
+    """A dict of the pairs kept the last one without a word."""
+    from selena.cli import main
+    with pytest.raises(SystemExit) as info:
+        main([*verb, "scenarios/star_throughput.py", "--param", "clients=2",
+              "--param", "last_s=3", "--param", "clients=3"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "error: --param clients given twice (clients=2, clients=3): give each name once")

@@ -22,7 +22,7 @@ from selena.cli.args import (
     custom_arg,
     deploy_only_args,
     events_of,
-    param_arg,
+    param_option,
     run_only_args,
     say,
     scenario_of,
@@ -72,8 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                    help="the scenario's length in virtual seconds: also print the real "
                         "time a run at the advised TDF takes")
-    p.add_argument("--param", type=param_arg, action="append", default=[],
-                   metavar="NAME=VALUE", help="passed to the scenario's build(**params)")
+    param_option(p, "passed to the scenario's build(**params) (repeatable)")
     p.set_defaults(func=cmd_advise)
 
 

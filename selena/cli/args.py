@@ -9,6 +9,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import cast
 
 from selena import units
 from selena.adaptive import AdaptiveSpecError, Policy, parse_spec
@@ -54,6 +55,27 @@ def param_arg(text: str) -> tuple[str, object]:
         except ValueError:
             continue
     return key, value
+
+
+class _ParamAction(argparse.Action):
+    """Repeated --param NAME=VALUE into a list; a NAME given twice is refused
+    at parse time (a dict of them would keep the last without a word)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        name, value = cast(tuple[str, object], values)
+        params: list[tuple[str, object]] = list(getattr(namespace, self.dest) or [])
+        earlier = [v for n, v in params if n == name]
+        if earlier:
+            parser.error(f"--param {name} given twice ({name}={earlier[0]}, {name}={value}): "
+                         "give each name once")
+        setattr(namespace, self.dest, params + [(name, value)])
+
+
+def param_option(p: argparse.ArgumentParser, help: str) -> None:
+    """--param NAME=VALUE (repeatable), as run, sweep and advise take it."""
+    p.add_argument("--param", type=param_arg, action=_ParamAction, default=[],
+                   metavar="NAME=VALUE", help=help)
 
 
 def seconds_arg(text: str) -> float:

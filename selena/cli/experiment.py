@@ -24,7 +24,7 @@ from selena.cli.args import (
     custom_arg,
     deploy_only_args,
     events_of,
-    param_arg,
+    param_option,
     run_only_args,
     say,
     scenario_of,
@@ -71,9 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="Mininet-style parameters for every link: bw in Mbit/s, delay "
                             "and jitter with a unit (5ms), loss in %%, max_queue_size in "
                             "packets; delay is one-way (the round trip adds it twice)")
-        p.add_argument("--param", type=param_arg, action="append", default=[],
-                       metavar="NAME=VALUE", help="passed to the scenario's build(**params) "
-                                                  "and exp.params (repeatable)")
+        param_option(p, "passed to the scenario's build(**params) and exp.params (repeatable)")
         p.add_argument("--events", type=Path, default=None, metavar="FILE",
                        help="link and node changes in virtual time, one a line: "
                             "`12.5 link h1 s1 delay=20ms`, `30 link h1 s1 down`, `40 node "

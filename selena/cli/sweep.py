@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from selena.backends import BACKENDS, DEFAULT_BACKEND
-from selena.cli.args import param_arg, say, tdf_arg, tdf_list_arg
+from selena.cli.args import param_option, say, tdf_arg, tdf_list_arg
 from selena.errors import AnalysisError, ScenarioError, SelenaError
 from selena.experiment import Experiment
 from selena.loader import user_error
@@ -38,9 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tdf", type=tdf_arg, default=64.0, metavar="TDF",
                    help="where --auto gives up (default 64)")
     p.add_argument("--repeat", type=int, default=1, help="runs per TDF (default 1)")
-    p.add_argument("--param", type=param_arg, action="append", default=[],
-                   metavar="NAME=VALUE", help="passed to the scenario's build(**params) "
-                                              "and exp.params (repeatable)")
+    param_option(p, "passed to the scenario's build(**params) and exp.params (repeatable)")
     p.add_argument("--out", type=Path, required=True, help="sweep directory")
     p.add_argument("--shaping", choices=("dom0", "guest"), default="dom0")
     p.add_argument("--tolerance", type=tolerance_arg, default=5.0, metavar="PERCENT",
