@@ -161,6 +161,7 @@ class LabBuilder(TemplateBuilder):
         """Everything the lab boots; `variants` are (template, packages,
         who asked) images of debian-based templates to build as well. The
         debian templates are built only with `with_debian` or variants."""
+        self._check_user()
         start = time.monotonic()
         package = self.hypervisor()
         dom0: list[Path] = []
@@ -184,6 +185,16 @@ class LabBuilder(TemplateBuilder):
         images = self.images.root if self.images.root.is_dir() else None
         return LabArtefacts(xen, kernel, dom0_initrd, built.initrds["tiny-host"],
                             dict(self.timings), images=images, analysis=analysis)
+
+    def _check_user(self) -> None:
+        """A first build needs root (debootstrap and chroot make the Dom0 and
+        the debian images): said before minutes of compiling Xen, not by
+        debootstrap after them. With a Dom0 image cached, a user who may
+        use the cache goes on."""
+        if os.geteuid() != 0 and not any(self.root.glob("dom0-base-*.cpio.gz")):
+            raise LabError(f"the lab's first build needs root (debootstrap and chroot make "
+                           f"its Dom0 and guest images, cached in {self.root}): run it as "
+                           "root, e.g. `sudo make demo`")
 
     def hypervisor(self) -> Path:
         """The patched hypervisor's Debian package, as `make -C xen-patches

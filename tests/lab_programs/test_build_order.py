@@ -5,6 +5,10 @@ for it before the overlay that carries it."""
 import threading
 from pathlib import Path
 
+import pytest
+
+from selena.errors import LabError
+from selena.lab import build as lab_build
 from selena.lab.build import LabBuilder
 
 
@@ -20,6 +24,9 @@ class StepsOnly(LabBuilder):
         self.kernel_root = root / "kernel-root"
         (self.kernel_root / "boot").mkdir(parents=True)
         (self.kernel_root / "boot" / "vmlinuz-6.1").write_text("")
+
+    def _check_user(self) -> None:
+        pass                            # tests of its own below, whoever runs these
 
     def hypervisor(self) -> Path:
         self.events.append("xen")
@@ -86,3 +93,32 @@ def test_the_debian_images_are_built_only_when_asked_for(tmp_path):
     art = builder.build(variants=[("debian", ("memcached",), "m1")])
     assert builder.events.count("debian") == 1, builder.events
     assert art.images == tmp_path / "images"
+
+
+class Checked(StepsOnly):
+    """StepsOnly with the real check of who builds."""
+
+    _check_user = LabBuilder._check_user
+
+
+def test_a_first_build_by_a_user_who_is_not_root_is_refused_before_any_step(
+        tmp_path, monkeypatch):
+    """It compiled Xen for minutes, then debootstrap said it needs root."""
+    monkeypatch.setattr(lab_build.os, "geteuid", lambda: 1000)
+    builder = Checked(tmp_path)
+    with pytest.raises(LabError, match=r"^the lab's first build needs root \(debootstrap and "
+                                       r"chroot make its Dom0 and guest images, cached in "
+                                       rf"{tmp_path}\): run it as root, e\.g\. `sudo make "
+                                       r"demo`$"):
+        builder.build()
+    assert builder.events == []
+    # With a Dom0 image cached, whoever may use the cache goes on; root always.
+    (tmp_path / "dom0-base-0123.cpio.gz").write_bytes(b"")
+    builder.debian_started.set()        # no wait for a step that never comes
+    builder.build()
+    assert builder.events[0] == "xen"
+    (tmp_path / "dom0-base-0123.cpio.gz").unlink()
+    builder.events.clear()
+    monkeypatch.setattr(lab_build.os, "geteuid", lambda: 0)
+    builder.build()
+    assert builder.events[0] == "xen"
