@@ -108,7 +108,7 @@ class Runner:
                 env=_merged_env(env),
                 cwd=cwd,
             )
-        except FileNotFoundError as exc:
+        except OSError as exc:     # not found, not executable, a PATH entry unreadable
             raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
         except subprocess.TimeoutExpired as exc:
             stderr = _text(exc.stderr)
@@ -153,7 +153,7 @@ class Runner:
                 cwd=cwd,
                 start_new_session=True,
             )
-        except FileNotFoundError as exc:
+        except OSError as exc:     # not found, not executable, a PATH entry unreadable
             raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
         assert proc.stdout is not None
         lines: list[str] = []
@@ -210,7 +210,7 @@ class Runner:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
                                     preexec_fn=_die_with_parent)
-        except FileNotFoundError as exc:
+        except OSError as exc:     # not found, not executable, a PATH entry unreadable
             raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
         self.history.append(CommandResult(args, 0, "", "", 0.0))
         return _SpawnedProcess(proc)
@@ -224,7 +224,7 @@ class Runner:
             with open(log_file, "ab") as out:
                 proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
                                         stderr=subprocess.STDOUT, start_new_session=True)
-        except FileNotFoundError as exc:
+        except OSError as exc:     # not found, not executable, a PATH entry unreadable
             raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
         self._record(CommandResult(args, 0, f"pid {proc.pid}", "", 0.0))
         return proc.pid
@@ -235,7 +235,7 @@ class Runner:
         start = time.monotonic()
         try:
             proc = subprocess.Popen(args, cwd=cwd)
-        except FileNotFoundError as exc:
+        except OSError as exc:     # not found, not executable, a PATH entry unreadable
             raise CommandError(list(args), None, "", f"cannot start: {exc.strerror}") from exc
         try:
             rc = proc.wait()

@@ -30,6 +30,24 @@ def test_missing_program_is_a_command_error():
         Runner().run(["/nonexistent/selena-test-binary"])
 
 
+def test_a_program_that_cannot_be_executed_is_a_command_error_at_every_door(tmp_path):
+    """A tool on PATH without its execute bit, or a PATH entry the user may
+    not read, is EACCES: it was a raw PermissionError traceback (from
+    `selena validate`'s `selena-tdf host`), not a CommandError."""
+    tool = tmp_path / "selena-tdf"
+    tool.write_text("#!/bin/sh\necho hi\n")
+    tool.chmod(0o644)
+    runner = Runner()
+    doors = [lambda: runner.run([str(tool), "host"], check=False),
+             lambda: runner.stream([str(tool)], lambda _line: None),
+             lambda: runner.spawn([str(tool)]),
+             lambda: runner.daemon([str(tool)], tmp_path / "log"),
+             lambda: runner.interactive([str(tool)])]
+    for door in doors:
+        with pytest.raises(CommandError, match=r"cannot start: Permission denied"):
+            door()
+
+
 def test_stream_delivers_lines_and_times_out():
     seen: list[str] = []
     result = Runner().stream([sys.executable, "-c", "print('a'); print('b')"], seen.append)
