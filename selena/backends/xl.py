@@ -58,6 +58,7 @@ from selena.errors import (
     ExperimentExists,
     ExperimentInUse,
     HostLockTimeout,
+    HostNotReady,
     StateFileError,
     ValidationError,
     XenstoreError,
@@ -1515,9 +1516,16 @@ class XlBackend(Backend):
                         handle.close()
 
     def _take_host_lock(self, say: Progress | None) -> IO[str]:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
         path = self.state_dir / ".lock"
-        handle = open(path, "a+")  # noqa: SIM115 - held across the caller's yield
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "a+")  # noqa: SIM115 - held across the caller's yield
+        except OSError as exc:
+            # A user who is not root, before any Dom0 tool could say so.
+            fix = (": deploy, destroy and clean need root in Dom0 (sudo)"
+                   if isinstance(exc, PermissionError) else "")
+            raise HostNotReady(f"cannot open selena's host lock {path}: "
+                               f"{exc.strerror}{fix}") from None
         try:
             if not _try_flock(handle):
                 (say or log.warning)("another selena deploy, destroy or clean is running "

@@ -29,6 +29,7 @@ from selena.errors import (
     ExperimentExists,
     ExperimentInUse,
     HostLockTimeout,
+    HostNotReady,
     SelenaError,
     StateFileError,
 )
@@ -403,6 +404,21 @@ def test_the_host_lock_is_waited_for_a_bounded_time(fake_xen, tmp_path):
     assert f"pid {os.getpid()}" in message and "stop it" in message
     assert any("waiting for" in s for s in said) and fake_xen.domains == {}
     waiter.deploy(demo_plan())          # free again
+
+
+def test_a_host_lock_the_user_may_not_open_is_one_line_saying_root(fake_xen, tmp_path,
+                                                                    monkeypatch):
+    """`selena clean` by a user who is not root was a PermissionError traceback
+    (root opens any file, so the refusal is stood in for)."""
+    def refused(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(xl_module, "open", refused, raising=False)
+    with pytest.raises(HostNotReady, match=rf"^cannot open selena's host lock "
+                                           rf"{tmp_path}/state/\.lock: Permission denied: "
+                                           r"deploy, destroy and clean need root in Dom0 "
+                                           r"\(sudo\)$"):
+        backend(fake_xen, tmp_path).clean()
+    assert fake_xen.domains == {}
 
 
 # -- 4. Ctrl-C during a deploy ------------------------------------------------------
