@@ -374,6 +374,9 @@ class HostSetup:
     find_module: Callable[[str], object] = importlib.util.find_spec
     in_venv: bool = sys.prefix != sys.base_prefix
     python: str = sys.executable
+    # Who runs it: modprobe, systemctl and the files under `root` need root
+    # (a staging --root too: the modules and services are this host's).
+    euid: Callable[[], int] = os.geteuid
 
     def steps(self) -> list[Step]:
         return [self.analysis_step(), self.modules_step(), self.modules_load_step(),
@@ -383,6 +386,13 @@ class HostSetup:
         """Every step that has something to do; whether any had. With
         `dry_run`, print what each would do and run nothing."""
         steps = self.steps()
+        todo = [step.name for step in steps if step.actions]
+        if todo and not dry_run and self.euid() != 0:
+            # Said before the first step, not by the first tool refused
+            # (modprobe's refusal read as modules missing from the kernel).
+            raise HostSetupError(f"host setup changes this host ({', '.join(todo)}): run it as "
+                                 "root (sudo selena host setup), or with --dry-run to see "
+                                 "what it would do")
         changed = False
         for i, step in enumerate(steps, 1):
             head = f"[{i}/{len(steps)}] {step.name}"

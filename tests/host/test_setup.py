@@ -18,6 +18,7 @@ from cli_main import run_cli
 from fake_runner import FakeRunner
 
 import selena.cli.host as cli_host
+import selena.host.setup as host_setup
 from selena.control.protocol import PROTOCOL_VERSION
 from selena.errors import HostSetupError
 from selena.host import doctor
@@ -106,7 +107,7 @@ def make_setup(tmp_path: Path, host: Path, runner: FakeRunner, **kwargs) -> tupl
     lines: list[str] = []
     defaults: dict[str, Any] = dict(runner=runner, root=tmp_path / "root", progress=lines.append,
                     probe_root=host, find_module=lambda name: object(), in_venv=True,
-                    python="/venv/bin/python")
+                    python="/venv/bin/python", euid=lambda: 0)
     defaults.update(kwargs)
     return HostSetup(**defaults), lines
 
@@ -137,6 +138,24 @@ def test_a_dry_run_prints_every_step_and_runs_and_writes_nothing(tmp_path, host)
                      "build tiny-host, tools-host, ovs-switch, of-controller with the lab's "
                      "template build", "host setup: dry run, nothing was changed"):
         assert expected in text, (expected, text)
+
+
+def test_a_user_who_is_not_root_is_told_so_before_any_step(tmp_path, host):
+    """It ran modprobe, which refused, and said the kernel lacked the modules."""
+    runner = OvsDownRunner()
+    setup, lines = make_setup(tmp_path, host, runner, builder=FakeBuilder(tmp_path / "cache"),
+                              euid=lambda: 1000)
+    with pytest.raises(HostSetupError, match=r"^host setup changes this host \(kernel modules, "
+                                             r"modules at boot, Open vSwitch, guest templates\): "
+                                             r"run it as root \(sudo selena host setup\), or "
+                                             r"with --dry-run to see what it would do$"):
+        setup.run()
+    assert changing_calls(runner) == [] and setup.builder.calls == []
+    assert not (tmp_path / "root").exists()
+    # A dry run is anyone's; root's runs.
+    assert setup.run(dry_run=True) is True
+    setup.euid = lambda: 0
+    assert setup.run() is True and (tmp_path / "root" / MODULES_LOAD_FILE).is_file()
 
 
 def test_setup_installs_the_built_templates_then_a_second_run_does_nothing(tmp_path, host):
@@ -307,8 +326,7 @@ def test_a_module_that_does_not_load_is_named(tmp_path, host):
 
 
 def test_no_source_tree_and_no_bundle_says_how_to_get_templates(tmp_path, host, monkeypatch):
-    import selena.host.setup as setup_module
-    monkeypatch.setattr(setup_module, "project_root", lambda: tmp_path / "nowhere")
+    monkeypatch.setattr(host_setup, "project_root", lambda: tmp_path / "nowhere")
     setup, _ = make_setup(tmp_path, host, FakeRunner())
     with pytest.raises(HostSetupError, match="no selena source tree here .* selena host setup "
                                              "--from FILE"):
