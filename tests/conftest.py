@@ -67,11 +67,35 @@ READ_ONLY = frozenset({("ovs-vsctl", "show"), ("xl", "info"), ("ip", "-V"),
                        ("selena-tdf", "host"), ("selena-tdf", "get")})
 
 
+# Where selena writes on a host (its state and lock, `selena host setup`'s
+# templates, images and modules file). A pure-Python test must leave them as
+# they were: a setup test on the code before a fix once installed templates
+# under /usr/share/selena of the machine running the tests.
+HOST_PATHS = (Path("/run/selena"), Path("/usr/share/selena"), Path("/var/lib/selena"),
+              Path("/etc/modules-load.d/selena.conf"))
+
+
+def _host_paths_now() -> dict[str, tuple[int, ...] | None]:
+    """Each of HOST_PATHS' own mtime and its entries' (None: absent)."""
+    seen: dict[str, tuple[int, ...] | None] = {}
+    for path in HOST_PATHS:
+        try:
+            times = [path.stat().st_mtime_ns]
+            if path.is_dir():
+                times += [entry.stat(follow_symlinks=False).st_mtime_ns
+                          for entry in sorted(path.iterdir())]
+            seen[str(path)] = tuple(times)
+        except OSError:
+            seen[str(path)] = None
+    return seen
+
+
 @pytest.fixture(autouse=True)
 def _no_host_dom0_tools(request, monkeypatch, tmp_path_factory):
     if request.node.get_closest_marker("lab") or request.node.get_closest_marker("toolchain"):
         yield
         return
+    before = _host_paths_now()
     temp = tmp_path_factory.getbasetemp().resolve()
     ran: list[str] = []
     real_popen = subprocess.Popen
@@ -90,3 +114,6 @@ def _no_host_dom0_tools(request, monkeypatch, tmp_path_factory):
     monkeypatch.setattr(subprocess, "Popen", guarded)
     yield
     assert not ran, f"this host's Dom0 tools ran: {ran}"
+    after = _host_paths_now()
+    changed = [path for path in before if before[path] != after[path]]
+    assert not changed, f"a pure-Python test changed this host's {', '.join(changed)}"
