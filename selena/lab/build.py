@@ -190,11 +190,17 @@ class LabBuilder(TemplateBuilder):
         """A first build needs root (debootstrap and chroot make the Dom0 and
         the debian images): said before minutes of compiling Xen, not by
         debootstrap after them. With a Dom0 image cached, a user who may
-        use the cache goes on."""
+        use the cache goes on. The cache must be a directory one can make."""
         if os.geteuid() != 0 and not any(self.root.glob("dom0-base-*.cpio.gz")):
             raise LabError(f"the lab's first build needs root (debootstrap and chroot make "
                            f"its Dom0 and guest images, cached in {self.root}): run it as "
                            "root, e.g. `sudo make demo`")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # Before make and the compilers each fail on it in their own words.
+            raise LabError(f"cannot use {self.root} for the lab's cache: {exc.strerror} "
+                           "(SELENA_CACHE sets where the cache lives)") from None
 
     def hypervisor(self) -> Path:
         """The patched hypervisor's Debian package, as `make -C xen-patches

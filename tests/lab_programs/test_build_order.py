@@ -122,3 +122,15 @@ def test_a_first_build_by_a_user_who_is_not_root_is_refused_before_any_step(
     monkeypatch.setattr(lab_build.os, "geteuid", lambda: 0)
     builder.build()
     assert builder.events[0] == "xen"
+
+
+def test_a_cache_that_cannot_be_a_directory_is_named_before_any_step(tmp_path):
+    """SELENA_CACHE=/etc/passwd was make's `mkdir: cannot create directory`."""
+    (tmp_path / "file").write_text("")
+    builder = Checked(tmp_path)
+    builder.root = tmp_path / "file" / "lab"
+    with pytest.raises(LabError, match=rf"^cannot use {tmp_path}/file/lab for the lab's cache: "
+                                       r"Not a directory \(SELENA_CACHE sets where the cache "
+                                       r"lives\)$"):
+        builder.build()
+    assert builder.events == []
