@@ -196,6 +196,7 @@ def _custom_scenario(spec: str | None, custom: Sequence[str], link: LinkOptions,
 
 
 def _load_file(path: Path, params: dict[str, object]) -> Scenario:
+    _refuse_mininet_itself(path)
     as_main = _is_script(path)
     token = _LOADING.set(path)
     argv = sys.argv
@@ -290,6 +291,35 @@ def _run_file(path: Path, as_main: bool, params: dict[str, object]) -> SelenaScr
 def _exited_script(path: Path) -> SelenaScript:
     """What is left of a file that called sys.exit(0) while loading: nothing."""
     return SelenaScript(Topology(path.stem.replace("_", "-")))
+
+
+def _refuse_mininet_itself(path: Path) -> None:
+    """A file that imports Mininet itself (`mininet`, not `selena.mininet`)
+    is refused before any of it runs: loading it would run Mininet, an
+    installed one with its namespaces and switches, not selena. A custom
+    file of `topos` means what selena says under --custom (the shim)."""
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except (SyntaxError, ValueError, OSError):
+        return          # load_selena_file reports it
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        name = next((n for n in names if n == "mininet" or n.startswith("mininet.")), None)
+        if name is None:
+            continue
+        declares_topos = any(isinstance(t, ast.Name) and t.id == "topos"
+                             for stmt in tree.body if isinstance(stmt, ast.Assign)
+                             for t in stmt.targets)
+        fix = (f"its `topos` load with --custom {path} --topo NAME" if declares_topos else
+               "for selena, import from selena.mininet (from selena.mininet.net import "
+               "Mininet; docs/topologies.md)")
+        raise ScenarioError(f"{path}:{node.lineno}: imports {name}, Mininet itself, which "
+                            f"loading the file would run instead of selena: {fix}")
 
 
 def _is_script(path: Path) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,60 @@ def test_a_file_that_declares_nothing_says_what_a_scenario_declares(tmp_path):
     path = tmp_path / "y.py"
     path.write_text("from selena.model import Topology\ntopology = Topology('y')\n")
     assert not load_scenario(str(path)).topology.nodes
+
+
+MININET_SCRIPT = """\
+from mininet.topo import Topo
+from mininet.net import Mininet
+
+class Pair(Topo):
+    def build(self):
+        self.addLink(self.addHost('h1'), self.addHost('h2'))
+
+def main():
+    net = Mininet(topo=Pair())
+    net.start()
+    net.stop()
+
+if __name__ == '__main__':
+    main()
+"""
+
+
+@pytest.mark.parametrize("verb", ["validate", "plan", "run"])
+def test_a_file_importing_mininet_itself_is_refused_before_any_of_it_runs(
+        verb, tmp_path, monkeypatch, capsys):
+    """With Mininet installed, `selena validate` of Mininet's own kind of
+    script ran it: an installed Mininet (a stand-in here) was constructed
+    and started. Now the import is named, with the fix, and nothing runs."""
+    installed = tmp_path / "site" / "mininet"
+    installed.mkdir(parents=True)
+    ran = tmp_path / "ran"
+    (installed / "__init__.py").write_text("")
+    (installed / "topo.py").write_text(
+        "class Topo:\n    def __init__(self):\n        self.build()\n"
+        "    def addHost(self, name):\n        return name\n"
+        "    def addLink(self, a, b):\n        pass\n")
+    (installed / "net.py").write_text(
+        f"class Mininet:\n    def __init__(self, topo):\n        open({str(ran)!r}, 'a')"
+        ".write('constructed')\n    def start(self):\n        pass\n"
+        "    def stop(self):\n        pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    for name in [n for n in sys.modules if n == "mininet" or n.startswith("mininet.")]:
+        monkeypatch.delitem(sys.modules, name)
+    script = tmp_path / "simple.py"
+    script.write_text(MININET_SCRIPT)
+    assert main([verb, str(script)]) != 0
+    assert not ran.exists(), "the installed Mininet ran"
+    err = capsys.readouterr().err
+    assert f"{script}:1: imports mininet.topo, Mininet itself, which loading the file would " \
+           "run instead of selena: for selena, import from selena.mininet (from " \
+           "selena.mininet.net import Mininet; docs/topologies.md)" in err, err
+    # A custom file given as a scenario is pointed at --custom.
+    script.write_text("from mininet.topo import Topo\ntopos = {'t': Topo}\n")
+    with pytest.raises(ScenarioError, match=rf"simple.py:1: imports mininet.topo, .*: its "
+                                            rf"`topos` load with --custom {script} --topo NAME$"):
+        load_scenario(str(script))
 
 
 def test_a_script_that_exits_on_its_arguments_says_so(tmp_path):
