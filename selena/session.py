@@ -214,6 +214,10 @@ class Session:
         lab at TDF 20 and all of them at TDF 1, while single pings through
         the same switch answered."""
         self._running("pingall")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+                or not 0 <= timeout < math.inf:
+            raise ScenarioError(f"pingall: timeout {timeout!r}: want a finite number of "
+                                "seconds, 0 or more")
         wait = max(1, math.ceil(timeout))
         addressed = [(h.name, ip) for h in self.exp.hosts
                      if (ip := h.IP()) and (hosts is None or h.name in hosts)]
@@ -259,8 +263,9 @@ class Session:
         ip = self.exp[server].IP()
         if not ip:
             raise ScenarioError(f"iperf: {server} has no IP address to connect to")
-        if not seconds > 0:
-            raise ScenarioError(f"iperf: {seconds!r} seconds: want more than zero")
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                or not 0 < seconds < math.inf:
+            raise ScenarioError(f"iperf: {seconds!r} seconds: want a finite number above zero")
         for name in (client, server):
             if not self.exp.cmd(name, "command -v iperf3", timeout=PING_COMMAND_TIMEOUT_S).ok:
                 template = self.exp.topology.nodes[name].template

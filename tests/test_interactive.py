@@ -121,7 +121,8 @@ def test_py_sees_the_experiment_the_session_and_the_nodes():
 def test_errors_are_one_line_and_the_session_goes_on():
     net = session()
     script = ("frobnicate\nh9 true\nlink h1 h2 down\nlink h1\niperf h1\ntdf fast\n"
-              "pingall soon\npy 1/0\npy (\nsh\nh1\npy exit()\nnodes\n")
+              "pingall soon\npingall inf\niperf h1 h2 -1\npy 1/0\npy (\nsh\nh1\npy exit()\n"
+              "nodes\n")
     out, err = pipe(net, script)
     assert err.splitlines() == [
         "*** unknown command 'frobnicate': try help",
@@ -132,6 +133,9 @@ def test_errors_are_one_line_and_the_session_goes_on():
         "*** iperf: want `iperf CLIENT SERVER [SECONDS]`",
         "*** tdf: TDF 'fast' is not a number",
         "*** pingall: 'soon' is not a number of seconds",
+        # inf was math.ceil's OverflowError, from the session
+        "*** pingall: 'inf': want a finite number of seconds above zero",
+        "*** iperf: '-1': want a finite number of seconds above zero",
         "*** ZeroDivisionError: division by zero",
         "*** SyntaxError: '(' was never closed (<py>, line 1)",
         "*** sh: want `sh COMMAND`",

@@ -426,6 +426,14 @@ def test_ping_all_and_iperf_print_and_return_as_mininet(capsys):
                                  ("link", "h1", "h2", False)]
     with pytest.raises(ArgumentError, match="only TCP"):
         net.iperf(l4Type="UDP")
+    # Mininet takes "1"; anything float() refuses is one line, not a ValueError.
+    net.pingAll(timeout="2")
+    assert net.session.calls[-1] == ("pingall", 2.0)
+    with pytest.raises(ArgumentError, match=r"pingAll\(timeout=\.\.\.\): 'soon' is not a "
+                                            r"number of seconds"):
+        net.pingAll(timeout="soon")
+    with pytest.raises(ArgumentError, match=r"iperf\(seconds=\.\.\.\): None is not a number"):
+        net.iperf(seconds=None)
     net.session = None
 
 

@@ -2,6 +2,7 @@
 substitution, iperf and links, on a fake running experiment."""
 
 import json
+import math
 from collections.abc import Set as AbstractSet
 
 import pytest
@@ -157,6 +158,24 @@ def test_iperf_without_iperf3_in_the_guest_says_so_in_one_line():
         net.iperf("h1", "h2")
     with pytest.raises(ScenarioError, match="two different hosts"):
         net.iperf("h1", "h1")
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda net: net.pingall(timeout=math.inf), r"^pingall: timeout inf: want a finite number "
+                                                r"of seconds, 0 or more$"),
+    (lambda net: net.pingall(timeout=math.nan), r"^pingall: timeout nan: "),
+    (lambda net: net.pingall(timeout="1"), r"^pingall: timeout '1': "),
+    (lambda net: net.iperf("h1", "h2", seconds=math.inf), r"^iperf: inf seconds: want a finite "
+                                                          r"number above zero$"),
+    (lambda net: net.iperf("h1", "h2", seconds=0), r"^iperf: 0 seconds: "),
+])
+def test_a_bad_time_is_one_line_and_runs_nothing(call, message):
+    """pingall(timeout=inf) was math.ceil's OverflowError; iperf(seconds=inf)
+    an iperf3 -t inf."""
+    exp = running(single(2), answering())
+    with pytest.raises(ScenarioError, match=message):
+        call(Session(exp))
+    assert exp.engine.commands == []
 
 
 def test_iperf_retries_while_the_server_is_not_listening_then_kills_it_on_failure():

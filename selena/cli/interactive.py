@@ -12,6 +12,7 @@ one, no prompt, the end of input ends the session.
 from __future__ import annotations
 
 import cmd
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -272,8 +273,9 @@ def _seconds(text: str, what: str, default: float) -> float:
         value = float(text)
     except ValueError:
         raise SelenaError(f"{what}: {text.strip()!r} is not a number of seconds") from None
-    if not value > 0:
-        raise SelenaError(f"{what}: {text.strip()!r}: want more than zero seconds")
+    if not 0 < value < math.inf:        # inf too: pingall's -W and iperf's -t never end
+        raise SelenaError(f"{what}: {text.strip()!r}: want a finite number of seconds above "
+                          "zero")
     return value
 
 

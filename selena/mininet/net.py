@@ -289,7 +289,8 @@ class Mininet:
     def ping(self, hosts: list[NodeHandle] | None = None, timeout: float | None = None) -> float:
         self._started("pingAll")
         output("*** Ping: testing ping reachability\n")
-        result = self.session.pingall(timeout=1.0 if timeout is None else float(timeout),
+        result = self.session.pingall(timeout=1.0 if timeout is None else
+                                      _seconds(timeout, "pingAll(timeout=...)"),
                                       hosts=None if hosts is None else {str(h) for h in hosts})
         for line in result.lines():
             output(line + " \n")
@@ -312,7 +313,8 @@ class Mininet:
             hosts = (all_hosts[0], all_hosts[-1])
         client, server = (str(h) for h in hosts)
         output(f"*** Iperf: testing TCP bandwidth between {client} and {server} \n")
-        received, sent = self.session.iperf(client, server, float(seconds))
+        received, sent = self.session.iperf(client, server,
+                                            _seconds(seconds, "iperf(seconds=...)"))
         result = [received, sent]
         output(f"*** Results: {result}\n")
         return result
@@ -361,3 +363,13 @@ def _check_controller(value: object, where: str | None) -> None:
 
 
 __all__ = ["Mininet", "NodeHandle", "HostHandle", "SwitchHandle", "natural"]
+
+
+def _seconds(value: object, what: str) -> float:
+    """Mininet takes "1" as well as 1; anything else is one line at the
+    user's call, not float()'s ValueError."""
+    try:
+        return float(value)         # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ArgumentError(caller_location(), f"{what}: {value!r} is not a number of "
+                                               "seconds") from None
