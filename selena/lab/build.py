@@ -74,6 +74,9 @@ __all__ = ["DOM0_MODULES", "DOM0_PACKAGES", "GUEST_PYTHON", "GUEST_RECIPES", "MI
            "GuestContents", "GuestRecipe", "LabArtefacts", "LabBuilder", "Progress",
            "TemplateBuilder", "build_times_file"]
 
+# Dom0 overlays and initrds kept in the cache, the one in use included.
+KEEP_PER_CHANGE = 4
+
 DOM0_PACKAGES = (
     "xen-utils-4.17", "xenstore-utils", "iproute2", "kmod", "busybox", "procps",
     "iperf3", "bridge-utils", "openvswitch-switch", "ethtool", "iputils-ping",
@@ -179,6 +182,8 @@ class LabBuilder(TemplateBuilder):
                           for name, t in built.disks.items()}
         overlay = self.dom0_overlay(built.guest_kernel, built.initrds, disk_templates)
         dom0_initrd = self._concat(base, overlay)
+        self._keep_recent(overlay, "dom0-overlay-*.cpio.gz")
+        self._keep_recent(dom0_initrd, "dom0-initrd-*.cpio.gz")
         self.timings["total"] = time.monotonic() - start
         # A fresh clone built without the debian images has no images
         # directory, and QEMU refuses to share one that does not exist.
@@ -399,6 +404,23 @@ class LabBuilder(TemplateBuilder):
         for sub in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info",
                     "var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(rootfs / sub, ignore_errors=True)
+
+    def _keep_recent(self, current: Path, pattern: str, keep: int = KEEP_PER_CHANGE) -> None:
+        """A change to selena's tree makes a new overlay and initrd (about 200
+        MB the pair), which piled up by the gigabyte in a cache that outlives
+        clones: keep `current` and the most recently used others, `keep` in
+        all (a few, for worktrees and branches taken in turn)."""
+        def used(path: Path) -> float:
+            try:
+                return path.stat().st_mtime
+            except OSError:
+                return 0.0      # gone meanwhile (another build's pruning)
+        if current.exists():
+            os.utime(current)           # used now, whether built or found
+        others = sorted((p for p in self.root.glob(pattern) if p != current), key=used,
+                        reverse=True)
+        for old in others[max(0, keep - 1):]:
+            old.unlink(missing_ok=True)
 
     def _concat(self, *parts: Path) -> Path:
         key = _hash(*(p.name for p in parts))

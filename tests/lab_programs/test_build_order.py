@@ -134,3 +134,44 @@ def test_a_cache_that_cannot_be_a_directory_is_named_before_any_step(tmp_path):
                                        r"lives\)$"):
         builder.build()
     assert builder.events == []
+
+
+class Overlays(StepsOnly):
+    """StepsOnly whose overlay and initrd are files named as the real ones."""
+
+    def dom0_overlay(self, kernel, initrds, disk_templates=None):
+        target = self.root / "dom0-overlay-new.cpio.gz"
+        target.write_bytes(b"overlay")
+        return target
+
+    def _concat(self, *parts: Path) -> Path:
+        target = self.root / "dom0-initrd-new.cpio.gz"
+        target.write_bytes(b"initrd")
+        return target
+
+
+def test_a_build_keeps_the_few_most_recently_used_overlays_and_initrds(tmp_path):
+    """Every change to selena's tree made a new pair (about 200 MB), kept for
+    ever: 11 of them in a day's cache."""
+    import os
+    for n in range(6):
+        for family in ("overlay", "initrd"):
+            old = tmp_path / f"dom0-{family}-old{n}.cpio.gz"
+            old.write_bytes(b"old")
+            os.utime(old, (1000 + n, 1000 + n))     # old5 the most recently used
+    (tmp_path / "dom0-base-x.cpio.gz").write_bytes(b"base")
+    builder = Overlays(tmp_path)
+    builder.debian_started.set()
+    art = builder.build()
+    assert art.dom0_initrd.name == "dom0-initrd-new.cpio.gz"
+    for family in ("overlay", "initrd"):
+        assert sorted(p.name for p in tmp_path.glob(f"dom0-{family}-*.cpio.gz")) == [
+            f"dom0-{family}-new.cpio.gz", f"dom0-{family}-old3.cpio.gz",
+            f"dom0-{family}-old4.cpio.gz", f"dom0-{family}-old5.cpio.gz"]
+    assert (tmp_path / "dom0-base-x.cpio.gz").exists()      # not a per-change artefact
+    # The one in use (found again, not built) counts as used now; of the
+    # others the most recently used stays.
+    builder._keep_recent(tmp_path / "dom0-overlay-old4.cpio.gz", "dom0-overlay-*.cpio.gz",
+                         keep=2)
+    assert sorted(p.name for p in tmp_path.glob("dom0-overlay-*.cpio.gz")) == [
+        "dom0-overlay-new.cpio.gz", "dom0-overlay-old4.cpio.gz"]
