@@ -257,6 +257,8 @@ topos = {'star': Star, 'tree': lambda depth=2: TreeTopo(depth=depth, fanout=2),
 def test_bad_custom_files_are_named(tmp_path, capsys):
     rc, _, err = run_cli(capsys, "validate", "--custom", "nosuch.py", "--topo", "x")
     assert rc == 1 and "--custom nosuch.py: no such file" in err
+    rc, _, err = run_cli(capsys, "validate", "--custom", str(tmp_path), "--topo", "x")
+    assert rc == 1 and f"--custom {tmp_path}: a directory, not a file" in err
     path = custom(tmp_path, "topos = ['mytopo']\n")
     rc, _, err = run_cli(capsys, "validate", "--custom", path, "--topo", "x")
     assert rc == 1 and "`topos` must be a dict" in err

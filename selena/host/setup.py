@@ -206,7 +206,8 @@ def bundle_set(bundle: Path) -> TemplateSet:
     manifest of this format and this agent protocol)."""
     where = f"bundle {bundle}"
     if not bundle.is_file():
-        raise HostSetupError(f"{where}: no such file (make one with selena host export FILE)")
+        what = "a directory, not a bundle file" if bundle.is_dir() else "no such file"
+        raise HostSetupError(f"{where}: {what} (make one with selena host export FILE)")
     if not tarfile.is_tarfile(bundle):
         raise HostSetupError(f"{where}: not a selena host export bundle (not a tar archive); "
                              "make one with selena host export FILE")
@@ -291,6 +292,8 @@ def _check_export_target(target: Path) -> None:
     if target.is_dir():
         raise HostSetupError(f"{target} is a directory: give the bundle's file name")
     if not target.parent.is_dir():
+        if target.parent.exists():
+            raise HostSetupError(f"{target.parent} is not a directory: export elsewhere")
         raise HostSetupError(f"{target.parent} does not exist: create it or export elsewhere")
 
 

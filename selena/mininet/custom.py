@@ -63,7 +63,8 @@ def load_custom(paths: Sequence[str | Path]) -> dict[str, Callable[..., object]]
     for given in _split(paths):
         path = Path(given)
         if not path.is_file():
-            raise ScenarioError(f"--custom {given}: no such file")
+            what = "a directory, not a file" if path.is_dir() else "no such file"
+            raise ScenarioError(f"--custom {given}: {what}")
         namespace: dict[str, object] = {"__file__": str(path), "__name__": "__selena_custom__",
                                         "__builtins__": __builtins__}
         try:

@@ -250,6 +250,10 @@ def test_a_bad_export_target_is_refused_before_any_build(tmp_path):
     with pytest.raises(HostSetupError, match="is a directory: give the bundle's file name"):
         export(tmp_path, builder=NoBuild())
     assert list(tmp_path.iterdir()) == []
+    # A file where a directory must be was said not to exist.
+    (tmp_path / "file").write_text("")
+    with pytest.raises(HostSetupError, match=r"/file is not a directory: export elsewhere$"):
+        export(tmp_path / "file" / "t.tar", builder=NoBuild())
 
 
 def test_a_damaged_bundle_installs_nothing(tmp_path, host):
@@ -274,6 +278,7 @@ def test_a_damaged_bundle_installs_nothing(tmp_path, host):
 
 @pytest.mark.parametrize("content, message", [
     (None, "no such file (make one with selena host export FILE)"),
+    ("dir", "a directory, not a bundle file (make one with selena host export FILE)"),
     (b"not a tar", "not a selena host export bundle (not a tar archive)"),
     ({"format": 9}, "bundle format 9, this selena reads format 1"),
     ({"format": 1, "protocol": PROTOCOL_VERSION + 1, "selena_version": "9",
@@ -285,7 +290,9 @@ def test_a_damaged_bundle_installs_nothing(tmp_path, host):
 ])
 def test_bad_bundles_are_one_line_errors(tmp_path, content, message):
     bundle = tmp_path / "b.tar"
-    if isinstance(content, bytes):
+    if content == "dir":
+        bundle.mkdir()
+    elif isinstance(content, bytes):
         bundle.write_bytes(content)
     elif content is not None:
         import io
