@@ -320,6 +320,8 @@ class LinkRecorder:
     counter: Callable[[Any], int] | None = None
     packets: int = 0
     lost: int = 0               # frames the socket's buffer could not hold
+    # Why `lost` counts none of the socket's drops: its counter could not be read.
+    lost_error: str | None = None
     error: str | None = None
     started_ns: int = 0         # wall clock (ns) from which frames were captured
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -384,8 +386,10 @@ class LinkRecorder:
         if self._sock is not None:
             try:
                 self.lost += (self.counter or _default_dropped)(self._sock)
-            except OSError:
-                pass
+            except OSError as exc:
+                # Said, not taken for no loss: the bundle's lost_frames is 0 then.
+                self.lost_error = f"the socket's drop count unreadable: {exc.strerror or exc}"
+                log.warning("capture of %s-%s: %s", self.a, self.b, self.lost_error)
             self._sock.close()
             self._sock = None
 
@@ -403,6 +407,8 @@ class LinkRecorder:
                                 "started_real": self.started_ns / _NS}
         if self.error:
             info["error"] = self.error
+        if self.lost_error:
+            info["lost_frames_error"] = self.lost_error
         return info
 
 

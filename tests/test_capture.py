@@ -193,6 +193,19 @@ def test_the_recorder_streams_frames_and_converts_them_at_the_end(tmp_path):
     assert got[1].comment.endswith(" to=h1")
 
 
+def test_an_unreadable_drop_count_is_said_in_the_bundle_not_taken_for_none(tmp_path, caplog):
+    """It was `except OSError: pass`: lost_frames 0, as if nothing was lost."""
+    def unreadable(sock):
+        raise OSError(9, "Bad file descriptor")
+    recorder = LinkRecorder("h1", "s1", CaptureSource("vif3.0", "h1", "s1"),
+                            tmp_path / ".capture-h1-s1.real.pcapng",
+                            opener=lambda iface: FakeSocket(), receiver=fake_receive,
+                            counter=unreadable).start()
+    info = recorder.finish(tmp_path, ORIGIN_NS, TIMELINE)
+    assert info["lost_frames_error"] == "the socket's drop count unreadable: Bad file descriptor"
+    assert "capture of h1-s1: the socket's drop count unreadable" in caplog.text
+
+
 def test_the_mininet_backend_refuses_captures_in_one_line():
     from selena.experiment import Experiment
     from selena.model import Topology
