@@ -196,8 +196,11 @@ def _custom_scenario(spec: str | None, custom: Sequence[str], link: LinkOptions,
 
 
 def _load_file(path: Path, params: dict[str, object]) -> Scenario:
-    _refuse_mininet_itself(path)
-    as_main = _is_script(path)
+    tree = _parsed(path)
+    as_main = False
+    if tree is not None:            # else load_selena_file reports why
+        _refuse_mininet_itself(path, tree)
+        as_main = _is_script(tree)
     token = _LOADING.set(path)
     argv = sys.argv
     # A script parses its own arguments: as loaded, it gets none (its defaults).
@@ -293,15 +296,20 @@ def _exited_script(path: Path) -> SelenaScript:
     return SelenaScript(Topology(path.stem.replace("_", "-")))
 
 
-def _refuse_mininet_itself(path: Path) -> None:
+def _parsed(path: Path) -> ast.Module | None:
+    """The file's syntax tree, read without running any of it; None when it
+    cannot be read or parsed."""
+    try:
+        return ast.parse(path.read_text(), str(path))
+    except (SyntaxError, ValueError, OSError):
+        return None
+
+
+def _refuse_mininet_itself(path: Path, tree: ast.Module) -> None:
     """A file that imports Mininet itself (`mininet`, not `selena.mininet`)
     is refused before any of it runs: loading it would run Mininet, an
     installed one with its namespaces and switches, not selena. A custom
     file of `topos` means what selena says under --custom (the shim)."""
-    try:
-        tree = ast.parse(path.read_text(), str(path))
-    except (SyntaxError, ValueError, OSError):
-        return          # load_selena_file reports it
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -322,16 +330,11 @@ def _refuse_mininet_itself(path: Path) -> None:
                             f"loading the file would run instead of selena: {fix}")
 
 
-def _is_script(path: Path) -> bool:
+def _is_script(tree: ast.Module) -> bool:
     """Whether the file drives an Experiment (or a selena.mininet Mininet)
-    itself and declares no
-    `topology` or `build`: then it is loaded as `__main__` (its
-    `if __name__ == "__main__":` block runs) so that the Experiment it
-    constructs is reached and captured."""
-    try:
-        tree = ast.parse(path.read_text(), str(path))
-    except (SyntaxError, ValueError, OSError):
-        return False    # load_selena_file reports it
+    itself and declares no `topology` or `build`: then it is loaded as
+    `__main__` (its `if __name__ == "__main__":` block runs) so that the
+    Experiment it constructs is reached and captured."""
     declares = False
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == "build":
