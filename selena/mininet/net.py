@@ -162,7 +162,9 @@ class Mininet:
         self.session: Any = None
         self.topology: Any = None
         self.built = False
-        if build:
+        # As Mininet's: a net without a topo is built by start() (or build()),
+        # after its addHost/addSwitch/addLink calls (Mininet's emptynet.py).
+        if build and topo is not None:
             self.build()
 
     # -- before start --------------------------------------------------------------
