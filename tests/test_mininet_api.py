@@ -443,6 +443,27 @@ def test_ping_all_and_iperf_print_and_return_as_mininet(capsys):
     net.session = None
 
 
+def test_pingpair_and_waitconnected_are_mininets_and_other_names_one_line(capsys):
+    """Mininet's API beyond selena's was a bare AttributeError; pingPair and
+    waitConnected (in Mininet's newer examples) were among it."""
+    net = Mininet(topo=SingleSwitchTopo(3), templates=None)
+    with pytest.raises(ExperimentError, match="waitConnected: the net is not started"):
+        net.waitConnected()
+    net.session = FakeSession()
+    assert net.waitConnected() is True
+    assert net.pingPair() == 50.0
+    assert net.session.calls == [("pingall", 1.0, ["h1", "h2"])]
+    with pytest.raises(AttributeError, match=r"test_mininet_api.py:\d+: net.monitor: not in "
+                                             r"selena's Mininet API \(it has addController, "
+                                             r".*pingPair.*; docs/topologies.md\)$"):
+        net.monitor()
+    with pytest.raises(ArgumentError, match=r"h1.setIP: not in selena's Mininet API \(it has "
+                                            r"IP, MAC, cmd, cmdPrint; docs/topologies.md\)$"):
+        net["h1"].setIP("10.0.0.9")
+    assert not hasattr(net, "addNAT") and getattr(net["h2"], "intf", None) is None
+    net.session = None
+
+
 MAIN_GUARDED = """\
 from selena.mininet import Mininet
 from selena.mininet.log import setLogLevel

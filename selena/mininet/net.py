@@ -59,6 +59,19 @@ def _stop_forgotten() -> None:
             error(f"*** stopping net {net.name} at exit failed: {exc}\n")
 
 
+class NotInSelenaMininet(ArgumentError, AttributeError):
+    """A name of Mininet's API that selena's does not have: one line at the
+    user's call naming what there is (an AttributeError too, so that
+    hasattr() and getattr(..., default) keep their meaning)."""
+
+
+def _missing(owner: str, name: str, have: type) -> NotInSelenaMininet:
+    names = sorted(n for n in dir(have) if not n.startswith("_"))
+    return NotInSelenaMininet(caller_location(), f"{owner}.{name}: not in selena's Mininet API "
+                                                 f"(it has {', '.join(names)}; "
+                                                 "docs/topologies.md)")
+
+
 class NodeHandle:
     """A node of a started net, as Mininet's Node: `cmd` returns the output
     (stdout then stderr) as a string, `IP()` its first address."""
@@ -105,6 +118,12 @@ class NodeHandle:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+    def __getattr__(self, name: str) -> Any:
+        # Only names found nowhere else: Mininet's beyond selena's (h1.setIP, ...).
+        if name.startswith("_") or name in ("net", "name"):
+            raise AttributeError(name)
+        raise _missing(self.name, name, type(self))
 
 
 class HostHandle(NodeHandle):
@@ -239,6 +258,12 @@ class Mininet:
             self.session = None
             self.exp.close(exc)
 
+    def __getattr__(self, name: str) -> Any:
+        # Only names found nowhere else: Mininet's beyond selena's (net.monitor, ...).
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise _missing("net", name, type(self))
+
     def _started(self, what: str) -> Any:
         if self.session is None:
             raise ExperimentError(f"{what}: the net is not started (call net.start() first)")
@@ -287,6 +312,16 @@ class Mininet:
         """Every host pings every other once; prints Mininet's lines and
         returns the dropped percentage."""
         return self.ping(None, timeout)
+
+    def pingPair(self) -> float:  # noqa: N802
+        """The first two hosts ping each other (Mininet's pingPair)."""
+        return self.ping(self.hosts[:2])
+
+    def waitConnected(self, timeout: float | None = None,  # noqa: N802
+                      delay: float = 0.5) -> bool:
+        """True: start() has waited for every guest and switch already."""
+        self._started("waitConnected")
+        return True
 
     def ping(self, hosts: list[NodeHandle] | None = None, timeout: float | None = None) -> float:
         self._started("pingAll")
