@@ -255,6 +255,12 @@ class Session:
         e.g. ('9.41 Mbits/sec', '9.87 Mbits/sec'). The guests need iperf3
         (the tools-host template; tiny-host has none): a one-line
         ScenarioError says so."""
+        received, sent = self.iperf_bps(client, server, seconds)
+        return rate_text(received), rate_text(sent)
+
+    def iperf_bps(self, client: str, server: str, seconds: float = 5.0) -> tuple[float, float]:
+        """iperf() as numbers: bits per second received by the server and
+        sent by the client."""
         for name in (client, server):
             self.node(name)
         self._running("iperf")
@@ -285,7 +291,7 @@ class Session:
             sent = end["sum_sent"]["bits_per_second"]
         except (KeyError, TypeError):
             raise ScenarioError(f"iperf: {client}'s iperf3 report has no totals") from None
-        return rate_text(received), rate_text(sent)
+        return float(received), float(sent)
 
     def _iperf_client(self, client: str, ip: str, seconds: float,
                       budget: float) -> dict:

@@ -5,6 +5,7 @@ the file and line, never a traceback through selena)."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -370,6 +371,51 @@ def test_run_opens_no_prompt_with_a_test_and_with_cli_after_the_scenario(
                 json.loads((tmp_path / "bundle2/meta.json").read_text())["commands"]]
     assert commands == ["echo from-the-scenario", "echo from-the-prompt"]
     assert fake_xen.domains == {}
+
+
+FAKE_IPERF3 = """#!/bin/sh
+case "$*" in
+  *-c*) echo '{"end": {"sum_received": {"bits_per_second": 9410000},'
+        echo '         "sum_sent": {"bits_per_second": 9870000}}}' ;;
+  *) echo '{}' ;;
+esac
+"""
+
+
+def test_run_takes_mns_pingpair_and_iperf_tests(fake_xen, fake_backend, tmp_path, capsys,
+                                                monkeypatch):
+    """mn's walkthrough runs `mn --test pingpair` and `mn --test iperf`:
+    refused by --test's choices (pingall, none). iperf's two hosts need
+    iperf3: on the default tiny-host they get tools-host, said in a line."""
+    monkeypatch.chdir(tmp_path)
+    _fake_ping(tmp_path, monkeypatch)
+    (tmp_path / "bin" / "iperf3").write_text(FAKE_IPERF3)
+    (tmp_path / "bin" / "iperf3").chmod(0o755)
+    three = (HOSTS + "c = topology.add_host('c', ip='10.0.0.3/24')\n"
+             "topology.add_link(a, b)\ntopology.add_link(b, c)\n")
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, three), "--test", "pingpair",
+                           "--out", "pair")
+    assert rc == 0, err
+    assert [line.strip() for line in out.splitlines() if " -> " in line] == ["a -> b", "b -> a"]
+    assert "*** Results: 0% dropped (2/2 received)" in out
+    metrics = json.loads((tmp_path / "pair/metrics.json").read_text())
+    assert metrics["pingpair_received_pct"]["median"] == 100.0
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, three), "--test", "iperf",
+                           "--out", "iperf")
+    assert rc == 0, err
+    assert "--test iperf: a and c use the tools-host template (iperf3)" in err
+    assert "*** Iperf: testing TCP bandwidth between a and c" in out
+    assert "*** Results: ['9.41 Mbits/sec', '9.87 Mbits/sec']" in out
+    metrics = json.loads((tmp_path / "iperf/metrics.json").read_text())
+    assert metrics["iperf_received_mbit"]["median"] == pytest.approx(9.41)
+    assert fake_xen.domains == {}
+    # What the run deployed, as plan shows it: a and c on tools-host (64 MB), b as it was.
+    rc, out, err = run_cli(capsys, "plan", _file(tmp_path, three), "--test", "iperf")
+    assert rc == 0, err
+    guests = re.findall(r'name = "selena-mine-(\w)".*?kernel = "[^"]*/templates/([\w-]+)/'
+                        r'vmlinuz".*?memory = (\d+)', out, re.S)
+    assert sorted(guests) == [("a", "tools-host", "64"), ("b", "tiny-host", "32"),
+                              ("c", "tools-host", "64")]
 
 
 @pytest.mark.parametrize("verb", ["run", "advise"])

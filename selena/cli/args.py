@@ -20,6 +20,10 @@ from selena.loader import Scenario, load_scenario
 from selena.schedule import Event, check_events, load_events
 from selena.validate import MAX_SWITCH_PORTS
 
+# mn's --test values that selena runs (mn's walkthrough: pingall, pingpair,
+# iperf), and none: no test and no prompt.
+MN_TESTS = ("pingall", "pingpair", "iperf", "none")
+
 
 def tdf_arg(text: str) -> float:
     try:
@@ -121,7 +125,7 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run options (accepted as run takes them; unused here)")
     g.add_argument("--out", type=Path, default=None)
     g.add_argument("--keep", action="store_true")
-    g.add_argument("--test", choices=("pingall", "none"), default=None)
+    g.add_argument("--test", choices=MN_TESTS, default=None)
     g.add_argument("--cli", action="store_true")
     g.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
                    metavar="SECONDS")

@@ -19,6 +19,7 @@ from selena.adaptive import Policy
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
 from selena.cli.args import (
+    MN_TESTS,
     TOPO_LIMIT,
     capture_arg,
     custom_arg,
@@ -39,12 +40,15 @@ from selena.engine import Recorded
 from selena.errors import (
     CleanupError,
     Problem,
+    ScenarioError,
     SelenaError,
     group_problems,
 )
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterrupt
 from selena.loader import Scenario, checking_only, user_error
 from selena.model import NodeKind
+from selena.model.topology import DEFAULT_TEMPLATES, TEMPLATE_MEMORY_MB
+from selena.session import rate_text
 from selena.specs import TOPOS, topo_usage
 
 # Lines of each Listing-2 command's output `selena run` prints.
@@ -129,9 +133,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="results directory (default results/<experiment>-<time>)")
     p.add_argument("--keep", action="store_true", help="leave the experiment running")
-    p.add_argument("--test", choices=("pingall", "none"), default=None,
-                   help="as mn --test: pingall pings every host from every other; none: "
-                        "do not open the prompt of a topology with nothing to run")
+    p.add_argument("--test", choices=MN_TESTS, default=None,
+                   help="as mn --test: pingall pings every host from every other, pingpair "
+                        "the first two hosts each other, iperf measures TCP from the first "
+                        "host to the last (they get the tools-host template, which has "
+                        "iperf3); none: do not open the prompt of a topology with nothing "
+                        "to run")
     p.add_argument("--cli", action="store_true",
                    help="open the selena> prompt (as mn's CLI) after the scenario; a "
                         "topology with nothing to run opens it without --cli")
@@ -204,7 +211,10 @@ def _experiment(args: argparse.Namespace, **options: Any) -> Experiment:
     if getattr(args, "capture", None):
         # Checked against the topology now: a bad link is refused before a deploy.
         options["capture"] = list(args.capture)
-    return Experiment(scenario_of(args), backend=args.backend, strict=args.strict,
+    scenario = scenario_of(args)
+    if getattr(args, "test", None) == "iperf":
+        _iperf_hosts(scenario)
+    return Experiment(scenario, backend=args.backend, strict=args.strict,
                       bridge=getattr(args, "bridge", "ovs"),
                       shaping=getattr(args, "shaping", "dom0"),
                       offloads=getattr(args, "offload", False),
@@ -295,8 +305,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 exp.schedule(events)
                 say(f"{len(events)} events scheduled from {args.events} (the last at "
                     f"virtual {events[-1].t:g} s)")
-            if args.test == "pingall":
-                pingall(exp)
+            if args.test in ("pingall", "pingpair", "iperf"):
+                mn_test(exp, args.test)
             exp.run_scenario()
             if args.cli or _opens_prompt(args, exp.scenario):
                 from selena.cli.interactive import interact
@@ -391,15 +401,50 @@ def _name(args: argparse.Namespace) -> str:
     return Path(source).stem.replace(",", "-").replace("=", "")
 
 
-def pingall(exp: Experiment) -> None:
-    """`--test pingall`: Mininet's pingall (selena.session), recorded as a metric."""
+def mn_test(exp: Experiment, test: str) -> None:
+    """`--test pingall|pingpair|iperf` as mn prints them (selena.session),
+    each recorded as a metric."""
     from selena.session import Session
 
-    result = Session(exp).pingall(timeout=2.0)
+    session = Session(exp)
+    hosts = [h.name for h in exp.hosts]
+    if test == "iperf":
+        if len(hosts) < 2:
+            raise ScenarioError("--test iperf: the topology has fewer than two hosts")
+        client, server = hosts[0], hosts[-1]        # mn: the first and the last host
+        print(f"*** Iperf: testing TCP bandwidth between {client} and {server}")
+        received, sent = session.iperf_bps(client, server)
+        print(f"*** Results: {[rate_text(received), rate_text(sent)]!r}")
+        exp.record("iperf_received_mbit", received / 1e6, unit="Mbit/s")
+        return
+    pair = test == "pingpair"
+    if pair and len(hosts) < 2:
+        raise ScenarioError("--test pingpair: the topology has fewer than two hosts")
+    result = session.pingall(timeout=2.0, hosts=set(hosts[:2]) if pair else None)
     for line in result.lines():
         print(line)
     print(result.results_line())
-    exp.record("pingall_received_pct", 100 - result.dropped_percent, expected=100.0, unit="%")
+    exp.record(f"{test}_received_pct", 100 - result.dropped_percent, expected=100.0, unit="%")
+
+
+# The template with iperf3 that --test iperf puts its two hosts on.
+IPERF_TEMPLATE = "tools-host"
+
+
+def _iperf_hosts(scenario: Scenario) -> None:
+    """`--test iperf` measures from the first host to the last, which need
+    iperf3: those on the default tiny-host template (no iperf3) get
+    tools-host, as mn's --test iperf runs on any topology. Said in a line."""
+    hosts = [n for n in scenario.topology.nodes.values() if n.kind is NodeKind.HOST]
+    moved = []
+    for node in {id(n): n for n in (hosts[:1] + hosts[-1:])}.values():
+        if node.template == DEFAULT_TEMPLATES[NodeKind.HOST]:
+            if node.memory_mb == TEMPLATE_MEMORY_MB[node.template]:
+                node.memory_mb = TEMPLATE_MEMORY_MB[IPERF_TEMPLATE]
+            node.template = IPERF_TEMPLATE
+            moved.append(node.name)
+    if moved:
+        say(f"--test iperf: {' and '.join(moved)} use the {IPERF_TEMPLATE} template (iperf3)")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
