@@ -444,3 +444,16 @@ def test_plan_shows_a_split_bridge_setup_as_its_commands_in_order(capsys):
     first, second = block.split("#   # next command\n")
     assert first.count("#   port ") == 40 and "add-br br0" in first
     assert second.splitlines()[:2] == ["#   set -e", "#   ip link set br0 up"]
+
+
+def test_host_template_puts_every_default_host_of_a_topo_on_it(capsys):
+    """`selena run --topo single,2` hosts are tiny-host, without iperf3 for
+    the prompt's iperf, and no option chose another: --host-template does."""
+    rc, out, err = run_cli(capsys, "plan", "--topo", "single,2", "--host-template", "tools-host")
+    assert rc == 0, err
+    guests = re.findall(r'name = "selena-single-(\w+)".*?/templates/([\w-]+)/vmlinuz', out, re.S)
+    assert sorted(guests) == [("h1", "tools-host"), ("h2", "tools-host"), ("s1", "ovs-switch")]
+    rc, _, err = run_cli(capsys, "validate", "--topo", "single,2", "--host-template", "Tools")
+    assert rc == 2 and err.splitlines()[-1].endswith(
+        "argument --host-template: 'Tools' is not a template name (lower-case letters, digits, "
+        "'.', '_', '-'; e.g. tools-host)")

@@ -18,7 +18,7 @@ from selena.errors import ScenarioError, UnitError
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment
 from selena.loader import Scenario, load_scenario
 from selena.schedule import Event, check_events, load_events
-from selena.validate import MAX_SWITCH_PORTS
+from selena.validate import MAX_SWITCH_PORTS, TEMPLATE_RE
 
 # mn's --test values that selena runs (mn's walkthrough: pingall, pingpair,
 # iperf), and none: no test and no prompt.
@@ -80,6 +80,15 @@ def param_option(p: argparse.ArgumentParser, help: str) -> None:
     """--param NAME=VALUE (repeatable), as run, sweep and advise take it."""
     p.add_argument("--param", type=param_arg, action=_ParamAction, default=[],
                    metavar="NAME=VALUE", help=help)
+
+
+def template_arg(text: str) -> str:
+    """--host-template: a template's name, refused in one line here rather
+    than once per host by validation."""
+    if not TEMPLATE_RE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a template name (lower-case "
+                                         "letters, digits, '.', '_', '-'; e.g. tools-host)")
+    return text
 
 
 def seconds_arg(text: str) -> float:
@@ -160,8 +169,12 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
         raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
     # An adaptive TDF (auto:MIN-MAX) starts from the scenario's own (Experiment).
     tdf = None if isinstance(args.tdf, Policy) else args.tdf
-    return load_scenario(source, tdf=tdf, link_spec=args.link, params=dict(args.param),
-                         custom=custom)
+    scenario = load_scenario(source, tdf=tdf, link_spec=args.link, params=dict(args.param),
+                             custom=custom)
+    template = getattr(args, "host_template", None)
+    if template is not None:
+        scenario.topology.use_host_template(template)
+    return scenario
 
 
 # Unlike mn's, a switch here is a Xen guest, with a guest's limit on interfaces.

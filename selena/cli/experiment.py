@@ -33,6 +33,7 @@ from selena.cli.args import (
     size_arg,
     tdf_arg,
     tdf_or_auto_arg,
+    template_arg,
 )
 from selena.compat import PUSH_CMD
 from selena.control.channel import DEFAULT_OUTPUT_CAP
@@ -47,7 +48,6 @@ from selena.errors import (
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterrupt
 from selena.loader import Scenario, checking_only, user_error
 from selena.model import NodeKind
-from selena.model.topology import DEFAULT_TEMPLATES, TEMPLATE_MEMORY_MB
 from selena.session import rate_text
 from selena.specs import TOPOS, topo_usage
 
@@ -75,6 +75,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="Mininet-style parameters for every link: bw in Mbit/s, delay "
                             "and jitter with a unit (5ms), loss in %%, max_queue_size in "
                             "packets; delay is one-way (the round trip adds it twice)")
+        p.add_argument("--host-template", type=template_arg, default=None, metavar="TEMPLATE",
+                       help="the template of every host still on the default (tiny-host), "
+                            "e.g. tools-host for iperf3 at the prompt")
         param_option(p, "passed to the scenario's build(**params) and exp.params (repeatable)")
         p.add_argument("--events", type=Path, default=None, metavar="FILE",
                        help="link and node changes in virtual time, one a line: "
@@ -435,14 +438,8 @@ def _iperf_hosts(scenario: Scenario) -> None:
     """`--test iperf` measures from the first host to the last, which need
     iperf3: those on the default tiny-host template (no iperf3) get
     tools-host, as mn's --test iperf runs on any topology. Said in a line."""
-    hosts = [n for n in scenario.topology.nodes.values() if n.kind is NodeKind.HOST]
-    moved = []
-    for node in {id(n): n for n in (hosts[:1] + hosts[-1:])}.values():
-        if node.template == DEFAULT_TEMPLATES[NodeKind.HOST]:
-            if node.memory_mb == TEMPLATE_MEMORY_MB[node.template]:
-                node.memory_mb = TEMPLATE_MEMORY_MB[IPERF_TEMPLATE]
-            node.template = IPERF_TEMPLATE
-            moved.append(node.name)
+    hosts = [n.name for n in scenario.topology.nodes.values() if n.kind is NodeKind.HOST]
+    moved = scenario.topology.use_host_template(IPERF_TEMPLATE, names=hosts[:1] + hosts[-1:])
     if moved:
         say(f"--test iperf: {' and '.join(moved)} use the {IPERF_TEMPLATE} template (iperf3)")
 

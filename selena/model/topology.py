@@ -6,7 +6,7 @@ import enum
 import hashlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TypedDict, TypeVar, Unpack
@@ -445,6 +445,25 @@ class Topology:
             node.interfaces.append(Interface(0, mac=mac, ip=ip, gateway=gateway, ip6=ip6,
                                              gateway6=gateway6))
         return node
+
+    def use_host_template(self, template: str,
+                          names: Collection[str] | None = None) -> list[str]:
+        """Hosts (all, or those in `names`) still on the default template move
+        to `template`, with its default memory where theirs was the old
+        default's; the names of those moved, in order. For options that pick
+        the hosts' template of a topology made elsewhere (--host-template,
+        --test iperf); hosts on any other template stay on it."""
+        default = DEFAULT_TEMPLATES[NodeKind.HOST]
+        moved = []
+        for node in self.nodes.values():
+            if node.kind is not NodeKind.HOST or node.template != default \
+                    or (names is not None and node.name not in names):
+                continue
+            if node.memory_mb == TEMPLATE_MEMORY_MB[default]:
+                node.memory_mb = TEMPLATE_MEMORY_MB.get(template, DEFAULT_MEMORY_MB)
+            node.template = template
+            moved.append(node.name)
+        return moved
 
     def add_switch(self, name: str, *, controller: Node | str | None = None,
                    switch_model: str | None = None,

@@ -36,3 +36,17 @@ def test_derived_macs_are_stable_and_explicit_ones_kept():
     assert mac.startswith("02:") and mac.endswith(":00:00:00")
     assert mac == Topology("t").mac_of(h, h.interfaces[0])
     assert topo.mac_of(g, g.interfaces[0]) == "02:00:00:00:00:aa"
+
+
+def test_use_host_template_moves_only_hosts_on_the_default_and_their_default_memory():
+    topo = Topology("t")
+    topo.add_host("h1")
+    topo.add_host("h2", memory=48)
+    topo.add_host("h3", template="debian")
+    topo.add_host("h4")
+    topo.add_switch("s1")
+    assert topo.use_host_template("tools-host", names=["h1", "h2", "h3"]) == ["h1", "h2"]
+    got = {n.name: (n.template, n.memory_mb) for n in topo.nodes.values()}
+    assert got == {"h1": ("tools-host", 64), "h2": ("tools-host", 48), "h3": ("debian", 128),
+                   "h4": ("tiny-host", 32), "s1": ("ovs-switch", 256)}
+    assert topo.use_host_template("tools-host") == ["h4"]
