@@ -457,3 +457,32 @@ def test_host_template_puts_every_default_host_of_a_topo_on_it(capsys):
     assert rc == 2 and err.splitlines()[-1].endswith(
         "argument --host-template: 'Tools' is not a template name (lower-case letters, digits, "
         "'.', '_', '-'; e.g. tools-host)")
+
+
+def test_mns_mac_and_arp_options_reach_the_plan(capsys):
+    """`mn --mac --arp` were "unrecognized arguments"."""
+    rc, out, err = run_cli(capsys, "plan", "--topo", "single,2", "--mac", "--arp")
+    assert rc == 0, err
+    assert "mac=00:00:00:00:00:01," in out and "mac=00:00:00:00:00:02," in out
+    assert "arp 10.0.0.2 00:00:00:00:00:02" in out and "arp 10.0.0.1 00:00:00:00:00:01" in out
+    rc, out, _ = run_cli(capsys, "plan", "--topo", "single,2")
+    assert "mac=00:00:00:00:00:01," not in out and "arp 10.0.0.2" not in out
+
+
+@pytest.mark.parametrize("argv,option", [
+    (["run", "--topo", "single,3", "--mac", "--switch", "ovsk"], "--switch"),
+    (["validate", "--topo", "single,3", "--controller=remote,ip=10.0.0.9"], "--controller"),
+    (["run", "--topo", "linear,2", "-x"], "-x"),
+    (["sweep", "s.py", "--tdf", "1,2", "--out", "o", "--nat"], "--nat"),
+])
+def test_mns_options_selena_does_not_take_are_one_line_saying_what_it_does(argv, option,
+                                                                           capsys):
+    rc, out, err = run_cli(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert err.startswith(f"selena: error: {option} is mn's, not selena's: ") and \
+        err.count("\n") == 1, err
+
+
+def test_mns_option_names_elsewhere_are_left_to_their_verbs(capsys):
+    rc, _, err = run_cli(capsys, "validate", "--topo", "single,2", "--param", "switch=1")
+    assert "mn's" not in err

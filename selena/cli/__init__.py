@@ -19,6 +19,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 
 from selena import __version__
+from selena.cli.args import mn_only_option
 from selena.errors import ScenarioFileError, SelenaError
 
 SUBCOMMAND_MODULES: list[str] = ["selena.cli.experiment", "selena.cli.sweep", "selena.cli.advise",
@@ -81,7 +82,8 @@ def report(exc: SelenaError) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    missing = missing_plugin(parser, sys.argv[1:] if argv is None else argv)
+    given = sys.argv[1:] if argv is None else argv
+    missing = missing_plugin(parser, given) or mn_only_option(given)
     if missing:
         print(f"selena: error: {missing}", file=sys.stderr)
         return 2

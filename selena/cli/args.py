@@ -25,6 +25,41 @@ from selena.validate import MAX_SWITCH_PORTS, TEMPLATE_RE
 MN_TESTS = ("pingall", "pingpair", "iperf", "none")
 
 
+# mn's options that selena does not take, and what it does instead (a mn
+# command line's other options, --topo, --link, --test, --mac, --arp, --custom,
+# are selena's too). argparse alone said "unrecognized arguments".
+MN_ONLY_OPTIONS = {
+    "--switch": "selena's switches are Open vSwitch guests (the ovs-switch template), "
+                "standalone learning bridges unless static flows or a controller node say "
+                "otherwise (docs/openflow.md)",
+    "--controller": "a controller is a node of the topology (add_controller) or a switch's "
+                    "static flows (docs/openflow.md); without one, switches are standalone "
+                    "learning bridges",
+    "--host": "hosts are Xen guests with whole vCPUs, not CPU-limited processes: "
+              "--host-template picks their template, add_host(vcpus=, cpus=) their CPUs",
+    "--nat": "guests have no route out of the experiment",
+    "--innamespace": "every node is a Xen guest of its own",
+    "-x": "no xterms: type `h1 COMMAND` at the selena> prompt, or use `xl console`",
+    "--xterms": "no xterms: type `h1 COMMAND` at the selena> prompt, or use `xl console`",
+    "--ipbase": "--topo's hosts are on 10.0.0.0/8; a scenario file gives its own addresses",
+    "--pin": "vCPUs are pinned per node: add_host(..., cpus='2-3')",
+}
+EXPERIMENT_VERBS = ("validate", "plan", "deploy", "run", "advise", "sweep")
+
+
+def mn_only_option(argv: list[str]) -> str | None:
+    """The one-line error for the first of mn's options selena does not
+    take on an experiment verb's command line, else None."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or words[0] not in EXPERIMENT_VERBS:
+        return None
+    for arg in argv:
+        option = arg.split("=", 1)[0]
+        if option in MN_ONLY_OPTIONS:
+            return f"{option} is mn's, not selena's: {MN_ONLY_OPTIONS[option]}"
+    return None
+
+
 def tdf_arg(text: str) -> float:
     try:
         return units.tdf(text)
@@ -174,6 +209,10 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
     template = getattr(args, "host_template", None)
     if template is not None:
         scenario.topology.use_host_template(template)
+    if getattr(args, "mac", False):
+        scenario.topology.number_host_macs()
+    if getattr(args, "arp", False):         # after --mac: the entries carry its MACs
+        scenario.topology.static_arp_between_hosts()
     return scenario
 
 

@@ -78,6 +78,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--host-template", type=template_arg, default=None, metavar="TEMPLATE",
                        help="the template of every host still on the default (tiny-host), "
                             "e.g. tools-host for iperf3 at the prompt")
+        p.add_argument("--mac", action="store_true",
+                       help="as mn --mac: each host's MAC from its IPv4 address "
+                            "(00:00:00:00:00:01 for 10.0.0.1) unless it has one")
+        p.add_argument("--arp", action="store_true",
+                       help="as mn --arp: every host has static ARP entries for every other "
+                            "host")
         param_option(p, "passed to the scenario's build(**params) and exp.params (repeatable)")
         p.add_argument("--events", type=Path, default=None, metavar="FILE",
                        help="link and node changes in virtual time, one a line: "

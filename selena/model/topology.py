@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import ipaddress
 import os
 import sys
 from collections.abc import Callable, Collection, Sequence
@@ -464,6 +465,47 @@ class Topology:
             node.template = template
             moved.append(node.name)
         return moved
+
+    def number_host_macs(self) -> list[str]:
+        """mn's --mac: each host's first interface without a MAC of its own
+        takes its IPv4 address's host number as MAC (10.0.0.3/8 ->
+        00:00:00:00:00:03), as Mininet's autoSetMacs does; the hosts given one."""
+        numbered = []
+        for node in self.nodes.values():
+            iface = node.interface(0) if node.kind is NodeKind.HOST else None
+            if iface is None or not iface.ip or (iface.mac and iface.mac.upper() != "RANDOM"):
+                continue
+            try:
+                address = ipaddress.ip_interface(iface.ip)
+            except ValueError:
+                continue                    # validation names it
+            if address.version != 4:
+                continue
+            number = int(address.ip) - int(address.network.network_address)
+            iface.mac = ":".join(f"{b:02x}" for b in number.to_bytes(6, "big"))
+            numbered.append(node.name)
+        return numbered
+
+    def static_arp_between_hosts(self) -> int:
+        """mn's --arp: every host a permanent ARP entry for every other host's
+        first IPv4 address and that interface's MAC (its own or derived);
+        how many were added."""
+        addressed = []
+        for node in self.nodes.values():
+            iface = node.interface(0) if node.kind is NodeKind.HOST else None
+            try:
+                address = ipaddress.ip_interface(iface.ip) if iface and iface.ip else None
+            except ValueError:
+                continue                    # validation names it
+            if iface is not None and address is not None and address.version == 4:
+                addressed.append((node, iface, str(address.ip)))
+        added = 0
+        for node, _, _ in addressed:
+            for other, iface, ip in addressed:
+                if other is not node:
+                    self.add_static_arp(node, 0, ip, self.mac_of(other, iface))
+                    added += 1
+        return added
 
     def add_switch(self, name: str, *, controller: Node | str | None = None,
                    switch_model: str | None = None,

@@ -50,3 +50,20 @@ def test_use_host_template_moves_only_hosts_on_the_default_and_their_default_mem
     assert got == {"h1": ("tools-host", 64), "h2": ("tools-host", 48), "h3": ("debian", 128),
                    "h4": ("tiny-host", 32), "s1": ("ovs-switch", 256)}
     assert topo.use_host_template("tools-host") == ["h4"]
+
+
+def test_mns_mac_and_arp_number_host_macs_and_give_every_host_the_others():
+    topo = Topology("t")
+    h1 = topo.add_host("h1", ip="10.0.0.1/8")
+    topo.add_host("h2", ip="10.0.0.2/8", mac="02:00:00:00:00:aa")     # its own stays
+    topo.add_host("h3", ip="fd00::3/64")                               # no IPv4: none
+    topo.add_switch("s1")
+    topo.add_host("h4", ip="10.0.1.4/24")
+    assert topo.number_host_macs() == ["h1", "h4"]
+    assert topo.mac_of(h1, h1.interface(0)) == "00:00:00:00:00:01"
+    assert topo.nodes["h4"].interface(0).mac == "00:00:00:00:00:04"
+    assert topo.static_arp_between_hosts() == 6                       # h1, h2, h4: 3 x 2
+    entries = {(a.node, a.ip, a.mac) for a in topo.static_arp}
+    assert ("h1", "10.0.0.2", "02:00:00:00:00:aa") in entries
+    assert ("h2", "10.0.1.4", "00:00:00:00:00:04") in entries
+    assert not any(a.node == "h3" or a.node == "s1" for a in topo.static_arp)
