@@ -1,0 +1,77 @@
+"""A Mininet user's habits end to end in the lab: mn's `--test iperf` and
+`--test pingpair`, `--host-template` for the prompt's `iperf`, `--mac` and
+`--arp`, and Mininet's emptynet.py way of building a net (a Mininet()
+without a topo, every node added to it), with pingPair and waitConnected.
+Four short runs in one lab command: about 5 minutes of lab time."""
+
+import json
+import re
+
+import lab_results
+import pytest
+from lab_stats import check
+
+from selena.paths import project_root
+
+pytestmark = pytest.mark.lab
+
+OUT = lab_results.out("test-mn-habits")
+EMPTYNET = lab_results.out("mn-habits-emptynet.py")
+
+EMPTYNET_SCRIPT = """\
+from selena.mininet.net import Mininet
+from selena.mininet.node import Controller
+
+net = Mininet(controller=Controller, waitConnected=True, tdf=5)
+net.addController('c0')
+h1 = net.addHost('h1', ip='10.0.0.1')
+h2 = net.addHost('h2', ip='10.0.0.2')
+s3 = net.addSwitch('s3')
+net.addLink(h1, s3)
+net.addLink(h2, s3)
+net.start()
+print('connected', net.waitConnected())
+print('pairdropped', net.pingPair())
+net.stop()
+"""
+
+
+# make test-long: make test's budget; make test runs --test pingall, a
+# selena.mininet script and the prompt's commands (test_interactive_e2e).
+@pytest.mark.long
+def test_mns_tests_options_and_emptynet_run_in_the_lab(lab):
+    script = project_root() / EMPTYNET
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(EMPTYNET_SCRIPT)
+    result = lab.run(
+        f"rm -rf {OUT}; "
+        f"selena run --topo minimal --link tc,bw=20 --test iperf --tdf 10 --out {OUT}/iperf; "
+        "echo iperf-status=$?; "
+        f"selena run --topo single,3 --test pingpair --out {OUT}/pingpair; "
+        "echo pingpair-status=$?; "
+        "printf 'iperf h1 h2 3\\nexit\\n' | selena run --topo single,2 --link tc,bw=20 "
+        f"--host-template tools-host --tdf 10 --out {OUT}/prompt; echo prompt-status=$?; "
+        "printf 'h1 ip neigh\\nh1 cat /sys/class/net/eth0/address\\nexit\\n' | selena run "
+        f"--topo single,2 --mac --arp --out {OUT}/mac; echo mac-status=$?; "
+        f"python3 {EMPTYNET}; echo emptynet-status=$?; "
+        "xl list | grep -c selena- ; echo left-counted", timeout=1500)
+    out = result.output.replace("\r\n", "\n")
+    for run in ("iperf", "pingpair", "prompt", "mac", "emptynet"):
+        assert f"{run}-status=0" in out, out
+    # --test iperf: its two hosts moved to tools-host, the link's rate carried.
+    assert "--test iperf: h1 and h2 use the tools-host template (iperf3)" in out
+    metrics = json.loads((project_root() / OUT / "iperf/metrics.json").read_text())
+    check("mn_habits.iperf_test_received_mbit", metrics["iperf_received_mbit"]["median"],
+          16, 21, unit="Mbit/s")
+    # --test pingpair: the first two hosts only.
+    assert re.search(r"h1 -> h2\s+h2 -> h1\s+\*\*\* Results: 0% dropped \(2/2 received\)", out)
+    # The prompt's iperf on hosts --host-template gave iperf3.
+    rates = re.findall(r"\*\*\* Results: \['([\d.]+) Mbits/sec', '([\d.]+) Mbits/sec'\]", out)
+    assert len(rates) == 2, out                      # --test iperf's, then the prompt's
+    check("mn_habits.prompt_iperf_received_mbit", float(rates[1][0]), 16, 21, unit="Mbit/s")
+    # --mac and --arp: h1's own MAC and a permanent entry for h2.
+    assert re.search(r"10\.0\.0\.2 dev eth0 lladdr 00:00:00:00:00:02 .*PERMANENT", out), out
+    assert "\n00:00:00:00:00:01" in out
+    # emptynet.py's way: built by start(), with its nodes.
+    assert "connected True" in out and "pairdropped 0.0" in out
+    assert "0\nleft-counted" in out
