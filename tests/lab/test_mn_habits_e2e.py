@@ -2,7 +2,7 @@
 `--test pingpair`, `--host-template` for the prompt's `iperf`, `--mac` and
 `--arp`, and Mininet's emptynet.py way of building a net (a Mininet()
 without a topo, every node added to it), with pingPair and waitConnected.
-Four short runs in one lab command: about 5 minutes of lab time."""
+Five short runs in one lab command: about 5 minutes of lab time."""
 
 import json
 import re
@@ -16,33 +16,13 @@ from selena.paths import project_root
 pytestmark = pytest.mark.lab
 
 OUT = lab_results.out("test-mn-habits")
-EMPTYNET = lab_results.out("mn-habits-emptynet.py")
-
-EMPTYNET_SCRIPT = """\
-from selena.mininet.net import Mininet
-from selena.mininet.node import Controller
-
-net = Mininet(controller=Controller, waitConnected=True, tdf=5)
-net.addController('c0')
-h1 = net.addHost('h1', ip='10.0.0.1')
-h2 = net.addHost('h2', ip='10.0.0.2')
-s3 = net.addSwitch('s3')
-net.addLink(h1, s3)
-net.addLink(h2, s3)
-net.start()
-print('connected', net.waitConnected())
-print('pairdropped', net.pingPair())
-net.stop()
-"""
+EMPTYNET = "tests/lab_programs/mn_emptynet.py"
 
 
 # make test-long: make test's budget; make test runs --test pingall, a
 # selena.mininet script and the prompt's commands (test_interactive_e2e).
 @pytest.mark.long
 def test_mns_tests_options_and_emptynet_run_in_the_lab(lab):
-    script = project_root() / EMPTYNET
-    script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(EMPTYNET_SCRIPT)
     result = lab.run(
         f"rm -rf {OUT}; "
         f"selena run --topo minimal --link tc,bw=20 --test iperf --tdf 10 --out {OUT}/iperf; "
