@@ -23,6 +23,7 @@ from typing import TypeVar
 from selena import units
 from selena.errors import ArgumentError, UnitError
 from selena.model import Link, LinkOptions, Node, Topology, caller_location
+from selena.model.topology import numbered_mac
 
 # Options accepted for Mininet's sake and ignored: selena's guests are VMs
 # (every directory and namespace is private), its switches standalone Open
@@ -359,7 +360,7 @@ def to_topology(topo: Topo, name: str, *, ip_base: str = "10.0.0.0/8",
         ip = _ip(opts.pop("ip", None), number, base)  # type: ignore[arg-type]
         mac = opts.pop("mac", None)
         if mac is None and auto_macs:
-            mac = ":".join(f"{b:02x}" for b in number.to_bytes(6, "big"))
+            mac = numbered_mac(number)
         route = opts.pop("defaultRoute", None)
         if route and "gateway" not in opts:
             opts["gateway"] = str(route).split()[-1]

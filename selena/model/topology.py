@@ -171,6 +171,11 @@ TEMPLATE_MEMORY_MB = {"tiny-host": 32, "tools-host": 64, "ovs-switch": 256,
 DEFAULT_MEMORY_MB = 128
 
 
+def numbered_mac(number: int) -> str:
+    """The MAC Mininet gives host number `number` (1 -> 00:00:00:00:00:01)."""
+    return ":".join(f"{b:02x}" for b in number.to_bytes(6, "big"))
+
+
 def _check_address_args(call: str, **values: object) -> None:
     examples = {"ip": "'10.0.0.1/24'", "ip6": "'fd00::1/64'", "mac": "'02:00:00:00:00:01'",
                 "gateway": "'10.0.0.254'", "gateway6": "'fd00::fe'"}
@@ -471,18 +476,10 @@ class Topology:
         takes its IPv4 address's host number as MAC (10.0.0.3/8 ->
         00:00:00:00:00:03), as Mininet's autoSetMacs does; the hosts given one."""
         numbered = []
-        for node in self.nodes.values():
-            iface = node.interface(0) if node.kind is NodeKind.HOST else None
-            if iface is None or not iface.ip or (iface.mac and iface.mac.upper() != "RANDOM"):
+        for node, iface, address in self._hosts_ipv4():
+            if iface.mac and iface.mac.upper() != "RANDOM":
                 continue
-            try:
-                address = ipaddress.ip_interface(iface.ip)
-            except ValueError:
-                continue                    # validation names it
-            if address.version != 4:
-                continue
-            number = int(address.ip) - int(address.network.network_address)
-            iface.mac = ":".join(f"{b:02x}" for b in number.to_bytes(6, "big"))
+            iface.mac = numbered_mac(int(address.ip) - int(address.network.network_address))
             numbered.append(node.name)
         return numbered
 
@@ -490,22 +487,30 @@ class Topology:
         """mn's --arp: every host a permanent ARP entry for every other host's
         first IPv4 address and that interface's MAC (its own or derived);
         how many were added."""
-        addressed = []
-        for node in self.nodes.values():
-            iface = node.interface(0) if node.kind is NodeKind.HOST else None
-            try:
-                address = ipaddress.ip_interface(iface.ip) if iface and iface.ip else None
-            except ValueError:
-                continue                    # validation names it
-            if iface is not None and address is not None and address.version == 4:
-                addressed.append((node, iface, str(address.ip)))
+        addressed = self._hosts_ipv4()
         added = 0
         for node, _, _ in addressed:
-            for other, iface, ip in addressed:
+            for other, iface, address in addressed:
                 if other is not node:
-                    self.add_static_arp(node, 0, ip, self.mac_of(other, iface))
+                    self.add_static_arp(node, 0, str(address.ip), self.mac_of(other, iface))
                     added += 1
         return added
+
+    def _hosts_ipv4(self) -> list[tuple[Node, Interface, ipaddress.IPv4Interface]]:
+        """Each host whose first interface has an IPv4 address, with both (an
+        address that does not parse is validation's to name)."""
+        found = []
+        for node in self.nodes.values():
+            iface = node.interface(0) if node.kind is NodeKind.HOST else None
+            if iface is None or not iface.ip:
+                continue
+            try:
+                address = ipaddress.ip_interface(iface.ip)
+            except ValueError:
+                continue
+            if isinstance(address, ipaddress.IPv4Interface):
+                found.append((node, iface, address))
+        return found
 
     def add_switch(self, name: str, *, controller: Node | str | None = None,
                    switch_model: str | None = None,
