@@ -20,12 +20,12 @@ The page's calibration is then the advisor's test (once the lab's own
 test_advise_e2e.py, which calibrated a second time in the same boot): its
 fit has every gap, advise reads the demo's topology right, the prediction
 at the advised TDF is the model's, the first run's error lies within half
-the accuracy of it, and a run at TDF 1 needs the advice (outside the
-accuracy) with the model explaining it (0.2 to 2.4 times the prediction).
+the accuracy of it, and a run at TDF 1 needs the advice (outside the share
+of the accuracy advise aims at) with the model explaining it (0.2 to 2.4
+times the prediction).
 One job of the shared boot: about 3 minutes of lab time, 2 of them `selena
 calibrate` (the page's own step; the floor it measures is the lab's, so the
-advised TDF is 5-12 here with half the accuracy as headroom, about 1.5
-times that with a third)."""
+advised TDF is the lab's too: 4 to 17 in the recorded runs)."""
 
 import json
 import re
@@ -178,9 +178,15 @@ def _check_the_advisor(lab, calibration: str, tdf: float, predicted: float,
     # proposed).
     check("advise.advised_tdf.rtt_error_minus_prediction_pct", measured - predicted,
           low=-2.75, high=2.75, unit="%", context=(tdf, predicted, measured))
-    # TDF 1 needed the advice, and the model explains what it measured. Its
-    # bounds hold the recorded distribution's 1% points (scripts/lab-thresholds,
-    # n = 31: 0.60 to 1.33, and 2.01 in stop 53's CI, proposed 0.25 and 2.36):
+    # TDF 1 needed the advice, and the model explains what it measured. The
+    # advisor went above TDF 1 because TDF 1's prediction exceeds the share of
+    # the accuracy it aims at (HEADROOM), so that is what TDF 1 must measure:
+    # not the accuracy itself, which the lab's floor decides (recorded runs
+    # fell from 7-19% to 4.7% at TDF 1 as the floor dropped, the model's
+    # prediction with them: 4.78% predicted, 4.72% measured in stop 64's CI).
+    # The ratio's bounds hold the recorded distribution's 1% points
+    # (scripts/lab-thresholds, n = 31: 0.60 to 1.33, and 2.01 in stop 53's CI,
+    # proposed 0.25 and 2.36):
     # real time at TDF 1 scatters between the calibration and a run minutes
     # later, and ten pings over 2 s take a burst of the host's load whole (that
     # run's median ping 95 ms, 86 to 93 in the 30 before it).
@@ -188,8 +194,8 @@ def _check_the_advisor(lab, calibration: str, tdf: float, predicted: float,
     model_1 = 100 * model.extra_ms(1.0, 0.2, CONFIGURED_RTT_MS) / CONFIGURED_RTT_MS
     print(f"TDF {tdf:g}: predicted {predicted:+.2f}%, measured {measured:+.2f}%; TDF 1: "
           f"predicted {model_1:+.2f}%, measured {at_1['error_pct']:+.2f}%")
-    check("advise.tdf1.rtt_error_pct", at_1["error_pct"], above=ACCURACY_PCT, unit="%",
-          samples=at_1["samples"], context=at_1)
+    check("advise.tdf1.rtt_error_pct", at_1["error_pct"], above=HEADROOM * ACCURACY_PCT,
+          unit="%", samples=at_1["samples"], context=at_1)
     # As a ratio (model_1 > 0; else it fails).
     check("advise.tdf1.measured_over_predicted",
           at_1["error_pct"] / model_1 if model_1 > 0 else float("nan"),
