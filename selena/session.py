@@ -22,8 +22,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from selena import units
 from selena.control.channel import CommandResult
-from selena.errors import ScenarioError
+from selena.errors import ScenarioError, UnitError
 from selena.runner import CommandResult as RunResult
 from selena.runner import Runner
 
@@ -258,9 +259,19 @@ class Session:
         received, sent = self.iperf_bps(client, server, seconds)
         return rate_text(received), rate_text(sent)
 
-    def iperf_bps(self, client: str, server: str, seconds: float = 5.0) -> tuple[float, float]:
+    def iperf_udp(self, client: str, server: str, bandwidth: str | float = "10M",
+                  seconds: float = 5.0) -> tuple[str, str, str]:
+        """UDP from `client` to `server` at `bandwidth` (iperf's -b: "10M", or
+        bit/s; in the guests' virtual time, as every rate of a dilated run),
+        as Mininet's iperf(l4Type='UDP') returns it: (the bandwidth asked,
+        what the server received, what the client sent)."""
+        received, sent = self.iperf_bps(client, server, seconds, udp_bps=udp_rate(bandwidth))
+        return str(bandwidth), rate_text(received), rate_text(sent)
+
+    def iperf_bps(self, client: str, server: str, seconds: float = 5.0,
+                  udp_bps: float | None = None) -> tuple[float, float]:
         """iperf() as numbers: bits per second received by the server and
-        sent by the client."""
+        sent by the client; UDP at `udp_bps` when given (else TCP)."""
         for name in (client, server):
             self.node(name)
         self._running("iperf")
@@ -272,6 +283,8 @@ class Session:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
                 or not 0 < seconds < math.inf:
             raise ScenarioError(f"iperf: {seconds!r} seconds: want a finite number above zero")
+        if udp_bps is not None:
+            udp_rate(udp_bps)       # iperf3 takes -b 0 for "no limit": a flood
         for name in (client, server):
             if not self.exp.cmd(name, "command -v iperf3", timeout=PING_COMMAND_TIMEOUT_S).ok:
                 template = self.exp.topology.nodes[name].template
@@ -280,7 +293,7 @@ class Session:
         budget = seconds + IPERF_SLACK_S
         srv = self.exp.start(server, ["iperf3", "-s", "-1", "-J"], timeout=budget)
         try:
-            report = self._iperf_client(client, ip, seconds, budget)
+            report = self._iperf_client(client, ip, seconds, budget, udp_bps)
         except BaseException:
             self.exp.kill(srv)
             raise
@@ -294,8 +307,10 @@ class Session:
         return float(received), float(sent)
 
     def _iperf_client(self, client: str, ip: str, seconds: float,
-                      budget: float) -> dict:
+                      budget: float, udp_bps: float | None = None) -> dict:
         argv = ["iperf3", "-c", ip, "-t", f"{seconds:g}", "-J"]
+        if udp_bps is not None:
+            argv += ["-u", "-b", f"{udp_bps:.0f}"]
         for _ in range(IPERF_CONNECT_TRIES):
             result = self.exp.cmd(client, argv, timeout=budget)
             report = _json(result.stdout)
@@ -334,6 +349,21 @@ class Session:
 
     def resume(self) -> float:
         return self.exp.resume()
+
+
+def udp_rate(bandwidth: object, what: str = "iperf") -> float:
+    """A UDP iperf's bandwidth in bit/s: iperf's "10M" (decimal, as iperf3
+    reads -b), selena's "10Mbit", or a number of bit/s; above zero and
+    finite (iperf3's -b 0 is no limit at all)."""
+    try:
+        bps = units.rate_bps(bandwidth) if isinstance(bandwidth, str | int | float) \
+            else math.nan
+    except UnitError:
+        bps = math.nan
+    if not 0 < bps < math.inf:
+        raise ScenarioError(f"{what}: UDP bandwidth {bandwidth!r}: want a rate above zero "
+                            "such as 10M (bit/s)")
+    return bps
 
 
 def rate_text(bits_per_second: float) -> str:

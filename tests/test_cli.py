@@ -374,6 +374,7 @@ def test_run_opens_no_prompt_with_a_test_and_with_cli_after_the_scenario(
 
 
 FAKE_IPERF3 = """#!/bin/sh
+echo "$*" >> "$(dirname "$0")/iperf3.args"
 case "$*" in
   *-c*) echo '{"end": {"sum_received": {"bits_per_second": 9410000},'
         echo '         "sum_sent": {"bits_per_second": 9870000}}}' ;;
@@ -382,7 +383,7 @@ esac
 """
 
 
-def test_run_takes_mns_pingpair_and_iperf_tests(fake_xen, fake_backend, tmp_path, capsys,
+def test_run_takes_mns_pingpair_iperf_and_iperfudp_tests(fake_xen, fake_backend, tmp_path, capsys,
                                                 monkeypatch):
     """mn's walkthrough runs `mn --test pingpair` and `mn --test iperf`:
     refused by --test's choices (pingall, none). iperf's two hosts need
@@ -416,6 +417,20 @@ def test_run_takes_mns_pingpair_and_iperf_tests(fake_xen, fake_backend, tmp_path
                         r'vmlinuz".*?memory = (\d+)', out, re.S)
     assert sorted(guests) == [("a", "tools-host", "64"), ("b", "tiny-host", "32"),
                               ("c", "tools-host", "64")]
+    # mn --test iperfudp: UDP at Mininet's 10M, the bandwidth first in the results.
+    (tmp_path / "bin" / "iperf3.args").unlink()
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, three), "--test", "iperfudp",
+                           "--out", "udp")
+    assert rc == 0, err
+    assert "--test iperfudp: a and c use the tools-host template (iperf3)" in err
+    assert "*** Iperf: testing UDP bandwidth between a and c" in out
+    assert "*** Results: ['10M', '9.41 Mbits/sec', '9.87 Mbits/sec']" in out
+    # (The server and the client run side by side: either may come first.)
+    assert sorted((tmp_path / "bin" / "iperf3.args").read_text().splitlines()) == [
+        "-c 10.0.0.3 -t 5 -J -u -b 10000000", "-s -1 -J"]
+    metrics = json.loads((tmp_path / "udp/metrics.json").read_text())
+    assert metrics["iperfudp_received_mbit"]["median"] == pytest.approx(9.41)
+    assert fake_xen.domains == {}
 
 
 @pytest.mark.parametrize("verb", ["run", "advise"])

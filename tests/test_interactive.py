@@ -80,6 +80,24 @@ def test_iperf_with_and_without_hosts():
     assert clients == ["iperf3 -c 10.0.0.2 -t 2 -J", "iperf3 -c 10.0.0.2 -t 5 -J"]
 
 
+def test_iperfudp_takes_mns_bandwidth_first_then_the_hosts():
+    net = session()
+    out, err = pipe(net, "iperfudp 5M h2 h1 2\niperfudp 20M\niperfudp\niperfudp 0 h1 h2\n"
+                         "iperfudp 5M h1\n")
+    assert out.splitlines() == [
+        "*** Iperf: testing UDP bandwidth between h2 and h1",
+        "*** Results: ['5M', '9.41 Mbits/sec', '9.87 Mbits/sec']",
+        "*** Iperf: testing UDP bandwidth between h1 and h2",
+        "*** Results: ['20M', '9.41 Mbits/sec', '9.87 Mbits/sec']"]
+    assert err.splitlines() == [
+        "*** iperfudp: want `iperfudp BW [CLIENT SERVER [SECONDS]]`, BW as 10M (bit/s)",
+        "*** iperfudp: UDP bandwidth '0': want a rate above zero such as 10M (bit/s)",
+        "*** iperfudp: want `iperfudp BW [CLIENT SERVER [SECONDS]]`"]
+    clients = [c[1] for c in net.exp.engine.commands if c[1].startswith("iperf3 -c")]
+    assert clients == ["iperf3 -c 10.0.0.1 -t 2 -J -u -b 5000000",
+                       "iperf3 -c 10.0.0.2 -t 5 -J -u -b 20000000"]
+
+
 def test_link_down_shows_in_links_and_goes_to_the_backend():
     net = session()
     out, err = pipe(net, "link h1 s1 down\nlinks\nlink s1 h1 up\nlinks\n")

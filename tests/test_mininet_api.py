@@ -9,6 +9,7 @@ the one Experiment."""
 from __future__ import annotations
 
 import io
+import re
 import sys
 import time
 from pathlib import Path
@@ -404,9 +405,10 @@ class FakeSession:
                           else ("pingall", timeout, sorted(hosts)))
         return PingAll([("h1", "h2", True), ("h2", "h1", False)])
 
-    def iperf(self, client, server, seconds):
-        self.calls.append(("iperf", client, server, seconds))
-        return ("9.41 Mbits/sec", "9.87 Mbits/sec")
+    def iperf_bps(self, client, server, seconds, udp_bps=None):
+        self.calls.append(("iperf", client, server, seconds) if udp_bps is None
+                          else ("iperf", client, server, seconds, udp_bps))
+        return 9.41e6, 9.87e6
 
     def link(self, a, b, up):
         self.calls.append(("link", a, b, up))
@@ -430,8 +432,23 @@ def test_ping_all_and_iperf_print_and_return_as_mininet(capsys):
     net.configLinkStatus("h1", "h2", "down")
     assert net.session.calls == [("pingall", 1.0), ("iperf", "h1", "h2", 3.0),
                                  ("link", "h1", "h2", False)]
-    with pytest.raises(ArgumentError, match="only TCP"):
-        net.iperf(l4Type="UDP")
+    # UDP as Mininet returns it: the bandwidth asked first.
+    assert net.iperf(l4Type="UDP", udpBw="5M") == ["5M", "9.41 Mbits/sec", "9.87 Mbits/sec"]
+    assert "*** Iperf: testing UDP bandwidth between h1 and h2 \n*** Results: ['5M', " \
+        in capsys.readouterr().out
+    assert net.iperfUdp() == ["10M", "9.41 Mbits/sec", "9.87 Mbits/sec"]
+    assert net.session.calls[-2:] == [("iperf", "h1", "h2", 5.0, 5e6),
+                                      ("iperf", "h1", "h2", 5.0, 10e6)]
+    calls = len(net.session.calls)
+    with pytest.raises(ArgumentError, match=r"iperf\(l4Type='SCTP'\): want 'TCP' or 'UDP'$"):
+        net.iperf(l4Type="SCTP")
+    # iperf3's -b 0 is no limit: a flood, not a test.
+    for bad in ("0", "fast", "-1M", None):
+        with pytest.raises(ArgumentError, match=rf"test_mininet_api.py:\d+: iperf\(udpBw="
+                                                rf"{re.escape(repr(bad))}\): want a rate above "
+                                                r"zero such as '10M'$"):
+            net.iperf(l4Type="UDP", udpBw=bad)
+    assert len(net.session.calls) == calls
     # Mininet takes "1"; anything float() refuses is one line, not a ValueError.
     net.pingAll(timeout="2")
     assert net.session.calls[-1] == ("pingall", 2.0)

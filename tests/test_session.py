@@ -149,6 +149,28 @@ def test_iperf_returns_mininets_server_and_client_rates():
                         ("h1", "iperf3 -c 10.0.0.2 -t 3 -J")]
 
 
+def test_iperf_udp_sends_at_the_bandwidth_asked_and_returns_it_first_as_mininet():
+    exp = running(single(2), answering())
+    net = Session(exp)
+    assert net.iperf_udp("h1", "h2", "10M", seconds=2) == ("10M", "9.41 Mbits/sec",
+                                                           "9.87 Mbits/sec")
+    assert net.iperf_udp("h2", "h1", 2.5e6) == ("2500000.0", "9.41 Mbits/sec",
+                                                "9.87 Mbits/sec")
+    clients = [c[1] for c in exp.engine.commands if c[1].startswith("iperf3 -c")]
+    assert clients == ["iperf3 -c 10.0.0.2 -t 2 -J -u -b 10000000",
+                       "iperf3 -c 10.0.0.1 -t 5 -J -u -b 2500000"]
+
+
+@pytest.mark.parametrize("bandwidth", ["0", 0, "-5M", "fast", math.inf, True, None, "1e999M"])
+def test_a_udp_bandwidth_that_is_not_a_rate_above_zero_is_one_line_and_runs_nothing(bandwidth):
+    """iperf3 reads -b 0 as no limit at all: a flood, not a test."""
+    exp = running(single(2), answering())
+    with pytest.raises(ScenarioError, match=r"^iperf: UDP bandwidth .*: want a rate above "
+                                            r"zero such as 10M \(bit/s\)$"):
+        Session(exp).iperf_udp("h1", "h2", bandwidth)
+    assert exp.engine.commands == []
+
+
 def test_iperf_without_iperf3_in_the_guest_says_so_in_one_line():
     def answer(node, command):
         return (127, "") if node == "h2" and command == "command -v iperf3" else (0, "")

@@ -21,8 +21,8 @@ from selena.schedule import Event, check_events, load_events
 from selena.validate import MAX_SWITCH_PORTS, TEMPLATE_RE
 
 # mn's --test values that selena runs (mn's walkthrough: pingall, pingpair,
-# iperf), and none: no test and no prompt.
-MN_TESTS = ("pingall", "pingpair", "iperf", "none")
+# iperf, and iperfudp at mn's 10M), and none: no test and no prompt.
+MN_TESTS = ("pingall", "pingpair", "iperf", "iperfudp", "none")
 
 
 # mn's options that selena does not take, and what it does instead (a mn

@@ -145,9 +145,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--test", choices=MN_TESTS, default=None,
                    help="as mn --test: pingall pings every host from every other, pingpair "
                         "the first two hosts each other, iperf measures TCP from the first "
-                        "host to the last (they get the tools-host template, which has "
-                        "iperf3); none: do not open the prompt of a topology with nothing "
-                        "to run")
+                        "host to the last, iperfudp UDP at 10 Mbit/s (they get the tools-host "
+                        "template, which has iperf3); none: do not open the prompt of a "
+                        "topology with nothing to run")
     p.add_argument("--cli", action="store_true",
                    help="open the selena> prompt (as mn's CLI) after the scenario; a "
                         "topology with nothing to run opens it without --cli")
@@ -221,8 +221,8 @@ def _experiment(args: argparse.Namespace, **options: Any) -> Experiment:
         # Checked against the topology now: a bad link is refused before a deploy.
         options["capture"] = list(args.capture)
     scenario = scenario_of(args)
-    if getattr(args, "test", None) == "iperf":
-        _iperf_hosts(scenario)
+    if getattr(args, "test", None) in ("iperf", "iperfudp"):
+        _iperf_hosts(scenario, args.test)
     return Experiment(scenario, backend=args.backend, strict=args.strict,
                       bridge=getattr(args, "bridge", "ovs"),
                       shaping=getattr(args, "shaping", "dom0"),
@@ -314,7 +314,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 exp.schedule(events)
                 say(f"{len(events)} events scheduled from {args.events} (the last at "
                     f"virtual {events[-1].t:g} s)")
-            if args.test in ("pingall", "pingpair", "iperf"):
+            if args.test in ("pingall", "pingpair", "iperf", "iperfudp"):
                 mn_test(exp, args.test)
             exp.run_scenario()
             if args.cli or _opens_prompt(args, exp.scenario):
@@ -411,20 +411,24 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def mn_test(exp: Experiment, test: str) -> None:
-    """`--test pingall|pingpair|iperf` as mn prints them (selena.session),
-    each recorded as a metric."""
-    from selena.session import Session
+    """`--test pingall|pingpair|iperf|iperfudp` as mn prints them
+    (selena.session), each recorded as a metric."""
+    from selena.session import Session, udp_rate
 
     session = Session(exp)
     hosts = [h.name for h in exp.hosts]
-    if test == "iperf":
+    if test in ("iperf", "iperfudp"):
         if len(hosts) < 2:
-            raise ScenarioError("--test iperf: the topology has fewer than two hosts")
+            raise ScenarioError(f"--test {test}: the topology has fewer than two hosts")
         client, server = hosts[0], hosts[-1]        # mn: the first and the last host
-        print(f"*** Iperf: testing TCP bandwidth between {client} and {server}")
-        received, sent = session.iperf_bps(client, server)
-        print(f"*** Results: {[rate_text(received), rate_text(sent)]!r}")
-        exp.record("iperf_received_mbit", received / 1e6, unit="Mbit/s")
+        udp = test == "iperfudp"
+        print(f"*** Iperf: testing {'UDP' if udp else 'TCP'} bandwidth between {client} "
+              f"and {server}")
+        received, sent = session.iperf_bps(client, server,
+                                           udp_bps=udp_rate(MN_UDP_BW) if udp else None)
+        rates = [rate_text(received), rate_text(sent)]
+        print(f"*** Results: {([MN_UDP_BW] if udp else []) + rates!r}")
+        exp.record(f"{test}_received_mbit", received / 1e6, unit="Mbit/s")
         return
     pair = test == "pingpair"
     if pair and len(hosts) < 2:
@@ -438,16 +442,19 @@ def mn_test(exp: Experiment, test: str) -> None:
 
 # The template with iperf3 that --test iperf puts its two hosts on.
 IPERF_TEMPLATE = "tools-host"
+# mn's --test iperfudp rate (Mininet's iperf udpBw default).
+MN_UDP_BW = "10M"
 
 
-def _iperf_hosts(scenario: Scenario) -> None:
-    """`--test iperf` measures from the first host to the last, which need
-    iperf3: those on the default tiny-host template (no iperf3) get
-    tools-host, as mn's --test iperf runs on any topology. Said in a line."""
+def _iperf_hosts(scenario: Scenario, test: str) -> None:
+    """`--test iperf` (and iperfudp) measures from the first host to the
+    last, which need iperf3: those on the default tiny-host template (no
+    iperf3) get tools-host, as mn's --test iperf runs on any topology. Said
+    in a line."""
     hosts = [n.name for n in scenario.topology.nodes.values() if n.kind is NodeKind.HOST]
     moved = scenario.topology.use_host_template(IPERF_TEMPLATE, names=hosts[:1] + hosts[-1:])
     if moved:
-        say(f"--test iperf: {' and '.join(moved)} use the {IPERF_TEMPLATE} template (iperf3)")
+        say(f"--test {test}: {' and '.join(moved)} use the {IPERF_TEMPLATE} template (iperf3)")
 
 
 def cmd_status(args: argparse.Namespace) -> int:

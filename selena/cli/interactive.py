@@ -21,7 +21,7 @@ from typing import IO, Any
 from selena import units
 from selena.errors import SelenaError, UnitError
 from selena.experiment import SignalInterrupt
-from selena.session import Session
+from selena.session import Session, udp_rate
 
 HISTORY = Path("~/.selena_history")
 HISTORY_LINES = 1000
@@ -34,6 +34,7 @@ Commands (node names in a command stand for their first IP address, as in mn):
   dump                    each node's addresses, Xen domain id and template
   pingall [SECONDS]       every host pings every other once (mn's pingall)
   iperf [CLIENT SERVER [SECONDS]]   TCP throughput with iperf3 (tools-host guests)
+  iperfudp BW [CLIENT SERVER [SECONDS]]   UDP at BW (10M: bit/s), received and sent
   NODE COMMAND...         run a shell command in a node: h1 ping -c 1 h2
   link A B up|down        bring the link(s) between nodes A and B up or down
   link A B NAME=VALUE...  their rate, delay, jitter, loss or queue: delay=20ms
@@ -157,22 +158,39 @@ class Prompt(cmd.Cmd):
         return False
 
     def do_iperf(self, arg: str) -> bool:
-        words = arg.split()
-        hosts = [h.name for h in self.session.exp.hosts]
-        if not words:
-            if len(hosts) < 2:
-                raise SelenaError("iperf: the experiment has fewer than two hosts")
-            words = [hosts[0], hosts[-1]]       # mn: the first and the last host
-        if len(words) not in (2, 3):
-            raise SelenaError("iperf: want `iperf CLIENT SERVER [SECONDS]`")
-        seconds = _seconds(words[2] if len(words) == 3 else "", "iperf", default=5.0)
-        client, server = words[0], words[1]
-        for name in (client, server):
-            self.session.node(name)
+        client, server, seconds = self._iperf_hosts(arg.split(), "iperf",
+                                                    "iperf CLIENT SERVER [SECONDS]")
         self.say(f"*** Iperf: testing TCP bandwidth between {client} and {server}")
         result = self.session.iperf(client, server, seconds=seconds)
         self.say(f"*** Results: {list(result)!r}")
         return False
+
+    def do_iperfudp(self, arg: str) -> bool:
+        usage = "iperfudp BW [CLIENT SERVER [SECONDS]]"
+        words = arg.split()
+        if not words:
+            raise SelenaError(f"iperfudp: want `{usage}`, BW as 10M (bit/s)")
+        udp_rate(words[0], "iperfudp")
+        client, server, seconds = self._iperf_hosts(words[1:], "iperfudp", usage)
+        self.say(f"*** Iperf: testing UDP bandwidth between {client} and {server}")
+        result = self.session.iperf_udp(client, server, words[0], seconds=seconds)
+        self.say(f"*** Results: {list(result)!r}")
+        return False
+
+    def _iperf_hosts(self, words: list[str], command: str,
+                     usage: str) -> tuple[str, str, float]:
+        """CLIENT SERVER [SECONDS], or none: mn's first and last host."""
+        hosts = [h.name for h in self.session.exp.hosts]
+        if not words:
+            if len(hosts) < 2:
+                raise SelenaError(f"{command}: the experiment has fewer than two hosts")
+            words = [hosts[0], hosts[-1]]
+        if len(words) not in (2, 3):
+            raise SelenaError(f"{command}: want `{usage}`")
+        seconds = _seconds(words[2] if len(words) == 3 else "", command, default=5.0)
+        for name in words[:2]:
+            self.session.node(name)
+        return words[0], words[1], seconds
 
     def do_link(self, arg: str) -> bool:
         from selena.schedule import parse_change

@@ -337,24 +337,39 @@ class Mininet:
     def iperf(self, hosts: tuple[NodeHandle, NodeHandle] | list[NodeHandle] | None = None,
               l4Type: str = "TCP", udpBw: str = "10M", fmt: str | None = None,  # noqa: N803
               seconds: float = 5, port: int = 5001) -> list[str]:
-        """TCP throughput from the first host to the second (default: the
-        first and last host); returns Mininet's ['server rate', 'client rate']."""
+        """Throughput from the first host to the second (default: the first
+        and last host); returns Mininet's ['server rate', 'client rate'], and
+        for l4Type='UDP' (at udpBw) ['udpBw', 'server rate', 'client rate']."""
         self._started("iperf")
-        if l4Type != "TCP":
-            raise ArgumentError(caller_location(), f"iperf(l4Type={l4Type!r}): only TCP is "
-                                                   "supported")
+        if l4Type not in ("TCP", "UDP"):
+            raise ArgumentError(caller_location(), f"iperf(l4Type={l4Type!r}): want 'TCP' "
+                                                   "or 'UDP'")
+        from selena.session import rate_text, udp_rate
+
+        try:
+            udp_bps = udp_rate(udpBw) if l4Type == "UDP" else None
+        except ScenarioError:
+            raise ArgumentError(caller_location(), f"iperf(udpBw={udpBw!r}): want a rate "
+                                                   "above zero such as '10M'") from None
         if hosts is None:
             all_hosts = self.hosts
             if len(all_hosts) < 2:
                 raise ScenarioError("iperf: the net needs two hosts")
             hosts = (all_hosts[0], all_hosts[-1])
         client, server = (str(h) for h in hosts)
-        output(f"*** Iperf: testing TCP bandwidth between {client} and {server} \n")
-        received, sent = self.session.iperf(client, server,
-                                            _seconds(seconds, "iperf(seconds=...)"))
-        result = [received, sent]
+        output(f"*** Iperf: testing {l4Type} bandwidth between {client} and {server} \n")
+        received, sent = self.session.iperf_bps(client, server,
+                                                _seconds(seconds, "iperf(seconds=...)"),
+                                                udp_bps=udp_bps)
+        result = [rate_text(received), rate_text(sent)]
+        if udp_bps is not None:
+            result.insert(0, udpBw)
         output(f"*** Results: {result}\n")
         return result
+
+    def iperfUdp(self, udpBw: str = "10M") -> list[str]:  # noqa: N802, N803 - Mininet's
+        """UDP at udpBw from the first host to the last (mn --test iperfudp)."""
+        return self.iperf(l4Type="UDP", udpBw=udpBw)
 
     def configLinkStatus(self, src: object, dst: object, status: str) -> None:  # noqa: N802
         """Take the link between two nodes 'down' or bring it 'up'."""
