@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from selena import units
 from selena.control.channel import CommandResult
 from selena.errors import ScenarioError, UnitError
+from selena.model import NodeKind
+from selena.openflow import BRIDGE
 from selena.runner import CommandResult as RunResult
 from selena.runner import Runner
 
@@ -174,6 +176,38 @@ class Session:
                     for i in sorted(node.interfaces, key=lambda i: i.index)]
             lines.append(" ".join([name, *ends]))
         return lines
+
+    def intfs_lines(self) -> list[str]:
+        """mn's `intfs`: each node and its interfaces."""
+        topo = self.exp.topology
+        return [f"{name}: " + " ".join(self._intf(name, i.index) for i in
+                                      sorted(topo.nodes[name].interfaces, key=lambda i: i.index))
+                for name in self.nodes]
+
+    def ports_lines(self) -> list[str]:
+        """mn's `ports`: each switch's bridge ports with their OpenFlow port
+        numbers (interface index + 1, as selena.openflow numbers them; an
+        interface with an address is the switch's own, not a port)."""
+        topo = self.exp.topology
+        return [f"{name} " + " ".join(f"{self._intf(name, i.index)}:{i.index + 1}" for i in
+                                      sorted(topo.nodes[name].interfaces, key=lambda i: i.index)
+                                      if not i.addresses())
+                for name in self.nodes if topo.nodes[name].kind is NodeKind.SWITCH]
+
+    def dpctl(self, args: str) -> list[tuple[str, CommandResult]]:
+        """mn's `dpctl`: `ovs-ofctl ARGS br0` in every switch's guest, one
+        after another (node names are not substituted: they are ovs-ofctl's
+        words). The bridges speak OpenFlow 1.0 and 1.3 (`-O OpenFlow13` in
+        ARGS for 1.3)."""
+        self._running("dpctl")
+        topo = self.exp.topology
+        switches = [n for n in self.nodes if topo.nodes[n].kind is NodeKind.SWITCH]
+        if not switches:
+            raise ScenarioError("dpctl: the experiment has no switches")
+        command = f"ovs-ofctl {args.strip()} {BRIDGE}"
+        return [(name, self.exp.wait(self.exp.start(name, command,
+                                                    timeout=PING_COMMAND_TIMEOUT_S)))
+                for name in switches]
 
     def link_lines(self) -> list[str]:
         """mn's `links`, with the state as set here: (OK OK) or (DOWN DOWN)."""

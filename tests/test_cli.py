@@ -373,6 +373,37 @@ def test_run_opens_no_prompt_with_a_test_and_with_cli_after_the_scenario(
     assert fake_xen.domains == {}
 
 
+def test_run_takes_mns_pre_and_post_prompt_scripts_in_mns_order(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    """mn --pre FILE and --post FILE: prompt commands before --test and
+    after the scenario and the prompt; a line of neither command nor node
+    is refused before anything is deployed, as is a file that is not there."""
+    monkeypatch.chdir(tmp_path)
+    _fake_ping(tmp_path, monkeypatch)
+    _stdin(tmp_path, monkeypatch, "a echo from-the-prompt\n")
+    (tmp_path / "pre").write_text("# before\na echo from-pre\nbogus-free line? no\n")
+    (tmp_path / "post").write_text("b echo from-post\n")
+    body = PAIR + "\ndef run(exp):\n    exp.cmd('a', 'echo from-the-scenario')\n"
+    scenario = _file(tmp_path, body)
+    rc, out, err = run_cli(capsys, "run", scenario, "--pre", "pre", "--cli", "--out", "bad")
+    assert rc != 0
+    assert "--pre pre:3: 'bogus-free' is neither a prompt command nor a node (commands: " \
+        in err and "Traceback" not in err
+    rc, out, err = run_cli(capsys, "validate", scenario, "--post", "nowhere")
+    assert rc != 0 and "cannot read nowhere: No such file or directory" in err
+    assert fake_xen.calls == [] and not (tmp_path / "bad").exists()
+    (tmp_path / "pre").write_text("# before\na echo from-pre\nnodes\n")
+    rc, out, err = run_cli(capsys, "run", scenario, "--pre", "pre", "--post", "post",
+                           "--test", "pingpair", "--cli", "--out", "bundle")
+    assert rc == 0, err
+    assert "available nodes are: \na b\n" in out
+    commands = [c["command"].split(";")[0] for c in
+                json.loads((tmp_path / "bundle/meta.json").read_text())["commands"]]
+    assert commands == ["echo from-pre", "for ip in 10.0.0.2", "for ip in 10.0.0.1",
+                        "echo from-the-scenario", "echo from-the-prompt", "echo from-post"]
+    assert fake_xen.domains == {}
+
+
 FAKE_IPERF3 = """#!/bin/sh
 echo "$*" >> "$(dirname "$0")/iperf3.args"
 case "$*" in

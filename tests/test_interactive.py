@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from fake_runner import FakeRunner
@@ -13,6 +14,7 @@ from fake_session import pingall_answer, running
 
 from selena.cli import interactive
 from selena.cli.interactive import Prompt
+from selena.errors import ScenarioError
 from selena.session import Session
 from selena.topologies import single
 
@@ -98,6 +100,85 @@ def test_iperfudp_takes_mns_bandwidth_first_then_the_hosts():
                        "iperf3 -c 10.0.0.2 -t 5 -J -u -b 20000000"]
 
 
+def test_pingpair_intfs_and_ports_as_mn():
+    net = session(single(3, tdf=10))
+    out, err = pipe(net, "pingpair\nintfs\nports\nwait\n")
+    assert err == ""
+    assert out.splitlines() == [
+        "*** Ping: testing ping reachability", "h1 -> h2", "h2 -> h1",
+        "*** Results: 0% dropped (2/2 received)",
+        "h1: h1-eth0", "h2: h2-eth0", "h3: h3-eth0", "s1: s1-eth0 s1-eth1 s1-eth2",
+        # OpenFlow port = interface index + 1 (selena.openflow)
+        "s1 s1-eth0:1 s1-eth1:2 s1-eth2:3",
+        "*** every node is up: the run waited for each guest before the prompt"]
+    loops = [c[0] for c in net.exp.engine.commands if c[1].startswith("start for ip")]
+    assert sorted(loops) == ["h1", "h2"]
+
+
+def test_dpctl_runs_ovs_ofctl_on_every_switchs_bridge_unsubstituted():
+    net = session(single(2, tdf=10))
+    out, err = pipe(net, "dpctl dump-flows h1\ndpctl\n")
+    assert [c[:2] for c in net.exp.engine.commands] == [
+        ("s1", "start ovs-ofctl dump-flows h1 br0")]
+    assert out.splitlines() == ["*** s1 " + "-" * 72, "s1: ovs-ofctl dump-flows h1 br0"]
+    assert err == "*** dpctl: want `dpctl COMMAND [ARG...]`, e.g. dpctl dump-flows\n"
+
+
+def test_time_gives_a_commands_virtual_and_real_time():
+    net = session()
+    out, err = pipe(net, "time h1 true\ntime\n")
+    lines = out.splitlines()
+    assert lines[0] == "h1: true"
+    assert re.fullmatch(r"\*\*\* Elapsed time: \d+\.\d{6} virtual secs \(\d+\.\d{6} real at "
+                        r"TDF 10\)", lines[1]), lines
+    assert err == "*** time: want `time COMMAND`, a prompt command\n"
+
+
+def test_source_runs_a_files_commands_and_exit_in_it_ends_the_session(tmp_path):
+    script = tmp_path / "cmds"
+    script.write_text("# a comment\nh1 echo one\n\nnodez\nh2 echo two\n")
+    looping = tmp_path / "loop"
+    looping.write_text(f"h1 echo looped\nsource {looping}\n")
+    ending = tmp_path / "end"
+    ending.write_text("h1 echo last\nexit\nh1 echo never\n")
+    net = session()
+    out, err = pipe(net, f"source {script}\nsource {tmp_path}/none\nsource {tmp_path}\n"
+                         f"source {looping}\nsource {ending}\nh2 echo after\n")
+    assert out.splitlines() == ["h1: echo one", "h2: echo two", "h1: echo looped",
+                                "h1: echo last"]
+    assert err.splitlines() == [
+        "*** unknown command 'nodez': try help",
+        f"*** source: cannot read {tmp_path}/none: No such file or directory",
+        f"*** source: cannot read {tmp_path}: Is a directory",
+        f"*** source: {looping} is being read already (it sources itself)"]
+
+
+def test_mns_commands_without_meaning_here_say_what_to_do_instead():
+    net = session()
+    out, err = pipe(net, "xterm h1\nnoecho h1 cat\ndetach h1\npx 1 + 1\n")
+    assert out == "2\n"
+    assert err.splitlines() == [
+        "*** xterm is mn's, not selena's: no terminals: nodes are Xen guests; type `NODE "
+        "COMMAND` here, or attach to a guest's console with `xl console "
+        "selena-EXPERIMENT-NODE` in Dom0",
+        "*** noecho is mn's, not selena's: guest commands run without a terminal: no "
+        "interactive programs",
+        "*** detach is mn's, not selena's: the topology is fixed for a run: `link A B down` "
+        "takes a link down"]
+    assert net.exp.engine.commands == []
+
+
+def test_a_prompt_script_is_checked_line_by_line_before_anything_runs():
+    nodes = {"h1", "h2", "s1"}
+    interactive.check_script("# setup\npingall\n\nh1 ip addr\n  link h1 s1 down\n", "--pre f",
+                             nodes)
+    with pytest.raises(ScenarioError, match=r"^--pre f:2: 'pingal' is neither a prompt "
+                                            r"command nor a node \(commands: dpctl, dump, "):
+        interactive.check_script("pingall\npingal\n", "--pre f", nodes)
+    with pytest.raises(ScenarioError, match=r"^--post g:1: xterm is mn's, not selena's: "):
+        interactive.check_script("xterm h1\n", "--post g", nodes)
+
+
 def test_link_down_shows_in_links_and_goes_to_the_backend():
     net = session()
     out, err = pipe(net, "link h1 s1 down\nlinks\nlink s1 h1 up\nlinks\n")
@@ -175,12 +256,17 @@ def test_help_lists_every_command():
     for word in ("nodes", "net", "links", "dump", "pingall", "iperf", "link A B up|down",
                  "tdf N", "pause", "resume", "sh COMMAND", "py EXPR", "exit"):
         assert word in out
+    # Every command the prompt has, each at the start of a line or after a `|`.
+    listed = set(re.findall(r"^  (\w+)|\| (\w+)", out, re.M))
+    listed_words = {w for pair in listed for w in pair if w}
+    commands = {name[3:] for name in dir(Prompt) if name.startswith("do_")} - {"EOF"}
+    assert commands - listed_words == set()
 
 
 def test_completion_of_commands_and_node_names():
     prompt = Prompt(session(), stdin=io.StringIO(""), stdout=io.StringIO(), tty=False)
     assert prompt.completenames("h") == ["h1", "h2", "help"]
-    assert prompt.completenames("p") == ["pause", "pingall", "py"]
+    assert prompt.completenames("p") == ["pause", "pingall", "pingpair", "ports", "px", "py"]
     assert prompt.completedefault("s", "h1 ping s", 8, 9) == ["s1"]
     assert prompt.complete_link("", "link h1 ", 8, 8) == ["h1", "h2", "s1"]
     assert prompt.complete_link("d", "link h1 s1 d", 11, 12) == ["down"]

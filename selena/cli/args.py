@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -137,6 +138,31 @@ def seconds_arg(text: str) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class PromptScript:
+    """A file of selena> prompt commands (mn's --pre and --post), as read."""
+
+    path: str
+    text: str
+
+
+def prompt_script_arg(text: str) -> PromptScript:
+    """mn's --pre and --post: a file of prompt commands, read now, so that a
+    file that cannot be read is refused before anything is deployed (its
+    commands are checked against the topology by scenario_of)."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory: give a file of prompt "
+                                         "commands, one per line")
+    try:
+        return PromptScript(text, path.read_text())
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {text}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"{text} is not text: give a file of prompt "
+                                         "commands, one per line") from None
+
+
 def size_arg(text: str) -> int:
     try:
         value = units.size_bytes(text)
@@ -171,6 +197,8 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--keep", action="store_true")
     g.add_argument("--test", choices=MN_TESTS, default=None)
     g.add_argument("--cli", action="store_true")
+    g.add_argument("--pre", type=prompt_script_arg, metavar="FILE")
+    g.add_argument("--post", type=prompt_script_arg, metavar="FILE")
     g.add_argument("--ready-timeout", type=seconds_arg, default=DEFAULT_READY_TIMEOUT_S,
                    metavar="SECONDS")
     g.add_argument("--command-timeout", type=seconds_arg, default=None, metavar="SECONDS")
@@ -213,6 +241,12 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
         scenario.topology.number_host_macs()
     if getattr(args, "arp", False):         # after --mac: the entries carry its MACs
         scenario.topology.static_arp_between_hosts()
+    for option in ("pre", "post"):
+        script = getattr(args, option, None)
+        if script is not None:
+            from selena.cli.interactive import check_script
+
+            check_script(script.text, f"--{option} {script.path}", set(scenario.topology.nodes))
     return scenario
 
 

@@ -21,11 +21,13 @@ from selena.cli import report
 from selena.cli.args import (
     MN_TESTS,
     TOPO_LIMIT,
+    PromptScript,
     capture_arg,
     custom_arg,
     deploy_only_args,
     events_of,
     param_option,
+    prompt_script_arg,
     run_only_args,
     say,
     scenario_of,
@@ -48,6 +50,7 @@ from selena.errors import (
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterrupt
 from selena.loader import Scenario, checking_only, user_error
 from selena.model import NodeKind
+from selena.schedule import Event
 from selena.session import rate_text
 from selena.specs import TOPOS, topo_usage
 
@@ -148,6 +151,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "host to the last, iperfudp UDP at 10 Mbit/s (they get the tools-host "
                         "template, which has iperf3); none: do not open the prompt of a "
                         "topology with nothing to run")
+    p.add_argument("--pre", type=prompt_script_arg, metavar="FILE",
+                   help="as mn --pre: selena> prompt commands (one per line, as `source` "
+                        "reads them) run once the guests are up, before --test")
+    p.add_argument("--post", type=prompt_script_arg, metavar="FILE",
+                   help="as mn --post: prompt commands run after the scenario and the "
+                        "prompt, before the run ends")
     p.add_argument("--cli", action="store_true",
                    help="open the selena> prompt (as mn's CLI) after the scenario; a "
                         "topology with nothing to run opens it without --cli")
@@ -308,21 +317,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     failure: BaseException | None = None
     try:
         with exp:
-            say(f"running {exp.scenario.source} at TDF {units.tdf_text(exp.tdf)}"
-                + (f" ({exp.adaptive.spec()})" if exp.adaptive else ""))
-            if events:
-                exp.schedule(events)
-                say(f"{len(events)} events scheduled from {args.events} (the last at "
-                    f"virtual {events[-1].t:g} s)")
-            if args.test in ("pingall", "pingpair", "iperf", "iperfudp"):
-                mn_test(exp, args.test)
-            exp.run_scenario()
-            if args.cli or _opens_prompt(args, exp.scenario):
-                from selena.cli.interactive import interact
-                from selena.session import Session
-
-                say("guests up: type help for the commands, exit or Ctrl-D to end the run")
-                interact(Session(exp))
+            _run_steps(args, exp, events)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported below
         failure = exc
     engine = exp.engine
@@ -359,6 +354,41 @@ def tdf_timeline_line(timeline: list[dict[str, Any]]) -> str:
     steps = [f"{units.tdf_text(float(seg['tdf']))} at virtual {seg['virtual_s']:.1f} s"
              for seg in timeline]
     return f"TDF timeline ({len(timeline) - 1} change(s)): " + " -> ".join(steps)
+
+
+def _run_steps(args: argparse.Namespace, exp: Experiment, events: list[Event]) -> None:
+    """A deployed run's steps, in mn's order where they are mn's: --pre,
+    --test, the scenario, the prompt, --post."""
+    say(f"running {exp.scenario.source} at TDF {units.tdf_text(exp.tdf)}"
+        + (f" ({exp.adaptive.spec()})" if exp.adaptive else ""))
+    if events:
+        exp.schedule(events)
+        say(f"{len(events)} events scheduled from {args.events} (the last at "
+            f"virtual {events[-1].t:g} s)")
+    if args.pre is not None:
+        _prompt_script(exp, args.pre)
+    if args.test in ("pingall", "pingpair", "iperf", "iperfudp"):
+        mn_test(exp, args.test)
+    exp.run_scenario()
+    if args.cli or _opens_prompt(args, exp.scenario):
+        from selena.cli.interactive import interact
+        from selena.session import Session
+
+        say("guests up: type help for the commands, exit or Ctrl-D to end the run")
+        interact(Session(exp))
+    if args.post is not None:
+        _prompt_script(exp, args.post)
+
+
+def _prompt_script(exp: Experiment, script: PromptScript) -> None:
+    """--pre's or --post's commands, as the prompt runs piped input: each
+    line's error is one line on stderr and the next line runs."""
+    import io
+
+    from selena.cli.interactive import interact
+    from selena.session import Session
+
+    interact(Session(exp), stdin=io.StringIO(script.text))
 
 
 def _opens_prompt(args: argparse.Namespace, scenario: Scenario) -> bool:

@@ -15,11 +15,13 @@ import cmd
 import math
 import shlex
 import sys
+import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import IO, Any
 
 from selena import units
-from selena.errors import SelenaError, UnitError
+from selena.errors import ScenarioError, SelenaError, UnitError
 from selena.experiment import SignalInterrupt
 from selena.session import Session, udp_rate
 
@@ -32,7 +34,9 @@ Commands (node names in a command stand for their first IP address, as in mn):
   net                     each node's interfaces and what they connect to
   links                   every link and its state (OK or DOWN)
   dump                    each node's addresses, Xen domain id and template
+  intfs | ports           each node's interfaces | each switch's OpenFlow port numbers
   pingall [SECONDS]       every host pings every other once (mn's pingall)
+  pingpair                the first two hosts ping each other
   iperf [CLIENT SERVER [SECONDS]]   TCP throughput with iperf3 (tools-host guests)
   iperfudp BW [CLIENT SERVER [SECONDS]]   UDP at BW (10M: bit/s), received and sent
   NODE COMMAND...         run a shell command in a node: h1 ping -c 1 h2
@@ -40,10 +44,27 @@ Commands (node names in a command stand for their first IP address, as in mn):
   link A B NAME=VALUE...  their rate, delay, jitter, loss or queue: delay=20ms
   tdf N                   change the time dilation factor of the running experiment
   pause | resume          freeze and restart every guest's virtual time
+  dpctl ARGS...           ovs-ofctl ARGS on every switch's bridge: dpctl dump-flows
+  time COMMAND...         a prompt command, then its virtual and real time
+  source FILE             the prompt commands in FILE, one per line
+  wait                    mn's wait for switches: every guest is up before the prompt
   sh COMMAND...           a shell command in Dom0
-  py EXPR                 a Python expression or statement (exp, net, session, nodes)
+  py EXPR | px EXPR       a Python expression or statement (exp, net, session, nodes)
   help                    this text
   exit | quit | Ctrl-D    end the session: the run ends (results, teardown)"""
+
+
+# mn's CLI commands that have no meaning here, and what to do instead.
+TERMINALS = ("no terminals: nodes are Xen guests; type `NODE COMMAND` here, or attach "
+             "to a guest's console with `xl console selena-EXPERIMENT-NODE` in Dom0")
+MN_ONLY_COMMANDS = {
+    "xterm": TERMINALS, "gterm": TERMINALS, "x": TERMINALS,
+    "noecho": "guest commands run without a terminal: no interactive programs",
+    "switch": "switches are guests for the whole run: `link SWITCH NODE down` takes a "
+              "link down",
+    "attach": "the topology is fixed for a run: `link A B up` brings a link back",
+    "detach": "the topology is fixed for a run: `link A B down` takes a link down",
+}
 
 
 class Prompt(cmd.Cmd):
@@ -61,6 +82,7 @@ class Prompt(cmd.Cmd):
         self.use_rawinput = self.tty
         self.prompt = "selena> " if self.tty else ""
         self.identchars += "-."     # node names like h1-a, and `py` words
+        self._sourcing: list[Path] = []     # the files `source` is reading, innermost last
 
     # -- the loop ------------------------------------------------------------------
 
@@ -110,6 +132,9 @@ class Prompt(cmd.Cmd):
         word, _, rest = line.strip().partition(" ")
         if word in self.session.exp.topology.nodes:
             return self._node_command(word, rest.strip())
+        if word in MN_ONLY_COMMANDS:
+            self.error(f"{word} is mn's, not selena's: {MN_ONLY_COMMANDS[word]}")
+            return False
         self.error(f"unknown command {word!r}: try help")
         return False
 
@@ -155,6 +180,73 @@ class Prompt(cmd.Cmd):
         for line in result.lines():
             self.say(line)
         self.say(result.results_line())
+        return False
+
+    def do_pingpair(self, arg: str) -> bool:
+        hosts = [h.name for h in self.session.exp.hosts][:2]
+        if len(hosts) < 2:
+            raise SelenaError("pingpair: the experiment has fewer than two hosts")
+        self.say("*** Ping: testing ping reachability")
+        result = self.session.pingall(hosts=set(hosts))
+        for line in result.lines():
+            self.say(line)
+        self.say(result.results_line())
+        return False
+
+    def do_intfs(self, arg: str) -> bool:
+        for line in self.session.intfs_lines():
+            self.say(line)
+        return False
+
+    def do_ports(self, arg: str) -> bool:
+        for line in self.session.ports_lines():
+            self.say(line)
+        return False
+
+    def do_dpctl(self, arg: str) -> bool:
+        if not arg.strip():
+            raise SelenaError("dpctl: want `dpctl COMMAND [ARG...]`, e.g. dpctl dump-flows")
+        for switch, result in self.session.dpctl(arg):
+            self.say(f"*** {switch} " + "-" * 72)
+            self._print(result.stdout, result.stderr)
+            if not result.ok:
+                self.error(f"{switch}: {result.summary()}")
+        return False
+
+    def do_time(self, arg: str) -> bool:
+        if not arg.strip():
+            raise SelenaError("time: want `time COMMAND`, a prompt command")
+        virtual, real = self.session.exp.now(), time.monotonic()
+        try:
+            return self.onecmd(arg)
+        finally:
+            self.say(f"*** Elapsed time: {self.session.exp.now() - virtual:.6f} virtual secs "
+                     f"({time.monotonic() - real:.6f} real at TDF "
+                     f"{units.tdf_text(self.session.exp.tdf)})")
+
+    def do_source(self, arg: str) -> bool:
+        name = arg.strip()
+        if not name:
+            raise SelenaError("source: want `source FILE`")
+        path = Path(name).expanduser()
+        if path.resolve() in self._sourcing:
+            raise SelenaError(f"source: {name} is being read already (it sources itself)")
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SelenaError(f"source: cannot read {name}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
+        self._sourcing.append(path.resolve())
+        try:
+            for line in lines:
+                if line.strip() and not line.lstrip().startswith("#") and self.onecmd(line):
+                    return True         # exit in the file ends the session, as typed
+        finally:
+            self._sourcing.pop()
+        return False
+
+    def do_wait(self, arg: str) -> bool:
+        self.say("*** every node is up: the run waited for each guest before the prompt")
         return False
 
     def do_iperf(self, arg: str) -> bool:
@@ -251,6 +343,8 @@ class Prompt(cmd.Cmd):
             self.say(repr(value))
         return False
 
+    do_px = do_py
+
     def _node_command(self, node: str, command: str) -> bool:
         if not command:
             raise SelenaError(f"{node}: want `{node} COMMAND`")
@@ -321,6 +415,22 @@ class _History:
             self.readline.write_history_file(self.path)
         except OSError:
             pass            # a read-only home: the session still ended well
+
+
+def check_script(text: str, where: str, nodes: Collection[str]) -> None:
+    """Refuse, in one line naming the line, a prompt script (--pre, --post)
+    whose line starts with neither a prompt command nor a node, before
+    anything runs: its lines would each be an error in a run."""
+    commands = {name[3:] for name in dir(Prompt) if name.startswith("do_")} - {"EOF"}
+    for number, line in enumerate(text.splitlines(), 1):
+        word = line.split(maxsplit=1)[0] if line.strip() else ""
+        if not word or word.startswith("#") or word in commands or word in nodes:
+            continue
+        if word in MN_ONLY_COMMANDS:
+            raise ScenarioError(f"{where}:{number}: {word} is mn's, not selena's: "
+                                f"{MN_ONLY_COMMANDS[word]}")
+        raise ScenarioError(f"{where}:{number}: {word!r} is neither a prompt command nor a "
+                            f"node (commands: {', '.join(sorted(commands))})")
 
 
 def interact(session: Session, stdin: IO[str] | None = None, stdout: IO[str] | None = None,

@@ -3,10 +3,13 @@
 Mininet's pingall, a node command with a node name for an address, iperf
 (tiny-host guests have no iperf3: one line says so), a link taken down
 (pingall then drops everything) and brought back up (nothing dropped), a TDF
-change, pause and resume, exit; then the run's bundle and teardown as for any
-run. Lab time: one boot of three small guests, about a minute."""
+change, a guest's sleep timed at that TDF, pause and resume, exit; mn's
+--pre (pingpair, intfs, ports) and --post (dpctl dump-flows) files around
+it; then the run's bundle and teardown as for any run. Lab time: one boot of
+three small guests, about a minute."""
 
 import json
+import re
 
 import lab_results
 import pytest
@@ -20,12 +23,16 @@ OUT = lab_results.out("test-interactive")
 SCRIPT = "\n".join([
     "nodes", "net", "pingall", "h1 ping -c 1 h2", "iperf h1 h2",
     "link h1 s1 down", "links", "pingall", "link h1 s1 up", "pingall",
-    "tdf 20", "pause", "resume", "bogus", "exit"]) + "\n"
+    "tdf 20", "time h1 sleep 0.2", "pause", "resume", "bogus", "exit"]) + "\n"
+PRE = "pingpair\nintfs\nports\n"
+POST = "dpctl dump-flows\n"
 
 
 def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
     result = lab.run(
-        f"rm -rf {OUT}; printf '%s' '{SCRIPT}' | selena run --topo single,2 --out {OUT}; "
+        f"rm -rf {OUT}; printf '{PRE}' > /tmp/selena-pre; printf '{POST}' > /tmp/selena-post; "
+        f"printf '%s' '{SCRIPT}' | selena run --topo single,2 --pre /tmp/selena-pre "
+        f"--post /tmp/selena-post --out {OUT}; "
         "echo run-status=$?; "
         "echo \"domains-after=$(xl list | grep -c '^selena-')\"; "
         "echo \"bridges-after=$(ovs-vsctl list-br | grep -c '^sl')\"",
@@ -36,8 +43,9 @@ def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
     assert "h1 h1-eth0:s1-eth0\n" in out and "s1 s1-eth0:h1-eth0 s1-eth1:h2-eth0\n" in out
     results = [line for line in out.splitlines() if line.startswith("*** Results: ")
                and "dropped" in line]
-    # Up, down (nothing gets through either way), up again.
+    # --pre's pingpair; then up, down (nothing gets through either way), up again.
     assert results == ["*** Results: 0% dropped (2/2 received)",
+                       "*** Results: 0% dropped (2/2 received)",
                        "*** Results: 100% dropped (0/2 received)",
                        "*** Results: 0% dropped (2/2 received)"], out
     assert "1 packets transmitted, 1 packets received" in out      # h1 ping -c 1 h2
@@ -45,6 +53,15 @@ def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
             "has it)") in out
     assert "h1-eth0<->s1-eth0 (DOWN DOWN)" in out
     assert "TDF 20\n" in out
+    # --pre's intfs and ports, --post's dpctl: the standalone bridge's one flow.
+    assert "h1: h1-eth0\nh2: h2-eth0\ns1: s1-eth0 s1-eth1\ns1 s1-eth0:1 s1-eth1:2\n" in out
+    assert "*** s1 " + "-" * 72 + "\n" in out and "actions=NORMAL" in out, out
+    # A guest's 0.2 s sleep at TDF 20 took 20 times as long in real time.
+    elapsed = re.search(r"\*\*\* Elapsed time: ([\d.]+) virtual secs \(([\d.]+) real at "
+                        r"TDF 20\)", out)
+    assert elapsed, out
+    virtual, real = float(elapsed.group(1)), float(elapsed.group(2))
+    assert 0.2 <= virtual < 1.0 and real >= 20 * 0.2, (virtual, real)
     assert "paused at virtual time" in out and "resumed at virtual time" in out
     assert "*** unknown command 'bogus': try help" in out and "Traceback" not in out
     assert "domains-after=0" in out and "bridges-after=0" in out
