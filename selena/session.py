@@ -19,7 +19,7 @@ import re
 import signal
 from collections import deque
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from selena import units
@@ -52,6 +52,9 @@ class PingAll:
     """One ping per ordered host pair, as Mininet's pingall sends them."""
 
     pairs: list[tuple[str, str, bool]]      # (src, dst, answered), in sending order
+    # Each answered ping's round trip in the guest's (virtual) ms, when asked
+    # for (Session.pingall(full=True): Mininet's pingAllFull).
+    rtt_ms: dict[tuple[str, str], float] = field(default_factory=dict)
 
     @property
     def sent(self) -> int:
@@ -82,6 +85,17 @@ class PingAll:
                 seen[src] = []
             seen[src].append(dst if ok else "X")
         return [f"{src} -> {' '.join(seen[src])}" for src in order]
+
+    def full_lines(self) -> list[str]:
+        """Mininet's pingAllFull results: each pair's sent/received and
+        round trip, one ping each (so min, avg and max are that ping's, mdev
+        0), 0.000 for a ping not answered; in the guests' virtual ms."""
+        lines = ["*** Results: "]
+        for src, dst, ok in self.pairs:
+            rtt = self.rtt_ms.get((src, dst), 0.0) if ok else 0.0
+            lines.append(f" {src}->{dst}: 1/{int(ok)}, rtt min/avg/max/mdev "
+                         f"{rtt:.3f}/{rtt:.3f}/{rtt:.3f}/0.000 ms")
+        return lines
 
 
 class Session:
@@ -236,11 +250,12 @@ class Session:
                          f"domid={domids.get(name, '?')} template={node.template}>")
         return lines
 
-    def pingall(self, timeout: float = 1.0,
-                hosts: Collection[str] | None = None) -> PingAll:
+    def pingall(self, timeout: float = 1.0, hosts: Collection[str] | None = None,
+                full: bool = False) -> PingAll:
         """Every host with an address (of `hosts` when given) pings every
         other one's first address once (busybox `ping -c 1 -W`, the wait in
-        whole virtual seconds).
+        whole virtual seconds); `full`: with each answer's round trip, as
+        the guest's ping measured it (Mininet's pingAllFull).
         Each host runs its pings in one command (one command per pair, one
         after another, took minutes for 40 hosts), at most
         PINGALL_SIDE_BY_SIDE hosts at a time, each starting with the host
@@ -263,26 +278,40 @@ class Session:
                 after = addressed[n + 1:] + addressed[:n]
                 loops.append((src, targets, " ".join(ip for _, ip in after)))
         pairs: list[tuple[str, str, bool]] = []
+        rtts: dict[tuple[str, str], float] = {}
         running: deque[tuple[str, list[tuple[str, str]], Any]] = deque()
+        if full:
+            # The average of "min/avg/max = a/b/c ms" (busybox; iputils adds mdev).
+            ping = (f"if out=$(ping -c 1 -W {wait} $ip 2>&1); then echo \"$ip 1 $(echo \"$out\" "
+                    "| sed -n 's|.*= [0-9.]*/\\([0-9.]*\\)/.*|\\1|p')\"; ")
+        else:
+            ping = f"if ping -c 1 -W {wait} $ip >/dev/null 2>&1; then echo \"$ip 1\"; "
         for src, targets, ips in loops:
             if len(running) == PINGALL_SIDE_BY_SIDE:
-                pairs += self._ping_loop_pairs(*running.popleft())
-            script = (f"for ip in {ips}; do if ping -c 1 -W {wait} $ip >/dev/null 2>&1; "
-                      "then echo \"$ip 1\"; else echo \"$ip 0\"; fi; done")
+                self._ping_loop_pairs(*running.popleft(), pairs, rtts)
+            script = f"for ip in {ips}; do {ping}else echo \"$ip 0\"; fi; done"
             running.append((src, targets, self.exp.start(
                 src, script, timeout=PING_COMMAND_TIMEOUT_S * len(targets))))
         while running:
-            pairs += self._ping_loop_pairs(*running.popleft())
-        return PingAll(pairs)
+            self._ping_loop_pairs(*running.popleft(), pairs, rtts)
+        return PingAll(pairs, rtts)
 
-    def _ping_loop_pairs(self, src: str, targets: list[tuple[str, str]],
-                         handle: Any) -> list[tuple[str, str, bool]]:
+    def _ping_loop_pairs(self, src: str, targets: list[tuple[str, str]], handle: Any,
+                         pairs: list[tuple[str, str, bool]],
+                         rtts: dict[tuple[str, str], float]) -> None:
+        """One host's loop's answers, added to `pairs` (and `rtts`): per
+        line `IP 1 [RTT]` or `IP 0`."""
         result = self.exp.wait(handle)
-        answered = {}
+        answered: dict[str, tuple[bool, float | None]] = {}
         for line in result.stdout.decode(errors="replace").splitlines():
-            ip, _, ok = line.rpartition(" ")
-            answered[ip] = ok == "1"
-        return [(src, dst, answered.get(ip, False)) for dst, ip in targets]
+            words = line.split()
+            if len(words) >= 2:
+                answered[words[0]] = (words[1] == "1", _number(words[2:]))
+        for dst, ip in targets:
+            ok, rtt = answered.get(ip, (False, None))
+            pairs.append((src, dst, ok))
+            if ok and rtt is not None:
+                rtts[(src, dst)] = rtt
 
     def iperf(self, client: str, server: str, seconds: float = 5.0) -> tuple[str, str]:
         """TCP throughput from `client` to `server` with iperf3, as Mininet's
@@ -406,6 +435,16 @@ def rate_text(bits_per_second: float) -> str:
         if bits_per_second >= scale:
             return f"{bits_per_second / scale:.2f} {unit}"
     return f"{bits_per_second:.0f} bits/sec"
+
+
+def _number(words: list[str]) -> float | None:
+    """The first word as a finite number, else None (a ping's output that
+    had no round trip in it)."""
+    try:
+        value = float(words[0]) if words else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _json(data: bytes) -> dict | None:

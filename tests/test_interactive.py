@@ -115,6 +115,33 @@ def test_pingpair_intfs_and_ports_as_mn():
     assert sorted(loops) == ["h1", "h2"]
 
 
+def test_pingallfull_and_pingpairfull_give_each_round_trip():
+    def full(node, command):
+        if command.startswith("for ip in ") and "out=$(ping" in command:
+            ips = command[len("for ip in "):].split(";", 1)[0].split()
+            return 0, "".join(f"{ip} 1 {20 + int(ip[-1]) / 10:.3f}\n" for ip in ips)
+        return 0, ""
+    net = Session(running(single(3, tdf=10), full))
+    out, err = pipe(net, "pingallfull 2\npingpairfull\npingallfull soon\n")
+    assert out.splitlines() == [
+        "*** Ping: testing ping reachability",
+        "h1 -> h2 h3", "h2 -> h1 h3", "h3 -> h1 h2",
+        "*** Results: ",
+        " h1->h2: 1/1, rtt min/avg/max/mdev 20.200/20.200/20.200/0.000 ms",
+        " h1->h3: 1/1, rtt min/avg/max/mdev 20.300/20.300/20.300/0.000 ms",
+        " h2->h1: 1/1, rtt min/avg/max/mdev 20.100/20.100/20.100/0.000 ms",
+        " h2->h3: 1/1, rtt min/avg/max/mdev 20.300/20.300/20.300/0.000 ms",
+        " h3->h1: 1/1, rtt min/avg/max/mdev 20.100/20.100/20.100/0.000 ms",
+        " h3->h2: 1/1, rtt min/avg/max/mdev 20.200/20.200/20.200/0.000 ms",
+        "*** Ping: testing ping reachability",
+        "h1 -> h2", "h2 -> h1",
+        "*** Results: ",
+        " h1->h2: 1/1, rtt min/avg/max/mdev 20.200/20.200/20.200/0.000 ms",
+        " h2->h1: 1/1, rtt min/avg/max/mdev 20.100/20.100/20.100/0.000 ms"]
+    assert err == "*** pingallfull: 'soon' is not a number of seconds\n"
+    assert "-W 2 $ip" in net.exp.engine.commands[0][1]
+
+
 def test_dpctl_runs_ovs_ofctl_on_every_switchs_bridge_unsubstituted():
     net = session(single(2, tdf=10))
     out, err = pipe(net, "dpctl dump-flows h1\ndpctl\n")
@@ -266,7 +293,8 @@ def test_help_lists_every_command():
 def test_completion_of_commands_and_node_names():
     prompt = Prompt(session(), stdin=io.StringIO(""), stdout=io.StringIO(), tty=False)
     assert prompt.completenames("h") == ["h1", "h2", "help"]
-    assert prompt.completenames("p") == ["pause", "pingall", "pingpair", "ports", "px", "py"]
+    assert prompt.completenames("p") == ["pause", "pingall", "pingallfull", "pingpair",
+                                         "pingpairfull", "ports", "px", "py"]
     assert prompt.completedefault("s", "h1 ping s", 8, 9) == ["s1"]
     assert prompt.complete_link("", "link h1 ", 8, 8) == ["h1", "h2", "s1"]
     assert prompt.complete_link("d", "link h1 s1 d", 11, 12) == ["down"]

@@ -23,6 +23,7 @@ from selena.loader import load_scenario
 from selena.mininet import Mininet, SingleSwitchTopo, TCLink, Topo
 from selena.mininet.cli import CLI
 from selena.mininet.custom import load_custom, shim, split_args
+from selena.mininet.net import HostHandle
 from selena.mininet.topo import to_topology
 from selena.model import NodeKind, Topology
 from selena.session import PingAll
@@ -400,10 +401,11 @@ class FakeSession:
     def __init__(self):
         self.calls = []
 
-    def pingall(self, timeout, hosts=None):
-        self.calls.append(("pingall", timeout) if hosts is None
-                          else ("pingall", timeout, sorted(hosts)))
-        return PingAll([("h1", "h2", True), ("h2", "h1", False)])
+    def pingall(self, timeout, hosts=None, full=False):
+        call = ("pingall", timeout) if hosts is None else ("pingall", timeout, sorted(hosts))
+        self.calls.append(call + ("full",) if full else call)
+        return PingAll([("h1", "h2", True), ("h2", "h1", False)],
+                       {("h1", "h2"): 20.5} if full else {})
 
     def iperf_bps(self, client, server, seconds, udp_bps=None):
         self.calls.append(("iperf", client, server, seconds) if udp_bps is None
@@ -457,6 +459,26 @@ def test_ping_all_and_iperf_print_and_return_as_mininet(capsys):
         net.pingAll(timeout="soon")
     with pytest.raises(ArgumentError, match=r"iperf\(seconds=\.\.\.\): None is not a number"):
         net.iperf(seconds=None)
+    net.session = None
+
+
+def test_ping_full_returns_mininets_tuples_and_prints_each_round_trip(capsys):
+    net = Mininet(topo=Pair(), templates=None)
+    net.session = FakeSession()
+    outputs = net.pingAllFull(timeout="2")
+    assert [(str(s), str(d), r) for s, d, r in outputs] == [
+        ("h1", "h2", (1, 1, 20.5, 20.5, 20.5, 0.0)), ("h2", "h1", (1, 0, 0.0, 0.0, 0.0, 0.0))]
+    assert isinstance(outputs[0][0], HostHandle)
+    assert capsys.readouterr().out == (
+        "*** Ping: testing ping reachability\nh1 -> h2 \nh2 -> X \n*** Results: \n"
+        " h1->h2: 1/1, rtt min/avg/max/mdev 20.500/20.500/20.500/0.000 ms\n"
+        " h2->h1: 1/0, rtt min/avg/max/mdev 0.000/0.000/0.000/0.000 ms\n")
+    net.pingPairFull()
+    net.pingFull([net["h2"], net["h1"]])
+    assert net.session.calls == [("pingall", 2.0, "full"), ("pingall", 1.0, ["h1", "h2"], "full"),
+                                 ("pingall", 1.0, ["h1", "h2"], "full")]
+    with pytest.raises(ArgumentError, match=r"pingFull\(timeout=\.\.\.\): 'x' is not a number"):
+        net.pingFull(timeout="x")
     net.session = None
 
 

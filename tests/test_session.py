@@ -3,6 +3,7 @@ substitution, iperf and links, on a fake running experiment."""
 
 import json
 import math
+import subprocess
 from collections.abc import Set as AbstractSet
 
 import pytest
@@ -132,6 +133,57 @@ def test_pingall_among_some_hosts_pings_only_between_them():
     assert [(node, command.split(";")[0]) for node, command, _ in exp.engine.commands] == [
         ("h1", "start for ip in 10.0.0.3"), ("h3", "start for ip in 10.0.0.1")]
     assert result.lines() == ["h1 -> h3", "h3 -> h1"]
+
+
+# A stand-in ping per output format: busybox's (tiny-host) and iputils' (the
+# Debian templates); 10.0.0.3 never answers.
+BUSYBOX_PING = """#!/bin/sh
+for a; do ip=$a; done
+[ "$ip" = 10.0.0.3 ] && exit 1
+echo "PING $ip ($ip): 56 data bytes"
+echo "64 bytes from $ip: seq=0 ttl=64 time=20.512 ms"
+echo "1 packets transmitted, 1 packets received, 0% packet loss"
+echo "round-trip min/avg/max = 20.512/20.512/20.512 ms"
+"""
+IPUTILS_PING = """#!/bin/sh
+for a; do ip=$a; done
+[ "$ip" = 10.0.0.3 ] && exit 1
+echo "rtt min/avg/max/mdev = 40.250/40.250/40.250/0.000 ms"
+"""
+
+
+@pytest.mark.parametrize("ping,rtt", [(BUSYBOX_PING, "20.512"), (IPUTILS_PING, "40.250")])
+def test_pingall_full_runs_its_loop_in_a_shell_and_reads_each_round_trip(tmp_path, ping, rtt):
+    """The loop pingall(full=True) sends, run by sh with a stand-in ping:
+    each answer's round trip (the guest's, so virtual ms), Mininet's
+    pingAllFull lines, 0.000 for the ping not answered."""
+    (tmp_path / "ping").write_text(ping)
+    (tmp_path / "ping").chmod(0o755)
+
+    def shell(node, command):
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                              env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, check=False)
+        return done.returncode, done.stdout
+    result = Session(running(single(3), shell)).pingall(full=True)
+    assert result.lines() == ["h1 -> h2 X", "h2 -> h1 X", "h3 -> h1 h2"]
+    assert result.full_lines() == [
+        "*** Results: ",
+        f" h1->h2: 1/1, rtt min/avg/max/mdev {rtt}/{rtt}/{rtt}/0.000 ms",
+        " h1->h3: 1/0, rtt min/avg/max/mdev 0.000/0.000/0.000/0.000 ms",
+        f" h2->h1: 1/1, rtt min/avg/max/mdev {rtt}/{rtt}/{rtt}/0.000 ms",
+        " h2->h3: 1/0, rtt min/avg/max/mdev 0.000/0.000/0.000/0.000 ms",
+        f" h3->h1: 1/1, rtt min/avg/max/mdev {rtt}/{rtt}/{rtt}/0.000 ms",
+        f" h3->h2: 1/1, rtt min/avg/max/mdev {rtt}/{rtt}/{rtt}/0.000 ms"]
+    assert result.rtt_ms[("h3", "h2")] == float(rtt)
+
+
+def test_pingall_full_takes_an_answer_without_a_round_trip_as_answered_without_one():
+    """A ping that exits 0 and prints no min/avg/max line (another ping's
+    output): answered, round trip 0.000, not a crash."""
+    exp = running(single(2), lambda node, command: (0, "10.0.0.2 1 \n10.0.0.1 1 nan\n"))
+    result = Session(exp).pingall(full=True)
+    assert result.received == 2 and result.rtt_ms == {}
+    assert result.full_lines()[1] == " h1->h2: 1/1, rtt min/avg/max/mdev 0.000/0.000/0.000/0.000 ms"
 
 
 def test_pingall_counts_a_host_whose_command_printed_nothing_as_answering_none():

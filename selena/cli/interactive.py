@@ -37,6 +37,7 @@ Commands (node names in a command stand for their first IP address, as in mn):
   intfs | ports           each node's interfaces | each switch's OpenFlow port numbers
   pingall [SECONDS]       every host pings every other once (mn's pingall)
   pingpair                the first two hosts ping each other
+  pingallfull | pingpairfull   the same, with each round trip (virtual ms)
   iperf [CLIENT SERVER [SECONDS]]   TCP throughput with iperf3 (tools-host guests)
   iperfudp BW [CLIENT SERVER [SECONDS]]   UDP at BW (10M: bit/s), received and sent
   NODE COMMAND...         run a shell command in a node: h1 ping -c 1 h2
@@ -174,23 +175,30 @@ class Prompt(cmd.Cmd):
         return False
 
     def do_pingall(self, arg: str) -> bool:
-        timeout = _seconds(arg, "pingall", default=1.0)
-        self.say("*** Ping: testing ping reachability")
-        result = self.session.pingall(timeout=timeout)
-        for line in result.lines():
-            self.say(line)
-        self.say(result.results_line())
-        return False
+        return self._ping("pingall", arg, pair=False, full=False)
 
     def do_pingpair(self, arg: str) -> bool:
-        hosts = [h.name for h in self.session.exp.hosts][:2]
-        if len(hosts) < 2:
-            raise SelenaError("pingpair: the experiment has fewer than two hosts")
+        return self._ping("pingpair", arg, pair=True, full=False)
+
+    def do_pingallfull(self, arg: str) -> bool:
+        return self._ping("pingallfull", arg, pair=False, full=True)
+
+    def do_pingpairfull(self, arg: str) -> bool:
+        return self._ping("pingpairfull", arg, pair=True, full=True)
+
+    def _ping(self, command: str, arg: str, pair: bool, full: bool) -> bool:
+        """pingpair, pingallfull, pingpairfull: mn's lines, and with `full`
+        each pair's round trip (the guests' virtual ms) instead of the sum."""
+        timeout = _seconds(arg, command, default=1.0)
+        hosts = [h.name for h in self.session.exp.hosts][:2] if pair else None
+        if hosts is not None and len(hosts) < 2:
+            raise SelenaError(f"{command}: the experiment has fewer than two hosts")
         self.say("*** Ping: testing ping reachability")
-        result = self.session.pingall(hosts=set(hosts))
+        result = self.session.pingall(timeout=timeout, hosts=hosts, full=full)
         for line in result.lines():
             self.say(line)
-        self.say(result.results_line())
+        for line in result.full_lines() if full else [result.results_line()]:
+            self.say(line)
         return False
 
     def do_intfs(self, arg: str) -> bool:

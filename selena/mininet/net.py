@@ -324,15 +324,44 @@ class Mininet:
         return True
 
     def ping(self, hosts: list[NodeHandle] | None = None, timeout: float | None = None) -> float:
-        self._started("pingAll")
-        output("*** Ping: testing ping reachability\n")
-        result = self.session.pingall(timeout=1.0 if timeout is None else
-                                      _seconds(timeout, "pingAll(timeout=...)"),
-                                      hosts=None if hosts is None else {str(h) for h in hosts})
-        for line in result.lines():
-            output(line + " \n")
+        result = self._ping("pingAll", hosts, timeout, full=False)
         output(result.results_line() + "\n")
         return result.dropped_percent
+
+    def pingFull(self, hosts: list[NodeHandle] | None = None,  # noqa: N802
+                 timeout: float | None = None) -> list[tuple[NodeHandle, NodeHandle,
+                                                               tuple[int, int, float, float,
+                                                                     float, float]]]:
+        """Mininet's pingFull: each pair's (src, dst, (sent, received, rtt
+        min, avg, max, mdev)), one ping each, round trips in the guests'
+        virtual ms; prints Mininet's lines."""
+        result = self._ping("pingFull", hosts, timeout, full=True)
+        for line in result.full_lines():
+            output(line + "\n")
+        outputs = []
+        for src, dst, ok in result.pairs:
+            rtt = result.rtt_ms.get((src, dst), 0.0) if ok else 0.0
+            outputs.append((self._handle(src), self._handle(dst),
+                            (1, int(ok), rtt, rtt, rtt, 0.0)))
+        return outputs
+
+    def pingAllFull(self, timeout: float | None = None) -> list[Any]:  # noqa: N802
+        return self.pingFull(timeout=timeout)
+
+    def pingPairFull(self) -> list[Any]:  # noqa: N802
+        return self.pingFull(self.hosts[:2])
+
+    def _ping(self, what: str, hosts: list[NodeHandle] | None, timeout: float | None,
+              full: bool) -> Any:
+        self._started(what)
+        output("*** Ping: testing ping reachability\n")
+        result = self.session.pingall(timeout=1.0 if timeout is None else
+                                      _seconds(timeout, f"{what}(timeout=...)"),
+                                      hosts=None if hosts is None else {str(h) for h in hosts},
+                                      full=full)
+        for line in result.lines():
+            output(line + " \n")
+        return result
 
     def iperf(self, hosts: tuple[NodeHandle, NodeHandle] | list[NodeHandle] | None = None,
               l4Type: str = "TCP", udpBw: str = "10M", fmt: str | None = None,  # noqa: N803

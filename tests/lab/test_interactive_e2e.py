@@ -3,7 +3,8 @@
 Mininet's pingall, a node command with a node name for an address, iperf
 (tiny-host guests have no iperf3: one line says so), a link taken down
 (pingall then drops everything) and brought back up (nothing dropped), a TDF
-change, a guest's sleep timed at that TDF, pause and resume, exit; mn's
+change, a guest's sleep timed at that TDF, pingallfull's round trips (4 x
+the links' 5 ms), pause and resume, exit; mn's
 --pre (pingpair, intfs, ports) and --post (dpctl dump-flows) files around
 it; then the run's bundle and teardown as for any run. Lab time: one boot of
 three small guests, about a minute."""
@@ -13,6 +14,7 @@ import re
 
 import lab_results
 import pytest
+from lab_stats import check
 
 from selena.paths import project_root
 
@@ -23,7 +25,8 @@ OUT = lab_results.out("test-interactive")
 SCRIPT = "\n".join([
     "nodes", "net", "pingall", "h1 ping -c 1 h2", "iperf h1 h2",
     "link h1 s1 down", "links", "pingall", "link h1 s1 up", "pingall",
-    "tdf 20", "time h1 sleep 0.2", "pause", "resume", "bogus", "exit"]) + "\n"
+    "tdf 20", "time h1 sleep 0.2", "pingallfull", "pause", "resume", "bogus",
+    "exit"]) + "\n"
 PRE = "pingpair\nintfs\nports\n"
 POST = "dpctl dump-flows\n"
 
@@ -31,7 +34,8 @@ POST = "dpctl dump-flows\n"
 def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
     result = lab.run(
         f"rm -rf {OUT}; printf '{PRE}' > /tmp/selena-pre; printf '{POST}' > /tmp/selena-post; "
-        f"printf '%s' '{SCRIPT}' | selena run --topo single,2 --pre /tmp/selena-pre "
+        f"printf '%s' '{SCRIPT}' | selena run --topo single,2 --link tc,delay=5ms "
+        "--pre /tmp/selena-pre "
         f"--post /tmp/selena-post --out {OUT}; "
         "echo run-status=$?; "
         "echo \"domains-after=$(xl list | grep -c '^selena-')\"; "
@@ -62,6 +66,12 @@ def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
     assert elapsed, out
     virtual, real = float(elapsed.group(1)), float(elapsed.group(2))
     assert 0.2 <= virtual < 1.0 and real >= 20 * 0.2, (virtual, real)
+    # pingallfull at TDF 20: each round trip the guests measured, four 5 ms
+    # link crossings (the lab's wake-up latency is a twentieth of itself).
+    rtts = re.findall(r"^ (h\d->h\d): 1/1, rtt min/avg/max/mdev ([\d.]+)/", out, re.M)
+    assert [pair for pair, _ in rtts] == ["h1->h2", "h2->h1"], out
+    check("interactive.pingallfull_rtt_ms_tdf20", [float(rtt) for _, rtt in rtts], 20, 23,
+          unit=" ms")
     assert "paused at virtual time" in out and "resumed at virtual time" in out
     assert "*** unknown command 'bogus': try help" in out and "Traceback" not in out
     assert "domains-after=0" in out and "bridges-after=0" in out
