@@ -373,6 +373,39 @@ def test_run_opens_no_prompt_with_a_test_and_with_cli_after_the_scenario(
     assert fake_xen.domains == {}
 
 
+def test_run_takes_mns_test_all_cli_build_and_several_tests_in_order(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    """mn --test all (pingall, then iperf), cli (the prompt), build and none
+    (nothing), and several --test in the order given: all but pingall and
+    the rest were refused by --test's choices."""
+    monkeypatch.chdir(tmp_path)
+    _fake_ping(tmp_path, monkeypatch)
+    (tmp_path / "bin" / "iperf3").write_text(FAKE_IPERF3)
+    (tmp_path / "bin" / "iperf3").chmod(0o755)
+    _stdin(tmp_path, monkeypatch, "a echo from-the-prompt\n")
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, PAIR), "--test", "pingpair",
+                           "--test", "all", "--test", "cli", "--out", "bundle")
+    assert rc == 0, err
+    assert "--test all: a and b use the tools-host template (iperf3)" in err
+    assert out.index("*** Results: 0% dropped (2/2 received)") < \
+        out.index("*** Results: 0% dropped (2/2 received)", out.index("Results") + 1) < \
+        out.index("*** Results: ['9.41 Mbits/sec', '9.87 Mbits/sec']")
+    commands = [c["command"].split(";")[0] for c in
+                json.loads((tmp_path / "bundle/meta.json").read_text())["commands"]]
+    assert commands[-1] == "echo from-the-prompt"            # --test cli: the prompt
+    assert commands[:4] == ["for ip in 10.0.0.2", "for ip in 10.0.0.1",    # pingpair
+                            "for ip in 10.0.0.2", "for ip in 10.0.0.1"]    # all: pingall
+    metrics = json.loads((tmp_path / "bundle/metrics.json").read_text())
+    assert {"pingpair_received_pct", "pingall_received_pct", "iperf_received_mbit"} <= \
+        set(metrics)
+    for quiet in ("build", "none"):
+        rc, out, err = run_cli(capsys, "run", _file(tmp_path, PAIR), "--test", quiet,
+                               "--out", quiet)
+        assert rc == 0, err
+        assert json.loads((tmp_path / quiet / "meta.json").read_text())["commands"] == []
+    assert fake_xen.domains == {}
+
+
 def test_run_takes_mns_pre_and_post_prompt_scripts_in_mns_order(
         fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
     """mn --pre FILE and --post FILE: prompt commands before --test and
@@ -520,6 +553,14 @@ def test_mns_mac_and_arp_options_reach_the_plan(capsys):
     (["validate", "--topo", "single,3", "--controller=remote,ip=10.0.0.9"], "--controller"),
     (["run", "--topo", "linear,2", "-x"], "-x"),
     (["sweep", "s.py", "--tdf", "1,2", "--out", "o", "--nat"], "--nat"),
+    (["-c"], "-c"),
+    (["--clean"], "--clean"),
+    (["run", "-c"], "-c"),
+    (["run", "--topo", "single,2", "-v", "output"], "-v"),
+    (["plan", "--topo", "single,2", "--verbosity=debug"], "--verbosity"),
+    (["run", "--topo", "linear,2", "--wait"], "--wait"),
+    (["run", "--topo", "linear,2", "--twait", "30"], "--twait"),
+    (["validate", "--topo", "single,3", "--listenport", "6654"], "--listenport"),
 ])
 def test_mns_options_selena_does_not_take_are_one_line_saying_what_it_does(argv, option,
                                                                            capsys):
@@ -532,3 +573,6 @@ def test_mns_options_selena_does_not_take_are_one_line_saying_what_it_does(argv,
 def test_mns_option_names_elsewhere_are_left_to_their_verbs(capsys):
     rc, _, err = run_cli(capsys, "validate", "--topo", "single,2", "--param", "switch=1")
     assert "mn's" not in err
+    # selena's own -v before the verb, deploy's (and validate's) --wait SECONDS.
+    rc, _, err = run_cli(capsys, "-v", "validate", "--topo", "single,2", "--wait", "30")
+    assert rc == 0 and "mn's" not in err, err

@@ -21,9 +21,13 @@ from selena.loader import Scenario, load_scenario
 from selena.schedule import Event, check_events, load_events
 from selena.validate import MAX_SWITCH_PORTS, TEMPLATE_RE
 
-# mn's --test values that selena runs (mn's walkthrough: pingall, pingpair,
-# iperf, and iperfudp at mn's 10M), and none: no test and no prompt.
-MN_TESTS = ("pingall", "pingpair", "iperf", "iperfudp", "none")
+# mn's --test values, each as mn runs it: pingall, pingpair, iperf, iperfudp
+# (at mn's 10M); all is pingall then iperf; cli opens the prompt; build and
+# none run nothing and open no prompt. Repeatable, run in the order given.
+MN_TESTS = ("pingall", "pingpair", "iperf", "iperfudp", "all", "cli", "build", "none")
+# What each --test runs, in order.
+MN_TEST_STEPS = {"all": ("pingall", "iperf"), "pingall": ("pingall",),
+                 "pingpair": ("pingpair",), "iperf": ("iperf",), "iperfudp": ("iperfudp",)}
 
 
 # mn's options that selena does not take, and what it does instead (a mn
@@ -44,20 +48,42 @@ MN_ONLY_OPTIONS = {
     "--xterms": "no xterms: type `h1 COMMAND` at the selena> prompt, or use `xl console`",
     "--ipbase": "--topo's hosts are on 10.0.0.0/8; a scenario file gives its own addresses",
     "--pin": "vCPUs are pinned per node: add_host(..., cpus='2-3')",
+    "--listenport": "switches are guests; OpenFlow is a controller node's or static flows "
+                    "(docs/openflow.md), and the prompt's dpctl runs ovs-ofctl in each switch",
+    "--nolistenport": "switches are guests; OpenFlow is a controller node's or static flows "
+                      "(docs/openflow.md), and the prompt's dpctl runs ovs-ofctl in each "
+                      "switch",
+    "--verbosity": "selena's -v goes before the verb (selena -v run ...: info, -vv debug); "
+                   "a run prints its progress anyway",
+    "-v": "selena's -v goes before the verb (selena -v run ...: info, -vv debug); a run "
+          "prints its progress anyway",
 }
+# mn's -c (--clean): anywhere on a command line that names no other verb.
+MN_CLEAN = ("mn -c is `selena clean` here: it destroys the experiments selena created and "
+            "what they left (never another tool's), sparing live runs unless --force")
+# Only run's: deploy (and the verbs that check its command line) take --wait SECONDS.
+MN_WAIT = ("a run waits for every guest's agent before anything runs (its "
+           "--ready-timeout SECONDS bounds the wait)")
 EXPERIMENT_VERBS = ("validate", "plan", "deploy", "run", "advise", "sweep")
 
 
 def mn_only_option(argv: list[str]) -> str | None:
     """The one-line error for the first of mn's options selena does not
-    take on an experiment verb's command line, else None."""
+    take on an experiment verb's command line (or mn's -c on its own), else
+    None."""
     words = [a for a in argv if not a.startswith("-")]
+    clean = [a for a in argv if a in ("-c", "--clean")]
+    if clean and (not words or words[0] in EXPERIMENT_VERBS):
+        return f"{clean[0]} is mn's, not selena's: {MN_CLEAN}"
     if not words or words[0] not in EXPERIMENT_VERBS:
         return None
-    for arg in argv:
+    verb_at = argv.index(words[0])
+    for arg in argv[verb_at + 1:]:
         option = arg.split("=", 1)[0]
         if option in MN_ONLY_OPTIONS:
             return f"{option} is mn's, not selena's: {MN_ONLY_OPTIONS[option]}"
+        if words[0] == "run" and option in ("--wait", "-w", "--twait"):
+            return f"{option} is mn's, not selena's: {MN_WAIT}"
     return None
 
 
@@ -195,7 +221,7 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run options (accepted as run takes them; unused here)")
     g.add_argument("--out", type=Path, default=None)
     g.add_argument("--keep", action="store_true")
-    g.add_argument("--test", choices=MN_TESTS, default=None)
+    g.add_argument("--test", choices=MN_TESTS, action="append", default=None)
     g.add_argument("--cli", action="store_true")
     g.add_argument("--pre", type=prompt_script_arg, metavar="FILE")
     g.add_argument("--post", type=prompt_script_arg, metavar="FILE")

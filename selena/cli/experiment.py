@@ -19,6 +19,7 @@ from selena.adaptive import Policy
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
 from selena.cli.args import (
+    MN_TEST_STEPS,
     MN_TESTS,
     TOPO_LIMIT,
     PromptScript,
@@ -145,12 +146,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="results directory (default results/<experiment>-<time>)")
     p.add_argument("--keep", action="store_true", help="leave the experiment running")
-    p.add_argument("--test", choices=MN_TESTS, default=None,
-                   help="as mn --test: pingall pings every host from every other, pingpair "
-                        "the first two hosts each other, iperf measures TCP from the first "
-                        "host to the last, iperfudp UDP at 10 Mbit/s (they get the tools-host "
-                        "template, which has iperf3); none: do not open the prompt of a "
-                        "topology with nothing to run")
+    p.add_argument("--test", choices=MN_TESTS, action="append", default=None,
+                   help="as mn --test (repeatable, run in order): pingall pings every host "
+                        "from every other, pingpair the first two hosts each other, iperf "
+                        "measures TCP from the first host to the last, iperfudp UDP at 10 "
+                        "Mbit/s (they get the tools-host template, which has iperf3), all "
+                        "pingall then iperf, cli opens the prompt; build and none run "
+                        "nothing and do not open the prompt of a topology with nothing to run")
     p.add_argument("--pre", type=prompt_script_arg, metavar="FILE",
                    help="as mn --pre: selena> prompt commands (one per line, as `source` "
                         "reads them) run once the guests are up, before --test")
@@ -230,8 +232,9 @@ def _experiment(args: argparse.Namespace, **options: Any) -> Experiment:
         # Checked against the topology now: a bad link is refused before a deploy.
         options["capture"] = list(args.capture)
     scenario = scenario_of(args)
-    if getattr(args, "test", None) in ("iperf", "iperfudp"):
-        _iperf_hosts(scenario, args.test)
+    for test in getattr(args, "test", None) or []:
+        if {"iperf", "iperfudp"} & set(MN_TEST_STEPS.get(test, ())):
+            _iperf_hosts(scenario, test)
     return Experiment(scenario, backend=args.backend, strict=args.strict,
                       bridge=getattr(args, "bridge", "ovs"),
                       shaping=getattr(args, "shaping", "dom0"),
@@ -367,10 +370,11 @@ def _run_steps(args: argparse.Namespace, exp: Experiment, events: list[Event]) -
             f"virtual {events[-1].t:g} s)")
     if args.pre is not None:
         _prompt_script(exp, args.pre)
-    if args.test in ("pingall", "pingpair", "iperf", "iperfudp"):
-        mn_test(exp, args.test)
+    for test in args.test or []:
+        for step in MN_TEST_STEPS.get(test, ()):
+            mn_test(exp, step)
     exp.run_scenario()
-    if args.cli or _opens_prompt(args, exp.scenario):
+    if args.cli or "cli" in (args.test or []) or _opens_prompt(args, exp.scenario):
         from selena.cli.interactive import interact
         from selena.session import Session
 

@@ -1,5 +1,5 @@
 """A Mininet user's habits end to end in the lab: mn's `--test iperf`,
-`--test iperfudp` and `--test pingpair`, `--host-template` for the prompt's
+`--test iperfudp` and `--test pingpair` (two --test in one run), `--host-template` for the prompt's
 `iperf` and `iperfudp`, `--mac` and `--arp`, and Mininet's emptynet.py way
 of building a net (a Mininet() without a topo, every node added to it),
 with pingPair and waitConnected. Six short runs in one lab command: about
@@ -28,7 +28,8 @@ def test_mns_tests_options_and_emptynet_run_in_the_lab(lab):
         f"rm -rf {OUT}; "
         f"selena run --topo minimal --link tc,bw=20 --test iperf --tdf 10 --out {OUT}/iperf; "
         "echo iperf-status=$?; "
-        f"selena run --topo minimal --link tc,bw=5 --test iperfudp --tdf 10 --out {OUT}/udp; "
+        "selena run --topo minimal --link tc,bw=5 --test pingpair --test iperfudp --tdf 10 "
+        f"--out {OUT}/udp; "
         "echo udp-status=$?; "
         f"selena run --topo single,3 --test pingpair --out {OUT}/pingpair; "
         "echo pingpair-status=$?; "
@@ -62,6 +63,8 @@ def test_mns_tests_options_and_emptynet_run_in_the_lab(lab):
     assert [u[0] for u in udp] == ["10M", "10M", "40M"], out
     assert "--test iperfudp: h1 and h2 use the tools-host template (iperf3)" in out
     metrics = json.loads((project_root() / OUT / "udp/metrics.json").read_text())
+    # Its --test pingpair first, as mn runs several --test in order.
+    assert metrics["pingpair_received_pct"]["median"] == 100.0
     assert metrics["iperfudp_received_mbit"]["median"] == pytest.approx(udp[0][1], rel=0.01)
     check("mn_habits.udp_test_5mbit_link_received_mbit", udp[0][1], 4, 5.2, unit="Mbit/s",
           context=udp)
