@@ -8,6 +8,7 @@ the one Experiment."""
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import sys
@@ -20,11 +21,12 @@ from cli_main import run_cli
 from selena.backends.xl import XlBackend
 from selena.errors import ArgumentError, ExperimentError, ScenarioError
 from selena.loader import load_scenario
-from selena.mininet import Mininet, SingleSwitchTopo, TCLink, Topo
+from selena.mininet import CPULimitedHost, Mininet, SingleSwitchTopo, TCLink, Topo
 from selena.mininet.cli import CLI
 from selena.mininet.custom import load_custom, shim, split_args
 from selena.mininet.net import HostHandle
 from selena.mininet.topo import to_topology
+from selena.mininet.util import custom as mn_custom
 from selena.model import NodeKind, Topology
 from selena.session import PingAll
 
@@ -233,14 +235,14 @@ from mininet.net import Mininet
 from mininet.node import OVSSwitch, OVSKernelSwitch, Controller, CPULimitedHost, Host
 from mininet.link import TCLink, Link
 from mininet.log import setLogLevel, info
-from mininet.util import irange, dumpNodeConnections
+from mininet.util import irange, dumpNodeConnections, custom
 from mininet.cli import CLI
 
 class Star(Topo):
     def build(self, n=3, **opts):
         s = self.addSwitch('s1', cls=OVSKernelSwitch)
         for i in irange(1, n):
-            self.addLink(self.addHost('h%s' % i, cls=Host), s, cls=TCLink, bw=100)
+            self.addLink(self.addHost('h%s' % i, cls=Host), s, cls=custom(TCLink, bw=100))
 
 topos = {'star': Star, 'tree': lambda depth=2: TreeTopo(depth=depth, fanout=2),
          'lin': LinearTopo}
@@ -336,6 +338,45 @@ class Pair(Topo):
         self.addHost("h1")
         self.addHost("h2")
         self.addLink("h1", "h2", bw=bw, delay="5ms")
+
+
+def test_custom_classes_params_reach_every_node_and_link_as_in_mininet():
+    """Mininet's custom(cls, **params) (and a functools.partial) as the net's
+    link class, or a link's own cls=: its params were silently dropped
+    (only the class was checked), and mininet.util had no custom."""
+    def rates(net):
+        net.build()
+        return [(link.rate_bps, link.delay_s) for link in net.topology.links]
+    # custom()'s params go over the link's own (Pair's bw=10), as Mininet's.
+    net = Mininet(topo=Pair(), link=mn_custom(TCLink, bw=3, delay="1ms"), templates=None)
+    assert rates(net) == [(3e6, 0.001)]
+    # A partial's keywords go under them (a call's keywords win).
+    net = Mininet(topo=Pair(), link=functools.partial(TCLink, bw=3, loss=1), templates=None)
+    assert rates(net) == [(10e6, 0.005)] and net.topology.links[0].loss == 0.01
+
+    class Own(Topo):
+        def build(self):
+            self.addHost("h1")
+            self.addHost("h2")
+            self.addSwitch("s1")
+            self.addLink("h1", "s1", cls=mn_custom(TCLink, bw=7))
+            self.addLink("h2", "s1", cls=TCLink, bw=20)     # its own class: not the net's
+    net = Mininet(topo=Own(), link=mn_custom(TCLink, bw=1), templates=None)
+    assert [r for r, _ in rates(net)] == [7e6, 20e6]
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: Mininet(topo=Pair(), host=mn_custom(CPULimitedHost, cpu=0.5), templates=None),
+     r"test_mininet_api.py:\d+: Mininet\(host=custom\(CPULimitedHost,\{'cpu': 0.5\}\)\)"
+     r".*option cpu= is not supported"),
+    (lambda: Mininet(topo=Pair(), link=mn_custom(TCLink, bw="10M"), templates=None),
+     r"test_mininet_api.py:\d+: .*bw is a number of Mbit/s \(bw=10\), not str '10M'"),
+    (lambda: Topo().addHost("h1", cls=mn_custom(CPULimitedHost, cores="0")),
+     r"test_mininet_api.py:\d+: addHost\('h1'\): option cores= is not supported"),
+])
+def test_a_custom_classes_params_are_checked_as_the_options_they_become(make, message):
+    with pytest.raises(ArgumentError, match=message):
+        make()
 
 
 def test_mininet_object_before_start():

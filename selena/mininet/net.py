@@ -25,7 +25,16 @@ from selena.errors import ArgumentError, ExperimentError, ScenarioError
 from selena.mininet import node as mn_node
 from selena.mininet.link import Link, TCLink
 from selena.mininet.log import error, output, warn
-from selena.mininet.topo import Topo, natural, to_topology
+from selena.mininet.topo import (
+    Customized,
+    Topo,
+    _host_options,
+    _switch_options,
+    link_options,
+    natural,
+    to_topology,
+    with_class_params,
+)
 from selena.model import caller_location
 
 # Mininet's constructor options that selena cannot honour without changing
@@ -171,6 +180,9 @@ class Mininet:
         _check_class(host, mn_node.HOSTS, "host", where)
         _check_class(link, (Link, TCLink), "link", where)
         _check_controller(controller, where)
+        # custom(cls, **params)'s params, checked here as the options they become.
+        self.classes = {"host": host, "switch": switch, "link": link}
+        _check_class_params(self.classes, where)
         self.topo = topo if topo is not None else Topo()
         self.ipBase = ipBase
         self.autoSetMacs = autoSetMacs
@@ -220,7 +232,7 @@ class Mininet:
         if self.built:
             return
         self.topology = to_topology(self.topo, self.name, ip_base=self.ipBase,
-                                    auto_macs=self.autoSetMacs)
+                                    auto_macs=self.autoSetMacs, classes=self.classes)
         self.exp = Experiment(self.topology, **self.options)
         self.built = True
 
@@ -422,12 +434,31 @@ class Mininet:
 def _check_class(value: object, allowed: tuple[type, ...], what: str, where: str | None) -> None:
     if value is None:
         return
-    cls = value if isinstance(value, type) else getattr(value, "func", type(value))
+    cls = value if isinstance(value, type) else (
+        value.cls if isinstance(value, Customized) else getattr(value, "func", type(value)))
     if isinstance(cls, type) and issubclass(cls, allowed):
         return
     names = ", ".join(c.__name__ for c in allowed)
     raise ArgumentError(where, f"Mininet({what}={getattr(cls, '__name__', cls)}) is not "
                                f"supported: selena's {what}s behave as {names}")
+
+
+def _check_class_params(classes: dict[str, object], where: str | None) -> None:
+    """The params of custom() (or functools.partial) classes given to
+    Mininet(), refused as the node or link options they become would be."""
+    checks = {"host": _host_options, "switch": _switch_options}
+    for what, cls in classes.items():
+        params = with_class_params({}, cls)
+        if not params:
+            continue
+        call = f"Mininet({what}={getattr(cls, '__name__', 'custom(...)')})"
+        try:
+            if what == "link":
+                link_options(params, call)
+            else:
+                checks[what](params, call)
+        except ArgumentError as exc:
+            raise ArgumentError(where, exc.message) from None
 
 
 def _check_controller(value: object, where: str | None) -> None:

@@ -91,6 +91,34 @@ class _Link:
     given: dict[str, object] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Customized:
+    """Mininet's custom(cls, **params) (selena.mininet.util.custom): a class
+    whose params go to every node or link made with it, over the call's own
+    options, as Mininet's customized constructor updates its keywords."""
+
+    cls: object
+    params: dict[str, object]
+
+    @property
+    def __name__(self) -> str:              # as Mininet names a customized class
+        return f"custom({getattr(self.cls, '__name__', self.cls)},{self.params})"
+
+
+def with_class_params(opts: Mapping[str, object],
+                      default: object = None) -> dict[str, object]:
+    """`opts` with the params of its cls= (else of `default`, the net's
+    class) merged in as Mininet merges them: custom()'s over the options, a
+    functools.partial's under them (a call's keywords win over a
+    partial's). A plain class adds nothing."""
+    cls = opts.get("cls", default)
+    if isinstance(cls, Customized):
+        return {**opts, **cls.params}
+    if isinstance(cls, partial):
+        return {**cls.keywords, **opts}
+    return dict(opts)
+
+
 def link_options(opts: Mapping[str, object], call: str) -> LinkOptions:
     """Mininet's TCLink options as selena's add_link keywords; a wrong type
     or value is one line at the caller's line."""
@@ -205,7 +233,7 @@ class Topo:
                                      or port < 0):
                 raise _fail(call, f"{what} is a port number (1), not "
                                   f"{type(port).__name__} {port!r}")
-        merged = dict(opts or self.lopts)
+        merged = with_class_params(dict(opts or self.lopts))
         converted = link_options(merged, call)
         port1, port2 = self.addPort(node1, node2, port1, port2)
         self._links.append(_Link(node1, node2, port1, port2, converted, caller_location(),
@@ -240,6 +268,7 @@ class Topo:
         if name in self._items:
             raise _fail(call, f"{name!r} is already a {self._items[name].kind} of this topology")
         call = f"{call}({name!r})"
+        opts = with_class_params(opts)
         if kind == "host":
             _host_options(opts, call)
         else:
@@ -340,12 +369,16 @@ def _ip(value: str | None, number: int, base: ipaddress.IPv4Network | ipaddress.
 
 
 def to_topology(topo: Topo, name: str, *, ip_base: str = "10.0.0.0/8",
-                auto_macs: bool = False) -> Topology:
+                auto_macs: bool = False,
+                classes: Mapping[str, object] | None = None) -> Topology:
     """The selena Topology a Topo describes, numbered as Mininet does: hosts
     in natural order take ip_base's addresses 1, 2, ... (an explicit ip= still
     uses up its number), switches follow, and each link joins the ports
     addLink numbered (a switch's port p is its interface p-1, eth(p-1) in the
-    guest; a host's port p is eth<p>)."""
+    guest; a host's port p is eth<p>). `classes`: the net's host, switch
+    and link classes (Mininet(host=..., ...)), whose custom() params go to
+    every node and link without a cls= of its own."""
+    classes = classes or {}
     if not isinstance(topo, Topo):
         raise ArgumentError(None, f"topology {name!r} must be a mininet Topo, not "
                                   f"{type(topo).__name__}")
@@ -355,7 +388,7 @@ def to_topology(topo: Topo, name: str, *, ip_base: str = "10.0.0.0/8",
     for host in topo.hosts():
         item = topo._items[host]
         number += 1
-        opts = dict(item.opts)
+        opts = with_class_params(item.opts, classes.get("host"))
         # _host_options let only a string or None through as ip.
         ip = _ip(opts.pop("ip", None), number, base)  # type: ignore[arg-type]
         mac = opts.pop("mac", None)
@@ -369,10 +402,11 @@ def to_topology(topo: Topo, name: str, *, ip_base: str = "10.0.0.0/8",
         _made(item, partial(result.add_host, host, ip=ip, mac=mac, **extra))  # type: ignore[arg-type]
     for switch in topo.switches():
         item = topo._items[switch]
-        extra = {k: v for k, v in item.opts.items() if k in SWITCH_SELENA}
+        switch_opts = with_class_params(item.opts, classes.get("switch"))
+        extra = {k: v for k, v in switch_opts.items() if k in SWITCH_SELENA}
         # add_switch checks these keywords' types itself (at the user's line).
         node = _made(item, partial(result.add_switch, switch, **extra))  # type: ignore[arg-type]
-        node.stp = bool(item.opts.get("stp", False))
+        node.stp = bool(switch_opts.get("stp", False))
     for link in topo._links:
         ends = [(end, port - 1 if topo.isSwitch(end) else port)
                 for end, port in ((link.a, link.port1), (link.b, link.port2))]
@@ -380,7 +414,10 @@ def to_topology(topo: Topo, name: str, *, ip_base: str = "10.0.0.0/8",
             node = result.nodes[end]
             if node.interface(index) is None:
                 node.add_interface(index)
-        _made(link, partial(result.add_link, ends[0], ends[1], **link.opts))
+        link_opts = link.opts
+        if "cls" not in link.given and classes.get("link") is not None:
+            link_opts = link_options(with_class_params(link.given, classes["link"]), "addLink")
+        _made(link, partial(result.add_link, ends[0], ends[1], **link_opts))
     return result
 
 

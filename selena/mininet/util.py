@@ -5,6 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from selena.mininet.log import output
+from selena.mininet.topo import Customized
+
+
+def custom(cls: object, **params: object) -> Customized:
+    """Mininet's custom(TCLink, bw=10): a class whose params every node or
+    link made with it gets, over its own options (Mininet(link=...,
+    host=...), or a cls= of addHost/addLink)."""
+    return Customized(cls, dict(params))
 
 
 def irange(start: int, end: int) -> range:
