@@ -6,6 +6,7 @@ import re
 
 import lab_results
 import pytest
+from lab_stats import check
 
 from selena.paths import project_root
 
@@ -16,13 +17,19 @@ CUSTOM = "tests/data/mininet/topo-2sw-2host.py"
 
 
 def test_a_mininet_script_starts_pings_and_stops(lab):
-    """Two tiny hosts, twice: about 30 s of lab time."""
+    """Two tiny hosts, twice: about 40 s of lab time."""
     result = lab.run(f"python3 {SCRIPT}; echo status=$?; python3 {SCRIPT} --forget; "
                      "echo forgot-status=$?; xl list | grep -c selena- ; echo left-counted",
                      timeout=300)
     out = result.output
     assert "status=0" in out and "forgot-status=0" in out, out
     assert out.count("dropped=0.0") == 2, out
+    # pingAllFull's round trips: 2 x the custom link class's 10 ms (not the
+    # link's own 5 ms), in the guests' time at TDF 2.
+    rtts = [float(r) for line in re.findall(r"^rtts=\[(.*)\]\r?$", out, re.M)
+            for r in line.split(",")]
+    assert len(rtts) == 4, out
+    check("mininet.custom_link_pingallfull_rtt_ms_tdf2", rtts, 20, 24, unit=" ms")
     assert "*** Results: 0% dropped (2/2 received)" in out
     assert "h1 -> h2" in out and "h2 -> h1" in out
     assert out.count("1 packets transmitted, 1 packets received") == 2, out

@@ -1,10 +1,13 @@
 """A Mininet-style script on selena (tests/lab/test_mininet_e2e.py runs it in
-the lab's Dom0): start, pingAll, h1.cmd('ping ...' % h2.IP()), stop. With
---forget it never calls net.stop(): selena stops the net at exit."""
+the lab's Dom0): start, pingAll, pingAllFull, h1.cmd('ping ...' % h2.IP()),
+stop. Its link class is custom(TCLink, delay='10ms'), whose delay goes over
+the link's own 5 ms, as in Mininet. With --forget it never calls
+net.stop(): selena stops the net at exit."""
 
 import sys
 
 from selena.mininet import Mininet, TCLink, Topo
+from selena.mininet.util import custom
 
 
 class MnPairTopo(Topo):
@@ -14,9 +17,10 @@ class MnPairTopo(Topo):
         self.addLink(h1, h2, bw=10, delay='5ms')
 
 
-net = Mininet(topo=MnPairTopo(), link=TCLink, tdf=2)
+net = Mininet(topo=MnPairTopo(), link=custom(TCLink, delay='10ms'), tdf=2)
 net.start()
 print('dropped=%r' % net.pingAll())
+print('rtts=%r' % [rtt[3] for _, _, rtt in net.pingAllFull()])
 h1, h2 = net.get('h1', 'h2')
 print(h1.cmd('ping -c1 %s' % h2.IP()))
 if '--forget' not in sys.argv:
