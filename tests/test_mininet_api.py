@@ -538,7 +538,9 @@ def test_pingpair_and_waitconnected_are_mininets_and_other_names_one_line(capsys
                                              r".*pingPair.*; docs/topologies.md\)$"):
         net.monitor()
     with pytest.raises(ArgumentError, match=r"h1.setIP: not in selena's Mininet API \(it has "
-                                            r"IP, MAC, cmd, cmdPrint; docs/topologies.md\)$"):
+                                            r"IP, MAC, cmd, cmdPrint, sendCmd, sendInt, "
+                                            r"waitOutput, waiting; "
+                                            r"docs/topologies.md\)$"):
         net["h1"].setIP("10.0.0.9")
     assert not hasattr(net, "addNAT") and getattr(net["h2"], "intf", None) is None
     net.session = None
@@ -614,6 +616,38 @@ def test_start_cmd_ip_cli_and_stop(fake_xen, tmp_path, capsys):
     assert time.monotonic() - began < 30
     assert fake_xen.domains == {} and fake_xen.bridges == {}
     net.stop()                                   # twice is fine
+
+
+def test_sendcmd_waitoutput_and_sendint_as_mininets_multiping_uses_them(fake_xen, tmp_path):
+    """Mininet's sendCmd/waitOutput (examples/multiping.py) and sendInt
+    were 'not in selena's Mininet API'."""
+    net = fake_net(fake_xen, tmp_path)
+    net.start()
+    try:
+        h1, h2 = net.get("h1", "h2")
+        assert h1.waitOutput() == "" and not h1.waiting
+        h1.sendCmd("echo", "from h1")
+        h2.sendCmd("sleep 0.2; echo from h2 >&2")
+        assert h1.waiting and net["h1"].waiting         # per node, not per handle
+        with pytest.raises(ArgumentError, match=r"h1.sendCmd: h1 is running a command "
+                                                r"already \(waitOutput\(\) first\)"):
+            h1.sendCmd("true")
+        assert h2.waitOutput() == "from h2\n" and h1.waitOutput() == "from h1\n"
+        assert not h1.waiting and not h2.waiting
+        began = time.monotonic()
+        h1.sendCmd("echo started; sleep 300")
+        time.sleep(0.5)
+        h1.sendInt()
+        assert h1.waitOutput() == "started\n"
+        assert time.monotonic() - began < 30
+        # Mininet's dict-like net.
+        assert len(net) == 2 and net.keys() == ["h1", "h2"]
+        assert [str(v) for v in net.values()] == ["h1", "h2"]
+        assert {k: str(v) for k, v in net.items()} == {"h1": "h1", "h2": "h2"}
+        assert str(net.nameToNode["h2"]) == "h2"
+    finally:
+        net.stop()
+    assert fake_xen.domains == {}
 
 
 def test_a_forgotten_stop_happens_at_exit(fake_xen, tmp_path, capsys):

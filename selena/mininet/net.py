@@ -17,6 +17,7 @@ if the script forgot), and pingAll/iperf are selena.session's.
 from __future__ import annotations
 
 import atexit
+import signal
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -98,14 +99,61 @@ class NodeHandle:
         if kwargs:
             raise ArgumentError(caller_location(), f"{self.name}.cmd: unknown option(s) "
                                                    f"{', '.join(kwargs)}")
-        if not args:
-            raise ArgumentError(caller_location(), f"{self.name}.cmd: give a command")
-        if len(args) == 1 and isinstance(args[0], list | tuple):
-            args = tuple(args[0])
-        command = " ".join(str(a) for a in args)
+        command = self._command(args, "cmd")
         exp = self.net._started(f"{self.name}.cmd")
         result = exp.cmd(self.name, command, timeout=timeout)
         return (result.stdout + result.stderr).decode(errors="replace")
+
+    def sendCmd(self, *args: object, **kwargs: object) -> None:  # noqa: N802
+        """Start a shell command in the guest and return at once (Mininet's
+        sendCmd); waitOutput() waits for it and returns its output,
+        sendInt() interrupts it. One at a time per node, as in Mininet."""
+        kwargs.pop("printPid", None)
+        if kwargs:
+            raise ArgumentError(caller_location(), f"{self.name}.sendCmd: unknown option(s) "
+                                                   f"{', '.join(kwargs)}")
+        command = self._command(args, "sendCmd")
+        exp = self.net._started(f"{self.name}.sendCmd")
+        if self.name in self.net.sent:
+            raise ArgumentError(caller_location(), f"{self.name}.sendCmd: {self.name} is "
+                                                   "running a command already (waitOutput() "
+                                                   "first)")
+        self.net.sent[self.name] = exp.start(self.name, command)
+
+    @property
+    def waiting(self) -> bool:
+        """A command from sendCmd has not been waited for (Mininet's waiting)."""
+        return self.name in self.net.sent
+
+    def waitOutput(self, verbose: bool = False) -> str:  # noqa: N802
+        """Wait for sendCmd's command; its output (stdout then stderr), ''
+        when none was sent, as Mininet's."""
+        handle = self.net.sent.get(self.name)
+        if handle is None:
+            return ""
+        exp = self.net._started(f"{self.name}.waitOutput")
+        try:
+            result = exp.wait(handle)
+        finally:
+            del self.net.sent[self.name]
+        text = (result.stdout + result.stderr).decode(errors="replace")
+        if verbose:
+            output(text)
+        return text
+
+    def sendInt(self, intr: str = "\x03") -> None:  # noqa: N802
+        """Interrupt sendCmd's command (SIGINT, as Ctrl-C in Mininet's shell);
+        waitOutput() then returns what it printed."""
+        handle = self.net.sent.get(self.name)
+        if handle is not None:
+            self.net._started(f"{self.name}.sendInt").kill(handle, signal.SIGINT)
+
+    def _command(self, args: tuple[object, ...], what: str) -> str:
+        if not args:
+            raise ArgumentError(caller_location(), f"{self.name}.{what}: give a command")
+        if len(args) == 1 and isinstance(args[0], list | tuple):
+            args = tuple(args[0])
+        return " ".join(str(a) for a in args)
 
     def cmdPrint(self, *args: object, **kwargs: object) -> str:  # noqa: N802
         text = self.cmd(*args, **kwargs)
@@ -191,6 +239,7 @@ class Mininet:
         self.where = where
         self.exp: Any = None
         self.session: Any = None
+        self.sent: dict[str, Any] = {}      # node -> its sendCmd's command, until waited
         self.topology: Any = None
         self.built = False
         # As Mininet's: a net without a topo is built by start() (or build()),
@@ -305,6 +354,22 @@ class Mininet:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.topo.nodes())
+
+    def __len__(self) -> int:
+        return len(self.topo.nodes())
+
+    def keys(self) -> list[str]:
+        return self.topo.nodes()
+
+    def values(self) -> list[NodeHandle]:
+        return [self._handle(n) for n in self.topo.nodes()]
+
+    def items(self) -> list[tuple[str, NodeHandle]]:
+        return [(n, self._handle(n)) for n in self.topo.nodes()]
+
+    @property
+    def nameToNode(self) -> dict[str, NodeHandle]:  # noqa: N802 - Mininet's name
+        return dict(self.items())
 
     @property
     def hosts(self) -> list[NodeHandle]:
