@@ -34,7 +34,9 @@ def test_a_mininet_script_starts_pings_and_stops(lab):
     check("mininet.custom_link_pingallfull_rtt_ms_tdf2", rtts, 20, 28, unit=" ms")
     assert "*** Results: 0% dropped (2/2 received)" in out
     assert "h1 -> h2" in out and "h2 -> h1" in out
-    assert out.count("1 packets transmitted, 1 packets received") == 2, out
+    # h1.cmd's ping and h2's sendCmd/waitOutput one, in each of the two runs.
+    assert out.count("1 packets transmitted, 1 packets received") == 4, out
+    assert out.count("waiting=True") == 2, out
     assert len(re.findall(r"^stopped\r?$", out, re.M)) == 1
     # the forgotten stop happened at exit, and nothing is left behind
     assert "*** net mnpair was not stopped: stopping it at exit" in out
