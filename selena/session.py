@@ -388,6 +388,31 @@ class Session:
 
     # -- the network ---------------------------------------------------------------
 
+    def static_arp(self) -> int:
+        """Every host a permanent ARP entry for every other host's first
+        IPv4 address (Mininet's staticArp on a started net; before a run
+        Topology.static_arp_between_hosts sets them at boot): iproute2's `ip
+        neigh replace` where the guest has it, busybox's `arp -s` where not
+        (tiny-host). One command per host, side by side; how many entries."""
+        self._running("staticArp")
+        topo = self.exp.topology
+        by_host: dict[str, list[tuple[str, str]]] = {}
+        for host, ip, mac in topo.arp_entries_between_hosts():
+            by_host.setdefault(host, []).append((ip, mac))
+        started = []
+        for host, entries in by_host.items():
+            dev = topo.nodes[host].device(0)
+            script = "; ".join(f"{{ ip neigh replace {ip} lladdr {mac} dev {dev} nud permanent "
+                               f"2>/dev/null || arp -s {ip} {mac}; }}" for ip, mac in entries)
+            started.append((host, self.exp.start(host, f"set -e; {script}",
+                                                 timeout=PING_COMMAND_TIMEOUT_S)))
+        failed = [f"{host} ({result.summary()})" for host, handle in started
+                  if not (result := self.exp.wait(handle)).ok]
+        if failed:
+            raise ScenarioError(f"staticArp: could not set the ARP entries of "
+                                f"{', '.join(failed)}")
+        return sum(len(entries) for entries in by_host.values())
+
     def link(self, a: str, b: str, up: bool) -> None:
         """Take the link(s) between nodes `a` and `b` down or bring them up
         (exp.link(a, b): a one-line error for unknown nodes or no link)."""

@@ -379,6 +379,33 @@ def test_a_custom_classes_params_are_checked_as_the_options_they_become(make, me
         make()
 
 
+def test_static_arp_before_start_is_set_at_boot_and_on_a_started_net_at_once():
+    """Mininet(autoStaticArp=True) was accepted and ignored; staticArp()
+    was 'not in selena's Mininet API'."""
+    def entries(net):
+        net.build()
+        return sorted((e.node, e.ip, e.mac) for e in net.topology.static_arp)
+    want = [("h1", "10.0.0.2", "00:00:00:00:00:02"), ("h2", "10.0.0.1", "00:00:00:00:00:01")]
+    net = Mininet(topo=SingleSwitchTopo(2), autoStaticArp=True, autoSetMacs=True,
+                  templates=None)
+    assert entries(net) == want
+    net = Mininet(topo=SingleSwitchTopo(2), autoSetMacs=True, templates=None)
+    assert entries(net) == []
+    net.staticArp()
+    net.staticArp()                         # once is enough: no second set of entries
+    assert entries(net) == want
+    net = Mininet(autoSetMacs=True, templates=None)        # emptynet.py's way
+    net.staticArp()
+    h1, h2, s1 = net.addHost("h1"), net.addHost("h2"), net.addSwitch("s1")
+    net.addLink(h1, s1)
+    net.addLink(h2, s1)
+    assert entries(net) == want
+    net.session = FakeSession()             # started: the session sets them at once
+    net.staticArp()
+    assert net.session.calls == [("static_arp",)]
+    net.session = None
+
+
 def test_mininet_object_before_start():
     net = Mininet(topo=SingleSwitchTopo(3), link=TCLink, controller=None, autoSetMacs=True,
                   cleanup=True, waitConnected=True, templates=None)
@@ -455,6 +482,10 @@ class FakeSession:
 
     def link(self, a, b, up):
         self.calls.append(("link", a, b, up))
+
+    def static_arp(self):
+        self.calls.append(("static_arp",))
+        return 2
 
 
 def test_ping_of_some_hosts_asks_the_session_to_ping_only_among_them():

@@ -271,6 +271,23 @@ def test_iperf_retries_while_the_server_is_not_listening_then_kills_it_on_failur
     assert exp.engine.killed == ["iperf3 -s -1 -J"]
 
 
+def test_static_arp_sets_every_hosts_entries_with_ip_or_busyboxs_arp():
+    exp = running(single(3), answering())
+    assert Session(exp).static_arp() == 6
+    entry = ("{{ ip neigh replace {ip} lladdr {mac} dev eth0 nud permanent 2>/dev/null || "
+             "arp -s {ip} {mac}; }}")
+    commands = {node: command for node, command, _ in exp.engine.commands}
+    assert commands["h1"] == "start set -e; " + "; ".join(
+        entry.format(ip=f"10.0.0.{n}", mac=exp.topology.mac_of(
+            exp.topology.nodes[f"h{n}"], exp.topology.nodes[f"h{n}"].interface(0)))
+        for n in (2, 3))
+    assert sorted(commands) == ["h1", "h2", "h3"]
+    failing = running(single(2), lambda node, command: (1, "") if node == "h2" else (0, ""))
+    with pytest.raises(ScenarioError, match=r"^staticArp: could not set the ARP entries of "
+                                            r"h2 \(exited 1\)$"):
+        Session(failing).static_arp()
+
+
 def test_link_down_and_up_go_to_the_backend_for_every_link_between_the_pair():
     exp = running(linear(2))
     net = Session(exp)

@@ -47,8 +47,7 @@ REFUSED = {
 # Accepted and ignored: selena's guests are VMs with their own namespaces,
 # its switches standalone learning bridges (what Mininet's default
 # controller makes of them), its links always shaped as TCLink shapes them.
-IGNORED = ("inNamespace", "cleanup", "listenPort", "waitConnected", "intf", "autoStaticArp",
-           "build_timeout")
+IGNORED = ("inNamespace", "cleanup", "listenPort", "waitConnected", "intf", "build_timeout")
 # Passed to selena's Experiment as they are.
 SELENA = ("tdf", "out", "backend", "strict", "ready_timeout", "command_timeout", "monitor",
           "shaping", "bridge", "warm", "replace", "progress", "runner", "xenstore",
@@ -210,7 +209,7 @@ class Mininet:
     def __init__(self, topo: Topo | None = None, switch: object = None, host: object = None,
                  controller: object = None, link: object = None, build: bool = True,
                  ipBase: str = "10.0.0.0/8", autoSetMacs: bool = False,  # noqa: N803
-                 **options: Any) -> None:
+                 autoStaticArp: bool = False, **options: Any) -> None:  # noqa: N803
         where = caller_location()
         for key in options:
             if key in REFUSED:
@@ -219,7 +218,8 @@ class Mininet:
             if key not in IGNORED and key not in SELENA:
                 raise ArgumentError(where, f"Mininet(): unknown option {key}= (selena takes "
                                            f"Mininet's topo, switch, host, controller, link, "
-                                           f"ipBase, autoSetMacs, build and its own "
+                                           f"ipBase, autoSetMacs, autoStaticArp, build and "
+                                           f"its own "
                                            f"{', '.join(SELENA[:3])}...)")
         if topo is not None and not isinstance(topo, Topo):
             raise ArgumentError(where, f"Mininet(topo=...) must be a Topo, not "
@@ -234,6 +234,7 @@ class Mininet:
         self.topo = topo if topo is not None else Topo()
         self.ipBase = ipBase
         self.autoSetMacs = autoSetMacs
+        self.autoStaticArp = autoStaticArp
         self.name = type(self.topo).__name__.lower().removesuffix("topo") or "mininet"
         self.options = {k: v for k, v in options.items() if k in SELENA}
         self.where = where
@@ -282,6 +283,8 @@ class Mininet:
             return
         self.topology = to_topology(self.topo, self.name, ip_base=self.ipBase,
                                     auto_macs=self.autoSetMacs, classes=self.classes)
+        if self.autoStaticArp:
+            self.topology.static_arp_between_hosts()
         self.exp = Experiment(self.topology, **self.options)
         self.built = True
 
@@ -476,6 +479,17 @@ class Mininet:
     def iperfUdp(self, udpBw: str = "10M") -> list[str]:  # noqa: N802, N803 - Mininet's
         """UDP at udpBw from the first host to the last (mn --test iperfudp)."""
         return self.iperf(l4Type="UDP", udpBw=udpBw)
+
+    def staticArp(self) -> None:  # noqa: N802
+        """Every host a permanent ARP entry for every other (Mininet's
+        staticArp): before start() set as the guests boot (as
+        Mininet(autoStaticArp=True)), on a started net at once in each host."""
+        if self.session is not None:
+            self.session.static_arp()
+        elif not self.autoStaticArp:
+            self.autoStaticArp = True
+            if self.built:
+                self.topology.static_arp_between_hosts()
 
     def configLinkStatus(self, src: object, dst: object, status: str) -> None:  # noqa: N802
         """Take the link between two nodes 'down' or bring it 'up'."""

@@ -487,14 +487,19 @@ class Topology:
         """mn's --arp: every host a permanent ARP entry for every other host's
         first IPv4 address and that interface's MAC (its own or derived);
         how many were added."""
+        entries = self.arp_entries_between_hosts()
+        for node, ip, mac in entries:
+            self.add_static_arp(node, 0, ip, mac)
+        return len(entries)
+
+    def arp_entries_between_hosts(self) -> list[tuple[str, str, str]]:
+        """(host, IPv4 address, MAC) for every host and every other host's
+        first IPv4 address and that interface's MAC: the entries of mn's
+        --arp and Mininet's staticArp."""
         addressed = self._hosts_ipv4()
-        added = 0
-        for node, _, _ in addressed:
-            for other, iface, address in addressed:
-                if other is not node:
-                    self.add_static_arp(node, 0, str(address.ip), self.mac_of(other, iface))
-                    added += 1
-        return added
+        return [(node.name, str(address.ip), self.mac_of(other, iface))
+                for node, _, _ in addressed
+                for other, iface, address in addressed if other is not node]
 
     def _hosts_ipv4(self) -> list[tuple[Node, Interface, ipaddress.IPv4Interface]]:
         """Each host whose first interface has an IPv4 address, with both (an

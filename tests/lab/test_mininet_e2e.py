@@ -37,6 +37,9 @@ def test_a_mininet_script_starts_pings_and_stops(lab):
     # h1.cmd's ping and h2's sendCmd/waitOutput one, in each of the two runs.
     assert out.count("1 packets transmitted, 1 packets received") == 4, out
     assert out.count("waiting=True") == 2, out
+    # staticArp on the started net: h1's entry for h2, permanent (busybox's arp).
+    assert len(re.findall(r"\(10\.0\.0\.2\) at [0-9a-f:]{17} \[ether\] PERM on eth0",
+                          out)) == 2, out
     assert len(re.findall(r"^stopped\r?$", out, re.M)) == 1
     # the forgotten stop happened at exit, and nothing is left behind
     assert "*** net mnpair was not stopped: stopping it at exit" in out

@@ -1,9 +1,9 @@
 """A Mininet-style script on selena (tests/lab/test_mininet_e2e.py runs it in
 the lab's Dom0): start, pingAll, pingAllFull, h1.cmd('ping ...' % h2.IP()),
-h2.sendCmd and waitOutput (Mininet's multiping.py way), stop. Its link
-class is custom(TCLink, delay='10ms'), whose delay goes over the link's own
-5 ms, as in Mininet. With --forget it never calls net.stop(): selena stops
-the net at exit."""
+h2.sendCmd and waitOutput (Mininet's multiping.py way), staticArp on the
+started net, stop. Its link class is custom(TCLink, delay='10ms'), whose
+delay goes over the link's own 5 ms, as in Mininet. With --forget it never
+calls net.stop(): selena stops the net at exit."""
 
 import sys
 
@@ -27,6 +27,8 @@ print(h1.cmd('ping -c1 %s' % h2.IP()))
 h2.sendCmd('ping -c1', h1.IP())
 print('waiting=%r' % h2.waiting)
 print(h2.waitOutput())
+net.staticArp()
+print(h1.cmd('arp -n'))
 if '--forget' not in sys.argv:
     net.stop()
     print('stopped')
