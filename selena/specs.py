@@ -99,11 +99,18 @@ def parse_topo_spec(spec: str, link: LinkOptions | None = None) -> Topology:
     return topo
 
 
+# mn's --link classes: every selena link is a Dom0 bridge shaped as TCLink
+# shapes (tcu, TCLink for user switches; ovs, a patch between OVS switches).
+LINK_CLASSES = ("tc", "tcu", "default", "ovs")
+
+
 def parse_link_spec(spec: str) -> LinkOptions:
     """Mininet's `tc,bw=10,delay=5ms,jitter=1ms,loss=1,max_queue_size=100`
-    as add_link keyword arguments (`default` or `tc` alone: no shaping)."""
+    as add_link keyword arguments (a class alone, `tc` or `default`: no
+    shaping); TCLink's use_htb is accepted and ignored, its enable_ecn and
+    enable_red refused (selena.mininet's reasons)."""
     parts = [p.strip() for p in spec.split(",") if p.strip()]
-    if parts and parts[0] in ("tc", "default"):
+    if parts and parts[0] in LINK_CLASSES:
         parts = parts[1:]
     kwargs: LinkOptions = {}
     given: dict[str, str] = {}
@@ -117,31 +124,43 @@ def parse_link_spec(spec: str) -> LinkOptions:
                                 f"{part}): give each once")
         given[key] = value
         try:
-            if key == "bw":
-                mbit = float(value)                         # Mbit/s, as in Mininet
-                if not RATE_MIN_BPS <= mbit * 1e6 <= RATE_MAX_BPS:     # and not NaN
-                    raise ScenarioError(f"--link {spec!r}: bw {value} is out of range: "
-                                        f"Mininet's bw is in Mbit/s, from "
-                                        f"{RATE_MIN_BPS / 1e6:g} to {RATE_MAX_BPS / 1e6:g}")
-                kwargs["rate"] = mbit * 1e6
-            elif key == "delay":
-                kwargs["delay"] = _tc_time(spec, key, value)
-            elif key == "jitter":
-                kwargs["jitter"] = _tc_time(spec, key, value)
-            elif key == "loss":
-                percent = float(value)
-                if not 0 <= percent <= 100:
-                    raise ScenarioError(f"--link {spec!r}: loss {value} is not a percentage "
-                                        "from 0 to 100")
-                kwargs["loss"] = f"{value}%"
-            elif key == "max_queue_size":
-                kwargs["queue"] = int(value)
-            else:
-                raise ScenarioError(f"--link {spec!r}: unknown parameter {key!r} "
-                                    f"({', '.join(LINK_KEYS)})")
+            _link_value(spec, key, value, kwargs)
         except ValueError:
             raise ScenarioError(f"--link {spec!r}: bad value for {key}: {value!r}") from None
     return kwargs
+
+
+def _link_value(spec: str, key: str, value: str, kwargs: LinkOptions) -> None:
+    """One KEY=VALUE of a --link spec into `kwargs` (ValueError: not a number)."""
+    from selena.mininet.topo import LINK_REFUSED
+
+    if key == "bw":
+        mbit = float(value)                         # Mbit/s, as in Mininet
+        if not RATE_MIN_BPS <= mbit * 1e6 <= RATE_MAX_BPS:     # and not NaN
+            raise ScenarioError(f"--link {spec!r}: bw {value} is out of range: "
+                                f"Mininet's bw is in Mbit/s, from "
+                                f"{RATE_MIN_BPS / 1e6:g} to {RATE_MAX_BPS / 1e6:g}")
+        kwargs["rate"] = mbit * 1e6
+    elif key == "delay":
+        kwargs["delay"] = _tc_time(spec, key, value)
+    elif key == "jitter":
+        kwargs["jitter"] = _tc_time(spec, key, value)
+    elif key == "loss":
+        percent = float(value)
+        if not 0 <= percent <= 100:
+            raise ScenarioError(f"--link {spec!r}: loss {value} is not a percentage "
+                                "from 0 to 100")
+        kwargs["loss"] = f"{value}%"
+    elif key == "max_queue_size":
+        kwargs["queue"] = int(value)
+    elif key == "use_htb":          # selena picks its own qdiscs for a link
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise ScenarioError(f"--link {spec!r}: use_htb={value}: True or False")
+    elif key in LINK_REFUSED:
+        raise ScenarioError(f"--link {spec!r}: {key} is not supported: {LINK_REFUSED[key]}")
+    else:
+        raise ScenarioError(f"--link {spec!r}: unknown parameter {key!r} "
+                            f"({', '.join(LINK_KEYS)})")
 
 
 def _tc_time(spec: str, key: str, value: str) -> str:

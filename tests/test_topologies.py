@@ -88,6 +88,11 @@ def test_link_specs_have_mininets_meanings():
     assert all(lk.rate_bps == 10e6 and lk.delay_s == 0.005 and lk.loss == 0.01
                and lk.queue_packets == 100 for lk in topo.links)
     assert parse_link_spec("tc") == {} and parse_link_spec("default") == {}
+    # mn's other link classes and TCLink's use_htb were refused as "not KEY=VALUE"
+    # and "unknown parameter".
+    assert parse_link_spec("tcu,bw=5") == {"rate": 5e6}
+    assert parse_link_spec("ovs") == {}
+    assert parse_link_spec("tc,bw=10,use_htb=True") == {"rate": 10e6}
 
 
 @pytest.mark.parametrize("spec,message", [
@@ -103,6 +108,9 @@ def test_link_specs_have_mininets_meanings():
     ("tc,bw", "'bw' is not KEY=VALUE"),
     # Mininet keeps the last; it was kept here without a word too.
     ("tc,bw=5,delay=5ms,bw=10", "bw given twice (bw=5, bw=10): give each once"),
+    ("tc,use_htb=maybe", "use_htb=maybe: True or False"),
+    ("tc,bw=10,enable_red=True", "enable_red is not supported: selena's links queue "
+                                 "drop-tail (max_queue_size), not RED"),
 ])
 def test_bad_link_specs_are_named(spec, message):
     with pytest.raises(ScenarioError) as info:

@@ -28,7 +28,8 @@ def test_mns_tests_options_and_emptynet_run_in_the_lab(lab):
         f"rm -rf {OUT}; "
         f"selena run --topo minimal --link tc,bw=20 --test iperf --tdf 10 --out {OUT}/iperf; "
         "echo iperf-status=$?; "
-        "selena run --topo minimal --link tc,bw=5 --test pingpair --test iperfudp --tdf 10 "
+        "selena run --topo minimal --link tcu,bw=5,use_htb=True --test pingpair "
+        "--test iperfudp --tdf 10 "
         f"--out {OUT}/udp; "
         "echo udp-status=$?; "
         f"selena run --topo single,3 --test pingpair --out {OUT}/pingpair; "
@@ -55,7 +56,8 @@ def test_mns_tests_options_and_emptynet_run_in_the_lab(lab):
     assert len(rates) == 2, out                      # --test iperf's, then the prompt's
     check("mn_habits.prompt_iperf_received_mbit", float(rates[1][0]), 16, 21, unit="Mbit/s")
     # UDP at the rate asked, in virtual time: --test iperfudp's 10M through a
-    # 5 Mbit/s link arrives at the link's rate; the prompt's 10M through 20
+    # 5 Mbit/s link (mn's tcu class, use_htb as mn takes it) arrives at the
+    # link's rate; the prompt's 10M through 20
     # Mbit/s arrives whole, its 40M at the link's rate while sent at 40.
     udp = [(asked, _mbit(received), _mbit(sent)) for asked, received, sent in re.findall(
         r"\*\*\* Results: \['(\d+M)', '([\d.]+ [KMG]bits/sec)', '([\d.]+ [KMG]bits/sec)'\]",
