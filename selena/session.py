@@ -378,7 +378,9 @@ class Session:
             result = self.exp.cmd(client, argv, timeout=budget)
             report = _json(result.stdout)
             error = str(report.get("error", "")) if report is not None else ""
-            if result.ok and report is not None:
+            # iperf3 3.12 with -J exits 0 on an error too (a refused connection
+            # among them): the report's error decides, not the exit status.
+            if result.ok and report is not None and not error:
                 return report
             if "refused" not in error:
                 why = error or result.summary()

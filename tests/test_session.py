@@ -252,6 +252,37 @@ def test_a_bad_time_is_one_line_and_runs_nothing(call, message):
     assert exp.engine.commands == []
 
 
+@pytest.mark.parametrize("udp", [None, 10e6])
+def test_iperf_retries_a_refused_connection_that_iperf3_reports_with_exit_status_0(udp):
+    """iperf3 3.12 with -J exits 0 on "unable to connect" (checked on this
+    machine's iperf3): that report was taken for the result, and the server
+    (`-s -1`) was then waited for until its timeout, 630 real s at TDF 10
+    (seen in the lab when a UDP client ran before its server listened)."""
+    tries = []
+
+    def answer(node, command):
+        if command.startswith("iperf3 -c"):
+            tries.append(command)
+            if len(tries) < 3:
+                return 0, json.dumps({"start": {"connected": []}, "end": {},
+                                      "error": "unable to connect to server: Connection "
+                                               "refused"})
+            return 0, json.dumps({"end": {"sum_sent": {"bits_per_second": 9.87e6},
+                                          "sum_received": {"bits_per_second": 9.41e6}}})
+        return 0, ""
+    exp = running(single(2), answer)
+    assert Session(exp).iperf_bps("h1", "h2", udp_bps=udp) == (9.41e6, 9.87e6)
+    assert len(tries) == 3
+    # Another error with exit status 0 is an error, not a result.
+    tries.clear()
+    exp = running(single(2), lambda node, command: (0, json.dumps(
+        {"end": {}, "error": "the server is busy running a test"}))
+        if command.startswith("iperf3 -c") else (0, ""))
+    with pytest.raises(ScenarioError, match="iperf: h1 -> 10.0.0.2 failed: the server is busy"):
+        Session(exp).iperf_bps("h1", "h2", udp_bps=udp)
+    assert exp.engine.killed == ["iperf3 -s -1 -J"]
+
+
 def test_iperf_retries_while_the_server_is_not_listening_then_kills_it_on_failure():
     tries = []
 
