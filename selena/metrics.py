@@ -90,7 +90,12 @@ def ping_rtts_ms(output: bytes | str) -> list[float]:
 
 def iperf3_interval_mbit(report: bytes | str) -> list[float]:
     """Throughput (Mbit/s) of each report interval of `iperf3 -J`, the
-    omitted ones (`-O`, slow start) left out."""
-    intervals = json.loads(report)["intervals"]
+    omitted ones (`-O`, slow start) left out. A report of an error is a
+    ScenarioError naming it: iperf3 3.12 exits 0 on one ("unable to connect
+    to server"), so the exit status alone does not tell."""
+    parsed = json.loads(report)
+    if parsed.get("error"):
+        raise ScenarioError(f"iperf3: {parsed['error']}")
+    intervals = parsed["intervals"]
     return [i["sum"]["bits_per_second"] / 1e6 for i in intervals
             if not i["sum"].get("omitted")]

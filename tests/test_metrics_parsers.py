@@ -2,6 +2,9 @@
 
 import json
 
+import pytest
+
+from selena.errors import ScenarioError
 from selena.metrics import iperf3_interval_mbit, ping_rtts_ms
 
 
@@ -20,3 +23,12 @@ def test_iperf3_intervals_leave_the_omitted_slow_start_out():
         {"sum": {"bits_per_second": 19.0e6}},
     ]}
     assert iperf3_interval_mbit(json.dumps(report).encode()) == [19.1, 19.0]
+
+
+def test_an_iperf3_error_report_is_named_not_taken_for_no_intervals():
+    """iperf3 3.12 -J exits 0 with this report when nothing listens."""
+    report = {"start": {"connected": []}, "intervals": [], "end": {},
+              "error": "unable to connect to server: Connection refused"}
+    with pytest.raises(ScenarioError, match=r"^iperf3: unable to connect to server: "
+                                            r"Connection refused$"):
+        iperf3_interval_mbit(json.dumps(report))
