@@ -160,19 +160,13 @@ class Prompt(cmd.Cmd):
         return False
 
     def do_net(self, arg: str) -> bool:
-        for line in self.session.net_lines():
-            self.say(line)
-        return False
+        return self._say_all(self.session.net_lines())
 
     def do_links(self, arg: str) -> bool:
-        for line in self.session.link_lines():
-            self.say(line)
-        return False
+        return self._say_all(self.session.link_lines())
 
     def do_dump(self, arg: str) -> bool:
-        for line in self.session.dump_lines():
-            self.say(line)
-        return False
+        return self._say_all(self.session.dump_lines())
 
     def do_pingall(self, arg: str) -> bool:
         return self._ping("pingall", arg, pair=False, full=False)
@@ -186,9 +180,16 @@ class Prompt(cmd.Cmd):
     def do_pingpairfull(self, arg: str) -> bool:
         return self._ping("pingpairfull", arg, pair=True, full=True)
 
+    def _say_all(self, lines: list[str]) -> bool:
+        """Print each line; the session goes on (a command's return)."""
+        for line in lines:
+            self.say(line)
+        return False
+
     def _ping(self, command: str, arg: str, pair: bool, full: bool) -> bool:
-        """pingpair, pingallfull, pingpairfull: mn's lines, and with `full`
-        each pair's round trip (the guests' virtual ms) instead of the sum."""
+        """pingall, pingpair, pingallfull, pingpairfull: mn's lines, and with
+        `full` each pair's round trip (the guests' virtual ms) instead of the
+        sum."""
         timeout = _seconds(arg, command, default=1.0)
         hosts = [h.name for h in self.session.exp.hosts][:2] if pair else None
         if hosts is not None and len(hosts) < 2:
@@ -202,14 +203,10 @@ class Prompt(cmd.Cmd):
         return False
 
     def do_intfs(self, arg: str) -> bool:
-        for line in self.session.intfs_lines():
-            self.say(line)
-        return False
+        return self._say_all(self.session.intfs_lines())
 
     def do_ports(self, arg: str) -> bool:
-        for line in self.session.ports_lines():
-            self.say(line)
-        return False
+        return self._say_all(self.session.ports_lines())
 
     def do_dpctl(self, arg: str) -> bool:
         if not arg.strip():
