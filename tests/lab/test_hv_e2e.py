@@ -149,6 +149,13 @@ def test_save_restore_and_migration_keep_tdf_and_both_clocks_continuous(result, 
               high=float(m.group(2)), unit=" ms", context=m.group(0))
     # Changes after the checkpoints still take (the restored domain is dilated).
     assert re.search(r"^after change 1 to TDF [\d.]+: rate .*yes$", out, re.M), out
+    # Every timer on both vCPUs in the guest's own clock, which no console
+    # delay reaches (their real time is check_clock's verdict).
+    timers = re.findall(r"^timers vCPU \d in guest time +([\d. ]+) ms \((\d+)\.\.(\d+)\)", out,
+                        re.M)
+    assert len(timers) == 2, out
+    check(f"hv.timers_in_guest_time_ms.{tsc}", [float(v) for t in timers for v in t[0].split()],
+          low=float(timers[0][1]), high=float(timers[0][2]), unit=" ms")
     assert rc in result.output, failures_first(out)
 
 

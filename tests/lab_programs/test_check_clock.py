@@ -10,6 +10,7 @@ from selena.lab.check_clock import (
     _cross_checks,
     _parse,
     _steal_checks,
+    _timer_rows,
     _tsc_rows,
     _vcpu_rate_rows,
     _watchdog_check,
@@ -110,6 +111,46 @@ def test_check_passes_a_faithful_clock_and_names_a_jump(monkeypatch) -> None:
     monkeypatch.setattr(check_clock, "run_guest", lambda *a, **k: _ideal_run(jump_s=0.5))
     failures = check_clock.check(10.0, [2.0], 60.0)
     assert any("guest time jumped +0.4" in f for f in failures), failures
+
+
+def _late_poll(real_late_s: float, guest_late_ms: float = 0.0,
+               reader_pause_s: float = 0.0) -> tuple[list, list, list[str]]:
+    """_ideal_run's timers (at TDF 2, 0.6 s each) with the poll's end line
+    stamped `real_late_s` late, fired `guest_late_ms` late in the guest's own
+    clock, and stamped by the console reader's first read after a pause."""
+    run = _ideal_run()
+    (r1, v1) = run.timers["poll@0"]["T1"]
+    r1 += real_late_s
+    run.timers["poll@0"]["T1"] = (r1, v1 + round(guest_late_ms * 1e6))
+    if reader_pause_s:
+        run.reader_pauses[r1] = reader_pause_s
+    failures: list[str] = []
+    rows, checks = _timer_rows(run, 10.0, 1, failures)
+    return rows, checks, failures
+
+
+def test_a_timer_is_judged_in_real_time_from_the_earliest_its_end_can_have_arrived():
+    rows, checks, _ = _late_poll(0.0)
+    assert [ok for *_, ok in rows] == [True] * 4 and checks[0][2], (rows, checks)
+    assert checks[0][1] == "300.0 300.0 300.0 300.0 ms (300..366)"
+    # 0.6 s at TDF 2 may take 0.6 x 1.02 + 0.1 + 2 x 0.01 = 0.732 s: 0.19 s late fails ...
+    rows, _, _ = _late_poll(0.19)
+    assert rows[-1][0] == "poll 300 ms vCPU 0: real s" and not rows[-1][-1]
+    # ... unless the reader read nothing for 0.1 s before it stamped the line
+    # (it reached the log in that pause), but not a pause of 0.05 s.
+    assert _late_poll(0.19, reader_pause_s=0.1)[0][-1][-1]
+    assert not _late_poll(0.19, reader_pause_s=0.05)[0][-1][-1]
+
+
+def test_a_timer_late_or_early_in_the_guests_own_clock_fails_whatever_the_console_says():
+    # In time by Dom0's stamps, 67 ms late by the guest's clock (bound 66).
+    rows, checks, _ = _late_poll(0.0, guest_late_ms=67)
+    assert all(ok for *_, ok in rows)
+    assert checks == [("timers vCPU 0 in guest time", "300.0 300.0 300.0 367.0 ms (300..366)",
+                       False)]
+    _, checks, failures = _late_poll(0.0, guest_late_ms=-1)
+    assert not checks[0][2] and failures == [
+        "timer poll on vCPU 0 fired early in guest time: 0.2990 s"]
 
 
 def _vcpu_run(rate_after: float) -> Run:
