@@ -45,6 +45,8 @@ IPERF_SLACK_S = 60.0
 # length in real time.
 IPERF_CONNECT_TRIES = 20
 IPERF_CONNECT_WAIT_S = 0.1
+# What Mininet prints before its pings (pingall and its kin, mn --test pingall).
+PING_HEADER = "*** Ping: testing ping reachability"
 
 
 @dataclass(frozen=True)

@@ -362,7 +362,9 @@ def test_run_opens_no_prompt_with_a_test_and_with_cli_after_the_scenario(
     rc, out, err = run_cli(capsys, "run", _file(tmp_path, PAIR), "--test", "pingall",
                            "--out", "bundle")
     assert rc == 0, err
-    assert "*** Results: 0% dropped (2/2 received)" in out
+    # mn's lines, its header first (as the prompt's pingall prints them).
+    assert "*** Ping: testing ping reachability\na -> b\nb -> a\n" \
+        "*** Results: 0% dropped (2/2 received)\n" in out, out
     assert "from-the-prompt" not in out
     body = PAIR + "\ndef run(exp):\n    exp.cmd('a', 'echo from-the-scenario')\n"
     rc, out, err = run_cli(capsys, "run", _file(tmp_path, body), "--cli", "--out", "bundle2")

@@ -447,7 +447,7 @@ def _name(args: argparse.Namespace) -> str:
 def mn_test(exp: Experiment, test: str) -> None:
     """`--test pingall|pingpair|iperf|iperfudp` as mn prints them
     (selena.session), each recorded as a metric."""
-    from selena.session import Session, udp_rate
+    from selena.session import PING_HEADER, Session, udp_rate
 
     session = Session(exp)
     hosts = [h.name for h in exp.hosts]
@@ -467,6 +467,7 @@ def mn_test(exp: Experiment, test: str) -> None:
     pair = test == "pingpair"
     if pair and len(hosts) < 2:
         raise ScenarioError("--test pingpair: the topology has fewer than two hosts")
+    print(PING_HEADER)
     result = session.pingall(timeout=2.0, hosts=set(hosts[:2]) if pair else None)
     for line in result.lines():
         print(line)

@@ -23,7 +23,7 @@ from typing import IO, Any
 from selena import units
 from selena.errors import ScenarioError, SelenaError, UnitError
 from selena.experiment import SignalInterrupt
-from selena.session import Session, udp_rate
+from selena.session import PING_HEADER, Session, udp_rate
 
 HISTORY = Path("~/.selena_history")
 HISTORY_LINES = 1000
@@ -194,7 +194,7 @@ class Prompt(cmd.Cmd):
         hosts = [h.name for h in self.session.exp.hosts][:2] if pair else None
         if hosts is not None and len(hosts) < 2:
             raise SelenaError(f"{command}: the experiment has fewer than two hosts")
-        self.say("*** Ping: testing ping reachability")
+        self.say(PING_HEADER)
         result = self.session.pingall(timeout=timeout, hosts=hosts, full=full)
         for line in result.lines():
             self.say(line)

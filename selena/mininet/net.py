@@ -433,8 +433,10 @@ class Mininet:
 
     def _ping(self, what: str, hosts: list[NodeHandle] | None, timeout: float | None,
               full: bool) -> Any:
+        from selena.session import PING_HEADER
+
         self._started(what)
-        output("*** Ping: testing ping reachability\n")
+        output(PING_HEADER + "\n")
         result = self.session.pingall(timeout=1.0 if timeout is None else
                                       _seconds(timeout, f"{what}(timeout=...)"),
                                       hosts=None if hosts is None else {str(h) for h in hosts},
