@@ -154,3 +154,46 @@ def test_the_recommendation_is_the_sweeps_never_recomputed(tmp_path):
     met, line = judge(comparison)
     # TDF 2's errors are large, the adaptive run's within them; but 148 of 126 s.
     assert met is False and "148 s of real time against TDF 2's 126 s" in line
+
+
+def _tdf2_ok(root: Path, error_pct: float | None) -> None:
+    """TDF 2's run of the fixture sweep with the verdict ok and, when
+    error_pct is given, every phase that far above its expected value."""
+    bundle = root / "sweep" / "tdf2-r1"
+    meta = json.loads((bundle / "meta.json").read_text())
+    meta["fidelity"] = {"verdict": "ok", "reasons": []}
+    (bundle / "meta.json").write_text(json.dumps(meta))
+    if error_pct is None:
+        return
+    metrics = json.loads((bundle / "metrics.json").read_text())
+    for name, metric in metrics.items():
+        if name.startswith("phase") and metric.get("expected"):
+            value = metric["expected"] * (1 + error_pct / 100)
+            metric.update(samples=[value], median=value)
+    (bundle / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_the_smallest_ok_tdf_the_sweep_did_not_recommend_is_compared_too(tmp_path):
+    # The fixture's TDF 2 is degraded: nothing to say beside the goal.
+    base = load(FIXTURE)
+    assert base.smallest_ok is None
+    assert not any("the smallest TDF of the sweep" in r for r in rows(base))
+    root = tmp_path / "adaptive"
+    shutil.copytree(FIXTURE, root)
+    _tdf2_ok(root, None)            # ok, but phases 5.5-20 % off: beyond the 5 %
+    assert load(root).smallest_ok is None
+    _tdf2_ok(root, 1.0)
+    comparison = load(root)
+    assert comparison.smallest_ok is not None and comparison.smallest_ok.label == "TDF 2"
+    line = ("TDF 2, the smallest TDF of the sweep with the verdict ok and every phase within "
+            "5 %, was not recommended (phase2_mbit repeat 1 degraded): against it the "
+            "adaptive run took 17 % more real time (148 s against 126 s), its worst errors "
+            "1.4 % (throughput) and 2.4 % (RTT) against TDF 2's 1.0 % and 1.0 %.")
+    assert rows(comparison)[-1] == line
+    # The goal is still judged against the recommendation alone.
+    assert judge(comparison) == judge(base)
+    # Only a TDF below the recommendation is one the sweep passed over.
+    kept = json.loads((root / "sweep" / "recommendation.json").read_text())
+    kept["recommended"] = 2.0
+    (root / "sweep" / "recommendation.json").write_text(json.dumps(kept))
+    assert load(root).smallest_ok is None
