@@ -19,7 +19,7 @@ def _hook(kind: type[BaseException], error: BaseException,
     if not isinstance(error, SelenaError) or os.environ.get("SELENA_TRACEBACK"):
         _previous(kind, error, tb)
         return
-    from selena.loader import describe, user_frames
+    from selena.user_errors import describe, user_frames
 
     frames = user_frames(tb)
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""

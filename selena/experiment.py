@@ -96,7 +96,7 @@ from selena.fidelity import (
     parse_echoes,
 )
 from selena.hostinfo import HostInfo
-from selena.loader import Scenario, describe, user_frames
+from selena.loader import Scenario
 from selena.metrics import Metric
 from selena.model import Link, NodeKind, Topology
 from selena.openflow import Switches
@@ -120,6 +120,7 @@ from selena.signals import (
     TerminateAsInterrupt,
     restore_handlers,
 )
+from selena.user_errors import describe, user_frames
 from selena.validate import validate
 
 log = logging.getLogger(__name__)

@@ -49,11 +49,12 @@ from selena.errors import (
     group_problems,
 )
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterrupt
-from selena.loader import Scenario, checking_only, user_error
+from selena.loader import Scenario, checking_only
 from selena.model import NodeKind
 from selena.schedule import Event
 from selena.session import rate_text
 from selena.specs import TOPOS, topo_usage
+from selena.user_errors import user_error, user_frames
 
 # Lines of each Listing-2 command's output `selena run` prints.
 ACTION_LINES = 8
@@ -434,8 +435,6 @@ def _tail(path: Path, size: int = 64 * 1024) -> str:
 
 
 def _from_user_code(exc: BaseException) -> bool:
-    from selena.loader import user_frames
-
     return bool(user_frames(exc.__traceback__))
 
 

@@ -10,7 +10,6 @@ from selena.backends import BACKENDS, DEFAULT_BACKEND
 from selena.cli.args import param_option, say, tdf_arg, tdf_list_arg
 from selena.errors import AnalysisError, ScenarioError, SelenaError
 from selena.experiment import Experiment
-from selena.loader import user_error
 from selena.sweep import (
     RunOne,
     SweepPlan,
@@ -24,6 +23,7 @@ from selena.sweep import (
     write_recommendation,
     write_summary,
 )
+from selena.user_errors import user_error
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

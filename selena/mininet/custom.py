@@ -17,6 +17,7 @@ from pathlib import Path
 
 from selena.errors import ScenarioError, ScenarioFileError
 from selena.model import Topology
+from selena.user_errors import user_error, user_frames
 
 # mininet's module names and the selena modules that stand for them.
 SHIM = {
@@ -57,8 +58,6 @@ def shim() -> Iterator[None]:
 def load_custom(paths: Sequence[str | Path]) -> dict[str, Callable[..., object]]:
     """The `topos` of each custom file (a later file's name wins, as in mn).
     A mistake in a file is a ScenarioFileError at the file's own line."""
-    from selena.loader import user_error
-
     topos: dict[str, Callable[..., object]] = {}
     for given in _split(paths):
         path = Path(given)
@@ -133,7 +132,6 @@ def build_custom(spec: str, topos: dict[str, Callable[..., object]],
                  source: str) -> Topology | None:
     """The Topology for `--topo spec` from the custom topos, or None when
     the name is not a custom one (a built-in may have it)."""
-    from selena.loader import user_error, user_frames
     from selena.mininet.topo import Topo, to_topology
 
     name, args, kwargs = split_args(spec)
