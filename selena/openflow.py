@@ -15,6 +15,7 @@ are in the guest's (dilated) time.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import shlex
 from collections.abc import Callable, Iterable
@@ -23,8 +24,7 @@ from typing import TYPE_CHECKING
 
 from selena.control.protocol import CommandSpec
 from selena.errors import BackendError, ValidationError
-from selena.model import NodeKind, Topology
-from selena.validate import controller_address
+from selena.model import Node, NodeKind, Topology
 
 if TYPE_CHECKING:
     from selena.control.channel import CommandHandle
@@ -52,6 +52,21 @@ class SwitchSetup:
     bare: bool = False                      # br0 without ports: the scenario adds them
     stp: bool = False                       # rapid spanning tree (loops of switches)
     flows: tuple[str, ...] = ()             # static flows: the only forwarding, no controller
+
+
+def controller_address(switch: Node, controller: Node) -> str | None:
+    """The controller's address on the switch's management subnet."""
+    own = next((i.ip for i in switch.interfaces if i.ip), None)
+    if own is None:
+        return None
+    try:
+        network = ipaddress.ip_interface(own).network
+        for iface in controller.interfaces:
+            if iface.ip and ipaddress.ip_interface(iface.ip).ip in network:
+                return str(ipaddress.ip_interface(iface.ip).ip)
+    except ValueError:
+        return None     # malformed addresses are reported on their own
+    return None
 
 
 def switch_setups(topo: Topology) -> list[SwitchSetup]:

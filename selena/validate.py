@@ -16,11 +16,14 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 
 from selena import units
+from selena.control.protocol import SPEC_MAX_BYTES
 from selena.errors import Problem, TopologyError, UnitError, ValidationError
 from selena.hostinfo import HostInfo
 from selena.model import Interface, Link, Node, NodeKind, Topology
 from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask, real_cpu_cap
 from selena.model.topology import GUEST_TYPES
+from selena.openflow import controller_address
+from selena.plan import net_text
 from selena.templates import bad_packages
 
 RATE_MIN_BPS = 1e3
@@ -210,9 +213,6 @@ def _check_net_size(topo: Topology, nodes: list[Node], wired: dict[str, set[int]
                     oversized: Collection[str], add: Add) -> None:
     """A guest's network directives are one Xenstore value ($S/net): its
     interface names, addresses, routes and neighbour entries must fit."""
-    from selena.control.protocol import SPEC_MAX_BYTES
-    from selena.plan import net_text  # plan imports this module
-
     arp: dict[str, list[tuple[str, str, str]]] = {}
     for entry in topo.static_arp:
         node = topo.nodes.get(entry.node)
@@ -469,21 +469,6 @@ def _check_openflow(node: Node, by_name: dict[str, Node], profiles: set[str] | N
         add("switch management subnet",
             f"{where}: its management address {management[0].ip} shares no subnet with "
             f"controller {controller.name}", at)
-
-
-def controller_address(switch: Node, controller: Node) -> str | None:
-    """The controller's address on the switch's management subnet."""
-    own = next((i.ip for i in switch.interfaces if i.ip), None)
-    if own is None:
-        return None
-    try:
-        network = ipaddress.ip_interface(own).network
-        for iface in controller.interfaces:
-            if iface.ip and ipaddress.ip_interface(iface.ip).ip in network:
-                return str(ipaddress.ip_interface(iface.ip).ip)
-    except ValueError:
-        return None     # malformed addresses are reported on their own
-    return None
 
 
 def interface_networks(node: Node, index: int) -> list[ipaddress.IPv4Network |
