@@ -24,15 +24,15 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from selena.backends.base import CaptureSource
 from selena.errors import ScenarioError, SelenaError
 
 log = logging.getLogger(__name__)
@@ -276,34 +276,6 @@ def convert(raw: Path, out: Path, origin_ns: int,
 # -- the capture while the run is on ------------------------------------------------
 
 
-def _default_opener(iface: str) -> socket.socket:
-    from selena.backends.vif_capture import open_socket
-
-    return open_socket(iface)
-
-
-def _default_receive(sock: socket.socket, snap: int) -> tuple[int, int, bytes, bool] | None:
-    from selena.backends.vif_capture import receive
-
-    return receive(sock, snap)
-
-
-def _default_dropped(sock: socket.socket) -> int:
-    from selena.backends.vif_capture import dropped
-
-    return dropped(sock)
-
-
-@dataclass
-class CaptureSource:
-    """Where a backend captures a link: the Dom0 interface of one end, and
-    the node whose traffic it carries (both directions of the link pass it)."""
-
-    iface: str
-    node: str                   # the end the interface belongs to
-    peer: str                   # the other end
-
-
 @dataclass
 class LinkRecorder:
     """One link's capture while the run is on: a thread streaming frames,
@@ -314,10 +286,6 @@ class LinkRecorder:
     source: CaptureSource
     raw: Path
     snap: int = SNAP_LEN
-    # The socket's functions (vif_capture.py's by default; tests give others).
-    opener: Callable[[str], Any] | None = None
-    receiver: Callable[[Any, int], tuple[int, int, bytes, bool] | None] | None = None
-    counter: Callable[[Any], int] | None = None
     packets: int = 0
     lost: int = 0               # frames the socket's buffer could not hold
     # Why `lost` counts none of the socket's drops: its counter could not be read.
@@ -335,7 +303,7 @@ class LinkRecorder:
     def start(self) -> LinkRecorder:
         """Open the socket (raises OSError: not root, interface gone) and
         start the thread."""
-        self._sock = (self.opener or _default_opener)(self.source.iface)
+        self._sock = self.source.opener(self.source.iface)
         try:
             self._sock.setblocking(False)
             f = open(self.raw, "wb", buffering=FILE_BUFFER)  # noqa: SIM115 - the thread closes it
@@ -353,7 +321,7 @@ class LinkRecorder:
 
     def _run(self, f: IO[bytes], writer: PcapngWriter) -> None:
         node = self.source.node
-        receive = self.receiver or _default_receive
+        receive = self.source.receiver
         try:
             while True:
                 stopping = self._stop.is_set()
@@ -385,7 +353,7 @@ class LinkRecorder:
             self._thread.join()
         if self._sock is not None:
             try:
-                self.lost += (self.counter or _default_dropped)(self._sock)
+                self.lost += self.source.counter(self._sock)
             except OSError as exc:
                 # Said, not taken for no loss: the bundle's lost_frames is 0 then.
                 self.lost_error = f"the socket's drop count unreadable: {exc.strerror or exc}"

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from selena.backends import vif_capture
 from selena.capture import (
     INBOUND,
     OUTBOUND,
@@ -170,10 +171,10 @@ def fake_receive(sock, snap):
 
 def test_the_recorder_streams_frames_and_converts_them_at_the_end(tmp_path):
     sock = FakeSocket()
-    recorder = LinkRecorder("h1", "s1", CaptureSource("vif3.0", "h1", "s1"),
-                            tmp_path / ".capture-h1-s1.real.pcapng",
-                            opener=lambda iface: sock, receiver=fake_receive,
-                            counter=lambda s: 2).start()
+    source = CaptureSource("vif3.0", "h1", "s1", opener=lambda iface: sock,
+                           receiver=fake_receive, counter=lambda s: 2)
+    recorder = LinkRecorder("h1", "s1", source,
+                            tmp_path / ".capture-h1-s1.real.pcapng").start()
     sock.frames.put((ORIGIN_NS + 10 * NS, frame(0), False))
     sock.frames.put(None)                               # no timestamp: skipped
     sock.frames.put((ORIGIN_NS + 25 * NS, frame(1), True))
@@ -197,10 +198,10 @@ def test_an_unreadable_drop_count_is_said_in_the_bundle_not_taken_for_none(tmp_p
     """It was `except OSError: pass`: lost_frames 0, as if nothing was lost."""
     def unreadable(sock):
         raise OSError(9, "Bad file descriptor")
-    recorder = LinkRecorder("h1", "s1", CaptureSource("vif3.0", "h1", "s1"),
-                            tmp_path / ".capture-h1-s1.real.pcapng",
-                            opener=lambda iface: FakeSocket(), receiver=fake_receive,
-                            counter=unreadable).start()
+    source = CaptureSource("vif3.0", "h1", "s1", opener=lambda iface: FakeSocket(),
+                           receiver=fake_receive, counter=unreadable)
+    recorder = LinkRecorder("h1", "s1", source,
+                            tmp_path / ".capture-h1-s1.real.pcapng").start()
     info = recorder.finish(tmp_path, ORIGIN_NS, TIMELINE)
     assert info["lost_frames_error"] == "the socket's drop count unreadable: Bad file descriptor"
     assert "capture of h1-s1: the socket's drop count unreadable" in caplog.text
@@ -293,8 +294,9 @@ def test_the_recorder_captures_both_directions_on_a_real_interface(tmp_path):
     try:
         for iface in (name, peer):
             subprocess.run(["ip", "link", "set", iface, "up"], check=True)
-        recorder = LinkRecorder("h1", "s1", CaptureSource(name, "h1", "s1"),
-                                tmp_path / ".raw.pcapng").start()
+        source = CaptureSource(name, "h1", "s1", vif_capture.open_socket,
+                               vif_capture.receive, vif_capture.dropped)
+        recorder = LinkRecorder("h1", "s1", source, tmp_path / ".raw.pcapng").start()
         out_sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         out_sock.bind((name, 0))
         in_sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
@@ -324,16 +326,16 @@ def test_a_link_captured_in_a_run_lands_in_the_bundle_in_virtual_time(
         fake_xen, tmp_path, monkeypatch):
     """The lifecycle against a fake Dom0: the vif's socket is faked, fed
     frames stamped now; the bundle's capture has them in virtual time."""
-    import selena.capture as capture
     from selena.backends.xl import XlBackend
     from selena.experiment import Experiment
     from selena.model import Topology
 
     sock = FakeSocket()
     opened = []
-    monkeypatch.setattr(capture, "_default_opener", lambda iface: opened.append(iface) or sock)
-    monkeypatch.setattr(capture, "_default_receive", fake_receive)
-    monkeypatch.setattr(capture, "_default_dropped", lambda s: 0)
+    # The xl backend's packet socket on the vif, faked.
+    monkeypatch.setattr(vif_capture, "open_socket", lambda iface: opened.append(iface) or sock)
+    monkeypatch.setattr(vif_capture, "receive", fake_receive)
+    monkeypatch.setattr(vif_capture, "dropped", lambda s: 0)
     topo = Topology("cap", tdf=4)
     topo.add_link(topo.add_host("h1", ip="10.0.0.1/24"), topo.add_host("h2", ip="10.0.0.2/24"))
     backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,

@@ -13,14 +13,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
+from selena.errors import BackendError
 from selena.hostinfo import HostInfo
 from selena.plan import Plan
 
 if TYPE_CHECKING:
-    from selena.capture import CaptureSource
     from selena.model import Link
 
 Progress = Callable[[str], None]
@@ -74,6 +74,22 @@ class Frame:
     t: float        # kernel timestamp, real seconds
     length: int     # bytes of the frame as a qdisc counts them (no FCS)
     key: bytes      # its first bytes: the same frame seen on another interface
+
+
+@dataclass
+class CaptureSource:
+    """Where a backend captures a link (exp.capture): the Dom0 interface of
+    one end, the node whose traffic it carries (both directions of the link
+    pass it), and the backend's functions that read it."""
+
+    iface: str
+    node: str                   # the end the interface belongs to
+    peer: str                   # the other end
+    opener: Callable[[str], Any]                # a non-blocking-capable socket on iface
+    # One frame: (real ns, length, bytes kept, toward the node), None for one
+    # to skip; BlockingIOError when none is queued.
+    receiver: Callable[[Any, int], tuple[int, int, bytes, bool] | None]
+    counter: Callable[[Any], int]               # frames lost since the last call
 
 
 @dataclass
@@ -157,8 +173,6 @@ class Backend(abc.ABC):
                  progress: Progress | None = None) -> None:
         """Take one link of a running experiment down (nothing passes either
         way; its shaping is kept) or bring it back up."""
-        from selena.errors import BackendError
-
         raise BackendError(f"the {self.name} backend cannot take links down or up")
 
     def shape_link(self, experiment: str, link: Link,
@@ -166,8 +180,6 @@ class Backend(abc.ABC):
         """Give one link of a running experiment the values `link` carries
         (rate, delay, jitter, loss, queue, in virtual terms), both directions,
         scaled by the current TDF and again by every later TDF change."""
-        from selena.errors import BackendError
-
         raise BackendError(f"the {self.name} backend cannot change a link's shaping "
                            "during a run")
 
@@ -195,22 +207,16 @@ class Backend(abc.ABC):
 
     def load_sample(self, experiment: str) -> LoadSample:
         """CPU and queue counters now (the fidelity monitor samples these)."""
-        from selena.errors import BackendError
-
         raise BackendError(f"the {self.name} backend cannot sample host load")
 
     def capture_links(self, experiment: str, seconds: float) -> list[LinkCapture]:
         """Frames through every rate-limited, jitter-free shaped link
         direction during `seconds` real seconds (the packet-spacing check)."""
-        from selena.errors import BackendError
-
         raise BackendError(f"the {self.name} backend cannot capture frames on its links")
 
     def capture_source(self, experiment: str, link: Link, node: str) -> CaptureSource:
         """The Dom0 interface on which `link` is captured at its end on
         `node` (exp.capture): every frame of the link, both ways, passes it."""
-        from selena.errors import BackendError
-
         raise BackendError(CAPTURE_REFUSED.format(name=self.name))
 
     @abc.abstractmethod

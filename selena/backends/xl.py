@@ -38,8 +38,10 @@ from typing import IO, TYPE_CHECKING, Protocol, TypeVar
 import jinja2
 
 from selena import units
+from selena.backends import vif_capture
 from selena.backends.base import (
     Backend,
+    CaptureSource,
     Deployment,
     LinkCapture,
     LoadSample,
@@ -72,7 +74,6 @@ from selena.shaping.plan import real_rate_bps, real_seconds
 from selena.signals import sigint_deferred
 
 if TYPE_CHECKING:
-    from selena.capture import CaptureSource
     from selena.control.channel import Controller
     from selena.control.xenstore import XenstoreConnection
     from selena.model import Link
@@ -1047,7 +1048,6 @@ class XlBackend(Backend):
         other vifs, from packet sockets in this process (vif_capture.py).
         Links with jitter are left out: netem reorders their frames, so when
         a frame became ready to leave is not known."""
-        from selena.backends import vif_capture
 
         state = self.state(experiment)
         checked = {vif: spec for vif, spec in state.shaping.items()
@@ -1086,8 +1086,6 @@ class XlBackend(Backend):
         packet socket there sees what the guest sends (as it reaches Dom0,
         before the link's shaping toward the peer) and what it receives (as
         it leaves the shaping toward the guest)."""
-        from selena.capture import CaptureSource
-
         state = self.state(experiment)
         end, peer = (link.a, link.b) if link.a.node == node else (link.b, link.a)
         key = _end_key(end.node, end.iface)
@@ -1095,7 +1093,8 @@ class XlBackend(Backend):
         if vif is None:
             raise BackendError(f"{link} of {experiment}: no vif of {end} in the state "
                                "file; cannot capture it")
-        return CaptureSource(vif, end.node, peer.node)
+        return CaptureSource(vif, end.node, peer.node, vif_capture.open_socket,
+                             vif_capture.receive, vif_capture.dropped)
 
     def raw_create_seconds(self, plan: Plan, bridge: str = "sbraw0") -> float:
         """Benchmark baseline (selena lab bench-deploy): the sum of plain
