@@ -49,7 +49,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from selena import units
+from selena import excepthook, units
 from selena.adaptive import (
     AdaptiveSpecError,
     Controller,
@@ -96,20 +96,22 @@ from selena.fidelity import (
     parse_echoes,
 )
 from selena.hostinfo import HostInfo
-from selena.loader import Scenario
+from selena.loader import Scenario, intercept
 from selena.metrics import Metric
 from selena.model import Link, NodeKind, Topology
-from selena.openflow import Switches
+from selena.openflow import Switches, bridge_scripts, flow_scripts
 from selena.paths import switch_profiles
-from selena.plan import TEMPLATE_ROOT, Plan, make_plan
+from selena.plan import TEMPLATE_ROOT, Plan, guest_shaping_script, make_plan
 from selena.results import BundleWriter
 from selena.runner import Runner
 from selena.schedule import (
+    LINK_VALUES,
     RESTART_REFUSED,
     Event,
     changed_link,
     check_event,
     check_events,
+    links_between,
     parse_change,
 )
 from selena.shaping import Placement
@@ -296,14 +298,7 @@ class Experiment:
                  progress: Progress | None = None, replace: bool = False,
                  finish_limit: float = FINISH_LIMIT_S, meta: Mapping[str, Any] | None = None,
                  capture: Sequence[str | tuple[str, str]] = ()):
-        # While selena loads a scenario file (validate, plan, advise, sweep),
-        # an Experiment the file constructs is recorded and the file stopped:
-        # loading never deploys. A file that runs itself is refused here
-        # unless only checked. (selena.loader.intercept)
-        from selena.excepthook import install
-        from selena.loader import intercept
-
-        install()       # a selena error ending the user's script is one line
+        excepthook.install()    # a selena error ending the user's script is one line
         _check_options(params, monitor_interval=monitor_interval, ready_timeout=ready_timeout,
                        command_timeout=command_timeout, finish_limit=finish_limit)
         _check_values(out=out, output_cap=output_cap, link=link, meta=meta,
@@ -318,6 +313,10 @@ class Experiment:
         # tdf="auto" or "auto:MIN-MAX": an adaptive TDF (selena.adaptive); the
         # run starts at the scenario's TDF clamped into MIN-MAX.
         self.adaptive, tdf = _adaptive_tdf(tdf)
+        # While selena loads a scenario file (validate, plan, advise, sweep),
+        # an Experiment the file constructs is recorded and the file stopped:
+        # loading never deploys. A file that runs itself is refused here
+        # unless only checked.
         from_file = isinstance(topology, str | Path)
         loaded = intercept(topology, tdf=None if from_file else tdf, params=params, link=link)
         if isinstance(loaded, Scenario):
@@ -472,9 +471,6 @@ class Experiment:
 
     def render(self) -> str:
         """What a deploy would run, as a shell script (runs nothing)."""
-        from selena.openflow import bridge_scripts, flow_scripts
-        from selena.plan import guest_shaping_script
-
         plan = self.plan()
         text = self.backend.render(plan)
         if not self.backend.guest_agents:
@@ -859,8 +855,6 @@ class Experiment:
     def links_between(self, a: str, b: str) -> list[Link]:
         """The point-to-point links joining nodes a and b (either way round);
         a one-line ScenarioError for an unknown node or no such link."""
-        from selena.schedule import links_between
-
         self[a], self[b]        # unknown names: one line naming the nodes there are
         return links_between(self.topology, a, b)
 
@@ -890,8 +884,6 @@ class Experiment:
     def set_link_values(self, a: str, b: str, *, _scheduled: float | None = None,
                         **values: Any) -> None:
         """LinkHandle.set: new shaping values for the link(s) between a and b."""
-        from selena.schedule import LINK_VALUES
-
         self._running()
         unknown = sorted(set(values) - set(LINK_VALUES))
         if unknown or not values:

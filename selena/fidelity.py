@@ -60,6 +60,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from selena.advise import least_delay_path
 from selena.backends.base import Frame, LinkCapture, LoadSample
 from selena.errors import SelenaError
 
@@ -402,8 +403,6 @@ class FidelityReport:
 def latency_path(topology: Any) -> tuple[LatencyPath | None, str]:
     """The host pair with the smallest configured round trip, and b's
     address; or None and why the latency signal cannot be measured."""
-    from selena.advise import least_delay_path
-
     best = least_delay_path(topology)
     if best is None:
         return None, "no host pair with a configured delay"

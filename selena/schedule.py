@@ -35,6 +35,7 @@ from typing import Any
 from selena import units
 from selena.errors import Problem, ScenarioError, UnitError
 from selena.model import Link, Topology
+from selena.validate import _check_link
 
 # The values a link change may set, with an example for the error messages.
 LINK_VALUES = {"rate": "10Mbit", "delay": "20ms", "jitter": "1ms", "loss": "1%",
@@ -168,8 +169,6 @@ def changed_link(link: Link, topo: Topology, *, rate: object = _KEEP, delay: obj
     as validation checks a topology's links: ScenarioError in one line naming
     the link and the value; returns the changed copy and the warnings (likely
     unit slips)."""
-    from selena.validate import _check_link
-
     where = str(link)
     given = dict(link.given)
     changes: dict[str, object] = {}

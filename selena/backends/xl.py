@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol, TypeVar
+from typing import IO, Protocol, TypeVar
 
 import jinja2
 
@@ -48,9 +48,11 @@ from selena.backends.base import (
     Progress,
     QdiscStats,
 )
+from selena.control.channel import Controller
 from selena.control.interface import DEFAULT_OUTPUT_CAP
 from selena.control.keys import Key, control_keys
 from selena.control.protocol import printable
+from selena.control.xenstore import XenstoreConnection
 from selena.errors import (
     BackendError,
     CleanupError,
@@ -65,18 +67,17 @@ from selena.errors import (
     ValidationError,
     XenstoreError,
 )
+from selena.host import doctor
 from selena.hostinfo import HostInfo
+from selena.model import Endpoint, Link
 from selena.model.cpus import credit_cap
 from selena.paths import CONSOLE_LOG_DIR
 from selena.plan import GuestPlan, Plan, VifPlan, pool_key
 from selena.runner import Runner
+from selena.shaping import shaping_commands
+from selena.shaping.netem import netem_args
 from selena.shaping.plan import real_rate_bps, real_seconds
 from selena.signals import sigint_deferred
-
-if TYPE_CHECKING:
-    from selena.control.channel import Controller
-    from selena.control.xenstore import XenstoreConnection
-    from selena.model import Link
 
 log = logging.getLogger(__name__)
 
@@ -431,8 +432,6 @@ class XlBackend(Backend):
         of its own to this backend's xenstored (closed with the controller),
         so that nothing the guests do to the channel reaches the connection
         teardown uses."""
-        from selena.control.channel import Controller
-
         shared = self.xenstore()
         return Controller.connect(shared.path, timeout=shared.timeout, tdf=tdf,
                                   output_cap=output_cap, console_hint=self.console_hint)
@@ -459,8 +458,6 @@ class XlBackend(Backend):
         opens its own to the same xenstored); Xen's alone, not part of the
         Backend interface."""
         if self._xs is None:
-            from selena.control.xenstore import XenstoreConnection
-
             self._xs = XenstoreConnection()
         return self._xs
 
@@ -528,12 +525,10 @@ class XlBackend(Backend):
         """The checks of `selena host doctor` a deploy cannot do without:
         Dom0, the TDF domctl, xenstored, the bridge tool and, for PVH
         nodes, Xen's HVM support, through this backend's runner."""
-        from selena.host.doctor import HostProbe, preflight
-
         kinds = {seg.kind for seg in plan.segments}
         bridge = "linux" if kinds == {"linux"} else "ovs"
-        preflight(HostProbe(runner=self.runner, root=self.host_root, bridge=bridge),
-                  guest_types={guest.virt for guest in plan.guests})
+        probe = doctor.HostProbe(runner=self.runner, root=self.host_root, bridge=bridge)
+        doctor.preflight(probe, guest_types={guest.virt for guest in plan.guests})
 
     def deploy(self, plan: Plan, progress: Progress | None = None,
                warm: bool = False, replace: bool = False) -> Deployment:
@@ -959,8 +954,6 @@ class XlBackend(Backend):
         of the qdiscs' shape (a rate added or lifted, delay, jitter, loss and
         queue all set to none or from none) replaces the vif's root qdisc.
         On a failure both vifs get their old shaping back."""
-        from selena.shaping import shaping_commands
-
         say = progress or (lambda msg: log.info("%s", msg))
         with self._locked(progress):
             state = self.state(experiment)
@@ -990,8 +983,6 @@ class XlBackend(Backend):
 
     def _reshape_vif(self, vif: str, old: dict[str, float | None] | None,
                      new: dict[str, float | None] | None, tdf: float) -> None:
-        from selena.shaping import shaping_commands
-
         argvs: list[list[str]] = []
         if old is not None and (new is None or _qdisc_shape(old) != _qdisc_shape(new)):
             argvs.append(["tc", "qdisc", "del", "dev", vif, "root"])
@@ -1006,8 +997,6 @@ class XlBackend(Backend):
                                    f"failed: {exc}") from None
 
     def _shape(self, state: DeployState, tdf: float) -> None:
-        from selena.shaping import shaping_commands
-
         for vif, spec in state.shaping.items():
             link = spec_link(spec)
             for argv in shaping_commands(vif, link, tdf, reshape=True):
@@ -1779,8 +1768,6 @@ def shaping_spec(link: Link) -> dict[str, float | None]:
 
 def spec_link(spec: dict[str, float | None]) -> Link:
     """The link a state file's shaping entry describes (no ends)."""
-    from selena.model import Endpoint, Link
-
     queue = spec.get("queue")
     return Link(Endpoint("", 0), Endpoint("", 0), rate_bps=spec.get("rate_bps"),
                 delay_s=spec.get("delay_s") or 0.0, jitter_s=spec.get("jitter_s") or 0.0,
@@ -1792,8 +1779,6 @@ def spec_link(spec: dict[str, float | None]) -> Link:
 def _qdisc_shape(spec: dict[str, float | None]) -> tuple[bool, bool, bool]:
     """Which qdiscs a vif's shaping has (htb, netem, prio): while it stays
     the same, the qdiscs are changed in place."""
-    from selena.shaping.netem import netem_args
-
     link = spec_link(spec)
     return (link.rate_bps is not None,
             bool(netem_args(link.delay_s, link.jitter_s, link.loss, link.queue_packets)),

@@ -7,6 +7,7 @@ Each verb parses its options, drives the experiment lifecycle
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import signal
 import sys
@@ -38,6 +39,7 @@ from selena.cli.args import (
     tdf_or_auto_arg,
     template_arg,
 )
+from selena.cli.interactive import interact
 from selena.compat import PUSH_CMD
 from selena.control.channel import DEFAULT_OUTPUT_CAP
 from selena.engine import Recorded
@@ -52,7 +54,7 @@ from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterru
 from selena.loader import Scenario, checking_only
 from selena.model import NodeKind
 from selena.schedule import Event
-from selena.session import rate_text
+from selena.session import PING_HEADER, Session, rate_text, udp_rate
 from selena.specs import TOPOS, topo_usage
 from selena.user_errors import user_error, user_frames
 
@@ -376,9 +378,6 @@ def _run_steps(args: argparse.Namespace, exp: Experiment, events: list[Event]) -
             mn_test(exp, step)
     exp.run_scenario()
     if args.cli or "cli" in (args.test or []) or _opens_prompt(args, exp.scenario):
-        from selena.cli.interactive import interact
-        from selena.session import Session
-
         say("guests up: type help for the commands, exit or Ctrl-D to end the run")
         interact(Session(exp))
     if args.post is not None:
@@ -388,11 +387,6 @@ def _run_steps(args: argparse.Namespace, exp: Experiment, events: list[Event]) -
 def _prompt_script(exp: Experiment, script: PromptScript) -> None:
     """--pre's or --post's commands, as the prompt runs piped input: each
     line's error is one line on stderr and the next line runs."""
-    import io
-
-    from selena.cli.interactive import interact
-    from selena.session import Session
-
     interact(Session(exp), stdin=io.StringIO(script.text))
 
 
@@ -446,8 +440,6 @@ def _name(args: argparse.Namespace) -> str:
 def mn_test(exp: Experiment, test: str) -> None:
     """`--test pingall|pingpair|iperf|iperfudp` as mn prints them
     (selena.session), each recorded as a metric."""
-    from selena.session import PING_HEADER, Session, udp_rate
-
     session = Session(exp)
     hosts = [h.name for h in exp.hosts]
     if test in ("iperf", "iperfudp"):
