@@ -12,20 +12,173 @@ wait on the handle from any thread.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
+from selena.control.protocol import CommandSpec, CommandState, printable
 from selena.errors import ControlError
-
-if TYPE_CHECKING:
-    # Only for annotations: channel.py implements this protocol and imports it.
-    from selena.control.channel import CommandHandle, CommandResult
-    from selena.control.protocol import CommandSpec
 
 # What Dom0 keeps of one command's stdout, and again of its stderr: beyond it
 # chunks are still read and acknowledged (so the guest never stalls) but
 # dropped, and the result counts what was dropped (`yes` in a guest once put
 # 27 MB into Dom0 in 7 s).
 DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
+
+
+def _held_lock() -> Any:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
+class _Latch:
+    """threading.Event's is_set/set/wait on a bare lock, held until set: a
+    command's end is set once and looked at several times per command, and
+    an Event's construction and set() run a Condition's Python code (three
+    caught AttributeErrors to build one), dear under emulation."""
+
+    __slots__ = ("_flag", "_gate")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._gate = _held_lock()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        if self._flag:
+            return
+        self._flag = True
+        self._pass_gate()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._flag:
+            return True
+        if self._gate.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            self._pass_gate()           # the next waiter's turn
+        return self._flag
+
+    def _pass_gate(self) -> None:
+        try:
+            self._gate.release()
+        except RuntimeError:
+            pass                        # open already (set twice at once)
+
+
+@dataclass
+class CommandResult:
+    guest: str
+    id: str
+    command: str
+    state: str                      # exited | killed | failed | lost
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None       # killed: kill|timeout|signal; failed/lost: why
+    detail: str = ""
+    start_ns: int | None = None     # guest CLOCK_REALTIME (virtual time)
+    end_ns: int | None = None
+    dur_ns: int | None = None       # guest CLOCK_MONOTONIC
+    stdout: bytes = b""
+    stderr: bytes = b""
+    submitted: float = 0.0          # Dom0 wall clock (real time)
+    finished: float = 0.0
+    stdout_dropped: int = 0         # bytes past the output cap, not kept
+    stderr_dropped: int = 0
+    lost_bytes: int = 0             # output the guest could not hand over (e.g. EQUOTA)
+
+    @property
+    def ok(self) -> bool:
+        # Output lost on the way is a failure, whatever the exit code.
+        return self.state == "exited" and self.exit_code == 0 and not self.lost_bytes
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.stdout_dropped or self.stderr_dropped)
+
+    def summary(self) -> str:
+        """One line; the guest's own words (reason, detail) with control
+        characters escaped."""
+        if self.lost_bytes:
+            return f"{self._summary()}, {self.lost_bytes} output bytes lost in the guest"
+        if self.truncated:
+            return (f"{self._summary()}, output truncated ({self.stdout_dropped} stdout and "
+                    f"{self.stderr_dropped} stderr bytes past the cap dropped)")
+        return self._summary()
+
+    def _summary(self) -> str:
+        if self.state == "exited":
+            return f"exited {self.exit_code}"
+        reason = printable(self.reason or "")
+        if self.state == "killed":
+            return f"killed by signal {self.signal} ({reason})"
+        return f"{self.state} ({reason}: {printable(self.detail)})" if self.detail else self.state
+
+
+@dataclass
+class CommandHandle:
+    """One submitted command: its channel completes it once, callers wait.
+    Past `_result`, the fields are the Xenstore controller's bookkeeping
+    (selena.control.channel), unused by other channels."""
+
+    guest: str
+    id: str
+    spec: CommandSpec
+    submitted: float
+    _done: _Latch = field(default_factory=_Latch, repr=False)
+    _result: CommandResult | None = field(default=None, repr=False)
+    # Collected so far (pump thread only).
+    _out: list[bytearray] = field(default_factory=lambda: [bytearray(), bytearray()],
+                                  repr=False)
+    _next: list[int] = field(default_factory=lambda: [0, 0], repr=False)
+    _dropped: list[int] = field(default_factory=lambda: [0, 0], repr=False)
+    _state: CommandState | None = field(default=None, repr=False)
+    # Xenstore refused the spec's write (the reply comes to the pump).
+    _send_error: ControlError | None = field(default=None, repr=False)
+    # Rung when the command ends or when the caller waiting on it may take the
+    # pump's role: a waiting caller sleeps on it. A bare lock, held while no
+    # ring is pending (_ring releases it, the waiter's acquire consumes it),
+    # not an Event: both ends are then C calls, where an Event's wait and set
+    # run a Condition's Python code (dear under emulation, once per command).
+    _bell: Any = field(default_factory=_held_lock, repr=False)
+    # The channel's own wait (the Controller's: a waiting caller may read the
+    # socket itself); None: wait on `_done` alone.
+    _waiter: Callable[[CommandHandle, float | None], bool] | None = field(
+        default=None, repr=False)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def result(self) -> CommandResult | None:
+        """The final result; None while the command runs."""
+        return self._result
+
+    def wait_done(self, timeout: float | None = None) -> bool:
+        """Block until the command has ended (True) or `timeout` real seconds
+        passed (False); None: no limit."""
+        if self._waiter is not None and not self._done.is_set():
+            return self._waiter(self, timeout)
+        return self._done.wait(timeout)
+
+    def complete(self, result: CommandResult) -> None:
+        """The command has ended: its channel hands over the result (once)
+        and every waiter wakes."""
+        self._result = result
+        self._end()
+
+    def _end(self) -> None:
+        self._done.set()
+        self._ring()
+
+    def _ring(self) -> None:
+        try:
+            self._bell.release()
+        except RuntimeError:
+            pass                    # rung already, and not yet heard
 
 
 @runtime_checkable
