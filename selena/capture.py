@@ -27,12 +27,11 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from selena.backends.base import CaptureSource
 from selena.errors import ScenarioError, SelenaError
 
 log = logging.getLogger(__name__)
@@ -274,6 +273,22 @@ def convert(raw: Path, out: Path, origin_ns: int,
 
 
 # -- the capture while the run is on ------------------------------------------------
+
+
+@dataclass
+class CaptureSource:
+    """Where a backend captures a link (exp.capture): the Dom0 interface of
+    one end, the node whose traffic it carries (both directions of the link
+    pass it), and the backend's functions that read it."""
+
+    iface: str
+    node: str                   # the end the interface belongs to
+    peer: str                   # the other end
+    opener: Callable[[str], Any]                # a socket on iface, frames both ways
+    # One frame: (real ns, length, bytes kept, toward the node), None for one
+    # to skip; BlockingIOError when none is queued.
+    receiver: Callable[[Any, int], tuple[int, int, bytes, bool] | None]
+    counter: Callable[[Any], int]               # frames lost since the last call
 
 
 @dataclass

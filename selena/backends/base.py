@@ -13,8 +13,9 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from selena.capture import CaptureSource
 from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel
 from selena.errors import BackendError
 from selena.hostinfo import HostInfo
@@ -74,22 +75,6 @@ class Frame:
     t: float        # kernel timestamp, real seconds
     length: int     # bytes of the frame as a qdisc counts them (no FCS)
     key: bytes      # its first bytes: the same frame seen on another interface
-
-
-@dataclass
-class CaptureSource:
-    """Where a backend captures a link (exp.capture): the Dom0 interface of
-    one end, the node whose traffic it carries (both directions of the link
-    pass it), and the backend's functions that read it."""
-
-    iface: str
-    node: str                   # the end the interface belongs to
-    peer: str                   # the other end
-    opener: Callable[[str], Any]                # a non-blocking-capable socket on iface
-    # One frame: (real ns, length, bytes kept, toward the node), None for one
-    # to skip; BlockingIOError when none is queued.
-    receiver: Callable[[Any, int], tuple[int, int, bytes, bool] | None]
-    counter: Callable[[Any], int]               # frames lost since the last call
 
 
 @dataclass

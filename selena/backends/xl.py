@@ -41,13 +41,13 @@ from selena import units
 from selena.backends import vif_capture
 from selena.backends.base import (
     Backend,
-    CaptureSource,
     Deployment,
     LinkCapture,
     LoadSample,
     Progress,
     QdiscStats,
 )
+from selena.capture import CaptureSource
 from selena.control.channel import Controller
 from selena.control.interface import DEFAULT_OUTPUT_CAP
 from selena.control.keys import Key, control_keys
