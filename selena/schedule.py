@@ -35,7 +35,7 @@ from typing import Any
 from selena import units
 from selena.errors import Problem, ScenarioError, UnitError
 from selena.model import Link, Topology
-from selena.validate import _check_link
+from selena.validate import check_link
 
 # The values a link change may set, with an example for the error messages.
 LINK_VALUES = {"rate": "10Mbit", "delay": "20ms", "jitter": "1ms", "loss": "1%",
@@ -213,7 +213,7 @@ def changed_link(link: Link, topo: Topology, *, rate: object = _KEEP, delay: obj
     candidate.given = given
     problems: list[Problem] = []
     warnings: list[Problem] = []
-    _check_link(candidate, topo.describe(candidate), dict(topo.nodes),
+    check_link(candidate, topo.describe(candidate), dict(topo.nodes),
                 lambda kind, msg, at=None: problems.append(Problem(kind, msg)),
                 lambda kind, msg, at=None: warnings.append(Problem(kind, msg)))
     if problems:

@@ -132,7 +132,7 @@ def _check_wiring(topo: Topology, by_name: dict[str, Node], add: Add,
     pairs: Pairs = Counter()
     used: Used = Counter()
     for link in topo.links:
-        _check_link(link, topo.describe(link), by_name, add, warn)
+        check_link(link, topo.describe(link), by_name, add, warn)
         pairs[frozenset({(link.a.node, link.a.iface), (link.b.node, link.b.iface)})] += 1
         used[(link.a.node, link.a.iface)] += 1
         used[(link.b.node, link.b.iface)] += 1
@@ -636,8 +636,10 @@ def _check_endpoint(where: str, node_name: str, iface: int, by_name: dict[str, N
     return node
 
 
-def _check_link(link: Link, where: str, by_name: dict[str, Node], add: Add,
+def check_link(link: Link, where: str, by_name: dict[str, Node], add: Add,
                 warn: Add) -> None:
+    """One link's problems through `add` and its likely unit slips through
+    `warn`: validation's check, and a link change's during a run (schedule)."""
     at = link.defined_at
     a = _check_endpoint(where, link.a.node, link.a.iface, by_name, add, at)
     b = _check_endpoint(where, link.b.node, link.b.iface, by_name, add, at)
