@@ -102,7 +102,7 @@ from selena.model import Link, NodeKind, Topology
 from selena.openflow import Switches, bridge_scripts, flow_scripts
 from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, guest_shaping_script, make_plan
-from selena.results import BundleWriter
+from selena.results import BundleWriter, check_target
 from selena.runner import Runner
 from selena.schedule import (
     LINK_VALUES,
@@ -438,10 +438,13 @@ class Experiment:
 
     def check(self) -> list[Problem]:
         """Everything a deploy would check, creating nothing: raises
-        TopologyError naming every problem; returns the warnings."""
+        TopologyError naming every problem (ResultsError for an `out` no
+        bundle can go to); returns the warnings."""
         self.host = self.backend.host_info()
         self.warnings = validate(self.topology, templates=self.templates, host=self.host,
                                  switch_profiles=switch_profiles(), strict=self.strict)
+        if self.out is not None:
+            check_target(self.out)
         return self.warnings
 
     def preflight(self) -> None:

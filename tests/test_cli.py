@@ -29,6 +29,23 @@ def test_validate_clean_api_file_with_an_exact_decimal_tdf(capsys):
     assert rc == 0 and "experiment twohosts, TDF 1.001, 2 hosts" in out
 
 
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_validate_and_plan_refuse_an_out_a_run_would_refuse_and_create_nothing(
+        capsys, tmp_path, command):
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("years of work")
+    scenario = str(SCENARIOS / "two_hosts.py")
+    for out, message in [(tmp_path / "afile" / "run", "is under .*afile, a regular file"),
+                         (tmp_path / "mine", "exists and holds no results bundle")]:
+        rc, _, err = run_cli(capsys, command, scenario, "--out", str(out))
+        assert rc == 1 and re.search(f"results directory {out} {message}", err), err
+    fresh = tmp_path / "new" / "run"
+    rc, _, err = run_cli(capsys, command, scenario, "--out", str(fresh))
+    assert rc == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "mine"]
+
+
 @pytest.mark.parametrize("argv,summary", [
     (["--topo", "linear,3"], "3 hosts, 3 other nodes, 5 links"),
     (["linear,3", "--link", "tc,bw=10,delay=5ms,loss=1"], "3 hosts, 3 other nodes, 5 links"),

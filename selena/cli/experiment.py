@@ -252,9 +252,14 @@ def print_warnings(warnings: list[Problem]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
+def _checked_only(args: argparse.Namespace) -> dict[str, Any]:
+    """The options validate and plan check as a run would, creating nothing."""
+    return {"out": args.out} if getattr(args, "out", None) is not None else {}
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     with checking_only():   # a file that runs itself is checked, not refused
-        exp = _experiment(args)
+        exp = _experiment(args, **_checked_only(args))
     warnings = exp.check()
     events = events_of(args, exp)
     topo = exp.topology
@@ -276,7 +281,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     with checking_only():
-        exp = _experiment(args)
+        exp = _experiment(args, **_checked_only(args))
     text = exp.render()
     events = events_of(args, exp)
     print_warnings(exp.warnings)
