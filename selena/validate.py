@@ -487,22 +487,27 @@ def interface_networks(node: Node, index: int) -> list[ipaddress.IPv4Network |
 def _check_addresses(topo: Topology, nodes: list[Node], add: Add,
                      oversized: Collection[str] = ()) -> None:
     ips: dict[str, list[Node]] = {}
-    macs: Counter[str] = Counter()
+    macs: dict[str, list[tuple[Node, Interface]]] = {}
     for node in nodes:
         for iface in node.interfaces:
             # Derived MACs repeat past index 255: a consequence of too many
             # interfaces, reported as that.
             if node.name not in oversized or (iface.mac and iface.mac.upper() != "RANDOM"):
-                macs[topo.mac_of(node, iface)] += 1
+                macs.setdefault(topo.mac_of(node, iface), []).append((node, iface))
             parsed = _check_interface_ips(node, iface, ips, add)
             _check_gateways(node, iface, parsed, add)
     for ip, holders in ips.items():
         if len(holders) > 1:
             add("duplicate IP", f"IP {ip} is used by {len(holders)} interfaces: "
                 f"{_places(holders, name=True)}", holders[0].defined_at)
-    for mac, count in macs.items():
-        if count > 1:
-            add("duplicate MAC", f"MAC {mac} is used by {count} interfaces")
+    for mac, users in macs.items():
+        if len(users) > 1:
+            shown = ", ".join(f"{n.name} {n.device(i.index)} at {n.defined_at or '?'}"
+                              for n, i in users[:5])
+            more = f", and {len(users) - 5} more" if len(users) > 5 else ""
+            add("duplicate MAC", f"MAC {mac} is used by {len(users)} interfaces: {shown}{more}; "
+                "give each its own mac= (or none: selena derives a unique one)",
+                users[0][0].defined_at)
 
 
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface

@@ -1,5 +1,7 @@
 """Validation: a table of bad inputs, each with the message it must produce."""
 
+import re
+
 import pytest
 
 from selena.errors import TopologyError
@@ -173,7 +175,7 @@ def _no_nodes(t):
     (_huge_iface, "node h1: interface index 100 out of range (0 to 99)"),
     (_dup_name, "node name 'h1' is used 2 times"),
     (_dup_ip, "IP 10.0.1.2 is used by 2 interfaces"),
-    (_dup_mac, "MAC 02:00:00:00:00:01 is used by 2 interfaces"),
+    (_dup_mac, "MAC 02:00:00:00:00:01 is used by 2 interfaces: h1 eth0 at "),
     (_bad_ip, "node h1 eth0: malformed IP '10.0.1.300/24'"),
     (_no_prefix, "node h1 eth0: IP 10.0.1.2 needs a prefix length"),
     (_bad_mac, "node h1 eth0: malformed MAC 'zz:00:00:00:00:01'"),
@@ -212,6 +214,16 @@ def test_bad_topologies_are_rejected_naming_the_item(mutate, message):
     with pytest.raises(TopologyError) as info:
         validate(topo, templates={"tiny-host"}, host=HOST)
     assert any(message in p for p in info.value.problems), info.value.problems
+
+
+def test_a_duplicate_mac_names_each_interface_and_where_it_was_declared():
+    topo = two_hosts()
+    _dup_mac(topo)
+    with pytest.raises(TopologyError) as info:
+        validate(topo, templates={"tiny-host"}, host=HOST)
+    [problem] = [p for p in info.value.problems if "MAC" in p]
+    assert re.search(r"h1 eth0 at \S*test_validate.py:\d+, h2 eth0 at \S*test_validate.py:\d+; "
+                     r"give each its own mac=", problem), problem
 
 
 @pytest.mark.parametrize("link,message", [

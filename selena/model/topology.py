@@ -638,10 +638,13 @@ class Topology:
         """The interface's MAC: explicit, or derived from experiment, node id and index.
 
         Derived MACs are locally administered (02:...), stable across runs and
-        unique within the experiment for node ids below 65536.
+        unique within the experiment for every node id validation accepts
+        (0 to 99999): an id's 17th bit flips a bit of the experiment's octet,
+        so ids below 65536 keep the MACs they always had.
         """
         if iface.mac and iface.mac.upper() != "RANDOM":
             return iface.mac.lower()
         exp = hashlib.sha256(self.name.encode()).digest()
-        octets = (0x02, exp[0], exp[1], (node.id >> 8) & 255, node.id & 255, iface.index & 255)
+        octets = (0x02, exp[0], exp[1] ^ ((node.id >> 16) & 255), (node.id >> 8) & 255,
+                  node.id & 255, iface.index & 255)
         return ":".join(f"{b:02x}" for b in octets)

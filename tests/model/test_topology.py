@@ -1,4 +1,6 @@
-from selena.model import Endpoint, NodeKind, Topology
+import hashlib
+
+from selena.model import Endpoint, Interface, NodeKind, Topology
 
 
 def test_pythonic_api_builds_links_on_new_interfaces():
@@ -36,6 +38,19 @@ def test_derived_macs_are_stable_and_explicit_ones_kept():
     assert mac.startswith("02:") and mac.endswith(":00:00:00")
     assert mac == Topology("t").mac_of(h, h.interfaces[0])
     assert topo.mac_of(g, g.interfaces[0]) == "02:00:00:00:00:aa"
+
+
+def test_derived_macs_are_unique_over_every_node_id_validation_accepts():
+    """Ids 65536-99999 took the MACs of ids 0-34463 (only 16 bits were used),
+    which validation then reported as a duplicate MAC nobody had written."""
+    topo = Topology("t")
+    macs = {topo.mac_of(topo.add_host(f"h{i}", id=i), Interface(0))
+            for i in [*range(0, 1000), *range(65536, 66536), 99_999, 34_463]}
+    assert len(macs) == 2002
+    # Ids below 65536 keep the MACs they always had.
+    exp = hashlib.sha256(b"t").digest()
+    assert topo.mac_of(topo.nodes["h258"], Interface(0)) == \
+        f"02:{exp[0]:02x}:{exp[1]:02x}:01:02:00"
 
 
 def test_use_host_template_moves_only_hosts_on_the_default_and_their_default_memory():
