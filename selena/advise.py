@@ -148,15 +148,56 @@ class Calibration:
         except FileNotFoundError:
             raise CalibrationError(f"{path}: no calibration here (run `selena calibrate` "
                                    "first)") from None
-        except (OSError, ValueError) as exc:
-            raise CalibrationError(f"{path}: unreadable calibration: {exc}") from None
+        except (OSError, ValueError, RecursionError) as exc:
+            raise CalibrationError(f"{path}: unreadable calibration: {exc} (run `selena "
+                                   "calibrate` again)") from None
         if not isinstance(data, dict) or data.get("version") != CALIBRATION_VERSION:
             raise CalibrationError(f"{path}: not a version {CALIBRATION_VERSION} calibration "
                                    "(run `selena calibrate` again)")
+        problem = _malformed_field(data)
+        if problem is not None:
+            raise CalibrationError(f"{path}: {problem} (run `selena calibrate` again)")
         try:
             return cls(**data)
         except TypeError as exc:
-            raise CalibrationError(f"{path}: unreadable calibration: {exc}") from None
+            raise CalibrationError(f"{path}: unreadable calibration: {exc} (run `selena "
+                                   "calibrate` again)") from None
+
+
+_NUMBER_FIELDS = ("wake_ms", "per_decade_ms", "virtual_ms", "ceiling_mbit", "min_gap_s",
+                  "high_tdf", "high_interval_s", "rtt_ms")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def _malformed_field(data: Mapping[str, Any]) -> str | None:
+    """The first field of a calibration file whose value the predictions
+    cannot use (a string, a NaN, a list where a number goes), named; None if
+    every field present is sound. Missing fields are left to the constructor."""
+    def shown(value: object) -> str:
+        text = json.dumps(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    for name in _NUMBER_FIELDS:
+        if name in data and not _finite(data[name]):
+            return f"{name} is {shown(data[name])}, not a finite number"
+    if "min_gap_s" in data and data["min_gap_s"] <= 0:
+        return f"min_gap_s is {shown(data['min_gap_s'])}, not above 0"
+    samples = {"rtt_high_ms": data.get("rtt_high_ms", []), "tcp_mbit": data.get("tcp_mbit", [])}
+    gaps = data.get("rtt_by_gap_ms", {})
+    if not isinstance(gaps, dict):
+        return f"rtt_by_gap_ms is {shown(gaps)}, not an object of gap -> round trips"
+    samples.update({f"rtt_by_gap_ms[{gap!r}]": values for gap, values in gaps.items()})
+    for name, values in samples.items():
+        if not isinstance(values, list) or not all(_finite(v) for v in values):
+            return f"{name} is {shown(values)}, not a list of finite numbers"
+    for name in ("host", "measured_at"):
+        if name in data and not isinstance(data[name], str):
+            return f"{name} is {shown(data[name])}, not a string"
+    return None
 
 
 def fit(rtt_by_gap_ms: Mapping[float, Sequence[float]], rtt_high_ms: Sequence[float],

@@ -1231,10 +1231,16 @@ def _path_floor_ms(cal: Calibration, path: LatencyPath, tdf: float) -> float:
 
 
 def _host_calibration() -> Calibration | None:
-    """This host's latency calibration (`selena calibrate`), or None."""
+    """This host's latency calibration (`selena calibrate`), or None: none
+    made is the usual case; one that cannot be read is said (the run goes
+    on without it, as with none)."""
+    path = default_calibration_path()
+    if not path.exists():
+        return None
     try:
-        return Calibration.load(default_calibration_path())
-    except SelenaError:
+        return Calibration.load(path)
+    except SelenaError as exc:
+        log.warning("%s; going without the calibrated latency floor", exc)
         return None
 
 

@@ -26,7 +26,7 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -279,13 +279,89 @@ def _cap(vcpus: int, tdf: float, cpu_time: str) -> int | None:
         return None
 
 
+# What a reader of a bundle that is not whole can do about it.
+_DAMAGED = "the bundle is damaged: run it again, or move it out of the way"
+_METRIC_NUMBERS = ("n", "median", "p5", "p95", "mean", "stddev", "expected", "error_pct")
+
+
+def read_bundle_json(bundle: Path, name: str) -> dict[str, Any] | None:
+    """One of a bundle's JSON files, an object (None when the file is absent).
+    Anything else (unreadable, not JSON, nested past the parser, not an
+    object) is a ResultsError naming the file and the fix: a bundle copied
+    in part or cut short by a full disk is read by people, not just by selena."""
+    path = bundle / name
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read it ({exc.strerror or exc}); {_DAMAGED}") from None
+    except (ValueError, RecursionError) as exc:
+        raise ResultsError(f"{path}: not JSON ({str(exc)[:120]}); {_DAMAGED}") from None
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path}: holds a JSON {type(data).__name__}, not an object; "
+                           f"{_DAMAGED}")
+    return data
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _check_fields(path: Path, data: Mapping[str, Any],
+                  fields: Sequence[tuple[str, Callable[[object], bool], str]]) -> None:
+    for key, sound, wanted in fields:
+        if key in data and not sound(data[key]):
+            raise ResultsError(f"{path}: {key} is {json.dumps(data[key])[:40]}, not {wanted}; "
+                               f"{_DAMAGED}")
+
+
 def read_fidelity(bundle: Path) -> dict[str, Any] | None:
     """fidelity.json of a bundle (None when the run had no monitor)."""
-    path = bundle / "fidelity.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    data = read_bundle_json(bundle, "fidelity.json")
+    if data is None:
+        return None
+    _check_fields(bundle / "fidelity.json", data, (("verdict", _is_text, "text"),
+                                                   ("reasons", _is_texts, "a list of text"),
+                                                   ("unchecked", _is_texts, "a list of text")))
+    return data
 
 
 def read_metrics(bundle: Path) -> dict[str, dict[str, Any]]:
-    """metrics.json of a bundle ({} when the run recorded none)."""
-    path = bundle / "metrics.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    """metrics.json of a bundle ({} when the run recorded none): each metric
+    an object whose numbers are numbers and whose samples a list of them."""
+    data = read_bundle_json(bundle, "metrics.json") or {}
+    for name, metric in data.items():
+        where = f"{bundle / 'metrics.json'}: metric {name!r}"
+        if not isinstance(metric, dict):
+            raise ResultsError(f"{where} is {json.dumps(metric)[:40]}, not an object; {_DAMAGED}")
+        samples = metric.get("samples", [])
+        if not isinstance(samples, list) or not all(_is_number(x) for x in samples):
+            raise ResultsError(f"{where}: samples are not a list of numbers; {_DAMAGED}")
+        for key in _METRIC_NUMBERS:
+            if metric.get(key) is not None and not _is_number(metric[key]):
+                raise ResultsError(f"{where}: {key} is {json.dumps(metric[key])[:40]}, not a "
+                                   f"number; {_DAMAGED}")
+        if not isinstance(metric.get("unit", ""), str):
+            raise ResultsError(f"{where}: unit is not text; {_DAMAGED}")
+    return data
+
+
+def read_meta(bundle: Path) -> dict[str, Any] | None:
+    """meta.json of a bundle (None while it is incomplete): the fields a
+    reader of runs relies on (status, real_seconds, sweep_id) checked."""
+    data = read_bundle_json(bundle, "meta.json")
+    if data is None:
+        return None
+    _check_fields(bundle / "meta.json", data, (
+        ("status", _is_text, "text"), ("real_seconds", _is_number, "a number"),
+        ("sweep_id", lambda v: v is None or _is_text(v), "text")))
+    return data

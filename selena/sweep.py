@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from selena import units
-from selena.errors import AnalysisError, ResultsError, ScenarioError, SelenaError
-from selena.results import directory_entries, read_fidelity
+from selena.errors import AnalysisError, ResultsError, ScenarioError, SelenaError, UnitError
+from selena.results import directory_entries, read_fidelity, read_meta, read_metrics
 
 log = logging.getLogger(__name__)
 
@@ -345,34 +345,53 @@ def load_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics]]:
     return plan, found
 
 
+def _read_plan(out: Path) -> SweepPlan:
+    """sweep.json, the plan `selena sweep` wrote; AnalysisError naming the
+    directory, what is wrong and the fix otherwise."""
+    if not (out / "sweep.json").is_file():
+        raise AnalysisError(f"{out}: not a sweep directory (no sweep.json in it): give the "
+                            "--out of a `selena sweep`")
+    try:
+        raw = json.loads((out / "sweep.json").read_bytes())
+        if not isinstance(raw, dict):
+            raise TypeError(f"a JSON {type(raw).__name__}, not an object")
+        scenario, tdfs, params = raw["scenario"], raw["tdfs"], raw.get("params", {})
+        for key, value, kind in (("scenario", scenario, str), ("tdfs", tdfs, list),
+                                 ("params", params, dict)):
+            if not isinstance(value, kind):
+                raise TypeError(f"{key} is {json.dumps(value)[:40]}")
+        if not all(isinstance(t, int | float) and not isinstance(t, bool) for t in tdfs):
+            raise TypeError(f"tdfs are {json.dumps(tdfs)[:40]}, not numbers")
+        baseline, sweep_id = raw.get("baseline"), raw.get("sweep_id")
+        if not all(v is None or isinstance(v, str) for v in (baseline, sweep_id)):
+            raise TypeError("baseline and sweep_id must be text")
+        return SweepPlan(scenario, [float(t) for t in tdfs], raw["repeat"], dict(params),
+                         baseline, sweep_id)
+    except KeyError as exc:
+        why = f"no {exc}"
+    except (OSError, ValueError, TypeError, RecursionError, ScenarioError, UnitError) as exc:
+        why = str(exc)[:120]
+    raise AnalysisError(f"{out}: sweep.json is damaged ({why}); a sweep rewrites it when run "
+                        "again with the same --out")
+
+
 def find_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics], list[str]]:
     """The sweep's plan, the bundles of its runs, and those skipped (each
     `<path>: why`): of another sweep (their sweep_id differs), incomplete
     (no meta.json), or not a run of this plan."""
-    try:
-        raw = json.loads((out / "sweep.json").read_text())
-        plan = SweepPlan(raw["scenario"], [float(t) for t in raw["tdfs"]], int(raw["repeat"]),
-                         dict(raw.get("params", {})), raw.get("baseline"),
-                         raw.get("sweep_id"))
-    except (OSError, ValueError, KeyError, TypeError, ScenarioError) as exc:
-        raise AnalysisError(f"{out}: not a sweep directory (sweep.json: {exc})") from exc
+    plan = _read_plan(out)
     found = []
     skipped = []
     names = set()
     for run in plan.runs():
         bundle = out / "runs" / run.name
         names.add(run.name)
-        meta_path = bundle / "meta.json"
-        if not meta_path.exists():
+        meta = read_meta(bundle)
+        if meta is None:
             if bundle.exists():
                 skipped.append(f"{bundle}: incomplete (no meta.json)")
             continue                      # not run (interrupted sweep): left out
-        try:
-            meta = json.loads(meta_path.read_text())
-            metrics = json.loads((bundle / "metrics.json").read_text()) \
-                if (bundle / "metrics.json").exists() else {}
-        except ValueError as exc:
-            raise AnalysisError(f"{bundle}: unreadable bundle ({exc})") from exc
+        metrics = read_metrics(bundle)
         if plan.sweep_id is not None and meta.get("sweep_id") != plan.sweep_id:
             skipped.append(f"{bundle}: of another sweep (sweep_id "
                            f"{meta.get('sweep_id') or 'none'}, this sweep's is {plan.sweep_id})")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import random
 import time
 from dataclasses import dataclass, field
@@ -561,7 +562,7 @@ def test_a_calibrated_start_climbs_the_ladder_until_the_floor_is_within_half_the
 
 
 def test_an_adaptive_experiment_starts_above_the_floor_this_hosts_calibration_predicts(
-        fake_xen, tmp_path, monkeypatch):
+        fake_xen, tmp_path, monkeypatch, caplog):
     """The floor of h1-h2 (one link, 100 ms configured) by a calibration of
     9 ms real + 1 ms virtual per link: +10 % at TDF 1, +5.5 % at 2, +3.25 %
     at 4, +2.1 % at 8: an auto:1-16 run starts at 8; without a
@@ -584,6 +585,12 @@ def test_an_adaptive_experiment_starts_above_the_floor_this_hosts_calibration_pr
         "+10.0% at TDF 1 and +2.1% at 8")
     assert start(latency_probe=False).topology.tdf == 1
     assert not start(latency_probe=False).adaptive_start_calibrated
+    # A damaged one is said, and the run starts at MIN as without one.
+    default_calibration_path().write_text('{"version": 2, "wake_ms": "9"}')
+    with caplog.at_level(logging.WARNING, logger="selena.experiment"):
+        assert start().topology.tdf == 1
+    assert 'wake_ms is "9", not a finite number (run `selena calibrate` again); going ' \
+        "without the calibrated latency floor" in caplog.text
 
 
 def test_plan_says_where_a_calibration_starts_an_adaptive_run(capsys, tmp_path, monkeypatch):

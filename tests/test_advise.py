@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -167,6 +168,37 @@ def test_calibration_file_round_trip_and_errors(tmp_path):
     (tmp_path / "old.json").write_text(json.dumps({"version": 1}))
     with pytest.raises(CalibrationError, match="old.json: not a version 2"):
         Calibration.load(tmp_path / "old.json")
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("wake_ms", "x", 'wake_ms is "x", not a finite number'),
+    ("virtual_ms", float("nan"), "virtual_ms is NaN, not a finite number"),
+    ("ceiling_mbit", True, "ceiling_mbit is true, not a finite number"),
+    ("min_gap_s", 0, "min_gap_s is 0, not above 0"),
+    ("tcp_mbit", [1, "a"], 'tcp_mbit is [1, "a"], not a list of finite numbers'),
+    ("rtt_by_gap_ms", {"1": 5}, "rtt_by_gap_ms['1'] is 5, not a list of finite numbers"),
+    ("rtt_by_gap_ms", [1], "rtt_by_gap_ms is [1], not an object of gap -> round trips"),
+    ("host", 3, "host is 3, not a string"),
+])
+def test_a_calibration_field_the_predictions_cannot_use_is_named(tmp_path, capsys, field,
+                                                                  value, message):
+    """A string where a number goes was a traceback from advise's report."""
+    data = json.loads(calibration().save(tmp_path / "good.json").read_text())
+    data[field] = value
+    (tmp_path / "cal.json").write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=re.escape(
+            f"cal.json: {message} (run `selena calibrate` again)")):
+        Calibration.load(tmp_path / "cal.json")
+    assert main(["advise", "scenarios/dilation_demo.py", "--calibration",
+                 str(tmp_path / "cal.json")]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_a_calibration_nested_past_the_parser_is_unreadable_not_a_traceback(tmp_path):
+    (tmp_path / "cal.json").write_text("[" * 100_000)
+    with pytest.raises(CalibrationError, match="cal.json: unreadable calibration: maximum "
+                                               "recursion"):
+        Calibration.load(tmp_path / "cal.json")
 
 
 def test_selena_advise_prints_the_tdf_for_a_shipped_scenario(tmp_path, capsys):

@@ -211,6 +211,47 @@ def test_analysing_a_directory_that_is_no_sweep_names_it(tmp_path):
         analyze(tmp_path)
 
 
+DEEP = "[" * 100_000
+
+
+@pytest.mark.parametrize("file,content,message", [
+    ("sweep.json", "[]", "sweep.json is damaged (a JSON list, not an object); a sweep "
+                         "rewrites it when run again with the same --out"),
+    ("sweep.json", DEEP, "sweep.json is damaged (maximum recursion depth"),
+    ("sweep.json", '{"scenario": 5, "tdfs": [1], "repeat": 1}', "(scenario is 5)"),
+    ("sweep.json", '{"scenario": "s.py", "tdfs": ["a"], "repeat": 1}', "tdfs are [\"a\"]"),
+    ("sweep.json", '{"scenario": "s.py", "tdfs": [1]}', "(no 'repeat')"),
+    ("runs/tdf5-r1/meta.json", "[]", "tdf5-r1/meta.json: holds a JSON list, not an object; "
+                                     "the bundle is damaged: run it again, or move it"),
+    ("runs/tdf5-r1/meta.json", DEEP, "tdf5-r1/meta.json: not JSON (maximum recursion"),
+    ("runs/tdf5-r1/meta.json", '{"real_seconds": "x"}', "real_seconds is \"x\", not a number"),
+    ("runs/tdf5-r1/metrics.json", '{"rtt_ms": 5}', "metric 'rtt_ms' is 5, not an object"),
+    ("runs/tdf5-r1/metrics.json", '{"rtt_ms": {"samples": ["x"]}}',
+     "metric 'rtt_ms': samples are not a list of numbers"),
+    ("runs/tdf5-r1/metrics.json", '{"rtt_ms": {"median": "x"}}',
+     "metric 'rtt_ms': median is \"x\", not a number"),
+    ("runs/tdf5-r1/fidelity.json", '{"reasons": 5}', "reasons is 5, not a list of text"),
+    ("runs/tdf5-r1/fidelity.json", "{", "tdf5-r1/fidelity.json: not JSON (Expecting"),
+])
+def test_a_damaged_sweep_or_bundle_is_one_line_naming_the_file_and_the_fix(
+        tmp_path, capsys, file, content, message):
+    """Each was a traceback (AttributeError, RecursionError, JSONDecodeError)
+    or, for sweep.json's wrong types, a report of nonsense."""
+    synthetic_sweep(tmp_path, tdfs=(1, 5), repeat=1)
+    (tmp_path / file).write_text(content)
+    assert main(["sweep-report", str(tmp_path), "--no-plots"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_a_directory_in_place_of_a_bundle_file_is_named_too(tmp_path, capsys):
+    synthetic_sweep(tmp_path, tdfs=(1, 5), repeat=1)
+    (tmp_path / "runs/tdf5-r1/meta.json").unlink()
+    (tmp_path / "runs/tdf5-r1/meta.json").mkdir()
+    assert main(["sweep-report", str(tmp_path), "--no-plots"]) == 1
+    assert "tdf5-r1/meta.json: cannot read it (Is a directory)" in capsys.readouterr().err
+
+
 def test_cli_refuses_bad_sweeps_before_creating_anything(tmp_path, capsys):
     assert main(["sweep", str(tmp_path / "missing.py"), "--tdf", "1,2",
                  "--out", str(tmp_path / "o")]) == 1
