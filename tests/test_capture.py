@@ -6,7 +6,6 @@ tier) tshark reading the files and the whole lifecycle against a fake Dom0."""
 from __future__ import annotations
 
 import json
-import queue
 import shutil
 import socket
 import struct
@@ -14,6 +13,7 @@ import subprocess
 import time
 
 import pytest
+from fake_vif import FakeSocket, fake_receive
 
 from selena.backends import vif_capture
 from selena.capture import (
@@ -140,33 +140,6 @@ def test_a_bad_link_is_one_line_naming_the_links_there_are(text, message):
     with pytest.raises(ScenarioError) as info:
         parse_link(text, NODES, LINKS)
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
-
-
-class FakeSocket:
-    """Frames put in a queue, delivered as vif_capture.receive would."""
-
-    def __init__(self):
-        self.frames: queue.Queue = queue.Queue()
-        self.blocking = True
-        self.closed = False
-
-    def setblocking(self, flag):
-        self.blocking = flag
-
-    def close(self):
-        self.closed = True
-
-
-def fake_receive(sock, snap):
-    assert not sock.blocking
-    try:
-        got = sock.frames.get_nowait()
-    except queue.Empty:
-        raise BlockingIOError from None
-    if got is None:
-        return None
-    stamp, data, toward = got
-    return stamp, len(data), data[:snap], toward
 
 
 def test_the_recorder_streams_frames_and_converts_them_at_the_end(tmp_path):
