@@ -106,7 +106,6 @@ from selena.results import BundleWriter, check_target
 from selena.runner import Runner
 from selena.schedule import (
     LINK_VALUES,
-    RESTART_REFUSED,
     Event,
     changed_link,
     check_event,
@@ -155,12 +154,9 @@ class Node:
     def crash(self) -> None:
         self.exp.crash(self.name)
 
-    def restart(self) -> None:
-        """Refused for now (one line): a restarted Xen guest is a new domain
-        whose TDF, vif shaping, control keys and agent would all need setting
-        up again; crash() is the failure selena can inject."""
-        self.exp._running()
-        raise ExperimentError(RESTART_REFUSED.format(node=self.name))
+    def restart(self) -> int:
+        """Boot the node again (see Experiment.restart); its new domain id."""
+        return self.exp.restart(self.name)
 
     @property
     def domid(self) -> int:
@@ -797,7 +793,7 @@ class Experiment:
         elif event.change == "crash":
             self.crash(event.nodes[0], _scheduled=scheduled)
         else:
-            self[event.nodes[0]].restart()
+            self.restart(event.nodes[0], _scheduled=scheduled)
 
     def parallel(self, *calls: Callable[[], Any]) -> list[Any]:
         return self._running().parallel(*calls)
@@ -832,6 +828,53 @@ class Experiment:
     def crash(self, node: str, *, _scheduled: float | None = None) -> None:
         with self._event(f"node {node}", "crash", _scheduled):
             self._running().crash(node)
+
+    def restart(self, node: str, *, _scheduled: float | None = None) -> int:
+        """Boot node `node` again, as a power cycle would: its guest (or what
+        a crash left) is destroyed and created again as deployed, at the
+        current TDF, its links with their current shaping and down/up state,
+        a switch with its bridge, flows and controller set up again. Commands
+        running on it end `lost` ("node N restarted"); those started on it
+        while it boots are refused; the call returns once its agent is ready
+        (real time: a boot, seconds to minutes under emulation). Its guest
+        kernel's clocks start again, as after any reboot. Recorded in the
+        bundle's events like a crash. Returns the new domain id."""
+        engine = self._running()
+        self[node]          # an unknown name: one line naming the nodes there are
+        if not self.backend.restarts_nodes:
+            raise ExperimentError(f"node {node} restart: the {self.backend.name} backend "
+                                  "cannot restart a node (the xl backend can)")
+        if engine.clock.frozen:
+            raise ExperimentError(f"node {node} restart: the experiment is paused: resume it "
+                                  "first")
+        if self.placement is not Placement.DOM0:
+            raise ExperimentError(f"node {node} restart: links shaped inside the guests "
+                                  "(shaping='guest') are set up once per run; use Dom0 "
+                                  "shaping (the default) to restart nodes")
+        for a, b in self.captures:
+            if a == node:
+                raise ExperimentError(f"node {node} restart: the capture of link {a},{b} is "
+                                      f"taken on {a}'s vif, which a restart replaces; capture "
+                                      f"it as {b},{a} (from the other end) instead")
+        channel, deployment = self.controller, self.deployment
+        assert channel is not None and deployment is not None
+        plan = self.plan()
+        with self._event(f"node {node}", "restart", _scheduled):
+            switches = engine.switches
+            if switches is not None:
+                switches.forget(node)
+            channel.drop_guest(node, f"node {node} restarted")
+            domid = self.backend.restart(deployment, node, plan, self.progress)
+            engine.domids[node] = domid
+            channel.add_guest(node, domid)
+            channel.wait_ready(self.ready_timeout)
+            for index in sorted(self.links_down):
+                link = self.topology.links[index]
+                if node in (link.a.node, link.b.node):
+                    self.backend.set_link(self.topology.name, link, False, self.progress)
+            if switches is not None and node in switches.setups:
+                switches.configure(self.progress, nodes=[node])
+        return domid
 
     def set_tdf(self, tdf: float | str, *, reason: str | None = None) -> float:
         """Change the TDF of every guest at one instant: guests paused together,

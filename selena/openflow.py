@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -213,13 +213,17 @@ class Switches:
         self.setups = {s.node: s for s in setups}
         self.models: dict[str, CommandHandle] = {}
 
-    def configure(self, progress: Callable[[str], None] | None = None) -> None:
-        for setup in self.setups.values():
+    def configure(self, progress: Callable[[str], None] | None = None,
+                  nodes: Collection[str] | None = None) -> None:
+        """Set up every switch, or those of `nodes` (a restarted one, as it
+        was deployed: bridge, ports, static flows, controller, model profile)."""
+        setups = {node: s for node, s in self.setups.items() if nodes is None or node in nodes}
+        for setup in setups.values():
             if setup.profile:
                 self.models[setup.node] = self.ctl.submit(setup.node, model_command(setup))
         # A switch's commands run in order, every switch's side by side: in
         # rounds, the n-th command of each switch that has one.
-        scripts = {node: bridge_scripts(s) for node, s in self.setups.items()}
+        scripts = {node: bridge_scripts(s) for node, s in setups.items()}
         limit = SETUP_TIMEOUT_S + CONNECT_TRIES / 10 * self.ctl.tdf
         for n in range(max(map(len, scripts.values()), default=0)):
             handles = [(node, self.ctl.submit(node, CommandSpec(shell=parts[n])))
@@ -230,7 +234,7 @@ class Switches:
                 self._check(node, self.ctl.wait(handle, limit), what)
         flows = [(node, [self.ctl.submit(node, CommandSpec(shell=script))
                          for script in flow_scripts(s)])
-                 for node, s in self.setups.items()]
+                 for node, s in setups.items()]
         for node, batches in flows:
             for handle in batches:
                 self._check(node, self.ctl.wait(handle, SETUP_TIMEOUT_S), "static flows")
@@ -241,6 +245,10 @@ class Switches:
                        else f"{len(setup.flows)} static flows" if setup.flows else "standalone")
                 progress(f"switch {node}: {len(setup.ports)} ports, {how}")
         self.check_models()
+
+    def forget(self, node: str) -> None:
+        """A switch going away (a restart): its model's end is no failure."""
+        self.models.pop(node, None)
 
     def set_profile(self, node: str, profile: str | None) -> None:
         """Restart node's switch model with another profile (None: OVS talks

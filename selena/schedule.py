@@ -41,7 +41,7 @@ from selena.validate import check_link
 LINK_VALUES = {"rate": "10Mbit", "delay": "20ms", "jitter": "1ms", "loss": "1%",
                "queue": "100"}
 NODE_CHANGES = ("crash", "restart")
-USAGE = ("want `link A B set NAME=VALUE...`, `link A B down|up` or `node N crash` "
+USAGE = ("want `link A B set NAME=VALUE...`, `link A B down|up` or `node N crash|restart` "
          f"(NAME one of {', '.join(LINK_VALUES)}, e.g. delay=20ms)")
 
 
@@ -224,7 +224,7 @@ def changed_link(link: Link, topo: Topology, *, rate: object = _KEEP, delay: obj
 def check_event(event: Event, topo: Topology,
                 changed: dict[int, Link] | None = None) -> None:
     """What applying `event` to `topo` would refuse, refused now (nothing is
-    changed): unknown nodes, no link, bad values, a restart. ScenarioError
+    changed): unknown nodes, no link, bad values. ScenarioError
     prefixed by the event's FILE:LINE. `changed` holds the links as earlier
     events of a schedule leave them (by id of the topology's link), and is
     updated."""
@@ -240,8 +240,6 @@ def check_event(event: Event, topo: Topology,
             if node not in topo.nodes:
                 raise ScenarioError(f"no node named {node!r} in experiment {topo.name} "
                                     f"(have {', '.join(sorted(topo.nodes))})")
-            if event.change == "restart":
-                raise ScenarioError(RESTART_REFUSED.format(node=node))
     except ScenarioError as exc:
         if event.where:
             raise ScenarioError(f"{event.where}: {exc}") from None
@@ -255,11 +253,6 @@ def check_events(events: Sequence[Event], topo: Topology) -> None:
     changed: dict[int, Link] = {}
     for event in sorted(events, key=lambda e: e.t or 0.0):
         check_event(event, topo, changed)
-
-
-RESTART_REFUSED = ("node {node} restart: not supported yet (a restarted Xen guest is a new "
-                   "domain that would need its TDF, vifs' shaping, control keys and agent "
-                   "set up again); use `node {node} crash` for a failure")
 
 
 __all__ = ["LINK_VALUES", "Event", "changed_link", "check_event", "check_events",

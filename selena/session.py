@@ -428,6 +428,14 @@ class Session:
         and `b` (exp.link(a, b).set), in virtual terms."""
         self.exp.link(a, b).set(**values)
 
+    def node_change(self, name: str, change: str) -> int | None:
+        """`crash` (the guest destroyed, as a power failure) or `restart`
+        (booted again as deployed; returns its new domain id)."""
+        if change == "crash":
+            self.exp.crash(name)
+            return None
+        return self.exp.restart(name)
+
     # -- time ----------------------------------------------------------------------
 
     def tdf(self, tdf: float | str) -> float:

@@ -216,6 +216,88 @@ def test_crash_is_reported_lost(fake_xen, tmp_path):
         [str(i) for i in range(1, 20001)]
 
 
+def test_a_restarted_node_is_a_new_domain_at_the_current_tdf_with_its_links_as_they_are(
+        fake_xen, tmp_path):
+    """exp.node("h2").restart(): the old domain destroyed, a new one created
+    at the TDF the run has now (8, not the topology's 4), its vif shaped with
+    the delay set during the run (20 ms x 8) and its link still down, the
+    vif tap restarted on the new vifs; the old guest's command ends lost,
+    the new agent runs commands; the state file and the bundle follow."""
+    exp = make(fake_xen, tmp_path)
+    with exp:
+        old = exp.domids["h2"]
+        doomed = exp.start("h2", "sleep 60")
+        exp.set_tdf(8)
+        exp.link("h1", "h2").set(delay="20ms")
+        exp.link("h1", "h2").down()
+        h2_vif = fake_xen.domains["selena-pair-h2"].vifs[0]
+        before = len(fake_xen.calls)
+        new = exp.node("h2").restart()
+        after = calls(fake_xen)[before:]
+        assert new != old and exp.domids["h2"] == new
+        dom = fake_xen.domains["selena-pair-h2"]
+        assert (dom.domid, dom.tdf, dom.paused, dom.vifs[0]) == (new, "8", False, h2_vif)
+        assert f"xl destroy {old}" in after
+        assert after.index(f"xl destroy {old}") < next(
+            i for i, c in enumerate(after) if c.startswith("xl create"))
+        assert f"tc qdisc replace dev {h2_vif} parent 1:1 handle 10: netem delay 160000us" \
+            in after
+        assert any(c.startswith("ovs-ofctl mod-port") and c.endswith(f"{h2_vif} no-forward")
+                   for c in after)
+        assert any("selena.backends.vif_tap" in c and h2_vif in c for c in after)
+        result = exp.wait(doomed)
+        assert (result.state, result.detail) == ("lost", "node h2 restarted")
+        assert exp.cmd("h2", "echo back").stdout == b"back\n"
+        state = json.loads((tmp_path / "state/pair.json").read_text())
+        assert state["domains"]["selena-pair-h2"] == new
+        exp.link("h1", "h2").up()
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert [(e["target"], e["change"], e["tdf"]) for e in meta["events"]] == [
+        ("link h1 h2", "delay=20ms", 8.0), ("link h1 h2", "down", 8.0),
+        ("node h2", "restart", 8.0), ("link h1 h2", "up", 8.0)]
+    assert [c["state"] for c in meta["commands"]] == ["lost", "exited"]
+    assert fake_xen.domains == {} and not (tmp_path / "state/pair.json").exists()
+
+
+def test_a_crashed_node_can_be_restarted_and_a_restart_that_cannot_be_is_one_line(
+        fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path)
+    with exp:
+        exp.crash("h2")
+        new = exp.node("h2").restart()      # what the crash left: nothing to destroy
+        assert fake_xen.domains["selena-pair-h2"].domid == new
+        assert exp.cmd("h2", "true").ok
+        with pytest.raises(ScenarioError, match=r"^no node named 'h9'"):
+            exp.node("h9")
+        exp.pause()
+        with pytest.raises(ExperimentError, match=r"^node h2 restart: the experiment is "
+                                                  r"paused: resume it first$"):
+            exp.restart("h2")
+        exp.resume()
+        assert exp.domids["h2"] == new
+    assert fake_xen.domains == {}
+
+
+def test_a_restart_whose_capture_it_would_break_is_refused_before_anything(
+        fake_xen, tmp_path, monkeypatch):
+    from fake_vif import FakeSocket, fake_receive
+
+    from selena.backends import vif_capture
+
+    # The capture's packet socket on h2's vif, faked.
+    monkeypatch.setattr(vif_capture, "open_socket", lambda iface: FakeSocket())
+    monkeypatch.setattr(vif_capture, "receive", fake_receive)
+    monkeypatch.setattr(vif_capture, "dropped", lambda s: 0)
+    exp = make(fake_xen, tmp_path, capture=["h2,h1"])
+    with exp:
+        domid = exp.domids["h2"]
+        with pytest.raises(ExperimentError, match=r"^node h2 restart: the capture of link "
+                                                  r"h2,h1 is taken on h2's vif, which a "
+                                                  r"restart replaces; capture it as h1,h2"):
+            exp.node("h2").restart()
+        assert exp.domids["h2"] == domid and exp.cmd("h2", "true").ok
+
+
 def _line_of(marker: str) -> int:
     from pathlib import Path
 

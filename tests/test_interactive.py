@@ -215,6 +215,20 @@ def test_link_down_shows_in_links_and_goes_to_the_backend():
     assert [a[-1] for a in net.exp.backend.asked] == [False, True]
 
 
+def test_node_crash_and_restart_go_to_the_experiment_with_one_line_errors():
+    net = session()
+    out, err = pipe(net, "node h1 crash\nnode h2 restart\nnode h9 crash\nnode h1 reboot\n"
+                         "node h1\nnodes\n")
+    assert out.splitlines() == ["h1 crashed", "available nodes are: ", "h1 h2 s1"]
+    assert err.splitlines() == [
+        "*** node h2 restart: the recording backend cannot restart a node (the xl backend can)",
+        "*** no node named 'h9' in experiment single (have h1, h2, s1)",
+        "*** node: 'node h1 reboot': want `node N crash` or `node N restart`",
+        "*** node: want `node NODE crash` or `node NODE restart`"]
+    assert net.exp.backend.asked == [("crash", "h1")]
+    assert [(e["target"], e["change"]) for e in net.exp.events] == [("node h1", "crash")]
+
+
 def test_tdf_pause_and_resume():
     net = session()
     out, err = pipe(net, "tdf\ntdf 20\npause\nh1 true\nresume\ntdf 2.5\n")

@@ -109,6 +109,7 @@ CASES: tuple[Case, ...] = (
     scenario("switch_model_fct"),
     scenario("tdf_change"),
     scenario("link_change"),
+    scenario("node_restart"),
     scenario("two_hosts"),
     # --param and --tdf as the scenarios' usage lines give them.
     scenario("dilation_demo", "--tdf", "1", "--param", "rate_mbit=20", "--param",

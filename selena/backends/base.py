@@ -101,6 +101,7 @@ class Backend(abc.ABC):
     guest_agents: bool = True   # nodes run selena's agent (guest shaping, switch set-up)
     captures_links: bool = False  # capture_links works (the packet-spacing check)
     link_capture: bool = False  # capture_source works (exp.capture, --capture)
+    restarts_nodes: bool = False  # restart works (exp.node(N).restart(), `node N restart`)
 
     @abc.abstractmethod
     def command_channel(self, tdf: float,
@@ -171,6 +172,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def crash(self, deployment: Deployment, node: str) -> None:
         """Fault injection: stop a node's guest at once, as a power failure would."""
+
+    def restart(self, deployment: Deployment, node: str, plan: Plan,
+                progress: Progress | None = None) -> int:
+        """Stop a node's guest (if it still runs) and boot it again as
+        deployed, at the experiment's current TDF with its links' current
+        shaping; returns what the node now maps to (deployment.domids is
+        updated). Commands of the old guest are the caller's to end."""
+        raise BackendError(f"the {self.name} backend cannot restart a node")
 
     @abc.abstractmethod
     def destroy(self, experiment: str, pool: bool = False, force: bool = False) -> None:

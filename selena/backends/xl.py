@@ -126,6 +126,8 @@ VIF_CONNECTED = "4"
 # Domains one `selena-tdf pause/unpause/freeze/thaw` call takes.
 TDF_TOOL_DOMAINS_MAX = 257
 TAP_START_S = 30.0
+# How long a destroyed domain's vifs may take to go before a restart gives up.
+VIF_GONE_S = 20.0
 # The longest wait for the host lock of deploy, destroy and clean: long enough
 # for another deploy of many guests, short enough that a hung one is noticed.
 HOST_LOCK_TIMEOUT_S = 300.0
@@ -399,6 +401,7 @@ class XlBackend(Backend):
     name = "xl"
     captures_links = True
     link_capture = True
+    restarts_nodes = True
 
     def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR, *,
                  xenstore: XenstoreConnection | None = None, offloads: bool = False,
@@ -713,7 +716,12 @@ class XlBackend(Backend):
             act.run(["ip", "link", "set", bridge, "up"])
 
     def _guest_steps(self, act: _Actions, plan: Plan, guest: GuestPlan,
-                     pooled: tuple[str, int] | None) -> None:
+                     pooled: tuple[str, int] | None, *, tdf: float | None = None,
+                     shaping: list[list[str]] | None = None) -> None:
+        """One guest created (or taken from the pool), keyed, attached, its TDF
+        set and its vifs shaped: at the plan's TDF and shaping, or (a restart)
+        at `tdf` with the `shaping` commands the links have now."""
+        tdf = plan.tdf if tdf is None else tdf
         if pooled is None:
             cfg = self.state_dir / plan.experiment / f"{guest.node}.cfg"
             act.write_file(cfg, xl_config(plan, guest))
@@ -741,11 +749,13 @@ class XlBackend(Backend):
                 act.run(["xl", "vcpu-pin", domid, "all", guest.cpus])
             # The experiment marker and the agent's control keys, before it runs.
             act.write_keys(control_keys(domid, plan.experiment, guest.net))
-        act.run(["selena-tdf", "set", domid, plan.tdf_text])
+        act.run(["selena-tdf", "set", domid, units.tdf_text(tdf)])
         # A pooled guest may carry the cap of its last experiment: always set it.
         if guest.cpu_time == "real" or pooled is not None:
-            act.run(cap_command(domid, guest.cpu_cap(plan.tdf)))
-        for argv in plan.shaping_at(plan.tdf, {vif.name for vif in guest.vifs}):
+            act.run(cap_command(domid, guest.cpu_cap(tdf)))
+        if shaping is None:
+            shaping = plan.shaping_at(tdf, {vif.name for vif in guest.vifs})
+        for argv in shaping:
             act.run(argv)
         if not self.offloads:
             for vif in guest.vifs:
@@ -1116,6 +1126,65 @@ class XlBackend(Backend):
         if domid is None:
             raise BackendError(f"no node named {node!r} in experiment {deployment.experiment}")
         self.runner.run(["xl", "destroy", str(domid)])
+
+    def restart(self, deployment: Deployment, node: str, plan: Plan,
+                progress: Progress | None = None) -> int:
+        """The node's domain destroyed (unless a crash did it already) and
+        created again from its config, paused: new control keys, its vifs
+        (the same names) on the same bridges, the experiment's current TDF,
+        CPU cap and each vif's current shaping (changes made during the run
+        included); unpaused; the vif tap started again to hold the new vifs.
+        A Xen guest cannot reboot in place under selena: xl would create the
+        new domain itself, with none of that set. On a failure the node is
+        left down (its new domain destroyed) and the state keeps what exists."""
+        say = progress or (lambda msg: log.info("%s", msg))
+        guest = next((g for g in plan.guests if g.node == node), None)
+        if guest is None or node not in deployment.domids:
+            raise BackendError(f"no node named {node!r} in experiment {deployment.experiment}")
+        with self._locked(say):
+            state = self.state(deployment.experiment)
+            old = state.domains.get(guest.domain_name)
+            if old is not None and self._domain_gone(guest.domain_name, old) is False:
+                self.runner.run(["xl", "destroy", str(old)])
+            with self._state_lock:
+                state.domains.pop(guest.domain_name, None)
+                self._save(state)
+            self._wait_vifs_gone(guest)
+            shaping = [argv for vif in guest.vifs if (spec := state.shaping.get(vif.name))
+                       for argv in shaping_commands(vif.name, spec_link(spec), state.tdf)]
+            act = _Exec(self, state)
+            try:
+                self._guest_steps(act, plan, guest, None, tdf=state.tdf, shaping=shaping)
+                domid = state.domains[guest.domain_name]
+                old_tap = state.tap_pid
+                self._unpause([domid])
+                # The tap's sockets were bound to the old vifs: a new tap holds
+                # every vif before the old one goes, so no vif is left untapped.
+                self._start_tap(state, plan)
+                if old_tap and old_tap != state.tap_pid:
+                    self._stop_tap(dataclasses.replace(state, tap_pid=old_tap))
+            except BaseException:
+                created = state.domains.pop(guest.domain_name, None)
+                if created is not None:
+                    self.runner.run(["xl", "destroy", str(created)], check=False)
+                with self._state_lock:
+                    self._save(state)
+                raise
+        deployment.domids[node] = domid
+        say(f"{deployment.experiment}: {node} restarted as domain {domid} (was "
+            f"{old if old is not None else 'gone'}) at TDF {units.tdf_text(state.tdf)}")
+        return domid
+
+    def _wait_vifs_gone(self, guest: GuestPlan) -> None:
+        """The old domain's vifs removed (libxl's hotplug scripts run after
+        the destroy returns on some hosts): the new ones take their names."""
+        deadline = time.monotonic() + VIF_GONE_S
+        left = [vif.name for vif in guest.vifs]
+        while left := [v for v in left if (self.host_root / "sys/class/net" / v).exists()]:
+            if time.monotonic() > deadline:
+                raise BackendError(f"{guest.node}'s old vifs ({', '.join(left)}) were still "
+                                   f"there {VIF_GONE_S:g} s after its domain was destroyed")
+            time.sleep(0.1)
 
     # -- teardown ------------------------------------------------------------------
 

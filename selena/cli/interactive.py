@@ -43,6 +43,7 @@ Commands (node names in a command stand for their first IP address, as in mn):
   NODE COMMAND...         run a shell command in a node: h1 ping -c 1 h2
   link A B up|down        bring the link(s) between nodes A and B up or down
   link A B NAME=VALUE...  their rate, delay, jitter, loss or queue: delay=20ms
+  node N crash|restart    destroy node N's guest, or boot it again as deployed
   tdf N                   change the time dilation factor of the running experiment
   pause | resume          freeze and restart every guest's virtual time
   dpctl ARGS...           ovs-ofctl ARGS on every switch's bridge: dpctl dump-flows
@@ -301,6 +302,19 @@ class Prompt(cmd.Cmd):
             self.session.set_link(words[0], words[1], **dict(event.values))
         else:
             self.session.link(words[0], words[1], up=event.change == "up")
+        return False
+
+    def do_node(self, arg: str) -> bool:
+        from selena.schedule import parse_change
+
+        words = arg.split()
+        if len(words) != 2:
+            raise SelenaError("node: want `node NODE crash` or `node NODE restart`")
+        event = parse_change(["node", *words], "node")
+        self.session.node(words[0])          # an unknown name: one line naming the nodes
+        domid = self.session.node_change(words[0], event.change)
+        self.say(f"{words[0]} crashed" if domid is None
+                 else f"{words[0]} restarted (domain {domid})")
         return False
 
     def do_tdf(self, arg: str) -> bool:

@@ -315,6 +315,30 @@ class Controller(CommandChannel):
         self.xs.watch(f"{guest.base}/agent/state", f"selena-agent-state-{name}", agent_changed)
         self.xs.watch(agent_error, f"selena-agent-{name}", agent_changed)
 
+    def drop_guest(self, name: str, why: str, /) -> None:
+        """Before its domain goes (a restart): the guest's watches removed,
+        its running commands ended lost with `why`, and submits refused with
+        it (GuestLost) until add_guest attaches the new domain."""
+        guest = self._guest(name)
+        for path, token in ((f"{guest.base}/out", f"selena-out-{name}"),
+                            (f"{guest.base}/agent/state", f"selena-agent-state-{name}"),
+                            (f"{guest.base}/agent/error", f"selena-agent-{name}")):
+            try:
+                self.xs.unwatch(path, token)
+            except XenstoreError as exc:    # its keys may be gone already (a crash)
+                log.debug("guest %s: unwatch %s: %s", name, path, exc)
+        with self._cond:
+            guest.lost = why
+            handles = list(guest.active.values())
+            guest.active.clear()
+        for handle in handles:
+            handle.complete(CommandResult(
+                guest=name, id=handle.id, command=handle.spec.describe(), state="lost",
+                reason="lost", detail=why, stdout=bytes(handle._out[0]),
+                stderr=bytes(handle._out[1]), submitted=handle.submitted,
+                finished=time.time(), stdout_dropped=handle._dropped[0],
+                stderr_dropped=handle._dropped[1]))
+
     def wait_ready(self, timeout: float) -> None:
         """Wait until every agent reports ready with our protocol version."""
         deadline = self.clock() + timeout

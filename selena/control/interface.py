@@ -204,6 +204,12 @@ class CommandChannel(Protocol):
         GuestLost (or a subclass of ControlError) names one that cannot."""
         ...
 
+    def drop_guest(self, name: str, why: str, /) -> None:
+        """Node `name` is going away (a restart): its running commands end
+        lost with `why`, new ones are refused with it until add_guest
+        attaches the node again. A channel that cannot raises ControlError."""
+        raise ControlError(f"{name}: this channel cannot follow a node that restarts")
+
     def submit(self, guest_name: str, spec: CommandSpec) -> CommandHandle:
         """Start a command; its handle completes when it ends."""
         ...

@@ -89,6 +89,7 @@ class FakeEngine:
         self.answer = answer
         self.commands: list[tuple[str, str, float | None]] = []
         self.killed: list[str] = []
+        self.crashed: Callable[[str], None] = lambda node: None
         self._lock = threading.Lock()
 
     @property
@@ -115,6 +116,9 @@ class FakeEngine:
 
     def kill(self, handle: Any, signal: int = 15) -> None:
         self.killed.append(handle.command)
+
+    def crash(self, node: str) -> None:
+        self.crashed(node)
 
     def _result(self, node: str, command: Any, timeout: float | None,
                 record: bool = True) -> CommandResult:
@@ -152,8 +156,10 @@ def running(topo: Topology, answer: Answer | None = None) -> Experiment:
     exp = Experiment(topo, backend=RecordingBackend(), templates=None, monitor=False,
                      progress=lambda msg: None)
     # A stand-in for the engine, duck-typed: only the calls a session makes.
-    exp.engine = FakeEngine(topo.tdf, answer or (lambda node, command: (0, "")))  # type: ignore[assignment]
-    exp.deployment = Deployment(topo.name, topo.tdf,
-                                {name: i for i, name in enumerate(topo.nodes, start=1)},
-                                "recording")
+    engine = FakeEngine(topo.tdf, answer or (lambda node, command: (0, "")))
+    exp.engine = engine     # type: ignore[assignment]
+    exp.deployment = deployment = Deployment(
+        topo.name, topo.tdf, {name: i for i, name in enumerate(topo.nodes, start=1)},
+        "recording")
+    engine.crashed = lambda node: exp.backend.crash(deployment, node)
     return exp

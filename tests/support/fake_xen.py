@@ -324,7 +324,9 @@ class FakeXen(FakeRunner):
         assert self.store is not None
         self.store.remove_domain(domid)
         del self.domains[dom.name]
-        if not self.domains:        # vifs and their qdiscs go with their domains
+        for vif in dom.vifs.values():   # vifs and their qdiscs go with their domain
+            self.root_qdiscs.pop(vif, None)
+        if not self.domains:
             self.root_qdiscs.clear()
         return 0, "", ""
 
