@@ -859,12 +859,14 @@ class Experiment:
         channel, deployment = self.controller, self.deployment
         assert channel is not None and deployment is not None
         plan = self.plan()
+        held = self.monitor.capture_held if self.monitor else contextlib.nullcontext()
         with self._event(f"node {node}", "restart", _scheduled):
             switches = engine.switches
             if switches is not None:
                 switches.forget(node)
             channel.drop_guest(node, f"node {node} restarted")
-            domid = self.backend.restart(deployment, node, plan, self.progress)
+            with held:
+                domid = self.backend.restart(deployment, node, plan, self.progress)
             engine.domids[node] = domid
             channel.add_guest(node, domid)
             channel.wait_ready(self.ready_timeout)

@@ -711,6 +711,9 @@ class Monitor:
         self.sampling_real_s = 0.0
         self.cpu_s = 0.0
         self._cpu_lock = threading.Lock()
+        # Held while a node restarts: its vifs go and come back under the same
+        # names, and a window opened meanwhile would fail on them.
+        self.capture_held = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -741,7 +744,8 @@ class Monitor:
         windows = 0
         while not self._stop.wait(self.every_s - self.window_s if windows else 1.0):
             try:
-                captures = self._capture(self.window_s)
+                with self.capture_held:
+                    captures = self._capture(self.window_s)
             except SelenaError as exc:
                 self.spacing_note = f"capture failed: {exc}"
                 log.warning("packet-spacing check stopped: %s", exc)

@@ -210,6 +210,34 @@ def test_the_monitor_checks_spacing_in_windows_and_notes_a_failed_capture():
     assert "; 298 departures checked for spacing; " in report.line()
 
 
+def test_no_capture_window_opens_while_a_restart_holds_the_vifs():
+    """A node's restart takes its vifs away and brings them back under the
+    same names: a window opened meanwhile failed and stopped the check for
+    the rest of the run."""
+    windows = []
+
+    def capture(seconds: float) -> list[LinkCapture]:
+        windows.append(time.monotonic())
+        return []
+
+    monitor = Monitor(lambda: LoadSample(real=time.monotonic(), dom0_vcpu_s=[0.0]),
+                      interval_s=0.05, capture=capture, window_s=0.01,
+                      every_s=0.03).start()
+    deadline = time.monotonic() + 10
+    while not windows and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with monitor.capture_held:
+        held_from = time.monotonic()
+        time.sleep(0.3)
+        held_to = time.monotonic()
+    while len(windows) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    report = monitor.stop()
+    assert windows and not any(held_from < t < held_to for t in windows), windows
+    assert any(t > held_to for t in windows)
+    assert report.spacing_note == "no rate-limited link without jitter"
+
+
 def test_a_run_too_short_for_a_window_says_so():
     monitor = Monitor(lambda: LoadSample(real=time.monotonic()), interval_s=0.05,
                       capture=lambda s: [], window_s=1.0, every_s=8.0).start()
