@@ -108,7 +108,6 @@ from selena.schedule import (
     LINK_VALUES,
     Event,
     changed_link,
-    check_event,
     check_events,
     links_between,
     parse_change,
@@ -129,6 +128,8 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 # Real seconds for every guest to boot and its agent to report ready.
 DEFAULT_READY_TIMEOUT_S = 600.0
+GUEST_SHAPED_LINKS_FIXED = ("links shaped inside the guests (shaping='guest') cannot change "
+                            "during a run; use Dom0 shaping (the default) to change them")
 
 
 def installed_templates(root: Path = TEMPLATE_ROOT) -> set[str] | None:
@@ -752,7 +753,7 @@ class Experiment:
         engine = self._running()
         if isinstance(fn, str):
             event = parse_change(fn.split(), "exp.at")
-            check_event(event, self.topology)
+            self.check_events([event])
             return engine.at(t, self.apply_event, event, t)
 
         def due(*args: Any, **kwargs: Any) -> Any:
@@ -772,7 +773,7 @@ class Experiment:
         none. The run lasts until the last one (within finish_limit)."""
         engine = self._running()
         ordered = sorted(events, key=lambda e: e.t or 0.0)
-        check_events(ordered, self.topology)
+        self.check_events(ordered)
 
         def apply_all() -> None:
             for event in ordered:
@@ -829,6 +830,47 @@ class Experiment:
         with self._event(f"node {node}", "crash", _scheduled):
             self._running().crash(node)
 
+    def _restart_refusal(self, node: str) -> str | None:
+        """Why this experiment cannot restart `node` whenever asked (None: it
+        can): checked by restart() and, before a run, for scheduled restarts."""
+        if not self.backend.restarts_nodes:
+            return (f"node {node} restart: the {self.backend.name} backend cannot restart a "
+                    "node (the xl backend can)")
+        if self.placement is not Placement.DOM0:
+            return (f"node {node} restart: links shaped inside the guests (shaping='guest') "
+                    "are set up once per run; use Dom0 shaping (the default) to restart nodes")
+        for a, b in self.captures:
+            if a == node:
+                return (f"node {node} restart: the capture of link {a},{b} is taken on {a}'s "
+                        f"vif, which a restart replaces; capture it as {b},{a} (from the other "
+                        "end) instead")
+        return None
+
+    def check_events(self, events: Sequence[Event]) -> None:
+        """Scheduled changes checked before anything runs: against the
+        topology (selena.schedule.check_events), and against what this
+        experiment cannot do at any time (a restart or crash its backend
+        cannot make, a link change with guest-side shaping). ScenarioError
+        naming the event's FILE:LINE."""
+        check_events(events, self.topology)
+        for event in events:
+            refusal = self._change_refusal(event)
+            if refusal is not None:
+                raise ScenarioError(f"{event.where}: {refusal}" if event.where else refusal)
+
+    def _change_refusal(self, event: Event) -> str | None:
+        if event.target == "link":
+            if event.change == "set" and self.placement is not Placement.DOM0:
+                a, b = event.nodes
+                return (f"link {a} {b} set: {GUEST_SHAPED_LINKS_FIXED}")
+            return None
+        node = event.nodes[0]
+        if event.change == "restart":
+            return self._restart_refusal(node)
+        if not self.backend.crashes_nodes:
+            return f"node {node} crash: the {self.backend.name} backend cannot crash a node"
+        return None
+
     def restart(self, node: str, *, _scheduled: float | None = None) -> int:
         """Boot node `node` again, as a power cycle would: its guest (or what
         a crash left) is destroyed and created again as deployed, at the
@@ -841,21 +883,12 @@ class Experiment:
         bundle's events like a crash. Returns the new domain id."""
         engine = self._running()
         self[node]          # an unknown name: one line naming the nodes there are
-        if not self.backend.restarts_nodes:
-            raise ExperimentError(f"node {node} restart: the {self.backend.name} backend "
-                                  "cannot restart a node (the xl backend can)")
+        refusal = self._restart_refusal(node)
+        if refusal is not None:
+            raise ExperimentError(refusal)
         if engine.clock.frozen:
             raise ExperimentError(f"node {node} restart: the experiment is paused: resume it "
                                   "first")
-        if self.placement is not Placement.DOM0:
-            raise ExperimentError(f"node {node} restart: links shaped inside the guests "
-                                  "(shaping='guest') are set up once per run; use Dom0 "
-                                  "shaping (the default) to restart nodes")
-        for a, b in self.captures:
-            if a == node:
-                raise ExperimentError(f"node {node} restart: the capture of link {a},{b} is "
-                                      f"taken on {a}'s vif, which a restart replaces; capture "
-                                      f"it as {b},{a} (from the other end) instead")
         channel, deployment = self.controller, self.deployment
         assert channel is not None and deployment is not None
         plan = self.plan()
@@ -940,9 +973,7 @@ class Experiment:
                                 + f"give one or more of {', '.join(LINK_VALUES)} (e.g. "
                                 "delay='20ms')")
         if self.placement is not Placement.DOM0:
-            raise ExperimentError(f"link {a} {b} set: links shaped inside the guests "
-                                  "(shaping='guest') cannot change during a run; use Dom0 "
-                                  "shaping (the default) to change them")
+            raise ExperimentError(f"link {a} {b} set: {GUEST_SHAPED_LINKS_FIXED}")
         links = self.links_between(a, b)
         changed = []
         for link in links:      # all checked before any changes

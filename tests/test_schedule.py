@@ -359,6 +359,31 @@ def test_validate_and_plan_check_the_events_file(capsys, tmp_path):
     assert rc != 0 and "deploy runs no scenario; use selena run --events FILE" in err
 
 
+@pytest.mark.parametrize("line,options,message", [
+    ("40 node h2 restart", ["--backend", "mininet"],
+     "node h2 restart: the mininet backend cannot restart a node (the xl backend can)"),
+    ("40 node h2 crash", ["--backend", "mininet"],
+     "node h2 crash: the mininet backend cannot crash a node"),
+    ("12.5 link h1 s1 delay=20ms", ["--shaping", "guest"],
+     "link h1 s1 set: links shaped inside the guests (shaping='guest') cannot change during "
+     "a run; use Dom0 shaping (the default) to change them"),
+    ("40 node h2 restart", ["--capture", "h2,s1"],
+     "node h2 restart: the capture of link h2,s1 is taken on h2's vif, which a restart "
+     "replaces; capture it as s1,h2 (from the other end) instead"),
+])
+def test_a_change_this_experiment_could_never_make_is_refused_before_the_run(
+        capsys, tmp_path, line, options, message):
+    """Each was refused only when due, half-way through the run."""
+    events = tmp_path / "e.events"
+    events.write_text(f"# ok\n1 link h1 s1 down\n{line}\n")
+    for verb in ("validate", "plan", "run"):
+        rc, _, err = cli(capsys, verb, "--topo", "single,2", "--events", str(events), *options)
+        assert rc != 0 and err.strip().endswith(f"{events}:3: {message}"), (verb, err)
+    events.write_text(f"{line}\n")
+    rc, _, err = cli(capsys, "validate", "--topo", "single,2", "--events", str(events))
+    assert rc == 0, err
+
+
 def test_parse_change_is_what_the_prompt_and_at_take():
     assert parse_change("link a b up".split()) == Event("link", ("a", "b"), "up")
     assert parse_change("link a b set delay=1ms".split()).text() == "link a b delay=1ms"

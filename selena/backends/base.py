@@ -102,6 +102,7 @@ class Backend(abc.ABC):
     captures_links: bool = False  # capture_links works (the packet-spacing check)
     link_capture: bool = False  # capture_source works (exp.capture, --capture)
     restarts_nodes: bool = False  # restart works (exp.node(N).restart(), `node N restart`)
+    crashes_nodes: bool = True    # crash works (exp.node(N).crash(), `node N crash`)
 
     @abc.abstractmethod
     def command_channel(self, tdf: float,

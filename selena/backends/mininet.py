@@ -181,6 +181,7 @@ class MininetBackend(Backend):
     name = "mininet"
     dilates = False
     guest_agents = False
+    crashes_nodes = False
 
     def __init__(self, **_options: object) -> None:
         self._nets: dict[str, Any] = {}             # experiment -> mininet.net.Mininet

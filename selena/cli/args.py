@@ -18,7 +18,7 @@ from selena.control.channel import DEFAULT_OUTPUT_CAP
 from selena.errors import ScenarioError, UnitError
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment
 from selena.loader import Scenario, load_scenario
-from selena.schedule import Event, check_events, load_events
+from selena.schedule import Event, load_events
 from selena.validate import MAX_SWITCH_PORTS, TEMPLATE_RE
 
 # mn's --test values, each as mn runs it: pingall, pingpair, iperf, iperfudp
@@ -287,5 +287,5 @@ def events_of(args: argparse.Namespace, exp: Experiment) -> list[Event]:
     if getattr(args, "events", None) is None:
         return []
     events = load_events(args.events)
-    check_events(events, exp.topology)
+    exp.check_events(events)
     return events
