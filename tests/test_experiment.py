@@ -18,6 +18,7 @@ import pytest
 
 from selena.backends.xl import XlBackend
 from selena.errors import (
+    CommandError,
     ExperimentError,
     GuestLost,
     HostNotReady,
@@ -276,6 +277,36 @@ def test_a_crashed_node_can_be_restarted_and_a_restart_that_cannot_be_is_one_lin
         exp.resume()
         assert exp.domids["h2"] == new
     assert fake_xen.domains == {}
+
+
+def test_a_restart_that_fails_half_way_leaves_the_node_down_and_nothing_untracked(
+        fake_xen, tmp_path):
+    exp = make(fake_xen, tmp_path)
+    with exp:
+        new = fake_xen.next_domid
+        fake_xen.fail[("selena-tdf", "set", str(new))] = (1, "selena-tdf: refused")
+        with pytest.raises(CommandError, match="selena-tdf: refused"):
+            exp.node("h2").restart()
+        assert set(fake_xen.domains) == {"selena-pair-h1"}      # the new one destroyed
+        state = json.loads((tmp_path / "state/pair.json").read_text())
+        assert set(state["domains"]) == {"selena-pair-h1"}
+        with pytest.raises(GuestLost, match="node h2 restarted"):
+            exp.cmd("h2", "true")
+        assert exp.cmd("h1", "true").ok
+        del fake_xen.fail[("selena-tdf", "set", str(new))]
+        exp.node("h2").restart()                # and it can be tried again
+        assert exp.cmd("h2", "true").ok
+        # A new domain that cannot be destroyed either stays on record.
+        stuck = fake_xen.next_domid
+        fake_xen.fail[("selena-tdf", "set", str(stuck))] = (1, "selena-tdf: refused")
+        fake_xen.fail[("xl", "destroy", str(stuck))] = (1, "libxl: error: busy")
+        with pytest.raises(CommandError, match="selena-tdf: refused"):
+            exp.node("h2").restart()
+        state = json.loads((tmp_path / "state/pair.json").read_text())
+        assert state["domains"]["selena-pair-h2"] == stuck
+        fake_xen.fail.clear()
+    # ... where the teardown finds it.
+    assert fake_xen.domains == {} and not (tmp_path / "state/pair.json").exists()
 
 
 def test_a_restart_whose_capture_it_would_break_is_refused_before_anything(

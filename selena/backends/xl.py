@@ -1164,11 +1164,14 @@ class XlBackend(Backend):
                 if old_tap and old_tap != state.tap_pid:
                     self._stop_tap(dataclasses.replace(state, tap_pid=old_tap))
             except BaseException:
-                created = state.domains.pop(guest.domain_name, None)
-                if created is not None:
-                    self.runner.run(["xl", "destroy", str(created)], check=False)
-                with self._state_lock:
-                    self._save(state)
+                created = state.domains.get(guest.domain_name)
+                # Off the record only once destroyed: otherwise the teardown
+                # (or `selena destroy`) still finds it.
+                if created is not None and self.runner.run(
+                        ["xl", "destroy", str(created)], check=False).returncode == 0:
+                    with self._state_lock:
+                        state.domains.pop(guest.domain_name, None)
+                        self._save(state)
                 raise
         deployment.domids[node] = domid
         say(f"{deployment.experiment}: {node} restarted as domain {domid} (was "
