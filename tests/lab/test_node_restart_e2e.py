@@ -5,8 +5,8 @@ from the topology's 10 just before), its links shaped again, its agent
 ready (and the switch's bridge set up again), the command left running on
 it ended `lost`; pings on both sides of the restart within 5 % of the
 configured round trip, its clock running at the run's virtual rate, and
-nothing of the run left after it. About 90 s of lab time each in a running
-lab (2 min 39 s with the lab's boot for h2)."""
+nothing of the run left after it. About 2 min 40 s for h2 with the lab's
+boot, 3 min for s1 (an Open vSwitch guest boots three times)."""
 
 import json
 
