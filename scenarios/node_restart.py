@@ -28,8 +28,9 @@ packet spacing on them in windows, which must go on after the restart.
 
     selena run scenarios/node_restart.py --out results/node-restart
     selena run scenarios/node_restart.py --param node=s1 --out results/switch-restart
+    selena run scenarios/node_restart.py --param virt=pvh --out results/pvh-restart
 
-tests/lab/test_node_restart_e2e.py runs both.
+tests/lab/test_node_restart_e2e.py runs all three.
 """
 
 import re
@@ -43,13 +44,14 @@ PINGS = 15
 PING_INTERVAL_S = 0.2
 
 
-def build(node="h2"):
+def build(node="h2", virt="pv"):
+    """`--param virt=pvh`: the hosts are PVH guests."""
     if node not in ("h2", "s1"):
         raise ValueError(f"node={node!r}: want h2 (a host) or s1 (the switch between the "
                          "hosts)")
     topology = Topology("noderestart", tdf=TDF_BEFORE)
-    h1 = topology.add_host("h1", ip="10.0.0.1/24")
-    h2 = topology.add_host("h2", ip="10.0.0.2/24")
+    h1 = topology.add_host("h1", ip="10.0.0.1/24", virt=virt)
+    h2 = topology.add_host("h2", ip="10.0.0.2/24", virt=virt)
     # A rate too: the fidelity monitor's packet-spacing windows watch these
     # vifs, and must pass over the restart (a ping's frames take 0.07 ms).
     if node == "h2":

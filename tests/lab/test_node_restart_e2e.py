@@ -1,12 +1,12 @@
 """End to end in the lab: a node restarted mid-run (scenarios/node_restart.py),
-a host (h2) and the Open vSwitch guest between the hosts (s1): its domain
-destroyed and created again at the run's TDF of the moment (12, changed
-from the topology's 10 just before), its links shaped again, its agent
-ready (and the switch's bridge set up again), the command left running on
-it ended `lost`; pings on both sides of the restart within 5 % of the
+a host (h2, a PV guest and a PVH one) and the Open vSwitch guest between the
+hosts (s1): its domain destroyed and created again at the run's TDF of the
+moment (12, changed from the topology's 10 just before), its links shaped
+again, its agent ready (and the switch's bridge set up again), the command
+left running on it ended `lost`; pings on both sides of the restart within 5 % of the
 configured round trip, its clock running at the run's virtual rate, and
-nothing of the run left after it. About 2 min 40 s for h2 with the lab's
-boot, 3 min for s1 (an Open vSwitch guest boots three times)."""
+nothing of the run left after it. About 2 min 40 s to 3 min each (the
+first with the lab's boot; s1's Open vSwitch guest boots three times)."""
 
 import json
 
@@ -23,17 +23,18 @@ pytestmark = pytest.mark.lab
 # the hour); the pieces a restart reuses (create, TDF, shaping, agent,
 # switch set-up) are the deploy's, which every lab test of make test runs.
 @pytest.mark.long
-@pytest.mark.parametrize("node", ["h2", "s1"])
-def test_a_restarted_node_comes_back_at_the_runs_tdf_with_its_links_shaped(lab, node):
-    out_dir = lab_results.out(f"test-node-restart-{node}")
+@pytest.mark.parametrize("node,virt", [("h2", "pv"), ("s1", "pv"), ("h2", "pvh")])
+def test_a_restarted_node_comes_back_at_the_runs_tdf_with_its_links_shaped(lab, node, virt):
+    out_dir = lab_results.out(f"test-node-restart-{node}-{virt}")
     result = lab.run(f"rm -rf {out_dir}; selena run scenarios/node_restart.py --param "
-                     f"node={node} --out {out_dir}; echo run-rc=$?; "
+                     f"node={node} --param virt={virt} --out {out_dir}; echo run-rc=$?; "
                      "echo guests-left=$(xl list | grep -c selena-noderestart-); "
                      "echo states-left=$(ls /run/selena/noderestart.* 2>/dev/null | wc -l); "
                      "echo bridges-left=$(ovs-vsctl find bridge "
                      "external_ids:selena-experiment=noderestart | grep -c '^name')",
                      timeout=900)
     out = result.output
+    key = f"node_restart.{node}" + ("" if virt == "pv" else f".{virt}")
     assert "run-rc=0" in out, out
     assert "guests-left=0" in out and "states-left=0" in out and "bridges-left=0" in out, out
     assert f"noderestart: {node} restarted as domain" in out and "at TDF 12" in out, out
@@ -55,14 +56,14 @@ def test_a_restarted_node_comes_back_at_the_runs_tdf_with_its_links_shaped(lab, 
     metrics = json.loads((bundle / "metrics.json").read_text())
     assert metrics["running_command_lost"]["median"] == 1.0
     # A fresh boot: its uptime is the boot's, not the minutes the old guest had run.
-    check(f"node_restart.{node}.uptime_after_s", metrics["uptime_after_s"]["median"],
+    check(f"{key}.uptime_after_s", metrics["uptime_after_s"]["median"],
           above=0.0, below=30.0, unit=" s", context=metrics["uptime_after_s"])
     # Its new domain dilated as the others: 1.2 if it had kept the topology's
     # TDF 10, 12 without one.
-    check(f"node_restart.{node}.clock_rate", metrics["clock_rate"]["median"], low=0.97,
+    check(f"{key}.clock_rate", metrics["clock_rate"]["median"], low=0.97,
           high=1.03, context=metrics["clock_rate"])
     for name in ("rtt_ms_before", "rtt_ms_after"):
         m = metrics[name]
-        check(f"node_restart.{node}.{name}.n", m["n"], low=12, context=m)
-        check(f"node_restart.{node}.{name}.error_pct", m["error_pct"], low=-5.0, high=5.0,
+        check(f"{key}.{name}.n", m["n"], low=12, context=m)
+        check(f"{key}.{name}.error_pct", m["error_pct"], low=-5.0, high=5.0,
               unit="%", samples=m.get("samples"), context=m)
