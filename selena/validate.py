@@ -246,9 +246,14 @@ def _groups(nodes: list[Node], key: Callable[[Node], object]) -> dict[object, li
 
 def _places(nodes: list[Node], *, name: bool = False) -> str:
     """Where each of several nodes was declared: "h1 at a.py:3, h2 at a.py:4"."""
-    shown = [(f"{n.name} at " if name else "at ") + (n.defined_at or "?") for n in nodes[:5]]
-    more = f", and {len(nodes) - 5} more" if len(nodes) > 5 else ""
-    return ", ".join(shown) + more
+    return _first_few([(f"{n.name} at " if name else "at ") + (n.defined_at or "?")
+                       for n in nodes])
+
+
+def _first_few(items: list[str], few: int = 5) -> str:
+    """"a, b, c, d, e, and 3 more": a long list kept to one readable line."""
+    more = f", and {len(items) - few} more" if len(items) > few else ""
+    return ", ".join(items[:few]) + more
 
 
 def _check_unwired(node: Node, add: Add, warn: Add) -> None:
@@ -502,10 +507,9 @@ def _check_addresses(topo: Topology, nodes: list[Node], add: Add,
                 f"{_places(holders, name=True)}", holders[0].defined_at)
     for mac, users in macs.items():
         if len(users) > 1:
-            shown = ", ".join(f"{n.name} {n.device(i.index)} at {n.defined_at or '?'}"
-                              for n, i in users[:5])
-            more = f", and {len(users) - 5} more" if len(users) > 5 else ""
-            add("duplicate MAC", f"MAC {mac} is used by {len(users)} interfaces: {shown}{more}; "
+            shown = _first_few([f"{n.name} {n.device(i.index)} at {n.defined_at or '?'}"
+                                for n, i in users])
+            add("duplicate MAC", f"MAC {mac} is used by {len(users)} interfaces: {shown}; "
                 "give each its own mac= (or none: selena derives a unique one)",
                 users[0][0].defined_at)
 

@@ -170,6 +170,16 @@ class _Guest:
     error_changed: bool = True
 
 
+def _lost_result(guest: _Guest, handle: CommandHandle, why: str) -> CommandResult:
+    """A running command's end when its guest is lost or restarts: the
+    output it had sent so far, and `why`."""
+    return CommandResult(
+        guest=guest.name, id=handle.id, command=handle.spec.describe(), state="lost",
+        reason="lost", detail=why, stdout=bytes(handle._out[0]), stderr=bytes(handle._out[1]),
+        submitted=handle.submitted, finished=time.time(), stdout_dropped=handle._dropped[0],
+        stderr_dropped=handle._dropped[1])
+
+
 class Controller(CommandChannel):
     """Runs commands in guests through their agents (the CommandChannel of
     the xl backend).
@@ -332,12 +342,7 @@ class Controller(CommandChannel):
             handles = list(guest.active.values())
             guest.active.clear()
         for handle in handles:
-            handle.complete(CommandResult(
-                guest=name, id=handle.id, command=handle.spec.describe(), state="lost",
-                reason="lost", detail=why, stdout=bytes(handle._out[0]),
-                stderr=bytes(handle._out[1]), submitted=handle.submitted,
-                finished=time.time(), stdout_dropped=handle._dropped[0],
-                stderr_dropped=handle._dropped[1]))
+            handle.complete(_lost_result(guest, handle, why))
 
     def wait_ready(self, timeout: float) -> None:
         """Wait until every agent reports ready with our protocol version."""
@@ -963,9 +968,4 @@ class Controller(CommandChannel):
         log.warning("guest %s lost: %s", guest.name, printable(why))
         guest.lost = why
         for handle in list(guest.active.values()):
-            self._complete(guest, handle, CommandResult(
-                guest=guest.name, id=handle.id, command=handle.spec.describe(), state="lost",
-                reason="lost", detail=why, stdout=bytes(handle._out[0]),
-                stderr=bytes(handle._out[1]), submitted=handle.submitted,
-                finished=time.time(), stdout_dropped=handle._dropped[0],
-                stderr_dropped=handle._dropped[1]))
+            self._complete(guest, handle, _lost_result(guest, handle, why))
