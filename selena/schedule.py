@@ -214,8 +214,8 @@ def changed_link(link: Link, topo: Topology, *, rate: object = _KEEP, delay: obj
     problems: list[Problem] = []
     warnings: list[Problem] = []
     check_link(candidate, topo.describe(candidate), dict(topo.nodes),
-                lambda kind, msg, at=None: problems.append(Problem(kind, msg)),
-                lambda kind, msg, at=None: warnings.append(Problem(kind, msg)))
+               lambda kind, msg, at=None: problems.append(Problem(kind, msg)),
+               lambda kind, msg, at=None: warnings.append(Problem(kind, msg)))
     if problems:
         raise ScenarioError(str(problems[0]))
     return candidate, warnings

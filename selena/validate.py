@@ -646,7 +646,7 @@ def _check_endpoint(where: str, node_name: str, iface: int, by_name: dict[str, N
 
 
 def check_link(link: Link, where: str, by_name: dict[str, Node], add: Add,
-                warn: Add) -> None:
+               warn: Add) -> None:
     """One link's problems through `add` and its likely unit slips through
     `warn`: validation's check, and a link change's during a run (schedule)."""
     at = link.defined_at
