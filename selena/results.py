@@ -36,6 +36,7 @@ from selena.errors import ResultsError
 from selena.metrics import Metric
 from selena.model import Topology
 from selena.model.cpus import credit_cap
+from selena.ownership import hand_over, missing_dirs, unique_dir
 from selena.provenance import patch_series_hash
 
 log = logging.getLogger(__name__)
@@ -74,12 +75,14 @@ class BundleWriter:
         target = Path(target)
         check_target(target)
         parent = target.absolute().parent
+        created = missing_dirs(parent)
         try:
             parent.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+            staging = unique_dir(parent, f".{target.name}.tmp-")
         except OSError as exc:
             raise ResultsError(f"results directory {target}: cannot create it in {parent} "
                                f"({exc.strerror or exc}); choose another --out") from None
+        hand_over(*created[:1])
         return cls(target, staging)
 
     def add(self, rec: Recorded, stdout: bytes, stderr: bytes) -> None:
@@ -139,6 +142,7 @@ class BundleWriter:
 
     def _move_into_place(self) -> None:
         check_target(self.target)
+        hand_over(self.staging)
         old: Path | None = None
         if self.target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old-",

@@ -44,6 +44,7 @@ from typing import Any
 
 from selena import units
 from selena.errors import AnalysisError, ResultsError, ScenarioError, SelenaError, UnitError
+from selena.ownership import hand_over, missing_dirs
 from selena.results import directory_entries, read_fidelity, read_meta, read_metrics
 
 log = logging.getLogger(__name__)
@@ -147,12 +148,14 @@ def write_sweep_plan(out: Path, plan: SweepPlan) -> None:
     """The sweep directory and its sweep.json (ResultsError in one line if
     it cannot be written)."""
     check_sweep_dir(out)
+    created = missing_dirs(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "sweep.json").write_text(json.dumps(plan.to_json(), indent=1) + "\n")
     except OSError as exc:
         raise ResultsError(f"sweep directory {out}: cannot write it "
                            f"({exc.strerror or exc}); choose another --out") from None
+    hand_over(*(created[:1] or [out / "sweep.json"]))
 
 
 def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
@@ -519,6 +522,7 @@ def write_summary(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
         for row in rows:
             writer.writerow({k: "" if row.get(k) is None else row.get(k)
                              for k in SUMMARY_COLUMNS})
+    hand_over(path)
     return path
 
 
@@ -534,6 +538,7 @@ def write_recommendation(analysis: SweepAnalysis, path: Path,
             "not_recommended": {units.tdf_text(t): why for t, why in analysis.reasons.items()
                                 if t != analysis.recommended}}
     path.write_text(json.dumps(data, indent=1) + "\n")
+    hand_over(path)
     return path
 
 
@@ -639,6 +644,7 @@ def plot(analysis: SweepAnalysis, out: Path) -> list[Path]:
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     written.append(path)
+    hand_over(*written)
     return written
 
 

@@ -32,11 +32,18 @@ def _outputs(bundle: Path, node: str) -> list[tuple[dict, str]]:
 
 def test_a_plain_python_script_runs_an_experiment(lab):
     out = f"{OUT}-script"
-    result = lab.run(f"rm -rf {out}; python3 scenarios/script_experiment.py --tdf 5 "
-                     f"--out {out}; echo script-status=$?; xl list | grep -c selena- ; "
-                     "echo leftovers-counted", timeout=600)
+    # As `sudo python3 ...` by user 4242 would: the bundle becomes theirs.
+    result = lab.run(f"rm -rf {out}; SUDO_UID=4242 SUDO_GID=4343 python3 "
+                     f"scenarios/script_experiment.py --tdf 5 --out {out}; "
+                     "echo script-status=$?; xl list | grep -c selena- ; "
+                     f"echo leftovers-counted; stat -c 'owner %u:%g %a %n' {out} "
+                     f"{out}/meta.json {out}/nodes/h1", timeout=600)
     assert "script-status=0" in result.output, result.output
     assert "0\nleftovers-counted" in result.output           # torn down on leaving `with`
+    owners = re.findall(r"^owner (\S+) (\d+) (\S+)$", result.output, re.M)
+    assert [(o[0], o[2]) for o in owners] == [("4242:4343", out), ("4242:4343", f"{out}/meta.json"),
+                                              ("4242:4343", f"{out}/nodes/h1")], result.output
+    assert owners[0][1] != "700", owners                     # readable, as the umask says
     assert "5 packets transmitted, 5 packets received" in result.output
     meta = json.loads((_bundle("script") / "meta.json").read_text())
     assert meta["status"] == "ok" and meta["tdf"] == 5
