@@ -26,11 +26,17 @@ again. What the run records shows each of those:
 The links are rate-limited (10 Mbit/s), so the fidelity monitor checks
 packet spacing on them in windows, which must go on after the restart.
 
+`--param crash=yes` crashes the node first (`exp.node(N).crash()`) and
+leaves it down for a virtual second (12 real ones: a spacing window opens
+on its vifs, which are gone, and fails) before restarting it; the command
+left running on it ends `lost` with the crash.
+
     selena run scenarios/node_restart.py --out results/node-restart
     selena run scenarios/node_restart.py --param node=s1 --out results/switch-restart
     selena run scenarios/node_restart.py --param virt=pvh --out results/pvh-restart
+    selena run scenarios/node_restart.py --param crash=yes --out results/crash-restart
 
-tests/lab/test_node_restart_e2e.py runs all three.
+tests/lab/test_node_restart_e2e.py runs all four.
 """
 
 import re
@@ -42,13 +48,17 @@ ONE_WAY_MS = 30             # h1 to h2
 RATE = "10Mbit"
 PINGS = 15
 PING_INTERVAL_S = 0.2
+CRASHED_S = 1.0             # virtual seconds down between a crash and the restart
 
 
-def build(node="h2", virt="pv"):
-    """`--param virt=pvh`: the hosts are PVH guests."""
+def build(node="h2", virt="pv", crash="no"):
+    """`--param virt=pvh`: the hosts are PVH guests; `--param crash=yes`:
+    the node crashes before its restart (run reads it)."""
     if node not in ("h2", "s1"):
         raise ValueError(f"node={node!r}: want h2 (a host) or s1 (the switch between the "
                          "hosts)")
+    if crash not in ("yes", "no"):
+        raise ValueError(f"crash={crash!r}: want yes or no")
     topology = Topology("noderestart", tdf=TDF_BEFORE)
     h1 = topology.add_host("h1", ip="10.0.0.1/24", virt=virt)
     h2 = topology.add_host("h2", ip="10.0.0.2/24", virt=virt)
@@ -84,9 +94,13 @@ def run(exp):
     before = pings(exp)
     left_running = exp.start(node, "sleep 600")
     exp.set_tdf(TDF_AFTER)
+    crash = exp.params.get("crash", "no") == "yes"
+    if crash:
+        exp.node(node).crash()
+        exp.sleep(CRASHED_S)
     exp.node(node).restart()
     ended = exp.wait(left_running)
-    lost = ended.state == "lost" and ended.detail == f"node {node} restarted"
+    lost = ended.state == "lost" and (crash or ended.detail == f"node {node} restarted")
     exp.record("running_command_lost", 1.0 if lost else 0.0, expected=1.0)
     exp.record("uptime_after_s", uptime(exp, node), unit="s")
     start, first = exp.now(), uptime(exp, node)

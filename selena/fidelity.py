@@ -121,6 +121,9 @@ FULL_FRAME_BYTES = 1514
 # frame under the lab's emulation, so windows are short and far apart.
 SPACING_WINDOW_S = 1.0   # real seconds of each capture window
 SPACING_EVERY_S = 10.0   # real seconds from one window's start to the next
+# Failed capture windows in a row that stop the check for the rest of a run;
+# fewer are counted and the check goes on (a guest crashed and restarted).
+SPACING_FAILURES_IN_A_ROW = 3
 # The spacing errors' histogram (Mininet-HiFi's CCDF of packet spacing
 # error): bin 0 holds errors below the first edge (early or on time), bin i
 # errors in [edge i-1, edge i), the last those at or beyond the last edge.
@@ -332,6 +335,8 @@ class FidelityReport:
     links: dict[str, dict[str, Any]] = field(default_factory=dict)
     spacing: dict[str, LinkSpacing] = field(default_factory=dict)       # vif -> invariant
     spacing_note: str = ""          # why the invariant was not checked, if it was not
+    spacing_failed_windows: int = 0                 # capture windows that failed
+    spacing_failure: str = ""                       # the first one's error
     latency: dict[str, Any] = field(default_factory=dict)
     # What could not be checked in this run, each with why (never a reason:
     # the verdict is about what was checked).
@@ -361,6 +366,9 @@ class FidelityReport:
         if self.spacing:
             checked = sum(s.spaced for s in self.spacing.values())
             spacing = f"{checked} departures checked for spacing"
+            if self.spacing_failed_windows:
+                spacing += (f" ({self.spacing_failed_windows} capture window(s) failed: "
+                            f"{self.spacing_failure})")
         else:
             spacing = f"spacing not checked: {self.spacing_note or 'no capture'}"
         if "fastest_ms" in self.latency:
@@ -395,6 +403,8 @@ class FidelityReport:
                                   "worst_late_ms": round(s.worst_late_ms, 3)}
                             for vif, s in self.spacing.items()},
                 "spacing_note": self.spacing_note,
+                "spacing_failed_windows": self.spacing_failed_windows,
+                "spacing_failure": self.spacing_failure,
                 "spacing_thresholds": {"late_share": LATE_SHARE, "min_spaced": MIN_SPACED},
                 "monitor": {"sampling_real_s": round(self.sampling_real_s, 4),
                                                  "cpu_s": round(self.monitor_cpu_s, 4)}}
@@ -708,6 +718,8 @@ class Monitor:
         self.spacing: dict[str, LinkSpacing] = {}
         self.failure: str | None = None
         self.spacing_note = "" if capture else "this backend cannot capture frames"
+        self.spacing_failed_windows = 0
+        self.spacing_failure = ""
         self.sampling_real_s = 0.0
         self.cpu_s = 0.0
         self._cpu_lock = threading.Lock()
@@ -741,21 +753,33 @@ class Monitor:
     def _spacing_loop(self) -> None:
         assert self._capture is not None
         cpu0 = time.thread_time()
-        windows = 0
-        while not self._stop.wait(self.every_s - self.window_s if windows else 1.0):
+        windows = in_a_row = 0
+        while not self._stop.wait(self.every_s - self.window_s
+                                  if windows or in_a_row else 1.0):
             try:
                 with self.capture_held:
                     captures = self._capture(self.window_s)
             except SelenaError as exc:
-                self.spacing_note = f"capture failed: {exc}"
-                log.warning("packet-spacing check stopped: %s", exc)
-                break
+                self.spacing_failed_windows += 1
+                self.spacing_failure = self.spacing_failure or str(exc)
+                in_a_row += 1
+                if in_a_row >= SPACING_FAILURES_IN_A_ROW:
+                    self.spacing_failure += (f" (the check stopped after {in_a_row} failed "
+                                             "in a row)")
+                    log.warning("packet-spacing check stopped after %d failed windows in a "
+                                "row: %s", in_a_row, exc)
+                    break
+                log.warning("a packet-spacing window failed (the check goes on): %s", exc)
+                continue
             windows += 1
+            in_a_row = 0
             for capture in captures:
                 link = self.spacing.setdefault(capture.vif,
                                                LinkSpacing(capture.label, capture.rate_bps))
                 link.add(capture)
-        if windows and not self.spacing:
+        if self.spacing_failed_windows and not self.spacing:
+            self.spacing_note = f"capture failed: {self.spacing_failure}"
+        elif windows and not self.spacing:
             self.spacing_note = "no rate-limited link without jitter"
         elif not windows and not self.spacing_note:
             self.spacing_note = "the run ended before the first capture window"
@@ -832,6 +856,8 @@ class Monitor:
                        self.echoes, self.path, self.floor_ms,
                        self.latency_note or ("" if self._echo else "this run cannot echo"))
         report.spacing_note = self.spacing_note
+        report.spacing_failed_windows = self.spacing_failed_windows
+        report.spacing_failure = self.spacing_failure
         report.sampling_real_s = self.sampling_real_s
         report.monitor_cpu_s = self.cpu_s
         return report

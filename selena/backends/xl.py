@@ -1046,18 +1046,27 @@ class XlBackend(Backend):
         """Frames through each rate-limited shaped vif and into its bridge's
         other vifs, from packet sockets in this process (vif_capture.py).
         Links with jitter are left out: netem reorders their frames, so when
-        a frame became ready to leave is not known."""
+        a frame became ready to leave is not known. So is, for this window, a
+        link with a vif gone (its guest crashed and not restarted yet)."""
 
         state = self.state(experiment)
         checked = {vif: spec for vif, spec in state.shaping.items()
                    if spec.get("rate_bps") and not spec.get("jitter_s")
                    and vif in state.vif_bridges}
-        if not checked:
-            return []
         peers = {vif: [other for other, bridge in state.vif_bridges.items()
                        if bridge == state.vif_bridges[vif] and other != vif]
                  for vif in checked}
-        vifs = sorted(set(checked) | {p for ps in peers.values() for p in ps})
+        gone = {v for v in {*checked, *(p for ps in peers.values() for p in ps)}
+                if not vif_capture.present(v)}
+        whole = {vif: spec for vif, spec in checked.items()
+                 if vif not in gone and not gone & set(peers[vif])}
+        if checked and not whole:
+            raise BackendError(f"capturing frames on the vifs of {experiment}: "
+                               f"{', '.join(sorted(gone))} not present")
+        checked = whole
+        if not checked:
+            return []
+        vifs = sorted(set(checked) | {p for vif in checked for p in peers[vif]})
         # Departures in the first (real) delay of a window have their arrivals
         # before it: lengthen the window by the longest delay.
         longest = real_seconds(max(float(spec.get("delay_s") or 0.0)
