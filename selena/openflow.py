@@ -19,7 +19,7 @@ import ipaddress
 import logging
 import shlex
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from selena.control.protocol import CommandSpec
@@ -276,6 +276,8 @@ class Switches:
         result = self.ctl.wait(self.ctl.submit(node, CommandSpec(shell=script)), limit)
         self._check(node, result, f"switching to profile {profile}")
         self.check_models()
+        # A restart of the switch sets it up again with the profile it has now.
+        self.setups[node] = replace(setup, profile=profile)
         log.info("switch %s: model profile now %s", node, profile)
 
     def check_models(self) -> None:

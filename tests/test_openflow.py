@@ -185,6 +185,26 @@ def test_switches_start_the_model_before_the_bridge_and_swap_profiles():
         switches.set_profile("h1", "ideal")
 
 
+def test_a_restarted_switch_comes_back_with_the_profile_it_had_last():
+    """set_switch_model's profile, not the deployed one (pica8-p3290)."""
+    ctl = FakeController()
+    switches = Switches(ctl, switch_setups(fig11()))
+    switches.configure()
+    switches.set_profile("s1", "ideal")
+    switches.forget("s1")
+    ctl.submitted.clear()
+    switches.configure(nodes=["s1"])
+    (_, model), (_, bridge) = ctl.submitted
+    assert model.argv[-1].endswith("ideal.yaml")
+    assert f"tcp:{MODEL_LISTEN}" in bridge.shell
+    switches.set_profile("s1", None)
+    switches.forget("s1")
+    ctl.submitted.clear()
+    switches.configure(nodes=["s1"])
+    [(_, bridge)] = ctl.submitted
+    assert "tcp:10.9.0.2:6653" in bridge.shell and "s1" not in switches.models
+
+
 def test_a_failed_bridge_setup_or_a_dead_model_is_an_error():
     with pytest.raises(BackendError, match="switch s1: bridge setup failed .*boom"):
         Switches(FakeController(exit_code=1), switch_setups(fig11())).configure()
