@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from fake_sudo import GID, UID, fake_sudo
 from memory_backend import MemoryBackend
+from scenario_module import PAIR_RECORDING
 
 from selena.cli import main
 from selena.experiment import Experiment
@@ -121,13 +122,7 @@ def test_a_sweep_with_its_report_and_plots_goes_to_the_sudo_user(tmp_path, monke
     monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: MemoryBackend())
     monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
     scenario = tmp_path / "pair.py"
-    scenario.write_text("from selena.model import Topology\n"
-                        "topology = Topology('pair')\n"
-                        "a = topology.add_host('a', ip='10.0.0.1/24')\n"
-                        "b = topology.add_host('b', ip='10.0.0.2/24')\n"
-                        "topology.add_link(a, b)\n\n"
-                        "def run(exp):\n"
-                        "    exp.record('x', [1.0, 1.0], expected=1.0)\n")
+    scenario.write_text(PAIR_RECORDING)
     sudo = fake_sudo(monkeypatch)
     out = tmp_path / "sweeps" / "pair"
     assert main(["sweep", str(scenario), "--tdf", "1,2", "--out", str(out),

@@ -11,6 +11,7 @@ import random
 from pathlib import Path
 
 import pytest
+from scenario_module import PAIR_RECORDING
 
 from selena.backends.xl import XlBackend
 from selena.cli import main
@@ -496,13 +497,7 @@ def test_the_cli_sweep_writes_its_id_into_every_bundle(fake_xen, tmp_path, monke
     monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: backend)
     monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
     scenario = tmp_path / "pair.py"
-    scenario.write_text("from selena.model import Topology\n"
-                        "topology = Topology('pair')\n"
-                        "a = topology.add_host('a', ip='10.0.0.1/24')\n"
-                        "b = topology.add_host('b', ip='10.0.0.2/24')\n"
-                        "topology.add_link(a, b)\n\n"
-                        "def run(exp):\n"
-                        "    exp.record('x', [1.0, 1.0], expected=1.0)\n")
+    scenario.write_text(PAIR_RECORDING)
     assert main(["sweep", str(scenario), "--tdf", "2", "--out", str(tmp_path / "o"),
                  "--no-plots", "--no-monitor"]) == 0, capsys.readouterr().err
     sweep_id = json.loads((tmp_path / "o/sweep.json").read_text())["sweep_id"]
