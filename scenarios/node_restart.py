@@ -34,9 +34,10 @@ left running on it ends `lost` with the crash.
     selena run scenarios/node_restart.py --out results/node-restart
     selena run scenarios/node_restart.py --param node=s1 --out results/switch-restart
     selena run scenarios/node_restart.py --param virt=pvh --out results/pvh-restart
+    selena run scenarios/node_restart.py --param virt=hvm --out results/hvm-restart
     selena run scenarios/node_restart.py --param crash=yes --out results/crash-restart
 
-tests/lab/test_node_restart_e2e.py runs all four.
+tests/lab/test_node_restart_e2e.py runs all five.
 """
 
 import re
@@ -52,7 +53,7 @@ CRASHED_S = 1.0             # virtual seconds down between a crash and the resta
 
 
 def build(node="h2", virt="pv", crash="no"):
-    """`--param virt=pvh`: the hosts are PVH guests; `--param crash=yes`:
+    """`--param virt=pvh` (or hvm): the hosts are PVH (HVM) guests; `--param crash=yes`:
     the node crashes before its restart (run reads it)."""
     if node not in ("h2", "s1"):
         raise ValueError(f"node={node!r}: want h2 (a host) or s1 (the switch between the "

@@ -229,22 +229,23 @@ def test_the_monitor_checks_spacing_in_windows_and_goes_on_past_a_failed_one():
         1, "vif3.0: No such device")
 
 
-def test_three_failed_windows_in_a_row_stop_the_check_and_say_so():
+def test_failed_windows_do_not_stop_the_check_whatever_their_number():
+    """A node down for a long while: its windows fail, and once it is back
+    the check takes it up again."""
     windows = []
 
     def capture(seconds: float) -> list[LinkCapture]:
         windows.append(seconds)
-        if len(windows) > 1:
+        if 1 < len(windows) < 8:
             raise BackendError(f"failure {len(windows)}")
         return late_link()
 
     monitor = spacing_monitor(capture)
-    wait_for(windows, 4)
-    time.sleep(0.3)                   # room for windows that should not open
+    wait_for(windows, 9)
     report = monitor.stop()
-    assert len(windows) == 4
-    assert report.spacing["vif3.0"].windows == 1 and report.spacing_failed_windows == 3
-    assert report.spacing_failure == "failure 2 (the check stopped after 3 failed in a row)"
+    assert len(windows) >= 9
+    assert report.spacing["vif3.0"].windows == len(windows) - 6
+    assert (report.spacing_failed_windows, report.spacing_failure) == (6, "failure 2")
 
 
 def test_a_run_whose_every_window_failed_was_not_checked_and_says_why():
@@ -258,8 +259,8 @@ def test_a_run_whose_every_window_failed_was_not_checked_and_says_why():
     wait_for(windows, 3)
     report = monitor.stop()
     assert report.spacing == {} and report.verdict == "ok"
-    assert report.spacing_note == ("capture failed: vif3.0: No such device (the check "
-                                   "stopped after 3 failed in a row)")
+    assert report.spacing_note == "capture failed: vif3.0: No such device"
+    assert report.spacing_failed_windows == len(windows) >= 3
 
 
 def test_no_capture_window_opens_while_a_restart_holds_the_vifs():

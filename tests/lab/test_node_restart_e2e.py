@@ -1,5 +1,5 @@
 """End to end in the lab: a node restarted mid-run (scenarios/node_restart.py),
-a host (h2, a PV guest and a PVH one) and the Open vSwitch guest between the
+a host (h2, a PV guest, a PVH one and an HVM one) and the Open vSwitch guest between the
 hosts (s1): its domain destroyed and created again at the run's TDF of the
 moment (12, changed from the topology's 10 just before), its links shaped
 again, its agent ready (and the switch's bridge set up again), the command
@@ -21,12 +21,14 @@ from selena.paths import project_root
 pytestmark = pytest.mark.lab
 
 
-# make test-long: make test's budget (its cold run is within 6 minutes of
-# the hour); the pieces a restart reuses (create, TDF, shaping, agent,
-# switch set-up) are the deploy's, which every lab test of make test runs.
+# make test-long: make test's budget (its cold run took 45 to 55 minutes of
+# the hour on the last machines, whose lab tiers scatter by a third); the
+# pieces a restart reuses (create, TDF, shaping, agent, switch set-up) are
+# the deploy's, which every lab test of make test runs.
 @pytest.mark.long
 @pytest.mark.parametrize("node,virt,crash", [("h2", "pv", "no"), ("s1", "pv", "no"),
-                                             ("h2", "pvh", "no"), ("h2", "pv", "yes")])
+                                             ("h2", "pvh", "no"), ("h2", "hvm", "no"),
+                                             ("h2", "pv", "yes")])
 def test_a_restarted_node_comes_back_at_the_runs_tdf_with_its_links_shaped(lab, node, virt,
                                                                             crash):
     out_dir = lab_results.out(f"test-node-restart-{node}-{virt}-{crash}")
@@ -64,7 +66,7 @@ def test_a_restarted_node_comes_back_at_the_runs_tdf_with_its_links_shaped(lab, 
     assert not fidelity["spacing_note"].startswith("capture failed"), fidelity["spacing_note"]
     assert fidelity["spacing"], fidelity
     if crash == "yes":
-        assert 1 <= fidelity["spacing_failed_windows"] <= 2, fidelity["spacing_failure"]
+        assert fidelity["spacing_failed_windows"] >= 1, fidelity
         assert "not present" in fidelity["spacing_failure"], fidelity["spacing_failure"]
     else:
         assert fidelity["spacing_failed_windows"] == 0, fidelity["spacing_failure"]
