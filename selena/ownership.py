@@ -6,6 +6,7 @@ for them (bundles, sweeps and their reports) is handed to the user who ran
 sudo (SUDO_UID, SUDO_GID), with the directories selena created to hold it:
 root-owned, they could not move, remove or add to their own results. Files
 selena keeps for itself (state, caches, the host's calibration) stay root's.
+Bundles are made readable as the umask says (unique_dir).
 """
 
 from __future__ import annotations

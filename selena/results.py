@@ -78,11 +78,13 @@ class BundleWriter:
         created = missing_dirs(parent)
         try:
             parent.mkdir(parents=True, exist_ok=True)
+            # The directories made for it, empty; the staging directory stays
+            # root's until it is whole (_move_into_place).
+            hand_over(*created[:1])
             staging = unique_dir(parent, f".{target.name}.tmp-")
         except OSError as exc:
             raise ResultsError(f"results directory {target}: cannot create it in {parent} "
                                f"({exc.strerror or exc}); choose another --out") from None
-        hand_over(*created[:1])
         return cls(target, staging)
 
     def add(self, rec: Recorded, stdout: bytes, stderr: bytes) -> None:

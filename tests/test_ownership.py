@@ -20,6 +20,7 @@ from selena.cli import main
 from selena.experiment import Experiment
 from selena.model import Topology
 from selena.ownership import hand_over, invoking_user, missing_dirs
+from selena.results import BundleWriter
 
 
 def pair() -> Topology:
@@ -99,6 +100,14 @@ def test_a_bundle_and_the_directories_made_for_it_go_to_the_sudo_user(tmp_path, 
     sudo.owners.clear()
     run_pair(out)
     assert sudo.not_handed(out) == [] and sudo.owner(tmp_path / "mine" / "results") is None
+
+
+def test_the_staging_directory_stays_roots_until_the_bundle_is_whole(tmp_path, monkeypatch):
+    sudo = fake_sudo(monkeypatch)
+    writer = BundleWriter.prepare(tmp_path / "made" / "out")
+    assert sudo.owner(tmp_path / "made") == (UID, GID)
+    assert sudo.owner(writer.staging) is None
+    writer.discard()
 
 
 def test_without_sudo_nothing_changes_owner(tmp_path, monkeypatch):
