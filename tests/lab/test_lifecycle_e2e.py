@@ -1,6 +1,7 @@
 """End to end in the lab, through the experiment lifecycle: a plain Python
-script driving an experiment, IPv6 between guests, SELENA's own Listings 1
-and 2 as printed, and the front door's demo at TDF 1 and TDF 10."""
+script driving an experiment (as a sudo user's, whose bundle it becomes),
+IPv6 between guests, SELENA's own Listings 1 and 2 as printed, and the
+front door's demo at TDF 1 and TDF 10."""
 
 import csv
 import json
