@@ -323,7 +323,7 @@ def test_the_xl_backend_captures_rate_limited_vifs_and_their_peers(fake_xen, tmp
                 for vif in vifs}
 
     monkeypatch.setattr(vif_capture, "capture", fake_capture)
-    monkeypatch.setattr(vif_capture, "present", lambda vif: True)
+    monkeypatch.setattr(XlBackend, "_vif_present", lambda self, vif: True)
     with Experiment(star(), backend=backend, templates=None, out=tmp_path / "out",
                     ready_timeout=20, monitor=False) as exp:
         state = backend.state("spaced")
@@ -361,7 +361,7 @@ def test_a_crashed_nodes_links_are_left_out_of_a_window_and_all_gone_is_a_failur
 
     monkeypatch.setattr(vif_capture, "capture", fake_capture)
     gone: set[str] = set()
-    monkeypatch.setattr(vif_capture, "present", lambda vif: vif not in gone)
+    monkeypatch.setattr(XlBackend, "_vif_present", lambda self, vif: vif not in gone)
     with Experiment(topo, backend=backend, templates=None, out=tmp_path / "out",
                     ready_timeout=20, monitor=False):
         state = backend.state("spaced")

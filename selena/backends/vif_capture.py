@@ -16,7 +16,6 @@ original length comes from the kernel's auxiliary data.
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import time
@@ -46,11 +45,6 @@ class VifFrames:
     incoming: list[Frame] = field(default_factory=list)   # from the guest
     dropped: int = 0          # frames the socket buffer could not hold
     started: float = 0.0      # real time (CLOCK_REALTIME) from which nothing was missed
-
-
-def present(vif: str) -> bool:
-    """The vif exists in Dom0 now (a crashed guest's are gone)."""
-    return os.path.exists(f"/sys/class/net/{vif}")
 
 
 def open_socket(vif: str) -> socket.socket:

@@ -1057,7 +1057,7 @@ class XlBackend(Backend):
                        if bridge == state.vif_bridges[vif] and other != vif]
                  for vif in checked}
         gone = {v for v in {*checked, *(p for ps in peers.values() for p in ps)}
-                if not vif_capture.present(v)}
+                if not self._vif_present(v)}
         whole = {vif: spec for vif, spec in checked.items()
                  if vif not in gone and not gone & set(peers[vif])}
         if checked and not whole:
@@ -1187,12 +1187,16 @@ class XlBackend(Backend):
             f"{old if old is not None else 'gone'}) at TDF {units.tdf_text(state.tdf)}")
         return domid
 
+    def _vif_present(self, vif: str) -> bool:
+        """The vif exists in Dom0 now (a crashed or destroyed guest's go)."""
+        return (self.host_root / "sys/class/net" / vif).exists()
+
     def _wait_vifs_gone(self, guest: GuestPlan) -> None:
         """The old domain's vifs removed (libxl's hotplug scripts run after
         the destroy returns on some hosts): the new ones take their names."""
         deadline = time.monotonic() + VIF_GONE_S
         left = [vif.name for vif in guest.vifs]
-        while left := [v for v in left if (self.host_root / "sys/class/net" / v).exists()]:
+        while left := [v for v in left if self._vif_present(v)]:
             if time.monotonic() > deadline:
                 raise BackendError(f"{guest.node}'s old vifs ({', '.join(left)}) were still "
                                    f"there {VIF_GONE_S:g} s after its domain was destroyed")
