@@ -427,10 +427,15 @@ class Engine:
                 f"waited {limit:g} real s for them (finish_limit); they were cancelled"))
         return errors
 
-    def end_commands(self, deadline: float | None) -> None:
+    def pending_scheduled(self) -> int:
+        """How many callbacks `at` scheduled have not run (or not ended)."""
+        return sum(1 for future in self._scheduled if not future.done())
+
+    def end_commands(self, deadline: float | None, why: str | None = None) -> None:
         """Record every command started and not yet recorded, killing those
         still running (SIGKILL) and waiting for each until `deadline`
-        (time.monotonic; None: no waiting, those not done are recorded lost)."""
+        (time.monotonic; None: no waiting, those not done are recorded lost,
+        with `why` or "the end of the run was interrupted")."""
         with self._lock:
             left = list(self._started.values())
         for started in left:
@@ -446,9 +451,9 @@ class Engine:
                 deadline - time.monotonic()))
             try:
                 if not handle.done and wait == 0.0:
-                    raise ControlError("not waited for: the end of the run was "
-                                       + ("interrupted" if deadline is None else
-                                          "past its finish limit"))
+                    raise ControlError("not waited for: " + (
+                        "the end of the run was past its finish limit" if deadline is not None
+                        else why or "the end of the run was interrupted"))
                 result = self.controller.wait(handle, wait)
             except ControlError as exc:
                 result = CommandResult(guest=handle.guest, id=handle.id,

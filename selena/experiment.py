@@ -650,6 +650,10 @@ class Experiment:
                 if stop.is_set() or time.monotonic() > deadline:
                     channel.kill(handle)        # ping prints what it has on SIGTERM
                     break
+            if stop.is_set() and engine.clock.frozen and not handle.done:
+                # The run ends paused: a frozen guest answers nothing, the
+                # kill neither. The probe in flight goes unjudged (sent 0).
+                return EchoRound(time.monotonic(), 0, (), "")
             result = channel.wait(handle, 10)
             rtts = tuple(parse_echoes(result.stdout.decode(errors="replace")))
             stderr = result.stderr.decode(errors="replace").strip()[-200:]
@@ -1207,6 +1211,16 @@ class Experiment:
         deadline = time.monotonic() + self.finish_limit
         errors: list[BaseException] = []
         try:
+            if engine.clock.frozen:
+                # Ended paused: virtual time stands still, so no `at` callback
+                # comes due and no guest moves; waiting would only run out
+                # the finish limit (killing a frozen command waits too).
+                callbacks = engine.pending_scheduled()
+                self.progress("the run ended paused: not waiting for the commands left running"
+                              + (f" or the {callbacks} `at` callback(s) not run"
+                                 if callbacks else "") + "; tearing down")
+                engine.end_commands(None, "the run ended paused (virtual time stood still)")
+                return None
             if not interrupted and not end.wait(lambda: errors.extend(
                     engine.wait_scheduled(deadline, self.finish_limit))):
                 self.progress("interrupted: not waiting for the scenario's `at` callbacks; "

@@ -5,6 +5,7 @@ body raises or is interrupted. The lab runs the same lifecycle on real Xen."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gc
 import json
@@ -626,7 +627,12 @@ def test_pause_and_resume_keep_guests_alive_and_virtual_time_still(fake_xen, tmp
         at = exp.pause()
         assert exp.paused and {d.frozen for d in fake_xen.domains.values()} == {True}
         time.sleep(4.5)                     # > lost_after without a heartbeat
+        assert not handle.done, handle.result   # a loss would have ended it
         assert exp.now() == at
+        # What follows is not about the pause: a loaded machine (make test
+        # builds the lab beside this tier) may starve the resumed agent for
+        # seconds, so the limit is back to a generous one.
+        exp.controller.lost_after = 30.0
         assert exp.resume() == at
         result = exp.wait(handle)
         assert (result.state, result.stdout) == ("exited", b"done\n"), result.summary()
@@ -634,6 +640,35 @@ def test_pause_and_resume_keep_guests_alive_and_virtual_time_still(fake_xen, tmp
     meta = json.loads((tmp_path / "out/meta.json").read_text())
     assert [seg["tdf"] for seg in meta["tdf_timeline"]] == [2.0, 2.0]
     assert meta["commands"][0]["state"] == "exited"
+
+
+@pytest.mark.parametrize("raised", [None, RuntimeError("the script failed")])
+def test_a_run_that_ends_paused_tears_down_without_waiting(fake_xen, tmp_path, raised):
+    """Virtual time stands still: no `at` callback comes due, no frozen
+    command ends, the latency probe in flight answers nothing. The end of
+    the run says so and tears down at once, not after the finish limit
+    (60 s here), the commands' straggler waits (36 s) and the probe's 10."""
+    exp = make(fake_xen, tmp_path, pair(tdf=2), finish_limit=60)
+    called: list[str] = []
+    began = 0.0
+    with contextlib.suppress(RuntimeError), exp:
+        exp.at(3600, called.append, "late")
+        exp.start("h1", "sleep 600", timeout=900)
+        time.sleep(0.5)                     # the probe's first ping is under way
+        exp.pause()
+        began = time.monotonic()
+        if raised is not None:
+            raise raised
+    assert time.monotonic() - began < 20 and called == []
+    assert gone(fake_xen, tmp_path)
+    assert any(line.startswith("the run ended paused") and "1 `at` callback(s) not run" in line
+               for line in exp.said), exp.said
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert meta["status"] == ("failed" if raised else "ok")
+    [command] = meta["commands"]
+    assert command["state"] == "lost"
+    detail = json.loads((tmp_path / "out/nodes/h1/1.json").read_text())["detail"]
+    assert "the run ended paused" in detail
 
 
 @pytest.mark.parametrize("option,value,message", [
