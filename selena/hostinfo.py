@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Xen's domids for guests: 1 up to DOMID_FIRST_RESERVED (0x7FF0) - 1; 0 is
+# Dom0. No host runs more guests than that at once, whatever its memory.
+GUEST_DOMIDS_MAX = 0x7FEF
+
 
 @dataclass(frozen=True)
 class HostInfo:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Iterable
 from selena import units
 from selena.control.protocol import SPEC_MAX_BYTES
 from selena.errors import Problem, TopologyError, UnitError, ValidationError
-from selena.hostinfo import HostInfo
+from selena.hostinfo import GUEST_DOMIDS_MAX, HostInfo
 from selena.model import Interface, Link, Node, NodeKind, Topology
 from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask, real_cpu_cap
 from selena.model.topology import GUEST_TYPES
@@ -108,6 +108,9 @@ def _check_nodes(topo: Topology, nodes: list[Node], templates: Iterable[str] | N
         _check_cpu_time(node, topo.tdf, add, warn)
     if not nodes:
         add("empty topology", f"experiment {topo.name}: the topology has no nodes")
+    elif len(nodes) > GUEST_DOMIDS_MAX and (host is None or host.backend != "mininet"):
+        add("too many nodes", f"experiment {topo.name}: {len(nodes)} nodes, each a Xen guest; "
+            f"Xen runs at most {GUEST_DOMIDS_MAX} guests on a host: make the topology smaller")
     for name, same in _groups(nodes, lambda n: n.name).items():
         if len(same) > 1:
             add("duplicate node name", f"node name {name!r} is used {len(same)} times "

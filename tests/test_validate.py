@@ -459,3 +459,21 @@ def _router(interfaces):
         r.add_interface(i, f"10.{i}.0.1/24")
         topo.add_link((r, i), topo.add_host(f"h{i}", ip=f"10.{i}.0.2/24"))
     return topo
+
+
+def test_more_nodes_than_xen_has_guest_domids_are_refused_before_anything(monkeypatch):
+    """Xen's domids for guests end below DOMID_FIRST_RESERVED (0x7FF0): a
+    topology of more nodes can never deploy, whatever the host's memory
+    (`--topo linear,17000` is 34000). Mininet's namespaces have no such
+    limit."""
+    import selena.validate
+    assert selena.validate.GUEST_DOMIDS_MAX == 0x7FF0 - 1
+    monkeypatch.setattr(selena.validate, "GUEST_DOMIDS_MAX", 1)
+    with pytest.raises(TopologyError) as info:
+        validate(two_hosts(), templates={"tiny-host"}, host=HOST)
+    assert str(info.value).splitlines()[1].strip() == (
+        "experiment exp: 2 nodes, each a Xen guest; Xen runs at most 1 guests on a host: "
+        "make the topology smaller")
+    with pytest.raises(TopologyError, match="at most 1 guests"):
+        validate(two_hosts())                   # nothing known of the host: Xen's limit
+    validate(two_hosts(), host=HostInfo("mininet", cpus=2))

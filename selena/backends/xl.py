@@ -68,7 +68,7 @@ from selena.errors import (
     XenstoreError,
 )
 from selena.host import doctor
-from selena.hostinfo import HostInfo
+from selena.hostinfo import GUEST_DOMIDS_MAX, HostInfo
 from selena.model import Endpoint, Link
 from selena.model.cpus import credit_cap
 from selena.paths import CONSOLE_LOG_DIR
@@ -252,8 +252,6 @@ class DeployState:
                            if name in self.domains}, "xl")
 
 
-# Xen's domids for guests: 1 up to DOMID_FIRST_RESERVED (0x7FF0) - 1; 0 is Dom0.
-DOMID_MAX = 0x7FEF
 _IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 _STATE_STRING_MAX = 4096
 
@@ -311,7 +309,7 @@ def _state_from(data: object) -> DeployState:
         raise ValueError(f"experiment {experiment!r} is not an experiment name")
 
     def domid(v: object, what: str) -> int:
-        return _int(v, what, 1, DOMID_MAX)
+        return _int(v, what, 1, GUEST_DOMIDS_MAX)
 
     def bridge_kind(v: object, what: str) -> str:
         if v not in ("ovs", "linux"):
