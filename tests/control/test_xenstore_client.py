@@ -443,7 +443,9 @@ def test_poll_without_wake_ups_keeps_its_deadline_and_still_sees_events(xenstore
             begin = time.monotonic()
             dom0.poll(timeout, wakeable=False)
             took = time.monotonic() - begin
-            assert timeout - 0.01 <= took < timeout + 0.1, (timeout, took)
+            # Late by a receive timeout (5 s) without select(); a loaded
+            # machine (make test builds the lab beside) may add some tenths.
+            assert timeout - 0.01 <= took < timeout + 1.0, (timeout, took)
         dom0.watch("/local/domain/0/w", "tok", lambda _p, _t: None)
         dom0.poll(0.5)                      # the watch's first firing
         before = dom0.watch_events()
@@ -466,7 +468,7 @@ def test_read_ready_dispatches_what_came_without_waiting(xenstored):
     try:
         start = time.monotonic()
         dom0.read_ready()
-        assert time.monotonic() - start < 0.1
+        assert time.monotonic() - start < 1.0     # blocking: the 5 s timeout
         xenstored.refuse_write = lambda _who, path: "EQUOTA" if path.endswith("/full") else None
         dom0.write_nowait("/local/domain/5/a", "1", got.append)
         dom0.write_nowait("/local/domain/5/full", "2", got.append)
@@ -480,7 +482,7 @@ def test_read_ready_dispatches_what_came_without_waiting(xenstored):
         assert dom0.unanswered() == 0
         start = time.monotonic()
         dom0.read_ready()
-        assert time.monotonic() - start < 0.1
+        assert time.monotonic() - start < 1.0     # blocking: the 5 s timeout
     finally:
         xenstored.refuse_write = None
         dom0.close()
