@@ -128,6 +128,9 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 # Real seconds for every guest to boot and its agent to report ready.
 DEFAULT_READY_TIMEOUT_S = 600.0
+# Real seconds a latency probe may run past its own timeout (ECHO_TIMEOUT_S
+# of the guest's time) before it is killed: the control channel's delays.
+ECHO_GRACE_S = 30.0
 GUEST_SHAPED_LINKS_FIXED = ("links shaped inside the guests (shaping='guest') cannot change "
                             "during a run; use Dom0 shaping (the default) to change them")
 
@@ -643,10 +646,16 @@ class Experiment:
         spec = CommandSpec(argv=tuple(echo_argv(path)), timeout_ns=round(ECHO_TIMEOUT_S * 1e9))
 
         def echo(stop: threading.Event) -> EchoRound:
+            # None while paused: a frozen guest would answer only after the resume.
+            while engine.clock.frozen:
+                if stop.wait(0.2):
+                    return EchoRound(time.monotonic(), 0, (), "")
             handle = channel.submit(path.a, spec)
             # Real seconds: the guest ends it after ECHO_TIMEOUT_S of its own time.
-            deadline = time.monotonic() + ECHO_TIMEOUT_S * engine.tdf + 30
+            deadline = time.monotonic() + ECHO_TIMEOUT_S * engine.tdf + ECHO_GRACE_S
             while not handle.wait_done(0.2):
+                if engine.clock.frozen:
+                    deadline += 0.2         # a pause: the guest's time stands still
                 if stop.is_set() or time.monotonic() > deadline:
                     channel.kill(handle)        # ping prints what it has on SIGTERM
                     break

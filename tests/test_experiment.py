@@ -17,7 +17,9 @@ import weakref
 
 import pytest
 
+import selena.experiment
 from selena.backends.xl import XlBackend
+from selena.control.channel import Controller
 from selena.errors import (
     CommandError,
     ExperimentError,
@@ -29,6 +31,7 @@ from selena.errors import (
     ValidationError,
 )
 from selena.experiment import Experiment, SignalInterrupt
+from selena.fidelity import ECHO_TIMEOUT_S
 from selena.model import Topology
 from selena.results import BundleWriter
 
@@ -669,6 +672,48 @@ def test_a_run_that_ends_paused_tears_down_without_waiting(fake_xen, tmp_path, r
     assert command["state"] == "lost"
     detail = json.loads((tmp_path / "out/nodes/h1/1.json").read_text())["detail"]
     assert "the run ended paused" in detail
+
+
+def test_the_latency_probe_waits_out_a_pause(fake_xen, tmp_path, monkeypatch):
+    """A probe in flight when the run is paused is not killed for the time
+    the pause took (its guest's time stood still), and none starts while
+    paused: a frozen guest would answer it only after the resume. The fake
+    guests' ping (on PATH) answers after 5 s; the probe may take 3."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ping = bin_dir / "ping"
+    ping.write_text("#!/bin/sh\nsleep 5\nfor i in 1 2 3 4 5; do\n"
+                    "  echo \"64 bytes from 10.0.0.2: icmp_seq=$i ttl=64 time=10.$i ms\"\n"
+                    "done\n")
+    ping.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(selena.experiment, "ECHO_GRACE_S", 3.0 - ECHO_TIMEOUT_S)
+    submitted: list[float] = []
+    submit = Controller.submit
+
+    def spy(self, guest, spec):
+        if spec.argv[:1] == ("ping",):
+            submitted.append(time.monotonic())
+        return submit(self, guest, spec)
+
+    monkeypatch.setattr(Controller, "submit", spy)
+    exp = make(fake_xen, tmp_path, pair(tdf=1))
+    with exp:
+        deadline = time.monotonic() + 20
+        while not submitted and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(submitted) == 1
+        exp.pause()
+        paused = time.monotonic()
+        time.sleep(4.0)
+        resumed = time.monotonic()
+        exp.resume()
+        assert exp.monitor is not None
+        while not exp.monitor.echoes and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [probe] = exp.monitor.echoes
+        assert (probe.rtts_ms, probe.error) == ((10.1, 10.2, 10.3, 10.4, 10.5), ""), probe
+    assert not [t for t in submitted if paused <= t <= resumed], (paused, resumed, submitted)
 
 
 @pytest.mark.parametrize("option,value,message", [
