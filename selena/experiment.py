@@ -1117,7 +1117,10 @@ class Experiment:
             if self.controller is not None:
                 self.controller.hold_heartbeats(False)
             raise
-        return engine.clock.freeze(at=(before + time.monotonic()) / 2)
+        virtual = engine.clock.freeze(at=(before + time.monotonic()) / 2)
+        if self.monitor is not None:
+            self.monitor.pause()
+        return virtual
 
     def resume(self) -> float:
         """Restart virtual time where pause() stopped it, losing none."""
@@ -1129,6 +1132,8 @@ class Experiment:
         virtual = engine.clock.thaw(at=(before + time.monotonic()) / 2)
         if self.controller is not None:
             self.controller.hold_heartbeats(False)
+        if self.monitor is not None:
+            self.monitor.resume()
         return virtual
 
     def domid(self, node: str) -> int:

@@ -439,12 +439,18 @@ def parse_echoes(output: str) -> list[float]:
     return out
 
 
+def judged_intervals(samples: Sequence[LoadSample]) -> list[tuple[LoadSample, LoadSample]]:
+    """Each pair of consecutive samples, but those around a pause (the
+    guests frozen, nothing to judge)."""
+    return [(a, b) for a, b in zip(samples, samples[1:], strict=False) if not b.after_pause]
+
+
 def busy_series(samples: list[LoadSample]) -> tuple[list[float], dict[str, list[float]]]:
     """Per interval: the share of Dom0's vCPU time used (all its vCPUs
     together) and each guest's (all its vCPUs together)."""
     dom0: list[float] = []
     guests: dict[str, list[float]] = {}
-    for a, b in zip(samples, samples[1:], strict=False):
+    for a, b in judged_intervals(samples):
         real = b.real - a.real
         if real <= 0:
             continue
@@ -465,7 +471,7 @@ def host_series(samples: Sequence[LoadSample], host_cpus: int) -> list[float]:
     """Per interval: every domain's vCPU time together (Dom0's and each
     guest's) over the time of the host's `host_cpus` physical CPUs."""
     out = []
-    for a, b in zip(samples, samples[1:], strict=False):
+    for a, b in judged_intervals(samples):
         real = b.real - a.real
         if real <= 0:
             continue
@@ -499,9 +505,10 @@ def judge(samples: list[LoadSample], interval_s: float = DEFAULT_INTERVAL_S,
     has none, `latency_note` says why it was not measured); `floor_ms` what
     the host's calibration predicts the path gains at the run's TDF."""
     dom0, guests = busy_series(samples)
-    report = FidelityReport("ok", intervals=max(0, len(samples) - 1), interval_s=interval_s,
+    judged = judged_intervals(samples)
+    report = FidelityReport("ok", intervals=len(judged), interval_s=interval_s,
                             dom0_busy=dom0, guest_busy=guests, spacing=dict(spacing or {}),
-                            sampled_s=samples[-1].real - samples[0].real if samples else 0.0)
+                            sampled_s=sum(b.real - a.real for a, b in judged))
     report.links = _links(samples)
     if failure:
         report.verdict = "unknown"
@@ -605,7 +612,7 @@ def throughput_series(samples: list[LoadSample]) -> dict[str, list[float]]:
     its delay line at both ends and htb throttled (the sender offered more
     than the rate): the bytes it sent over what its real-time rate allows."""
     series: dict[str, list[float]] = {}
-    for a, b in zip(samples, samples[1:], strict=False):
+    for a, b in judged_intervals(samples):
         real = b.real - a.real
         if real <= 0:
             continue
@@ -652,7 +659,7 @@ def _saturated_time(samples: list[LoadSample], busy: float,
     """The share of the sampled time in which `cpus` (a guest's or Dom0's
     vCPUs) were busy >= `busy`."""
     total = hot = 0.0
-    for a, b in zip(samples, samples[1:], strict=False):
+    for a, b in judged_intervals(samples):
         real = b.real - a.real
         before, after = cpus(a), cpus(b)
         if real <= 0 or before is None or after is None:
@@ -725,6 +732,8 @@ class Monitor:
         self.capture_held = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._sampling = threading.Lock()
+        self._paused = False
 
     def start(self) -> Monitor:
         self._take()
@@ -743,9 +752,27 @@ class Monitor:
     def _loop(self) -> None:
         cpu0 = time.thread_time()
         while not self._stop.wait(self.interval_s) and self.failure is None:
-            self._take()
+            with self._sampling:
+                if not self._paused:
+                    self._take()
         with self._cpu_lock:
             self.cpu_s += time.thread_time() - cpu0
+
+    def pause(self) -> None:
+        """The guests are frozen (Experiment.pause): the interval under way
+        ends now and none is sampled until resume(); the one that holds the
+        pause is judged by nothing (idle guests and Dom0 would read as
+        headroom the run never had)."""
+        with self._sampling:
+            if not self._paused and self._threads and self.failure is None:
+                self._take()
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._sampling:
+            if self._paused and self._threads and self.failure is None:
+                self._take(after_pause=True)
+            self._paused = False
 
     def _spacing_loop(self) -> None:
         assert self._capture is not None
@@ -828,10 +855,12 @@ class Monitor:
                        throughput_share=throughput,
                        late_share={vif: s.late_share for vif, s in self.spacing.items()})
 
-    def _take(self) -> None:
+    def _take(self, after_pause: bool = False) -> None:
         begin = time.monotonic()
         try:
-            self.samples.append(self._sample())
+            sample = self._sample()
+            sample.after_pause = after_pause
+            self.samples.append(sample)
         except SelenaError as exc:
             # Recorded and shown with the verdict ("unknown"), never dropped.
             self.failure = str(exc)
@@ -845,7 +874,8 @@ class Monitor:
                 thread.join(timeout=60)
             self._threads = []
             if self.failure is None:
-                self._take()            # the end of the run is an interval too
+                # The end of the run is an interval too (unless it held a pause).
+                self._take(after_pause=self._paused)
         report = judge(self.samples, self.interval_s, self.failure, self.spacing,
                        self.echoes, self.path, self.floor_ms,
                        self.latency_note or ("" if self._echo else "this run cannot echo"))

@@ -622,9 +622,11 @@ def test_the_end_of_a_run_waits_at_most_finish_limit(fake_xen, tmp_path):
 
 def test_pause_and_resume_keep_guests_alive_and_virtual_time_still(fake_xen, tmp_path):
     """Frozen guests (the fake stops their agents) send no heartbeat: not a
-    lost guest; the virtual clock stands still while paused."""
+    lost guest; the virtual clock stands still while paused, and the
+    fidelity verdict judges no interval of the pause."""
     exp = make(fake_xen, tmp_path, pair(tdf=2))
     with exp:
+        began = time.monotonic()
         exp.controller.lost_after = 3.0     # the agents beat every second
         handle = exp.start("h1", "sleep 0.5; echo done", timeout=30)
         at = exp.pause()
@@ -640,6 +642,8 @@ def test_pause_and_resume_keep_guests_alive_and_virtual_time_still(fake_xen, tmp
         result = exp.wait(handle)
         assert (result.state, result.stdout) == ("exited", b"done\n"), result.summary()
         assert not exp.paused and {d.frozen for d in fake_xen.domains.values()} == {False}
+    assert exp.fidelity is not None
+    assert exp.fidelity.sampled_s < time.monotonic() - began - 3.5, exp.fidelity  # 4.5 paused
     meta = json.loads((tmp_path / "out/meta.json").read_text())
     assert [seg["tdf"] for seg in meta["tdf_timeline"]] == [2.0, 2.0]
     assert meta["commands"][0]["state"] == "exited"

@@ -3,6 +3,7 @@ sampling thread, and the verdict in the bundle and in a sweep's rows."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -88,6 +89,49 @@ def test_the_line_says_how_long_the_intervals_really_were():
     assert slow.to_json()["mean_interval_s"] == 5.2 and slow.to_json()["interval_s"] == 2.0
     near = judge(samples(0.3, {"h1": [0.1]}, n=13, step=2.3))     # within a quarter
     assert "(12 intervals of 2 s;" in near.line()
+
+
+def test_an_interval_that_held_a_pause_is_judged_by_nothing():
+    """h1 saturated in 4 of 10 intervals; a pause of 60 s in the middle
+    (frozen guests, an idle Dom0) would make that 4 of 40 s out of 80 and
+    call the run ok."""
+    run = samples(0.97, {"h1": [1.0, 0.3, 1.0, 0.3, 0.3]})
+    later = [dataclasses.replace(s, real=s.real + 60.0) for s in run[5:]]
+    # One sample at the pause's end, its counters as at its start.
+    resumed = dataclasses.replace(run[5], real=run[5].real + 60.0, after_pause=True)
+    paused = judge([*run[:6], resumed, *later[1:]])
+    assert paused.reasons == judge(run).reasons == [
+        "vCPU of h1 busy >= 95% in 40% of the run",
+        "Dom0 CPU busy >= 55% in 100% of the run (limit 10%; peak 97%)"]
+    assert (paused.intervals, paused.sampled_s) == (10, 20.0)
+    assert paused.guest_busy == judge(run).guest_busy
+    assert paused.links == judge(run).links       # counters are the run's, pause or not
+
+
+def test_the_monitor_samples_nothing_while_paused():
+    taken: list[float] = []
+
+    def sample() -> LoadSample:
+        taken.append(time.monotonic())
+        return LoadSample(real=taken[-1], dom0_vcpu_s=[0.0])
+
+    monitor = Monitor(sample, interval_s=0.05).start()
+    time.sleep(0.3)
+    monitor.pause()
+    paused = time.monotonic()
+    time.sleep(0.5)
+    resumed = time.monotonic()
+    monitor.resume()
+    time.sleep(0.3)
+    report = monitor.stop()
+    assert not [t for t in taken if paused < t < resumed], (paused, resumed, taken)
+    assert [s.after_pause for s in monitor.samples].count(True) == 1
+    # The pause's half second is not in the sampled time; the rest is.
+    assert report.sampled_s < monitor.samples[-1].real - monitor.samples[0].real - 0.45
+    monitor = Monitor(sample, interval_s=0.05).start()
+    monitor.pause()
+    time.sleep(0.2)
+    assert monitor.stop().sampled_s < 0.1 and monitor.samples[-1].after_pause
 
 
 def test_too_short_or_failed_sampling_is_unknown_with_the_reason():

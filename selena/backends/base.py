@@ -66,6 +66,9 @@ class LoadSample:
     rates_bps: dict[str, float] = field(default_factory=dict)
     # vif -> its delay in real time (the link's delay x the TDF now)
     delays_s: dict[str, float] = field(default_factory=dict)
+    # Taken at a resume: the interval that ends here held a pause (frozen
+    # guests, idle Dom0) and is judged by nothing.
+    after_pause: bool = False
 
 
 @dataclass(frozen=True)
