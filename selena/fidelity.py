@@ -342,8 +342,10 @@ class FidelityReport:
     monitor_cpu_s: float = 0.0
     # Real seconds from the first sample to the last: under load a sample
     # takes seconds itself (two Dom0 commands), so intervals are longer than
-    # interval_s (about 5 s in a lab run at TDF 1 asked for 2).
+    # interval_s (about 5 s in a lab run at TDF 1 asked for 2). Without
+    # the intervals that held a pause (paused_intervals), judged by nothing.
     sampled_s: float = 0.0
+    paused_intervals: int = 0
 
     @property
     def mean_interval_s(self) -> float | None:
@@ -381,6 +383,8 @@ class FidelityReport:
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "reasons": self.reasons, "unchecked": self.unchecked,
                 "intervals": self.intervals,
+                "paused_intervals": self.paused_intervals,
+                "sampled_s": round(self.sampled_s, 3),
                 "interval_s": self.interval_s,
                 "mean_interval_s": (round(self.mean_interval_s, 3)
                                     if self.mean_interval_s is not None else None),
@@ -508,7 +512,8 @@ def judge(samples: list[LoadSample], interval_s: float = DEFAULT_INTERVAL_S,
     judged = judged_intervals(samples)
     report = FidelityReport("ok", intervals=len(judged), interval_s=interval_s,
                             dom0_busy=dom0, guest_busy=guests, spacing=dict(spacing or {}),
-                            sampled_s=sum(b.real - a.real for a, b in judged))
+                            sampled_s=sum(b.real - a.real for a, b in judged),
+                            paused_intervals=sum(1 for b in samples[1:] if b.after_pause))
     report.links = _links(samples)
     if failure:
         report.verdict = "unknown"

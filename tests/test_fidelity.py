@@ -103,7 +103,8 @@ def test_an_interval_that_held_a_pause_is_judged_by_nothing():
     assert paused.reasons == judge(run).reasons == [
         "vCPU of h1 busy >= 95% in 40% of the run",
         "Dom0 CPU busy >= 55% in 100% of the run (limit 10%; peak 97%)"]
-    assert (paused.intervals, paused.sampled_s) == (10, 20.0)
+    assert (paused.intervals, paused.sampled_s, paused.paused_intervals) == (10, 20.0, 1)
+    assert (paused.to_json()["paused_intervals"], paused.to_json()["sampled_s"]) == (1, 20.0)
     assert paused.guest_busy == judge(run).guest_busy
     assert paused.links == judge(run).links       # counters are the run's, pause or not
 

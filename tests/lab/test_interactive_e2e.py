@@ -78,5 +78,8 @@ def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
     meta = json.loads((project_root() / OUT / "meta.json").read_text())
     assert meta["status"] == "ok"
     assert [seg["tdf"] for seg in meta["tdf_timeline"]][-2:] == [20, 20]   # tdf, resume
+    # The pause's interval, sampled at pause and at resume, judged by nothing.
+    fidelity = json.loads((project_root() / OUT / "fidelity.json").read_text())
+    assert fidelity["paused_intervals"] == 1, fidelity
     h1 = [c["command"] for c in meta["commands"] if c["node"] == "h1"]
     assert "ping -c 1 10.0.0.2" in h1            # h2's name became its address
