@@ -356,26 +356,34 @@ def _read_plan(out: Path) -> SweepPlan:
                             "--out of a `selena sweep`")
     try:
         raw = json.loads((out / "sweep.json").read_bytes())
-        if not isinstance(raw, dict):
-            raise TypeError(f"a JSON {type(raw).__name__}, not an object")
-        scenario, tdfs, params = raw["scenario"], raw["tdfs"], raw.get("params", {})
-        for key, value, kind in (("scenario", scenario, str), ("tdfs", tdfs, list),
-                                 ("params", params, dict)):
-            if not isinstance(value, kind):
-                raise TypeError(f"{key} is {json.dumps(value)[:40]}")
-        if not all(isinstance(t, int | float) and not isinstance(t, bool) for t in tdfs):
-            raise TypeError(f"tdfs are {json.dumps(tdfs)[:40]}, not numbers")
-        baseline, sweep_id = raw.get("baseline"), raw.get("sweep_id")
-        if not all(v is None or isinstance(v, str) for v in (baseline, sweep_id)):
-            raise TypeError("baseline and sweep_id must be text")
-        return SweepPlan(scenario, [float(t) for t in tdfs], raw["repeat"], dict(params),
-                         baseline, sweep_id)
-    except KeyError as exc:
-        why = f"no {exc}"
+        why = _plan_shape_problem(raw)
+        if why is None:
+            return SweepPlan(raw["scenario"], [float(t) for t in raw["tdfs"]], raw["repeat"],
+                             dict(raw.get("params", {})), raw.get("baseline"),
+                             raw.get("sweep_id"))
     except (OSError, ValueError, TypeError, RecursionError, ScenarioError, UnitError) as exc:
         why = str(exc)[:120]
     raise AnalysisError(f"{out}: sweep.json is damaged ({why}); a sweep rewrites it when run "
                         "again with the same --out")
+
+
+def _plan_shape_problem(raw: object) -> str | None:
+    """What keeps sweep.json's JSON from being a plan (SweepPlan checks the
+    values themselves), or None."""
+    if not isinstance(raw, dict):
+        return f"a JSON {type(raw).__name__}, not an object"
+    for key in ("scenario", "tdfs", "repeat"):
+        if key not in raw:
+            return f"no '{key}'"
+    for key, kind in (("scenario", str), ("tdfs", list), ("params", dict)):
+        if key in raw and not isinstance(raw[key], kind):
+            return f"{key} is {json.dumps(raw[key])[:40]}"
+    if not all(isinstance(t, int | float) and not isinstance(t, bool) for t in raw["tdfs"]):
+        return f"tdfs are {json.dumps(raw['tdfs'])[:40]}, not numbers"
+    if not all(raw.get(k) is None or isinstance(raw.get(k), str)
+               for k in ("baseline", "sweep_id")):
+        return "baseline and sweep_id must be text"
+    return None
 
 
 def find_runs(out: Path) -> tuple[SweepPlan, list[RunMetrics], list[str]]:

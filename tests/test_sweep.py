@@ -222,6 +222,10 @@ DEEP = "[" * 100_000
     ("sweep.json", '{"scenario": 5, "tdfs": [1], "repeat": 1}', "(scenario is 5)"),
     ("sweep.json", '{"scenario": "s.py", "tdfs": ["a"], "repeat": 1}', "tdfs are [\"a\"]"),
     ("sweep.json", '{"scenario": "s.py", "tdfs": [1]}', "(no 'repeat')"),
+    ("sweep.json", '{"scenario": "s.py", "tdfs": [1], "repeat": 1, "params": []}',
+     "(params is [])"),
+    ("sweep.json", '{"scenario": "s.py", "tdfs": [1], "repeat": 1, "baseline": 3}',
+     "(baseline and sweep_id must be text)"),
     ("runs/tdf5-r1/meta.json", "[]", "tdf5-r1/meta.json: holds a JSON list, not an object; "
                                      "the bundle is damaged: run it again, or move it"),
     ("runs/tdf5-r1/meta.json", DEEP, "tdf5-r1/meta.json: not JSON (maximum recursion"),
