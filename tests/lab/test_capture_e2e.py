@@ -86,9 +86,14 @@ def test_a_captured_link_is_in_virtual_time_across_a_tdf_change(lab):
     check("capture.tdf2.interval_real_s", [r for _, r in after], low=0.8, high=1.2,
           unit=" s", context=after)
     # Each reply is a short round trip after its request, in virtual time.
+    # A reply converted through another TDF segment than its request's
+    # would be off by tenths of a second (0.4 s one real second past the
+    # change, through TDF 10's segment instead of TDF 2's); the
+    # round trips themselves are 2-20 ms, and 92 ms once in 52 runs (an
+    # emulator stall at TDF 2): 0.2 s catches the one, not the other.
     sent = {ident: v for ident, v, _ in requests}
     check("capture.echo_round_trip_virtual_s", [v - sent[ident] for ident, v, _ in replies],
-          low=0, below=0.05, unit=" s", context=(requests, replies))
+          low=0, below=0.2, unit=" s", context=(requests, replies))
     tshark = shutil.which("tshark")
     if tshark:      # Wireshark's reading of the file agrees with ours
         out = subprocess.run([tshark, "-r", str(capture), "-Y", "icmp.type == 8", "-T",
