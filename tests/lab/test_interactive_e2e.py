@@ -4,10 +4,11 @@ Mininet's pingall, a node command with a node name for an address, iperf
 (tiny-host guests have no iperf3: one line says so), a link taken down
 (pingall then drops everything) and brought back up (nothing dropped), a TDF
 change, a guest's sleep timed at that TDF, pingallfull's round trips (4 x
-the links' 5 ms), pause and resume, exit; mn's
---pre (pingpair, intfs, ports) and --post (dpctl dump-flows) files around
-it; then the run's bundle and teardown as for any run. Lab time: one boot of
-three small guests, about a minute."""
+the links' 5 ms), mn's dpctl, pause and resume, pause again and exit
+paused; mn's --pre (pingpair, intfs, ports) and --post (a Dom0 shell
+command: the guests are frozen) files around it; then the run's bundle
+and teardown as for any run. Lab time: one boot of three small guests,
+about a minute."""
 
 import json
 import re
@@ -25,10 +26,10 @@ OUT = lab_results.out("test-interactive")
 SCRIPT = "\n".join([
     "nodes", "net", "pingall", "h1 ping -c 1 h2", "iperf h1 h2",
     "link h1 s1 down", "links", "pingall", "link h1 s1 up", "pingall",
-    "tdf 20", "time h1 sleep 0.2", "pingallfull", "pause", "resume", "bogus",
-    "exit"]) + "\n"
+    "tdf 20", "time h1 sleep 0.2", "pingallfull", "dpctl dump-flows", "pause", "resume",
+    "bogus", "pause", "exit"]) + "\n"
 PRE = "pingpair\nintfs\nports\n"
-POST = "dpctl dump-flows\n"
+POST = "sh echo the post file ran\n"
 
 
 def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
@@ -57,7 +58,7 @@ def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
             "has it)") in out
     assert "h1-eth0<->s1-eth0 (DOWN DOWN)" in out
     assert "TDF 20\n" in out
-    # --pre's intfs and ports, --post's dpctl: the standalone bridge's one flow.
+    # --pre's intfs and ports, dpctl: the standalone bridge's one flow.
     assert "h1: h1-eth0\nh2: h2-eth0\ns1: s1-eth0 s1-eth1\ns1 s1-eth0:1 s1-eth1:2\n" in out
     assert "*** s1 " + "-" * 72 + "\n" in out and "actions=NORMAL" in out, out
     # A guest's 0.2 s sleep at TDF 20 took 20 times as long in real time.
@@ -78,8 +79,13 @@ def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
     meta = json.loads((project_root() / OUT / "meta.json").read_text())
     assert meta["status"] == "ok"
     assert [seg["tdf"] for seg in meta["tdf_timeline"]][-2:] == [20, 20]   # tdf, resume
-    # The pause's interval, sampled at pause and at resume, judged by nothing.
+    # The run ended paused: torn down at once, frozen guests and all. The
+    # pause's interval (sampled at pause and at resume) and the last one,
+    # paused, judged by nothing.
+    assert "the run ended paused: not waiting for the commands left running; tearing down" \
+        in out, out
+    assert "the post file ran\n" in out, out
     fidelity = json.loads((project_root() / OUT / "fidelity.json").read_text())
-    assert fidelity["paused_intervals"] == 1, fidelity
+    assert fidelity["paused_intervals"] == 2, fidelity
     h1 = [c["command"] for c in meta["commands"] if c["node"] == "h1"]
     assert "ping -c 1 10.0.0.2" in h1            # h2's name became its address
