@@ -682,16 +682,19 @@ def test_the_latency_probe_waits_out_a_pause(fake_xen, tmp_path, monkeypatch):
     """A probe in flight when the run is paused is not killed for the time
     the pause took (its guest's time stood still), and none starts while
     paused: a frozen guest would answer it only after the resume. The fake
-    guests' ping (on PATH) answers after 5 s; the probe may take 3."""
+    guests' ping (on PATH; the fake freezes agents, not their commands)
+    answers 6 s after it starts; the probe may take 4 s, and the run is
+    paused for 5 once the ping has started."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    started = tmp_path / "ping-started"
     ping = bin_dir / "ping"
-    ping.write_text("#!/bin/sh\nsleep 5\nfor i in 1 2 3 4 5; do\n"
+    ping.write_text(f"#!/bin/sh\ntouch {started}\nsleep 6\nfor i in 1 2 3 4 5; do\n"
                     "  echo \"64 bytes from 10.0.0.2: icmp_seq=$i ttl=64 time=10.$i ms\"\n"
                     "done\n")
     ping.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setattr(selena.experiment, "ECHO_GRACE_S", 3.0 - ECHO_TIMEOUT_S)
+    monkeypatch.setattr(selena.experiment, "ECHO_GRACE_S", 4.0 - ECHO_TIMEOUT_S)
     submitted: list[float] = []
     submit = Controller.submit
 
@@ -703,13 +706,13 @@ def test_the_latency_probe_waits_out_a_pause(fake_xen, tmp_path, monkeypatch):
     monkeypatch.setattr(Controller, "submit", spy)
     exp = make(fake_xen, tmp_path, pair(tdf=1))
     with exp:
-        deadline = time.monotonic() + 20
-        while not submitted and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(submitted) == 1
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(submitted) == 1 and started.exists()
         exp.pause()
         paused = time.monotonic()
-        time.sleep(4.0)
+        time.sleep(5.0)
         resumed = time.monotonic()
         exp.resume()
         assert exp.monitor is not None
