@@ -87,6 +87,9 @@ SPEC_REPLIES_MAX = 128
 # Real seconds a finished command's removal waits for another request to ride
 # along with (one send fewer) before it is sent on its own.
 HOUSEKEEPING_DELAY = 0.05
+# Real seconds a waiting caller sleeps before it looks at the pump role
+# again when nothing rang it (a role left vacant without a hand-over).
+FOLLOWER_LOOK_S = 0.5
 
 
 def _worth_a_pass(guest: _Guest, rel: str | None) -> bool:
@@ -503,7 +506,8 @@ class Controller(CommandChannel):
                         continue
                 # Bounded: a role left vacant without a hand-over (the pump
                 # thread's, say) is looked at again.
-                handle._bell.acquire(timeout=0.5 if left is None else min(left, 0.5))
+                handle._bell.acquire(timeout=FOLLOWER_LOOK_S if left is None
+                                     else min(left, FOLLOWER_LOOK_S))
         finally:
             with self._lock:
                 self._callers -= 1

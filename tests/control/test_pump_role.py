@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from control_channel import record_batches, run
 
+import selena.control.channel as channel_module
 from selena.control.channel import CommandHandle, CommandResult, base_path
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError
@@ -146,11 +147,13 @@ def test_ctrl_c_in_a_leading_caller_is_the_callers_not_the_channels(channel):
     assert run(ctl, "h2", argv=("echo", "more")).stdout == b"more\n"
 
 
-def test_a_leader_leaving_hands_the_role_to_a_waiting_caller(channel):
+def test_a_leader_leaving_hands_the_role_to_a_waiting_caller(channel, monkeypatch):
     """The caller leading returns with its result; the role goes straight to
     a caller still waiting, which then reads its own result (not at the
-    next look of its bounded wait, 0.5 s)."""
+    next look of its bounded wait, made 2 s here so that a loaded machine's
+    delays do not pass for it)."""
     ctl, *_ = channel
+    monkeypatch.setattr(channel_module, "FOLLOWER_LOOK_S", 2.0)
     names = _completed_on(ctl)
     first = ctl.submit("h1", CommandSpec(argv=("sleep", "0.1")))
     leader = threading.Thread(target=ctl.wait, args=(first, 10), name="leader")
@@ -166,7 +169,7 @@ def test_a_leader_leaving_hands_the_role_to_a_waiting_caller(channel):
     leader.join(10)
     assert first.result is not None and first.result.ok
     assert names == ["leader", threading.current_thread().name], names
-    assert took < 0.45, f"the waiting caller got its result after {took:.2f} s"
+    assert took < 1.5, f"the waiting caller got its result after {took:.2f} s"
 
 
 def test_commands_ending_together_have_their_states_read_in_one_batch(channel):
@@ -336,7 +339,6 @@ def test_a_waited_command_reads_the_clock_a_few_times(channel, monkeypatch):
     """A pass reads the clock once and hands its deadlines down; a request's
     wait reads it again only when it may have timed out: about 9 reads per
     `true` waited for (15 before), each a system call in a PV Dom0."""
-    import selena.control.channel as channel_module
     import selena.control.xenstore as xenstore_module
 
     ctl, *_ = channel
