@@ -661,7 +661,7 @@ def test_a_run_that_ends_paused_tears_down_without_waiting(fake_xen, tmp_path, r
     with contextlib.suppress(RuntimeError), exp:
         exp.at(3600, called.append, "late")
         exp.start("h1", "sleep 600", timeout=900)
-        time.sleep(0.5)                     # the probe's first ping is under way
+        time.sleep(0.5)     # the latency probe's pings (none here) go every 2 s
         exp.pause()
         began = time.monotonic()
         if raised is not None:
