@@ -36,4 +36,7 @@ def assert_pair_run(out: str, bundle_dir: str, virt: str) -> None:
     # h2 crashed: h1's ping to it fails.
     assert metrics["ping_after_crash_exit"]["median"] == 1.0
     assert f"{experiment}: froze 2 guests at once" in out and "thawed 2 guests at once" in out
+    # The pause's interval (sampled at the pause and at the resume) judged by nothing.
+    fidelity = json.loads((bundle / "fidelity.json").read_text())
+    assert fidelity["paused_intervals"] == 1, fidelity
     assert "TDF 6 -> 3 for 2 guests" in out and "TDF 3 -> 6 for 2 guests" in out
