@@ -384,6 +384,11 @@ def _batches(domids: Sequence[int | str]) -> list[list[str]]:
             for i in range(0, len(items), TDF_TOOL_DOMAINS_MAX)]
 
 
+def _aligns_clocks(plan: Plan) -> bool:
+    """At TDF 1 every new guest's clock reads real time, so all agree
+    already; a dilated deploy starts them together (_align_clocks)."""
+    return plan.tdf != 1
+
 
 def _port_switch_commands(bridge: str, kind: str, vif: str, up: bool) -> list[list[str]]:
     """The Dom0 commands that stop (or restart) a bridge passing frames
@@ -510,7 +515,12 @@ class XlBackend(Backend):
                            "after its create, one at a time (libxl runs a create's vif "
                            "hotplug scripts side by side under one timeout)")
         for guest in plan.guests:
-            self._guest_steps(script, plan, guest, None)
+            self._guest_steps(script, plan, guest, None, set_tdf=not _aligns_clocks(plan))
+        if _aligns_clocks(plan):
+            script.comment("   every guest's clock started at one virtual instant: frozen "
+                           "together, TDF set, thawed together")
+            self._align_clocks(script, [script.domid(guest) for guest in plan.guests],
+                               plan.tdf)
         vifs = [vif.name for guest in plan.guests for vif in guest.vifs]
         if vifs and self.vif_tap:
             script.comment("3. the vif tap (selena/backends/vif_tap.py): transmit buffers go "
@@ -594,6 +604,10 @@ class XlBackend(Backend):
                 idle = pool.get(pool_key(guest))
                 reuse[guest.node] = idle.pop() if idle else None
             self._bring_up(act, plan, reuse, say)
+            fresh = [state.domains[guest.domain_name] for guest in plan.guests
+                     if reuse[guest.node] is None]
+            if _aligns_clocks(plan) and fresh:
+                self._align_clocks(act, fresh, plan.tdf)
             self._start_tap(state, plan)
             self._unpause([state.domains[guest.domain_name] for guest in plan.guests])
             say(f"{len(state.domains)} of {len(plan.guests)} guests running at TDF "
@@ -627,7 +641,9 @@ class XlBackend(Backend):
                 return      # a guest failed: a worker must not start the next one
             pooled = reuse.get(guest.node)
             try:
-                self._guest_steps(act, plan, guest, pooled)
+                # A pooled guest has run: its clock cannot be moved, only dilated.
+                self._guest_steps(act, plan, guest, pooled,
+                                  set_tdf=pooled is not None or not _aligns_clocks(plan))
             except BaseException:
                 act.stop.set()      # before this worker takes another guest
                 raise
@@ -715,10 +731,11 @@ class XlBackend(Backend):
 
     def _guest_steps(self, act: _Actions, plan: Plan, guest: GuestPlan,
                      pooled: tuple[str, int] | None, *, tdf: float | None = None,
-                     shaping: list[list[str]] | None = None) -> None:
+                     shaping: list[list[str]] | None = None, set_tdf: bool = True) -> None:
         """One guest created (or taken from the pool), keyed, attached, its TDF
-        set and its vifs shaped: at the plan's TDF and shaping, or (a restart)
-        at `tdf` with the `shaping` commands the links have now."""
+        set (unless not `set_tdf`: _align_clocks sets it) and its vifs shaped:
+        at the plan's TDF and shaping, or (a restart) at `tdf` with the
+        `shaping` commands the links have now."""
         tdf = plan.tdf if tdf is None else tdf
         if pooled is None:
             cfg = self.state_dir / plan.experiment / f"{guest.node}.cfg"
@@ -747,7 +764,8 @@ class XlBackend(Backend):
                 act.run(["xl", "vcpu-pin", domid, "all", guest.cpus])
             # The experiment marker and the agent's control keys, before it runs.
             act.write_keys(control_keys(domid, plan.experiment, guest.net))
-        act.run(["selena-tdf", "set", domid, units.tdf_text(tdf)])
+        if set_tdf:
+            act.run(["selena-tdf", "set", domid, units.tdf_text(tdf)])
         # A pooled guest may carry the cap of its last experiment: always set it.
         if guest.cpu_time == "real" or pooled is not None:
             act.run(cap_command(domid, guest.cpu_cap(tdf)))
@@ -759,6 +777,23 @@ class XlBackend(Backend):
             for vif in guest.vifs:
                 act.run(["ethtool", "-K", vif.name, *[x for o in OFFLOADS for x in (o, "off")]],
                         check=False)
+
+    def _align_clocks(self, act: _Actions, domids: Sequence[int | str], tdf: float) -> None:
+        """Dilate new guests from one virtual instant. A new domain's clock
+        reads real time until its TDF is set, and runs at 1/TDF from then on:
+        set one guest after another as they are created, their clocks (and
+        so their wall clocks, `date` in each) would end up apart by the
+        spread of the sets times 1 - 1/TDF (0.16 s among four guests at TDF
+        10 in the lab). Frozen together, they all stand at that instant; the
+        factor set while frozen takes effect at the thaw, which restarts
+        them together. Domains never run, so no guest sees the freeze."""
+        batches = _batches(domids)
+        for batch in batches:
+            act.run(["selena-tdf", "freeze", *batch])
+        for domid in domids:
+            act.run(["selena-tdf", "set", str(domid), units.tdf_text(tdf)])
+        for batch in batches:
+            act.run(["selena-tdf", "thaw", *batch])
 
     def _pooled(self) -> dict[str, list[tuple[str, int]]]:
         """Idle pooled guests by pool key: [(domain name, domid)]."""

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from fake_xen import Domain
+from fake_xen import Domain, virtual_ns
 
 from selena.backends.base import Backend
 from selena.backends.xl import DeployState, XlBackend
@@ -44,8 +44,13 @@ def test_deploy_creates_paused_sets_tdf_wires_shapes_then_unpauses_all(fake_xen,
                        "external_ids:selena-experiment=demo")
     create = made.index(f"xl create -p -q {tmp_path}/state/demo/h1.cfg")
     # The domid comes from Xenstore (libxl's /local/domain/<id>/name), not xl.
-    assert made[create + 1] == "selena-tdf set 1 10"
     assert not any(c.startswith("xl domid") for c in made)
+    # The TDF set once all are created, between a freeze and a thaw of them all.
+    freeze = made.index("selena-tdf freeze 1 2")
+    assert made[freeze + 1:freeze + 4] == ["selena-tdf set 1 10", "selena-tdf set 2 10",
+                                           "selena-tdf thaw 1 2"]
+    assert create < made.index(f"xl create -p -q {tmp_path}/state/demo/h2.cfg") < freeze
+    assert not any(c.startswith("selena-tdf set") for c in made[:freeze])
     netem = [c for c in made if "netem" in c]
     assert netem == [f"tc qdisc replace dev sv{TAG}0.0 root handle 1: netem delay 50000us",
                      f"tc qdisc replace dev sv{TAG}1.0 root handle 1: netem delay 50000us"]
@@ -85,6 +90,35 @@ def test_guests_are_created_several_at_a_time(fake_xen, tmp_path):
     fake_xen._create = slow_create
     dep = backend(fake_xen, tmp_path, parallel=4).deploy(demo_plan(hosts=8))
     assert len(dep.domids) == 8 and most[0] == 4
+
+
+def _virtual_apart_s(fake_xen) -> float:
+    """How far apart the domains' virtual clocks (so their guests' wall
+    clocks) are, read at one real instant."""
+    now = time.monotonic_ns()
+    clocks = [virtual_ns(dom, now) for dom in fake_xen.domains.values()]
+    return (max(clocks) - min(clocks)) / 1e9
+
+
+@pytest.mark.parametrize("tdf", [10, 1])
+def test_guests_created_apart_start_with_one_virtual_clock(fake_xen, tmp_path, tdf):
+    """Created 0.15 s apart, each domain's clock reads real time until its
+    TDF is set; set as each is created, four guests at TDF 10 would be
+    about 0.4 s apart for the whole run."""
+    create = fake_xen._create
+
+    def slow_create(cfg):
+        time.sleep(0.15)
+        return create(cfg)
+
+    fake_xen._create = slow_create
+    backend(fake_xen, tmp_path, parallel=1).deploy(demo_plan(tdf=tdf, hosts=4))
+    assert {dom.tdf for dom in fake_xen.domains.values()} == {str(tdf)}
+    assert not any(dom.frozen for dom in fake_xen.domains.values())
+    assert _virtual_apart_s(fake_xen) < 1e-6
+    made = calls(fake_xen)
+    # TDF 1: real time is every guest's clock already; nothing is frozen.
+    assert any(c.startswith("selena-tdf freeze") for c in made) == (tdf != 1)
 
 
 def test_failure_mid_deploy_removes_exactly_what_was_created(fake_xen, tmp_path):
@@ -252,6 +286,8 @@ def test_pool_then_warm_deploy_reuses_the_guests(fake_xen, tmp_path):
     assert any(c.startswith(f"xl network-attach {dep.domids['h1']} mac=02:2a:97:00:00:00")
                for c in made)
     assert f"selena-tdf set {dep.domids['h1']} 10" in made
+    # Pooled guests have run: their clocks are dilated, never frozen or moved.
+    assert not any(c.startswith("selena-tdf freeze") for c in made)
 
 
 def test_host_info_and_wait_up(fake_xen, tmp_path):
@@ -395,6 +431,7 @@ def test_freeze_leaves_a_guest_that_is_no_longer_ours_alone(fake_xen, tmp_path):
     dep = be.deploy(demo_plan())
     h2 = dep.domids["h2"]
     fake_xen.run(["xl", "destroy", str(h2)])
+    fake_xen.calls.clear()      # the deploy's own freeze, before the clocks start
     be.freeze("demo")
     assert [c for c in calls(fake_xen) if c.startswith("selena-tdf freeze")] == \
         [f"selena-tdf freeze {dep.domids['h1']}"]

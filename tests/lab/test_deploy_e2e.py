@@ -19,6 +19,9 @@ for tdf in 10 1; do
     selena deploy scenarios/two_hosts.py --tdf $tdf || exit 1
     xl list
     echo "tdf-of-h1=$(selena-tdf get $(xl domid selena-twohosts-h1))"
+    for n in h1 h2; do
+        echo "clock-$tdf-$n $(selena-tdf status $(xl domid selena-twohosts-$n) | tr '\n' ' ')"
+    done
     tc qdisc show | grep netem
     selena status
     if [ $tdf = 10 ]; then selena clean; else selena destroy twohosts; fi
@@ -27,6 +30,20 @@ for tdf in 10 1; do
 done
 ovs-vsctl br-exists foreign0 && echo foreign-bridge-kept
 """
+
+
+def _virtual_apart_ns(out: str, tdf: int) -> int:
+    """How far apart h1's and h2's virtual clocks are, from `selena-tdf
+    status` of each read one after the other (each with its real instant)."""
+    clocks = []
+    for node in ("h1", "h2"):
+        line = re.search(rf"^clock-{tdf}-{node} (.*)$", out, re.M)
+        assert line, out
+        fields = dict(re.findall(r"(\w+) (\S+)", line.group(1)))
+        assert fields["tdf"] == str(tdf) and fields["frozen"] == "no", line.group(0)
+        clocks.append((int(fields["virtual_ns"]), int(fields["real_ns"])))
+    (v1, r1), (v2, r2) = clocks
+    return abs(v2 - v1 - round((r2 - r1) / tdf))
 
 
 def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0(lab):
@@ -41,3 +58,8 @@ def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0(lab):
     assert "twohosts: TDF 10, 2 guests, 1 bridges" in out
     assert "dom0-restored-after-tdf-10" in out and "dom0-restored-after-tdf-1" in out
     assert "foreign-bridge-kept" in out
+    # Both guests' clocks (so their wall clocks) started at one virtual
+    # instant: set one after the other as they were created, they were
+    # the sets' spread x (1 - 1/TDF) apart at TDF 10.
+    assert _virtual_apart_ns(out, 10) < 1_000_000
+    assert _virtual_apart_ns(out, 1) < 1_000_000     # real time, both

@@ -41,10 +41,25 @@ class Domain:
     tdf: str = "1"
     net: str = ""           # the boot-time network directives Dom0 wrote
     frozen: bool = False    # selena-tdf freeze
+    # The domain's clock as Xen keeps it (ns): virtual = virt0 + (real -
+    # real0) / TDF, standing at virt0 while frozen; a new domain reads real
+    # time (the fake's real time is time.monotonic_ns()).
+    real0: int = field(default_factory=time.monotonic_ns)
+    virt0: int = field(init=False)
     cap: int = 0            # xl sched-credit2 -c (percent of a CPU, 0 = none)
     # devid -> Dom0 vif name: the config's vifs numbered in order, as xl does,
     # then those of `xl network-attach`.
     vifs: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.virt0 = self.real0
+
+
+def virtual_ns(dom: Domain, real_ns: int) -> int:
+    """The domain's virtual system time at the fake's real time real_ns."""
+    if dom.frozen:
+        return dom.virt0
+    return dom.virt0 + round((real_ns - dom.real0) / float(dom.tdf))
 
 
 @dataclass
@@ -173,14 +188,23 @@ class FakeXen(FakeRunner):
             return 0, (f"nr_cpus : {self.cpus}\nfree_memory : "
                        f"{self.free_memory_mb}\nxen_major : 4\nxen_minor : 17\n"
                        "xen_extra : .5-fake\n"), ""
+        now = time.monotonic_ns()
         if verb == "set":
-            self._by_id(int(args[2])).tdf = args[3]
+            dom = self._by_id(int(args[2]))
+            dom.virt0, dom.real0 = virtual_ns(dom, now), now
+            dom.tdf = args[3]
             return 0, "", ""
+        if verb == "status":
+            dom = self._by_id(int(args[2]))
+            return 0, (f"tdf {dom.tdf}\nfrozen {'yes' if dom.frozen else 'no'}\n"
+                       f"virtual_ns {virtual_ns(dom, now)}\nreal_ns {now}\n"), ""
         if verb in ("pause", "unpause"):
             return self._pause_many(verb, [int(d) for d in args[2:]])
         if verb in ("freeze", "thaw"):
-            for domid in args[2:]:
+            for domid in args[2:]:     # all at one instant, as the domctl's group
                 dom = self._by_id(int(domid))
+                if dom.frozen != (verb == "freeze"):
+                    dom.virt0, dom.real0 = virtual_ns(dom, now), now
                 dom.frozen = verb == "freeze"
                 if dom.agent is not None:   # a frozen guest runs nothing, heartbeats neither
                     os.killpg(dom.agent.pid, signal.SIGSTOP if dom.frozen else signal.SIGCONT)

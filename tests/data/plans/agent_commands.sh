@@ -41,7 +41,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 5
 ethtool -K sv2ddb0.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/agentcmds
 cat > /run/selena/agentcmds/h2.cfg <<'EOF'
@@ -81,7 +80,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 5
 ethtool -K sv2ddb1.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/agentcmds
 cat > /run/selena/agentcmds/h3.cfg <<'EOF'
@@ -121,8 +119,13 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 5
 ethtool -K sv2ddb2.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3"
+selena-tdf set "$D1" 5
+selena-tdf set "$D2" 5
+selena-tdf set "$D3" 5
+selena-tdf thaw "$D1" "$D2" "$D3"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap agentcmds /run/selena sv2ddb0.0 sv2ddb1.0 sv2ddb2.0 &
 # 4. start: every guest unpaused together

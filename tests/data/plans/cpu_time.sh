@@ -40,7 +40,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 10
 ethtool -K sv734f0.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/cputime
 cat > /run/selena/cputime/hreal.cfg <<'EOF'
@@ -80,9 +79,13 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 10
 xl sched-credit2 -d "$D2" -c 10
 ethtool -K sv734f1.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2"
+selena-tdf set "$D1" 10
+selena-tdf set "$D2" 10
+selena-tdf thaw "$D1" "$D2"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap cputime /run/selena sv734f0.0 sv734f1.0 &
 # 4. start: every guest unpaused together

@@ -44,7 +44,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 5
 tc qdisc replace dev sv00500.0 root handle 1: htb default 1
 tc class replace dev sv00500.0 parent 1: classid 1:1 htb rate 20000000bit ceil 20000000bit burst 2500b cburst 2500b
 tc qdisc replace dev sv00500.0 parent 1:1 handle 10: netem delay 5000us
@@ -89,11 +88,15 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 5
 tc qdisc replace dev sv00501.0 root handle 1: htb default 1
 tc class replace dev sv00501.0 parent 1: classid 1:1 htb rate 20000000bit ceil 20000000bit burst 2500b cburst 2500b
 tc qdisc replace dev sv00501.0 parent 1:1 handle 10: netem delay 5000us
 ethtool -K sv00501.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2"
+selena-tdf set "$D1" 5
+selena-tdf set "$D2" 5
+selena-tdf thaw "$D1" "$D2"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap debmc /run/selena sv00500.0 sv00501.0 &
 # 4. start: every guest unpaused together

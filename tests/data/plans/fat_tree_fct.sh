@@ -68,7 +68,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 10
 tc qdisc replace dev sv0c750.0 root handle 1: htb default 1
 tc class replace dev sv0c750.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c750.0 parent 1:1 handle 10: netem limit 10
@@ -128,7 +127,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 10
 tc qdisc replace dev sv0c751.0 root handle 1: htb default 1
 tc class replace dev sv0c751.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c751.0 parent 1:1 handle 10: netem limit 10
@@ -188,7 +186,6 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 10
 tc qdisc replace dev sv0c752.0 root handle 1: htb default 1
 tc class replace dev sv0c752.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c752.0 parent 1:1 handle 10: netem limit 10
@@ -248,7 +245,6 @@ xenstore-write "/local/domain/$D4/selena/features" end-markers
 xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
-selena-tdf set "$D4" 10
 tc qdisc replace dev sv0c753.0 root handle 1: htb default 1
 tc class replace dev sv0c753.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c753.0 parent 1:1 handle 10: netem limit 10
@@ -308,7 +304,6 @@ xenstore-write "/local/domain/$D5/selena/features" end-markers
 xenstore-chmod "/local/domain/$D5/selena/features" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/version" 1
 xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
-selena-tdf set "$D5" 10
 tc qdisc replace dev sv0c754.0 root handle 1: htb default 1
 tc class replace dev sv0c754.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c754.0 parent 1:1 handle 10: netem limit 10
@@ -368,7 +363,6 @@ xenstore-write "/local/domain/$D6/selena/features" end-markers
 xenstore-chmod "/local/domain/$D6/selena/features" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/version" 1
 xenstore-chmod "/local/domain/$D6/selena/version" n0 "r$D6"
-selena-tdf set "$D6" 10
 tc qdisc replace dev sv0c755.0 root handle 1: htb default 1
 tc class replace dev sv0c755.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c755.0 parent 1:1 handle 10: netem limit 10
@@ -423,7 +417,6 @@ xenstore-write "/local/domain/$D7/selena/features" end-markers
 xenstore-chmod "/local/domain/$D7/selena/features" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/version" 1
 xenstore-chmod "/local/domain/$D7/selena/version" n0 "r$D7"
-selena-tdf set "$D7" 10
 tc qdisc replace dev sv0c756.0 root handle 1: htb default 1
 tc class replace dev sv0c756.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c756.0 parent 1:1 handle 10: netem limit 10
@@ -466,7 +459,6 @@ xenstore-write "/local/domain/$D8/selena/features" end-markers
 xenstore-chmod "/local/domain/$D8/selena/features" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/version" 1
 xenstore-chmod "/local/domain/$D8/selena/version" n0 "r$D8"
-selena-tdf set "$D8" 10
 tc qdisc replace dev sv0c757.0 root handle 1: htb default 1
 tc class replace dev sv0c757.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c757.0 parent 1:1 handle 10: netem limit 10
@@ -509,7 +501,6 @@ xenstore-write "/local/domain/$D9/selena/features" end-markers
 xenstore-chmod "/local/domain/$D9/selena/features" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/version" 1
 xenstore-chmod "/local/domain/$D9/selena/version" n0 "r$D9"
-selena-tdf set "$D9" 10
 tc qdisc replace dev sv0c758.0 root handle 1: htb default 1
 tc class replace dev sv0c758.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c758.0 parent 1:1 handle 10: netem limit 10
@@ -552,7 +543,6 @@ xenstore-write "/local/domain/$D10/selena/features" end-markers
 xenstore-chmod "/local/domain/$D10/selena/features" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/version" 1
 xenstore-chmod "/local/domain/$D10/selena/version" n0 "r$D10"
-selena-tdf set "$D10" 10
 tc qdisc replace dev sv0c759.0 root handle 1: htb default 1
 tc class replace dev sv0c759.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c759.0 parent 1:1 handle 10: netem limit 10
@@ -600,7 +590,6 @@ xenstore-write "/local/domain/$D11/selena/features" end-markers
 xenstore-chmod "/local/domain/$D11/selena/features" n0 "r$D11"
 xenstore-write "/local/domain/$D11/selena/version" 1
 xenstore-chmod "/local/domain/$D11/selena/version" n0 "r$D11"
-selena-tdf set "$D11" 10
 tc qdisc replace dev sv0c7510.0 root handle 1: htb default 1
 tc class replace dev sv0c7510.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c7510.0 parent 1:1 handle 10: netem limit 10
@@ -660,7 +649,6 @@ xenstore-write "/local/domain/$D12/selena/features" end-markers
 xenstore-chmod "/local/domain/$D12/selena/features" n0 "r$D12"
 xenstore-write "/local/domain/$D12/selena/version" 1
 xenstore-chmod "/local/domain/$D12/selena/version" n0 "r$D12"
-selena-tdf set "$D12" 10
 tc qdisc replace dev sv0c7511.0 root handle 1: htb default 1
 tc class replace dev sv0c7511.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c7511.0 parent 1:1 handle 10: netem limit 10
@@ -720,7 +708,6 @@ xenstore-write "/local/domain/$D13/selena/features" end-markers
 xenstore-chmod "/local/domain/$D13/selena/features" n0 "r$D13"
 xenstore-write "/local/domain/$D13/selena/version" 1
 xenstore-chmod "/local/domain/$D13/selena/version" n0 "r$D13"
-selena-tdf set "$D13" 10
 tc qdisc replace dev sv0c7512.0 root handle 1: htb default 1
 tc class replace dev sv0c7512.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c7512.0 parent 1:1 handle 10: netem limit 10
@@ -780,7 +767,6 @@ xenstore-write "/local/domain/$D14/selena/features" end-markers
 xenstore-chmod "/local/domain/$D14/selena/features" n0 "r$D14"
 xenstore-write "/local/domain/$D14/selena/version" 1
 xenstore-chmod "/local/domain/$D14/selena/version" n0 "r$D14"
-selena-tdf set "$D14" 10
 tc qdisc replace dev sv0c7513.0 root handle 1: htb default 1
 tc class replace dev sv0c7513.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c7513.0 parent 1:1 handle 10: netem limit 10
@@ -835,7 +821,6 @@ xenstore-write "/local/domain/$D15/selena/features" end-markers
 xenstore-chmod "/local/domain/$D15/selena/features" n0 "r$D15"
 xenstore-write "/local/domain/$D15/selena/version" 1
 xenstore-chmod "/local/domain/$D15/selena/version" n0 "r$D15"
-selena-tdf set "$D15" 10
 tc qdisc replace dev sv0c7514.0 root handle 1: htb default 1
 tc class replace dev sv0c7514.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c7514.0 parent 1:1 handle 10: netem limit 10
@@ -878,7 +863,6 @@ xenstore-write "/local/domain/$D16/selena/features" end-markers
 xenstore-chmod "/local/domain/$D16/selena/features" n0 "r$D16"
 xenstore-write "/local/domain/$D16/selena/version" 1
 xenstore-chmod "/local/domain/$D16/selena/version" n0 "r$D16"
-selena-tdf set "$D16" 10
 tc qdisc replace dev sv0c7515.0 root handle 1: htb default 1
 tc class replace dev sv0c7515.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c7515.0 parent 1:1 handle 10: netem limit 10
@@ -921,7 +905,6 @@ xenstore-write "/local/domain/$D17/selena/features" end-markers
 xenstore-chmod "/local/domain/$D17/selena/features" n0 "r$D17"
 xenstore-write "/local/domain/$D17/selena/version" 1
 xenstore-chmod "/local/domain/$D17/selena/version" n0 "r$D17"
-selena-tdf set "$D17" 10
 tc qdisc replace dev sv0c7516.0 root handle 1: htb default 1
 tc class replace dev sv0c7516.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c7516.0 parent 1:1 handle 10: netem limit 10
@@ -964,11 +947,31 @@ xenstore-write "/local/domain/$D18/selena/features" end-markers
 xenstore-chmod "/local/domain/$D18/selena/features" n0 "r$D18"
 xenstore-write "/local/domain/$D18/selena/version" 1
 xenstore-chmod "/local/domain/$D18/selena/version" n0 "r$D18"
-selena-tdf set "$D18" 10
 tc qdisc replace dev sv0c7517.0 root handle 1: htb default 1
 tc class replace dev sv0c7517.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv0c7517.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c7517.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" "$D9" "$D10" "$D11" "$D12" "$D13" "$D14" "$D15" "$D16" "$D17" "$D18"
+selena-tdf set "$D1" 10
+selena-tdf set "$D2" 10
+selena-tdf set "$D3" 10
+selena-tdf set "$D4" 10
+selena-tdf set "$D5" 10
+selena-tdf set "$D6" 10
+selena-tdf set "$D7" 10
+selena-tdf set "$D8" 10
+selena-tdf set "$D9" 10
+selena-tdf set "$D10" 10
+selena-tdf set "$D11" 10
+selena-tdf set "$D12" 10
+selena-tdf set "$D13" 10
+selena-tdf set "$D14" 10
+selena-tdf set "$D15" 10
+selena-tdf set "$D16" 10
+selena-tdf set "$D17" 10
+selena-tdf set "$D18" 10
+selena-tdf thaw "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" "$D9" "$D10" "$D11" "$D12" "$D13" "$D14" "$D15" "$D16" "$D17" "$D18"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap fattree /run/selena sv0c750.0 sv0c750.1 sv0c750.2 sv0c750.3 sv0c751.0 sv0c751.1 sv0c751.2 sv0c751.3 sv0c752.0 sv0c752.1 sv0c752.2 sv0c752.3 sv0c753.0 sv0c753.1 sv0c753.2 sv0c753.3 sv0c754.0 sv0c754.1 sv0c754.2 sv0c754.3 sv0c755.0 sv0c755.1 sv0c755.2 sv0c755.3 sv0c756.0 sv0c757.0 sv0c758.0 sv0c759.0 sv0c7510.0 sv0c7510.1 sv0c7510.2 sv0c7510.3 sv0c7511.0 sv0c7511.1 sv0c7511.2 sv0c7511.3 sv0c7512.0 sv0c7512.1 sv0c7512.2 sv0c7512.3 sv0c7513.0 sv0c7513.1 sv0c7513.2 sv0c7513.3 sv0c7514.0 sv0c7515.0 sv0c7516.0 sv0c7517.0 &
 # 4. start: every guest unpaused together

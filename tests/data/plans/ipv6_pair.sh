@@ -43,7 +43,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 5
 tc qdisc replace dev sv91a60.0 root handle 1: netem delay 10000us
 ethtool -K sv91a60.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/ipv6
@@ -85,9 +84,13 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 5
 tc qdisc replace dev sv91a61.0 root handle 1: netem delay 10000us
 ethtool -K sv91a61.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2"
+selena-tdf set "$D1" 5
+selena-tdf set "$D2" 5
+selena-tdf thaw "$D1" "$D2"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap ipv6 /run/selena sv91a60.0 sv91a61.0 &
 # 4. start: every guest unpaused together

@@ -44,7 +44,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 10
 tc qdisc replace dev svf6110.0 root handle 1: htb default 1
 tc class replace dev svf6110.0 parent 1: classid 1:1 htb rate 2000000bit ceil 2000000bit burst 1600b cburst 1600b
 tc qdisc replace dev svf6110.1 root handle 1: netem delay 500000us
@@ -88,7 +87,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 10
 tc qdisc replace dev svf6111.0 root handle 1: htb default 1
 tc class replace dev svf6111.0 parent 1: classid 1:1 htb rate 2000000bit ceil 2000000bit burst 1600b cburst 1600b
 ethtool -K svf6111.0 tso off gso off gro off tx off rx off sg off || true
@@ -130,9 +128,14 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 10
 tc qdisc replace dev svf6112.0 root handle 1: netem delay 500000us
 ethtool -K svf6112.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3"
+selena-tdf set "$D1" 10
+selena-tdf set "$D2" 10
+selena-tdf set "$D3" 10
+selena-tdf thaw "$D1" "$D2" "$D3"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap fidelity /run/selena svf6110.0 svf6110.1 svf6111.0 svf6112.0 &
 # 4. start: every guest unpaused together

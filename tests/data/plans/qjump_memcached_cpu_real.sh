@@ -45,7 +45,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 10
 tc qdisc replace dev sv09240.0 root handle 1: htb default 1
 tc class replace dev sv09240.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv09240.0 parent 1:1 handle 10: netem limit 2 delay 200us
@@ -99,7 +98,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 10
 xl sched-credit2 -d "$D2" -c 10
 tc qdisc replace dev sv09241.0 root handle 1: htb default 1
 tc class replace dev sv09241.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
@@ -146,7 +144,6 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 10
 xl sched-credit2 -d "$D3" -c 10
 tc qdisc replace dev sv09242.0 root handle 1: htb default 1
 tc class replace dev sv09242.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
@@ -193,12 +190,18 @@ xenstore-write "/local/domain/$D4/selena/features" end-markers
 xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
-selena-tdf set "$D4" 10
 xl sched-credit2 -d "$D4" -c 10
 tc qdisc replace dev sv09243.0 root handle 1: htb default 1
 tc class replace dev sv09243.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv09243.0 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv09243.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
+selena-tdf set "$D1" 10
+selena-tdf set "$D2" 10
+selena-tdf set "$D3" 10
+selena-tdf set "$D4" 10
+selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjmcr /run/selena sv09240.0 sv09240.1 sv09240.2 sv09241.0 sv09242.0 sv09243.0 &
 # 4. start: every guest unpaused together

@@ -45,7 +45,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 20
 tc qdisc replace dev sv94030.0 root handle 1: htb default 1
 tc class replace dev sv94030.0 parent 1: classid 1:1 htb rate 5000000bit ceil 5000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv94030.0 parent 1:1 handle 10: prio bands 3 priomap 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2
@@ -120,7 +119,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 20
 tc qdisc replace dev sv94031.0 root handle 1: htb default 1
 tc class replace dev sv94031.0 parent 1: classid 1:1 htb rate 5000000bit ceil 5000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv94031.0 parent 1:1 handle 10: prio bands 3 priomap 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2
@@ -173,7 +171,6 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 20
 tc qdisc replace dev sv94032.0 root handle 1: htb default 1
 tc class replace dev sv94032.0 parent 1: classid 1:1 htb rate 5000000bit ceil 5000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv94032.0 parent 1:1 handle 10: prio bands 3 priomap 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2
@@ -226,7 +223,6 @@ xenstore-write "/local/domain/$D4/selena/features" end-markers
 xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
-selena-tdf set "$D4" 20
 tc qdisc replace dev sv94033.0 root handle 1: htb default 1
 tc class replace dev sv94033.0 parent 1: classid 1:1 htb rate 5000000bit ceil 5000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv94033.0 parent 1:1 handle 10: prio bands 3 priomap 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2
@@ -238,6 +234,13 @@ tc qdisc replace dev sv94033.0 parent 10:1 handle 21: netem limit 2 delay 400us
 tc qdisc replace dev sv94033.0 parent 10:2 handle 22: netem limit 2 delay 400us
 tc qdisc replace dev sv94033.0 parent 10:3 handle 23: netem limit 2 delay 400us
 ethtool -K sv94033.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
+selena-tdf set "$D1" 20
+selena-tdf set "$D2" 20
+selena-tdf set "$D3" 20
+selena-tdf set "$D4" 20
+selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjpingp /run/selena sv94030.0 sv94030.1 sv94030.2 sv94031.0 sv94032.0 sv94033.0 &
 # 4. start: every guest unpaused together

@@ -45,7 +45,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 10
 tc qdisc replace dev sv84b40.0 root handle 1: htb default 1
 tc class replace dev sv84b40.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv84b40.0 parent 1:1 handle 10: netem limit 2 delay 200us
@@ -99,7 +98,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 10
 tc qdisc replace dev sv84b41.0 root handle 1: htb default 1
 tc class replace dev sv84b41.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv84b41.0 parent 1:1 handle 10: netem limit 2 delay 200us
@@ -145,7 +143,6 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 10
 tc qdisc replace dev sv84b42.0 root handle 1: htb default 1
 tc class replace dev sv84b42.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv84b42.0 parent 1:1 handle 10: netem limit 2 delay 200us
@@ -191,11 +188,17 @@ xenstore-write "/local/domain/$D4/selena/features" end-markers
 xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
-selena-tdf set "$D4" 10
 tc qdisc replace dev sv84b43.0 root handle 1: htb default 1
 tc class replace dev sv84b43.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv84b43.0 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv84b43.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
+selena-tdf set "$D1" 10
+selena-tdf set "$D2" 10
+selena-tdf set "$D3" 10
+selena-tdf set "$D4" 10
+selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjptp /run/selena sv84b40.0 sv84b40.1 sv84b40.2 sv84b41.0 sv84b42.0 sv84b43.0 &
 # 4. start: every guest unpaused together

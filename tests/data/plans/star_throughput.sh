@@ -48,7 +48,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 10
 tc qdisc replace dev sv525e0.0 root handle 1: htb default 1
 tc class replace dev sv525e0.0 parent 1: classid 1:1 htb rate 3000000bit ceil 3000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e0.0 parent 1:1 handle 10: netem limit 30
@@ -103,7 +102,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 10
 tc qdisc replace dev sv525e1.0 root handle 1: htb default 1
 tc class replace dev sv525e1.0 parent 1: classid 1:1 htb rate 3000000bit ceil 3000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e1.0 parent 1:1 handle 10: netem limit 30
@@ -146,7 +144,6 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 10
 tc qdisc replace dev sv525e2.0 root handle 1: htb default 1
 tc class replace dev sv525e2.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e2.0 parent 1:1 handle 10: netem limit 10
@@ -189,7 +186,6 @@ xenstore-write "/local/domain/$D4/selena/features" end-markers
 xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
-selena-tdf set "$D4" 10
 tc qdisc replace dev sv525e3.0 root handle 1: htb default 1
 tc class replace dev sv525e3.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e3.0 parent 1:1 handle 10: netem limit 10
@@ -232,11 +228,18 @@ xenstore-write "/local/domain/$D5/selena/features" end-markers
 xenstore-chmod "/local/domain/$D5/selena/features" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/version" 1
 xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
-selena-tdf set "$D5" 10
 tc qdisc replace dev sv525e4.0 root handle 1: htb default 1
 tc class replace dev sv525e4.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e4.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv525e4.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3" "$D4" "$D5"
+selena-tdf set "$D1" 10
+selena-tdf set "$D2" 10
+selena-tdf set "$D3" 10
+selena-tdf set "$D4" 10
+selena-tdf set "$D5" 10
+selena-tdf thaw "$D1" "$D2" "$D3" "$D4" "$D5"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap star /run/selena sv525e0.0 sv525e0.1 sv525e0.2 sv525e0.3 sv525e1.0 sv525e2.0 sv525e3.0 sv525e4.0 &
 # 4. start: every guest unpaused together

@@ -65,7 +65,6 @@ xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 xl network-attach "$D1" mac=02:52:5e:00:00:08 bridge=sl525el8 script=vif-openvswitch vifname=sv525e0.8 devid=8
-selena-tdf set "$D1" 20
 tc qdisc replace dev sv525e0.0 root handle 1: htb default 1
 tc class replace dev sv525e0.0 parent 1: classid 1:1 htb rate 4000000bit ceil 4000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e0.0 parent 1:1 handle 10: netem limit 80
@@ -140,7 +139,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 20
 tc qdisc replace dev sv525e1.0 root handle 1: htb default 1
 tc class replace dev sv525e1.0 parent 1: classid 1:1 htb rate 4000000bit ceil 4000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e1.0 parent 1:1 handle 10: netem limit 80
@@ -183,7 +181,6 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 20
 tc qdisc replace dev sv525e2.0 root handle 1: htb default 1
 tc class replace dev sv525e2.0 parent 1: classid 1:1 htb rate 500000bit ceil 500000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e2.0 parent 1:1 handle 10: netem limit 10
@@ -226,7 +223,6 @@ xenstore-write "/local/domain/$D4/selena/features" end-markers
 xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
-selena-tdf set "$D4" 20
 tc qdisc replace dev sv525e3.0 root handle 1: htb default 1
 tc class replace dev sv525e3.0 parent 1: classid 1:1 htb rate 500000bit ceil 500000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e3.0 parent 1:1 handle 10: netem limit 10
@@ -269,7 +265,6 @@ xenstore-write "/local/domain/$D5/selena/features" end-markers
 xenstore-chmod "/local/domain/$D5/selena/features" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/version" 1
 xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
-selena-tdf set "$D5" 20
 tc qdisc replace dev sv525e4.0 root handle 1: htb default 1
 tc class replace dev sv525e4.0 parent 1: classid 1:1 htb rate 500000bit ceil 500000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e4.0 parent 1:1 handle 10: netem limit 10
@@ -312,7 +307,6 @@ xenstore-write "/local/domain/$D6/selena/features" end-markers
 xenstore-chmod "/local/domain/$D6/selena/features" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/version" 1
 xenstore-chmod "/local/domain/$D6/selena/version" n0 "r$D6"
-selena-tdf set "$D6" 20
 tc qdisc replace dev sv525e5.0 root handle 1: htb default 1
 tc class replace dev sv525e5.0 parent 1: classid 1:1 htb rate 500000bit ceil 500000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e5.0 parent 1:1 handle 10: netem limit 10
@@ -355,7 +349,6 @@ xenstore-write "/local/domain/$D7/selena/features" end-markers
 xenstore-chmod "/local/domain/$D7/selena/features" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/version" 1
 xenstore-chmod "/local/domain/$D7/selena/version" n0 "r$D7"
-selena-tdf set "$D7" 20
 tc qdisc replace dev sv525e6.0 root handle 1: htb default 1
 tc class replace dev sv525e6.0 parent 1: classid 1:1 htb rate 500000bit ceil 500000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e6.0 parent 1:1 handle 10: netem limit 10
@@ -398,7 +391,6 @@ xenstore-write "/local/domain/$D8/selena/features" end-markers
 xenstore-chmod "/local/domain/$D8/selena/features" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/version" 1
 xenstore-chmod "/local/domain/$D8/selena/version" n0 "r$D8"
-selena-tdf set "$D8" 20
 tc qdisc replace dev sv525e7.0 root handle 1: htb default 1
 tc class replace dev sv525e7.0 parent 1: classid 1:1 htb rate 500000bit ceil 500000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e7.0 parent 1:1 handle 10: netem limit 10
@@ -441,7 +433,6 @@ xenstore-write "/local/domain/$D9/selena/features" end-markers
 xenstore-chmod "/local/domain/$D9/selena/features" n0 "r$D9"
 xenstore-write "/local/domain/$D9/selena/version" 1
 xenstore-chmod "/local/domain/$D9/selena/version" n0 "r$D9"
-selena-tdf set "$D9" 20
 tc qdisc replace dev sv525e8.0 root handle 1: htb default 1
 tc class replace dev sv525e8.0 parent 1: classid 1:1 htb rate 500000bit ceil 500000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e8.0 parent 1:1 handle 10: netem limit 10
@@ -484,11 +475,23 @@ xenstore-write "/local/domain/$D10/selena/features" end-markers
 xenstore-chmod "/local/domain/$D10/selena/features" n0 "r$D10"
 xenstore-write "/local/domain/$D10/selena/version" 1
 xenstore-chmod "/local/domain/$D10/selena/version" n0 "r$D10"
-selena-tdf set "$D10" 20
 tc qdisc replace dev sv525e9.0 root handle 1: htb default 1
 tc class replace dev sv525e9.0 parent 1: classid 1:1 htb rate 500000bit ceil 500000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e9.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv525e9.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" "$D9" "$D10"
+selena-tdf set "$D1" 20
+selena-tdf set "$D2" 20
+selena-tdf set "$D3" 20
+selena-tdf set "$D4" 20
+selena-tdf set "$D5" 20
+selena-tdf set "$D6" 20
+selena-tdf set "$D7" 20
+selena-tdf set "$D8" 20
+selena-tdf set "$D9" 20
+selena-tdf set "$D10" 20
+selena-tdf thaw "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" "$D9" "$D10"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap star /run/selena sv525e0.0 sv525e0.1 sv525e0.2 sv525e0.3 sv525e0.4 sv525e0.5 sv525e0.6 sv525e0.7 sv525e0.8 sv525e1.0 sv525e2.0 sv525e3.0 sv525e4.0 sv525e5.0 sv525e6.0 sv525e7.0 sv525e8.0 sv525e9.0 &
 # 4. start: every guest unpaused together

@@ -45,7 +45,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 5
 tc qdisc replace dev sv525e0.0 root handle 1: htb default 1
 tc class replace dev sv525e0.0 parent 1: classid 1:1 htb rate 4000000bit ceil 4000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e0.0 parent 1:1 handle 10: netem limit 20
@@ -96,7 +95,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 5
 tc qdisc replace dev sv525e1.0 root handle 1: htb default 1
 tc class replace dev sv525e1.0 parent 1: classid 1:1 htb rate 4000000bit ceil 4000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e1.0 parent 1:1 handle 10: netem limit 20
@@ -139,7 +137,6 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 5
 tc qdisc replace dev sv525e2.0 root handle 1: htb default 1
 tc class replace dev sv525e2.0 parent 1: classid 1:1 htb rate 2000000bit ceil 2000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e2.0 parent 1:1 handle 10: netem limit 10
@@ -182,11 +179,17 @@ xenstore-write "/local/domain/$D4/selena/features" end-markers
 xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
-selena-tdf set "$D4" 5
 tc qdisc replace dev sv525e3.0 root handle 1: htb default 1
 tc class replace dev sv525e3.0 parent 1: classid 1:1 htb rate 2000000bit ceil 2000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv525e3.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv525e3.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
+selena-tdf set "$D1" 5
+selena-tdf set "$D2" 5
+selena-tdf set "$D3" 5
+selena-tdf set "$D4" 5
+selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap star /run/selena sv525e0.0 sv525e0.1 sv525e0.2 sv525e1.0 sv525e2.0 sv525e3.0 &
 # 4. start: every guest unpaused together

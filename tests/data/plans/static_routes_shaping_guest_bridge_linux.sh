@@ -60,7 +60,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 5
 ethtool -K sv16b90.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16b90.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16b90.2 tso off gso off gro off tx off rx off sg off || true
@@ -105,7 +104,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 5
 ethtool -K sv16b91.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16b91.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16b91.2 tso off gso off gro off tx off rx off sg off || true
@@ -150,7 +148,6 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 5
 ethtool -K sv16b92.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16b92.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16b92.2 tso off gso off gro off tx off rx off sg off || true
@@ -192,7 +189,6 @@ xenstore-write "/local/domain/$D4/selena/features" end-markers
 xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
-selena-tdf set "$D4" 5
 ethtool -K sv16b93.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/ring
 cat > /run/selena/ring/h2.cfg <<'EOF'
@@ -232,7 +228,6 @@ xenstore-write "/local/domain/$D5/selena/features" end-markers
 xenstore-chmod "/local/domain/$D5/selena/features" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/version" 1
 xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
-selena-tdf set "$D5" 5
 ethtool -K sv16b94.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/ring
 cat > /run/selena/ring/h3.cfg <<'EOF'
@@ -272,8 +267,16 @@ xenstore-write "/local/domain/$D6/selena/features" end-markers
 xenstore-chmod "/local/domain/$D6/selena/features" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/version" 1
 xenstore-chmod "/local/domain/$D6/selena/version" n0 "r$D6"
-selena-tdf set "$D6" 5
 ethtool -K sv16b95.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3" "$D4" "$D5" "$D6"
+selena-tdf set "$D1" 5
+selena-tdf set "$D2" 5
+selena-tdf set "$D3" 5
+selena-tdf set "$D4" 5
+selena-tdf set "$D5" 5
+selena-tdf set "$D6" 5
+selena-tdf thaw "$D1" "$D2" "$D3" "$D4" "$D5" "$D6"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap ring /run/selena sv16b90.0 sv16b90.1 sv16b90.2 sv16b91.0 sv16b91.1 sv16b91.2 sv16b92.0 sv16b92.1 sv16b92.2 sv16b93.0 sv16b94.0 sv16b95.0 &
 # 4. start: every guest unpaused together

@@ -42,7 +42,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 10
 tc qdisc replace dev sv16400.0 root handle 1: htb default 1
 tc class replace dev sv16400.0 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 12500b cburst 12500b
 tc qdisc replace dev sv16400.0 parent 1:1 handle 10: netem limit 1000
@@ -85,7 +84,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 10
 tc qdisc replace dev sv16401.0 root handle 1: htb default 1
 tc class replace dev sv16401.0 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 12500b cburst 12500b
 tc qdisc replace dev sv16401.0 parent 1:1 handle 10: netem limit 1000
@@ -128,7 +126,6 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 10
 ethtool -K sv16402.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/fct
 cat > /run/selena/fct/s1.cfg <<'EOF'
@@ -172,7 +169,6 @@ xenstore-write "/local/domain/$D4/selena/features" end-markers
 xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
-selena-tdf set "$D4" 10
 tc qdisc replace dev sv16403.1 root handle 1: htb default 1
 tc class replace dev sv16403.1 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 12500b cburst 12500b
 tc qdisc replace dev sv16403.1 parent 1:1 handle 10: netem limit 1000
@@ -182,6 +178,13 @@ tc qdisc replace dev sv16403.2 parent 1:1 handle 10: netem limit 1000
 ethtool -K sv16403.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16403.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16403.2 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
+selena-tdf set "$D1" 10
+selena-tdf set "$D2" 10
+selena-tdf set "$D3" 10
+selena-tdf set "$D4" 10
+selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap fct /run/selena sv16400.0 sv16401.0 sv16402.0 sv16403.0 sv16403.1 sv16403.2 &
 # 4. start: every guest unpaused together

@@ -44,7 +44,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 2
 tc qdisc replace dev sv3e120.0 root handle 1: htb default 1
 tc class replace dev sv3e120.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv3e120.0 parent 1:1 handle 10: netem delay 200000us
@@ -91,7 +90,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 2
 tc qdisc replace dev sv3e121.0 root handle 1: htb default 1
 tc class replace dev sv3e121.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv3e121.0 parent 1:1 handle 10: netem delay 200000us
@@ -134,11 +132,16 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 2
 tc qdisc replace dev sv3e122.0 root handle 1: htb default 1
 tc class replace dev sv3e122.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv3e122.0 parent 1:1 handle 10: netem delay 200000us
 ethtool -K sv3e122.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3"
+selena-tdf set "$D1" 2
+selena-tdf set "$D2" 2
+selena-tdf set "$D3" 2
+selena-tdf thaw "$D1" "$D2" "$D3"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap tdfchange /run/selena sv3e120.0 sv3e120.1 sv3e121.0 sv3e122.0 &
 # 4. start: every guest unpaused together

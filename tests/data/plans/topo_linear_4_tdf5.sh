@@ -47,7 +47,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 5
 ethtool -K sv7f2f0.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv7f2f0.1 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/linear
@@ -88,7 +87,6 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 5
 ethtool -K sv7f2f1.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/linear
 cat > /run/selena/linear/s2.cfg <<'EOF'
@@ -131,7 +129,6 @@ xenstore-write "/local/domain/$D3/selena/features" end-markers
 xenstore-chmod "/local/domain/$D3/selena/features" n0 "r$D3"
 xenstore-write "/local/domain/$D3/selena/version" 1
 xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
-selena-tdf set "$D3" 5
 ethtool -K sv7f2f2.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv7f2f2.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv7f2f2.2 tso off gso off gro off tx off rx off sg off || true
@@ -173,7 +170,6 @@ xenstore-write "/local/domain/$D4/selena/features" end-markers
 xenstore-chmod "/local/domain/$D4/selena/features" n0 "r$D4"
 xenstore-write "/local/domain/$D4/selena/version" 1
 xenstore-chmod "/local/domain/$D4/selena/version" n0 "r$D4"
-selena-tdf set "$D4" 5
 ethtool -K sv7f2f3.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/linear
 cat > /run/selena/linear/s3.cfg <<'EOF'
@@ -216,7 +212,6 @@ xenstore-write "/local/domain/$D5/selena/features" end-markers
 xenstore-chmod "/local/domain/$D5/selena/features" n0 "r$D5"
 xenstore-write "/local/domain/$D5/selena/version" 1
 xenstore-chmod "/local/domain/$D5/selena/version" n0 "r$D5"
-selena-tdf set "$D5" 5
 ethtool -K sv7f2f4.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv7f2f4.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv7f2f4.2 tso off gso off gro off tx off rx off sg off || true
@@ -258,7 +253,6 @@ xenstore-write "/local/domain/$D6/selena/features" end-markers
 xenstore-chmod "/local/domain/$D6/selena/features" n0 "r$D6"
 xenstore-write "/local/domain/$D6/selena/version" 1
 xenstore-chmod "/local/domain/$D6/selena/version" n0 "r$D6"
-selena-tdf set "$D6" 5
 ethtool -K sv7f2f5.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/linear
 cat > /run/selena/linear/s4.cfg <<'EOF'
@@ -299,7 +293,6 @@ xenstore-write "/local/domain/$D7/selena/features" end-markers
 xenstore-chmod "/local/domain/$D7/selena/features" n0 "r$D7"
 xenstore-write "/local/domain/$D7/selena/version" 1
 xenstore-chmod "/local/domain/$D7/selena/version" n0 "r$D7"
-selena-tdf set "$D7" 5
 ethtool -K sv7f2f6.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv7f2f6.1 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/linear
@@ -340,8 +333,18 @@ xenstore-write "/local/domain/$D8/selena/features" end-markers
 xenstore-chmod "/local/domain/$D8/selena/features" n0 "r$D8"
 xenstore-write "/local/domain/$D8/selena/version" 1
 xenstore-chmod "/local/domain/$D8/selena/version" n0 "r$D8"
-selena-tdf set "$D8" 5
 ethtool -K sv7f2f7.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8"
+selena-tdf set "$D1" 5
+selena-tdf set "$D2" 5
+selena-tdf set "$D3" 5
+selena-tdf set "$D4" 5
+selena-tdf set "$D5" 5
+selena-tdf set "$D6" 5
+selena-tdf set "$D7" 5
+selena-tdf set "$D8" 5
+selena-tdf thaw "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap linear /run/selena sv7f2f0.0 sv7f2f0.1 sv7f2f1.0 sv7f2f2.0 sv7f2f2.1 sv7f2f2.2 sv7f2f3.0 sv7f2f4.0 sv7f2f4.1 sv7f2f4.2 sv7f2f5.0 sv7f2f6.0 sv7f2f6.1 sv7f2f7.0 &
 # 4. start: every guest unpaused together

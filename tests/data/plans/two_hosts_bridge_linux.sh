@@ -42,7 +42,6 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-selena-tdf set "$D1" 10
 tc qdisc replace dev sv708d0.0 root handle 1: htb default 1
 tc class replace dev sv708d0.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv708d0.0 parent 1:1 handle 10: netem delay 50000us
@@ -85,11 +84,15 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-selena-tdf set "$D2" 10
 tc qdisc replace dev sv708d1.0 root handle 1: htb default 1
 tc class replace dev sv708d1.0 parent 1: classid 1:1 htb rate 10000000bit ceil 10000000bit burst 1600b cburst 1600b
 tc qdisc replace dev sv708d1.0 parent 1:1 handle 10: netem delay 50000us
 ethtool -K sv708d1.0 tso off gso off gro off tx off rx off sg off || true
+#    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
+selena-tdf freeze "$D1" "$D2"
+selena-tdf set "$D1" 10
+selena-tdf set "$D2" 10
+selena-tdf thaw "$D1" "$D2"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap twohosts /run/selena sv708d0.0 sv708d1.0 &
 # 4. start: every guest unpaused together
