@@ -153,7 +153,7 @@ def test_plan_prints_configs_and_commands_and_runs_none(capsys):
     assert out.startswith("# selena plan: experiment twohosts, TDF 10, 2 guests, 1 bridges")
     assert 'name = "selena-twohosts-h1"' in out
     assert "xl create -p -q /run/selena/twohosts/h1.cfg" in out
-    assert 'selena-tdf set "$D1" 10' in out
+    assert 'selena-tdf set "$D1" "$D2" 10' in out
     assert "netem delay 50000us" in out and "rate 10000000bit" in out
     assert not Path("/run/selena/twohosts").exists()
 

@@ -47,8 +47,7 @@ def test_deploy_creates_paused_sets_tdf_wires_shapes_then_unpauses_all(fake_xen,
     assert not any(c.startswith("xl domid") for c in made)
     # The TDF set once all are created, between a freeze and a thaw of them all.
     freeze = made.index("selena-tdf freeze 1 2")
-    assert made[freeze + 1:freeze + 4] == ["selena-tdf set 1 10", "selena-tdf set 2 10",
-                                           "selena-tdf thaw 1 2"]
+    assert made[freeze + 1:freeze + 3] == ["selena-tdf set 1 2 10", "selena-tdf thaw 1 2"]
     assert create < made.index(f"xl create -p -q {tmp_path}/state/demo/h2.cfg") < freeze
     assert not any(c.startswith("selena-tdf set") for c in made[:freeze])
     netem = [c for c in made if "netem" in c]
@@ -121,8 +120,37 @@ def test_guests_created_apart_start_with_one_virtual_clock(fake_xen, tmp_path, t
     assert any(c.startswith("selena-tdf freeze") for c in made) == (tdf != 1)
 
 
+def test_a_tdf_change_keeps_the_guests_clocks_together(fake_xen, tmp_path):
+    """A running domain's clock changes rate at its set: guests set one tool
+    start-up (here 50 ms) apart would drift apart by that x (1/10 - 1/5)."""
+    be = backend(fake_xen, tmp_path)
+    be.deploy(demo_plan(tdf=10, hosts=4))
+    answer = fake_xen._answer_tdf
+
+    def slow_start(args):
+        time.sleep(0.05)
+        return answer(args)
+
+    fake_xen._answer_tdf = slow_start
+    fake_xen.calls.clear()
+    be.set_tdf("demo", 5)
+    assert {dom.tdf for dom in fake_xen.domains.values()} == {"5"}
+    assert [c for c in calls(fake_xen) if c.startswith("selena-tdf set")] == \
+        ["selena-tdf set 1 2 3 4 5"]
+    assert _virtual_apart_s(fake_xen) < 1e-6
+
+
+def test_a_selena_tdf_that_sets_one_domain_at_a_time_is_named_with_the_fix(fake_xen,
+                                                                         tmp_path):
+    fake_xen.fail[("selena-tdf", "set")] = (2, "usage: selena-tdf get DOMID")
+    with pytest.raises(BackendError, match=r"older than this selena; install the selena-xen "
+                                           r"package built from this tree"):
+        backend(fake_xen, tmp_path).deploy(demo_plan())
+    assert fake_xen.domains == {}
+
+
 def test_failure_mid_deploy_removes_exactly_what_was_created(fake_xen, tmp_path):
-    fake_xen.fail[("selena-tdf", "set", "2")] = (1, "TDF out of range")
+    fake_xen.refuse_tdf[(2, "10")] = "TDF out of range"
     with pytest.raises(CommandError, match="TDF out of range"):
         backend(fake_xen, tmp_path).deploy(demo_plan())
     made = calls(fake_xen)
@@ -326,7 +354,7 @@ def test_render_prints_every_command_and_config_and_runs_none(fake_xen, tmp_path
     assert f"xl create -p -q {tmp_path}/state/demo/h1.cfg" in lines
     assert "D1=$(xl domid selena-demo-h1)   # h1" in lines
     assert 'xenstore-chmod "/local/domain/$D1/selena/cmd" n0 "r$D1"' in lines
-    assert 'selena-tdf set "$D1" 10' in lines
+    assert 'selena-tdf set "$D1" "$D2" 10' in lines
     assert any(line.startswith(f"tc class replace dev sv{TAG}0.0 parent 1: classid 1:1 htb "
                                "rate 10000000bit") for line in lines)
     assert lines[-1] == 'selena-tdf unpause "$D1" "$D2"'
@@ -345,7 +373,7 @@ def test_set_tdf_pauses_sets_reshapes_and_unpauses_every_guest(fake_xen, tmp_pat
     unpauses = [i for i, c in enumerate(made) if c.startswith("selena-tdf unpause")]
     # one call each for both guests (in the order their domids were recorded)
     assert [sorted(made[i].split()[2:]) for i in pauses + unpauses] == [["1", "2"]] * 2
-    assert len(sets) == 2
+    assert [sorted(made[i].split()[2:]) for i in sets] == [["1", "2", "20"]]     # one process
     assert max(pauses) < min(sets) and max(sets) < min(unpauses)
     assert {d.tdf for d in fake_xen.domains.values()} == {"20"}
     # 5 ms one-way stays 5 ms of virtual time: 100 ms of real delay at TDF 20
@@ -400,7 +428,7 @@ def test_more_guests_than_one_tool_call_takes_are_unpaused_in_batches(fake_xen, 
 def test_a_failed_tdf_change_unpauses_the_guests_and_raises_the_first_error(fake_xen, tmp_path):
     be = backend(fake_xen, tmp_path)
     be.deploy(demo_plan(tdf=2))
-    fake_xen.fail[("selena-tdf", "set", "2", "20")] = (1, "TDF out of range")
+    fake_xen.refuse_tdf[(2, "20")] = "TDF out of range"
     fake_xen.fail[("selena-tdf", "unpause")] = (1, "selena-tdf: cannot unpause domain 1")
     said = []
     with pytest.raises(BackendError, match=r"guest selena-demo-h\d \(domain 2\) refused"):
@@ -448,7 +476,7 @@ def test_a_refused_tdf_change_puts_everything_back(fake_xen, tmp_path):
     with pytest.raises(UnitError, match="more than three decimals"):
         be.set_tdf("demo", 2.0005)
     assert fake_xen.calls == []                      # refused before anything changed
-    fake_xen.fail[("selena-tdf", "set", str(dep.domids["h2"]), "5")] = (1, "not privileged")
+    fake_xen.refuse_tdf[(dep.domids["h2"], "5")] = "not privileged"
     with pytest.raises(BackendError, match="guest selena-demo-h2 .* refused: .*not privileged"):
         be.set_tdf("demo", 5)
     assert {d.tdf for d in fake_xen.domains.values()} == {"2"}

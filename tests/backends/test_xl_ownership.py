@@ -157,7 +157,7 @@ def test_a_run_lock_held_by_another_process_names_it_and_dies_with_it(fake_xen, 
 
 
 def test_a_failed_deploy_leaves_no_run_lock(fake_xen, tmp_path):
-    fake_xen.fail[("selena-tdf", "set", "2")] = (1, "TDF out of range")
+    fake_xen.refuse_tdf[(2, "10")] = "TDF out of range"
     be = backend(fake_xen, tmp_path)
     with pytest.raises(CommandError):
         be.deploy(demo_plan())

@@ -22,6 +22,13 @@ for tdf in 10 1; do
     for n in h1 h2; do
         echo "clock-$tdf-$n $(selena-tdf status $(xl domid selena-twohosts-$n) | tr '\n' ' ')"
     done
+    if [ $tdf = 10 ]; then
+        # Several domains from one process, stopping at the first refusal (Dom0's).
+        h1=$(xl domid selena-twohosts-h1)
+        h2=$(xl domid selena-twohosts-h2)
+        selena-tdf set $h1 0 $h2 3; echo "multi-set-rc=$?"
+        echo "multi-set-h1=$(selena-tdf get $h1) h2=$(selena-tdf get $h2)"
+    fi
     tc qdisc show | grep netem
     selena status
     if [ $tdf = 10 ]; then selena clean; else selena destroy twohosts; fi
@@ -52,6 +59,8 @@ def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0(lab):
     assert result.returncode == 0, out
     assert len(re.findall(r"^selena-twohosts-h[12]\s+\d+\s+32\s", out, re.M)) == 4
     assert "tdf-of-h1=10" in out and "tdf-of-h1=1" in out
+    assert "multi-set-rc=1" in out and "multi-set-h1=3 h2=10" in out, out
+    assert "set 1 of 3 domain(s) before domain 0" in out and "keep real time" in out
     # 5 ms one-way delay: 50 ms of real delay at TDF 10, 5 ms at TDF 1, on both vifs
     assert len(re.findall(r"netem .* delay 50ms", out)) == 2
     assert len(re.findall(r"netem .* delay 5ms", out)) == 2

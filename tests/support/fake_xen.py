@@ -73,6 +73,9 @@ class FakeXen(FakeRunner):
     bridges: dict[str, str | None] = field(default_factory=dict)     # name -> tag
     linux_bridges: dict[str, str | None] = field(default_factory=dict)
     fail: dict[tuple[str, ...], tuple[int, str]] = field(default_factory=dict)
+    # (domid, TDF text) -> why the hypervisor refuses that `selena-tdf set`;
+    # a set of several domains stops there, as the tool does.
+    refuse_tdf: dict[tuple[int, str], str] = field(default_factory=dict)
     next_domid: int = 1
     cpus: int = 2
     free_memory_mb: int = 4096
@@ -190,9 +193,16 @@ class FakeXen(FakeRunner):
                        "xen_extra : .5-fake\n"), ""
         now = time.monotonic_ns()
         if verb == "set":
-            dom = self._by_id(int(args[2]))
-            dom.virt0, dom.real0 = virtual_ns(dom, now), now
-            dom.tdf = args[3]
+            domids, tdf = [int(d) for d in args[2:-1]], args[-1]
+            for i, domid in enumerate(domids):
+                why = self.refuse_tdf.get((domid, tdf))
+                if why is not None:
+                    before = (f"selena-tdf: set {i} of {len(domids)} domain(s) before "
+                              f"domain {domid}\n" if i else "")
+                    return 1, "", f"{before}selena-tdf: domain {domid}: {why}\n"
+                dom = self._by_id(domid)
+                dom.virt0, dom.real0 = virtual_ns(dom, now), now
+                dom.tdf = tdf
             return 0, "", ""
         if verb == "status":
             dom = self._by_id(int(args[2]))

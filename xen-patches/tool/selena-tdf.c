@@ -3,7 +3,8 @@
  * selena-tdf: get or set the time dilation factor of a Xen domain.
  *
  *   selena-tdf get DOMID
- *   selena-tdf set DOMID TDF      (TDF may be a decimal such as 2.5)
+ *   selena-tdf set DOMID... TDF   (TDF may be a decimal such as 2.5); several
+ *                                 domains one right after another
  *   selena-tdf status DOMID       factor, frozen state, virtual and real now
  *   selena-tdf freeze DOMID...    stop the domains' virtual time, together
  *   selena-tdf thaw DOMID...      restart it, together, losing none; also
@@ -18,7 +19,10 @@
  * only kind selena dilates) from one process, so an experiment's guests
  * start microseconds apart instead of one xl start-up (0.2 s under
  * emulation) apart; host answers what a deploy checks in a third of the
- * time `xl info` takes.
+ * time `xl info` takes.  set of several domains changes them from one
+ * process for the same reason: a running domain's clock changes rate at
+ * its set, so domains set a process start-up apart drift apart by that
+ * interval times the change of 1/TDF.
  *
  * Issues XEN_DOMCTL_selena_tdf (added by selena's hypervisor patches)
  * through Debian's unmodified libxenctrl, so no Xen library is rebuilt.
@@ -58,7 +62,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: %s get DOMID\n"
-            "       %s set DOMID TDF    (TDF from 1 to 1000, e.g. 10 or 2.5)\n"
+            "       %s set DOMID... TDF (TDF from 1 to 1000, e.g. 10 or 2.5)\n"
             "       %s status DOMID\n"
             "       %s freeze DOMID...  (stop virtual time, all at one instant)\n"
             "       %s thaw DOMID...    (restart it, all at one instant)\n"
@@ -192,6 +196,34 @@ static int freeze_group(xc_interface *xch, uint32_t *domids, unsigned int n,
     return 0;
 }
 
+/*
+ * Set the factor of domids[0..n) in order; stop at the first refusal,
+ * naming it: the ones before it keep the new factor.
+ */
+static int set_all(xc_interface *xch, const uint32_t *domids, unsigned int n,
+                   uint32_t milli)
+{
+    struct selena_tdf_op op;
+    unsigned int i;
+    int err;
+
+    for ( i = 0; i < n; i++ )
+    {
+        memset(&op, 0, sizeof(op));
+        op.op = XEN_DOMCTL_SELENA_TDF_SET;
+        op.milli = milli;
+        err = domctl(xch, domids[i], &op);
+        if ( err )
+        {
+            if ( i )
+                fprintf(stderr, "%s: set %u of %u domain(s) before domain %u\n",
+                        prog, i, n, domids[i]);
+            return explain(err, domids[i], &op);
+        }
+    }
+    return 0;
+}
+
 /* Pause domids[0..n) in order; on an error unpause the ones paused so far. */
 static int pause_all(xc_interface *xch, const uint32_t *domids, unsigned int n)
 {
@@ -275,7 +307,7 @@ int main(int argc, char **argv)
     unsigned int n = 0;
     xc_interface *xch;
     char buf[32];
-    int err, i, group_op = 0, pause_op = 0;
+    int err, i, group_op = 0, pause_op = 0, set_op = 0;
 
     if ( argc == 2 && !strcmp(argv[1], "host") )
     {
@@ -305,32 +337,44 @@ int main(int argc, char **argv)
             if ( parse_domid(argv[i], &domids[n++]) )
                 usage();
     }
+    else if ( !strcmp(argv[1], "set") && argc >= 4 )
+    {
+        const char *tdf = argv[argc - 1];
+
+        set_op = 1;
+        op.op = XEN_DOMCTL_SELENA_TDF_SET;
+        if ( argc - 3 > XEN_SELENA_TDF_GROUP_MAX + 1 )
+        {
+            fprintf(stderr, "%s: at most %u domains at once\n", prog,
+                    XEN_SELENA_TDF_GROUP_MAX + 1);
+            return 2;
+        }
+        for ( i = 2; i < argc - 1; i++ )
+            if ( parse_domid(argv[i], &domids[n++]) )
+                usage();
+        switch ( tdf_parse(tdf, &op.milli) )
+        {
+        case TDF_PARSE_OK:
+            break;
+        case TDF_PARSE_RANGE:
+            fprintf(stderr, "%s: TDF out of range: %s (1 to 1000)\n",
+                    prog, tdf);
+            return 2;
+        case TDF_PARSE_PRECISION:
+            fprintf(stderr, "%s: TDF has more than three decimals: %s\n",
+                    prog, tdf);
+            return 2;
+        default:
+            fprintf(stderr, "%s: TDF is not a number: %s\n", prog, tdf);
+            return 2;
+        }
+    }
     else if ( parse_domid(argv[2], &domids[n++]) )
         usage();
     else if ( !strcmp(argv[1], "get") && argc == 3 )
         op.op = XEN_DOMCTL_SELENA_TDF_GET;
     else if ( !strcmp(argv[1], "status") && argc == 3 )
         op.op = XEN_DOMCTL_SELENA_TDF_GET;
-    else if ( !strcmp(argv[1], "set") && argc == 4 )
-    {
-        op.op = XEN_DOMCTL_SELENA_TDF_SET;
-        switch ( tdf_parse(argv[3], &op.milli) )
-        {
-        case TDF_PARSE_OK:
-            break;
-        case TDF_PARSE_RANGE:
-            fprintf(stderr, "%s: TDF out of range: %s (1 to 1000)\n",
-                    prog, argv[3]);
-            return 2;
-        case TDF_PARSE_PRECISION:
-            fprintf(stderr, "%s: TDF has more than three decimals: %s\n",
-                    prog, argv[3]);
-            return 2;
-        default:
-            fprintf(stderr, "%s: TDF is not a number: %s\n", prog, argv[3]);
-            return 2;
-        }
-    }
     else
         usage();
 
@@ -348,6 +392,12 @@ int main(int argc, char **argv)
     if ( group_op )
     {
         err = freeze_group(xch, domids, n, op.op);
+        xc_interface_close(xch);
+        return err;
+    }
+    if ( set_op )
+    {
+        err = set_all(xch, domids, n, op.milli);
         xc_interface_close(xch);
         return err;
     }

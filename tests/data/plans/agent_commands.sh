@@ -122,9 +122,7 @@ xenstore-chmod "/local/domain/$D3/selena/version" n0 "r$D3"
 ethtool -K sv2ddb2.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3"
-selena-tdf set "$D1" 5
-selena-tdf set "$D2" 5
-selena-tdf set "$D3" 5
+selena-tdf set "$D1" "$D2" "$D3" 5
 selena-tdf thaw "$D1" "$D2" "$D3"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap agentcmds /run/selena sv2ddb0.0 sv2ddb1.0 sv2ddb2.0 &

@@ -94,8 +94,7 @@ tc qdisc replace dev sv00501.0 parent 1:1 handle 10: netem delay 5000us
 ethtool -K sv00501.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2"
-selena-tdf set "$D1" 5
-selena-tdf set "$D2" 5
+selena-tdf set "$D1" "$D2" 5
 selena-tdf thaw "$D1" "$D2"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap debmc /run/selena sv00500.0 sv00501.0 &

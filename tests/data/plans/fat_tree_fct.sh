@@ -953,24 +953,7 @@ tc qdisc replace dev sv0c7517.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv0c7517.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" "$D9" "$D10" "$D11" "$D12" "$D13" "$D14" "$D15" "$D16" "$D17" "$D18"
-selena-tdf set "$D1" 10
-selena-tdf set "$D2" 10
-selena-tdf set "$D3" 10
-selena-tdf set "$D4" 10
-selena-tdf set "$D5" 10
-selena-tdf set "$D6" 10
-selena-tdf set "$D7" 10
-selena-tdf set "$D8" 10
-selena-tdf set "$D9" 10
-selena-tdf set "$D10" 10
-selena-tdf set "$D11" 10
-selena-tdf set "$D12" 10
-selena-tdf set "$D13" 10
-selena-tdf set "$D14" 10
-selena-tdf set "$D15" 10
-selena-tdf set "$D16" 10
-selena-tdf set "$D17" 10
-selena-tdf set "$D18" 10
+selena-tdf set "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" "$D9" "$D10" "$D11" "$D12" "$D13" "$D14" "$D15" "$D16" "$D17" "$D18" 10
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" "$D9" "$D10" "$D11" "$D12" "$D13" "$D14" "$D15" "$D16" "$D17" "$D18"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap fattree /run/selena sv0c750.0 sv0c750.1 sv0c750.2 sv0c750.3 sv0c751.0 sv0c751.1 sv0c751.2 sv0c751.3 sv0c752.0 sv0c752.1 sv0c752.2 sv0c752.3 sv0c753.0 sv0c753.1 sv0c753.2 sv0c753.3 sv0c754.0 sv0c754.1 sv0c754.2 sv0c754.3 sv0c755.0 sv0c755.1 sv0c755.2 sv0c755.3 sv0c756.0 sv0c757.0 sv0c758.0 sv0c759.0 sv0c7510.0 sv0c7510.1 sv0c7510.2 sv0c7510.3 sv0c7511.0 sv0c7511.1 sv0c7511.2 sv0c7511.3 sv0c7512.0 sv0c7512.1 sv0c7512.2 sv0c7512.3 sv0c7513.0 sv0c7513.1 sv0c7513.2 sv0c7513.3 sv0c7514.0 sv0c7515.0 sv0c7516.0 sv0c7517.0 &

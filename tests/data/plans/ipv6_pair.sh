@@ -88,8 +88,7 @@ tc qdisc replace dev sv91a61.0 root handle 1: netem delay 10000us
 ethtool -K sv91a61.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2"
-selena-tdf set "$D1" 5
-selena-tdf set "$D2" 5
+selena-tdf set "$D1" "$D2" 5
 selena-tdf thaw "$D1" "$D2"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap ipv6 /run/selena sv91a60.0 sv91a61.0 &

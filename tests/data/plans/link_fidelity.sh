@@ -132,9 +132,7 @@ tc qdisc replace dev svf6112.0 root handle 1: netem delay 300000us
 ethtool -K svf6112.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3"
-selena-tdf set "$D1" 30
-selena-tdf set "$D2" 30
-selena-tdf set "$D3" 30
+selena-tdf set "$D1" "$D2" "$D3" 30
 selena-tdf thaw "$D1" "$D2" "$D3"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap fidelity /run/selena svf6110.0 svf6110.1 svf6111.0 svf6112.0 &

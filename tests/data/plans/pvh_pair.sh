@@ -86,8 +86,7 @@ tc qdisc replace dev svf19d1.0 root handle 1: netem delay 240000us
 ethtool -K svf19d1.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2"
-selena-tdf set "$D1" 6
-selena-tdf set "$D2" 6
+selena-tdf set "$D1" "$D2" 6
 selena-tdf thaw "$D1" "$D2"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap pvhpair /run/selena svf19d0.0 svf19d1.0 &

@@ -194,10 +194,7 @@ tc qdisc replace dev sv2dd33.0 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv2dd33.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
-selena-tdf set "$D1" 10
-selena-tdf set "$D2" 10
-selena-tdf set "$D3" 10
-selena-tdf set "$D4" 10
+selena-tdf set "$D1" "$D2" "$D3" "$D4" 10
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjmc /run/selena sv2dd30.0 sv2dd30.1 sv2dd30.2 sv2dd31.0 sv2dd32.0 sv2dd33.0 &

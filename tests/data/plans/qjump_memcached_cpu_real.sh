@@ -197,10 +197,7 @@ tc qdisc replace dev sv09243.0 parent 1:1 handle 10: netem limit 2 delay 200us
 ethtool -K sv09243.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
-selena-tdf set "$D1" 10
-selena-tdf set "$D2" 10
-selena-tdf set "$D3" 10
-selena-tdf set "$D4" 10
+selena-tdf set "$D1" "$D2" "$D3" "$D4" 10
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjmcr /run/selena sv09240.0 sv09240.1 sv09240.2 sv09241.0 sv09242.0 sv09243.0 &

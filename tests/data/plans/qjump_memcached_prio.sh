@@ -236,10 +236,7 @@ tc qdisc replace dev sv8ef83.0 parent 10:3 handle 23: netem limit 2 delay 200us
 ethtool -K sv8ef83.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
-selena-tdf set "$D1" 10
-selena-tdf set "$D2" 10
-selena-tdf set "$D3" 10
-selena-tdf set "$D4" 10
+selena-tdf set "$D1" "$D2" "$D3" "$D4" 10
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjmcp /run/selena sv8ef80.0 sv8ef80.1 sv8ef80.2 sv8ef81.0 sv8ef82.0 sv8ef83.0 &

@@ -194,10 +194,7 @@ tc qdisc replace dev sve20a3.0 parent 1:1 handle 10: netem limit 2 delay 400us
 ethtool -K sve20a3.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
-selena-tdf set "$D1" 20
-selena-tdf set "$D2" 20
-selena-tdf set "$D3" 20
-selena-tdf set "$D4" 20
+selena-tdf set "$D1" "$D2" "$D3" "$D4" 20
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjping /run/selena sve20a0.0 sve20a0.1 sve20a0.2 sve20a1.0 sve20a2.0 sve20a3.0 &

@@ -236,10 +236,7 @@ tc qdisc replace dev sv94033.0 parent 10:3 handle 23: netem limit 2 delay 400us
 ethtool -K sv94033.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
-selena-tdf set "$D1" 20
-selena-tdf set "$D2" 20
-selena-tdf set "$D3" 20
-selena-tdf set "$D4" 20
+selena-tdf set "$D1" "$D2" "$D3" "$D4" 20
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap qjpingp /run/selena sv94030.0 sv94030.1 sv94030.2 sv94031.0 sv94032.0 sv94033.0 &

@@ -128,9 +128,7 @@ ethtool -K sv70492.0 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv70492.1 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3"
-selena-tdf set "$D1" 5
-selena-tdf set "$D2" 5
-selena-tdf set "$D3" 5
+selena-tdf set "$D1" "$D2" "$D3" 5
 selena-tdf thaw "$D1" "$D2" "$D3"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap ovsstandalone /run/selena sv70490.0 sv70491.0 sv70492.0 sv70492.1 &

@@ -481,16 +481,7 @@ tc qdisc replace dev sv525e9.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv525e9.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" "$D9" "$D10"
-selena-tdf set "$D1" 20
-selena-tdf set "$D2" 20
-selena-tdf set "$D3" 20
-selena-tdf set "$D4" 20
-selena-tdf set "$D5" 20
-selena-tdf set "$D6" 20
-selena-tdf set "$D7" 20
-selena-tdf set "$D8" 20
-selena-tdf set "$D9" 20
-selena-tdf set "$D10" 20
+selena-tdf set "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" "$D9" "$D10" 20
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" "$D9" "$D10"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap star /run/selena sv525e0.0 sv525e0.1 sv525e0.2 sv525e0.3 sv525e0.4 sv525e0.5 sv525e0.6 sv525e0.7 sv525e0.8 sv525e1.0 sv525e2.0 sv525e3.0 sv525e4.0 sv525e5.0 sv525e6.0 sv525e7.0 sv525e8.0 sv525e9.0 &

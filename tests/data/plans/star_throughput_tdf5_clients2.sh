@@ -185,10 +185,7 @@ tc qdisc replace dev sv525e3.0 parent 1:1 handle 10: netem limit 10
 ethtool -K sv525e3.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
-selena-tdf set "$D1" 5
-selena-tdf set "$D2" 5
-selena-tdf set "$D3" 5
-selena-tdf set "$D4" 5
+selena-tdf set "$D1" "$D2" "$D3" "$D4" 5
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap star /run/selena sv525e0.0 sv525e0.1 sv525e0.2 sv525e1.0 sv525e2.0 sv525e3.0 &

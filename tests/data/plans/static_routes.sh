@@ -270,12 +270,7 @@ tc qdisc replace dev sv16b95.0 root handle 1: netem delay 5000us
 ethtool -K sv16b95.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4" "$D5" "$D6"
-selena-tdf set "$D1" 5
-selena-tdf set "$D2" 5
-selena-tdf set "$D3" 5
-selena-tdf set "$D4" 5
-selena-tdf set "$D5" 5
-selena-tdf set "$D6" 5
+selena-tdf set "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" 5
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4" "$D5" "$D6"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap ring /run/selena sv16b90.0 sv16b90.1 sv16b90.2 sv16b91.0 sv16b91.1 sv16b91.2 sv16b92.0 sv16b92.1 sv16b92.2 sv16b93.0 sv16b94.0 sv16b95.0 &

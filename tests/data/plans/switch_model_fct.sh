@@ -180,10 +180,7 @@ ethtool -K sv16403.1 tso off gso off gro off tx off rx off sg off || true
 ethtool -K sv16403.2 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4"
-selena-tdf set "$D1" 10
-selena-tdf set "$D2" 10
-selena-tdf set "$D3" 10
-selena-tdf set "$D4" 10
+selena-tdf set "$D1" "$D2" "$D3" "$D4" 10
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap fct /run/selena sv16400.0 sv16401.0 sv16402.0 sv16403.0 sv16403.1 sv16403.2 &

@@ -138,9 +138,7 @@ tc qdisc replace dev sv3e122.0 parent 1:1 handle 10: netem delay 200000us
 ethtool -K sv3e122.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3"
-selena-tdf set "$D1" 2
-selena-tdf set "$D2" 2
-selena-tdf set "$D3" 2
+selena-tdf set "$D1" "$D2" "$D3" 2
 selena-tdf thaw "$D1" "$D2" "$D3"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap tdfchange /run/selena sv3e120.0 sv3e120.1 sv3e121.0 sv3e122.0 &

@@ -336,14 +336,7 @@ xenstore-chmod "/local/domain/$D8/selena/version" n0 "r$D8"
 ethtool -K sv7f2f7.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8"
-selena-tdf set "$D1" 5
-selena-tdf set "$D2" 5
-selena-tdf set "$D3" 5
-selena-tdf set "$D4" 5
-selena-tdf set "$D5" 5
-selena-tdf set "$D6" 5
-selena-tdf set "$D7" 5
-selena-tdf set "$D8" 5
+selena-tdf set "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8" 5
 selena-tdf thaw "$D1" "$D2" "$D3" "$D4" "$D5" "$D6" "$D7" "$D8"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap linear /run/selena sv7f2f0.0 sv7f2f0.1 sv7f2f1.0 sv7f2f2.0 sv7f2f2.1 sv7f2f2.2 sv7f2f3.0 sv7f2f4.0 sv7f2f4.1 sv7f2f4.2 sv7f2f5.0 sv7f2f6.0 sv7f2f6.1 sv7f2f7.0 &

@@ -88,8 +88,7 @@ tc qdisc replace dev sv708d1.0 parent 1:1 handle 10: netem limit 50 delay 20000u
 ethtool -K sv708d1.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2"
-selena-tdf set "$D1" 10
-selena-tdf set "$D2" 10
+selena-tdf set "$D1" "$D2" 10
 selena-tdf thaw "$D1" "$D2"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap twohosts /run/selena sv708d0.0 sv708d1.0 &

@@ -86,8 +86,7 @@ tc class replace dev sv708d1.0 parent 1: classid 1:1 htb rate 10000000bit ceil 1
 tc qdisc replace dev sv708d1.0 parent 1:1 handle 10: netem delay 50000us
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2"
-selena-tdf set "$D1" 10
-selena-tdf set "$D2" 10
+selena-tdf set "$D1" "$D2" 10
 selena-tdf thaw "$D1" "$D2"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap twohosts /run/selena sv708d0.0 sv708d1.0 &

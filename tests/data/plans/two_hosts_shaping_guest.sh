@@ -82,8 +82,7 @@ xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 ethtool -K sv708d1.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2"
-selena-tdf set "$D1" 10
-selena-tdf set "$D2" 10
+selena-tdf set "$D1" "$D2" 10
 selena-tdf thaw "$D1" "$D2"
 # 3. the vif tap (selena/backends/vif_tap.py): transmit buffers go back to the guests once Dom0 has each packet
 <python> -m selena.backends.vif_tap twohosts /run/selena sv708d0.0 sv708d1.0 &
