@@ -21,7 +21,13 @@ again. What the run records shows each of those:
 - uptime_after_s: its uptime once it is back (virtual seconds since its
   kernel started: a fresh boot's, not the old guest's);
 - running_command_lost: 1 when the command left running on it across the
-  restart ended `lost` with "node N restarted".
+  restart ended `lost` with "node N restarted";
+- wall_clock_apart_s: its wall clock (`date`) against h1's, which ran
+  throughout: the restarted node's read between two of h1's, less their
+  midpoint (0 when its clock started at the others' virtual time; a new
+  domain's clock reads real time until its TDF is set, so it would be
+  ahead by about the real time the run gained on virtual time), with
+  wall_clock_bracket_s, how far apart h1's two readings were.
 
 The links are rate-limited (10 Mbit/s), so the fidelity monitor checks
 packet spacing on them in windows, which must go on after the restart.
@@ -90,6 +96,15 @@ def uptime(exp, node):
     return float(exp.cmd(node, "cat /proc/uptime", check=True).stdout.split()[0])
 
 
+def wall_clock(exp, node):
+    """The node's wall clock (CLOCK_REALTIME), seconds: busybox's `date`
+    has no %N, but a file's modification time, which the kernel stamps from
+    that clock (to its tick), is printed to the nanosecond."""
+    out = exp.cmd(node, "touch /tmp/now && stat -c '%Y %y' /tmp/now",
+                  check=True).stdout.decode().split()
+    return int(out[0]) + float("0." + (out[2].partition(".")[2] or "0"))
+
+
 def run(exp):
     node = exp.params.get("node", "h2")
     before = pings(exp)
@@ -104,6 +119,10 @@ def run(exp):
     lost = ended.state == "lost" and (crash or ended.detail == f"node {node} restarted")
     exp.record("running_command_lost", 1.0 if lost else 0.0, expected=1.0)
     exp.record("uptime_after_s", uptime(exp, node), unit="s")
+    other = "h1"
+    first, theirs, last = wall_clock(exp, other), wall_clock(exp, node), wall_clock(exp, other)
+    exp.record("wall_clock_apart_s", theirs - (first + last) / 2, expected=0.0, unit="s")
+    exp.record("wall_clock_bracket_s", last - first, unit="s")
     start, first = exp.now(), uptime(exp, node)
     exp.sleep(2.0)
     rate = (uptime(exp, node) - first) / (exp.now() - start)

@@ -915,7 +915,7 @@ class Experiment:
                 domid = self.backend.restart(deployment, node, plan, self.progress)
             engine.domids[node] = domid
             channel.add_guest(node, domid)
-            channel.wait_ready(self.ready_timeout)
+            channel.wait_ready(self.ready_timeout, nodes=[node])
             for index in sorted(self.links_down):
                 link = self.topology.links[index]
                 if node in (link.a.node, link.b.node):

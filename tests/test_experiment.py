@@ -16,11 +16,13 @@ import time
 import weakref
 
 import pytest
+from fake_xen import virtual_ns
 
 import selena.experiment
 from selena.backends.xl import XlBackend
 from selena.control.channel import Controller
 from selena.errors import (
+    BackendError,
     CommandError,
     ExperimentError,
     GuestLost,
@@ -242,6 +244,13 @@ def test_a_restarted_node_is_a_new_domain_at_the_current_tdf_with_its_links_as_t
         assert new != old and exp.domids["h2"] == new
         dom = fake_xen.domains["selena-pair-h2"]
         assert (dom.domid, dom.tdf, dom.paused, dom.vifs[0]) == (new, "8", False, h2_vif)
+        # Its clock started at h1's (a new domain's reads real time, ahead
+        # of h1's by the real time the run gained), before it ran.
+        h1 = fake_xen.domains["selena-pair-h1"]
+        now = time.monotonic_ns()
+        assert abs(virtual_ns(dom, now) - virtual_ns(h1, now)) < 1000
+        assert after.index(f"selena-tdf align {new} {h1.domid}") < after.index(
+            f"selena-tdf unpause {new}")
         assert f"xl destroy {old}" in after
         assert after.index(f"xl destroy {old}") < next(
             i for i, c in enumerate(after) if c.startswith("xl create"))
@@ -280,6 +289,28 @@ def test_a_crashed_node_can_be_restarted_and_a_restart_that_cannot_be_is_one_lin
             exp.restart("h2")
         exp.resume()
         assert exp.domids["h2"] == new
+    assert fake_xen.domains == {}
+
+
+def test_a_restarted_clock_takes_the_first_guest_left_and_an_old_tool_is_named(
+        fake_xen, tmp_path):
+    topo = Topology("trio", tdf=4)
+    hosts = [topo.add_host(f"h{i}", ip=f"10.0.0.{i}/24") for i in (1, 2, 3)]
+    topo.add_hub("lan", *hosts)
+    exp = make(fake_xen, tmp_path, topo)
+    with exp:
+        h1, h2 = exp.domids["h1"], exp.domids["h2"]
+        exp.crash("h1")                     # gone: h2 gives the time
+        new = exp.node("h3").restart()
+        assert f"selena-tdf align {new} {h1}" in calls(fake_xen)
+        assert any(m.startswith("selena-trio-h3's clock started at selena-trio-h2's: "
+                                f"domain {new} started at domain {h2}'s") for m in exp.said)
+        fake_xen.fail[("selena-tdf", "align")] = (2, "usage: selena-tdf get DOMID")
+        with pytest.raises(BackendError, match=r"^selena-tdf cannot align a restarted "
+                                               r"guest's clock: it is older than this selena"):
+            exp.node("h3").restart()
+        assert "selena-trio-h3" not in fake_xen.domains          # left down, as any failure
+        fake_xen.fail.clear()
     assert fake_xen.domains == {}
 
 

@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Collection
 from typing import IO, Any
 
 from selena.backends.base import Backend, Deployment, LoadSample, Progress
@@ -87,9 +88,9 @@ class NamespaceChannel(CommandChannel):
     def add_guest(self, name: str, pid: int) -> None:
         self._pids[name] = pid
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, nodes: Collection[str] | None = None) -> None:
         for name, pid in self._pids.items():
-            if not os.path.exists(f"/proc/{pid}"):
+            if (nodes is None or name in nodes) and not os.path.exists(f"/proc/{pid}"):
                 raise GuestLost(name, f"its namespace's shell (pid {pid}) is gone")
 
     def submit(self, guest_name: str, spec: CommandSpec) -> CommandHandle:

@@ -1226,6 +1226,7 @@ class XlBackend(Backend):
             try:
                 self._guest_steps(act, plan, guest, None, tdf=state.tdf, shaping=shaping)
                 domid = state.domains[guest.domain_name]
+                self._align_restarted(state, guest.domain_name, domid, say)
                 old_tap = state.tap_pid
                 self._unpause([domid])
                 # The tap's sockets were bound to the old vifs: a new tap holds
@@ -1247,6 +1248,32 @@ class XlBackend(Backend):
         say(f"{deployment.experiment}: {node} restarted as domain {domid} (was "
             f"{old if old is not None else 'gone'}) at TDF {units.tdf_text(state.tdf)}")
         return domid
+
+    def _align_restarted(self, state: DeployState, name: str, domid: int,
+                         say: Progress) -> None:
+        """Start a restarted node's clock (its domain has never run) at
+        another guest's virtual time and wall clock: a new domain's clock
+        reads real time until its TDF is set, so it would be ahead of the
+        others by the real time the run has gained on virtual time (and any
+        pause). The first other guest that still exists is the reference;
+        with none left there is nothing to agree with."""
+        for ref_name, ref in sorted(state.domains.items()):
+            if ref_name == name:
+                continue
+            argv = ["selena-tdf", "align", str(domid), str(ref)]
+            result = self.runner.run(argv, check=False)
+            if result.returncode == 0:
+                say(f"{name}'s clock started at {ref_name}'s: {result.stdout.strip()}")
+                return
+            if f"no such domain: {ref}" in result.stderr:
+                continue        # crashed or destroyed: the next one
+            if result.returncode == 2 and "usage:" in result.stderr:
+                raise BackendError("selena-tdf cannot align a restarted guest's clock: it is "
+                                   "older than this selena; install the selena-xen package "
+                                   "built from this tree (make -C xen-patches deb)")
+            raise CommandError(argv, result.returncode, result.stderr)
+        say(f"{name}: no other guest left to take the time from; its clock starts from "
+            "real time")
 
     def _vif_present(self, vif: str) -> bool:
         """The vif exists in Dom0 now (a crashed or destroyed guest's go)."""

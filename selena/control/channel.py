@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -347,10 +347,11 @@ class Controller(CommandChannel):
         for handle in handles:
             handle.complete(_lost_result(guest, handle, why))
 
-    def wait_ready(self, timeout: float) -> None:
-        """Wait until every agent reports ready with our protocol version."""
+    def wait_ready(self, timeout: float, nodes: Collection[str] | None = None) -> None:
+        """Wait until every agent (or those of `nodes`) reports ready with
+        our protocol version."""
         deadline = self.clock() + timeout
-        pending = set(self._guests)
+        pending = set(self._guests if nodes is None else nodes)
         while pending:
             # Counted before reading: an agent that changes its state meanwhile
             # makes poll() return at once. This thread reads the socket

@@ -13,7 +13,7 @@ wait on the handle from any thread.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -199,9 +199,11 @@ class CommandChannel(Protocol):
         it to (a Xen domain id, a namespace's process id)."""
         ...
 
-    def wait_ready(self, timeout: float) -> None:
-        """Wait (real seconds) until every attached node can run commands;
-        GuestLost (or a subclass of ControlError) names one that cannot."""
+    def wait_ready(self, timeout: float, nodes: Collection[str] | None = None) -> None:
+        """Wait (real seconds) until every attached node (or those of
+        `nodes`: a restarted one, beside others that may have crashed) can
+        run commands; GuestLost (or a subclass of ControlError) names one
+        that cannot."""
         ...
 
     def drop_guest(self, name: str, why: str, /) -> None:

@@ -10,6 +10,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Collection
 
 import pytest
 
@@ -140,7 +141,7 @@ class MemoryChannel(CommandChannel):
     def add_guest(self, name: str, where: int, /) -> None:
         self.guests[name] = where
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, nodes: Collection[str] | None = None) -> None:
         pass
 
     def submit(self, guest_name: str, spec: CommandSpec) -> CommandHandle:

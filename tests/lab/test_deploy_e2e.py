@@ -28,6 +28,9 @@ for tdf in 10 1; do
         h2=$(xl domid selena-twohosts-h2)
         selena-tdf set $h1 0 $h2 3; echo "multi-set-rc=$?"
         echo "multi-set-h1=$(selena-tdf get $h1) h2=$(selena-tdf get $h2)"
+        # A guest that has run keeps its clock: only a new domain's moves.
+        selena-tdf align $h2 $h1; echo "align-running-rc=$?"
+        echo "align-running-h2=$(selena-tdf get $h2)"
     fi
     tc qdisc show | grep netem
     selena status
@@ -61,6 +64,8 @@ def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0(lab):
     assert "tdf-of-h1=10" in out and "tdf-of-h1=1" in out
     assert "multi-set-rc=1" in out and "multi-set-h1=3 h2=10" in out, out
     assert "set 1 of 3 domain(s) before domain 0" in out and "keep real time" in out
+    assert "align-running-rc=1" in out and "align-running-h2=10" in out, out
+    assert "only a domain that has never run can be" in out, out
     # 5 ms one-way delay: 50 ms of real delay at TDF 10, 5 ms at TDF 1, on both vifs
     assert len(re.findall(r"netem .* delay 50ms", out)) == 2
     assert len(re.findall(r"netem .* delay 5ms", out)) == 2

@@ -204,6 +204,18 @@ class FakeXen(FakeRunner):
                 dom.virt0, dom.real0 = virtual_ns(dom, now), now
                 dom.tdf = tdf
             return 0, "", ""
+        if verb == "align":
+            ids = {d.domid: d for d in self.domains.values()}
+            new, ref = (ids.get(int(d)) for d in args[2:4])
+            if ref is None or new is None:
+                missing = args[3] if ref is None else args[2]
+                return 1, "", f"selena-tdf: no such domain: {missing}\n"
+            if new.agent is not None:   # it has run: the hypervisor refuses
+                return 1, "", (f"selena-tdf: domain {new.domid}'s clock cannot be moved "
+                               "(Device or resource busy)\n")
+            new.virt0, new.real0, new.frozen = virtual_ns(ref, now), now, False
+            return 0, (f"domain {new.domid} started at domain {ref.domid}'s virtual time, "
+                       "+0 ns from it\n"), ""
         if verb == "status":
             dom = self._by_id(int(args[2]))
             return 0, (f"tdf {dom.tdf}\nfrozen {'yes' if dom.frozen else 'no'}\n"
@@ -211,8 +223,8 @@ class FakeXen(FakeRunner):
         if verb in ("pause", "unpause"):
             return self._pause_many(verb, [int(d) for d in args[2:]])
         if verb in ("freeze", "thaw"):
-            for domid in args[2:]:     # all at one instant, as the domctl's group
-                dom = self._by_id(int(domid))
+            for word in args[2:]:      # all at one instant, as the domctl's group
+                dom = self._by_id(int(word))
                 if dom.frozen != (verb == "freeze"):
                     dom.virt0, dom.real0 = virtual_ns(dom, now), now
                 dom.frozen = verb == "freeze"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 import threading
 import time
+from collections.abc import Collection
 
 from selena.backends.base import Backend, Deployment, Progress
 from selena.control.channel import CommandHandle, CommandResult
@@ -37,7 +38,7 @@ class MemoryChannel(CommandChannel):
     def add_guest(self, name: str, where: int, /) -> None:
         self.guests[name] = where
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, nodes: Collection[str] | None = None) -> None:
         pass
 
     def submit(self, guest_name: str, spec: CommandSpec) -> CommandHandle:
