@@ -382,6 +382,10 @@ def test_set_tdf_pauses_sets_reshapes_and_unpauses_every_guest(fake_xen, tmp_pat
     rates = [c.split(" rate ")[1].split()[0] for c in made if " rate " in c]
     assert rates == ["100000bit", "100000bit"]               # 2 Mbit/s / 20
     assert all(i < min(unpauses) for i, c in enumerate(made) if c.startswith("tc "))
+    # One tc process for every vif: the guests stay paused while it runs.
+    batch = made.index("tc -batch -")
+    assert made[batch + 1:batch + 5] == [c for c in made if c.startswith("tc ")][1:]
+    assert len(made[batch + 1:batch + 5]) == 4 and max(sets) < batch < min(unpauses)
     assert DeployState.load(tmp_path / "state/demo.json").tdf == 20
     assert sorted(dep.domids.values()) == sorted(d.domid for d in fake_xen.domains.values())
 
@@ -439,6 +443,19 @@ def test_a_failed_tdf_change_unpauses_the_guests_and_raises_the_first_error(fake
     with pytest.raises(CommandError, match="cannot pause domain 2"):
         be.set_tdf("demo", 20)
     assert not any(c.startswith("selena-tdf unpause") for c in calls(fake_xen)[-3:])
+
+
+def test_a_reshape_that_fails_mid_batch_names_the_vif_and_puts_the_tdf_back(fake_xen,
+                                                                             tmp_path):
+    be = backend(fake_xen, tmp_path)
+    be.deploy(demo_plan(tdf=2, rate="2Mbit"))
+    fake_xen.fail[("tc", "qdisc", "replace", "dev", f"sv{TAG}1.0")] = (2, "RTNETLINK: busy")
+    with pytest.raises(BackendError, match=rf"^re-shaping sv{TAG}1.0 at TDF 20 failed: "
+                                           r".*RTNETLINK: busy \| Command failed -:4$"):
+        be.set_tdf("demo", 20)
+    fake_xen.fail.clear()
+    assert {d.tdf for d in fake_xen.domains.values()} == {"2"}
+    assert all(not d.paused for d in fake_xen.domains.values())
 
 
 def test_freeze_and_thaw_act_on_every_guest_in_one_command(fake_xen, tmp_path):

@@ -77,6 +77,9 @@ class FakeRunner(Runner):
             cwd: str | Path | None = None) -> CommandResult:
         args = tuple(str(a) for a in argv)
         self.calls.append(args)
+        if args == ("tc", "-batch", "-"):
+            # Recorded as the tc commands it runs, after the batch itself.
+            self.calls += [("tc", *line.split()) for line in (input or "").splitlines()]
         rc, out, err = self._answer(args)
         result = CommandResult(args, rc, out, err, 0.0)
         self._record(result)

@@ -106,13 +106,27 @@ class FakeXen(FakeRunner):
             cwd: str | Path | None = None) -> CommandResult:
         args = tuple(str(a) for a in argv)
         self.calls.append(args)
-        rc, out, err = self._inject(args) or self._answer_xen(args)
+        if args == ("tc", "-batch", "-"):
+            rc, out, err = self._tc_batch(input or "")
+        else:
+            rc, out, err = self._inject(args) or self._answer_xen(args)
         result = CommandResult(args, rc, out, err, 0.0)
         self._record(result)
         if check and rc != 0:
             from selena.errors import CommandError
             raise CommandError(list(args), rc, err)
         return result
+
+    def _tc_batch(self, text: str) -> tuple[int, str, str]:
+        """`tc -batch -`: each line a tc command (recorded in calls after the
+        batch's own), stopping at the first failure as tc does."""
+        for number, line in enumerate(text.splitlines(), 1):
+            args = ("tc", *line.split())
+            self.calls.append(args)
+            rc, _, err = self._inject(args) or self._answer_xen(args)
+            if rc != 0:
+                return 1, "", f"{err.rstrip()}\nCommand failed -:{number}\n"
+        return 0, "", ""
 
     def _inject(self, args: tuple[str, ...]) -> tuple[int, str, str] | None:
         for prefix, (rc, err) in self.fail.items():
