@@ -1278,7 +1278,7 @@ class XlBackend(Backend):
             if result.returncode == 0:
                 say(f"{name}'s clock started at {ref_name}'s: {result.stdout.strip()}")
                 return
-            if f"no such domain: {ref}" in result.stderr:
+            if re.search(rf"no such domain: {ref}\b", result.stderr):
                 continue        # crashed or destroyed: the next one
             if result.returncode == 2 and "usage:" in result.stderr:
                 raise BackendError("selena-tdf cannot align a restarted guest's clock: it is "
