@@ -396,10 +396,14 @@ def _set_tdfs(run: Callable[[list[str]], object], domids: Sequence[int | str],
         run(argv)
     except CommandError as exc:
         if exc.returncode == 2 and "usage:" in exc.stderr and len(domids) > 1:
-            raise BackendError("selena-tdf sets one domain at a time: it is older than this "
-                               "selena; install the selena-xen package built from this tree "
-                               "(make -C xen-patches deb)") from None
+            raise _tdf_tool_too_old("sets one domain at a time") from None
         raise
+
+
+def _tdf_tool_too_old(what: str) -> BackendError:
+    """selena-tdf answered a verb of this selena with its usage."""
+    return BackendError(f"selena-tdf {what}: it is older than this selena; install the "
+                        "selena-xen package built from this tree (make -C xen-patches deb)")
 
 
 def _aligns_clocks(plan: Plan) -> bool:
@@ -1281,9 +1285,7 @@ class XlBackend(Backend):
             if re.search(rf"no such domain: {ref}\b", result.stderr):
                 continue        # crashed or destroyed: the next one
             if result.returncode == 2 and "usage:" in result.stderr:
-                raise BackendError("selena-tdf cannot align a restarted guest's clock: it is "
-                                   "older than this selena; install the selena-xen package "
-                                   "built from this tree (make -C xen-patches deb)")
+                raise _tdf_tool_too_old("cannot align a restarted guest's clock")
             raise CommandError(argv, result.returncode, result.stderr)
         say(f"{name}: no other guest left to take the time from; its clock starts from "
             "real time")

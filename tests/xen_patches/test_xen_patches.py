@@ -122,6 +122,9 @@ def test_domctl_number_matches_between_tool_and_patch():
     patch = "".join(text for _, text in _patches())
     assert "#define XEN_DOMCTL_selena_tdf     0x5e1e" in tool
     assert "+#define XEN_DOMCTL_selena_tdf                0x5e1e" in patch
+    # align writes the restore path's pseudo MSRs: the same first index.
+    assert "#define XEN_SELENA_TDF_MSR_FACTOR 0x5e1e0000U" in tool
+    assert "+#define XEN_SELENA_TDF_MSR_FACTOR   0x5e1e0000U" in patch
 
 
 def _added_lines_by_function(path: str) -> dict[str, list[str]]:
