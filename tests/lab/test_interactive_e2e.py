@@ -67,11 +67,14 @@ def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
     assert elapsed, out
     virtual, real = float(elapsed.group(1)), float(elapsed.group(2))
     assert 0.2 <= virtual < 1.0 and real >= 20 * 0.2, (virtual, real)
-    # pingallfull at TDF 20: each round trip the guests measured, four 5 ms
-    # link crossings (the lab's wake-up latency is a twentieth of itself).
+    # pingallfull at TDF 20: four 5 ms link crossings plus the lab's wake-up
+    # latency, a twentieth of itself. That latency is the lab host's: 3 ms a
+    # round trip at TDF 1 on one, 8-14 ms with 64 ms outliers on another (a
+    # CI run's 23.2 ms here). 25 ms allows 100 ms; a reading in real ms
+    # (about 400) or of undilated delay (about 1) still fails.
     rtts = re.findall(r"^ (h\d->h\d): 1/1, rtt min/avg/max/mdev ([\d.]+)/", out, re.M)
     assert [pair for pair, _ in rtts] == ["h1->h2", "h2->h1"], out
-    check("interactive.pingallfull_rtt_ms_tdf20", [float(rtt) for _, rtt in rtts], 20, 23,
+    check("interactive.pingallfull_rtt_ms_tdf20", [float(rtt) for _, rtt in rtts], 20, 25,
           unit=" ms")
     assert "paused at virtual time" in out and "resumed at virtual time" in out
     assert "*** unknown command 'bogus': try help" in out and "Traceback" not in out
