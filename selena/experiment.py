@@ -99,6 +99,7 @@ from selena.hostinfo import HostInfo
 from selena.loader import Scenario, intercept
 from selena.metrics import Metric
 from selena.model import Link, NodeKind, Topology
+from selena.model.cpus import max_capped_tdf
 from selena.openflow import Switches, bridge_scripts, flow_scripts
 from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, guest_shaping_script, make_plan
@@ -372,6 +373,7 @@ class Experiment:
             if xenstore is not None:
                 options["xenstore"] = xenstore
             self.backend = get_backend(backend, **options)
+        self.host: HostInfo | None = None
         self._check_adaptive()
         self.controller_adaptive: Controller | None = None
         self.fidelity_segments: list[dict[str, Any]] = []
@@ -390,7 +392,6 @@ class Experiment:
         self.engine: Engine | None = None
         self.environment: dict[str, Any] = {}
         self.timings: dict[str, float] = {}         # real seconds of each stage
-        self.host: HostInfo | None = None
         self.started_at: float | None = None
         self.bundle: Path | None = None
         self.error: BaseException | None = None
@@ -426,13 +427,21 @@ class Experiment:
             raise ExperimentError(f"tdf {self.adaptive.spec()}: the adaptive TDF reads the "
                                   "fidelity monitor's signals; turn the monitor on (drop "
                                   "--no-monitor / monitor=False) or give a fixed TDF")
+        host_cpus = self.host.cpus if self.host is not None else None
         for node in sorted(self.topology.nodes.values(), key=lambda n: n.name):
-            # Xen caps a real-time guest at 100 x vcpus / TDF whole percent.
-            limit = 100 * node.vcpus
-            if node.cpu_time == "real" and self.adaptive.max_tdf > limit:
+            # Xen caps such a guest at 100 x its CPUs' worth / TDF whole percent.
+            if node.cpu_share is not None and host_cpus:
+                what = f"cpu_share={node.cpu_share:g} of {host_cpus} CPUs"
+                limit = max_capped_tdf(node.cpu_share * host_cpus)
+            elif node.cpu_time == "real":
+                what = f"cpu_time='real' with {node.vcpus} vCPU(s)"
+                limit = max_capped_tdf(node.vcpus)
+            else:
+                continue
+            if self.adaptive.max_tdf > limit:
                 raise ExperimentError(
-                    f"tdf {self.adaptive.spec()}: node {node.name} has cpu_time='real' with "
-                    f"{node.vcpus} vCPU(s), which Xen can cap up to TDF {limit} only; give "
+                    f"tdf {self.adaptive.spec()}: node {node.name} has {what}, which Xen "
+                    f"can cap up to TDF {limit} only; give "
                     f"auto:{units.tdf_text(self.adaptive.min_tdf)}-{min(limit, 1000)} or "
                     "less")
 
@@ -441,6 +450,7 @@ class Experiment:
         TopologyError naming every problem (ResultsError for an `out` no
         bundle can go to); returns the warnings."""
         self.host = self.backend.host_info()
+        self._check_adaptive()      # again: a cpu_share's limit needs the host's CPUs
         self.warnings = validate(self.topology, templates=self.templates, host=self.host,
                                  switch_profiles=switch_profiles(), strict=self.strict)
         if self.out is not None:

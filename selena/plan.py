@@ -59,10 +59,19 @@ class GuestPlan:
     virt: str = "pv"                # xl's type: "pv", "pvh" or "hvm"
     cpu_time: str = "dilated"       # "real": capped to 100/TDF % per vCPU
     disk: str | None = None         # a read-only root image (debian templates)
+    cpu_share: float | None = None  # of the host's CPUs per virtual second (Node.cpu_share)
+    host_cpus: int | None = None    # the host's, where known: a cpu_share's cap needs them
+
+    @property
+    def cpu_capped(self) -> bool:
+        """Whether the guest's CPU cap follows the TDF."""
+        return self.cpu_time == "real" or self.cpu_share is not None
 
     def cpu_cap(self, tdf: float) -> int:
-        """The credit2 cap (percent of one CPU, 0 = none) at `tdf`."""
-        return credit_cap(self.vcpus, tdf, self.cpu_time)
+        """The credit2 cap (percent of one CPU, 0 = none) at `tdf`; ValueError
+        if Xen cannot give it, or for a cpu_share where the host's CPUs are
+        not known."""
+        return credit_cap(self.vcpus, tdf, self.cpu_time, self.cpu_share, self.host_cpus)
 
 
 @dataclass(frozen=True)
@@ -186,7 +195,7 @@ def _plan_guests(topo: Topology, template_root: Path,
             else node.cpus,
             template=node.template,
             tsc_mode=_tsc_mode(node), virt=node.virt,
-            cpu_time=node.cpu_time)
+            cpu_time=node.cpu_time, cpu_share=node.cpu_share, host_cpus=host_cpus)
     return guests
 
 

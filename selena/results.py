@@ -34,7 +34,7 @@ from selena import __version__
 from selena.engine import Recorded
 from selena.errors import ResultsError
 from selena.metrics import Metric
-from selena.model import Topology
+from selena.model import Node, Topology
 from selena.model.cpus import credit_cap
 from selena.ownership import hand_over, missing_dirs, unique_dir
 from selena.provenance import patch_series_hash
@@ -258,10 +258,9 @@ def _meta(topo: Topology, records: Sequence[Recorded], environment: Mapping[str,
         "host": socket.gethostname(), "platform": platform.platform(),
         "started": started, "finished": finished, "real_seconds": finished - started,
         "nodes": sorted(topo.nodes), "commands": commands,
-        # Each node's CPU time; a "real" node's cap follows the TDF (tdf_timeline).
-        "cpu_time": {node.name: {"mode": node.cpu_time, "vcpus": node.vcpus,
-                                 "cap_percent_at_start": _cap(node.vcpus, topo.tdf,
-                                                              node.cpu_time)}
+        # Each node's CPU time; a "real" node's cap, and a cpu_share's, follows
+        # the TDF (tdf_timeline).
+        "cpu_time": {node.name: _cpu_time(node, topo.tdf, environment.get("host_cpus"))
                      for node in sorted(topo.nodes.values(), key=lambda n: n.name)},
         # Each node's guest type (Node.virt): "pv", "pvh" or "hvm".
         "virt": {node.name: node.virt
@@ -278,11 +277,17 @@ def _meta(topo: Topology, records: Sequence[Recorded], environment: Mapping[str,
     return meta
 
 
-def _cap(vcpus: int, tdf: float, cpu_time: str) -> int | None:
+def _cpu_time(node: Node, tdf: float, host_cpus: object) -> dict[str, Any]:
+    cpus = host_cpus if isinstance(host_cpus, int) else None
+    entry: dict[str, Any] = {"mode": node.cpu_time, "vcpus": node.vcpus}
+    if node.cpu_share is not None:
+        entry["cpu_share"] = node.cpu_share
     try:
-        return credit_cap(vcpus, tdf, cpu_time)
+        entry["cap_percent_at_start"] = credit_cap(node.vcpus, tdf, node.cpu_time,
+                                                   node.cpu_share, cpus)
     except ValueError:
-        return None
+        entry["cap_percent_at_start"] = None
+    return entry
 
 
 # What a reader of a bundle that is not whole can do about it.

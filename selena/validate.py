@@ -20,7 +20,7 @@ from selena.control.protocol import SPEC_MAX_BYTES
 from selena.errors import Problem, TopologyError, UnitError, ValidationError
 from selena.hostinfo import GUEST_DOMIDS_MAX, HostInfo
 from selena.model import Interface, Link, Node, NodeKind, Topology
-from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask, real_cpu_cap
+from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask
 from selena.model.topology import GUEST_TYPES
 from selena.openflow import controller_address
 from selena.plan import net_text
@@ -105,7 +105,7 @@ def _check_nodes(topo: Topology, nodes: list[Node], templates: Iterable[str] | N
                  oversized: Collection[str]) -> None:
     """Each node's own fields, and the names and ids nodes must not share."""
     for node in nodes:
-        _check_cpu_time(node, topo.tdf, add, warn)
+        _check_cpu_time(node, topo.tdf, host, add, warn)
     if not nodes:
         add("empty topology", f"experiment {topo.name}: the topology has no nodes")
     elif len(nodes) > GUEST_DOMIDS_MAX and (host is None or host.backend != "mininet"):
@@ -279,26 +279,47 @@ def _check_unwired(node: Node, add: Add, warn: Add) -> None:
              "no other node", at)
 
 
-def _check_cpu_time(node: Node, tdf: float, add: Add, warn: Add) -> None:
+def _check_cpu_time(node: Node, tdf: float, host: HostInfo | None, add: Add,
+                    warn: Add) -> None:
     where = f"node {node.name}"
     if node.cpu_time not in CPU_TIME_MODES:
         add("bad cpu time", f"{where}: cpu_time {node.cpu_time!r}: use "
             f"{' or '.join(repr(m) for m in CPU_TIME_MODES)}", node.defined_at)
         return
-    if node.cpu_time != "real" or not 1 <= node.vcpus <= 128:
+    share = node.cpu_share
+    if share is not None:
+        if not 0 < share <= 1:
+            add("bad cpu share", f"{where}: cpu_share {share:g} is not a share of the host's "
+                "CPUs: give more than 0 and at most 1 (0.25: a quarter of them)",
+                node.defined_at)
+            return
+        if host is not None and host.backend == "mininet":
+            warn("cpu share not applied", f"{where}: cpu_share={share:g} is not applied by the "
+                 "Mininet baseline (its hosts are processes): drop it to compare like with "
+                 "like", node.defined_at)
+            return
+        if node.cpu_time == "real":
+            add("two cpu caps", f"{where}: cpu_time='real' and cpu_share={share:g} both cap "
+                "its CPU time: give one", node.defined_at)
+            return
+    if (node.cpu_time != "real" and share is None) or not 1 <= node.vcpus <= 128:
         return
+    host_cpus = host.cpus if host is not None else None
+    if share is not None and not host_cpus:
+        return              # the cap is the host's to tell: checked where it is known
     try:
         tdf = units.tdf(tdf)
     except UnitError:
         return              # reported as a bad TDF
     try:
-        cap = credit_cap(node.vcpus, tdf, node.cpu_time)
+        cap = credit_cap(node.vcpus, tdf, node.cpu_time, share, host_cpus)
     except ValueError as exc:
         add("cpu cap out of range", f"{where}: {exc}", node.defined_at)
         return
-    exact = real_cpu_cap(node.vcpus, tdf)
+    exact = 100.0 * (node.vcpus if share is None else share * (host_cpus or 0)) / tdf
+    what = "cpu_time='real'" if share is None else f"cpu_share={share:g}"
     if cap and abs(cap - exact) / exact > 0.05:
-        warn("coarse cpu cap", f"{where}: cpu_time='real' at TDF {tdf:g} needs {exact:.2f}% "
+        warn("coarse cpu cap", f"{where}: {what} at TDF {tdf:g} needs {exact:.2f}% "
              f"of a CPU; Xen's cap is whole percent, so {cap}% ({(cap / exact - 1) * 100:+.0f}%"
              " CPU speed)", node.defined_at)
 

@@ -538,6 +538,15 @@ def test_experiment_refuses_auto_without_monitor_or_with_a_bad_spec(fake_xen, tm
         Experiment(real, tdf="auto:1-200", backend=backend, templates=None)
     assert Experiment(real, tdf="auto:1-100", backend=backend, templates=None).adaptive == \
         Policy(1, 100)
+    # A cpu_share's limit is the host's to tell (the fake Dom0 has 2 CPUs):
+    # refused by check(), before any guest.
+    shared = pair()
+    shared.nodes["h2"].cpu_share = 0.25
+    exp = Experiment(shared, tdf="auto:1-60", backend=backend, templates=None)
+    with pytest.raises(ExperimentError, match=r"node h2 has cpu_share=0.25 of 2 CPUs, which Xen "
+                       "can cap up to TDF 50 only; give auto:1-50 or less"):
+        exp.check()
+    assert fake_xen.domains == {}
 
 
 def wait_for(condition, seconds: float = 30.0) -> bool:

@@ -420,6 +420,20 @@ def test_real_cpu_time_is_capped_in_the_run_and_recorded_in_meta(fake_xen, tmp_p
         "h2": {"mode": "real", "vcpus": 1, "cap_percent_at_start": 25}}
 
 
+def test_a_cpu_share_is_capped_in_the_run_and_recorded_in_meta(fake_xen, tmp_path):
+    """cpu_share=0.25 of the fake Dom0's 2 CPUs: half a CPU per virtual
+    second, 50/TDF percent."""
+    topo = pair()
+    topo.nodes["h2"].cpu_share = 0.25
+    with make(fake_xen, tmp_path, topo) as exp:
+        assert fake_xen.domains["selena-pair-h2"].cap == 12         # 12.5: whole percent
+        exp.set_tdf(2)
+        assert fake_xen.domains["selena-pair-h2"].cap == 25
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert meta["cpu_time"]["h2"] == {"mode": "dilated", "vcpus": 1, "cpu_share": 0.25,
+                                      "cap_percent_at_start": 12}
+
+
 def test_output_past_the_cap_is_kept_short_and_the_bundle_says_so(fake_xen, tmp_path):
     with make(fake_xen, tmp_path, output_cap=4096) as exp:
         result = exp["h1"].cmd("head -c 50000 /dev/zero")

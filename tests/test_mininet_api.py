@@ -183,8 +183,13 @@ MISTAKES = [
     (PAIR + "        self.addLink('h1', 's2')\n", 6, "addLink: no node named 's2' yet"),
     (PAIR + "        self.addLink('h1', 's1', port2=0)\n", 6,
      "addLink: s1 port 0: a switch's ports start at 1"),
-    ("        self.addHost('h1', cpu=0.5)\n", 4,
-     "addHost('h1'): option cpu= is not supported: a guest has whole vCPUs"),
+    ("        self.addHost('h1', cpu=1.5)\n", 4,
+     "addHost('h1'): cpu=1.5 is not a share of the host's CPUs: give a number above 0 and at "
+     "most 1 (cpu=0.25), or -1 for no limit"),
+    ("        self.addHost('h1', cpu=0.5, sched='rt')\n", 4,
+     "addHost('h1'): sched='rt' is not supported: Xen's credit2 cap is what cpu= gives"),
+    ("        self.addHost('h1', cores=[0], cpus='1')\n", 4,
+     "addHost('h1'): cores= and cpus= both pin the guest's vCPUs: give one"),
     ("        self.addHost('h1', ip=167772161)\n", 4,
      "addHost('h1'): ip must be a string such as '10.0.0.1/24', not int 167772161"),
     ("        self.addSwitch('s1', failMode='secure')\n", 4,
@@ -298,7 +303,12 @@ def test_advise_takes_custom(capsys, tmp_path):
     (lambda t: t.add_link("h1", "h2", rte="1Mbit"), "unknown option rte=; did you mean rate=?"),
     (lambda t: t.add_host("h3", defaultRoute="via 10.0.0.254"),
      "add_host('h3', ...): defaultRoute= is Mininet's; selena's is gateway="),
-    (lambda t: t.add_host("h3", cpu=0.5), "vcpus= and cpus="),
+    (lambda t: t.add_host("h3", cpu=0.5),
+     "add_host('h3', ...): cpu= is Mininet's; selena's is cpu_share=0.5 (that share of the "
+     "host's CPUs per virtual second)"),
+    (lambda t: t.add_host("h3", cores=[0]), "selena pins a guest's vCPUs with cpus='2-3'"),
+    (lambda t: t.add_host("h3", cpu_share="half"),
+     "cpu_share must be a number or None (0.25), not str 'half'"),
     (lambda t: t.add_switch("s1", dpid="1"), "add_switch('s1', ...): dpid= is Mininet's"),
 ])
 def test_topology_hints_mininet_words_at_the_callers_line(call, message):
@@ -366,17 +376,38 @@ def test_custom_classes_params_reach_every_node_and_link_as_in_mininet():
 
 
 @pytest.mark.parametrize("make,message", [
-    (lambda: Mininet(topo=Pair(), host=mn_custom(CPULimitedHost, cpu=0.5), templates=None),
-     r"test_mininet_api.py:\d+: Mininet\(host=custom\(CPULimitedHost,\{'cpu': 0.5\}\)\)"
-     r".*option cpu= is not supported"),
+    (lambda: Mininet(topo=Pair(), host=mn_custom(CPULimitedHost, cpu=0), templates=None),
+     r"test_mininet_api.py:\d+: Mininet\(host=custom\(CPULimitedHost,\{'cpu': 0\}\)\)"
+     r".*cpu=0 is not a share of the host's CPUs"),
     (lambda: Mininet(topo=Pair(), link=mn_custom(TCLink, bw="10M"), templates=None),
      r"test_mininet_api.py:\d+: .*bw is a number of Mbit/s \(bw=10\), not str '10M'"),
-    (lambda: Topo().addHost("h1", cls=mn_custom(CPULimitedHost, cores="0")),
-     r"test_mininet_api.py:\d+: addHost\('h1'\): option cores= is not supported"),
+    (lambda: Topo().addHost("h1", cls=mn_custom(CPULimitedHost, period_us=10000)),
+     r"test_mininet_api.py:\d+: addHost\('h1'\): option period_us= is not supported"),
 ])
 def test_a_custom_classes_params_are_checked_as_the_options_they_become(make, message):
     with pytest.raises(ArgumentError, match=message):
         make()
+
+
+def test_cpu_limited_hosts_cpu_and_cores_become_cpu_share_and_cpus():
+    """CPULimitedHost's cpu= (a share of the machine's CPUs) and cores=
+    were refused; Mininet's reproductions cap every host with them."""
+    class Capped(Topo):
+        def build(self):
+            self.addHost("h1", cls=CPULimitedHost, cpu=0.25, cores=[0, 1])
+            self.addHost("h2", cpu=-1, sched="cfs")          # Mininet's defaults: no cap
+            self.addHost("h3", cores="1")
+            self.addSwitch("s1")
+            for host in ("h1", "h2", "h3"):
+                self.addLink(host, "s1")
+    topology = Mininet(topo=Capped(), templates=None).topology
+    shares = {name: (node.cpu_share, node.cpus) for name, node in topology.nodes.items()
+              if name.startswith("h")}
+    assert shares == {"h1": (0.25, "0,1"), "h2": (None, None), "h3": (None, "1")}
+    # A net's host class gives every host its share, as Mininet's custom() does.
+    net = Mininet(topo=Pair(), host=mn_custom(CPULimitedHost, cpu=0.5), templates=None)
+    assert {n.cpu_share for n in net.topology.nodes.values() if n.name.startswith("h")} \
+        == {0.5}
 
 
 def test_static_arp_before_start_is_set_at_boot_and_on_a_started_net_at_once():

@@ -338,6 +338,41 @@ def test_real_cpu_time_needs_a_cap_xen_can_express():
     assert validate(topo) == []
 
 
+def test_a_cpu_share_is_a_share_of_the_hosts_cpus_that_xen_can_cap():
+    topo = two_hosts()
+    topo.tdf = 10
+    topo.nodes["h1"].cpu_share = 0.25
+    assert validate(topo) == []                     # the host's CPUs unknown: not yet
+    assert validate(topo, host=HostInfo("xl", cpus=8)) == []       # 20%: fine
+    topo.tdf = 300
+    with pytest.raises(TopologyError, match=r"node h1: cpu_share=0.25 of 8 CPUs at TDF 300 "
+                       r"needs a cap of 0.67% of a CPU; Xen's smallest is 1% \(TDF at most "
+                       r"200\)"):
+        validate(topo, host=HostInfo("xl", cpus=8))
+    topo.tdf = 40
+    (warning,) = validate(topo, host=HostInfo("xl", cpus=2))
+    assert warning.message == ("node h1: cpu_share=0.25 at TDF 40 needs 1.25% of a CPU; "
+                               "Xen's cap is whole percent, so 1% (-20% CPU speed)")
+    (warning,) = validate(topo, host=HostInfo("mininet", cpus=2))
+    assert warning.message == ("node h1: cpu_share=0.25 is not applied by the Mininet baseline "
+                               "(its hosts are processes): drop it to compare like with like")
+
+
+@pytest.mark.parametrize("share,cpu_time,message", [
+    (0.0, "dilated", "node h1: cpu_share 0 is not a share of the host's CPUs: give more than "
+                     "0 and at most 1 (0.25: a quarter of them)"),
+    (1.5, "dilated", "node h1: cpu_share 1.5 is not a share"),
+    (-1.0, "dilated", "node h1: cpu_share -1 is not a share"),
+    (0.5, "real", "node h1: cpu_time='real' and cpu_share=0.5 both cap its CPU time: give one"),
+])
+def test_a_cpu_share_out_of_range_or_beside_real_cpu_time_is_refused(share, cpu_time, message):
+    topo = two_hosts()
+    topo.nodes["h1"].cpu_share = share
+    topo.nodes["h1"].cpu_time = cpu_time
+    with pytest.raises(TopologyError, match=re.escape(message)):
+        validate(topo, host=HOST)
+
+
 def test_a_coarse_real_cpu_cap_is_a_warning():
     topo = two_hosts()
     topo.tdf = 64

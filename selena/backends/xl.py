@@ -70,7 +70,7 @@ from selena.errors import (
 from selena.host import doctor
 from selena.hostinfo import GUEST_DOMIDS_MAX, HostInfo
 from selena.model import Endpoint, Link
-from selena.model.cpus import credit_cap
+from selena.model.cpus import worth_cap
 from selena.paths import CONSOLE_LOG_DIR
 from selena.plan import GuestPlan, Plan, VifPlan, pool_key
 from selena.runner import Runner
@@ -221,12 +221,23 @@ class DeployState:
     shaping: dict[str, dict[str, float | None]] = field(default_factory=dict)
     tap_pid: int | None = None      # the vif tap (selena/backends/vif_tap.py)
     vif_nodes: dict[str, str] = field(default_factory=dict)   # vif -> "h1 eth0"
-    # Guests with cpu_time "real": domain name -> vCPUs (their cap follows the TDF).
+    # Guests whose CPU cap follows the TDF (cpu_time "real" or a cpu_share):
+    # domain name -> vCPUs.
     real_cpu: dict[str, int] = field(default_factory=dict)
     vif_bridges: dict[str, str] = field(default_factory=dict)  # vif -> its bridge
     # vif -> "h1 0": its node and the model's interface index, for finding a
     # link's vifs (vif_nodes holds the guest's device name, for people).
     vif_ends: dict[str, str] = field(default_factory=dict)
+    # Of those, the ones with a cpu_share: domain name -> the CPUs' worth they
+    # get per virtual second (the share times the host's CPUs; a "real"
+    # guest's is its vCPUs).
+    cpu_worth: dict[str, float] = field(default_factory=dict)
+
+    def cpu_cap(self, name: str, tdf: float) -> int:
+        """The cap of guest `name` (one of real_cpu) at `tdf`; ValueError if
+        Xen cannot give it."""
+        vcpus = self.real_cpu[name]
+        return worth_cap(self.cpu_worth.get(name, vcpus), vcpus, tdf, f"guest {name}")
 
     @classmethod
     def load(cls, path: Path) -> DeployState:
@@ -342,7 +353,9 @@ def _state_from(data: object) -> DeployState:
         _map(data, "real_cpu", "vCPUs of",
              lambda v, w: _int(v, w, 1, 4096)),
         _map(data, "vif_bridges", "bridge of vif", text),
-        _map(data, "vif_ends", "link end of vif", text))
+        _map(data, "vif_ends", "link end of vif", text),
+        _map(data, "cpu_worth", "CPUs of",
+             lambda v, w: _real(v, w, positive=True)))
 
 
 
@@ -368,6 +381,8 @@ class _Actions(Protocol):
     """Where deploy steps go: run for real, or printed as a script."""
 
     def run(self, argv: Sequence[str], check: bool = True) -> None: ...
+
+    def comment(self, text: str) -> None: ...
 
     def write_file(self, path: Path, text: str) -> None: ...
 
@@ -595,6 +610,12 @@ class XlBackend(Backend):
 
     def _deploy(self, plan: Plan, pool: dict[str, list[tuple[str, int]]],
                 say: Progress) -> DeployState:
+        for guest in plan.guests:       # before anything exists
+            if guest.cpu_capped:
+                try:
+                    guest.cpu_cap(plan.tdf)
+                except ValueError as exc:
+                    raise BackendError(f"node {guest.node}: {exc}") from None
         state = DeployState(plan.experiment, plan.tdf)
         state.shaping = {vif: shaping_spec(link) for vif, link in plan.shaped}
         topo = plan.topology
@@ -609,7 +630,10 @@ class XlBackend(Backend):
         state.vif_bridges = {vif.name: vif.bridge
                              for guest in plan.guests for vif in guest.vifs}
         state.real_cpu = {guest.domain_name: guest.vcpus for guest in plan.guests
-                          if guest.cpu_time == "real"}
+                          if guest.cpu_capped}
+        state.cpu_worth = {guest.domain_name: guest.cpu_share * guest.host_cpus
+                           for guest in plan.guests
+                           if guest.cpu_share is not None and guest.host_cpus}
         self._save(state)
         act = _Exec(self, state)
         try:
@@ -789,8 +813,11 @@ class XlBackend(Backend):
         if set_tdf:
             act.run(["selena-tdf", "set", domid, units.tdf_text(tdf)])
         # A pooled guest may carry the cap of its last experiment: always set it.
-        if guest.cpu_time == "real" or pooled is not None:
-            act.run(cap_command(domid, guest.cpu_cap(tdf)))
+        if guest.cpu_capped or pooled is not None:
+            try:
+                act.run(cap_command(domid, guest.cpu_cap(tdf)))
+            except ValueError as exc:   # a deploy checked it first (_check_caps)
+                act.comment(f"   node {guest.node}: no CPU cap: {exc}")
         if shaping is None:
             shaping = plan.shaping_at(tdf, {vif.name for vif in guest.vifs})
         for argv in shaping:
@@ -928,8 +955,8 @@ class XlBackend(Backend):
             old = state.tdf
             domids = list(state.domains.values())
             try:    # refused before anything changes
-                caps = {name: credit_cap(vcpus, new, "real")
-                        for name, vcpus in state.real_cpu.items() if name in state.domains}
+                caps = {name: state.cpu_cap(name, new)
+                        for name in state.real_cpu if name in state.domains}
             except ValueError as exc:
                 raise BackendError(f"set-tdf {units.tdf_text(new)}: {exc}") from None
             done: list[int] = []
@@ -971,10 +998,10 @@ class XlBackend(Backend):
                         for domid in batch:
                             self.runner.run(["selena-tdf", "set", domid, units.tdf_text(old)],
                                             check=False)
-                for name, vcpus in state.real_cpu.items():
+                for name in state.real_cpu:
                     if name in state.domains:
                         self.runner.run(cap_command(state.domains[name],
-                                                    credit_cap(vcpus, old, "real")), check=False)
+                                                    state.cpu_cap(name, old)), check=False)
                 try:
                     self._shape(state, old)
                 except BackendError as exc:
@@ -1820,6 +1847,9 @@ class _Exec:
             self.backend.runner.run(argv, check=check, timeout=XL_CREATE_TIMEOUT_S)
         else:
             self.backend.runner.run(argv, check=check)
+
+    def comment(self, text: str) -> None:
+        log.debug("%s", text.strip())
 
     def write_file(self, path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,8 @@ class Host(Node):
 
 
 class CPULimitedHost(Host):
-    """Accepted as a class; its cpu= option is refused (selena.mininet.topo)."""
+    """Accepted as a class; its cpu= is selena's cpu_share and its cores=
+    its cpus= (selena.mininet.topo), on any host class."""
 
 
 class Switch(Node):

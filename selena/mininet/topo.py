@@ -34,10 +34,7 @@ SWITCH_IGNORED = ("dpid", "protocols", "inNamespace", "listenPort", "datapath", 
 LINK_IGNORED = ("use_htb", "cls", "intfName1", "intfName2", "intf", "r2q", "speedup", "key")
 # Options that would change the meaning, with what to do instead.
 HOST_REFUSED = {
-    "cpu": "a guest has whole vCPUs of its own: use vcpus= (and cpus= to pin them)",
-    "cores": "pin a guest's vCPUs with cpus='2-3'",
-    "sched": "a guest's vCPUs are scheduled by Xen: use vcpus= and cpus=",
-    "period_us": "a guest's vCPUs are scheduled by Xen: use vcpus= and cpus=",
+    "period_us": "Xen's credit2 scheduler enforces cpu= every 10 ms of real time; drop it",
 }
 LINK_REFUSED = {
     "enable_ecn": "selena's links do not mark ECN",
@@ -49,7 +46,7 @@ LINK_REFUSED = {
 }
 # selena's own options, passed through to Topology.add_host / add_switch.
 HOST_SELENA = ("template", "memory", "vcpus", "cpus", "packages", "ip6", "gateway6",
-               "tsc_mode", "cpu_time", "gateway")
+               "tsc_mode", "cpu_time", "cpu_share", "gateway")
 SWITCH_SELENA = ("template", "memory", "vcpus", "cpus", "controller", "switch_model")
 
 # The shaping options of Mininet's TCLink.
@@ -339,9 +336,45 @@ def _host_options(opts: dict[str, object], call: str) -> None:
             if value is not None and not (isinstance(value, str)
                                           and re.fullmatch(r"(via\s+)?\S+", value.strip())):
                 raise _fail(call, f"defaultRoute must be 'via 10.0.0.254', not {value!r}")
+        elif key == "cpu":
+            _cpu_share(value, call)
+        elif key == "cores":
+            if "cpus" in opts:
+                raise _fail(call, "cores= and cpus= both pin the guest's vCPUs: give one")
+            _cores_mask(value, call)
+        elif key == "sched":
+            if value not in (None, "cfs"):
+                raise _fail(call, f"sched={value!r} is not supported: Xen's credit2 cap is "
+                                  "what cpu= gives (Mininet's 'cfs'); drop sched=")
         else:
             raise _fail(call, f"unknown host option {key}= (Mininet's ip=, mac=, "
                               f"defaultRoute=; selena's {', '.join(HOST_SELENA)})")
+
+
+def _cpu_share(value: object, call: str) -> float | None:
+    """CPULimitedHost's cpu=: a share of the host's CPUs (-1 or None: no
+    limit, Mininet's default) as selena's cpu_share."""
+    if value is None or value == -1:
+        return None
+    if (not isinstance(value, int | float) or isinstance(value, bool)
+            or not 0 < value <= 1):
+        raise _fail(call, f"cpu={value!r} is not a share of the host's CPUs: give a number "
+                          "above 0 and at most 1 (cpu=0.25), or -1 for no limit")
+    return float(value)
+
+
+def _cores_mask(value: object, call: str) -> str:
+    """CPULimitedHost's cores= (a core, a list of them, or Mininet's "0-1"
+    text) as selena's cpus= pinning mask."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return str(value)
+    if (isinstance(value, list | tuple) and value
+            and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
+                    for c in value)):
+        return ",".join(str(c) for c in value)
+    if isinstance(value, str) and value:
+        return value            # a mask: checked as cpus= is
+    raise _fail(call, f"cores={value!r} is not a core or cores: give 1, [0, 1] or '0-1'")
 
 
 def _switch_options(opts: dict[str, object], call: str) -> None:
@@ -397,6 +430,12 @@ def to_topology(topo: Topo, name: str, *, ip_base: str = "10.0.0.0/8",
         route = opts.pop("defaultRoute", None)
         if route and "gateway" not in opts:
             opts["gateway"] = str(route).split()[-1]
+        # CPULimitedHost's, in selena's words (checked by _host_options).
+        share = _cpu_share(opts.pop("cpu", None), "addHost")
+        if share is not None:
+            opts["cpu_share"] = share
+        if opts.get("cores") is not None:
+            opts["cpus"] = _cores_mask(opts.pop("cores"), "addHost")
         extra = {k: v for k, v in opts.items() if k in HOST_SELENA}
         # add_host checks these keywords' types itself (at the user's line).
         _made(item, partial(result.add_host, host, ip=ip, mac=mac, **extra))  # type: ignore[arg-type]

@@ -35,6 +35,8 @@ def fold_mask(mask: str, host_cpus: int) -> str | None:
 
 # A node's CPU time: "dilated" (SELENA's behaviour: a dilated guest's CPU
 # seems TDF times faster) or "real" (capped to the speed it has at TDF 1).
+# A node's cpu_share (Mininet's CPULimitedHost cpu=) caps it instead to that
+# share of the host's CPUs per virtual second, at any TDF.
 CPU_TIME_MODES = ("dilated", "real")
 
 
@@ -45,14 +47,44 @@ def real_cpu_cap(vcpus: int, tdf: float) -> float:
     return 100.0 * vcpus / tdf
 
 
-def credit_cap(vcpus: int, tdf: float, cpu_time: str) -> int:
+def credit_cap(vcpus: int, tdf: float, cpu_time: str, cpu_share: float | None = None,
+               host_cpus: int | None = None) -> int:
     """The cap Xen's credit schedulers are given (whole percent; 0 = no cap).
-    ValueError when Xen cannot express it (under 1%)."""
-    if cpu_time != "real" or tdf <= 1.0:
+    ValueError when Xen cannot express it (under 1%), or for a share on a
+    host whose CPUs are not known."""
+    if cpu_share is not None:
+        if not host_cpus:
+            raise ValueError(f"cpu_share={cpu_share:g} is a share of the host's CPUs, and "
+                             "this host did not say how many it has (selena-tdf host)")
+        return worth_cap(cpu_share * host_cpus, vcpus, tdf,
+                         f"cpu_share={cpu_share:g} of {host_cpus} CPUs")
+    if cpu_time != "real":
         return 0
-    exact = real_cpu_cap(vcpus, tdf)
+    return worth_cap(vcpus, vcpus, tdf, f"cpu_time='real' with {vcpus} vCPU(s)")
+
+
+def worth_cap(cpus: float, vcpus: int, tdf: float, what: str) -> int:
+    """The cap that gives a domain of `vcpus` vCPUs `cpus` CPUs' worth of time
+    per virtual second at `tdf` (100 x cpus / TDF percent of one CPU); 0
+    when its vCPUs cannot use more anyway (credit2 refuses a cap above 100
+    per vCPU). ValueError, naming `what`, under Xen's smallest, 1%."""
+    exact = 100.0 * cpus / tdf
+    if exact >= 100.0 * vcpus:
+        return 0
     if exact < 1.0:
-        raise ValueError(f"cpu_time='real' with {vcpus} vCPU(s) at TDF {tdf:g} needs a cap "
-                         f"of {exact:.2f}% of a CPU; Xen's smallest is 1% (TDF at most "
-                         f"{100 * vcpus})")
+        raise ValueError(f"{what} at TDF {tdf:g} needs a cap of {exact:.2f}% of a CPU; "
+                         f"Xen's smallest is 1% (TDF at most {max_capped_tdf(cpus)})")
     return round(exact)
+
+
+def max_capped_tdf(cpus: float) -> int:
+    """The largest TDF at which `cpus` CPUs' worth per virtual second is
+    still a cap Xen can give (1%)."""
+    return int(100 * cpus + 1e-9)
+
+
+def share_text(cpu_share: float, host_cpus: int | None) -> str:
+    """A cpu_share for people: "0.25 of the host's 2 CPUs (0.5 CPU)"."""
+    if not host_cpus:
+        return f"{cpu_share:g} of the host's CPUs"
+    return f"{cpu_share:g} of the host's {host_cpus} CPUs ({cpu_share * host_cpus:g} CPU)"

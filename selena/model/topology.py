@@ -105,7 +105,7 @@ MININET_METHODS = {
 # (qemu-system-xen) in Dom0.
 GUEST_TYPES = ("pv", "pvh", "hvm")
 NODE_OPTIONS = ("template", "id", "vcpus", "cpus", "memory", "tsc_mode", "cpu_time",
-                "packages", "virt")
+                "cpu_share", "packages", "virt")
 HOST_OPTIONS = ("ip", "mac", "gateway", "ip6", "gateway6")
 SWITCH_OPTIONS = ("controller", "switch_model")
 LINK_OPTIONS = ("rate", "delay", "jitter", "loss", "queue", "prio")
@@ -128,8 +128,13 @@ def _mininet_hint(key: str, value: object) -> str | None:
         return f"{key}= is Mininet's; selena's guests name interface i eth<i>: drop it"
     if key == "defaultRoute":
         return "defaultRoute= is Mininet's; selena's is gateway='10.0.0.254'"
-    if key in ("cpu", "cores"):
-        return f"{key}= is Mininet's; selena's guests take vcpus= and cpus='2-3' (pinning)"
+    if key == "cpu":
+        share = (f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool)
+                 else "0.5")
+        return (f"cpu= is Mininet's; selena's is cpu_share={share} (that share of the host's "
+                "CPUs per virtual second)")
+    if key == "cores":
+        return "cores= is Mininet's; selena pins a guest's vCPUs with cpus='2-3'"
     if key == "dpid":
         return "dpid= is Mininet's; selena numbers its switches itself: drop it"
     if key in ("cls", "inNamespace", "privateDirs"):
@@ -240,6 +245,10 @@ class Node:
     # "dilated" (default): the guest's CPU seems TDF times faster, as in
     # SELENA; "real": capped to 100/TDF % per vCPU, the speed of TDF 1.
     cpu_time: str = "dilated"
+    # Mininet's CPULimitedHost cpu=: the guest may use this share of the
+    # host's CPUs (0 to 1) per virtual second, at any TDF (a Xen cap that
+    # follows the TDF); None: no such cap.
+    cpu_share: float | None = None
     # Debian packages installed on top of a disk-image template (debian or
     # one based on it): an image variant built once per package list.
     packages: tuple[str, ...] = ()
@@ -287,6 +296,7 @@ class NodeOptions(TypedDict, total=False):
     memory: str | int | None
     tsc_mode: str | None
     cpu_time: str
+    cpu_share: float | None
     packages: Sequence[str] | str | None
     virt: str
 
@@ -396,13 +406,15 @@ class Topology:
     def add_node(self, name: str, kind: NodeKind, *, template: str | None = None,
                  id: int | None = None, vcpus: int = 1, cpus: str | None = None,
                  memory: str | int | None = None, tsc_mode: str | None = None,
-                 cpu_time: str = "dilated",
+                 cpu_time: str = "dilated", cpu_share: float | None = None,
                  packages: Sequence[str] | str | None = None, virt: str = "pv",
                  **unknown: object) -> Node:
         """Add a node; errors about it are reported by validation, not here.
         memory: "512M" (= "512MB" = "512MiB"), "1G", or a number of MiB; None
         gives the template's default (TEMPLATE_MEMORY_MB).
         cpu_time: "dilated" or "real" (see Node.cpu_time).
+        cpu_share: a share of the host's CPUs per virtual second, 0.25 (see
+        Node.cpu_share; Mininet's CPULimitedHost cpu=).
         packages: Debian packages for a debian-based template ("memcached"
         or ["memcached", "ptpd"]).
         virt: the guest's type, "pv" (default), "pvh" or "hvm"."""
@@ -419,6 +431,7 @@ class Topology:
         _want(cpus, _TEXT, "cpus", call, "'2-3'")
         _want(tsc_mode, _TEXT, "tsc_mode", call)
         _want(cpu_time, (str,), "cpu_time", call)
+        _want(cpu_share, (int, float, type(None)), "cpu_share", call, "0.25")
         _want(virt, (str,), "virt", call, "'pvh'")
         _want(packages, (str, list, tuple, type(None)), "packages", call)
         for package in () if packages is None or isinstance(packages, str) else packages:
@@ -433,6 +446,7 @@ class Topology:
             id=len(self.nodes) if id is None else id, vcpus=vcpus, cpus=cpus,
             memory_mb=memory_mb, defined_at=caller_location(), tsc_mode=tsc_mode,
             cpu_time=cpu_time, virt=virt,
+            cpu_share=None if cpu_share is None else float(cpu_share),
             packages=(packages,) if isinstance(packages, str) else tuple(packages or ()),
         )
         # Duplicate names are kept apart so validation can name them.

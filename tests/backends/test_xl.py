@@ -4,6 +4,7 @@ teardown that removes exactly what selena created, and the plan printer."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -543,6 +544,62 @@ def test_a_failed_cap_restores_the_old_tdf_and_cap(fake_xen, tmp_path):
     assert {d.tdf for d in fake_xen.domains.values()} == {"10"}
     assert fake_xen.domains["selena-demo-h1"].cap == 10
     assert all(not d.paused for d in fake_xen.domains.values())
+
+
+def share_plan(tdf, share=0.25, host_cpus=2):
+    topo = Topology("demo", tdf=tdf)
+    h1 = topo.add_host("h1", ip="10.0.0.1/24", cpu_share=share)
+    h2 = topo.add_host("h2", ip="10.0.0.2/24")
+    topo.add_link(h1, h2, rate="10Mbit")
+    return make_plan(topo, host_cpus=host_cpus)
+
+
+def test_a_cpu_share_caps_the_guest_to_its_share_of_the_host_per_virtual_second(fake_xen,
+                                                                                 tmp_path):
+    """Mininet's CPULimitedHost cpu=0.25 on a host of 8 CPUs: two CPUs' worth
+    per virtual second, 200/TDF percent, at every TDF."""
+    be = backend(fake_xen, tmp_path, parallel=1)
+    dep = be.deploy(share_plan(tdf=10, share=0.25, host_cpus=8))
+    h1 = dep.domids["h1"]
+    made = calls(fake_xen)
+    assert made.index(f"xl sched-credit2 -d {h1} -c 20") < made.index("selena-tdf unpause 1 2")
+    assert DeployState.load(tmp_path / "state/demo.json").cpu_worth == {"selena-demo-h1": 2.0}
+    be.set_tdf("demo", 4)
+    assert fake_xen.domains["selena-demo-h1"].cap == 50
+    # At TDF 1 two CPUs' worth is more than its one vCPU can use: no cap.
+    be.set_tdf("demo", 1)
+    assert fake_xen.domains["selena-demo-h1"].cap == 0
+    with pytest.raises(BackendError, match=r"guest selena-demo-h1 at TDF 300 needs a cap of "
+                                           r"0.67% of a CPU; Xen's smallest is 1% \(TDF at most "
+                                           r"200\)"):
+        be.set_tdf("demo", 300)
+    assert fake_xen.domains["selena-demo-h1"].cap == 0 and fake_xen.domains[
+        "selena-demo-h1"].tdf == "1"
+
+
+def test_a_cpu_share_on_a_host_that_does_not_say_its_cpus_is_refused_before_any_guest(
+        fake_xen, tmp_path):
+    be = backend(fake_xen, tmp_path)
+    with pytest.raises(BackendError, match=r"node h1: cpu_share=0.25 is a share of the host's "
+                                           r"CPUs, and this host did not say how many"):
+        be.deploy(share_plan(tdf=10, host_cpus=None))
+    assert fake_xen.domains == {} and not (tmp_path / "state/demo.json").exists()
+    # The plan still renders, saying why no cap is set.
+    assert "#    node h1: no CPU cap: cpu_share=0.25 is a share of the host's CPUs" in \
+        be.render(share_plan(tdf=10, host_cpus=None))
+
+
+def test_a_state_file_of_an_older_selena_keeps_its_real_cpu_caps(fake_xen, tmp_path):
+    """State files written before cpu_worth: their capped guests are
+    cpu_time='real' ones, capped at 100 x vCPUs / TDF."""
+    be = backend(fake_xen, tmp_path)
+    be.deploy(cpu_plan(tdf=10, vcpus=2))
+    path = tmp_path / "state/demo.json"
+    data = json.loads(path.read_text())
+    del data["cpu_worth"]
+    path.write_text(json.dumps(data))
+    be.set_tdf("demo", 5)
+    assert fake_xen.domains["selena-demo-h1"].cap == 40
 
 
 def test_a_switch_of_40_ports_deploys_with_its_network_directives_in_one_value(fake_xen,
