@@ -1,6 +1,8 @@
 """End to end in the lab: a guest with cpu_time="real" does about as much CPU
 work per virtual second at TDF 10 as at TDF 1; a dilated guest does about TDF
-times more (scenarios/cpu_time.py).
+times more; a guest with cpu_share=0.25 (Mininet's cpu=) of the lab host's two
+CPUs does half the dilated guest's work at TDF 1 and about as much at TDF 10
+(scenarios/cpu_time.py).
 
 The bound on the capped guest is loose on purpose: in the lab (Xen under
 QEMU's software emulation) credit2's 10% cap delivered 53-74% of the work
@@ -25,7 +27,7 @@ OUT = lab_results.out("test-cpu-time")
 # make test-long: make test's budget (cpu_time's plan and caps are unit
 # tested; `make reproduce-mflops` measures the same in the lab).
 @pytest.mark.long
-def test_real_cpu_time_keeps_the_work_per_virtual_second_of_tdf_1(lab):
+def test_real_cpu_time_and_a_cpu_share_keep_the_work_per_virtual_second_of_tdf_1(lab):
     result = lab.run(f"rm -rf {OUT}; selena run scenarios/cpu_time.py --param iterations=15000 "
                      f"--out {OUT}",
                      timeout=900)
@@ -34,6 +36,8 @@ def test_real_cpu_time_keeps_the_work_per_virtual_second_of_tdf_1(lab):
     meta = json.loads((bundle / "meta.json").read_text())
     assert meta["cpu_time"]["hreal"] == {"mode": "real", "vcpus": 1, "cap_percent_at_start": 10}
     assert meta["cpu_time"]["hdil"]["mode"] == "dilated"
+    assert meta["cpu_time"]["hshare"] == {"mode": "dilated", "vcpus": 1, "cpu_share": 0.25,
+                                          "cap_percent_at_start": 5}      # 50 / TDF 10
     metrics = json.loads((bundle / "metrics.json").read_text())
     real, dilated = metrics["real_cpu_ratio"], metrics["dilated_cpu_ratio"]
     # Low side from the data (20 runs to 2026-12-04: 0.41-0.82, the 1 %
@@ -48,4 +52,13 @@ def test_real_cpu_time_keeps_the_work_per_virtual_second_of_tdf_1(lab):
     check("cpu_time.dilated_cpu_ratio.median", dilated["median"], low=6.0, high=20.0,
           context=metrics)
     check("cpu_time.dilated_over_real", dilated["median"] / real["median"], low=6.0,
+          context=metrics)
+    # The share at TDF 1: a 50% cap, Xen's credit2 refilling it every 10 ms
+    # of real time, which the emulation makes coarse as for cpu_time='real'.
+    share, over = metrics["share_cpu_ratio"], metrics["share_over_dilated_tdf1"]
+    assert over["expected"] == 0.5, metrics
+    check("cpu_time.share_over_dilated_tdf1", over["median"], low=0.3, high=0.65,
+          context=metrics)
+    # At TDF 10 the cap is 5%: the same coarseness as the real guest's 10%.
+    check("cpu_time.share_cpu_ratio.median", share["median"], low=0.25, high=1.1,
           context=metrics)
