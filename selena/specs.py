@@ -1,5 +1,6 @@
-"""Mininet's command-line habits: `--topo NAME[,ARGS]` and
-`--link tc,bw=..,delay=..,jitter=..,loss=..,max_queue_size=..`, with
+"""Mininet's command-line habits: `--topo NAME[,ARGS]`,
+`--link tc,bw=..,delay=..,jitter=..,loss=..,max_queue_size=..` and
+`--host cfs,cpu=..`, with
 Mininet's meanings (bw in Mbit/s, loss in percent, delay and jitter as tc
 times such as 5ms; delay applied once per direction, so the round trip adds
 twice the delay, as with Mininet's TCLink)."""
@@ -11,7 +12,7 @@ from collections.abc import Callable
 
 from selena import topologies, units
 from selena.errors import ScenarioError, UnitError
-from selena.model import Link, LinkOptions, Topology
+from selena.model import Link, LinkOptions, NodeKind, Topology
 from selena.validate import RATE_MAX_BPS, RATE_MIN_BPS
 
 # Mininet's names; `star` and `fattree` are selena's own.
@@ -197,3 +198,54 @@ def _apply(existing: Link, link: LinkOptions) -> None:
     if (queue := link.get("queue")) is not None:
         existing.queue_packets = int(queue)
     existing.given.update(link)
+
+
+# mn's --host classes: proc is Host, cfs CPULimitedHost (sched cfs); rt,
+# CPULimitedHost under the real-time scheduler, has no Xen counterpart.
+HOST_CLASSES = ("proc", "cfs", "rt")
+
+
+def parse_host_spec(spec: str) -> float | None:
+    """mn's `--host cfs,cpu=0.25` as a cpu_share for every host (None: no
+    cap, as `proc`, `cfs` alone or cpu=-1)."""
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if not parts or parts[0] not in HOST_CLASSES:
+        raise ScenarioError(f"--host {spec!r}: start with a host class, one of "
+                            f"{', '.join(HOST_CLASSES)} (e.g. --host cfs,cpu=0.25)")
+    if parts[0] == "rt":
+        raise ScenarioError(f"--host {spec!r}: rt (the real-time scheduler) has no Xen "
+                            "counterpart here; use cfs (a credit2 cap, quota-like as cfs's)")
+    share: float | None = None
+    for part in parts[1:]:
+        key, sep, value = part.partition("=")
+        if key != "cpu" or not sep:
+            raise ScenarioError(f"--host {spec!r}: {part!r} is not cpu=SHARE (a share of "
+                                "the host's CPUs, 0.25; pin vCPUs with add_host(cpus=...))")
+        try:
+            number = float(value)
+        except ValueError:
+            number = float("nan")
+        if number == -1:
+            share = None            # Mininet's default: no limit
+        elif not 0 < number <= 1:   # NaN too
+            raise ScenarioError(f"--host {spec!r}: cpu={value} is not a share of the host's "
+                                "CPUs: give a number above 0 and at most 1, or -1 for none")
+        else:
+            share = number
+    if share is not None and parts[0] == "proc":
+        raise ScenarioError(f"--host {spec!r}: Mininet's proc hosts ignore cpu=; give "
+                            f"cfs,cpu={share:g} to cap them")
+    return share
+
+
+def apply_host_spec(topo: Topology, share: float | None) -> list[str]:
+    """Give every host without a CPU cap of its own (a cpu_share, or
+    cpu_time='real') the share; the names of those given it."""
+    given: list[str] = []
+    if share is None:
+        return given
+    for node in topo.nodes.values():
+        if node.kind is NodeKind.HOST and node.cpu_share is None and node.cpu_time != "real":
+            node.cpu_share = share
+            given.append(node.name)
+    return given

@@ -13,6 +13,7 @@ import pytest
 from cli_main import run_cli
 
 from selena.backends.xl import XlBackend
+from selena.errors import ScenarioError
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -557,6 +558,70 @@ def test_host_template_puts_every_default_host_of_a_topo_on_it(capsys):
         "'.', '_', '-'; e.g. tools-host)")
 
 
+def test_mns_host_option_caps_every_host_without_a_cap_of_its_own(capsys, tmp_path):
+    """`mn --topo single,2 --host cfs,cpu=0.25` was "unrecognized arguments":
+    every host gets that share of the host's CPUs; a host with its own cap
+    keeps it, and a bad spec is one line before anything is loaded."""
+    rc, out, err = run_cli(capsys, "plan", "--topo", "single,2", "--host", "cfs,cpu=0.25")
+    assert rc == 0, err
+    # A cap for each host where the host's CPUs are known, else a line saying
+    # why none is printed (off a Dom0); nothing for the switch.
+    var = {name: v for v, name in re.findall(r"(D\d)=\$\(xl domid selena-single-(\w+)\)", out)}
+    capped = {name for name in var
+              if f'xl sched-credit2 -d "${var[name]}"' in out
+              or f"node {name}: no CPU cap: cpu_share=0.25 is a share" in out}
+    assert capped == {"h1", "h2"}, out
+    scenario = tmp_path / "own.py"
+    scenario.write_text(
+        "from selena.model import Topology\n"
+        "def build():\n"
+        "    t = Topology('own')\n"
+        "    h1 = t.add_host('h1', ip='10.0.0.1/24', cpu_time='real')\n"
+        "    h2 = t.add_host('h2', ip='10.0.0.2/24', cpu_share=0.5)\n"
+        "    h3 = t.add_host('h3', ip='10.0.0.3/24')\n"
+        "    s1 = t.add_switch('s1')\n"
+        "    for h in (h1, h2, h3):\n"
+        "        t.add_link(h, s1)\n"
+        "    return t\n")
+    from selena.cli import build_parser
+    from selena.cli.args import scenario_of
+
+    args = build_parser().parse_args(["validate", str(scenario), "--host", "cfs,cpu=0.1"])
+    nodes = scenario_of(args).topology.nodes
+    assert [(nodes[h].cpu_time, nodes[h].cpu_share) for h in ("h1", "h2", "h3")] == \
+        [("real", None), ("dilated", 0.5), ("dilated", 0.1)]
+    assert nodes["s1"].cpu_share is None
+    rc, _, err = run_cli(capsys, "validate", "--topo", "single,2", "--host", "rt,cpu=0.5")
+    assert rc == 1 and err.strip().endswith(
+        "--host 'rt,cpu=0.5': rt (the real-time scheduler) has no Xen counterpart here; use "
+        "cfs (a credit2 cap, quota-like as cfs's)"), err
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("cfs,cpu=2", "cpu=2 is not a share of the host's CPUs: give a number above 0 and at "
+                  "most 1, or -1 for none"),
+    ("cfs,cpu=nan", "cpu=nan is not a share"),
+    ("cfs,cpu=half", "cpu=half is not a share"),
+    ("cfs,cores=1", "'cores=1' is not cpu=SHARE"),
+    ("proc,cpu=0.5", "Mininet's proc hosts ignore cpu=; give cfs,cpu=0.5 to cap them"),
+    ("cpu=0.5", "start with a host class, one of proc, cfs, rt (e.g. --host cfs,cpu=0.25)"),
+])
+def test_bad_host_specs_are_named(spec, message):
+    from selena.specs import parse_host_spec
+
+    with pytest.raises(ScenarioError) as info:
+        parse_host_spec(spec)
+    assert str(info.value).startswith(f"--host {spec!r}: ")
+    assert message in str(info.value)
+
+
+def test_host_specs_without_a_share_cap_nothing():
+    from selena.specs import parse_host_spec
+
+    assert [parse_host_spec(s) for s in ("proc", "cfs", "cfs,cpu=-1", "cfs,cpu=0.5")] == \
+        [None, None, None, 0.5]
+
+
 def test_mns_mac_and_arp_options_reach_the_plan(capsys):
     """`mn --mac --arp` were "unrecognized arguments"."""
     rc, out, err = run_cli(capsys, "plan", "--topo", "single,2", "--mac", "--arp")
@@ -580,6 +645,8 @@ def test_mns_mac_and_arp_options_reach_the_plan(capsys):
     (["run", "--topo", "linear,2", "--wait"], "--wait"),
     (["run", "--topo", "linear,2", "--twait", "30"], "--twait"),
     (["validate", "--topo", "single,3", "--listenport", "6654"], "--listenport"),
+    # run takes mn's --host; sweep does not: the scenario's cpu_share does it there.
+    (["sweep", "s.py", "--tdf", "1,2", "--out", "o", "--host", "cfs,cpu=.5"], "--host"),
 ])
 def test_mns_options_selena_does_not_take_are_one_line_saying_what_it_does(argv, option,
                                                                            capsys):

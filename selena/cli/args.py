@@ -19,6 +19,7 @@ from selena.errors import ScenarioError, UnitError
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment
 from selena.loader import Scenario, load_scenario
 from selena.schedule import Event, load_events
+from selena.specs import apply_host_spec, parse_host_spec
 from selena.validate import MAX_SWITCH_PORTS, TEMPLATE_RE
 
 # mn's --test values, each as mn runs it: pingall, pingpair, iperf, iperfudp
@@ -40,8 +41,9 @@ MN_ONLY_OPTIONS = {
     "--controller": "a controller is a node of the topology (add_controller) or a switch's "
                     "static flows (docs/openflow.md); without one, switches are standalone "
                     "learning bridges",
-    "--host": "hosts are Xen guests with whole vCPUs, not CPU-limited processes: "
-              "--host-template picks their template, add_host(vcpus=, cpus=) their CPUs",
+    "--host": "validate, plan, deploy and run take it (cfs,cpu=SHARE); elsewhere give the "
+              "hosts add_host(cpu_share=SHARE) in the scenario, --host-template picks their "
+              "template",
     "--nat": "guests have no route out of the experiment",
     "--innamespace": "every node is a Xen guest of its own",
     "-x": "no xterms: type `h1 COMMAND` at the selena> prompt, or use `xl console`",
@@ -58,6 +60,8 @@ MN_ONLY_OPTIONS = {
     "-v": "selena's -v goes before the verb (selena -v run ...: info, -vv debug); a run "
           "prints its progress anyway",
 }
+# Of those, the ones some verbs take as selena's own.
+MN_OPTIONS_TAKEN = {"--host": ("validate", "plan", "deploy", "run")}
 # mn's -c (--clean): anywhere on a command line that names no other verb.
 MN_CLEAN = ("mn -c is `selena clean` here: it destroys the experiments selena created and "
             "what they left (never another tool's), sparing live runs unless --force")
@@ -80,7 +84,7 @@ def mn_only_option(argv: list[str]) -> str | None:
     verb_at = argv.index(words[0])
     for arg in argv[verb_at + 1:]:
         option = arg.split("=", 1)[0]
-        if option in MN_ONLY_OPTIONS:
+        if option in MN_ONLY_OPTIONS and words[0] not in MN_OPTIONS_TAKEN.get(option, ()):
             return f"{option} is mn's, not selena's: {MN_ONLY_OPTIONS[option]}"
         if words[0] == "run" and option in ("--wait", "-w", "--twait"):
             return f"{option} is mn's, not selena's: {MN_WAIT}"
@@ -258,11 +262,15 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
         raise ScenarioError("give a scenario file or --topo NAME[,ARGS] (e.g. --topo linear,3)")
     # An adaptive TDF (auto:MIN-MAX) starts from the scenario's own (Experiment).
     tdf = None if isinstance(args.tdf, Policy) else args.tdf
+    host = getattr(args, "host", None)
+    host_share = None if host is None else parse_host_spec(host)     # before any loading
     scenario = load_scenario(source, tdf=tdf, link_spec=args.link, params=dict(args.param),
                              custom=custom)
     template = getattr(args, "host_template", None)
     if template is not None:
         scenario.topology.use_host_template(template)
+    if host_share is not None:
+        apply_host_spec(scenario.topology, host_share)
     if getattr(args, "mac", False):
         scenario.topology.number_host_macs()
     if getattr(args, "arp", False):         # after --mac: the entries carry its MACs

@@ -82,6 +82,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="Mininet-style parameters for every link: bw in Mbit/s, delay "
                             "and jitter with a unit (5ms), loss in %%, max_queue_size in "
                             "packets; delay is one-way (the round trip adds it twice)")
+        p.add_argument("--host", default=None, metavar="cfs,cpu=..",
+                       help="as mn --host: cfs,cpu=0.25 caps every host without a cap of "
+                            "its own at that share of this host's CPUs per virtual second, "
+                            "at any TDF (Mininet's CPULimitedHost)")
         p.add_argument("--host-template", type=template_arg, default=None, metavar="TEMPLATE",
                        help="the template of every host still on the default (tiny-host), "
                             "e.g. tools-host for iperf3 at the prompt")

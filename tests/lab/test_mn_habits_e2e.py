@@ -1,6 +1,7 @@
 """A Mininet user's habits end to end in the lab: mn's `--test iperf`,
 `--test iperfudp` and `--test pingpair` (two --test in one run), `--host-template` for the prompt's
-`iperf` and `iperfudp`, `--mac` and `--arp`, and Mininet's emptynet.py way
+`iperf` and `iperfudp`, `--mac` and `--arp`, `--host cfs,cpu=0.1` (every host
+capped at a tenth of the lab host's two CPUs), and Mininet's emptynet.py way
 of building a net (a Mininet() without a topo, every node added to it),
 with pingPair and waitConnected. Six short runs in one lab command: about
 6 minutes of lab time."""
@@ -32,7 +33,7 @@ def test_mns_tests_options_and_emptynet_run_in_the_lab(lab):
         "--test iperfudp --tdf 10 "
         f"--out {OUT}/udp; "
         "echo udp-status=$?; "
-        f"selena run --topo single,3 --test pingpair --out {OUT}/pingpair; "
+        f"selena run --topo single,3 --host cfs,cpu=0.1 --test pingpair --out {OUT}/pingpair; "
         "echo pingpair-status=$?; "
         "printf 'iperf h1 h2 3\\niperfudp 10M h1 h2 3\\niperfudp 40M h1 h2 3\\nexit\\n' | "
         "selena run --topo single,2 --link tc,bw=20 "
@@ -51,6 +52,11 @@ def test_mns_tests_options_and_emptynet_run_in_the_lab(lab):
           16, 21, unit="Mbit/s")
     # --test pingpair: the first two hosts only.
     assert re.search(r"h1 -> h2\s+h2 -> h1\s+\*\*\* Results: 0% dropped \(2/2 received\)", out)
+    # --host cfs,cpu=0.1: each host a fifth of a CPU at TDF 1 (Xen took the
+    # caps: a refused one fails the deploy), the switch uncapped.
+    meta = json.loads((project_root() / OUT / "pingpair/meta.json").read_text())
+    assert meta["host_cpus"] == 2 and meta["cpu_time"]["s1"]["cap_percent_at_start"] == 0
+    assert {meta["cpu_time"][h]["cap_percent_at_start"] for h in ("h1", "h2", "h3")} == {20}
     # The prompt's iperf on hosts --host-template gave iperf3.
     rates = re.findall(r"\*\*\* Results: \['([\d.]+) Mbits/sec', '([\d.]+) Mbits/sec'\]", out)
     assert len(rates) == 2, out                      # --test iperf's, then the prompt's
