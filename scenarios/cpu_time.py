@@ -10,15 +10,17 @@ then at TDF 1 after exp.set_tdf(1) (where the real guest's cap is lifted).
 With scaling, the work per virtual second at TDF 10 should match TDF 1;
 without it, it is about 10 times more. The shared guest gets a quarter of
 the host's CPUs (`--param share=0.25`): on a host of two, half a CPU, so
-at TDF 1 it does half the dilated guest's work.
+at TDF 1 it does half the dilated guest's work; then its share is lifted
+during the run (exp.node("hshare").set_cpu_share(None)) and it does the
+dilated guest's.
 
     selena run scenarios/cpu_time.py --out results/cpu-time [--param iterations=N]
 
 Records work_per_s_<host>_tdf<N> (loop iterations per virtual second, one
 sample per repeat), the three ratios TDF 10 / TDF 1: real_cpu_ratio and
-share_cpu_ratio (expected 1) and dilated_cpu_ratio (expected 10), and
+share_cpu_ratio (expected 1) and dilated_cpu_ratio (expected 10),
 share_over_dilated_tdf1 (expected the share times the host's CPUs, at
-most 1).
+most 1) and lifted_over_dilated_tdf1 (expected 1).
 """
 
 import statistics
@@ -75,3 +77,8 @@ def run(exp):
     exp.record("share_over_dilated_tdf1",
                statistics.median(rates["hshare", 1]) / statistics.median(rates["hdil", 1]),
                expected=min(1.0, share * cpus) if cpus else None)
+    exp.node("hshare").set_cpu_share(None)
+    lifted = work_per_virtual_s(exp, "hshare", iterations)
+    exp.record("work_per_s_hshare_lifted_tdf1", lifted, unit="1/s")
+    exp.record("lifted_over_dilated_tdf1",
+               statistics.median(lifted) / statistics.median(rates["hdil", 1]), expected=1.0)

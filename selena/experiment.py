@@ -99,7 +99,7 @@ from selena.hostinfo import HostInfo
 from selena.loader import Scenario, intercept
 from selena.metrics import Metric
 from selena.model import Link, NodeKind, Topology
-from selena.model.cpus import max_capped_tdf
+from selena.model.cpus import checked_share, max_capped_tdf
 from selena.openflow import Switches, bridge_scripts, flow_scripts
 from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, guest_shaping_script, make_plan
@@ -158,6 +158,11 @@ class Node:
 
     def crash(self) -> None:
         self.exp.crash(self.name)
+
+    def set_cpu_share(self, share: float | None) -> None:
+        """Cap the node at `share` of the host's CPUs per virtual second from
+        now on (None: no cap); see Experiment.set_cpu_share."""
+        self.exp.set_cpu_share(self.name, share)
 
     def restart(self) -> int:
         """Boot the node again (see Experiment.restart); its new domain id."""
@@ -814,6 +819,9 @@ class Experiment:
                 self.set_link_values(a, b, _scheduled=scheduled, **dict(event.values))
             else:
                 self.set_link(a, b, up=event.change == "up", _scheduled=scheduled)
+        elif event.change == "set":
+            self.set_cpu_share(event.nodes[0], checked_share(dict(event.values)["cpu_share"]),
+                               _scheduled=scheduled)
         elif event.change == "crash":
             self.crash(event.nodes[0], _scheduled=scheduled)
         else:
@@ -848,6 +856,30 @@ class Experiment:
 
     def set_switch_model(self, node: str, profile: str | None) -> None:
         self._running().set_switch_model(node, profile)
+
+    def set_cpu_share(self, node: str, share: float | None, *,
+                      _scheduled: float | None = None) -> None:
+        """Cap node `node` at `share` (above 0, at most 1) of the host's CPUs
+        per virtual second from now on, as add_host(cpu_share=) does from the
+        start, following later TDF changes and a restart; None lifts it.
+        Refused in one line, nothing changed, for a bad share, a node with
+        cpu_time='real' or a cap Xen cannot give at the current TDF."""
+        self._running()
+        self[node]          # an unknown name: one line naming the nodes there are
+        model = self.topology.nodes[node]
+        try:
+            share = checked_share(share)
+        except ValueError as exc:
+            raise ScenarioError(f"node {node}: {exc}") from None
+        if model.cpu_time == "real":
+            raise ExperimentError(f"node {node} has cpu_time='real', a cap of its own; a "
+                                  "cpu_share would replace it: give the node one or the other")
+        with self._event(f"node {node}", f"cpu_share={'none' if share is None else share}",
+                         _scheduled):
+            self.backend.set_cpu_share(self.topology.name, node, share, model.vcpus,
+                                       self.progress)
+            model.cpu_share = share
+            self.plan().guest(node).cpu_share = share     # a restart caps it the same
 
     def crash(self, node: str, *, _scheduled: float | None = None) -> None:
         with self._event(f"node {node}", "crash", _scheduled):
@@ -890,6 +922,11 @@ class Experiment:
         node = event.nodes[0]
         if event.change == "restart":
             return self._restart_refusal(node)
+        if event.change == "set":
+            if not self.backend.caps_cpu:
+                return (f"node {node} cpu_share: the {self.backend.name} backend cannot cap a "
+                        "node's CPU (the xl backend can)")
+            return None
         if not self.backend.crashes_nodes:
             return f"node {node} crash: the {self.backend.name} backend cannot crash a node"
         return None

@@ -6,10 +6,12 @@ A change is one of
     link A B delay=20ms            (`set` may be left out)
     link A B down | up
     node N crash | restart
+    node N cpu_share=0.25          (`none` lifts it)
 
-given to `exp.link(a, b).set(...)`, `.down()`, `.up()`, `exp.node(n).crash()`
-directly, as a string to `exp.at(t, "link h1 s1 down")`, at the `selena>`
-prompt, or one per line with its virtual time first in a schedule file
+given to `exp.link(a, b).set(...)`, `.down()`, `.up()`, `exp.node(n).crash()`,
+`.restart()`, `.set_cpu_share(0.25)` directly, as a string to `exp.at(t,
+"link h1 s1 down")`, at the `selena>` prompt, or one per line with its
+virtual time first in a schedule file
 (`selena run --events FILE`):
 
     # virtual seconds, target, change
@@ -35,14 +37,17 @@ from typing import Any
 from selena import units
 from selena.errors import Problem, ScenarioError, UnitError
 from selena.model import Link, Topology
+from selena.model.cpus import checked_share
 from selena.validate import check_link
 
 # The values a link change may set, with an example for the error messages.
 LINK_VALUES = {"rate": "10Mbit", "delay": "20ms", "jitter": "1ms", "loss": "1%",
                "queue": "100"}
 NODE_CHANGES = ("crash", "restart")
-USAGE = ("want `link A B set NAME=VALUE...`, `link A B down|up` or `node N crash|restart` "
-         f"(NAME one of {', '.join(LINK_VALUES)}, e.g. delay=20ms)")
+NODE_USAGE = "want `node N crash`, `node N restart` or `node N cpu_share=0.25` (or none)"
+USAGE = ("want `link A B set NAME=VALUE...`, `link A B down|up` or `node N "
+         f"crash|restart|cpu_share=SHARE` (NAME one of {', '.join(LINK_VALUES)}, e.g. "
+         "delay=20ms)")
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,8 @@ class Event:
     target: str                         # "link" or "node"
     nodes: tuple[str, ...]              # (a, b) or (node,)
     change: str                         # "set", "down", "up", "crash", "restart"
-    values: tuple[tuple[str, str], ...] = ()    # set's NAME=VALUE, as written
+    # set's NAME=VALUE, as written (a node's: cpu_share)
+    values: tuple[tuple[str, str], ...] = ()
     t: float | None = None
     where: str = field(default="", compare=False)
 
@@ -100,9 +106,14 @@ def parse_change(words: list[str], where: str = "") -> Event:
             values.append((name, value))
         return Event("link", (a, b), "set", tuple(values), where=where)
     if target == "node":
+        if len(rest) == 2 and rest[1].startswith("cpu_share="):
+            value = rest[1].partition("=")[2]
+            if not value:
+                raise ScenarioError(f"{prefix}node {rest[0]}: give cpu_share a share of the "
+                                    "host's CPUs (cpu_share=0.25) or none")
+            return Event("node", (rest[0],), "set", (("cpu_share", value),), where=where)
         if len(rest) != 2 or rest[1] not in NODE_CHANGES:
-            raise ScenarioError(f"{prefix}{' '.join(words)!r}: want `node N crash` or "
-                                "`node N restart`")
+            raise ScenarioError(f"{prefix}{' '.join(words)!r}: {NODE_USAGE}")
         return Event("node", (rest[0],), rest[1], where=where)
     raise ScenarioError(f"{prefix}{' '.join(words)!r}: {USAGE}")
 
@@ -240,6 +251,15 @@ def check_event(event: Event, topo: Topology,
             if node not in topo.nodes:
                 raise ScenarioError(f"no node named {node!r} in experiment {topo.name} "
                                     f"(have {', '.join(sorted(topo.nodes))})")
+            if event.change == "set":
+                try:
+                    checked_share(dict(event.values)["cpu_share"])
+                except ValueError as exc:
+                    raise ScenarioError(f"node {node}: {exc}") from None
+                if topo.nodes[node].cpu_time == "real":
+                    raise ScenarioError(f"node {node} has cpu_time='real', a cap of its own; "
+                                        "a cpu_share would replace it: give the node one or "
+                                        "the other")
     except ScenarioError as exc:
         if event.where:
             raise ScenarioError(f"{event.where}: {exc}") from None

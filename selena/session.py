@@ -436,6 +436,11 @@ class Session:
             return None
         return self.exp.restart(name)
 
+    def set_cpu_share(self, name: str, share: float | None) -> None:
+        """Cap node `name` at `share` of the host's CPUs per virtual second
+        (None: no cap), Experiment.set_cpu_share."""
+        self.exp.set_cpu_share(name, share)
+
     # -- time ----------------------------------------------------------------------
 
     def tdf(self, tdf: float | str) -> float:

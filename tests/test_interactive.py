@@ -223,10 +223,24 @@ def test_node_crash_and_restart_go_to_the_experiment_with_one_line_errors():
     assert err.splitlines() == [
         "*** node h2 restart: the recording backend cannot restart a node (the xl backend can)",
         "*** no node named 'h9' in experiment single (have h1, h2, s1)",
-        "*** node: 'node h1 reboot': want `node N crash` or `node N restart`",
-        "*** node: want `node NODE crash` or `node NODE restart`"]
+        "*** node: 'node h1 reboot': want `node N crash`, `node N restart` or `node N "
+        "cpu_share=0.25` (or none)",
+        "*** node: want `node NODE crash`, `node NODE restart` or `node NODE cpu_share=0.25` "
+        "(none lifts it)"]
     assert net.exp.backend.asked == [("crash", "h1")]
     assert [(e["target"], e["change"]) for e in net.exp.events] == [("node h1", "crash")]
+
+
+def test_node_cpu_share_caps_and_lifts_through_the_experiment():
+    net = session()
+    out, err = pipe(net, "node h2 cpu_share=0.25\nnode h2 cpu_share=none\nnode h2 cpu_share=3\n")
+    assert out.splitlines() == ["h2 cpu_share 0.25", "h2 cpu_share none"]
+    assert err.splitlines() == [
+        "*** node h2: cpu_share 3 is not a share of the host's CPUs: give more than 0 and at "
+        "most 1 (0.25: a quarter of them), or none to lift it"]
+    assert [a for a in net.exp.backend.asked if a[0] == "set_cpu_share"] == [
+        ("set_cpu_share", "h2", 0.25), ("set_cpu_share", "h2", None)]
+    assert [e["change"] for e in net.exp.events] == ["cpu_share=0.25", "cpu_share=none"]
 
 
 def test_tdf_pause_and_resume():

@@ -601,7 +601,7 @@ def test_pingpair_and_waitconnected_are_mininets_and_other_names_one_line(capsys
         net.monitor()
     with pytest.raises(ArgumentError, match=r"h1.setIP: not in selena's Mininet API \(it has "
                                             r"IP, MAC, cmd, cmdPrint, sendCmd, sendInt, "
-                                            r"waitOutput, waiting; "
+                                            r"setCPUFrac, waitOutput, waiting; "
                                             r"docs/topologies.md\)$"):
         net["h1"].setIP("10.0.0.9")
     assert not hasattr(net, "addNAT") and getattr(net["h2"], "intf", None) is None
@@ -678,6 +678,27 @@ def test_start_cmd_ip_cli_and_stop(fake_xen, tmp_path, capsys):
     assert time.monotonic() - began < 30
     assert fake_xen.domains == {} and fake_xen.bridges == {}
     net.stop()                                   # twice is fine
+
+
+def test_set_cpu_frac_caps_a_host_before_and_after_start(fake_xen, tmp_path):
+    """CPULimitedHost.setCPUFrac: before start() the host is deployed
+    capped, after it the running guest is (the fake Dom0 has 2 CPUs)."""
+    net = fake_net(fake_xen, tmp_path, tdf=4)
+    h1, h2 = net.get("h1", "h2")
+    h1.setCPUFrac(0.5)
+    with pytest.raises(ArgumentError, match=r"h1.setCPUFrac: sched='rt' is not supported"):
+        h1.setCPUFrac(0.5, sched="rt")
+    with pytest.raises(ArgumentError, match=r"h2.setCPUFrac: cpu_share 0 is not a share"):
+        h2.setCPUFrac(0)
+    net.start()
+    try:
+        assert fake_xen.domains["selena-pair-h1"].cap == 25              # 100 / TDF 4
+        h2.setCPUFrac(0.25, sched="cfs")
+        assert fake_xen.domains["selena-pair-h2"].cap == 12              # 12.5, whole
+        h1.setCPUFrac(-1)                                                # Mininet's: none
+        assert fake_xen.domains["selena-pair-h1"].cap == 0
+    finally:
+        net.stop()
 
 
 def test_sendcmd_waitoutput_and_sendint_as_mininets_multiping_uses_them(fake_xen, tmp_path):

@@ -57,7 +57,10 @@ def test_a_schedule_file_parses_in_time_order_with_comments_and_blank_lines(tmp_
     ("5 link h1 s1 delay=20ms rate=5Mbit delay=30ms",
      r"^F:3: link h1 s1: delay given twice \(delay=20ms, delay=30ms\): give each value once$"),
     ("5 link h1 down", r"^F:3: 'link h1 down': want `link A B set NAME=VALUE...`"),
-    ("5 node h1 reboot", r"^F:3: 'node h1 reboot': want `node N crash` or `node N restart`$"),
+    ("5 node h1 reboot", r"^F:3: 'node h1 reboot': want `node N crash`, `node N restart` or "
+                         r"`node N cpu_share=0.25` \(or none\)$"),
+    ("5 node h1 cpu_share=", r"^F:3: node h1: give cpu_share a share of the host's CPUs "
+                             r"\(cpu_share=0.25\) or none$"),
     ("5 switch s1 off", r"^F:3: 'switch s1 off': want `link A B"),
     ("5", r"^F:3: empty change: want"),
 ])
@@ -91,6 +94,11 @@ def pair_topo(tdf: float = 10) -> Topology:
                                 r"of packets \(e.g. queue=100\)$"),
     ("1 node h3 crash", r"^F:1: no node named 'h3'"),
     ("1 node h3 restart", r"^F:1: no node named 'h3'"),
+    ("1 node h3 cpu_share=0.5", r"^F:1: no node named 'h3'"),
+    ("1 node h1 cpu_share=2", r"^F:1: node h1: cpu_share 2 is not a share of the host's CPUs: "
+                              r"give more than 0 and at most 1 \(0.25: a quarter of them\), or "
+                              r"none to lift it$"),
+    ("1 node h1 cpu_share=half", r"^F:1: node h1: cpu_share half is not a share"),
 ])
 def test_events_are_checked_against_the_topology_before_a_run(text, message):
     with pytest.raises(ScenarioError, match=message):
@@ -101,7 +109,15 @@ def test_good_events_pass_the_check_and_change_nothing():
     topo = pair_topo()
     check_events([parse_line("1 link h2 h1 delay=60ms jitter=0 rate=none", "F:1"),
                   parse_line("2 link h1 h2 down", "F:2"), parse_line("3 node h1 crash"),
-                  parse_line("4 node h2 restart")], topo)
+                  parse_line("4 node h2 restart"), parse_line("5 node h2 cpu_share=0.25"),
+                  parse_line("6 node h2 cpu_share=none")], topo)
+    assert parse_line("5 node h2 cpu_share=0.25") == Event("node", ("h2",), "set",
+                                                           (("cpu_share", "0.25"),), 5.0)
+    assert parse_line("5 node h2 cpu_share=0.25").text() == "node h2 cpu_share=0.25"
+    topo.nodes["h1"].cpu_time = "real"
+    with pytest.raises(ScenarioError, match=r"^F:9: node h1 has cpu_time='real', a cap of its "
+                                            r"own; a cpu_share would replace it"):
+        check_events([parse_line("9 node h1 cpu_share=0.5", "F:9")], topo)
     assert (topo.links[0].delay_s, topo.links[0].rate_bps) == (0.02, 10e6)
 
 
@@ -364,6 +380,8 @@ def test_validate_and_plan_check_the_events_file(capsys, tmp_path):
      "node h2 restart: the mininet backend cannot restart a node (the xl backend can)"),
     ("40 node h2 crash", ["--backend", "mininet"],
      "node h2 crash: the mininet backend cannot crash a node"),
+    ("40 node h2 cpu_share=0.1", ["--backend", "mininet"],
+     "node h2 cpu_share: the mininet backend cannot cap a node's CPU (the xl backend can)"),
     ("12.5 link h1 s1 delay=20ms", ["--shaping", "guest"],
      "link h1 s1 set: links shaped inside the guests (shaping='guest') cannot change during "
      "a run; use Dom0 shaping (the default) to change them"),
@@ -382,6 +400,46 @@ def test_a_change_this_experiment_could_never_make_is_refused_before_the_run(
     events.write_text(f"{line}\n")
     rc, _, err = cli(capsys, "validate", "--topo", "single,2", "--events", str(events))
     assert rc == 0, err
+
+
+def test_a_cpu_share_set_during_the_run_caps_the_guest_follows_the_tdf_and_is_recorded(
+        fake_xen, tmp_path):
+    """Mininet's setCPUFrac on a running host: a cap from the change on,
+    rescaled at every TDF change, lifted by none; refused in one line,
+    nothing changed, where it cannot be."""
+    import json
+
+    topo = pair_topo(tdf=4)
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    with Experiment(topo, backend=backend, templates=None, progress=lambda msg: None,
+                    ready_timeout=20, out=tmp_path / "out") as exp:
+        h2 = fake_xen.domains["selena-pair-h2"]
+        assert h2.cap == 0
+        exp.node("h2").set_cpu_share(0.5)              # one of the fake's 2 CPUs
+        assert h2.cap == 25                             # 100 / TDF 4
+        exp.set_tdf(2)
+        assert h2.cap == 50
+        exp.node("h2").restart()                        # booted again with its cap
+        h2 = fake_xen.domains["selena-pair-h2"]
+        assert h2.cap == 50
+        with pytest.raises(ScenarioError, match=r"^node h2: cpu_share 1.5 is not a share"):
+            exp.node("h2").set_cpu_share(1.5)
+        with pytest.raises(BackendError, match=r"^node h2: cpu_share=0.001 of 2 CPUs at TDF 2 "
+                                               r"needs a cap of 0.10% of a CPU"):
+            exp.node("h2").set_cpu_share(0.001)
+        assert h2.cap == 50 and exp.topology.nodes["h2"].cpu_share == 0.5
+        exp.at(exp.now() + 0.01, "node h2 cpu_share=none").result(timeout=30)
+        assert h2.cap == 0 and exp.topology.nodes["h2"].cpu_share is None
+        exp.set_tdf(4)
+        assert h2.cap == 0                              # lifted stays lifted
+        exp.topology.nodes["h1"].cpu_time = "real"
+        with pytest.raises(ExperimentError, match=r"^node h1 has cpu_time='real'"):
+            exp.node("h1").set_cpu_share(0.5)
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert [(e["target"], e["change"], e["tdf"]) for e in meta["events"]] == [
+        ("node h2", "cpu_share=0.5", 4.0), ("node h2", "restart", 2.0),
+        ("node h2", "cpu_share=none", 2.0)]
 
 
 def test_parse_change_is_what_the_prompt_and_at_take():

@@ -106,6 +106,7 @@ class Backend(abc.ABC):
     link_capture: bool = False  # capture_source works (exp.capture, --capture)
     restarts_nodes: bool = False  # restart works (exp.node(N).restart(), `node N restart`)
     crashes_nodes: bool = True    # crash works (exp.node(N).crash(), `node N crash`)
+    caps_cpu: bool = False        # set_cpu_share works (`node N cpu_share=0.25`)
 
     @abc.abstractmethod
     def command_channel(self, tdf: float,
@@ -172,6 +173,13 @@ class Backend(abc.ABC):
         scaled by the current TDF and again by every later TDF change."""
         raise BackendError(f"the {self.name} backend cannot change a link's shaping "
                            "during a run")
+
+    def set_cpu_share(self, experiment: str, node: str, share: float | None, vcpus: int,
+                      progress: Progress | None = None) -> None:
+        """Cap node's guest (of `vcpus` vCPUs) at `share` of the host's CPUs
+        per virtual second from now on, following later TDF changes (None:
+        lift its cap); refused before anything changes where Xen cannot."""
+        raise BackendError(f"the {self.name} backend cannot change a node's CPU share")
 
     @abc.abstractmethod
     def crash(self, deployment: Deployment, node: str) -> None:

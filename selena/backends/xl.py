@@ -442,6 +442,7 @@ class XlBackend(Backend):
     captures_links = True
     link_capture = True
     restarts_nodes = True
+    caps_cpu = True
 
     def __init__(self, runner: Runner | None = None, state_dir: Path = DEFAULT_STATE_DIR, *,
                  xenstore: XenstoreConnection | None = None, offloads: bool = False,
@@ -1016,6 +1017,43 @@ class XlBackend(Backend):
         say(f"{experiment}: TDF {units.tdf_text(old)} -> {units.tdf_text(new)} for "
             f"{len(domids)} guests and {len(state.shaping)} shaped vifs")
         return first, last
+
+    def set_cpu_share(self, experiment: str, node: str, share: float | None, vcpus: int,
+                      progress: Progress | None = None) -> None:
+        say = progress or (lambda msg: log.info("%s", msg))
+        with self._locked(progress):
+            state = self.state(experiment)
+            name = state.nodes.get(node)
+            if name is None or name not in state.domains:
+                raise BackendError(f"node {node} of {experiment}: no guest in the state file")
+            worth = None
+            if share is not None:
+                cpus = self.host_info().cpus
+                if not cpus:
+                    raise BackendError(f"node {node}: cpu_share={share:g} is a share of the "
+                                       "host's CPUs, and this host did not say how many it "
+                                       "has (selena-tdf host)")
+                worth = share * cpus
+                try:
+                    cap = worth_cap(worth, vcpus, state.tdf,
+                                    f"node {node}: cpu_share={share:g} of {cpus} CPUs")
+                except ValueError as exc:
+                    raise BackendError(str(exc)) from None
+            else:
+                cap = 0
+            try:
+                self.runner.run(cap_command(state.domains[name], cap))
+            except CommandError as exc:
+                raise BackendError(f"node {node}: capping its CPU at {cap}%: {exc}") from None
+            if worth is None:
+                state.real_cpu.pop(name, None)
+                state.cpu_worth.pop(name, None)
+            else:
+                state.real_cpu[name] = vcpus
+                state.cpu_worth[name] = worth
+            self._save(state)
+        say(f"{experiment}: node {node} "
+            + ("uncapped" if share is None else f"capped at {cap}% (cpu_share={share:g})"))
 
     def _unpause(self, domids: Sequence[int], say: Progress | None = None) -> None:
         """Unpause the guests from one process: they start microseconds

@@ -23,6 +23,7 @@ from typing import IO, Any
 from selena import units
 from selena.errors import ScenarioError, SelenaError, UnitError
 from selena.experiment import SignalInterrupt
+from selena.model.cpus import checked_share
 from selena.session import PING_HEADER, Session, udp_rate
 
 HISTORY = Path("~/.selena_history")
@@ -44,6 +45,7 @@ Commands (node names in a command stand for their first IP address, as in mn):
   link A B up|down        bring the link(s) between nodes A and B up or down
   link A B NAME=VALUE...  their rate, delay, jitter, loss or queue: delay=20ms
   node N crash|restart    destroy node N's guest, or boot it again as deployed
+  node N cpu_share=S      cap node N at share S of the host's CPUs (none: lift)
   tdf N                   change the time dilation factor of the running experiment
   pause | resume          freeze and restart every guest's virtual time
   dpctl ARGS...           ovs-ofctl ARGS on every switch's bridge: dpctl dump-flows
@@ -309,9 +311,18 @@ class Prompt(cmd.Cmd):
 
         words = arg.split()
         if len(words) != 2:
-            raise SelenaError("node: want `node NODE crash` or `node NODE restart`")
+            raise SelenaError("node: want `node NODE crash`, `node NODE restart` or `node "
+                              "NODE cpu_share=0.25` (none lifts it)")
         event = parse_change(["node", *words], "node")
         self.session.node(words[0])          # an unknown name: one line naming the nodes
+        if event.change == "set":
+            try:
+                share = checked_share(dict(event.values)["cpu_share"])
+            except ValueError as exc:
+                raise SelenaError(f"node {words[0]}: {exc}") from None
+            self.session.set_cpu_share(words[0], share)
+            self.say(f"{words[0]} cpu_share {'none' if share is None else f'{share:g}'}")
+            return False
         domid = self.session.node_change(words[0], event.change)
         self.say(f"{words[0]} crashed" if domid is None
                  else f"{words[0]} restarted (domain {domid})")

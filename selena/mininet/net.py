@@ -37,6 +37,7 @@ from selena.mininet.topo import (
     with_class_params,
 )
 from selena.model import caller_location
+from selena.model.cpus import checked_share
 
 # Mininet's constructor options that selena cannot honour without changing
 # what the script means: refused, one line each, with what to do instead.
@@ -183,7 +184,24 @@ class NodeHandle:
 
 
 class HostHandle(NodeHandle):
-    pass
+    def setCPUFrac(self, f: float, sched: str | None = None) -> None:  # noqa: N802
+        """CPULimitedHost's: cap the host at fraction `f` of the machine's
+        CPUs (-1: no cap), as selena's cpu_share, per virtual second at any
+        TDF; before start() the net's topology takes it, after it the run
+        (Experiment.set_cpu_share)."""
+        where = caller_location()
+        if sched not in (None, "cfs"):
+            raise ArgumentError(where, f"{self.name}.setCPUFrac: sched={sched!r} is not "
+                                       "supported: Xen's credit2 cap is what cpu= gives "
+                                       "(Mininet's 'cfs'); drop sched=")
+        try:
+            share = None if f == -1 else checked_share(f)
+        except ValueError as exc:
+            raise ArgumentError(where, f"{self.name}.setCPUFrac: {exc}") from None
+        if self.net.session is None:
+            self.net.topology.nodes[self.name].cpu_share = share
+        else:
+            self.net.exp.set_cpu_share(self.name, share)
 
 
 class SwitchHandle(NodeHandle):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 MASK_RE = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
@@ -83,8 +84,19 @@ def max_capped_tdf(cpus: float) -> int:
     return int(100 * cpus + 1e-9)
 
 
-def share_text(cpu_share: float, host_cpus: int | None) -> str:
-    """A cpu_share for people: "0.25 of the host's 2 CPUs (0.5 CPU)"."""
-    if not host_cpus:
-        return f"{cpu_share:g} of the host's CPUs"
-    return f"{cpu_share:g} of the host's {host_cpus} CPUs ({cpu_share * host_cpus:g} CPU)"
+def checked_share(share: object) -> float | None:
+    """A cpu_share given at run time: None, or a number above 0 and at most 1
+    (as validation wants it of add_host's); ValueError saying what to give."""
+    if share is None or (isinstance(share, str) and share.lower() == "none"):
+        return None
+    try:
+        if isinstance(share, bool):
+            raise ValueError
+        value = float(share)            # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if not 0 < value <= 1:          # NaN too
+        shown = share if isinstance(share, str) else repr(share)
+        raise ValueError(f"cpu_share {shown} is not a share of the host's CPUs: give more "
+                         "than 0 and at most 1 (0.25: a quarter of them), or none to lift it")
+    return value

@@ -1,7 +1,8 @@
 """End to end in the lab: a guest with cpu_time="real" does about as much CPU
 work per virtual second at TDF 10 as at TDF 1; a dilated guest does about TDF
 times more; a guest with cpu_share=0.25 (Mininet's cpu=) of the lab host's two
-CPUs does half the dilated guest's work at TDF 1 and about as much at TDF 10
+CPUs does half the dilated guest's work at TDF 1 and about as much at TDF 10,
+and the dilated guest's once its share is lifted during the run
 (scenarios/cpu_time.py).
 
 The bound on the capped guest is loose on purpose: in the lab (Xen under
@@ -62,3 +63,9 @@ def test_real_cpu_time_and_a_cpu_share_keep_the_work_per_virtual_second_of_tdf_1
     # At TDF 10 the cap is 5%: the same coarseness as the real guest's 10%.
     check("cpu_time.share_cpu_ratio.median", share["median"], low=0.25, high=1.1,
           context=metrics)
+    # Lifted during the run: the dilated guest's work again, and the event
+    # recorded with its virtual time.
+    check("cpu_time.lifted_over_dilated_tdf1", metrics["lifted_over_dilated_tdf1"]["median"],
+          low=0.8, high=1.25, context=metrics)
+    assert [(e["target"], e["change"], e["tdf"]) for e in meta["events"]] == [
+        ("node hshare", "cpu_share=none", 1.0)], meta["events"]

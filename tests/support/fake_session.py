@@ -68,6 +68,10 @@ class RecordingBackend(Backend):
     def crash(self, deployment: Any, node: str) -> None:
         self.asked.append(("crash", node))
 
+    def set_cpu_share(self, experiment: str, node: str, share: float | None, vcpus: int,
+                      progress: Any = None) -> None:
+        self.asked.append(("set_cpu_share", node, share))
+
     def destroy(self, experiment: str, pool: bool = False, force: bool = False) -> None:
         self.asked.append(("destroy", experiment))
 
