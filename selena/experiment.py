@@ -878,8 +878,9 @@ class Experiment:
                          _scheduled):
             self.backend.set_cpu_share(self.topology.name, node, share, model.vcpus,
                                        self.progress)
-            model.cpu_share = share
-            self.plan().guest(node).cpu_share = share     # a restart caps it the same
+            # A restart caps it the same; the model keeps the deploy's share
+            # (meta.json's cpu_time is the start's, events the changes).
+            self.plan().guest(node).cpu_share = share
 
     def crash(self, node: str, *, _scheduled: float | None = None) -> None:
         with self._event(f"node {node}", "crash", _scheduled):

@@ -428,9 +428,10 @@ def test_a_cpu_share_set_during_the_run_caps_the_guest_follows_the_tdf_and_is_re
         with pytest.raises(BackendError, match=r"^node h2: cpu_share=0.001 of 2 CPUs at TDF 2 "
                                                r"needs a cap of 0.10% of a CPU"):
             exp.node("h2").set_cpu_share(0.001)
-        assert h2.cap == 50 and exp.topology.nodes["h2"].cpu_share == 0.5
+        assert h2.cap == 50 and exp.plan().guest("h2").cpu_share == 0.5
         exp.at(exp.now() + 0.01, "node h2 cpu_share=none").result(timeout=30)
-        assert h2.cap == 0 and exp.topology.nodes["h2"].cpu_share is None
+        assert h2.cap == 0 and exp.plan().guest("h2").cpu_share is None
+        assert exp.topology.nodes["h2"].cpu_share is None     # the deploy's, for meta.json
         exp.set_tdf(4)
         assert h2.cap == 0                              # lifted stays lifted
         exp.topology.nodes["h1"].cpu_time = "real"
@@ -440,6 +441,7 @@ def test_a_cpu_share_set_during_the_run_caps_the_guest_follows_the_tdf_and_is_re
     assert [(e["target"], e["change"], e["tdf"]) for e in meta["events"]] == [
         ("node h2", "cpu_share=0.5", 4.0), ("node h2", "restart", 2.0),
         ("node h2", "cpu_share=none", 2.0)]
+    assert meta["cpu_time"]["h2"] == {"mode": "dilated", "vcpus": 1, "cap_percent_at_start": 0}
 
 
 def test_parse_change_is_what_the_prompt_and_at_take():
