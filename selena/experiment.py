@@ -874,6 +874,15 @@ class Experiment:
         if model.cpu_time == "real":
             raise ExperimentError(f"node {node} has cpu_time='real', a cap of its own; a "
                                   "cpu_share would replace it: give the node one or the other")
+        cpus = self.host.cpus if self.host is not None else None
+        if share is not None and self.adaptive is not None and cpus \
+                and self.adaptive.max_tdf > max_capped_tdf(share * cpus):
+            # The controller's later raise would be refused half-way through the run.
+            raise ExperimentError(f"node {node}: cpu_share={share:g} of {cpus} CPUs can be "
+                                  f"capped up to TDF {max_capped_tdf(share * cpus)} only, and "
+                                  f"the adaptive TDF goes up to "
+                                  f"{units.tdf_text(self.adaptive.max_tdf)}: give a larger "
+                                  "share")
         with self._event(f"node {node}", f"cpu_share={'none' if share is None else share}",
                          _scheduled):
             self.backend.set_cpu_share(self.topology.name, node, share, model.vcpus,

@@ -444,6 +444,24 @@ def test_a_cpu_share_set_during_the_run_caps_the_guest_follows_the_tdf_and_is_re
     assert meta["cpu_time"]["h2"] == {"mode": "dilated", "vcpus": 1, "cap_percent_at_start": 0}
 
 
+def test_a_cpu_share_the_adaptive_tdf_would_outgrow_is_refused_when_set():
+    """With tdf=auto up to 60, a share Xen can cap only up to TDF 20 would
+    fail the controller's raise half-way through the run."""
+    from selena.adaptive import Policy
+    from selena.hostinfo import HostInfo
+
+    exp = running(linear(2, tdf=2))
+    exp.adaptive = Policy(1, 60)
+    exp.host = HostInfo("recording", cpus=2)
+    with pytest.raises(ExperimentError, match=r"^node h1: cpu_share=0.1 of 2 CPUs can be capped "
+                                              r"up to TDF 20 only, and the adaptive TDF goes "
+                                              r"up to 60: give a larger share$"):
+        exp.node("h1").set_cpu_share(0.1)
+    exp.node("h1").set_cpu_share(0.5)           # up to TDF 100: fine
+    assert [a for a in exp.backend.asked if a[0] == "set_cpu_share"] == [
+        ("set_cpu_share", "h1", 0.5)]
+
+
 def test_parse_change_is_what_the_prompt_and_at_take():
     assert parse_change("link a b up".split()) == Event("link", ("a", "b"), "up")
     assert parse_change("link a b set delay=1ms".split()).text() == "link a b delay=1ms"

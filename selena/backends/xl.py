@@ -817,7 +817,7 @@ class XlBackend(Backend):
         if guest.cpu_capped or pooled is not None:
             try:
                 act.run(cap_command(domid, guest.cpu_cap(tdf)))
-            except ValueError as exc:   # a deploy checked it first (_check_caps)
+            except ValueError as exc:   # only in a plan: _deploy refuses it first
                 act.comment(f"   node {guest.node}: no CPU cap: {exc}")
         if shaping is None:
             shaping = plan.shaping_at(tdf, {vif.name for vif in guest.vifs})

@@ -41,13 +41,6 @@ def fold_mask(mask: str, host_cpus: int) -> str | None:
 CPU_TIME_MODES = ("dilated", "real")
 
 
-def real_cpu_cap(vcpus: int, tdf: float) -> float:
-    """The scheduler cap, in percent of one physical CPU for the whole domain,
-    that gives each of its vCPUs 100/TDF % of a CPU: a virtual second then
-    holds as much CPU time as a real second does at TDF 1."""
-    return 100.0 * vcpus / tdf
-
-
 def credit_cap(vcpus: int, tdf: float, cpu_time: str, cpu_share: float | None = None,
                host_cpus: int | None = None) -> int:
     """The cap Xen's credit schedulers are given (whole percent; 0 = no cap).
