@@ -13,6 +13,7 @@ from collections.abc import Callable
 from selena import topologies, units
 from selena.errors import ScenarioError, UnitError
 from selena.model import Link, LinkOptions, NodeKind, Topology
+from selena.model.cpus import is_share
 from selena.validate import RATE_MAX_BPS, RATE_MIN_BPS
 
 # Mininet's names; `star` and `fattree` are selena's own.
@@ -227,7 +228,7 @@ def parse_host_spec(spec: str) -> float | None:
             number = float("nan")
         if number == -1:
             share = None            # Mininet's default: no limit
-        elif not 0 < number <= 1:   # NaN too
+        elif not is_share(number):
             raise ScenarioError(f"--host {spec!r}: cpu={value} is not a share of the host's "
                                 "CPUs: give a number above 0 and at most 1, or -1 for none")
         else:

@@ -20,7 +20,7 @@ from selena.control.protocol import SPEC_MAX_BYTES
 from selena.errors import Problem, TopologyError, UnitError, ValidationError
 from selena.hostinfo import GUEST_DOMIDS_MAX, HostInfo
 from selena.model import Interface, Link, Node, NodeKind, Topology
-from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, parse_mask
+from selena.model.cpus import CPU_TIME_MODES, credit_cap, fold_mask, is_share, parse_mask
 from selena.model.topology import GUEST_TYPES
 from selena.openflow import controller_address
 from selena.plan import net_text
@@ -288,7 +288,7 @@ def _check_cpu_time(node: Node, tdf: float, host: HostInfo | None, add: Add,
         return
     share = node.cpu_share
     if share is not None:
-        if not 0 < share <= 1:
+        if not is_share(share):
             add("bad cpu share", f"{where}: cpu_share {share:g} is not a share of the host's "
                 "CPUs: give more than 0 and at most 1 (0.25: a quarter of them)",
                 node.defined_at)

@@ -70,7 +70,7 @@ from selena.errors import (
 from selena.host import doctor
 from selena.hostinfo import GUEST_DOMIDS_MAX, HostInfo
 from selena.model import Endpoint, Link
-from selena.model.cpus import worth_cap
+from selena.model.cpus import credit_cap, worth_cap
 from selena.paths import CONSOLE_LOG_DIR
 from selena.plan import GuestPlan, Plan, VifPlan, pool_key
 from selena.runner import Runner
@@ -1026,21 +1026,12 @@ class XlBackend(Backend):
             name = state.nodes.get(node)
             if name is None or name not in state.domains:
                 raise BackendError(f"node {node} of {experiment}: no guest in the state file")
-            worth = None
-            if share is not None:
-                cpus = self.host_info().cpus
-                if not cpus:
-                    raise BackendError(f"node {node}: cpu_share={share:g} is a share of the "
-                                       "host's CPUs, and this host did not say how many it "
-                                       "has (selena-tdf host)")
-                worth = share * cpus
-                try:
-                    cap = worth_cap(worth, vcpus, state.tdf,
-                                    f"node {node}: cpu_share={share:g} of {cpus} CPUs")
-                except ValueError as exc:
-                    raise BackendError(str(exc)) from None
-            else:
-                cap = 0
+            cpus = self.host_info().cpus if share is not None else None
+            try:
+                cap = credit_cap(vcpus, state.tdf, "dilated", share, cpus)
+            except ValueError as exc:
+                raise BackendError(f"node {node}: {exc}") from None
+            worth = None if share is None or cpus is None else share * cpus
             try:
                 self.runner.run(cap_command(state.domains[name], cap))
             except CommandError as exc:

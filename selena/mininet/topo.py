@@ -23,6 +23,7 @@ from typing import TypeVar
 from selena import units
 from selena.errors import ArgumentError, UnitError
 from selena.model import Link, LinkOptions, Node, Topology, caller_location
+from selena.model.cpus import is_share
 from selena.model.topology import numbered_mac
 
 # Options accepted for Mininet's sake and ignored: selena's guests are VMs
@@ -357,7 +358,7 @@ def _cpu_share(value: object, call: str) -> float | None:
     if value is None or value == -1:
         return None
     if (not isinstance(value, int | float) or isinstance(value, bool)
-            or not 0 < value <= 1):
+            or not is_share(value)):
         raise _fail(call, f"cpu={value!r} is not a share of the host's CPUs: give a number "
                           "above 0 and at most 1 (cpu=0.25), or -1 for no limit")
     return float(value)

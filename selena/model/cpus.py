@@ -77,6 +77,11 @@ def max_capped_tdf(cpus: float) -> int:
     return int(100 * cpus + 1e-9)
 
 
+def is_share(value: float) -> bool:
+    """A cpu_share's range: above 0, at most 1 (NaN is not)."""
+    return 0 < value <= 1
+
+
 def checked_share(share: object) -> float | None:
     """A cpu_share given at run time: None, or a number above 0 and at most 1
     (as validation wants it of add_host's); ValueError saying what to give."""
@@ -88,7 +93,7 @@ def checked_share(share: object) -> float | None:
         value = float(share)            # type: ignore[arg-type]
     except (TypeError, ValueError):
         value = math.nan
-    if not 0 < value <= 1:          # NaN too
+    if not is_share(value):
         shown = share if isinstance(share, str) else repr(share)
         raise ValueError(f"cpu_share {shown} is not a share of the host's CPUs: give more "
                          "than 0 and at most 1 (0.25: a quarter of them), or none to lift it")
