@@ -217,6 +217,8 @@ def parse_host_spec(spec: str) -> float | None:
         raise ScenarioError(f"--host {spec!r}: rt (the real-time scheduler) has no Xen "
                             "counterpart here; use cfs (a credit2 cap, quota-like as cfs's)")
     share: float | None = None
+    if [p.partition("=")[0] for p in parts[1:]].count("cpu") > 1:
+        raise ScenarioError(f"--host {spec!r}: give cpu= once (--host {parts[0]},cpu=SHARE)")
     for part in parts[1:]:
         key, sep, value = part.partition("=")
         if key != "cpu" or not sep:

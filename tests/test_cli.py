@@ -603,6 +603,8 @@ def test_mns_host_option_caps_every_host_without_a_cap_of_its_own(capsys, tmp_pa
     ("cfs,cpu=nan", "cpu=nan is not a share"),
     ("cfs,cpu=half", "cpu=half is not a share"),
     ("cfs,cores=1", "'cores=1' is not cpu=SHARE"),
+    # Mininet's parser would keep the last of two; one of them is a slip.
+    ("cfs,cpu=0.5,cpu=0.1", "give cpu= once (--host cfs,cpu=SHARE)"),
     ("proc,cpu=0.5", "Mininet's proc hosts ignore cpu=; give cfs,cpu=0.5 to cap them"),
     ("cpu=0.5", "start with a host class, one of proc, cfs, rt (e.g. --host cfs,cpu=0.25)"),
 ])
