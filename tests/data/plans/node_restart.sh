@@ -42,7 +42,7 @@ xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
 tc qdisc replace dev sv3f780.0 root handle 1: htb default 1
 tc class replace dev sv3f780.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv3f780.0 parent 1:1 handle 10: netem delay 300000us
+tc qdisc replace dev sv3f780.0 parent 1:1 handle 10: netem delay 600000us
 ethtool -K sv3f780.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/noderestart
 cat > /run/selena/noderestart/h2.cfg <<'EOF'
@@ -84,7 +84,7 @@ xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
 tc qdisc replace dev sv3f781.0 root handle 1: htb default 1
 tc class replace dev sv3f781.0 parent 1: classid 1:1 htb rate 1000000bit ceil 1000000bit burst 1600b cburst 1600b
-tc qdisc replace dev sv3f781.0 parent 1:1 handle 10: netem delay 300000us
+tc qdisc replace dev sv3f781.0 parent 1:1 handle 10: netem delay 600000us
 ethtool -K sv3f781.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2"
