@@ -432,23 +432,30 @@ class Experiment:
             raise ExperimentError(f"tdf {self.adaptive.spec()}: the adaptive TDF reads the "
                                   "fidelity monitor's signals; turn the monitor on (drop "
                                   "--no-monitor / monitor=False) or give a fixed TDF")
-        host_cpus = self.host.cpus if self.host is not None else None
         for node in sorted(self.topology.nodes.values(), key=lambda n: n.name):
-            # Xen caps such a guest at 100 x its CPUs' worth / TDF whole percent.
-            if node.cpu_share is not None and host_cpus:
-                what = f"cpu_share={node.cpu_share:g} of {host_cpus} CPUs"
-                limit = max_capped_tdf(node.cpu_share * host_cpus)
-            elif node.cpu_time == "real":
-                what = f"cpu_time='real' with {node.vcpus} vCPU(s)"
-                limit = max_capped_tdf(node.vcpus)
-            else:
+            capped = self._capped_tdf_limit(node.cpu_share, node.cpu_time, node.vcpus)
+            if capped is None:
                 continue
+            what, limit = capped
             if self.adaptive.max_tdf > limit:
                 raise ExperimentError(
                     f"tdf {self.adaptive.spec()}: node {node.name} has {what}, which Xen "
                     f"can cap up to TDF {limit} only; give "
                     f"auto:{units.tdf_text(self.adaptive.min_tdf)}-{min(limit, 1000)} or "
                     "less")
+
+    def _capped_tdf_limit(self, cpu_share: float | None, cpu_time: str,
+                          vcpus: int) -> tuple[str, int] | None:
+        """A capped guest's cap in words and the largest TDF Xen can cap it
+        at (100 x its CPUs' worth / TDF, in whole percent); None: no cap, or
+        a share whose worth the host's unknown CPU count leaves open."""
+        host_cpus = self.host.cpus if self.host is not None else None
+        if cpu_share is not None and host_cpus:
+            return (f"cpu_share={cpu_share:g} of {host_cpus} CPUs",
+                    max_capped_tdf(cpu_share * host_cpus))
+        if cpu_time == "real":
+            return f"cpu_time='real' with {vcpus} vCPU(s)", max_capped_tdf(vcpus)
+        return None
 
     def check(self) -> list[Problem]:
         """Everything a deploy would check, creating nothing: raises
@@ -874,13 +881,12 @@ class Experiment:
         if model.cpu_time == "real":
             raise ExperimentError(f"node {node} has cpu_time='real', a cap of its own; a "
                                   "cpu_share would replace it: give the node one or the other")
-        cpus = self.host.cpus if self.host is not None else None
-        if share is not None and self.adaptive is not None and cpus \
-                and self.adaptive.max_tdf > max_capped_tdf(share * cpus):
+        capped = self._capped_tdf_limit(share, model.cpu_time, model.vcpus)
+        if capped is not None and self.adaptive is not None \
+                and self.adaptive.max_tdf > capped[1]:
             # The controller's later raise would be refused half-way through the run.
-            raise ExperimentError(f"node {node}: cpu_share={share:g} of {cpus} CPUs can be "
-                                  f"capped up to TDF {max_capped_tdf(share * cpus)} only, and "
-                                  f"the adaptive TDF goes up to "
+            raise ExperimentError(f"node {node}: {capped[0]} can be capped up to TDF "
+                                  f"{capped[1]} only, and the adaptive TDF goes up to "
                                   f"{units.tdf_text(self.adaptive.max_tdf)}: give a larger "
                                   "share")
         with self._event(f"node {node}", f"cpu_share={'none' if share is None else share}",
