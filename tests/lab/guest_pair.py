@@ -1,5 +1,5 @@
 """What a run of scenarios/pvh_pair.py must show, whichever guest type its
-two hosts are (PVH, or HVM with `--param virt=hvm`): a 40 ms link kept at
+two hosts are (PVH, or HVM with `--param virt=hvm`): an 80 ms link kept at
 TDF 6, a change of TDF and back, a pause and resume, a crash, the bundle."""
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from lab_stats import check
 from selena.paths import project_root
 
 # From the recorded runs, not a fidelity claim: in the lab each packet's
-# wake-ups cost 15-25 ms real, 2.5-4 ms of guest time at TDF 6. PVH (the
-# tiny kernel, its TSC emulated): 17 runs to 2026-12-04 gave 1.031-1.050,
-# the last at 1.0499 under the old 1.05; the 1 % proposal (normal fit, and
-# the maximum plus half the p5-p95 range) is 1.059. HVM: 8 runs,
-# 1.024-1.036, normal fit's 1 % point 1.042.
+# wake-ups cost 15-25 ms real, 2.5-4 ms of guest time at TDF 6. With a
+# 40 ms link (to 2026-12-06) PVH (the tiny kernel, its TSC emulated) gave
+# 1.008-1.050 in 30 runs, HVM 1.008-1.047 in 29, up against these bounds
+# on slow lab machines; the link is 80 ms since, so that floor counts half.
 RTT_OVER_EXPECTED_BELOW = {"pvh": 1.06, "hvm": 1.05}
 
 
@@ -30,7 +29,7 @@ def assert_pair_run(out: str, bundle_dir: str, virt: str) -> None:
     metrics = json.loads((bundle / "metrics.json").read_text())
     rtt = metrics["rtt_ms"]
     assert rtt["n"] == 16, rtt
-    check(f"{virt}.rtt_median_over_expected", rtt["median"] / 80.0, above=0.95,
+    check(f"{virt}.rtt_median_over_expected", rtt["median"] / 160.0, above=0.95,
           below=RTT_OVER_EXPECTED_BELOW[virt], samples=rtt.get("samples"), context=rtt)
     assert metrics["rtt_ms_tdf3"]["n"] == 4
     # h2 crashed: h1's ping to it fails.

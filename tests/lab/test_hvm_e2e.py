@@ -10,7 +10,7 @@ restored and migrated (its timers on Xen's timer device: see
 selena.lab.dom0; Dom0's wall clock left alone, as Xen moves an HVM
 guest's RTC with it, and check-clock's putting the clock back would move
 the RTC back an hour while the guest runs); then
-scenarios/pvh_pair.py with `--param virt=hvm`: two HVM hosts on a 40 ms link
+scenarios/pvh_pair.py with `--param virt=hvm`: two HVM hosts on an 80 ms link
 at TDF 6 through everything a PV node does. One lab boot; make test-long,
 for make test's budget."""
 
@@ -111,5 +111,5 @@ def test_an_hvm_guest_keeps_its_tdf_clocks_rtc_and_pit_across_save_restore_and_m
     assert re.search(r"^PIT ticks per guest second\s.*yes$", out, re.M), out
 
 
-def test_two_hvm_hosts_keep_a_40ms_link_at_tdf6(result):
+def test_two_hvm_hosts_keep_an_80ms_link_at_tdf6(result):
     assert_pair_run(result.output.rsplit("check-clock-saved-rc=", 1)[-1], OUT, "hvm")

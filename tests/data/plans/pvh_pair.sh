@@ -41,7 +41,7 @@ xenstore-write "/local/domain/$D1/selena/features" end-markers
 xenstore-chmod "/local/domain/$D1/selena/features" n0 "r$D1"
 xenstore-write "/local/domain/$D1/selena/version" 1
 xenstore-chmod "/local/domain/$D1/selena/version" n0 "r$D1"
-tc qdisc replace dev svf19d0.0 root handle 1: netem delay 240000us
+tc qdisc replace dev svf19d0.0 root handle 1: netem delay 480000us
 ethtool -K svf19d0.0 tso off gso off gro off tx off rx off sg off || true
 mkdir -p /run/selena/pvhpair
 cat > /run/selena/pvhpair/h2.cfg <<'EOF'
@@ -82,7 +82,7 @@ xenstore-write "/local/domain/$D2/selena/features" end-markers
 xenstore-chmod "/local/domain/$D2/selena/features" n0 "r$D2"
 xenstore-write "/local/domain/$D2/selena/version" 1
 xenstore-chmod "/local/domain/$D2/selena/version" n0 "r$D2"
-tc qdisc replace dev svf19d1.0 root handle 1: netem delay 240000us
+tc qdisc replace dev svf19d1.0 root handle 1: netem delay 480000us
 ethtool -K svf19d1.0 tso off gso off gro off tx off rx off sg off || true
 #    every guest's clock started at one virtual instant: frozen together, TDF set, thawed together
 selena-tdf freeze "$D1" "$D2"
