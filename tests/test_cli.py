@@ -251,6 +251,38 @@ def test_deploy_and_run_replace_and_an_existing_experiment_is_one_line(
     assert fake_xen.domains == {}
 
 
+def test_status_names_each_experiments_nodes_domains_and_the_run_holding_it(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    """status gave counts only; which domain is which node, and whether a
+    live run holds the experiment (destroy and clean ask --force then),
+    were in the state file."""
+    import fcntl
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("selena.cli.experiment.get_backend", lambda name, **kw: fake_backend)
+    assert run_cli(capsys, "deploy", _file(tmp_path, PAIR), "--wait", "0")[0] == 0
+    state = fake_backend.state("mine")
+    domid = {node: state.domains[name] for node, name in state.nodes.items()}
+    rc, out, _ = run_cli(capsys, "status")
+    assert rc == 0
+    assert out.splitlines() == [
+        "mine: TDF 1, 2 guests, 1 bridges; no run holds it",
+        f"  a (domain {domid['a']}), b (domain {domid['b']})"]
+    # Another process's run holds the lock (an flock on <state>/mine.run, its pid inside).
+    with open(tmp_path / "state" / "mine.run", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.write("4242")
+        lock.flush()
+        fake_backend_other = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                                       host_root=fake_xen.host_root)
+        monkeypatch.setattr("selena.cli.experiment.get_backend",
+                            lambda name, **kw: fake_backend_other)
+        out = run_cli(capsys, "status")[1]
+    assert out.splitlines()[0] == "mine: TDF 1, 2 guests, 1 bridges; its run is pid 4242"
+    assert run_cli(capsys, "destroy", "mine")[0] == 0
+    assert run_cli(capsys, "status")[1] == "no experiments deployed\n"
+
+
 class OwnershipBackend:
     """What clean and destroy are asked, and the progress lines they give."""
 

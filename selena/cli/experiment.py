@@ -503,10 +503,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         if "error" in s:
             print(f"{s['experiment']}: {s['error']}")
             continue
-        # status() is plain data typed as objects: tdf a number, domains and
-        # bridges mappings (XlBackend's DeployState as a dict).
+        # status() is plain data typed as objects: tdf a number, domains,
+        # bridges and nodes mappings (XlBackend's DeployState as a dict),
+        # run_pid the live run's pid (-1 not written yet) or None.
+        domains: dict[str, int] = s["domains"]  # type: ignore[assignment]
+        nodes: dict[str, str] = s.get("nodes") or {}  # type: ignore[assignment]
+        owner = s.get("run_pid")
+        held = ("no run holds it" if owner is None else "a run is starting"
+                if owner == -1 else f"its run is pid {owner}")
         print(f"{s['experiment']}: TDF {units.tdf_text(float(s['tdf']))}, "  # type: ignore[arg-type]
-              f"{len(s['domains'])} guests, {len(s['bridges'])} bridges")  # type: ignore[arg-type]
+              f"{len(domains)} guests, {len(s['bridges'])} bridges; {held}")  # type: ignore[arg-type]
+        if nodes:
+            print("  " + ", ".join(f"{node} (domain {domains.get(name, '?')})"
+                                   for node, name in nodes.items()))
     return 1 if any("error" in s for s in states) else 0
 
 
