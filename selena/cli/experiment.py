@@ -52,6 +52,7 @@ from selena.errors import (
 )
 from selena.experiment import DEFAULT_READY_TIMEOUT_S, Experiment, SignalInterrupt
 from selena.loader import Scenario, checking_only
+from selena.mininet.topo import natural
 from selena.model import NodeKind
 from selena.schedule import Event
 from selena.session import PING_HEADER, Session, rate_text, udp_rate
@@ -514,8 +515,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"{s['experiment']}: TDF {units.tdf_text(float(s['tdf']))}, "  # type: ignore[arg-type]
               f"{len(domains)} guests, {len(s['bridges'])} bridges; {held}")  # type: ignore[arg-type]
         if nodes:
-            print("  " + ", ".join(f"{node} (domain {domains.get(name, '?')})"
-                                   for node, name in nodes.items()))
+            # h2 before h10; the state file has them in the order their guests came up.
+            print("  " + ", ".join(f"{node} (domain {domains.get(nodes[node], '?')})"
+                                   for node in sorted(nodes, key=natural)))
     return 1 if any("error" in s for s in states) else 0
 
 
