@@ -69,7 +69,13 @@ def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0(lab):
     # 5 ms one-way delay: 50 ms of real delay at TDF 10, 5 ms at TDF 1, on both vifs
     assert len(re.findall(r"netem .* delay 50ms", out)) == 2
     assert len(re.findall(r"netem .* delay 5ms", out)) == 2
-    assert "twohosts: TDF 10, 2 guests, 1 bridges" in out
+    # `selena deploy` left them to no run; status names each node's domain.
+    domids: dict[str, str] = {}
+    for name, domid in re.findall(r"^(selena-twohosts-h[12])\s+(\d+)\s", out, re.M):
+        domids.setdefault(name, domid)      # the TDF 10 deploy's, listed first
+    assert ("twohosts: TDF 10, 2 guests, 1 bridges; no run holds it\n"
+            f"  h1 (domain {domids['selena-twohosts-h1']}), "
+            f"h2 (domain {domids['selena-twohosts-h2']})\n") in out, out
     assert "dom0-restored-after-tdf-10" in out and "dom0-restored-after-tdf-1" in out
     assert "foreign-bridge-kept" in out
     # Both guests' clocks (so their wall clocks) started at one virtual
