@@ -273,10 +273,10 @@ def test_status_names_each_experiments_nodes_domains_and_the_run_holding_it(
         fcntl.flock(lock, fcntl.LOCK_EX)
         lock.write("4242")
         lock.flush()
-        fake_backend_other = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+        another_process = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
                                        host_root=fake_xen.host_root)
         monkeypatch.setattr("selena.cli.experiment.get_backend",
-                            lambda name, **kw: fake_backend_other)
+                            lambda name, **kw: another_process)
         out = run_cli(capsys, "status")[1]
     assert out.splitlines()[0] == "mine: TDF 1, 2 guests, 1 bridges; its run is pid 4242"
     assert run_cli(capsys, "destroy", "mine")[0] == 0
