@@ -283,6 +283,72 @@ def test_status_names_each_experiments_nodes_domains_and_the_run_holding_it(
     assert run_cli(capsys, "status")[1] == "no experiments deployed\n"
 
 
+def test_exec_runs_a_command_on_a_deployed_node_with_its_output_and_exit_status(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    """What `selena deploy` left running had no way in but a console."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("selena.cli.experiment.get_backend", lambda name, **kw: fake_backend)
+    assert run_cli(capsys, "deploy", _file(tmp_path, PAIR), "--wait", "0")[0] == 0
+    rc, out, err = run_cli(capsys, "exec", "mine", "b", "echo", "from b;", "echo oops >&2;",
+                           "exit 3")
+    assert (rc, out, err) == (3, "from b\n", "oops\n")
+    assert run_cli(capsys, "exec", "mine", "a", "--", "echo", "-n", "a")[:2] == (0, "a")
+    # A killed command: 128 + its signal, and the agent's reason in one line.
+    rc, _, err = run_cli(capsys, "exec", "--timeout", "0.2", "mine", "a", "sleep 30")
+    assert rc == 128 + 9 and err.strip().splitlines()[-1].startswith("a: killed"), err
+    assert "timeout" in err
+    # Bad input: one line naming it and the fix; nothing deployed is touched.
+    domains = dict(fake_xen.domains)
+    for argv, message in [
+            (("exec", "mine", "c", "true"),
+             "experiment mine has no node 'c'; its nodes: a, b"),
+            (("exec", "nosuch", "a", "true"), "no experiment named 'nosuch' is deployed"),
+            (("exec", "mine", "a"), "selena exec mine a: give the command to run")]:
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc != 0 and message in err and len(err.strip().splitlines()) == 1, err
+    assert fake_xen.domains == domains
+    assert run_cli(capsys, "destroy", "mine")[0] == 0
+
+
+def test_exec_output_is_written_byte_for_byte(fake_xen, fake_backend, tmp_path, monkeypatch,
+                                              capfdbinary):
+    from selena.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("selena.cli.experiment.get_backend", lambda name, **kw: fake_backend)
+    assert main(["deploy", _file(tmp_path, PAIR), "--wait", "0"]) == 0
+    capfdbinary.readouterr()
+    assert main(["exec", "mine", "a", "printf '\\001x\\377'"]) == 0
+    assert capfdbinary.readouterr().out == b"\x01x\xff"
+    assert main(["destroy", "mine"]) == 0
+
+
+def test_exec_interrupted_ends_its_command_in_the_guest(fake_xen, fake_backend, tmp_path,
+                                                        capsys, monkeypatch):
+    """Ctrl-C at `selena exec` must not leave the command running in the guest."""
+    from selena.attach import exec_command
+    from selena.control.channel import Controller
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("selena.cli.experiment.get_backend", lambda name, **kw: fake_backend)
+    assert run_cli(capsys, "deploy", _file(tmp_path, PAIR), "--wait", "0")[0] == 0
+    waited = Controller.wait
+    results = []
+
+    def interrupted_once(self, handle, timeout=None):
+        if not results:
+            results.append(None)
+            raise KeyboardInterrupt
+        results.append(waited(self, handle, timeout))
+        return results[-1]
+
+    monkeypatch.setattr(Controller, "wait", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        exec_command(fake_backend, "mine", "a", "sleep 30")
+    assert [(r.state, r.signal) for r in results[1:]] == [("killed", 15)]
+    assert run_cli(capsys, "destroy", "mine")[0] == 0
+
+
 class OwnershipBackend:
     """What clean and destroy are asked, and the progress lines they give."""
 

@@ -206,6 +206,12 @@ class Backend(abc.ABC):
         `progress`) unless force. Raises CleanupError naming what could not be
         removed, after trying all."""
 
+    def deployed(self, experiment: str) -> Deployment:
+        """A deployed experiment as any process finds it (each node's
+        domain, the current TDF): BackendError if there is none."""
+        raise BackendError(f"the {self.name} backend keeps no experiment past the process "
+                           "that deployed it; use the xl backend")
+
     @abc.abstractmethod
     def status(self) -> list[dict[str, object]]:
         """The deployed experiments, as plain data (an `error` key for a state

@@ -1710,6 +1710,9 @@ class XlBackend(Backend):
                 return _holder(handle) or -1
             return None
 
+    def deployed(self, experiment: str) -> Deployment:
+        return self.state(experiment).deployment()
+
     def state(self, experiment: str) -> DeployState:
         path = self._state_path(experiment)
         if not path.exists():

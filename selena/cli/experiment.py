@@ -1,4 +1,4 @@
-"""`selena validate | plan | deploy | run | destroy | status | clean`.
+"""`selena validate | plan | deploy | run | exec | destroy | status | clean`.
 
 Each verb parses its options, drives the experiment lifecycle
 (selena.experiment.Experiment) or the backend, and prints.
@@ -17,6 +17,7 @@ from typing import Any
 
 from selena import units
 from selena.adaptive import Policy
+from selena.attach import exec_command
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
 from selena.cli.args import (
@@ -206,6 +207,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("experiment")
     p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     p.set_defaults(func=cmd_resume)
+
+    p = subparsers.add_parser("exec", help="run a command on a node of a deployed experiment "
+                                           "and print its output")
+    p.add_argument("experiment")
+    p.add_argument("node")
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="a shell command line, as ssh takes one (quote what the guest's "
+                        "shell should see whole)")
+    p.add_argument("--timeout", type=seconds_arg, default=0.0, metavar="S",
+                   help="virtual seconds after which the guest's agent kills it (default: "
+                        "none)")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_exec)
 
     p = subparsers.add_parser("status", help="deployed experiments")
     p.add_argument("--json", action="store_true")
@@ -491,6 +505,32 @@ def _iperf_hosts(scenario: Scenario, test: str) -> None:
     moved = scenario.topology.use_host_template(IPERF_TEMPLATE, names=hosts[:1] + hosts[-1:])
     if moved:
         say(f"--test {test}: {' and '.join(moved)} use the {IPERF_TEMPLATE} template (iperf3)")
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    """The command's own exit status (128 + N when signal N killed it), so
+    scripts can test it; its output byte for byte (a file can be copied out)."""
+    words = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not words:
+        raise ScenarioError(f"selena exec {args.experiment} {args.node}: give the command "
+                            "to run (e.g. selena exec NAME h1 ip addr)")
+    backend = get_backend(args.backend)
+    try:
+        result = exec_command(backend, args.experiment, args.node, " ".join(words),
+                              timeout_s=args.timeout)
+    finally:
+        backend.close()
+    sys.stdout.buffer.write(result.stdout)
+    sys.stdout.flush()
+    sys.stderr.buffer.write(result.stderr)
+    sys.stderr.flush()
+    if result.state == "exited" and result.exit_code is not None and not result.lost_bytes \
+            and not result.truncated:
+        return result.exit_code
+    say(f"{args.node}: {result.summary()}")
+    if result.state == "killed" and result.signal:
+        return 128 + result.signal
+    return result.exit_code or 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:

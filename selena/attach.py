@@ -1,0 +1,60 @@
+"""Commands in a deployed experiment's guests from a process of their own
+(`selena exec EXPERIMENT NODE COMMAND`): what `selena deploy` leaves
+running has no prompt, so a researcher reaches a node as they would a
+container. The backend's record of the experiment gives the node's domain
+and the current TDF; a control channel of this process attaches to that
+one guest's agent (command ids are random per channel, so it runs beside
+the run that owns the experiment, if there is one) and is closed after the
+command. Nothing else of the experiment is touched."""
+
+from __future__ import annotations
+
+import logging
+
+from selena.backends.base import Backend
+from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandResult
+from selena.control.protocol import CommandSpec
+from selena.errors import ControlError, ExperimentError
+
+log = logging.getLogger(__name__)
+
+# Real seconds a command is given to end once it was sent SIGTERM because
+# the caller was interrupted, before the channel closes anyway.
+KILL_GRACE_S = 5.0
+
+
+def exec_command(backend: Backend, experiment: str, node: str, command: str, *,
+                 timeout_s: float = 0.0, ready_timeout_s: float = 30.0,
+                 output_cap: int = DEFAULT_OUTPUT_CAP) -> CommandResult:
+    """Run shell line `command` on `node` of deployed `experiment` and wait
+    for its result. `timeout_s`: virtual seconds after which the agent kills
+    it (0: none). Interrupted (Ctrl-C), the command is sent SIGTERM and given
+    KILL_GRACE_S to end, so it does not outlive the caller.
+
+    ExperimentError for a node the experiment does not have; the backend's
+    errors for an experiment it does not know; ControlError (GuestLost,
+    ProtocolMismatch) when the node's agent does not answer."""
+    deployment = backend.deployed(experiment)
+    domid = deployment.domids.get(node)
+    if domid is None:
+        raise ExperimentError(f"experiment {experiment} has no node {node!r}; its nodes: "
+                              f"{', '.join(sorted(deployment.domids)) or 'none'}")
+    spec = CommandSpec(shell=command, timeout_ns=round(timeout_s * 1e9))
+    spec.encode()                   # a bad command refused before any connection
+    channel = backend.command_channel(deployment.tdf, output_cap=output_cap)
+    try:
+        channel.add_guest(node, domid)
+        channel.wait_ready(ready_timeout_s)
+        handle = channel.submit(node, spec)
+        try:
+            return channel.wait(handle)
+        except BaseException:
+            log.info("ending %r on %s: interrupted", command, node)
+            try:
+                channel.kill(handle)
+                channel.wait(handle, timeout=KILL_GRACE_S)
+            except ControlError as exc:
+                log.warning("%r on %s may still be running: %s", command, node, exc)
+            raise
+    finally:
+        channel.close()
