@@ -349,6 +349,26 @@ def test_exec_interrupted_ends_its_command_in_the_guest(fake_xen, fake_backend, 
     assert run_cli(capsys, "destroy", "mine")[0] == 0
 
 
+def test_exec_runs_beside_the_run_that_owns_the_experiment(fake_xen, fake_backend, tmp_path):
+    """Its channel's commands are no concern of the run's channel, and
+    the other way round."""
+    from selena.attach import exec_command
+    from selena.experiment import Experiment
+    from selena.model import Topology
+
+    topology = Topology("mine")
+    a = topology.add_host("a", ip="10.0.0.1/24")
+    b = topology.add_host("b", ip="10.0.0.2/24")
+    topology.add_link(a, b)
+    with Experiment(topology, backend=fake_backend, templates=None,
+                    out=tmp_path / "bundle") as exp:
+        running = exp.start("a", "sleep 0.5; echo the run")
+        beside = exec_command(fake_backend, "mine", "a", "echo beside")
+        assert (beside.state, beside.stdout) == ("exited", b"beside\n")
+        assert exp.wait(running).stdout == b"the run\n"
+    assert fake_xen.domains == {}
+
+
 class OwnershipBackend:
     """What clean and destroy are asked, and the progress lines they give."""
 

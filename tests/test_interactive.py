@@ -186,8 +186,8 @@ def test_mns_commands_without_meaning_here_say_what_to_do_instead():
     assert out == "2\n"
     assert err.splitlines() == [
         "*** xterm is mn's, not selena's: no terminals: nodes are Xen guests; type `NODE "
-        "COMMAND` here, or attach to a guest's console with `xl console "
-        "selena-EXPERIMENT-NODE` in Dom0",
+        "COMMAND` here, run `selena exec EXPERIMENT NODE COMMAND` from another shell, or "
+        "attach to a guest's console with `xl console selena-EXPERIMENT-NODE` in Dom0",
         "*** noecho is mn's, not selena's: guest commands run without a terminal: no "
         "interactive programs",
         "*** detach is mn's, not selena's: the topology is fixed for a run: `link A B down` "

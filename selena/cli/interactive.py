@@ -59,8 +59,9 @@ Commands (node names in a command stand for their first IP address, as in mn):
 
 
 # mn's CLI commands that have no meaning here, and what to do instead.
-TERMINALS = ("no terminals: nodes are Xen guests; type `NODE COMMAND` here, or attach "
-             "to a guest's console with `xl console selena-EXPERIMENT-NODE` in Dom0")
+TERMINALS = ("no terminals: nodes are Xen guests; type `NODE COMMAND` here, run `selena exec "
+             "EXPERIMENT NODE COMMAND` from another shell, or attach to a guest's console "
+             "with `xl console selena-EXPERIMENT-NODE` in Dom0")
 MN_ONLY_COMMANDS = {
     "xterm": TERMINALS, "gterm": TERMINALS, "x": TERMINALS,
     "noecho": "guest commands run without a terminal: no interactive programs",
