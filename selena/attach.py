@@ -31,7 +31,8 @@ def exec_command(backend: Backend, experiment: str, node: str, command: str, *,
     it (0: none). Interrupted (Ctrl-C), the command is sent SIGTERM and given
     KILL_GRACE_S to end, so it does not outlive the caller.
 
-    ExperimentError for a node the experiment does not have; the backend's
+    ExperimentError for a node the experiment does not have or a paused
+    experiment; the backend's
     errors for an experiment it does not know; ControlError (GuestLost,
     ProtocolMismatch) when the node's agent does not answer."""
     deployment = backend.deployed(experiment)
@@ -39,6 +40,10 @@ def exec_command(backend: Backend, experiment: str, node: str, command: str, *,
     if domid is None:
         raise ExperimentError(f"experiment {experiment} has no node {node!r}; its nodes: "
                               f"{', '.join(sorted(deployment.domids)) or 'none'}")
+    if backend.frozen(experiment):
+        # Its agent would answer nothing, and be called lost after seconds.
+        raise ExperimentError(f"experiment {experiment} is paused: its guests run nothing "
+                              f"until `selena resume {experiment}`")
     spec = CommandSpec(shell=command, timeout_ns=round(timeout_s * 1e9))
     spec.encode()                   # a bad command refused before any connection
     channel = backend.command_channel(deployment.tdf, output_cap=output_cap)

@@ -279,6 +279,15 @@ def test_status_names_each_experiments_nodes_domains_and_the_run_holding_it(
                             lambda name, **kw: another_process)
         out = run_cli(capsys, "status")[1]
     assert out.splitlines()[0] == "mine: TDF 1, 2 guests, 1 bridges; its run is pid 4242"
+    # Paused: the hypervisor's word (selena-tdf status), and exec refuses at once.
+    assert run_cli(capsys, "pause", "mine")[0] == 0
+    assert run_cli(capsys, "status")[1].splitlines()[0] == (
+        "mine: TDF 1, 2 guests, 1 bridges; no run holds it; paused (`selena resume mine`)")
+    rc, _, err = run_cli(capsys, "exec", "mine", "a", "true")
+    assert rc == 1 and err.strip() == ("selena: error: experiment mine is paused: its guests "
+                                       "run nothing until `selena resume mine`"), err
+    assert run_cli(capsys, "resume", "mine")[0] == 0
+    assert run_cli(capsys, "exec", "mine", "a", "true")[0] == 0
     assert run_cli(capsys, "destroy", "mine")[0] == 0
     assert run_cli(capsys, "status")[1] == "no experiments deployed\n"
 

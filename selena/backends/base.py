@@ -206,6 +206,10 @@ class Backend(abc.ABC):
         `progress`) unless force. Raises CleanupError naming what could not be
         removed, after trying all."""
 
+    def frozen(self, experiment: str) -> bool:
+        """Whether `selena pause` (freeze) left the experiment's guests frozen."""
+        return False
+
     def deployed(self, experiment: str) -> Deployment:
         """A deployed experiment as any process finds it (each node's
         domain, the current TDF): BackendError if there is none."""

@@ -1683,7 +1683,8 @@ class XlBackend(Backend):
         states: list[dict[str, object]] = []
         for path in sorted(self.state_dir.glob("*.json")):
             try:
-                entry: dict[str, object] = asdict(DeployState.load(path))
+                state = DeployState.load(path)
+                entry: dict[str, object] = {**asdict(state), "frozen": self._frozen(state)}
             except StateFileError as exc:
                 entry = {"experiment": path.stem, "error": str(exc)}
             if EXPERIMENT_RE.fullmatch(path.stem):
@@ -1712,6 +1713,21 @@ class XlBackend(Backend):
 
     def deployed(self, experiment: str) -> Deployment:
         return self.state(experiment).deployment()
+
+    def frozen(self, experiment: str) -> bool:
+        return self._frozen(self.state(experiment))
+
+    def _frozen(self, state: DeployState) -> bool:
+        """The hypervisor's answer for one guest: a freeze and a thaw take
+        them all at once."""
+        if not state.domains:
+            return False
+        try:
+            out = self.runner.run(["selena-tdf", "status", str(min(state.domains.values()))],
+                                  check=False).stdout
+        except CommandError:
+            return False        # no tool to ask: nothing selena could have frozen either
+        return re.search(r"^frozen yes$", out, re.M) is not None
 
     def state(self, experiment: str) -> DeployState:
         path = self._state_path(experiment)

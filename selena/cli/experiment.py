@@ -546,14 +546,16 @@ def cmd_status(args: argparse.Namespace) -> int:
             continue
         # status() is plain data typed as objects: tdf a number, domains,
         # bridges and nodes mappings (XlBackend's DeployState as a dict),
-        # run_pid the live run's pid (-1 not written yet) or None.
+        # run_pid the live run's pid (-1 not written yet) or None, frozen
+        # whether `selena pause` froze it.
         domains: dict[str, int] = s["domains"]  # type: ignore[assignment]
         nodes: dict[str, str] = s.get("nodes") or {}  # type: ignore[assignment]
         owner = s.get("run_pid")
         held = ("no run holds it" if owner is None else "a run is starting"
                 if owner == -1 else f"its run is pid {owner}")
+        paused = f"; paused (`selena resume {s['experiment']}`)" if s.get("frozen") else ""
         print(f"{s['experiment']}: TDF {units.tdf_text(float(s['tdf']))}, "  # type: ignore[arg-type]
-              f"{len(domains)} guests, {len(s['bridges'])} bridges; {held}")  # type: ignore[arg-type]
+              f"{len(domains)} guests, {len(s['bridges'])} bridges; {held}{paused}")  # type: ignore[arg-type]
         if nodes:
             # h2 before h10; the state file has them in the order their guests came up.
             print("  " + ", ".join(f"{node} (domain {domains.get(nodes[node], '?')})"

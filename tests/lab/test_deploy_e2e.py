@@ -26,6 +26,9 @@ for tdf in 10 1; do
         # Into a node of the deployed experiment, from another process.
         selena exec twohosts h1 ping -c 1 -W 5 10.0.0.2; echo "exec-ping-rc=$?"
         selena exec twohosts h2 'echo to-stderr >&2; exit 7'; echo "exec-exit-rc=$?"
+        selena pause twohosts && selena status | head -1
+        selena exec twohosts h1 true; echo "exec-paused-rc=$?"
+        selena resume twohosts
     fi
     if [ $tdf = 10 ]; then
         # Several domains from one process, stopping at the first refusal (Dom0's).
@@ -83,6 +86,10 @@ def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0(lab):
             f"h2 (domain {domids['selena-twohosts-h2']})\n") in out, out
     assert re.search(r"^1 packets transmitted, 1 (packets )?received", out, re.M), out
     assert "exec-ping-rc=0" in out and "to-stderr\nexec-exit-rc=7" in out, out
+    assert ("twohosts: TDF 10, 2 guests, 1 bridges; no run holds it; paused (`selena resume "
+            "twohosts`)") in out, out
+    assert ("selena: error: experiment twohosts is paused: its guests run nothing until "
+            "`selena resume twohosts`\nexec-paused-rc=1") in out, out
     assert "dom0-restored-after-tdf-10" in out and "dom0-restored-after-tdf-1" in out
     assert "foreign-bridge-kept" in out
     # Both guests' clocks (so their wall clocks) started at one virtual
