@@ -32,9 +32,9 @@ def exec_command(backend: Backend, experiment: str, node: str, command: str, *,
     KILL_GRACE_S to end, so it does not outlive the caller.
 
     ExperimentError for a node the experiment does not have or a paused
-    experiment; the backend's
-    errors for an experiment it does not know; ControlError (GuestLost,
-    ProtocolMismatch) when the node's agent does not answer."""
+    experiment; the backend's errors for an experiment it does not know;
+    ControlError (GuestLost, ProtocolMismatch) when the node's agent does
+    not answer."""
     deployment = backend.deployed(experiment)
     domid = deployment.domids.get(node)
     if domid is None:
