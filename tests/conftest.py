@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,13 @@ from selena.control.xenstore import XenstoreConnection
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "guest-agent" / "build" / "selena-agent"
+
+# Python keeps a SIGINT disposition of SIG_IGN it inherits (nohup, a
+# background job of a non-interactive shell), and then no Ctrl-C test sees
+# a KeyboardInterrupt: they test selena's handling, so they start from
+# Python's default wherever the suite was started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
