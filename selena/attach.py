@@ -40,7 +40,7 @@ def exec_command(backend: Backend, experiment: str, node: str, command: str, *,
     if domid is None:
         raise ExperimentError(f"experiment {experiment} has no node {node!r}; its nodes: "
                               f"{', '.join(sorted(deployment.domids)) or 'none'}")
-    if backend.frozen(experiment):
+    if backend.frozen(deployment):
         # Its agent would answer nothing, and be called lost after seconds.
         raise ExperimentError(f"experiment {experiment} is paused: its guests run nothing "
                               f"until `selena resume {experiment}`")

@@ -206,7 +206,7 @@ class Backend(abc.ABC):
         `progress`) unless force. Raises CleanupError naming what could not be
         removed, after trying all."""
 
-    def frozen(self, experiment: str) -> bool:
+    def frozen(self, deployment: Deployment) -> bool:
         """Whether `selena pause` (freeze) left the experiment's guests frozen."""
         return False
 

@@ -29,7 +29,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -1684,7 +1684,8 @@ class XlBackend(Backend):
         for path in sorted(self.state_dir.glob("*.json")):
             try:
                 state = DeployState.load(path)
-                entry: dict[str, object] = {**asdict(state), "frozen": self._frozen(state)}
+                entry: dict[str, object] = {**asdict(state),
+                                            "frozen": self._frozen(state.domains.values())}
             except StateFileError as exc:
                 entry = {"experiment": path.stem, "error": str(exc)}
             if EXPERIMENT_RE.fullmatch(path.stem):
@@ -1714,17 +1715,17 @@ class XlBackend(Backend):
     def deployed(self, experiment: str) -> Deployment:
         return self.state(experiment).deployment()
 
-    def frozen(self, experiment: str) -> bool:
-        return self._frozen(self.state(experiment))
+    def frozen(self, deployment: Deployment) -> bool:
+        return self._frozen(deployment.domids.values())
 
-    def _frozen(self, state: DeployState) -> bool:
+    def _frozen(self, domids: Iterable[int]) -> bool:
         """The hypervisor's answer for one guest: a freeze and a thaw take
         them all at once."""
-        if not state.domains:
+        domid = min(domids, default=None)
+        if domid is None:
             return False
         try:
-            out = self.runner.run(["selena-tdf", "status", str(min(state.domains.values()))],
-                                  check=False).stdout
+            out = self.runner.run(["selena-tdf", "status", str(domid)], check=False).stdout
         except CommandError:
             return False        # no tool to ask: nothing selena could have frozen either
         return re.search(r"^frozen yes$", out, re.M) is not None
