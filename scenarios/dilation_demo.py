@@ -43,7 +43,7 @@ def run(exp):
     exp.record("rtt_ms", ping_rtts_ms(ping.stdout), expected=2 * delay, unit="ms")
 
     server = exp.start("h2", ["iperf3", "-s", "-1"])
-    exp.sleep(1)
+    exp.wait_listening("h2", 5201)      # iperf3's port
     # -R: h2 sends and h1 reports what it received each second; a sender's
     # per-second figures count what entered its socket buffer, which comes in
     # bursts (12.5-25 Mbit/s seconds over this 20 Mbit/s link in the lab).

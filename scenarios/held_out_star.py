@@ -48,7 +48,8 @@ def run(exp):
     clients = int(exp.params.get("clients", CLIENTS))
     servers = [exp.start("srv", ["iperf3", "-s", "-1", "-p", str(5200 + k)])
                for k in range(1, clients + 1)]
-    exp.sleep(0.5)
+    for k in range(1, clients + 1):
+        exp.wait_listening("srv", 5200 + k)
     senders = [exp.start(f"h{k}", ["iperf3", "-c", SERVER_IP, "-p", str(5200 + k),
                                    "-t", str(SECONDS), "-J"], timeout=SECONDS + 60)
                for k in range(1, clients + 1)]

@@ -49,7 +49,7 @@ def run(exp):
           f"(configured {2 * delay_ms:g} ms: {100 * (median / (2 * delay_ms) - 1):+.1f}%)")
     for name, extra in (("TCP", []), ("UDP", ["-u", "-b", f"{1.25 * rate_mbit:g}M", "-l", "1472"])):
         server = exp.start("h2", ["iperf3", "-s", "-1"])
-        exp.sleep(1)
+        exp.wait_listening("h2", 5201)      # iperf3's port
         client = exp.cmd("h1", ["iperf3", "-c", "10.0.1.2", "-t", "3", "-O", "1", "-J", *extra],
                          check=True)
         exp.wait(server)

@@ -139,7 +139,7 @@ def run(exp):
     idle = exp.cmd("h3", load, check=True)
     _record(exp, "idle", idle.stdout)
     exp.start("h11", "exec iperf3 -s -1")
-    exp.sleep(0.5)
+    exp.wait_listening("h11", 5201)     # iperf3's port
     bulk = exp.start("h8", f"iperf3 -c 10.0.9.11 -t {RUN_S + 3}")
     exp.sleep(2)            # past slow start: the queue toward H11 is full
     shared = exp.cmd("h3", load, check=True)

@@ -52,7 +52,7 @@ def run(exp):
     duration = seconds(float(exp.params.get("real_s", REAL_S)), exp.tdf)
     exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")
     server = exp.start("h2", ["iperf3", "-s", "-1"])
-    exp.sleep(1)
+    exp.wait_listening("h2", 5201)      # iperf3's port
     client = exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-t", str(duration), "-O", "1", "-J"],
                      check=True, timeout=duration + 60)
     exp.wait(server)

@@ -93,7 +93,8 @@ def run(exp):
     servers = [exp.start("srv", ["iperf3", "-s", "-1", "-J", "-i", f"{WINDOW_S:g}",
                                  "-p", str(5201 + k)])
                for k in range(clients)]
-    exp.sleep(1)
+    for k in range(clients):
+        exp.wait_listening("srv", 5201 + k)
     end = stagger_s * (clients - 1) + last_s
     origin = exp.now()
     starts, flows = [], []

@@ -57,6 +57,12 @@ FINISH_LIMIT_S = 600.0
 # SELENA Listing-2 actions record theirs (selena.compat: "pushCmd", ...).
 SCENARIO = "scenario"
 
+# How long (virtual seconds) wait_listening waits for a port by default, and
+# how often the guest looks: a server's socket listens milliseconds after it
+# starts on an idle host, seconds later on a loaded one.
+LISTEN_TIMEOUT_S = 30.0
+LISTEN_POLL_S = 0.05
+
 # Where a finished command's output goes as it completes (the bundle being
 # written): called with its record and its stdout and stderr.
 OutputSink = Callable[["Recorded", bytes, bytes], None]
@@ -330,6 +336,26 @@ class Engine:
     def kill(self, handle: CommandHandle, signal: int = 15) -> None:
         self.controller.kill(handle, signal)
 
+    def wait_listening(self, node: str, port: int, *,
+                       timeout: float = LISTEN_TIMEOUT_S) -> None:
+        """Wait until something in `node` listens on TCP `port` (Mininet's
+        waitListening, asked inside the guest): start a server in the
+        background, wait for its port, then start its clients. A fixed sleep
+        instead is too short on a loaded host and costs TDF times its length
+        in real time on an idle one."""
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise ScenarioError(f"wait_listening: port {port!r} is not a TCP port "
+                                "(give an int from 1 to 65535)")
+        _check_seconds(timeout, "wait_listening: timeout")
+        if not 0 < timeout <= MAX_TIMEOUT_S:
+            raise ScenarioError(f"wait_listening: timeout {timeout!r} must be above 0 and "
+                                f"at most {MAX_TIMEOUT_S:g} virtual s")
+        result = self.cmd(node, listening_probe(port), timeout=timeout)
+        if not result.ok:
+            raise ScenarioError(f"{node}: nothing listened on TCP port {port} within "
+                                f"{timeout:g} virtual s ({result.summary()}); start its "
+                                "server before waiting, or give a longer timeout")
+
     def _record(self, handle: CommandHandle, result: CommandResult) -> None:
         with self._lock:
             if handle.id in self._recorded:
@@ -469,6 +495,15 @@ class Engine:
         self._pool.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             self._output = None
+
+
+def listening_probe(port: int) -> str:
+    """A guest shell loop that ends once TCP `port` is in the LISTEN state
+    (0A) in /proc/net/tcp or tcp6, where the local port is the hex after
+    the first address: every Linux guest has them, busybox or not, and no
+    tool (ss, netstat) is needed."""
+    return (f"until grep -qsE '^ *[0-9]+: [0-9A-F]+:{port:04X} [0-9A-F]+:[0-9A-F]+ 0A ' "
+            f"/proc/net/tcp /proc/net/tcp6; do sleep {LISTEN_POLL_S:g}; done")
 
 
 def _check_seconds(value: object, what: str) -> None:

@@ -70,6 +70,7 @@ from selena.control.protocol import CommandSpec
 from selena.engine import (
     DEFAULT_COMMAND_TIMEOUT_S,
     FINISH_LIMIT_S,
+    LISTEN_TIMEOUT_S,
     Engine,
     VirtualClock,
 )
@@ -155,6 +156,9 @@ class Node:
 
     def start(self, command: str | Sequence[str], **kwargs: Any) -> CommandHandle:
         return self.exp.start(self.name, command, **kwargs)
+
+    def wait_listening(self, port: int, **kwargs: Any) -> None:
+        self.exp.wait_listening(self.name, port, **kwargs)
 
     def crash(self) -> None:
         self.exp.crash(self.name)
@@ -855,6 +859,12 @@ class Experiment:
 
     def kill(self, handle: CommandHandle, signal: int = 15) -> None:
         self._running().kill(handle, signal)
+
+    def wait_listening(self, node: str, port: int, *,
+                       timeout: float = LISTEN_TIMEOUT_S) -> None:
+        """Wait until something in `node` listens on TCP `port` (see
+        Engine.wait_listening): between starting a server and its clients."""
+        self._running().wait_listening(node, port, timeout=timeout)
 
     def record(self, name: str, value: float | Sequence[float], *,
                expected: float | None = None, unit: str = "") -> Metric:

@@ -11,6 +11,9 @@ import gc
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -21,6 +24,7 @@ from fake_xen import virtual_ns
 import selena.experiment
 from selena.backends.xl import XlBackend
 from selena.control.channel import Controller
+from selena.engine import listening_probe
 from selena.errors import (
     BackendError,
     CommandError,
@@ -208,6 +212,64 @@ def test_virtual_time_scheduling_and_default_timeout(fake_xen, tmp_path):
         results = exp.parallel(lambda: exp.cmd("h1", "sleep 1; echo x", timeout=5),
                                lambda: exp.cmd("h2", "sleep 1; echo y", timeout=5))
         assert [r.stdout for r in results] == [b"x\n", b"y\n"]
+
+
+def test_wait_listening_returns_once_a_server_started_late_listens(fake_xen, tmp_path):
+    """A server that binds its port a while after it starts (as iperf3 can on
+    a loaded host): wait_listening returns only once it listens, so the client
+    started next connects the first time; nothing listening is named with the
+    fix once the guest's timeout ends the wait; a port that is no port is
+    refused before any command. The fake Dom0's guests share this host's
+    /proc/net/tcp, as a guest reads its own."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]       # free now; the server below binds it
+    server_code = ("import socket, time; time.sleep(0.5); s = socket.socket(); "
+                   "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+                   f"s.bind(('127.0.0.1', {port})); s.listen(); c, _ = s.accept(); "
+                   "c.sendall(b'hello'); c.close()")
+    client_code = (f"import socket; s = socket.create_connection(('127.0.0.1', {port})); "
+                   "print(s.recv(5).decode())")
+    exp = make(fake_xen, tmp_path)
+    with exp:
+        server = exp.start("h2", [sys.executable, "-c", server_code], timeout=30)
+        exp["h2"].wait_listening(port, timeout=10)
+        client = exp.cmd("h1", [sys.executable, "-c", client_code], timeout=10)
+        assert client.ok and client.stdout == b"hello\n", client.stderr
+        assert exp.wait(server).ok
+        with pytest.raises(ScenarioError,
+                           match=rf"^h1: nothing listened on TCP port {port} within 0.5 "
+                                 r"virtual s \(.*\); start its server"):
+            exp.wait_listening("h1", port, timeout=0.5)
+        # The guest's clock ended it (the fake's agents keep real time).
+        waited = exp.engine.records[-1].result
+        assert (waited.state, waited.reason) == ("killed", "timeout"), waited
+        ran = len(exp.engine.records)
+        for bad in (0, 65536, "5201", True, 80.0):
+            with pytest.raises(ScenarioError, match=rf"port {bad!r} is not a TCP port"):
+                exp.wait_listening("h1", bad)
+        with pytest.raises(ScenarioError, match="timeout 0 must be above 0"):
+            exp.wait_listening("h1", port, timeout=0)
+        assert len(exp.engine.records) == ran
+
+
+def test_the_listening_probe_sees_an_ipv6_listener_and_waits_for_one_that_is_not():
+    """iperf3 listens on :: by default, so in /proc/net/tcp6 only; a socket
+    connected to the port (its remote side) is no listener."""
+    with socket.socket(socket.AF_INET6) as listener:
+        listener.bind(("::1", 0))
+        port = listener.getsockname()[1]
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run(["sh", "-c", listening_probe(port)], timeout=0.5)
+        listener.listen()
+        with socket.create_connection(("::1", port)):
+            assert subprocess.run(["sh", "-c", listening_probe(port)], timeout=5).returncode == 0
+    with socket.socket(socket.AF_INET6) as other, socket.socket(socket.AF_INET6) as peer:
+        other.bind(("::1", 0))
+        other.listen()
+        peer.connect(other.getsockname()[:2])       # its remote port is other's
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run(["sh", "-c", listening_probe(peer.getsockname()[1])], timeout=0.5)
 
 
 def test_crash_is_reported_lost(fake_xen, tmp_path):

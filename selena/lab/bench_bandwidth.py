@@ -123,7 +123,7 @@ def measure(config: Config, rate_mbit: float) -> Trial:
         with exp:
             exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")
             server = exp.start("h2", ["iperf3", "-s", "-1"])
-            exp.sleep(1)
+            exp.wait_listening("h2", 5201)      # iperf3's port
             client = exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-R", "-t", str(IPERF_SECONDS),
                                     "-O", "1", "-J"], check=True, timeout=IPERF_SECONDS + 60)
             exp.wait(server)

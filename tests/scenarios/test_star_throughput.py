@@ -27,6 +27,7 @@ class FakeExperiment:
         self.t = 0.0
         self.metrics: dict[str, tuple[list[float], float | None]] = {}
         self.started: list[tuple[float, Handle]] = []
+        self.listening: list[tuple[str, int]] = []     # ports waited for, in order
 
     def now(self):
         return self.t
@@ -44,6 +45,12 @@ class FakeExperiment:
         handle = Handle(node, list(argv))
         self.started.append((self.t, handle))
         return handle
+
+    def wait_listening(self, node, port, **_):
+        assert any(h.node == node and "-s" in h.argv and h.argv[h.argv.index("-p") + 1]
+                   == str(port) for _, h in self.started), f"no server on {node}:{port}"
+        assert not any("-c" in h.argv for _, h in self.started), "a client started first"
+        self.listening.append((node, port))
 
     def wait(self, handle, *, check=False):
         argv = handle.argv
@@ -81,6 +88,8 @@ def test_flows_start_staggered_and_each_step_counts_the_flows_running():
     clients = [(t, h) for t, h in exp.started if "-c" in h.argv]
     gaps = [b[0] - a[0] for a, b in zip(clients, clients[1:], strict=False)]
     assert gaps == [star.STAGGER_S, star.STAGGER_S]
+    # Every server's port listened before the first client started.
+    assert exp.listening == [("srv", 5201), ("srv", 5202), ("srv", 5203)]
     per_client, expected = exp.metrics["client_mbit"]
     assert expected == pytest.approx(10 * 1448 / 1514)
     # Each flow's first second (slow start) and the sliver are left out.
