@@ -290,9 +290,18 @@ static pid_t spawn(const struct spec *s, int out_fd, int err_fd)
     {
         int devnull = open("/dev/null", O_RDONLY);
         unsigned int i;
+        int sig;
 
         sigprocmask(SIG_UNBLOCK, &sigchld_set, NULL);
-        signal(SIGPIPE, SIG_DFL);
+        /*
+         * Default dispositions, whatever the agent inherited: a guest's init
+         * starting it as a background job of a non-interactive shell leaves
+         * SIGINT and SIGQUIT ignored, and an exec keeps them ignored, so a
+         * kill with SIGINT (Mininet's sendInt) would do nothing.
+         */
+        for ( sig = 1; sig < NSIG; sig++ )
+            if ( sig != SIGKILL && sig != SIGSTOP )
+                signal(sig, SIG_DFL);
         setsid(); /* its own process group, so kill reaches its children */
         if ( devnull >= 0 )
             dup2(devnull, 0);

@@ -110,6 +110,20 @@ def test_kill_reaches_the_whole_process_group(channel):
     assert b"never" not in result.stdout
 
 
+def test_a_sigint_kill_ends_a_command_though_the_agent_ignores_sigint(channel):
+    """The channel's agents ignore SIGINT and SIGQUIT, as a guest's init
+    leaves them; their commands start with the default dispositions, so
+    Mininet's sendInt (a SIGINT kill) ends one, shell and all."""
+    ctl, *_ = channel
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        handle = ctl.submit("h1", CommandSpec(shell="sleep 60; echo never"))
+        time.sleep(0.5)
+        ctl.kill(handle, sig)
+        result = ctl.wait(handle, timeout=10)
+        assert (result.state, result.signal) == ("killed", sig), result
+        assert b"never" not in result.stdout
+
+
 def test_unknown_program_and_bad_spec_fail_without_killing_the_agent(channel):
     ctl, dom0, *_ = channel
     result = run(ctl, "h1", argv=("/no/such/program",))

@@ -3,6 +3,7 @@ Controller serving two guests, real agents on the host, the fake xenstored."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,13 +36,21 @@ def guests_with_agents(xenstored: Any, agent_binary: Any) -> Iterator[XenstoreCo
             apply_keys(dom0, domid)
         for domid in GUESTS.values():
             sock = xenstored.listen(domid)
-            agents.append(subprocess.Popen([str(agent_binary), "--device", sock]))
+            agents.append(subprocess.Popen([str(agent_binary), "--device", sock],
+                                           preexec_fn=_as_a_background_job))
         yield dom0
     finally:
         for proc in agents:
             proc.kill()
             proc.wait()
         dom0.close()
+
+
+def _as_a_background_job() -> None:
+    """The dispositions a guest's init gives the agent: tiny-host's starts it
+    as `( ... ) &` in a non-interactive sh, which ignores SIGINT and SIGQUIT."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
 
 
 def run(ctl: Controller, guest: str, timeout: float = 20, **kw):
