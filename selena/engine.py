@@ -337,24 +337,32 @@ class Engine:
         self.controller.kill(handle, signal)
 
     def wait_listening(self, node: str, port: int, *,
-                       timeout: float = LISTEN_TIMEOUT_S) -> None:
+                       timeout: float | None = LISTEN_TIMEOUT_S) -> None:
         """Wait until something in `node` listens on TCP `port` (Mininet's
         waitListening, asked inside the guest): start a server in the
         background, wait for its port, then start its clients. A fixed sleep
         instead is too short on a loaded host and costs TDF times its length
-        in real time on an idle one."""
+        in real time on an idle one. timeout: virtual seconds (None, 0 or
+        math.inf: none)."""
+        if not self.listening(node, port, timeout=timeout):
+            raise ScenarioError(f"{node}: nothing listened on TCP port {port} within "
+                                f"{timeout:g} virtual s; start its server before waiting, "
+                                "or give a longer timeout")
+
+    def listening(self, node: str, port: int, *,
+                  timeout: float | None = LISTEN_TIMEOUT_S) -> bool:
+        """wait_listening's answer: True once the port listens, False when
+        `timeout` passed first."""
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise ScenarioError(f"wait_listening: port {port!r} is not a TCP port "
                                 "(give an int from 1 to 65535)")
-        _check_seconds(timeout, "wait_listening: timeout")
-        if not 0 < timeout <= MAX_TIMEOUT_S:
-            raise ScenarioError(f"wait_listening: timeout {timeout!r} must be above 0 and "
-                                f"at most {MAX_TIMEOUT_S:g} virtual s")
-        result = self.cmd(node, listening_probe(port), timeout=timeout)
-        if not result.ok:
-            raise ScenarioError(f"{node}: nothing listened on TCP port {port} within "
-                                f"{timeout:g} virtual s ({result.summary()}); start its "
-                                "server before waiting, or give a longer timeout")
+        result = self.cmd(node, listening_probe(port), timeout=_timeout(timeout) or 0)
+        if result.ok:
+            return True
+        if result.state == "killed" and result.reason == "timeout":
+            return False
+        raise ScenarioError(f"{node}: waiting for TCP port {port} to listen: the wait "
+                            f"{result.summary()}")
 
     def _record(self, handle: CommandHandle, result: CommandResult) -> None:
         with self._lock:

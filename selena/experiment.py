@@ -861,7 +861,7 @@ class Experiment:
         self._running().kill(handle, signal)
 
     def wait_listening(self, node: str, port: int, *,
-                       timeout: float = LISTEN_TIMEOUT_S) -> None:
+                       timeout: float | None = LISTEN_TIMEOUT_S) -> None:
         """Wait until something in `node` listens on TCP `port` (see
         Engine.wait_listening): between starting a server and its clients."""
         self._running().wait_listening(node, port, timeout=timeout)

@@ -239,7 +239,7 @@ def test_wait_listening_returns_once_a_server_started_late_listens(fake_xen, tmp
         assert exp.wait(server).ok
         with pytest.raises(ScenarioError,
                            match=rf"^h1: nothing listened on TCP port {port} within 0.5 "
-                                 r"virtual s \(.*\); start its server"):
+                                 r"virtual s; start its server before waiting, or give"):
             exp.wait_listening("h1", port, timeout=0.5)
         # The guest's clock ended it (the fake's agents keep real time).
         waited = exp.engine.records[-1].result
@@ -248,8 +248,8 @@ def test_wait_listening_returns_once_a_server_started_late_listens(fake_xen, tmp
         for bad in (0, 65536, "5201", True, 80.0):
             with pytest.raises(ScenarioError, match=rf"port {bad!r} is not a TCP port"):
                 exp.wait_listening("h1", bad)
-        with pytest.raises(ScenarioError, match="timeout 0 must be above 0"):
-            exp.wait_listening("h1", port, timeout=0)
+        with pytest.raises(ScenarioError, match="timeout -1 is negative"):
+            exp.wait_listening("h1", port, timeout=-1)
         assert len(exp.engine.records) == ran
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import io
 import re
+import socket
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ from selena.mininet.custom import load_custom, shim, split_args
 from selena.mininet.net import HostHandle
 from selena.mininet.topo import to_topology
 from selena.mininet.util import custom as mn_custom
+from selena.mininet.util import waitListening
 from selena.model import NodeKind, Topology
 from selena.session import PingAll
 
@@ -678,6 +680,34 @@ def test_start_cmd_ip_cli_and_stop(fake_xen, tmp_path, capsys):
     assert time.monotonic() - began < 30
     assert fake_xen.domains == {} and fake_xen.bridges == {}
     net.stop()                                   # twice is fine
+
+
+def test_wait_listening_is_mininets_with_the_server_asked_in_its_guest(fake_xen, tmp_path):
+    """mininet.util.waitListening(client, server, port, timeout): True once
+    the server's port listens (server a node, its address or 127.0.0.1 with
+    the client), False after the timeout; an address of no host is named.
+    The fake Dom0's guests share this host's /proc/net/tcp."""
+    net = fake_net(fake_xen, tmp_path, tdf=4)
+    net.start()
+    try:
+        h1, h2 = net.get("h1", "h2")
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            port = listener.getsockname()[1]
+            assert waitListening(h1, h2, port, timeout=0.5) is False
+            listener.listen()
+            assert waitListening(h1, h2, port, timeout=5) is True
+            assert waitListening(client=h1, server=h2.IP(), port=port) is True
+            assert waitListening(h2, "127.0.0.1", port, timeout=5) is True
+            with pytest.raises(ArgumentError, match=r"no host of net pair has the address "
+                                                    r"'10\.9\.9\.9'; give server= the node"):
+                waitListening(h1, "10.9.9.9", port)
+            with pytest.raises(ArgumentError, match=r"give server= a node of the started net"):
+                waitListening(server="10.0.0.2", port=port)
+    finally:
+        net.stop()
+    with pytest.raises(ExperimentError, match="waitListening: the net is not started"):
+        waitListening(h1, h2, port)
 
 
 def test_set_cpu_frac_caps_a_host_before_and_after_start(fake_xen, tmp_path):

@@ -37,6 +37,8 @@ def test_a_mininet_script_starts_pings_and_stops(lab):
     # h1.cmd's ping and h2's sendCmd/waitOutput one, in each of the two runs.
     assert out.count("1 packets transmitted, 1 packets received") == 4, out
     assert out.count("waiting=True") == 2, out
+    # waitListening asked h2's guest (busybox's grep of /proc/net/tcp).
+    assert out.count("listening-before=False") == 2 and out.count("listening=True") == 2, out
     # staticArp on the started net: h1's entry for h2, permanent (busybox's arp).
     assert len(re.findall(r"\(10\.0\.0\.2\) at [0-9a-f:]{17} \[ether\] PERM on eth0",
                           out)) == 2, out

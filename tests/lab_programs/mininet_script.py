@@ -1,14 +1,15 @@
 """A Mininet-style script on selena (tests/lab/test_mininet_e2e.py runs it in
 the lab's Dom0): start, pingAll, pingAllFull, h1.cmd('ping ...' % h2.IP()),
-h2.sendCmd and waitOutput (Mininet's multiping.py way), staticArp on the
-started net, stop. Its link class is custom(TCLink, delay='10ms'), whose
+h2.sendCmd and waitOutput (Mininet's multiping.py way), waitListening
+before and while busybox's nc listens in h2, staticArp on the started net,
+stop. Its link class is custom(TCLink, delay='10ms'), whose
 delay goes over the link's own 5 ms, as in Mininet. With --forget it never
 calls net.stop(): selena stops the net at exit."""
 
 import sys
 
 from selena.mininet import Mininet, TCLink, Topo
-from selena.mininet.util import custom
+from selena.mininet.util import custom, waitListening
 
 
 class MnPairTopo(Topo):
@@ -27,6 +28,11 @@ print(h1.cmd('ping -c1 %s' % h2.IP()))
 h2.sendCmd('ping -c1', h1.IP())
 print('waiting=%r' % h2.waiting)
 print(h2.waitOutput())
+print('listening-before=%r' % waitListening(h1, h2, 5001, timeout=1))
+h2.sendCmd('nc -l -p 5001')
+print('listening=%r' % waitListening(h1, h2.IP(), 5001, timeout=10))
+h2.sendInt()
+h2.waitOutput()
 net.staticArp()
 print(h1.cmd('arp -n'))
 if '--forget' not in sys.argv:
