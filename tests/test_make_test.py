@@ -33,15 +33,30 @@ exit "$BUILD_RC"
 """
 
 FAKE_PYTEST = """#!/bin/sh
+# A failing run writes a JUnit report naming one failed test (its message
+# spans lines, as pytest's do), as pytest --junitxml does.
+for a in "$@"; do case $a in --junitxml=*) report=${a#--junitxml=};; esac; done
+fail() {
+    [ -n "$report" ] && cat > "$report" <<XML
+<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.$1" name="test_ok"/>
+<testcase classname="tests.$1" name="test_broken"><failure message="AssertionError: $1 went
+wrong &amp; here">traceback</failure></testcase></testsuite></testsuites>
+XML
+    exit "$2"
+}
 case "$*" in
   *"not long --ignore tests/xen_patches/test_deb.py --deselect "*"::test_calibration_"*)
     for i in $(seq 100); do [ -e "$DIR/build-started" ] && break; sleep 0.05; done
     [ -e "$DIR/build-started" ] && touch "$DIR/outside-started"
-    echo "outside" >> "$DIR/calls"; echo "outside tests ran"; exit "$OUTSIDE_RC";;
+    echo "outside" >> "$DIR/calls"; echo "outside tests ran"
+    [ "$OUTSIDE_RC" = 0 ] || fail outside "$OUTSIDE_RC"; exit 0;;
   *"not lab and not scale and not long tests/xen_patches/test_deb.py "*"::test_calibration_"*)
-    [ -e "$DIR/build-done" ] && echo "deb after build" >> "$DIR/calls"; exit "$DEB_RC";;
+    [ -e "$DIR/build-done" ] && echo "deb after build" >> "$DIR/calls"
+    [ "$DEB_RC" = 0 ] || fail deb "$DEB_RC"; exit 0;;
   *"-m lab and not scale and not long")
-    [ -e "$DIR/build-done" ] && echo "lab after build" >> "$DIR/calls"; exit "$LAB_RC";;
+    [ -e "$DIR/build-done" ] && echo "lab after build" >> "$DIR/calls"
+    [ "$LAB_RC" = 0 ] || fail lab "$LAB_RC"; exit 0;;
 esac
 echo "unexpected: $*" >> "$DIR/calls"
 exit 98
@@ -58,7 +73,8 @@ def make_test(tmp_path: Path, *, build: int = 0, outside: int = 0, deb: int = 0,
            "OUTSIDE_RC": str(outside), "DEB_RC": str(deb), "LAB_RC": str(lab),
            "PREBUILD": prebuild, "LINT": lint,
            "SELENA": str(tmp_path / "selena"), "PYTEST": str(tmp_path / "pytest"),
-           "LAB_BUILD_LOG": str(tmp_path / "log" / "lab-build.log")}
+           "LAB_BUILD_LOG": str(tmp_path / "log" / "lab-build.log"),
+           "TEST_REPORTS": str(tmp_path / "reports")}
     done = subprocess.run([str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
     calls = tmp_path / "calls"
     return done, calls.read_text().splitlines() if calls.exists() else []
@@ -96,6 +112,19 @@ def test_a_failure_outside_the_lab_still_runs_the_lab_tests_and_fails(tmp_path, 
 def test_a_lab_failure_is_the_exit_status(tmp_path):
     done, calls = make_test(tmp_path, lab=2)
     assert done.returncode == 2 and len(calls) == 3
+
+
+def test_the_last_lines_name_every_failed_test_with_its_message(tmp_path):
+    """A log's tail is what a reader of a long run sees: it names each failure."""
+    done, _ = make_test(tmp_path, outside=1, lab=2)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-3:] == [
+        "make test: FAILURE tests.outside::test_broken: AssertionError: outside went wrong & here",
+        "make test: FAILURE tests.lab::test_broken: AssertionError: lab went wrong & here",
+        "make test: tests outside the lab failed (pytest exit 1)"]
+    # A later run starts from no reports: a passing one recaps nothing.
+    done, _ = make_test(tmp_path)
+    assert done.returncode == 0 and "FAILURE" not in done.stderr
 
 
 def test_a_failed_lint_stops_the_build_and_runs_no_test(tmp_path):

@@ -98,7 +98,12 @@ def test_the_host_pages_dom0_commands_run_in_the_labs_dom0(lab):
                         for m in re.finditer(r"^HOSTDOC-END (\d+) rc=(\d+) seconds=(\d+)$",
                                              out, re.M)))
         failed = {line: text[-2000:] for line, (rc, text) in got.items() if rc != 0}
-        assert not failed, f"docs/host.md blocks failed in the lab's Dom0 (by line): {failed}"
+        # Each failed block's last line first: make test's closing lines keep
+        # a message's first 400 characters.
+        last = {line: (text.strip().splitlines() or ["(no output)"])[-1][-200:]
+                for line, text in failed.items()}
+        assert not failed, (f"docs/host.md blocks failed in the lab's Dom0 (line: last "
+                            f"output line): {last}; their output (by line): {failed}")
 
         # 3: the GRUB snippet went where the page says (tee shows it).
         grub = _output_of(blocks, got, r"GRUB_CMDLINE_XEN_DEFAULT=")
