@@ -43,6 +43,7 @@ CONCURRENCY = 10
 DURATION_S = 10.0            # virtual seconds of traffic (the paper: 120)
 PAIRS = ((1, 5), (2, 6), (3, 7), (4, 8))
 TCP_SHARE = 1448 / 1514      # TCP payload per Ethernet frame at MTU 1500
+FLOWGEN_PORT = 5001          # flowgen server's default
 PAPER_FLOW_BYTES = 10_000_000
 PAPER_LINK_MBIT = 1000.0
 
@@ -75,7 +76,8 @@ def run(exp):
             raise ScenarioError(f"h{a} cannot reach h{b} ({_ip(b)}) through the fat tree: "
                                 f"{ping.stdout.decode(errors='replace')[-200:]}")
     servers = [exp.start(f"h{a}", ["flowgen", "server"]) for a in sorted(peers)]
-    exp.sleep(0.5)
+    exp.parallel(*[lambda a=a: exp.wait_listening(f"h{a}", FLOWGEN_PORT)
+                   for a in sorted(peers)])
     ideal = concurrency * flow_bytes * 8 / (link_mbit * 1e6 * TCP_SHARE)
     timeout = max(30.0, 20 * ideal)
     clients = {a: exp.start(f"h{a}", ["flowgen", "client", "--host", _ip(b),

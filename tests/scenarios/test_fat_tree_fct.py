@@ -28,6 +28,7 @@ class FakeExperiment:
         self.out_dir, self.params, self.fct = out_dir, params or {}, fct
         self.ping_fails = ping_fails
         self.started: list[Handle] = []
+        self.listening: list[tuple[str, int]] = []
         self.killed: list[Handle] = []
         self.metrics: dict[str, tuple] = {}
 
@@ -45,6 +46,11 @@ class FakeExperiment:
         handle = Handle(node, list(argv))
         self.started.append(handle)
         return handle
+
+    def wait_listening(self, node, port, **_):
+        assert any(h.node == node and "server" in h.argv for h in self.started), node
+        assert not any("client" in h.argv for h in self.started), "a client started first"
+        self.listening.append((node, port))
 
     def kill(self, handle):
         self.killed.append(handle)
@@ -81,6 +87,8 @@ def test_every_host_runs_a_sink_and_a_closed_loop_generator_to_its_pair(tmp_path
     clients = {h.node: h.argv for h in exp.started if "client" in h.argv}
     servers = {h.node for h in exp.started if "server" in h.argv}
     assert servers == set(clients) == {f"h{k}" for k in range(1, 9)}
+    # Every sink listened on flowgen's port before any generator started.
+    assert sorted(exp.listening) == [(f"h{k}", 5001) for k in range(1, 9)]
     assert clients["h1"][clients["h1"].index("--host") + 1] == "10.0.0.5"
     assert clients["h6"][clients["h6"].index("--host") + 1] == "10.0.0.2"
     argv = clients["h3"]
