@@ -16,7 +16,7 @@ tenth in the guests' time, and the delay is long enough for what is left
 RATE_MBIT and DELAY_MS are parameters (`--param rate_mbit=...`).
 """
 
-from selena.metrics import iperf3_interval_mbit, ping_rtts_ms
+from selena.metrics import IPERF3_PORT, iperf3_interval_mbit, ping_rtts_ms
 from selena.model import Topology
 
 RATE_MBIT = 20
@@ -43,7 +43,7 @@ def run(exp):
     exp.record("rtt_ms", ping_rtts_ms(ping.stdout), expected=2 * delay, unit="ms")
 
     server = exp.start("h2", ["iperf3", "-s", "-1"])
-    exp.wait_listening("h2", 5201)      # iperf3's port
+    exp.wait_listening("h2", IPERF3_PORT)
     # -R: h2 sends and h1 reports what it received each second; a sender's
     # per-second figures count what entered its socket buffer, which comes in
     # bursts (12.5-25 Mbit/s seconds over this 20 Mbit/s link in the lab).

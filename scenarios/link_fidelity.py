@@ -19,6 +19,7 @@ import json
 import re
 import statistics
 
+from selena.metrics import IPERF3_PORT
 from selena.model import Topology
 
 RATE_MBIT = 100
@@ -49,7 +50,7 @@ def run(exp):
           f"(configured {2 * delay_ms:g} ms: {100 * (median / (2 * delay_ms) - 1):+.1f}%)")
     for name, extra in (("TCP", []), ("UDP", ["-u", "-b", f"{1.25 * rate_mbit:g}M", "-l", "1472"])):
         server = exp.start("h2", ["iperf3", "-s", "-1"])
-        exp.wait_listening("h2", 5201)      # iperf3's port
+        exp.wait_listening("h2", IPERF3_PORT)
         client = exp.cmd("h1", ["iperf3", "-c", "10.0.1.2", "-t", "3", "-O", "1", "-J", *extra],
                          check=True)
         exp.wait(server)

@@ -45,6 +45,7 @@ also the packets the nftables rules marked (`memcached_marked_requests`,
 import re
 
 from selena.analysis.memaslap import parse
+from selena.metrics import IPERF3_PORT
 from selena.model import Topology
 from selena.scaling import paper_queue_s, scaled_link, scaled_window
 from selena.units import param_number
@@ -139,7 +140,7 @@ def run(exp):
     idle = exp.cmd("h3", load, check=True)
     _record(exp, "idle", idle.stdout)
     exp.start("h11", "exec iperf3 -s -1")
-    exp.wait_listening("h11", 5201)     # iperf3's port
+    exp.wait_listening("h11", IPERF3_PORT)
     bulk = exp.start("h8", f"iperf3 -c 10.0.9.11 -t {RUN_S + 3}")
     exp.sleep(2)            # past slow start: the queue toward H11 is full
     shared = exp.cmd("h3", load, check=True)

@@ -22,7 +22,7 @@ switch's priority queues; ping marks its packets with precedence 7
 queue looks at.
 """
 
-from selena.metrics import ping_rtts_ms
+from selena.metrics import IPERF3_PORT, ping_rtts_ms
 from selena.model import Topology
 from selena.scaling import paper_queue_s, scaled_link
 from selena.units import param_number
@@ -68,7 +68,7 @@ def run(exp):
     idle = exp.cmd("h3", PING, check=True)
     exp.record("ping_idle_rtt_us", [ms * 1000 for ms in ping_rtts_ms(idle.stdout)], unit="us")
     exp.start("h11", "exec iperf3 -s -1")
-    exp.wait_listening("h11", 5201)     # iperf3's port
+    exp.wait_listening("h11", IPERF3_PORT)
     bulk = exp.start("h8", f"iperf3 -c 10.0.9.11 -t {BULK_S}")
     exp.sleep(2)            # past slow start: the queue toward H11 is full
     shared = exp.cmd("h3", PING, check=True)

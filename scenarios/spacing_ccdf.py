@@ -18,7 +18,7 @@ Records tcp_mbit (iperf3's per-second figures past the first; expected: the
 rate less headers).
 """
 
-from selena.metrics import iperf3_interval_mbit
+from selena.metrics import IPERF3_PORT, iperf3_interval_mbit
 from selena.model import Topology
 from selena.scaling import LINUX_QUEUE_S_AT_1GBIT, scaled_link
 
@@ -52,7 +52,7 @@ def run(exp):
     duration = seconds(float(exp.params.get("real_s", REAL_S)), exp.tdf)
     exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")
     server = exp.start("h2", ["iperf3", "-s", "-1"])
-    exp.wait_listening("h2", 5201)      # iperf3's port
+    exp.wait_listening("h2", IPERF3_PORT)
     client = exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-t", str(duration), "-O", "1", "-J"],
                      check=True, timeout=duration + 60)
     exp.wait(server)

@@ -26,6 +26,7 @@ moved across each set_tdf call (set_tdf_virtual_s).
 import json
 import re
 
+from selena.metrics import IPERF3_PORT
 from selena.model import Topology
 
 RATE_MBIT = 2
@@ -68,7 +69,7 @@ def run(exp):
     tdfs = tdf_sequence(exp.params.get("tdfs", DEFAULT_TDFS))
     exp.cmd("h1", "ping -c 2 -W 5 10.0.2.3; ping -c 2 -W 5 10.0.1.2")  # ARP first
     server = exp.start("h2", ["iperf3", "-s", "-1"])
-    exp.wait_listening("h2", 5201)      # iperf3's port
+    exp.wait_listening("h2", IPERF3_PORT)
     total = SEGMENT_S * len(tdfs) + 1
     ping = exp.start("h1", f"ping -c {int(total / PING_INTERVAL_S)} -i {PING_INTERVAL_S} "
                            "-W 5 10.0.2.3", timeout=total + 60)

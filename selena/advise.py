@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from selena.errors import AnalysisError
-from selena.metrics import iperf3_interval_mbit, ping_rtts_ms
+from selena.metrics import IPERF3_PORT, iperf3_interval_mbit, ping_rtts_ms
 from selena.model import NodeKind, Topology
 from selena.paths import cache_dir
 
@@ -72,7 +72,6 @@ HIGH_INTERVAL_S = 0.2      # virtual seconds between pings there (1 s of real id
 GAPS_S = {0.05: 30, 0.2: 30, 1.0: 30}
 CALIBRATION_DELAY_MS = 10.0
 CALIBRATION_RATE = "1Gbit"   # shaped (htb present) but never limiting a ping
-IPERF_PORT = 5201           # iperf3's own
 HEADROOM = 1 / 3           # the share of the accuracy a prediction may use
 DEFAULT_INTERVAL_S = 1.0   # ping's own default interval
 MAX_TDF = 1000
@@ -440,7 +439,7 @@ def measure(exp: Any, *, iperf_seconds: int = 5, high_tdf: float = HIGH_TDF,
     exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")                 # ARP, warm caches
     by_gap = {gap: rtts(count, gap) for gap, count in (gaps or GAPS_S).items()}
     server = exp.start("h2", ["iperf3", "-s", "-1"])
-    exp.wait_listening("h2", IPERF_PORT)
+    exp.wait_listening("h2", IPERF3_PORT)
     client = exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-R", "-t", str(iperf_seconds),
                             "-O", "1", "-J"], check=True, timeout=iperf_seconds + 60)
     exp.wait(server)

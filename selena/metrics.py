@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from selena.errors import ScenarioError
 
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+# The TCP port an iperf3 server listens on without -p (exp.wait_listening's
+# for a server started just before its client).
+IPERF3_PORT = 5201
 
 
 @dataclass

@@ -42,7 +42,7 @@ from pathlib import Path
 from selena import units
 from selena.errors import SelenaError
 from selena.experiment import Experiment
-from selena.metrics import iperf3_interval_mbit
+from selena.metrics import IPERF3_PORT, iperf3_interval_mbit
 from selena.model import Topology
 
 GRID_MBIT = (5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120, 10240)
@@ -123,7 +123,7 @@ def measure(config: Config, rate_mbit: float) -> Trial:
         with exp:
             exp.cmd("h1", "ping -c 2 -W 5 10.0.0.2")
             server = exp.start("h2", ["iperf3", "-s", "-1"])
-            exp.wait_listening("h2", 5201)      # iperf3's port
+            exp.wait_listening("h2", IPERF3_PORT)
             client = exp.cmd("h1", ["iperf3", "-c", "10.0.0.2", "-R", "-t", str(IPERF_SECONDS),
                                     "-O", "1", "-J"], check=True, timeout=IPERF_SECONDS + 60)
             exp.wait(server)
