@@ -8,7 +8,11 @@ the lab's Dom0 can be analysed (and plotted) on the host. Each sweep has an
 id (sweep.json's sweep_id, also in every run's meta.json and summary.csv):
 a bundle of another sweep left in the same directory, or one with no
 meta.json (a run that never finished), is skipped and named, never analysed
-as this sweep's:
+as this sweep's. `run_sweep(..., resume=True)` continues the sweep in the
+directory instead of starting one: the same scenario file (by its bytes)
+and settings, its finished runs kept, the others run.
+
+The analysis:
 
 - one row per run and metric (summary.csv): median, p5, p95, mean, stddev,
   expected, error %, real seconds and a verdict;
@@ -32,6 +36,7 @@ is in the separate column "unchecked", never in the verdict.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import logging
 import math
@@ -87,6 +92,10 @@ class SweepPlan:
     params: dict[str, object] = field(default_factory=dict)
     baseline: str | None = None
     sweep_id: str | None = None     # set by run_sweep; None: a sweep.json from before ids
+    # What a resumed sweep must find unchanged: the scenario file's bytes and
+    # how each run is made (backend, shaping, monitor, ...; name -> value).
+    scenario_sha256: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.tdfs:
@@ -114,11 +123,22 @@ class SweepPlan:
     def to_json(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "tdfs": self.tdfs, "repeat": self.repeat,
                 "params": {k: str(v) for k, v in self.params.items()},
-                "baseline": self.baseline, "sweep_id": self.sweep_id}
+                "baseline": self.baseline, "sweep_id": self.sweep_id,
+                "scenario_sha256": self.scenario_sha256, "options": dict(self.options)}
 
 
 def new_sweep_id() -> str:
     return uuid.uuid4().hex
+
+
+def scenario_digest(path: str | Path) -> str:
+    """The scenario file's sha256: what `--resume` holds a sweep to (a
+    module the file imports is not in it). ScenarioError if unreadable."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read the scenario file "
+                            f"({exc.strerror or exc})") from None
 
 
 @dataclass
@@ -128,6 +148,7 @@ class RunOutcome:
     status: str
     real_s: float
     error: str | None = None
+    kept: bool = False      # finished by the sweep before it was resumed; not run again
 
 
 RunOne = Callable[[SweepRun, Path], None]
@@ -158,22 +179,37 @@ def write_sweep_plan(out: Path, plan: SweepPlan) -> None:
     hand_over(*(created[:1] or [out / "sweep.json"]))
 
 
-def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
+def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *, resume: bool = False,
               progress: Progress | None = None,
               clock: Callable[[], float] = time.monotonic) -> list[RunOutcome]:
     """Every run of the plan, one after another; a failed run is recorded and
     the sweep goes on (its bundle holds the error). Ctrl-C stops the sweep
     after the current run's teardown and propagates. The sweep gets a new
-    id (plan.sweep_id): bundles left in `out` by another sweep are not its."""
-    plan.sweep_id = new_sweep_id()
+    id (plan.sweep_id): bundles left in `out` by another sweep are not its.
+
+    With `resume`, the plan continues the sweep in `out` (check_resumable):
+    it takes that sweep's id, keeps each run whose bundle of that sweep
+    finished ok, and runs the others (a failed one again, and those of the
+    TDFs and repeats it adds)."""
+    plan.sweep_id = check_resumable(out, plan).sweep_id if resume else new_sweep_id()
+    write_sweep_plan(out, plan)     # a resume's with the TDFs and repeats it may add
     runs = plan.runs()
-    write_sweep_plan(out, plan)
+    # Read once, before any run: the estimates leave out what is kept.
+    finished = {run.name: done for run in runs
+                if resume and (done := _finished_before(run, out)) is not None}
     outcomes: list[RunOutcome] = []
     started = clock()
     for k, run in enumerate(runs, start=1):
+        kept = finished.get(run.name)
+        if kept is not None:
+            outcomes.append(kept)
+            if progress:
+                progress(f"run {k} of {len(runs)}: {_what(run)}, repeat {run.repeat}: "
+                         f"finished before ({kept.real_s:.0f} s), kept")
+            continue
         if progress:
             progress(_progress_line(k, len(runs), run, clock() - started, outcomes,
-                                    runs[k - 1:]))
+                                    [r for r in runs[k - 1:] if r.name not in finished]))
         t0 = clock()
         outcome = run_sweep_one(run, out, run_one)
         outcome.real_s = clock() - t0
@@ -183,10 +219,83 @@ def run_sweep(plan: SweepPlan, out: Path, run_one: RunOne, *,
     return outcomes
 
 
+def check_resumable(out: Path, plan: SweepPlan) -> SweepPlan:
+    """The sweep in `out` that `plan` would continue: the same scenario file
+    (by its bytes), params, baseline and options, and its TDFs and repeats
+    or more. Raises ResultsError naming every difference and the fix, before
+    anything runs."""
+    if not (out / "sweep.json").is_file():
+        raise ResultsError(f"sweep --resume: {out} holds no sweep (no sweep.json); drop "
+                           "--resume to start one there")
+    try:
+        old = _read_plan(out)
+    except AnalysisError as exc:
+        raise ResultsError(f"sweep --resume: {exc}; drop --resume to start a new "
+                           "sweep there") from None
+    if old.sweep_id is None or old.scenario_sha256 is None:
+        raise ResultsError(f"sweep --resume: the sweep in {out} is from a selena that did "
+                           "not record what a resumed sweep must match; drop --resume to "
+                           "start a new sweep there")
+    differences = _plan_differences(old, plan)
+    if differences:
+        raise ResultsError(f"sweep --resume: the sweep in {out} was begun with "
+                           f"{'; '.join(differences)}; give the same scenario and options "
+                           "as it was begun with (a resume may add TDFs and repeats), or a "
+                           "new --out")
+    return old
+
+
+def _plan_differences(old: SweepPlan, new: SweepPlan) -> list[str]:
+    """What `new` asks differently from the sweep `old` began, each as
+    `<what it was> (this command: <what it asks>)`; more TDFs or repeats
+    are no difference (they extend the sweep), fewer are."""
+    def params(plan: SweepPlan) -> str:
+        return " ".join(f"{k}={v}" for k, v in sorted(plan.params.items())) or "no --param"
+
+    def tdfs(plan: SweepPlan) -> str:
+        return ",".join(units.tdf_text(t) for t in plan.tdfs)
+
+    pairs = [
+        (f"{old.scenario} as it was then (sha256 {(old.scenario_sha256 or '')[:12]})",
+         f"{new.scenario} as it is now (sha256 {(new.scenario_sha256 or '')[:12]})",
+         old.scenario_sha256 == new.scenario_sha256),
+        (f"--tdf {tdfs(old)}", tdfs(new), set(old.tdfs) <= set(new.tdfs)),
+        (f"--repeat {old.repeat}", str(new.repeat), old.repeat <= new.repeat),
+        (params(old), params(new),
+         {k: str(v) for k, v in old.params.items()} == {k: str(v) for k, v in new.params.items()}),
+        (f"--baseline {old.baseline or 'none'}", new.baseline or "none",
+         old.baseline == new.baseline),
+    ]
+    for name in sorted({*old.options, *new.options}):
+        was, asks = old.options.get(name, "unset"), new.options.get(name, "unset")
+        pairs.append((f"{name} {was}", asks, was == asks))
+    return [f"{was} (this command: {asks})" for was, asks, same in pairs if not same]
+
+
+def _finished_before(run: SweepRun, out: Path) -> RunOutcome | None:
+    """The outcome of a run whose bundle of this sweep finished ok, or None:
+    never run, interrupted, failed or of another sweep (to be run)."""
+    bundle = out / "runs" / run.name
+    try:
+        meta = read_meta(bundle)
+    except ResultsError:
+        return None                 # a damaged meta.json: run it again
+    if meta is None or meta.get("sweep_id") != run.sweep_id or meta.get("status") != "ok":
+        return None
+    try:
+        real_s = float(meta.get("real_seconds", 0.0))
+    except (TypeError, ValueError):
+        real_s = 0.0
+    return RunOutcome(run, bundle, "ok", real_s if math.isfinite(real_s) else 0.0, kept=True)
+
+
+def _what(run: SweepRun) -> str:
+    return f"{run.baseline} baseline" if run.baseline else f"TDF {units.tdf_text(run.tdf)}"
+
+
 def _progress_line(k: int, n: int, run: SweepRun, elapsed: float,
                    done: Sequence[RunOutcome], upcoming: Sequence[SweepRun] = ()) -> str:
-    what = f"{run.baseline} baseline" if run.baseline else f"TDF {units.tdf_text(run.tdf)}"
-    line = (f"run {k} of {n}: {what}, repeat {run.repeat}; "
+    line = (f"run {k} of {n}: {_what(run)}, repeat {run.repeat}; "
             f"elapsed {elapsed:.0f} s")
     if done:
         remaining = _estimate_remaining(done, upcoming or (run,))
@@ -360,7 +469,8 @@ def _read_plan(out: Path) -> SweepPlan:
         if why is None:
             return SweepPlan(raw["scenario"], [float(t) for t in raw["tdfs"]], raw["repeat"],
                              dict(raw.get("params", {})), raw.get("baseline"),
-                             raw.get("sweep_id"))
+                             raw.get("sweep_id"), raw.get("scenario_sha256"),
+                             dict(raw.get("options") or {}))
     except (OSError, ValueError, TypeError, RecursionError, ScenarioError, UnitError) as exc:
         why = str(exc)[:120]
     raise AnalysisError(f"{out}: sweep.json is damaged ({why}); a sweep rewrites it when run "
@@ -380,9 +490,13 @@ def _plan_shape_problem(raw: object) -> str | None:
             return f"{key} is {json.dumps(raw[key])[:40]}"
     if not all(isinstance(t, int | float) and not isinstance(t, bool) for t in raw["tdfs"]):
         return f"tdfs are {json.dumps(raw['tdfs'])[:40]}, not numbers"
-    if not all(raw.get(k) is None or isinstance(raw.get(k), str)
-               for k in ("baseline", "sweep_id")):
-        return "baseline and sweep_id must be text"
+    for key in ("baseline", "sweep_id", "scenario_sha256"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            return f"{key} is {json.dumps(raw[key])[:40]}, not text"
+    options = raw.get("options")
+    if options is not None and not (isinstance(options, dict) and all(
+            isinstance(v, str) for v in options.values())):
+        return f"options are {json.dumps(options)[:40]}, not names and text"
     return None
 
 
@@ -684,6 +798,7 @@ class AutoChoice:
 def auto_sweep(scenario: str, out: Path, run_one: RunOne, *, start: float = 1.0,
                max_tdf: float = 64.0, params: dict[str, object] | None = None,
                tolerance_pct: float = DEFAULT_TOLERANCE_PCT, alpha: float = KS_ALPHA,
+               options: Mapping[str, str] | None = None,
                progress: Progress | None = None) -> AutoChoice:
     """VT-Mininet's question, answered by measurement: run at `start`, then
     double the TDF until two successive TDFs both have the verdict ok and
@@ -696,9 +811,11 @@ def auto_sweep(scenario: str, out: Path, run_one: RunOne, *, start: float = 1.0,
     tdf = units.tdf(start)
     previous_ok = False
     sweep_id = new_sweep_id()       # one for every run of this search
+    digest = scenario_digest(scenario) if Path(scenario).is_file() else None
     while tdf <= max_tdf:
         tried.append(tdf)
-        plan = SweepPlan(scenario, list(tried), 1, dict(params or {}), sweep_id=sweep_id)
+        plan = SweepPlan(scenario, list(tried), 1, dict(params or {}), sweep_id=sweep_id,
+                         scenario_sha256=digest, options=dict(options or {}))
         write_sweep_plan(out, plan)
         run = SweepRun(tdf, 1, sweep_id=sweep_id)
         if progress:

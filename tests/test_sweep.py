@@ -15,7 +15,7 @@ from scenario_module import PAIR_RECORDING
 
 from selena.backends.xl import XlBackend
 from selena.cli import main
-from selena.errors import AnalysisError, BackendError, ScenarioError
+from selena.errors import AnalysisError, BackendError, ResultsError, ScenarioError
 from selena.experiment import Experiment
 from selena.model import Topology
 from selena.sweep import (
@@ -24,6 +24,7 @@ from selena.sweep import (
     SweepPlan,
     SweepRun,
     analyze,
+    check_resumable,
     plot,
     run_sweep,
     unchecked,
@@ -225,7 +226,7 @@ DEEP = "[" * 100_000
     ("sweep.json", '{"scenario": "s.py", "tdfs": [1], "repeat": 1, "params": []}',
      "(params is [])"),
     ("sweep.json", '{"scenario": "s.py", "tdfs": [1], "repeat": 1, "baseline": 3}',
-     "(baseline and sweep_id must be text)"),
+     "(baseline is 3, not text)"),
     ("runs/tdf5-r1/meta.json", "[]", "tdf5-r1/meta.json: holds a JSON list, not an object; "
                                      "the bundle is damaged: run it again, or move it"),
     ("runs/tdf5-r1/meta.json", DEEP, "tdf5-r1/meta.json: not JSON (maximum recursion"),
@@ -543,3 +544,191 @@ def test_metrics_that_share_a_verdict_are_named_together_when_a_tdf_is_not_recom
         "not run",
         "phase1_mbit, phase3_mbit repeat 1 degraded (link late)",
         "phase2_mbit repeat 1 degraded (link late; median -38.2 % off expected)"]
+
+
+def _resumable_plan(tdfs=(1, 2, 4), repeat: int = 1, **changes) -> SweepPlan:
+    fields = {"scenario": "s.py", "tdfs": list(tdfs), "repeat": repeat, "params": {"n": "3"},
+              "scenario_sha256": "ab" * 32, "options": {"--shaping": "dom0"}, **changes}
+    return SweepPlan(**fields)
+
+
+def test_a_resumed_sweep_keeps_what_finished_and_runs_the_rest(tmp_path):
+    """An overnight sweep stopped by Ctrl-C (or a power cut) in its third
+    run, its first run failed: resumed, it runs those two and keeps the
+    second, whose bundle is not touched, under the same sweep id; the time
+    to go counts only the runs still to run."""
+    ran: list[str] = []
+
+    def interrupted(run: SweepRun, bundle: Path) -> None:
+        ran.append(run.name)
+        if run.tdf == 1:
+            write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=[20.0],
+                         status="failed")
+        elif run.tdf == 4:
+            raise KeyboardInterrupt
+        else:
+            write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(2, 1),
+                         real_s=42.0)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(_resumable_plan(), tmp_path, interrupted)
+    assert ran == ["tdf1-r1", "tdf2-r1", "tdf4-r1"]
+    sweep_id = json.loads((tmp_path / "sweep.json").read_text())["sweep_id"]
+    second = (tmp_path / "runs/tdf2-r1/meta.json").read_bytes()
+    ran.clear()
+
+    def finishing(run: SweepRun, bundle: Path) -> None:
+        ran.append(run.name)
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(run.tdf, 2))
+
+    lines: list[str] = []
+    plan = _resumable_plan()
+    ticks = iter([0.0, 0.0, 0.0, 21.0, 21.0, 21.0, 105.0])     # TDF 1 takes 21 s
+    outcomes = run_sweep(plan, tmp_path, finishing, resume=True, progress=lines.append,
+                         clock=lambda: next(ticks))
+    assert ran == ["tdf1-r1", "tdf4-r1"] and plan.sweep_id == sweep_id
+    assert [(o.run.name, o.status, o.kept) for o in outcomes] == \
+        [("tdf1-r1", "ok", False), ("tdf2-r1", "ok", True), ("tdf4-r1", "ok", False)]
+    # 21 and 42 s at TDF 1 and 2: 84 s to go at TDF 4.
+    assert lines[0] == "run 1 of 3: TDF 1, repeat 1; elapsed 0 s"
+    assert lines[1] == "run 2 of 3: TDF 2, repeat 1: finished before (42 s), kept"
+    assert lines[2] == "run 3 of 3: TDF 4, repeat 1; elapsed 21 s, about 84 s to go"
+    assert (tmp_path / "runs/tdf2-r1/meta.json").read_bytes() == second
+    analysis = analyze(tmp_path)
+    assert analysis.skipped == [] and [r["tdf"] for r in analysis.rows] == ["1", "2", "4"]
+    # Nothing left to do: a second resume runs nothing.
+    ran.clear()
+    again = run_sweep(_resumable_plan(), tmp_path, finishing, resume=True)
+    assert ran == [] and all(o.kept for o in again)
+
+
+def test_a_resumed_sweeps_time_to_go_leaves_out_the_runs_it_keeps(tmp_path):
+    plan = _resumable_plan(tdfs=(1, 2, 4, 8))
+    real = {1: 10.0, 2: 1.0, 4: 40.0, 8: 1.0}
+    run_sweep(plan, tmp_path, lambda run, bundle: write_bundle(
+        bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=[20.0], real_s=real[int(run.tdf)],
+        status="ok" if run.tdf in (1, 4) else "failed"))
+    lines: list[str] = []
+    run_sweep(_resumable_plan(tdfs=(1, 2, 4, 8)), tmp_path, lambda run, bundle: None,
+              resume=True, progress=lines.append, clock=lambda: 0.0)
+    # 10 s at TDF 1: TDF 2 and 8 about 20 and 80 s; TDF 4 is kept.
+    assert lines[1] == "run 2 of 4: TDF 2, repeat 1; elapsed 0 s, about 100 s to go"
+
+
+def test_a_resume_that_asks_for_another_sweep_is_refused_naming_each_difference(tmp_path):
+    run_sweep(_resumable_plan(repeat=2), tmp_path, lambda run, bundle: write_bundle(
+        bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=[20.0]))
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+    def must_not_run(run: SweepRun, bundle: Path) -> None:
+        raise AssertionError(f"{run.name} ran")
+
+    for changes, difference in [
+        ({"tdfs": [1, 2, 8]}, "--tdf 1,2,4 (this command: 1,2,8)"),
+        ({"repeat": 1}, "--repeat 2 (this command: 1)"),
+        ({"params": {"n": 4}}, "n=3 (this command: n=4)"),
+        ({"params": {}}, "n=3 (this command: no --param)"),
+        ({"baseline": "mininet"}, "--baseline none (this command: mininet)"),
+        ({"options": {"--shaping": "guest"}}, "--shaping dom0 (this command: guest)"),
+        ({"scenario_sha256": "cd" * 32}, "s.py as it was then (sha256 abababababab) (this "
+                                         "command: s.py as it is now (sha256 cdcdcdcdcdcd))"),
+    ]:
+        with pytest.raises(ResultsError) as refused:
+            run_sweep(_resumable_plan(**{"repeat": 2, **changes}), tmp_path, must_not_run,
+                      resume=True)
+        message = str(refused.value)
+        assert message == (f"sweep --resume: the sweep in {tmp_path} was begun with "
+                           f"{difference}; give the same scenario and options as it was "
+                           "begun with (a resume may add TDFs and repeats), or a new --out"), \
+            message
+    with pytest.raises(ResultsError, match=r"--tdf 1,2,4 \(this command: 1\); --repeat 2 "
+                                           r"\(this command: 1\)"):
+        check_resumable(tmp_path, _resumable_plan(tdfs=[1], repeat=1))
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_resume_with_more_tdfs_or_repeats_runs_only_what_is_new(tmp_path):
+    first = run_sweep(_resumable_plan(tdfs=(1, 2)), tmp_path, lambda run, bundle: write_bundle(
+        bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(run.tdf, 1)))
+    ran: list[str] = []
+
+    def run_one(run: SweepRun, bundle: Path) -> None:
+        ran.append(run.name)
+        write_bundle(bundle, tdf=run.tdf, sweep_id=run.sweep_id, samples=rtts(run.tdf, 2))
+
+    plan = _resumable_plan(tdfs=(1, 2, 4), repeat=2)
+    outcomes = run_sweep(plan, tmp_path, run_one, resume=True)
+    assert ran == ["tdf4-r1", "tdf1-r2", "tdf2-r2", "tdf4-r2"]
+    assert plan.sweep_id == first[0].run.sweep_id
+    assert [o.run.name for o in outcomes if o.kept] == ["tdf1-r1", "tdf2-r1"]
+    kept = json.loads((tmp_path / "sweep.json").read_text())
+    assert (kept["tdfs"], kept["repeat"], kept["sweep_id"]) == ([1, 2, 4], 2, plan.sweep_id)
+    assert len(analyze(tmp_path).runs) == 6
+
+
+def test_a_resume_needs_a_sweep_that_recorded_what_it_must_match(tmp_path):
+    with pytest.raises(ResultsError, match=r"holds no sweep \(no sweep.json\); drop --resume "
+                                           "to start one there"):
+        check_resumable(tmp_path / "new", _resumable_plan())
+    assert not (tmp_path / "new").exists()
+    # A sweep.json from before --resume: its scenario's bytes are unknown.
+    old = _resumable_plan(scenario_sha256=None, options={})
+    old.sweep_id = "0" * 32
+    (tmp_path / "sweep.json").write_text(json.dumps(old.to_json()))
+    with pytest.raises(ResultsError, match="did not record what a resumed sweep must match; "
+                                           "drop --resume to start a new sweep there"):
+        check_resumable(tmp_path, _resumable_plan())
+    (tmp_path / "sweep.json").write_text('{"scenario": "s.py", "tdfs": [1], "repeat": 1, '
+                                         '"options": [1]}')
+    with pytest.raises(ResultsError, match=r"sweep.json is damaged \(options are \[1\], not "
+                                           r"names and text\)"):
+        check_resumable(tmp_path, _resumable_plan())
+
+
+def test_the_cli_resumes_a_sweep_with_the_same_command_and_refuses_another(
+        fake_xen, tmp_path, monkeypatch, capsys):
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: backend)
+    monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
+    scenario = tmp_path / "pair.py"
+    scenario.write_text(PAIR_RECORDING)
+    out = tmp_path / "o"
+    argv = ["sweep", str(scenario), "--tdf", "2,4", "--out", str(out), "--no-plots",
+            "--no-monitor"]
+    assert main(argv) == 0, capsys.readouterr().err
+    kept = (out / "runs/tdf2-r1/meta.json").read_bytes()
+    sweep_id = json.loads((out / "sweep.json").read_text())["sweep_id"]
+    # As if the sweep had been stopped during its last run.
+    for path in sorted((out / "runs/tdf4-r1").rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    (out / "runs/tdf4-r1").rmdir()
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert "run 1 of 2: TDF 2, repeat 1: finished before" in printed.err, printed.err
+    assert "run 2 of 2: TDF 4, repeat 1; elapsed" in printed.err
+    assert "resumed: 1 run(s) kept from before, 1 run now" in printed.err
+    assert (out / "runs/tdf2-r1/meta.json").read_bytes() == kept
+    meta = json.loads((out / "runs/tdf4-r1/meta.json").read_text())
+    assert meta["status"] == "ok" and meta["sweep_id"] == sweep_id
+    assert "skipped" not in printed.out and "recommendation: TDF" in printed.out
+    # Another shaping, an edited scenario, --auto: refused, nothing run.
+    for extra, message in [
+        (["--shaping", "guest"], "--shaping dom0 (this command: guest)"),
+        (["--no-latency-probe"], "latency probe on (this command: off (--no-latency-probe))"),
+    ]:
+        assert main([*argv, *extra, "--resume"]) == 1
+        assert message in capsys.readouterr().err
+    scenario.write_text(PAIR_RECORDING + "# edited\n")
+    assert main([*argv, "--resume"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"selena: error: sweep --resume: the sweep in {out} was begun with "
+                          f"{scenario} as it was then (sha256 ") and err.count("\n") == 1, err
+    assert main(["sweep", str(scenario), "--auto", "--out", str(out), "--resume"]) == 1
+    assert "--resume continues a sweep of --tdf" in capsys.readouterr().err
+    assert (out / "runs/tdf2-r1/meta.json").read_bytes() == kept
+    # Without --resume the same directory takes a new sweep, and says so.
+    assert main(argv) == 0
+    assert "a new sweep; the earlier one's runs there are not its" in capsys.readouterr().err
+    assert json.loads((out / "sweep.json").read_text())["sweep_id"] != sweep_id

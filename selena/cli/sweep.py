@@ -16,10 +16,12 @@ from selena.sweep import (
     SweepRun,
     analyze,
     auto_sweep,
+    check_resumable,
     check_sweep_dir,
     check_tolerance,
     plot,
     run_sweep,
+    scenario_digest,
     write_recommendation,
     write_summary,
 )
@@ -40,6 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=1, help="runs per TDF (default 1)")
     param_option(p, "passed to the scenario's build(**params) and exp.params (repeatable)")
     p.add_argument("--out", type=Path, required=True, help="sweep directory")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the sweep this same command began in --out (interrupted, "
+                        "or with failed runs): its runs that finished ok are kept, the others "
+                        "run; the scenario file and the options must be as they were, but "
+                        "more --tdf values or a higher --repeat extend it")
     p.add_argument("--shaping", choices=("dom0", "guest"), default="dom0")
     p.add_argument("--tolerance", type=tolerance_arg, default=5.0, metavar="PERCENT",
                    help="a metric's median within this of its expected value is ok "
@@ -78,10 +85,17 @@ def tolerance_arg(text: str) -> float:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     if args.auto:
+        if args.resume:
+            raise ScenarioError("sweep: --resume continues a sweep of --tdf; an --auto search "
+                                "starts anew: drop --resume")
         return cmd_auto(args)
     if not args.tdf:
         raise ScenarioError("sweep: give --tdf T1,T2,... or --auto")
-    plan = SweepPlan(args.scenario, args.tdf, args.repeat, dict(args.param), args.baseline)
+    plan = SweepPlan(args.scenario, args.tdf, args.repeat, dict(args.param), args.baseline,
+                     options=_run_options(args))
+    plan.scenario_sha256 = scenario_digest(_scenario_file(args))
+    if args.resume:
+        check_resumable(args.out, plan)     # what differs, before the slower checks
     # Validate at every TDF first: a mistake is reported before any guest exists.
     checked = [_experiment(args, tdf, None) for tdf in plan.tdfs]
     for exp in checked:
@@ -92,11 +106,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         baseline.check()
         baseline.render()       # refuses what the baseline cannot translate
     _before_the_first_run(args, checked[0], baseline)
+    if not args.resume and (args.out / "sweep.json").is_file():
+        say(f"{args.out}: a new sweep; the earlier one's runs there are not its (--resume "
+            "continues that one instead)")
 
-    outcomes = run_sweep(plan, args.out, _run_one(args), progress=say)
+    outcomes = run_sweep(plan, args.out, _run_one(args), resume=args.resume, progress=say)
     failed = [o for o in outcomes if o.status != "ok"]
     for o in failed:
         say(f"run {o.run.name} {o.status}: {o.error or 'see its meta.json'}")
+    if args.resume:
+        kept = sum(o.kept for o in outcomes)
+        say(f"resumed: {kept} run(s) kept from before, {len(outcomes) - kept} run now")
     _report(args.out, args.tolerance, not args.no_plots)
     return 1 if failed else 0
 
@@ -111,7 +131,8 @@ def cmd_auto(args: argparse.Namespace) -> int:
     first.check()
     _before_the_first_run(args, first, None)
     choice = auto_sweep(args.scenario, args.out, _run_one(args), start=start, max_tdf=max_tdf,
-                        params=dict(args.param), tolerance_pct=args.tolerance, progress=say)
+                        params=dict(args.param), tolerance_pct=args.tolerance,
+                        options=_run_options(args), progress=say)
     print(choice.report())
     _report(args.out, args.tolerance, not args.no_plots)
     return 0 if choice.chosen is not None else 1
@@ -146,6 +167,13 @@ def _report(out: Path, tolerance: float, plots: bool) -> int:
     return 0
 
 
+def _run_options(args: argparse.Namespace) -> dict[str, str]:
+    """How each run is made, as sweep.json keeps it for --resume to match."""
+    return {"--backend": args.backend, "--shaping": args.shaping,
+            "monitor": "off (--no-monitor)" if args.no_monitor else "on",
+            "latency probe": "off (--no-latency-probe)" if args.no_latency_probe else "on"}
+
+
 def _run_one(args: argparse.Namespace) -> RunOne:
     def run_one(run: SweepRun, bundle: Path) -> None:
         exp = _experiment(args, run.tdf, bundle, run.baseline, run.sweep_id)
@@ -160,10 +188,15 @@ def _run_one(args: argparse.Namespace) -> RunOne:
     return run_one
 
 
-def _experiment(args: argparse.Namespace, tdf: float, out: Path | None,
-                backend: str | None = None, sweep_id: str | None = None) -> Experiment:
+def _scenario_file(args: argparse.Namespace) -> Path:
     if not Path(args.scenario).is_file():
         raise ScenarioError(f"{args.scenario}: no such scenario file")
+    return Path(args.scenario)
+
+
+def _experiment(args: argparse.Namespace, tdf: float, out: Path | None,
+                backend: str | None = None, sweep_id: str | None = None) -> Experiment:
+    _scenario_file(args)
     # The sweep's id in each bundle's meta.json: analysis trusts only those.
     return Experiment(args.scenario, tdf=tdf, params=dict(args.param), out=out,
                       shaping=args.shaping, backend=backend or args.backend, progress=say,
