@@ -1,7 +1,7 @@
 """Commands in a deployed experiment's guests from a process of their own
-(`selena exec EXPERIMENT NODE COMMAND`): what `selena deploy` leaves
-running has no prompt, so a researcher reaches a node as they would a
-container. The backend's record of the experiment gives the node's domain
+(`selena exec EXPERIMENT NODE COMMAND`; `selena cp` for files): what
+`selena deploy` leaves running has no prompt, so a researcher reaches a
+node as they would a container. The backend's record of the experiment gives the node's domain
 and the current TDF; a control channel of this process attaches to that
 one guest's agent (command ids are random per channel, so it runs beside
 the run that owns the experiment, if there is one) and is closed after the
@@ -9,12 +9,17 @@ command. Nothing else of the experiment is touched."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
+from collections.abc import Iterator
 
+from selena import transfer
 from selena.backends.base import Backend
-from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandResult
+from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel, CommandResult
 from selena.control.protocol import CommandSpec
-from selena.errors import ControlError, ExperimentError
+from selena.errors import ControlError, ExperimentError, ScenarioError
+from selena.transfer import Transfer
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,43 @@ def exec_command(backend: Backend, experiment: str, node: str, command: str, *,
     experiment; the backend's errors for an experiment it does not know;
     ControlError (GuestLost, ProtocolMismatch) when the node's agent does
     not answer."""
+    spec = CommandSpec(shell=command, timeout_ns=round(timeout_s * 1e9))
+    spec.encode()                   # a bad command refused before any connection
+    with _attached(backend, experiment, node, ready_timeout_s, output_cap) as channel:
+        return _waited(channel, node, spec)
+
+
+def copy_file(backend: Backend, experiment: str, src: str, dest: str, *,
+              mode: int | None = None, ready_timeout_s: float = 30.0,
+              output_cap: int = DEFAULT_OUTPUT_CAP) -> Transfer:
+    """`selena cp`: a file into or out of a node of deployed `experiment`
+    (selena.transfer), one of `src` and `dest` written NODE:/PATH. Errors
+    as exec_command's, and ScenarioError for a pair that names no node or
+    two."""
+    into, out_of = guest_side(dest), guest_side(src)
+    if (into is None) == (out_of is None):
+        raise ScenarioError(f"selena cp {src} {dest}: write exactly one side as NODE:/PATH "
+                            "(e.g. selena cp NAME app.py h1:/root/app.py)")
+    node = (into or out_of or ("", ""))[0]
+    with _attached(backend, experiment, node, ready_timeout_s, output_cap) as channel:
+        def run(line: str) -> CommandResult:
+            return _waited(channel, node, CommandSpec(shell=line))
+        if into is not None:
+            return transfer.put(run, node, src, into[1], mode=mode)
+        assert out_of is not None
+        return transfer.get(run, node, out_of[1], dest)
+
+
+def guest_side(text: str) -> tuple[str, str] | None:
+    """(node, path) of `NODE:/PATH`, or None for a local path."""
+    match = re.fullmatch(r"([A-Za-z0-9_.-]+):(/.*)", text, re.S)
+    return (match.group(1), match.group(2)) if match else None
+
+
+@contextlib.contextmanager
+def _attached(backend: Backend, experiment: str, node: str, ready_timeout_s: float,
+              output_cap: int) -> Iterator[CommandChannel]:
+    """A control channel of this process to `node`'s agent, closed after."""
     deployment = backend.deployed(experiment)
     domid = deployment.domids.get(node)
     if domid is None:
@@ -44,22 +86,24 @@ def exec_command(backend: Backend, experiment: str, node: str, command: str, *,
         # Its agent would answer nothing, and be called lost after seconds.
         raise ExperimentError(f"experiment {experiment} is paused: its guests run nothing "
                               f"until `selena resume {experiment}`")
-    spec = CommandSpec(shell=command, timeout_ns=round(timeout_s * 1e9))
-    spec.encode()                   # a bad command refused before any connection
     channel = backend.command_channel(deployment.tdf, output_cap=output_cap)
     try:
         channel.add_guest(node, domid)
         channel.wait_ready(ready_timeout_s)
-        handle = channel.submit(node, spec)
-        try:
-            return channel.wait(handle)
-        except BaseException:
-            log.info("ending %r on %s: interrupted", command, node)
-            try:
-                channel.kill(handle)
-                channel.wait(handle, timeout=KILL_GRACE_S)
-            except ControlError as exc:
-                log.warning("%r on %s may still be running: %s", command, node, exc)
-            raise
+        yield channel
     finally:
         channel.close()
+
+
+def _waited(channel: CommandChannel, node: str, spec: CommandSpec) -> CommandResult:
+    handle = channel.submit(node, spec)
+    try:
+        return channel.wait(handle)
+    except BaseException:
+        log.info("ending %r on %s: interrupted", spec.describe(), node)
+        try:
+            channel.kill(handle)
+            channel.wait(handle, timeout=KILL_GRACE_S)
+        except ControlError as exc:
+            log.warning("%r on %s may still be running: %s", spec.describe(), node, exc)
+        raise

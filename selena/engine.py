@@ -14,6 +14,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,11 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from selena import transfer
 from selena.control.channel import CommandHandle, CommandResult
 from selena.control.interface import CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError, ScenarioError
 from selena.metrics import Metric, make_metric
+from selena.transfer import Transfer
 
 if TYPE_CHECKING:
     from selena.openflow import Switches
@@ -223,6 +226,7 @@ class Engine:
         self._lock = threading.Lock()
         self.records: list[Recorded] = []
         self.metrics: dict[str, Metric] = {}
+        self.transfers: list[Transfer] = []     # files put into and got out of guests
         # Commands started and not yet recorded (recorded ones are dropped:
         # their handles hold the output).
         self._started: dict[str, _Started] = {}
@@ -306,10 +310,19 @@ class Engine:
         WAIT_SLACK_S real seconds after that virtual deadline has passed (it
         follows TDF changes). check: a command that did not exit 0 raises
         ScenarioError (it is recorded first)."""
+        result = self._result(handle)
+        self._record(handle, result)
+        if check and not result.ok:
+            raise ScenarioError(f"{handle.guest}: `{result.command}` {result.summary()}: "
+                                f"{result.stderr.decode(errors='replace')[-300:]}")
+        return result
+
+    def _result(self, handle: CommandHandle) -> CommandResult:
+        """wait()'s result, not recorded."""
         started = self._started.get(handle.id)
         timeout = started.timeout if started else None
         if timeout is None:
-            result = self.controller.wait(handle, None)
+            return self.controller.wait(handle, None)
         else:
             assert started is not None
             deadline = started.virtual_start + timeout
@@ -326,15 +339,45 @@ class Engine:
                 raise ControlError(f"command {handle.spec.describe()!r} on {handle.guest} still "
                                    f"running {WAIT_SLACK_S:g} real s after its {timeout:g} s "
                                    "(virtual) timeout")
-            result = self.controller.wait(handle, None)
-        self._record(handle, result)
-        if check and not result.ok:
-            raise ScenarioError(f"{handle.guest}: `{result.command}` {result.summary()}: "
-                                f"{result.stderr.decode(errors='replace')[-300:]}")
-        return result
+            return self.controller.wait(handle, None)
 
     def kill(self, handle: CommandHandle, signal: int = 15) -> None:
         self.controller.kill(handle, signal)
+
+    # -- files ---------------------------------------------------------------------
+
+    def put(self, node: str, src: str | os.PathLike[str], dest: str, *,
+            mode: int | None = None) -> Transfer:
+        """Copy local file `src` to `dest` in `node` (selena.transfer.put).
+        The bundle records the copy (meta.json's `files`: paths, size,
+        sha256, virtual time), not the commands that carried it."""
+        at = self.now()
+        done = transfer.put(self._steps(node), node, src, dest, mode=mode)
+        return self._transferred(dataclasses.replace(done, at_virtual=at))
+
+    def get(self, node: str, src: str, dest: str | os.PathLike[str]) -> Transfer:
+        """Copy file `src` of `node` to local `dest` (selena.transfer.get);
+        recorded as put is."""
+        at = self.now()
+        done = transfer.get(self._steps(node), node, src, dest)
+        return self._transferred(dataclasses.replace(done, at_virtual=at))
+
+    def _steps(self, node: str) -> transfer.RunLine:
+        """Shell lines in `node` that are steps of selena's own (a copy's
+        pieces): run and waited for as commands, recorded only if the run
+        ends while one is under way."""
+        def run(line: str) -> CommandResult:
+            handle = self.start(node, line)
+            result = self._result(handle)
+            with self._lock:
+                self._started.pop(handle.id, None)
+            return result
+        return run
+
+    def _transferred(self, done: Transfer) -> Transfer:
+        with self._lock:
+            self.transfers.append(done)
+        return done
 
     def wait_listening(self, node: str, port: int, *,
                        timeout: float | None = LISTEN_TIMEOUT_S) -> None:

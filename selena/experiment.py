@@ -122,6 +122,7 @@ from selena.signals import (
     TerminateAsInterrupt,
     restore_handlers,
 )
+from selena.transfer import Transfer
 from selena.user_errors import describe, user_frames
 from selena.validate import validate
 
@@ -159,6 +160,12 @@ class Node:
 
     def wait_listening(self, port: int, **kwargs: Any) -> None:
         self.exp.wait_listening(self.name, port, **kwargs)
+
+    def put(self, src: str | os.PathLike[str], dest: str, **kwargs: Any) -> Transfer:
+        return self.exp.put(self.name, src, dest, **kwargs)
+
+    def get(self, src: str, dest: str | os.PathLike[str]) -> Transfer:
+        return self.exp.get(self.name, src, dest)
 
     def crash(self) -> None:
         self.exp.crash(self.name)
@@ -866,6 +873,22 @@ class Experiment:
         Engine.wait_listening): between starting a server and its clients."""
         self._running().wait_listening(node, port, timeout=timeout)
 
+    def put(self, node: str, src: str | os.PathLike[str], dest: str, *,
+            mode: int | None = None) -> Transfer:
+        """Copy local file `src` to absolute path `dest` in `node` (a path
+        ending in / or a directory there gets src's name; missing
+        directories are made; `mode`, e.g. 0o755, defaults to src's). Whole
+        or not at all, checked by sha256; up to 8 MiB. Recorded in the
+        bundle's meta.json (`files`)."""
+        self[node]
+        return self._running().put(node, src, dest, mode=mode)
+
+    def get(self, node: str, src: str, dest: str | os.PathLike[str]) -> Transfer:
+        """Copy file `src` of `node` to local `dest` (a directory gets src's
+        name), at most the output cap; recorded as put is."""
+        self[node]
+        return self._running().get(node, src, dest)
+
     def record(self, name: str, value: float | Sequence[float], *,
                expected: float | None = None, unit: str = "") -> Metric:
         """A named result for metrics.json (see Engine.record)."""
@@ -1367,6 +1390,8 @@ class Experiment:
         if engine is not None:
             env["tdf_timeline"] = engine.clock.timeline()
             env["events"] = list(self.events)
+            if engine.transfers:
+                env["files"] = [t.to_json() for t in engine.transfers]
             env["params"] = {k: repr(v) if not isinstance(v, int | float | str | bool)
                              else v for k, v in engine.params.items()}
         if self._capture_info:

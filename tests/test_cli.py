@@ -319,6 +319,38 @@ def test_exec_runs_a_command_on_a_deployed_node_with_its_output_and_exit_status(
     assert run_cli(capsys, "destroy", "mine")[0] == 0
 
 
+def test_cp_copies_a_file_into_a_deployed_node_and_back_out(fake_xen, fake_backend, tmp_path,
+                                                            capsys, monkeypatch):
+    """A script of the researcher's own into a guest of what `selena deploy`
+    left running, and its output back out (the fake Dom0's guests run on
+    this host, so the guest paths are under tmp_path)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("selena.cli.experiment.get_backend", lambda name, **kw: fake_backend)
+    assert run_cli(capsys, "deploy", _file(tmp_path, PAIR), "--wait", "0")[0] == 0
+    (tmp_path / "app.sh").write_text("#!/bin/sh\necho app says $1\n")
+    guest = tmp_path / "guest"
+    rc, out, err = run_cli(capsys, "cp", "mine", "app.sh", f"a:{guest}/opt/", "--mode", "750")
+    assert rc == 0, err
+    assert out.startswith(f"app.sh -> a:{guest}/opt/app.sh: 27 bytes, sha256 "), out
+    assert (guest / "opt/app.sh").stat().st_mode & 0o777 == 0o750
+    assert run_cli(capsys, "exec", "mine", "a", f"{guest}/opt/app.sh hi > {guest}/said")[0] == 0
+    rc, out, err = run_cli(capsys, "cp", "mine", f"b:{guest}/said", "results/said.txt")
+    assert rc == 0 and out.startswith(f"b:{guest}/said -> results/said.txt: 12 bytes"), err
+    assert (tmp_path / "results/said.txt").read_text() == "app says hi\n"
+    for argv, message in [
+            (("cp", "mine", "app.sh", "here"), "write exactly one side as NODE:/PATH"),
+            (("cp", "mine", "a:/x", "b:/y"), "write exactly one side as NODE:/PATH"),
+            (("cp", "mine", "app.sh", "c:/tmp/x"), "experiment mine has no node 'c'"),
+            (("cp", "mine", "nothere", "a:/tmp/x"), "put nothere: no such file"),
+            (("cp", "mine", f"a:{guest}/none", "x"), f"get a:{guest}/none -> x: reading it "
+                                                     "exited 1: cat:")]:
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc != 0 and message in err and len(err.strip().splitlines()) == 1, err
+    rc, _, err = run_cli(capsys, "cp", "mine", "app.sh", "a:/tmp/x", "--mode", "999")
+    assert rc == 2 and "'999' is not a permission mode in octal (e.g. 755)" in err, err
+    assert run_cli(capsys, "destroy", "mine")[0] == 0
+
+
 def test_exec_output_is_written_byte_for_byte(fake_xen, fake_backend, tmp_path, monkeypatch,
                                               capfdbinary):
     from selena.cli import main

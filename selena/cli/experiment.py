@@ -1,4 +1,4 @@
-"""`selena validate | plan | deploy | run | exec | destroy | status | clean`.
+"""`selena validate | plan | deploy | run | exec | cp | destroy | status | clean`.
 
 Each verb parses its options, drives the experiment lifecycle
 (selena.experiment.Experiment) or the backend, and prints.
@@ -17,7 +17,7 @@ from typing import Any
 
 from selena import units
 from selena.adaptive import Policy
-from selena.attach import exec_command
+from selena.attach import copy_file, exec_command
 from selena.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from selena.cli import report
 from selena.cli.args import (
@@ -220,6 +220,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "none)")
     p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     p.set_defaults(func=cmd_exec)
+
+    p = subparsers.add_parser("cp", help="copy a file into or out of a node of a deployed "
+                                         "experiment")
+    p.add_argument("experiment")
+    p.add_argument("src", help="a local file, or NODE:/PATH in the guest")
+    p.add_argument("dest", help="NODE:/PATH in the guest (a directory: src's name there), "
+                                "or a local path")
+    p.add_argument("--mode", type=mode_arg, default=None, metavar="OCTAL",
+                   help="the guest file's permissions (default: the local file's)")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_cp)
 
     p = subparsers.add_parser("status", help="deployed experiments")
     p.add_argument("--json", action="store_true")
@@ -531,6 +542,29 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if result.state == "killed" and result.signal:
         return 128 + result.signal
     return result.exit_code or 1
+
+
+def mode_arg(text: str) -> int:
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        mode = -1
+    if not 0 <= mode <= 0o7777:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a permission mode in octal "
+                                         "(e.g. 755)")
+    return mode
+
+
+def cmd_cp(args: argparse.Namespace) -> int:
+    backend = get_backend(args.backend)
+    try:
+        done = copy_file(backend, args.experiment, args.src, args.dest, mode=args.mode)
+    finally:
+        backend.close()
+    arrow = (f"{args.src} -> {done.node}:{done.guest_path}" if done.direction == "put"
+             else f"{done.node}:{done.guest_path} -> {done.local_path}")
+    print(f"{arrow}: {done.size} bytes, sha256 {done.sha256}")
+    return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
