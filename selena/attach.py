@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from selena import transfer
 from selena.backends.base import Backend
@@ -43,7 +43,7 @@ def exec_command(backend: Backend, experiment: str, node: str, command: str, *,
     spec = CommandSpec(shell=command, timeout_ns=round(timeout_s * 1e9))
     spec.encode()                   # a bad command refused before any connection
     with _attached(backend, experiment, node, ready_timeout_s, output_cap) as channel:
-        return _waited(channel, node, spec)
+        return _waited(channel, node, [spec])[0]
 
 
 def copy_file(backend: Backend, experiment: str, src: str, dest: str, *,
@@ -59,12 +59,13 @@ def copy_file(backend: Backend, experiment: str, src: str, dest: str, *,
                             "(e.g. selena cp NAME app.py h1:/root/app.py)")
     node = (into or out_of or ("", ""))[0]
     with _attached(backend, experiment, node, ready_timeout_s, output_cap) as channel:
-        def run(line: str) -> CommandResult:
-            return _waited(channel, node, CommandSpec(shell=line))
+        def run(lines: Sequence[str]) -> list[CommandResult]:
+            return _waited(channel, node, [CommandSpec(shell=line) for line in lines])
         if into is not None:
-            return transfer.put(run, node, src, into[1], mode=mode)
+            return transfer.put(lambda line: run([line])[0], node, src, into[1], mode=mode,
+                                run_many=run)
         assert out_of is not None
-        return transfer.get(run, node, out_of[1], dest)
+        return transfer.get(lambda line: run([line])[0], node, out_of[1], dest)
 
 
 def guest_side(text: str) -> tuple[str, str] | None:
@@ -95,15 +96,22 @@ def _attached(backend: Backend, experiment: str, node: str, ready_timeout_s: flo
         channel.close()
 
 
-def _waited(channel: CommandChannel, node: str, spec: CommandSpec) -> CommandResult:
-    handle = channel.submit(node, spec)
+def _waited(channel: CommandChannel, node: str,
+            specs: Sequence[CommandSpec]) -> list[CommandResult]:
+    """The commands' results, all started at once; interrupted, each still
+    running is sent SIGTERM and given KILL_GRACE_S to end."""
+    handles = [channel.submit(node, spec) for spec in specs]
     try:
-        return channel.wait(handle)
+        return [channel.wait(handle) for handle in handles]
     except BaseException:
-        log.info("ending %r on %s: interrupted", spec.describe(), node)
-        try:
-            channel.kill(handle)
-            channel.wait(handle, timeout=KILL_GRACE_S)
-        except ControlError as exc:
-            log.warning("%r on %s may still be running: %s", spec.describe(), node, exc)
+        for handle in handles:
+            if handle.done:
+                continue
+            log.info("ending %r on %s: interrupted", handle.spec.describe(), node)
+            try:
+                channel.kill(handle)
+                channel.wait(handle, timeout=KILL_GRACE_S)
+            except ControlError as exc:
+                log.warning("%r on %s may still be running: %s", handle.spec.describe(),
+                            node, exc)
         raise

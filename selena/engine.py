@@ -352,26 +352,32 @@ class Engine:
         The bundle records the copy (meta.json's `files`: paths, size,
         sha256, virtual time), not the commands that carried it."""
         at = self.now()
-        done = transfer.put(self._steps(node), node, src, dest, mode=mode)
+        steps = self._steps(node)
+        done = transfer.put(lambda line: steps([line])[0], node, src, dest, mode=mode,
+                            run_many=steps)
         return self._transferred(dataclasses.replace(done, at_virtual=at))
 
     def get(self, node: str, src: str, dest: str | os.PathLike[str]) -> Transfer:
         """Copy file `src` of `node` to local `dest` (selena.transfer.get);
         recorded as put is."""
         at = self.now()
-        done = transfer.get(self._steps(node), node, src, dest)
+        steps = self._steps(node)
+        done = transfer.get(lambda line: steps([line])[0], node, src, dest)
         return self._transferred(dataclasses.replace(done, at_virtual=at))
 
-    def _steps(self, node: str) -> transfer.RunLine:
-        """Shell lines in `node` that are steps of selena's own (a copy's
-        pieces): run and waited for as commands, recorded only if the run
-        ends while one is under way."""
-        def run(line: str) -> CommandResult:
-            handle = self.start(node, line)
-            result = self._result(handle)
-            with self._lock:
-                self._started.pop(handle.id, None)
-            return result
+    def _steps(self, node: str) -> transfer.RunMany:
+        """Shell lines in `node`, all at once, that are steps of selena's own
+        (a copy's pieces): run and waited for as commands, recorded only if
+        the run ends while one is under way."""
+        def run(lines: Sequence[str]) -> list[CommandResult]:
+            handles = [self.start(node, line) for line in lines]
+            try:
+                return [self._result(handle) for handle in handles]
+            finally:
+                with self._lock:
+                    for handle in handles:
+                        if handle.done:
+                            self._started.pop(handle.id, None)
         return run
 
     def _transferred(self, done: Transfer) -> Transfer:

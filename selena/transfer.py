@@ -2,15 +2,16 @@
 
 A guest shares no file system with Dom0, and its network is the
 experiment's, so a file travels over the command channel. Into a guest: a
-temporary file beside the target is written by commands that each append
-one base64 piece (a command's spec is kept under xenstored's 2 KB value
-quota, so a piece carries about 1.4 KB), its sha256 is checked in the guest,
-and it is renamed over the target whole: a failed or interrupted copy never
-leaves half a file at the target. Out of a guest: one command's output
-(`cat`), so at most the output cap (16 MiB by default). The guest needs
-/bin/sh, base64, sha256sum, mkdir, chmod and mv: busybox and Debian have
-them. Large files and whole trees belong in a template (Debian packages);
-this is for the scripts, configurations and traces of one experiment.
+temporary file beside the target is joined from pieces that commands write,
+several at once, each decoding one base64 piece (a command's spec is kept
+under xenstored's 2 KB value quota, so a piece carries about 1.4 KB), its
+sha256 is checked in the guest, and it is renamed over the target whole:
+a failed or interrupted copy never leaves half a file at the target. Out
+of a guest: one command's output (`cat`), so at most the output cap (16
+MiB by default). The guest needs /bin/sh, base64, sha256sum, cat, mkdir,
+chmod and mv: busybox and Debian have them. Large files and whole trees
+belong in a template (Debian packages); this is for the scripts,
+configurations and traces of one experiment.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import logging
 import os
 import secrets
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -39,6 +40,10 @@ MAX_PUT_BYTES = 8 * 1024 * 1024
 _IS_A_DIRECTORY = 21
 
 RunLine = Callable[[str], CommandResult]
+RunMany = Callable[[Sequence[str]], list[CommandResult]]
+# A put's pieces in flight at once: their round trips through Xenstore
+# overlap (the guest's agent runs them side by side).
+PIECES_AT_ONCE = 16
 
 
 class TransferError(ExperimentError):
@@ -75,11 +80,13 @@ def guest_path(path: str, what: str) -> str:
 
 
 def put(run: RunLine, node: str, src: str | os.PathLike[str], dest: str, *,
-        mode: int | None = None) -> Transfer:
+        mode: int | None = None, run_many: RunMany | None = None) -> Transfer:
     """Copy local file `src` to `dest` in the guest (a path ending in / or
     an existing directory gets src's name), creating missing directories;
     `mode` defaults to src's permission bits. `run` runs one shell line in
-    the guest and returns its result."""
+    the guest and returns its result; `run_many` runs several at once (the
+    pieces, PIECES_AT_ONCE at a time, each into a part file of its own:
+    their round trips overlap), by default one after another."""
     source = Path(src)
     data = _read_local(source)
     if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)
@@ -102,8 +109,16 @@ def put(run: RunLine, node: str, src: str | os.PathLike[str], dest: str, *,
             raise TransferError(f"{where}: {target} is a directory in the guest; give the "
                                 f"file's path ({target.rstrip('/')}/{source.name})")
         _check(first, where, "creating it")
-        for piece in _pieces(data, q_tmp):
-            _check(run(f"printf %s {piece} | base64 -d >> {q_tmp}"), where, "writing it")
+        pieces = _pieces(data, q_tmp)
+        many = run_many or (lambda lines: [run(line) for line in lines])
+        for at in range(0, len(pieces), PIECES_AT_ONCE):
+            lines = [f"printf %s {piece} | base64 -d > {q_tmp}.{k:06d}"
+                     for k, piece in enumerate(pieces[at:at + PIECES_AT_ONCE], start=at)]
+            for result in many(lines):
+                _check(result, where, "writing it")
+        if pieces:      # the part files' names sort in their order
+            _check(run(f"cat {q_tmp}.[0-9]* > {q_tmp} && rm -f {q_tmp}.[0-9]*"), where,
+                   "joining its pieces")
         digest = hashlib.sha256(data).hexdigest()
         summed = run(f"sha256sum {q_tmp}")
         _check(summed, where, "checking it")
@@ -116,7 +131,7 @@ def put(run: RunLine, node: str, src: str | os.PathLike[str], dest: str, *,
                "putting it in place")
     except BaseException:
         try:
-            run(f"rm -f {q_tmp}")
+            run(f"rm -f {q_tmp} {q_tmp}.[0-9]*")
         except Exception as exc:  # noqa: BLE001 - the copy's own error matters more
             log.warning("%s: the temporary %s may be left in the guest: %s", where, tmp, exc)
         raise
@@ -175,7 +190,7 @@ def _read_local(source: Path) -> bytes:
 def _pieces(data: bytes, q_tmp: str) -> list[str]:
     """data as base64 pieces, each as long as a command appending it to
     q_tmp may be within the spec's limit (whole 4-character groups)."""
-    overhead = len(CommandSpec(shell=f"printf %s  | base64 -d >> {q_tmp}",
+    overhead = len(CommandSpec(shell=f"printf %s  | base64 -d > {q_tmp}.000000",
                                timeout_ns=10 ** 17).encode())
     room = (SPEC_MAX_BYTES - overhead) // 4 * 4
     if room < 64:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,8 @@ def test_put_writes_the_file_whole_in_pieces_and_get_reads_it_back(tmp_path):
     assert (guest / "new/dir/blob.bin").read_bytes() == data
     assert (guest / "new/dir/blob.bin").stat().st_mode & 0o7777 == 0o640     # as src
     pieces = [line for line in shell.lines if "base64 -d" in line]
-    assert 7 <= len(pieces) <= 9 and len(shell.lines) == len(pieces) + 3, shell.lines
+    # Made, its pieces, joined, checked, put in place.
+    assert 7 <= len(pieces) <= 9 and len(shell.lines) == len(pieces) + 4, shell.lines
     assert (done.direction, done.size, done.guest_path) == ("put", 10_000,
                                                             f"{guest}/new/dir/blob.bin")
     assert leftovers(guest) == []
@@ -73,6 +75,26 @@ def test_put_writes_the_file_whole_in_pieces_and_get_reads_it_back(tmp_path):
     (tmp_path / "empty").write_bytes(b"")
     put(Shell(), "h1", tmp_path / "empty", f"{guest}/empty")
     assert (guest / "empty").read_bytes() == b""
+
+
+def test_put_sends_its_pieces_several_at_once_and_joins_them_in_order(tmp_path):
+    """Each piece into a part file of its own, PIECES_AT_ONCE in flight (run
+    here side by side, finishing in any order); joined in their order."""
+    data = os.urandom(60_000)       # about 45 pieces: three batches
+    src = tmp_path / "trace.bin"
+    src.write_bytes(data)
+    shell = Shell()
+    batches: list[int] = []
+
+    def run_many(lines):
+        batches.append(len(lines))
+        with ThreadPoolExecutor(len(lines)) as pool:
+            return list(pool.map(shell, reversed(lines)))[::-1]
+
+    put(shell, "h1", src, f"{tmp_path}/guest/trace.bin", run_many=run_many)
+    assert (tmp_path / "guest/trace.bin").read_bytes() == data
+    assert len(batches) == 3 and max(batches) == transfer.PIECES_AT_ONCE, batches
+    assert leftovers(tmp_path / "guest") == []
 
 
 def test_a_put_that_fails_leaves_nothing_at_the_target_and_names_the_step(tmp_path):
