@@ -495,14 +495,21 @@ def test_bundles_of_an_earlier_sweep_in_the_same_directory_are_skipped_and_named
         assert [r["sweep_id"] for r in csv.DictReader(f)] == [second_id]
 
 
-def test_the_cli_sweep_writes_its_id_into_every_bundle(fake_xen, tmp_path, monkeypatch,
-                                                       capsys):
+def _cli_on_the_fake_dom0(fake_xen, tmp_path, monkeypatch) -> Path:
+    """`selena sweep` in this process deploys on the fake Dom0; the scenario
+    file it is given."""
     backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
                         host_root=fake_xen.host_root)
     monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: backend)
     monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
     scenario = tmp_path / "pair.py"
     scenario.write_text(PAIR_RECORDING)
+    return scenario
+
+
+def test_the_cli_sweep_writes_its_id_into_every_bundle(fake_xen, tmp_path, monkeypatch,
+                                                       capsys):
+    scenario = _cli_on_the_fake_dom0(fake_xen, tmp_path, monkeypatch)
     assert main(["sweep", str(scenario), "--tdf", "2", "--out", str(tmp_path / "o"),
                  "--no-plots", "--no-monitor"]) == 0, capsys.readouterr().err
     sweep_id = json.loads((tmp_path / "o/sweep.json").read_text())["sweep_id"]
@@ -687,12 +694,7 @@ def test_a_resume_needs_a_sweep_that_recorded_what_it_must_match(tmp_path):
 
 def test_the_cli_resumes_a_sweep_with_the_same_command_and_refuses_another(
         fake_xen, tmp_path, monkeypatch, capsys):
-    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
-                        host_root=fake_xen.host_root)
-    monkeypatch.setattr("selena.experiment.get_backend", lambda name, **kw: backend)
-    monkeypatch.setattr("selena.experiment.installed_templates", lambda: None)
-    scenario = tmp_path / "pair.py"
-    scenario.write_text(PAIR_RECORDING)
+    scenario = _cli_on_the_fake_dom0(fake_xen, tmp_path, monkeypatch)
     out = tmp_path / "o"
     argv = ["sweep", str(scenario), "--tdf", "2,4", "--out", str(out), "--no-plots",
             "--no-monitor"]
