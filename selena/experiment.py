@@ -104,6 +104,7 @@ from selena.model.cpus import checked_share, max_capped_tdf
 from selena.openflow import Switches, bridge_scripts, flow_scripts
 from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, guest_shaping_script, make_plan
+from selena.provenance import run_provenance
 from selena.results import BundleWriter, check_target
 from selena.runner import Runner
 from selena.schedule import (
@@ -357,6 +358,8 @@ class Experiment:
         if bridge not in ("ovs", "linux"):
             raise ExperimentError(f"bridge {bridge!r}: use ovs or linux")
         self.scenario = scenario
+        # Now, as the file was loaded: a long run's file may be edited meanwhile.
+        self.provenance = run_provenance(scenario.source)
         self.topology = scenario.topology
         self.params = dict(scenario.params) if params is None else dict(params)
         self.bridge = bridge
@@ -1387,6 +1390,7 @@ class Experiment:
         engine = self.engine
         env = dict(self.environment)
         env["timings"] = dict(self.timings)
+        env["provenance"] = dict(self.provenance)
         if engine is not None:
             env["tdf_timeline"] = engine.clock.timeline()
             env["events"] = list(self.events)
