@@ -2,7 +2,8 @@
 scenario (exp.put, exp.get) and then, the run kept, from another shell
 (`selena cp`): a 200 KB file and a script of the researcher's own go in
 whole, with their modes; the script runs; its output and the file come back
-out byte for byte; the bundle lists the copies, not their pieces."""
+out byte for byte; the bundle lists the copies, not their pieces, and
+where the run came from."""
 
 import hashlib
 import json
@@ -83,6 +84,12 @@ def test_files_go_into_guests_and_come_back_out_whole(lab):
         ("h1", "get", "/root/data/blob.bin", BLOB_BYTES)]
     assert meta["files"][1]["sha256"] == digest == meta["files"][3]["sha256"]
     assert len(meta["commands"]) == 2, meta["commands"]     # the scenario's own two
+    # Where the run came from, in Dom0: the file as loaded, the command line.
+    provenance = meta["provenance"]
+    assert provenance["source"] == f"{NAME}.py", provenance
+    assert provenance["source_sha256"] == hashlib.sha256(SCENARIO.encode()).hexdigest()
+    assert provenance["argv"][1:3] == ["run", f"{NAME}.py"], provenance
+    assert re.fullmatch(r"[0-9a-f]{64}", provenance["selena_source_sha256"]), provenance
     put_s = float(re.search(r"put-real-s=([\d.]+)", out).group(1))
     get_s = float(re.search(r"get-real-s=([\d.]+)", out).group(1))
     print(f"200 KB: put {put_s:.1f} s, get {get_s:.1f} s of real time")
