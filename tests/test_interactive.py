@@ -200,7 +200,7 @@ def test_a_prompt_script_is_checked_line_by_line_before_anything_runs():
     interactive.check_script("# setup\npingall\n\nh1 ip addr\n  link h1 s1 down\n", "--pre f",
                              nodes)
     with pytest.raises(ScenarioError, match=r"^--pre f:2: 'pingal' is neither a prompt "
-                                            r"command nor a node \(commands: dpctl, dump, "):
+                                            r"command nor a node \(commands: cp, dpctl, dump, "):
         interactive.check_script("pingall\npingal\n", "--pre f", nodes)
     with pytest.raises(ScenarioError, match=r"^--post g:1: xterm is mn's, not selena's: "):
         interactive.check_script("xterm h1\n", "--post g", nodes)
@@ -253,6 +253,33 @@ def test_tdf_pause_and_resume():
     assert lines[4] == "TDF 2.5"
     assert err == "*** h1: the experiment is paused (resume first)\n"
     assert [a[0] for a in net.exp.backend.asked] == ["set_tdf", "freeze", "thaw", "set_tdf"]
+
+
+def test_cp_puts_a_file_into_a_node_and_gets_one_out(monkeypatch):
+    """The copy itself is selena.transfer's (tests/test_transfer.py); here
+    the prompt's words reach exp.put and exp.get, and what they say."""
+    from selena.transfer import Transfer
+
+    net = session()
+    asked: list[tuple] = []
+
+    def put(node, src, dest):
+        asked.append(("put", node, src, dest))
+        return Transfer(node, "put", dest + "app.py", src, 120, "0" * 64)
+
+    def get(node, src, dest):
+        asked.append(("get", node, src, dest))
+        return Transfer(node, "get", src, dest, 7, "0" * 64)
+
+    monkeypatch.setattr(net.exp, "put", put)
+    monkeypatch.setattr(net.exp, "get", get)
+    out, err = pipe(net, "cp app.py h1:/root/\ncp 'h2:/tmp/my log' out.txt\ncp a b\n"
+                         "cp h1:/a h2:/b\ncp 'unclosed\n")
+    assert out.splitlines() == ["app.py -> h1:/root/app.py: 120 bytes",
+                                "h2:/tmp/my log -> out.txt: 7 bytes"]
+    assert asked == [("put", "h1", "app.py", "/root/"), ("get", "h2", "/tmp/my log", "out.txt")]
+    want = "*** cp: want `cp SRC NODE:/PATH` (into a node) or `cp NODE:/PATH DEST` (out of one)"
+    assert err.splitlines() == [want, want, "*** cp: No closing quotation"]
 
 
 def test_sh_runs_in_dom0_through_the_runner():

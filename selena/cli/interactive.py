@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from selena import units
+from selena.attach import guest_side
 from selena.errors import ScenarioError, SelenaError, UnitError
 from selena.experiment import SignalInterrupt
 from selena.model.cpus import checked_share
@@ -52,6 +53,7 @@ Commands (node names in a command stand for their first IP address, as in mn):
   time COMMAND...         a prompt command, then its virtual and real time
   source FILE             the prompt commands in FILE, one per line
   wait                    mn's wait for switches: every guest is up before the prompt
+  cp SRC NODE:/PATH | cp NODE:/PATH DEST   a file into or out of a node
   sh COMMAND...           a shell command in Dom0
   py EXPR | px EXPR       a Python expression or statement (exp, net, session, nodes)
   help                    this text
@@ -349,6 +351,26 @@ class Prompt(cmd.Cmd):
     def do_resume(self, arg: str) -> bool:
         at = self.session.resume()
         self.say(f"resumed at virtual time {at:.3f} s")
+        return False
+
+    def do_cp(self, arg: str) -> bool:
+        try:
+            words = shlex.split(arg)
+        except ValueError as exc:
+            raise SelenaError(f"cp: {exc}") from None
+        sides = [guest_side(word) for word in words]
+        if len(words) != 2 or sides.count(None) != 1:
+            raise SelenaError("cp: want `cp SRC NODE:/PATH` (into a node) or `cp NODE:/PATH "
+                              "DEST` (out of one)")
+        into, out_of = sides[1], sides[0]
+        exp = self.session.exp
+        if into is not None:
+            done = exp.put(into[0], words[0], into[1])
+            self.say(f"{words[0]} -> {done.node}:{done.guest_path}: {done.size} bytes")
+        else:
+            assert out_of is not None
+            done = exp.get(out_of[0], out_of[1], words[1])
+            self.say(f"{done.node}:{done.guest_path} -> {done.local_path}: {done.size} bytes")
         return False
 
     def do_sh(self, arg: str) -> bool:

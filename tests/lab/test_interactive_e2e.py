@@ -1,7 +1,8 @@
 """End to end in the lab: the selena> prompt of `selena run --topo single,2`
 (issue 30 item 4), its commands piped in as a script would: nodes, net,
 Mininet's pingall, a node command with a node name for an address, iperf
-(tiny-host guests have no iperf3: one line says so), a link taken down
+(tiny-host guests have no iperf3: one line says so), a file copied into a
+guest and back out, a link taken down
 (pingall then drops everything) and brought back up (nothing dropped), a TDF
 change, a guest's sleep timed at that TDF, pingallfull's round trips (4 x
 the links' 5 ms), mn's dpctl, pause and resume, pause again and exit
@@ -25,6 +26,8 @@ OUT = lab_results.out("test-interactive")
 
 SCRIPT = "\n".join([
     "nodes", "net", "pingall", "h1 ping -c 1 h2", "iperf h1 h2",
+    "cp /tmp/selena-pre h2:/root/", "cp h2:/root/selena-pre /tmp/selena-pre-back",
+    "sh cmp /tmp/selena-pre /tmp/selena-pre-back && echo copied-back-whole",
     "link h1 s1 down", "links", "pingall", "link h1 s1 up", "pingall",
     "tdf 20", "time h1 sleep 0.2", "pingallfull", "dpctl dump-flows", "pause", "resume",
     "bogus", "pause", "exit"]) + "\n"
@@ -54,6 +57,8 @@ def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
                        "*** Results: 100% dropped (0/2 received)",
                        "*** Results: 0% dropped (2/2 received)"], out
     assert "1 packets transmitted, 1 packets received" in out      # h1 ping -c 1 h2
+    assert "/tmp/selena-pre -> h2:/root/selena-pre: 21 bytes\n" in out, out
+    assert "h2:/root/selena-pre -> /tmp/selena-pre-back: 21 bytes\ncopied-back-whole\n" in out
     assert ("*** iperf: h1 has no iperf3 (template tiny-host; the tools-host template "
             "has it)") in out
     assert "h1-eth0<->s1-eth0 (DOWN DOWN)" in out
