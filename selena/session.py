@@ -29,6 +29,7 @@ from selena.model import NodeKind
 from selena.openflow import BRIDGE
 from selena.runner import CommandResult as RunResult
 from selena.runner import Runner
+from selena.transfer import Transfer
 
 if TYPE_CHECKING:
     from selena.experiment import Experiment
@@ -140,6 +141,18 @@ class Session:
     def _running(self, what: str) -> None:
         if self.exp.paused:
             raise ScenarioError(f"{what}: the experiment is paused (resume first)")
+
+    def put(self, node: str, src: str, dest: str) -> Transfer:
+        """A local file into `node` (Experiment.put)."""
+        self.node(node)
+        self._running(f"cp to {node}")
+        return self.exp.put(node, src, dest)
+
+    def get(self, node: str, src: str, dest: str) -> Transfer:
+        """A file of `node` out to a local path (Experiment.get)."""
+        self.node(node)
+        self._running(f"cp from {node}")
+        return self.exp.get(node, src, dest)
 
     def cmd(self, node: str, command: str, timeout: float | None = None) -> CommandResult:
         """Run `command` (node names substituted) in `node`'s guest and wait

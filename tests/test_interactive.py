@@ -280,6 +280,12 @@ def test_cp_puts_a_file_into_a_node_and_gets_one_out(monkeypatch):
     assert asked == [("put", "h1", "app.py", "/root/"), ("get", "h2", "/tmp/my log", "out.txt")]
     want = "*** cp: want `cp SRC NODE:/PATH` (into a node) or `cp NODE:/PATH DEST` (out of one)"
     assert err.splitlines() == [want, want, "*** cp: No closing quotation"]
+    # Paused, a copy would wait for the resume: refused, as a node command is.
+    asked.clear()
+    out, err = pipe(net, "pause\ncp app.py h1:/root/\ncp h9:/x y\nresume\n")
+    assert err.splitlines() == ["*** cp to h1: the experiment is paused (resume first)",
+                                "*** no node named 'h9' in experiment single (have h1, h2, s1)"] \
+        and asked == []
 
 
 def test_sh_runs_in_dom0_through_the_runner():

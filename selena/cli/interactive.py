@@ -363,13 +363,12 @@ class Prompt(cmd.Cmd):
             raise SelenaError("cp: want `cp SRC NODE:/PATH` (into a node) or `cp NODE:/PATH "
                               "DEST` (out of one)")
         into, out_of = sides[1], sides[0]
-        exp = self.session.exp
         if into is not None:
-            done = exp.put(into[0], words[0], into[1])
+            done = self.session.put(into[0], words[0], into[1])
             self.say(f"{words[0]} -> {done.node}:{done.guest_path}: {done.size} bytes")
         else:
             assert out_of is not None
-            done = exp.get(out_of[0], out_of[1], words[1])
+            done = self.session.get(out_of[0], out_of[1], words[1])
             self.say(f"{done.node}:{done.guest_path} -> {done.local_path}: {done.size} bytes")
         return False
 
