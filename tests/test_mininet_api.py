@@ -602,11 +602,12 @@ def test_pingpair_and_waitconnected_are_mininets_and_other_names_one_line(capsys
                                              r".*pingPair.*; docs/topologies.md\)$"):
         net.monitor()
     with pytest.raises(ArgumentError, match=r"h1.setIP: not in selena's Mininet API \(it has "
-                                            r"IP, MAC, cmd, cmdPrint, sendCmd, sendInt, "
-                                            r"setCPUFrac, waitOutput, waiting; "
+                                            r"IP, MAC, cmd, cmdPrint, connectionsTo, intf, "
+                                            r"sendCmd, sendInt, setCPUFrac, waitOutput, "
+                                            r"waiting; "
                                             r"docs/topologies.md\)$"):
         net["h1"].setIP("10.0.0.9")
-    assert not hasattr(net, "addNAT") and getattr(net["h2"], "intf", None) is None
+    assert not hasattr(net, "addNAT") and getattr(net["h2"], "setIP", None) is None
     net.session = None
 
 
@@ -779,3 +780,54 @@ def test_an_exception_in_a_with_block_tears_down(fake_xen, tmp_path):
         assert net["h1"].cmd("echo up") == "up\n"
         raise RuntimeError("boom")
     assert fake_xen.domains == {}
+
+
+def test_an_interfaces_config_reshapes_its_link_on_a_started_net(fake_xen, tmp_path):
+    """Mininet's TCIntf.config (h1.intf().config(bw=5), link.intf1.config,
+    net.linksBetween): the link's shaping in virtual terms, scaled by the
+    TDF in Dom0, recorded as a link change; refused before start, for an
+    option TCLink lacks and for an interface the node lacks."""
+    net = fake_net(fake_xen, tmp_path, tdf=4)
+    h1, h2 = net.get("h1", "h2")
+    assert h1.intf().name == "h1-eth0" and h1.intf().IP() == "10.0.0.1"
+    with pytest.raises(ExperimentError, match=r"h1-eth0.config: the net is not started"):
+        h1.intf().config(bw=5)
+    net.start()
+    try:
+        shaped = len(fake_xen.calls)
+        assert h1.intf().config(bw=5, delay="20ms") == {"rate": 5e6, "delay": "20ms"}
+        made = [" ".join(c) for c in fake_xen.calls[shaped:]]
+        assert any("netem delay 80000us" in c for c in made), made     # 20 ms x TDF 4
+        assert any("rate 1250000bit" in c for c in made), made          # 5 Mbit/s / 4
+        (link,) = net.linksBetween(h2, h1)
+        assert (str(link), link.intf1.node) == ("h2-eth0<->h1-eth0", "h2")
+        assert link.intf1.config(loss=0, bw=0) == {"rate": None, "loss": 0.0}
+        (ends,) = h1.connectionsTo(h2)
+        assert [e.name for e in ends] == ["h1-eth0", "h2-eth0"]
+        changes = [e["change"] for e in net.exp.events]
+        assert changes == ["rate=5000000.0 delay=20ms", "rate=None loss=0.0"], changes
+        with pytest.raises(ArgumentError, match=r"h1-eth0.config: unknown link option "
+                                                r"speed="):
+            h1.intf().config(speed=5)
+        with pytest.raises(ArgumentError, match=r"h1.intf: h1 has no interface eth3$"):
+            h1.intf("h1-eth3")
+    finally:
+        net.stop()
+
+
+def test_add_link_returns_the_link_with_its_interfaces_as_mininet_does(fake_xen, tmp_path):
+    """Mininet's emptynet.py way: link = net.addLink(h1, s1); its intf1 and
+    intf2 are named and numbered as the built topology numbers them."""
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    net = Mininet(topo=None, build=False, backend=backend, templates=None, ready_timeout=20,
+                  progress=lambda msg: None)
+    h1 = net.addHost("h1", ip="10.0.0.1/24")
+    s1 = net.addSwitch("s1")
+    net.addHost("h2", ip="10.0.0.2/24")
+    net.addLink("h2", s1)
+    link = net.addLink(h1, s1, bw=10)
+    assert (link.intf1.name, link.intf2.name) == ("h1-eth0", "s1-eth1")
+    net.build()
+    assert [str(lk) for lk in net.linksBetween("s1", "h1")] == ["s1-eth1<->h1-eth0"]
+    assert link.intf2.link.other("s1") == "h1"

@@ -170,6 +170,22 @@ class NodeHandle:
         iface = node.interface(0) if intf is None else node.interface(_index(intf))
         return self.net.topology.mac_of(node, iface) if iface else None
 
+    def intf(self, intf: object = None) -> IntfHandle:
+        """The node's interface (default its first; 'h1-eth1', 'eth1' or 1),
+        Mininet's TCIntf: `h1.intf().config(bw=5)` reshapes its link."""
+        index = 0 if intf is None else _index(intf)
+        built = self.net._built(f"{self.name}.intf")
+        if built.nodes[self.name].interface(index) is None:
+            raise ArgumentError(caller_location(), f"{self.name}.intf: {self.name} has no "
+                                                   f"interface eth{index}")
+        return IntfHandle(self.net, self.name, index)
+
+    def connectionsTo(self, node: object) -> list[tuple[IntfHandle, IntfHandle]]:  # noqa: N802
+        """(this node's interface, the other's) for each link between them."""
+        other = str(node)
+        return [(link.intf1, link.intf2) if link.intf1.node == self.name
+                else (link.intf2, link.intf1) for link in self.net.linksBetween(self, other)]
+
     def __str__(self) -> str:
         return self.name
 
@@ -206,6 +222,86 @@ class HostHandle(NodeHandle):
 
 class SwitchHandle(NodeHandle):
     pass
+
+
+class IntfHandle:
+    """One end of a link of the net, as Mininet's TCIntf (`h1.intf()`,
+    `link.intf1`): its name, node and addresses, and config() on a started
+    net. selena shapes a link alike in both directions, so either end's
+    config() changes the whole link (and every link between the same two
+    nodes), in virtual terms at any TDF; Mininet's changes that end's
+    sending side only."""
+
+    def __init__(self, net: Mininet, node: str, index: int):
+        self.net = net
+        self.node = node
+        self.index = index
+
+    @property
+    def name(self) -> str:
+        return f"{self.node}-eth{self.index}"
+
+    @property
+    def link(self) -> NetLink:
+        built = self.net._built(f"{self.name}.link")
+        for link in built.links:
+            for end, other in ((link.a, link.b), (link.b, link.a)):
+                if (end.node, end.iface) == (self.node, self.index):
+                    return NetLink(self.net, end.node, other.node, end.iface, other.iface)
+        raise ArgumentError(caller_location(), f"{self.name}: on no point-to-point link")
+
+    def config(self, bw: object = None, delay: object = None, jitter: object = None,
+               loss: object = None, max_queue_size: object = None,
+               **params: object) -> dict[str, object]:
+        """TCIntf.config: new bw (Mbit/s), delay, jitter (tc times), loss
+        (percent) or max_queue_size (packets) for the link on this interface
+        of a started net; what is not given keeps its value. Mininet's other
+        parameters (use_htb, enable_ecn, ...) as addLink takes them. Returns
+        the values applied, in selena's terms."""
+        call = f"{self.name}.config"
+        given = {k: v for k, v in {"bw": bw, "delay": delay, "jitter": jitter, "loss": loss,
+                                   "max_queue_size": max_queue_size, **params}.items()
+                 if v is not None}
+        values = dict(link_options(given, call))
+        if bw == 0:
+            values["rate"] = None       # Mininet's bw=0: no rate limit
+        if loss == 0:
+            values["loss"] = 0.0
+        self.net._started(call)
+        other = self.link.other(self.node)
+        if values:
+            self.net.exp.link(self.node, other).set(**values)
+        return values
+
+    def IP(self) -> str | None:  # noqa: N802 - Mininet's name
+        return self.net[self.node].IP(self.index)
+
+    def MAC(self) -> str | None:  # noqa: N802
+        return self.net[self.node].MAC(self.index)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class NetLink:
+    """A link of the net, as Mininet's Link: `intf1` and `intf2`, its
+    ends (addLink's node1 and node2), each with config()."""
+
+    def __init__(self, net: Mininet, node1: str, node2: str, index1: int, index2: int):
+        self.intf1 = IntfHandle(net, node1, index1)
+        self.intf2 = IntfHandle(net, node2, index2)
+
+    def other(self, node: str) -> str:
+        return self.intf2.node if node == self.intf1.node else self.intf1.node
+
+    def __str__(self) -> str:
+        return f"{self.intf1.name}<->{self.intf2.name}"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}>"
 
 
 def _index(intf: object) -> int:
@@ -283,9 +379,16 @@ class Mininet:
         Mininet's default controller makes them."""
 
     def addLink(self, node1: object, node2: object, port1: int | None = None,  # noqa: N802
-                port2: int | None = None, **opts: object) -> None:
+                port2: int | None = None, **opts: object) -> NetLink:
+        """A link, returned as Mininet returns it: its intf1 and intf2
+        (config() them once the net is started)."""
         self._not_built("addLink")
-        self.topo.addLink(str(node1), str(node2), port1, port2, **opts)
+        made = self.topo._links[self.topo.addLink(str(node1), str(node2), port1, port2,
+                                                  **opts)]
+        # As the topology numbers them: a switch's port p is its interface p-1.
+        index1, index2 = (port - 1 if self.topo.isSwitch(end) else port
+                          for end, port in ((made.a, made.port1), (made.b, made.port2)))
+        return NetLink(self, made.a, made.b, index1, index2)
 
     def _not_built(self, what: str) -> None:
         if self.built:
@@ -350,6 +453,24 @@ class Mininet:
         if self.session is None:
             raise ExperimentError(f"{what}: the net is not started (call net.start() first)")
         return self.exp
+
+    def _built(self, what: str) -> Any:
+        """The built net's selena Topology (its interfaces are numbered by then)."""
+        if not self.built:
+            raise ExperimentError(f"{what}: the net is not built yet (net.build() or "
+                                  "net.start() first)")
+        return self.topology
+
+    def linksBetween(self, node1: object, node2: object) -> list[NetLink]:  # noqa: N802
+        """The links joining two nodes, each with node1's end as intf1."""
+        a, b = str(node1), str(node2)
+        self._handle(a), self._handle(b)    # unknown names: one line naming the nodes
+        found = []
+        for link in self._built("linksBetween").links:
+            if {link.a.node, link.b.node} == {a, b} and a != b:
+                ends = (link.a, link.b) if link.a.node == a else (link.b, link.a)
+                found.append(NetLink(self, a, b, ends[0].iface, ends[1].iface))
+        return found
 
     # -- nodes ---------------------------------------------------------------------
 

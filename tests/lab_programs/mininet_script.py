@@ -2,8 +2,9 @@
 the lab's Dom0): start, pingAll, pingAllFull, h1.cmd('ping ...' % h2.IP()),
 h2.sendCmd and waitOutput (Mininet's multiping.py way), waitListening
 before and while busybox's nc listens in h2, staticArp on the started net,
-stop. Its link class is custom(TCLink, delay='10ms'), whose
-delay goes over the link's own 5 ms, as in Mininet. With --forget it never
+h1.intf().config(delay=...) reshaping the link, stop. Its link class is
+custom(TCLink, delay='10ms'), whose delay goes over the link's own 5 ms,
+as in Mininet. With --forget it never
 calls net.stop(): selena stops the net at exit."""
 
 import sys
@@ -35,6 +36,8 @@ h2.sendInt()
 h2.waitOutput()
 net.staticArp()
 print(h1.cmd('arp -n'))
+h1.intf().config(delay='30ms')
+print('rtts-after=%r' % [rtt[3] for _, _, rtt in net.pingAllFull()])
 if '--forget' not in sys.argv:
     net.stop()
     print('stopped')
