@@ -603,8 +603,8 @@ def test_pingpair_and_waitconnected_are_mininets_and_other_names_one_line(capsys
         net.monitor()
     with pytest.raises(ArgumentError, match=r"h1.setIP: not in selena's Mininet API \(it has "
                                             r"IP, MAC, cmd, cmdPrint, connectionsTo, intf, "
-                                            r"sendCmd, sendInt, setCPUFrac, waitOutput, "
-                                            r"waiting; "
+                                            r"pexec, popen, sendCmd, sendInt, setCPUFrac, "
+                                            r"waitOutput, waiting; "
                                             r"docs/topologies.md\)$"):
         net["h1"].setIP("10.0.0.9")
     assert not hasattr(net, "addNAT") and getattr(net["h2"], "setIP", None) is None
@@ -831,3 +831,37 @@ def test_add_link_returns_the_link_with_its_interfaces_as_mininet_does(fake_xen,
     net.build()
     assert [str(lk) for lk in net.linksBetween("s1", "h1")] == ["s1-eth1<->h1-eth0"]
     assert link.intf2.link.other("s1") == "h1"
+
+
+def test_popen_and_pexec_are_mininets_on_guest_commands(fake_xen, tmp_path):
+    """node.popen as subprocess.Popen (poll, wait, communicate, terminate,
+    returncode), a string split into words unless shell=True; pexec's
+    (out, err, exit status); no stdin; refused before start."""
+    from selena.mininet.process import TimeoutExpired
+
+    net = fake_net(fake_xen, tmp_path, tdf=4)
+    h1, h2 = net.get("h1", "h2")
+    with pytest.raises(ExperimentError, match=r"h1.popen: the net is not started"):
+        h1.popen("true")
+    net.start()
+    try:
+        p = h1.popen(["sh", "-c", "echo out; echo err >&2; exit 3"])
+        assert p.wait() == 3 and p.communicate() == (b"out\n", b"err\n")
+        assert p.stdout.read() == b"out\n" and p.poll() == 3
+        # A string is words, as Mininet splits it: no shell, no redirection.
+        assert h2.pexec("echo a > b") == ("a > b\n", "", 0)
+        assert h2.pexec("echo a; echo b", shell=True) == ("a\nb\n", "", 0)
+        sleeper = h1.popen(["sleep", "30"])
+        assert sleeper.poll() is None and sleeper.returncode is None
+        with pytest.raises(TimeoutExpired, match=r"still running after 0.2 real s"):
+            sleeper.wait(timeout=0.2)
+        sleeper.terminate()
+        assert sleeper.wait(timeout=20) == -15
+        out, err, code = h1.pexec(["/no/such/program"])
+        assert code == 127 and "h1: failed" in err, (out, err, code)
+        with pytest.raises(ArgumentError, match=r"h1.popen: a guest command has no stdin"):
+            h1.popen("cat").communicate(input=b"x")
+        with pytest.raises(ArgumentError, match=r"h1.popen: unknown option\(s\) bufsize"):
+            h1.popen("true", bufsize=1)
+    finally:
+        net.stop()

@@ -26,6 +26,7 @@ from selena.errors import ArgumentError, ExperimentError, ScenarioError
 from selena.mininet import node as mn_node
 from selena.mininet.link import Link, TCLink
 from selena.mininet.log import error, output, warn
+from selena.mininet.process import Popen, argv_of
 from selena.mininet.topo import (
     Customized,
     Topo,
@@ -147,6 +148,26 @@ class NodeHandle:
         handle = self.net.sent.get(self.name)
         if handle is not None:
             self.net._started(f"{self.name}.sendInt").kill(handle, signal.SIGINT)
+
+    def popen(self, *args: object, shell: bool = False, **kwargs: object) -> Popen:
+        """Start a command in the guest and return a subprocess.Popen-like
+        object (Mininet's popen): a string is split into words unless
+        shell=True, a list is the argv (selena.mininet.process). Mininet's
+        stdout=, stderr= and mncmd= are accepted (the output is always kept)."""
+        for ignored in ("stdin", "stdout", "stderr", "mncmd", "cwd"):
+            kwargs.pop(ignored, None)
+        if kwargs:
+            raise ArgumentError(caller_location(), f"{self.name}.popen: unknown option(s) "
+                                                   f"{', '.join(kwargs)}")
+        command = argv_of(args, shell, f"{self.name}.popen")
+        return Popen(self.net._started(f"{self.name}.popen"), self.name, command)
+
+    def pexec(self, *args: object, shell: bool = False,
+              **kwargs: object) -> tuple[str, str, int]:
+        """popen, then its (stdout, stderr, exit status), as Mininet's pexec."""
+        process = self.popen(*args, shell=shell, **kwargs)
+        out, err = process.communicate()
+        return (out.decode(errors="replace"), err.decode(errors="replace"), process.wait())
 
     def _command(self, args: tuple[object, ...], what: str) -> str:
         if not args:

@@ -42,10 +42,15 @@ def test_a_mininet_script_starts_pings_and_stops(lab):
     assert out.count("1 packets transmitted, 1 packets received") == 4, out
     assert out.count("waiting=True") == 2, out
     # waitListening asked h2's guest (busybox's grep of /proc/net/tcp).
-    assert out.count("listening-before=False") == 2 and out.count("listening=True") == 2, out
+    assert out.count("listening-before=False") == 2, out
+    assert len(re.findall(r"^listening=True\r?$", out, re.M)) == 2, out
     # staticArp on the started net: h1's entry for h2, permanent (busybox's arp).
     assert len(re.findall(r"\(10\.0\.0\.2\) at [0-9a-f:]{17} \[ether\] PERM on eth0",
                           out)) == 2, out
+    # popen (nc listening in h2) and pexec (h1 sending it a line), twice.
+    assert len(re.findall(r"^popen-listening=True\r?$", out, re.M)) == 2, out
+    assert out.count("pexec=('', '', 0)") == 2, out
+    assert out.count("popen-out=(b'hello\\n', 0)") == 2, out
     # h1.intf().config(delay='30ms'): the link's round trip is now 60 ms.
     after = [float(r) for line in re.findall(r"^rtts-after=\[(.*)\]\r?$", out, re.M)
              for r in line.split(",")]

@@ -2,7 +2,8 @@
 the lab's Dom0): start, pingAll, pingAllFull, h1.cmd('ping ...' % h2.IP()),
 h2.sendCmd and waitOutput (Mininet's multiping.py way), waitListening
 before and while busybox's nc listens in h2, staticArp on the started net,
-h1.intf().config(delay=...) reshaping the link, stop. Its link class is
+h2.popen of nc and h1.pexec sending it a line, h1.intf().config(delay=...)
+reshaping the link, stop. Its link class is
 custom(TCLink, delay='10ms'), whose delay goes over the link's own 5 ms,
 as in Mininet. With --forget it never
 calls net.stop(): selena stops the net at exit."""
@@ -36,6 +37,10 @@ h2.sendInt()
 h2.waitOutput()
 net.staticArp()
 print(h1.cmd('arp -n'))
+server = h2.popen('nc -l -p 5002')
+print('popen-listening=%r' % waitListening(h1, h2, 5002, timeout=10))
+print('pexec=%r' % (h1.pexec('echo hello | nc -w 2 %s 5002' % h2.IP(), shell=True),))
+print('popen-out=%r' % ((server.communicate(timeout=60)[0], server.returncode),))
 h1.intf().config(delay='30ms')
 print('rtts-after=%r' % [rtt[3] for _, _, rtt in net.pingAllFull()])
 if '--forget' not in sys.argv:

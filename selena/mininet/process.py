@@ -1,0 +1,133 @@
+"""Mininet's `node.popen(...)` and `node.pexec(...)` on selena: a command in
+the node's guest, started at once, as a subprocess.Popen-like object
+(poll, wait, communicate, terminate, kill, send_signal, returncode).
+
+A guest's output reaches Dom0 when the command ends (the control channel
+collects it meanwhile), so `p.stdout.read()` and `p.communicate()` wait for
+the end, as a pipe read to its end does; line by line while it runs, as
+Mininet's pmonitor reads, is not offered. No stdin: a guest command reads
+none. `timeout=` of wait and communicate is in real seconds, as
+subprocess's; the command's own limit is the experiment's (virtual)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import shlex
+import signal as signals
+from typing import Any
+
+from selena.control.channel import CommandHandle, CommandResult
+from selena.errors import ArgumentError, ExperimentError
+from selena.model import caller_location
+
+# subprocess's code for a program that could not be started (a shell's 127).
+NOT_STARTED = 127
+
+
+class TimeoutExpired(ExperimentError):
+    """wait() or communicate() timed out; the command goes on (as subprocess's)."""
+
+
+def argv_of(args: tuple[object, ...], shell: bool, what: str) -> str | tuple[str, ...]:
+    """Mininet's popen arguments as a command: a list is the argv, a string
+    is split on whitespace unless shell=True (then one shell line), several
+    arguments are the argv."""
+    if not args:
+        raise ArgumentError(caller_location(), f"{what}: give a command")
+    if len(args) == 1 and isinstance(args[0], list | tuple):
+        words = [str(a) for a in args[0]]
+    elif len(args) == 1 and isinstance(args[0], str):
+        words = [args[0]] if shell else args[0].split()
+    else:
+        words = [str(a) for a in args]
+    if not words or not all(words):
+        raise ArgumentError(caller_location(), f"{what}: give a command")
+    return " ".join(words) if shell else tuple(words)
+
+
+class Popen:
+    """A command started in a node's guest (Mininet's node.popen)."""
+
+    def __init__(self, exp: Any, node: str, command: str | tuple[str, ...]):
+        self._exp = exp
+        self.node = node
+        self.args = command
+        self._handle: CommandHandle = exp.start(node, command if isinstance(command, str)
+                                                else list(command))
+        self._result: CommandResult | None = None
+        self.pid: int | None = None         # a guest's process: no pid of Dom0's
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._result is None else _returncode(self._result)
+
+    def poll(self) -> int | None:
+        """The exit status once the command has ended, else None."""
+        if self._result is None and self._handle.done:
+            self._finish(None)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._finish(timeout)
+        assert self._result is not None
+        return _returncode(self._result)
+
+    def communicate(self, input: bytes | str | None = None,  # noqa: A002 - subprocess's name
+                    timeout: float | None = None) -> tuple[bytes, bytes]:
+        """(stdout, stderr) as bytes once the command has ended."""
+        if input:
+            raise ArgumentError(caller_location(), f"{self.node}.popen: a guest command has no "
+                                                   "stdin; put the input in a file first "
+                                                   "(exp.put) or in the command")
+        self._finish(timeout)
+        assert self._result is not None
+        return self._result.stdout, self._result.stderr
+
+    @property
+    def stdout(self) -> io.BytesIO:
+        """The command's stdout, readable once it has ended (read() waits)."""
+        return io.BytesIO(self.communicate()[0])
+
+    @property
+    def stderr(self) -> io.BytesIO:
+        return io.BytesIO(self.communicate()[1])
+
+    def send_signal(self, sig: int) -> None:
+        if self._result is None and not self._handle.done:
+            self._exp.kill(self._handle, int(sig))
+
+    def terminate(self) -> None:
+        self.send_signal(signals.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signals.SIGKILL)
+
+    def _finish(self, timeout: float | None) -> None:
+        if self._result is not None:
+            return
+        if timeout is not None and not self._handle.wait_done(timeout):
+            raise TimeoutExpired(f"{self.node}: {self.args!r} still running after {timeout:g} "
+                                 "real s")
+        result = self._exp.wait(self._handle)
+        if result.state == "lost":
+            raise ExperimentError(f"{self.node}: {self._handle.spec.describe()!r} lost: "
+                                  f"{result.summary()}")
+        if result.state == "failed":        # not started: say why, as a shell would
+            result = dataclasses.replace(result, stderr=result.stderr
+                                         + f"{self.node}: {result.summary()}\n".encode())
+        self._result = result
+
+    def __repr__(self) -> str:
+        shown = shlex.join(self.args) if isinstance(self.args, tuple) else self.args
+        return f"<Popen {self.node}: {shown}>"
+
+
+def _returncode(result: CommandResult) -> int:
+    """As subprocess: the exit status, or minus the signal that ended it; a
+    command the agent could not start, 127."""
+    if result.state == "exited" and result.exit_code is not None:
+        return result.exit_code
+    if result.state == "killed" and result.signal:
+        return -result.signal
+    return NOT_STARTED
