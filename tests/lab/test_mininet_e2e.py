@@ -17,6 +17,15 @@ SCRIPT = "tests/lab_programs/mininet_script.py"
 CUSTOM = "tests/data/mininet/topo-2sw-2host.py"
 
 
+def _check_round_trips(out: str, label: str, name: str, low: float, high: float) -> None:
+    """The median of the four pingAllFull round trips the two runs printed
+    as `<label>=[...]`, each one ping, within [low, high] ms."""
+    rtts = [float(r) for line in re.findall(rf"^{label}=\[(.*)\]\r?$", out, re.M)
+            for r in line.split(",")]
+    assert len(rtts) == 4, out
+    check(f"{name}.median", statistics.median(rtts), low, high, unit=" ms", samples=rtts)
+
+
 def test_a_mininet_script_starts_pings_and_stops(lab):
     """Two tiny hosts, twice: about 40 s of lab time."""
     result = lab.run(f"python3 {SCRIPT}; echo status=$?; python3 {SCRIPT} --forget; "
@@ -31,11 +40,7 @@ def test_a_mininet_script_starts_pings_and_stops(lab):
     # slower day): the link's own 5 ms would give 12-16. Each is one ping:
     # their median is checked (the worst of the four once read 30.4 ms, with
     # the other three at 23.7-24.1).
-    rtts = [float(r) for line in re.findall(r"^rtts=\[(.*)\]\r?$", out, re.M)
-            for r in line.split(",")]
-    assert len(rtts) == 4, out
-    check("mininet.custom_link_pingallfull_rtt_ms_tdf2.median", statistics.median(rtts), 20,
-          28, unit=" ms", samples=rtts)
+    _check_round_trips(out, "rtts", "mininet.custom_link_pingallfull_rtt_ms_tdf2", 20, 28)
     assert "*** Results: 0% dropped (2/2 received)" in out
     assert "h1 -> h2" in out and "h2 -> h1" in out
     # h1.cmd's ping and h2's sendCmd/waitOutput one, in each of the two runs.
@@ -52,11 +57,7 @@ def test_a_mininet_script_starts_pings_and_stops(lab):
     assert out.count("pexec=('', '', 0)") == 2, out
     assert out.count("popen-out=(b'hello\\n', 0)") == 2, out
     # h1.intf().config(delay='30ms'): the link's round trip is now 60 ms.
-    after = [float(r) for line in re.findall(r"^rtts-after=\[(.*)\]\r?$", out, re.M)
-             for r in line.split(",")]
-    assert len(after) == 4, out
-    check("mininet.intf_config_pingallfull_rtt_ms_tdf2.median", statistics.median(after), 58,
-          68, unit=" ms", samples=after)
+    _check_round_trips(out, "rtts-after", "mininet.intf_config_pingallfull_rtt_ms_tdf2", 58, 68)
     assert len(re.findall(r"^stopped\r?$", out, re.M)) == 1
     # the forgotten stop happened at exit, and nothing is left behind
     assert "*** net mnpair was not stopped: stopping it at exit" in out

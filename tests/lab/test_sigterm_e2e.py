@@ -18,26 +18,34 @@ SCENARIO = "build/test-sigterm/sigterm_pair.py"
 OUT = lab_results.out("test-sigterm")
 MARK = "/tmp/selena-sigterm-mid"
 
-# The scenario says when it is under way (a file in Dom0, where its run()
-# executes) and then waits far longer than the test, with a command left
-# running in the other guest.
-BODY = f"""\
+
+def pair_scenario(name: str, tdf: float, run: str) -> str:
+    """A scenario file: two hosts on a 10 Mbit/s, 5 ms link and `run`, the
+    body of its run(exp)."""
+    return f"""\
 from pathlib import Path
 
 from selena.model import Topology
 
-topology = Topology("sigterm", tdf=2)
+topology = Topology("{name}", tdf={tdf})
 h1 = topology.add_host("h1", ip="10.0.0.1/24")
 h2 = topology.add_host("h2", ip="10.0.0.2/24")
 topology.add_link(h1, h2, rate="10Mbit", delay="5ms")
 
 
 def run(exp):
+{run}"""
+
+
+# The scenario says when it is under way (a file in Dom0, where its run()
+# executes) and then waits far longer than the test, with a command left
+# running in the other guest.
+BODY = pair_scenario("sigterm", 2, f"""\
     exp.cmd("h1", "echo under-way")
     exp.start("h2", "sleep 600")
     Path("{MARK}").write_text("under way")
     exp.sleep(600)
-"""
+""")
 
 SCRIPT = f"""
 snap() {{
@@ -99,24 +107,13 @@ SWEEP_MARK = "/tmp/selena-sweep-mid"
 # Quick at TDF 2; at TDF 5, while HOLD exists in Dom0, it says so and waits
 # far longer than the test. The file stays the same for the resume (its hash
 # is what --resume holds the sweep to); HOLD gone, the run ends.
-SWEEP_BODY = f"""\
-from pathlib import Path
-
-from selena.model import Topology
-
-topology = Topology("sweepresume", tdf=1)
-h1 = topology.add_host("h1", ip="10.0.0.1/24")
-h2 = topology.add_host("h2", ip="10.0.0.2/24")
-topology.add_link(h1, h2, rate="10Mbit", delay="5ms")
-
-
-def run(exp):
+SWEEP_BODY = pair_scenario("sweepresume", 1, f"""\
     exp.cmd("h1", "echo under-way", check=True)
     exp.record("ones", [1.0, 1.0, 1.0], expected=1.0)
     if exp.tdf == 5 and Path("{HOLD}").exists():
         Path("{SWEEP_MARK}").write_text("under way")
         exp.sleep(600)
-"""
+""")
 
 SWEEP = f"selena sweep {SWEEP_SCENARIO} --tdf 2,5 --out {SWEEP_OUT} --no-plots"
 SWEEP_SCRIPT = f"""
