@@ -1,11 +1,12 @@
 """Commands in a deployed experiment's guests from a process of their own
 (`selena exec EXPERIMENT NODE COMMAND`; `selena cp` for files): what
 `selena deploy` leaves running has no prompt, so a researcher reaches a
-node as they would a container. The backend's record of the experiment gives the node's domain
-and the current TDF; a control channel of this process attaches to that
-one guest's agent (command ids are random per channel, so it runs beside
-the run that owns the experiment, if there is one) and is closed after the
-command. Nothing else of the experiment is touched."""
+node as they would a container. The backend's record of the experiment
+gives the node's domain and the current TDF; a control channel of this
+process attaches to that one guest's agent (command ids are random per
+channel, so it runs beside the run that owns the experiment, if there is
+one) and is closed after the command. Nothing else of the experiment is
+touched."""
 
 from __future__ import annotations
 
