@@ -63,10 +63,9 @@ def copy_file(backend: Backend, experiment: str, src: str, dest: str, *,
         def run(lines: Sequence[str]) -> list[CommandResult]:
             return _waited(channel, node, [CommandSpec(shell=line) for line in lines])
         if into is not None:
-            return transfer.put(lambda line: run([line])[0], node, src, into[1], mode=mode,
-                                run_many=run)
+            return transfer.put(run, node, src, into[1], mode=mode)
         assert out_of is not None
-        return transfer.get(lambda line: run([line])[0], node, out_of[1], dest)
+        return transfer.get(run, node, out_of[1], dest)
 
 
 def guest_side(text: str) -> tuple[str, str] | None:

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 # Real seconds allowed beyond a command's own (virtual) timeout before the
 # controller stops waiting: boot-time scheduling noise under emulation.
 WAIT_SLACK_S = 60.0
+# Real seconds a failed or interrupted step's siblings get to end (Engine._steps).
+STEPS_SETTLE_S = 10.0
 # A foreground command (exp.cmd) with no timeout of its own is killed after
 # this many virtual seconds (Experiment(command_timeout=...) changes it;
 # timeout=0 or math.inf on a call means none). Background commands
@@ -353,19 +355,17 @@ class Engine:
         sha256, virtual time), not the commands that carried it."""
         at = self.now()
         steps = self._steps(node)
-        done = transfer.put(lambda line: steps([line])[0], node, src, dest, mode=mode,
-                            run_many=steps)
+        done = transfer.put(steps, node, src, dest, mode=mode)
         return self._transferred(dataclasses.replace(done, at_virtual=at))
 
     def get(self, node: str, src: str, dest: str | os.PathLike[str]) -> Transfer:
         """Copy file `src` of `node` to local `dest` (selena.transfer.get);
         recorded as put is."""
         at = self.now()
-        steps = self._steps(node)
-        done = transfer.get(lambda line: steps([line])[0], node, src, dest)
+        done = transfer.get(self._steps(node), node, src, dest)
         return self._transferred(dataclasses.replace(done, at_virtual=at))
 
-    def _steps(self, node: str) -> transfer.RunMany:
+    def _steps(self, node: str) -> transfer.RunLines:
         """Shell lines in `node`, all at once, that are steps of selena's own
         (a copy's pieces): run and waited for as commands, recorded only if
         the run ends while one is under way."""
@@ -373,6 +373,14 @@ class Engine:
             handles = [self.start(node, line) for line in lines]
             try:
                 return [self._result(handle) for handle in handles]
+            except BaseException:
+                # The steps still in flight land before the caller cleans up
+                # after them (put removes its part files): a piece written
+                # after that removal would stay in the guest.
+                deadline = time.monotonic() + STEPS_SETTLE_S
+                for handle in handles:
+                    handle.wait_done(max(0.0, deadline - time.monotonic()))
+                raise
             finally:
                 with self._lock:
                     for handle in handles:

@@ -39,8 +39,8 @@ MAX_PUT_BYTES = 8 * 1024 * 1024
 # Exit status of put's first command when the target is a directory.
 _IS_A_DIRECTORY = 21
 
-RunLine = Callable[[str], CommandResult]
-RunMany = Callable[[Sequence[str]], list[CommandResult]]
+# Runs shell lines in one guest at once; their results in the lines' order.
+RunLines = Callable[[Sequence[str]], list[CommandResult]]
 # A put's pieces in flight at once: their round trips through Xenstore
 # overlap (the guest's agent runs them side by side).
 PIECES_AT_ONCE = 16
@@ -79,14 +79,14 @@ def guest_path(path: str, what: str) -> str:
     return path
 
 
-def put(run: RunLine, node: str, src: str | os.PathLike[str], dest: str, *,
-        mode: int | None = None, run_many: RunMany | None = None) -> Transfer:
+def put(run: RunLines, node: str, src: str | os.PathLike[str], dest: str, *,
+        mode: int | None = None) -> Transfer:
     """Copy local file `src` to `dest` in the guest (a path ending in / or
     an existing directory gets src's name), creating missing directories;
-    `mode` defaults to src's permission bits. `run` runs one shell line in
-    the guest and returns its result; `run_many` runs several at once (the
-    pieces, PIECES_AT_ONCE at a time, each into a part file of its own:
-    their round trips overlap), by default one after another."""
+    `mode` defaults to src's permission bits. `run` runs shell lines in the
+    guest, all at once, and returns their results in order: the pieces go
+    PIECES_AT_ONCE at a time, each into a part file of its own, so their
+    round trips overlap."""
     source = Path(src)
     data = _read_local(source)
     if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)
@@ -102,36 +102,38 @@ def put(run: RunLine, node: str, src: str | os.PathLike[str], dest: str, *,
     tmp = f"{target}.selena-put-{secrets.token_hex(4)}"
     q_target, q_tmp = shlex.quote(target), shlex.quote(tmp)
     q_dir = shlex.quote(str(PurePosixPath(target).parent))
+
+    def one(line: str) -> CommandResult:
+        return run([line])[0]
     try:
-        first = run(f"if [ -d {q_target} ]; then exit {_IS_A_DIRECTORY}; fi; "
+        first = one(f"if [ -d {q_target} ]; then exit {_IS_A_DIRECTORY}; fi; "
                     f"mkdir -p {q_dir} && : > {q_tmp}")
         if first.state == "exited" and first.exit_code == _IS_A_DIRECTORY:
             raise TransferError(f"{where}: {target} is a directory in the guest; give the "
                                 f"file's path ({target.rstrip('/')}/{source.name})")
         _check(first, where, "creating it")
         pieces = _pieces(data, q_tmp)
-        many = run_many or (lambda lines: [run(line) for line in lines])
         for at in range(0, len(pieces), PIECES_AT_ONCE):
             lines = [f"printf %s {piece} | base64 -d > {q_tmp}.{k:06d}"
                      for k, piece in enumerate(pieces[at:at + PIECES_AT_ONCE], start=at)]
-            for result in many(lines):
+            for result in run(lines):
                 _check(result, where, "writing it")
         if pieces:      # the part files' names sort in their order
-            _check(run(f"cat {q_tmp}.[0-9]* > {q_tmp} && rm -f {q_tmp}.[0-9]*"), where,
+            _check(one(f"cat {q_tmp}.[0-9]* > {q_tmp} && rm -f {q_tmp}.[0-9]*"), where,
                    "joining its pieces")
         digest = hashlib.sha256(data).hexdigest()
-        summed = run(f"sha256sum {q_tmp}")
+        summed = one(f"sha256sum {q_tmp}")
         _check(summed, where, "checking it")
         got = summed.stdout.decode(errors="replace").split()[:1]
         if got != [digest]:
             raise TransferError(f"{where}: the guest's copy has sha256 "
                                 f"{printable(got[0] if got else '(none)')[:64]}, not "
                                 f"{digest}; nothing was put there")
-        _check(run(f"chmod {bits:o} {q_tmp} && mv -f {q_tmp} {q_target}"), where,
+        _check(one(f"chmod {bits:o} {q_tmp} && mv -f {q_tmp} {q_target}"), where,
                "putting it in place")
     except BaseException:
         try:
-            run(f"rm -f {q_tmp} {q_tmp}.[0-9]*")
+            one(f"rm -f {q_tmp} {q_tmp}.[0-9]*")
         except Exception as exc:  # noqa: BLE001 - the copy's own error matters more
             log.warning("%s: the temporary %s may be left in the guest: %s", where, tmp, exc)
         raise
@@ -139,7 +141,7 @@ def put(run: RunLine, node: str, src: str | os.PathLike[str], dest: str, *,
     return Transfer(node, "put", target, str(source), len(data), digest)
 
 
-def get(run: RunLine, node: str, src: str, dest: str | os.PathLike[str]) -> Transfer:
+def get(run: RunLines, node: str, src: str, dest: str | os.PathLike[str]) -> Transfer:
     """Copy file `src` of the guest to local `dest` (a path ending in / or
     an existing directory gets src's name), creating missing directories; written whole or not
     at all, and given to the user who ran sudo."""
@@ -148,7 +150,7 @@ def get(run: RunLine, node: str, src: str, dest: str | os.PathLike[str]) -> Tran
     if target.is_dir() or os.fspath(dest).endswith(("/", os.sep)):
         target = target / PurePosixPath(src).name
     where = f"get {node}:{src} -> {target}"
-    result = run(f"cat {shlex.quote(src)}")
+    result = run([f"cat {shlex.quote(src)}"])[0]
     if result.truncated:
         raise TransferError(f"{where}: the file is larger than the output cap "
                             f"({len(result.stdout)} bytes kept, {result.stdout_dropped} more); "

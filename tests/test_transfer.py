@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from selena import transfer
 from selena.backends.xl import XlBackend
 from selena.control.interface import CommandResult
+from selena.engine import Engine
 from selena.errors import ScenarioError
 from selena.experiment import Experiment
 from selena.model import Topology
@@ -24,14 +26,18 @@ from selena.transfer import TransferError, get, put
 
 
 class Shell:
-    """RunLine with this host's /bin/sh as the guest; keeps every line."""
+    """RunLines with this host's /bin/sh as the guest, one line after
+    another; keeps every line."""
 
     def __init__(self, corrupt: bool = False, stop_after: int | None = None):
         self.lines: list[str] = []
         self.corrupt = corrupt
         self.stop_after = stop_after
 
-    def __call__(self, line: str) -> CommandResult:
+    def __call__(self, lines: Sequence[str]) -> list[CommandResult]:
+        return [self.one(line) for line in lines]
+
+    def one(self, line: str) -> CommandResult:
         self.lines.append(line)
         if self.stop_after is not None and len(self.lines) > self.stop_after \
                 and not line.startswith("rm -f"):
@@ -89,11 +95,13 @@ def test_put_sends_its_pieces_several_at_once_and_joins_them_in_order(tmp_path):
     def run_many(lines):
         batches.append(len(lines))
         with ThreadPoolExecutor(len(lines)) as pool:
-            return list(pool.map(shell, reversed(lines)))[::-1]
+            return list(pool.map(shell.one, reversed(lines)))[::-1]
 
-    put(shell, "h1", src, f"{tmp_path}/guest/trace.bin", run_many=run_many)
+    put(run_many, "h1", src, f"{tmp_path}/guest/trace.bin")
     assert (tmp_path / "guest/trace.bin").read_bytes() == data
-    assert len(batches) == 3 and max(batches) == transfer.PIECES_AT_ONCE, batches
+    # Made; the pieces in three batches; joined, checked, put in place.
+    assert batches[0] == 1 and batches[-3:] == [1, 1, 1], batches
+    assert batches[1:-3] == [transfer.PIECES_AT_ONCE] * 2 + [batches[3]] and batches[3] > 1
     assert leftovers(tmp_path / "guest") == []
 
 
@@ -153,9 +161,9 @@ def test_get_names_a_file_the_guest_lacks_and_one_past_the_output_cap(tmp_path):
         get(Shell(), "h1", f"{tmp_path}/nope", tmp_path / "here")
     assert not (tmp_path / "here").exists()
 
-    def capped(line: str) -> CommandResult:
-        return CommandResult(guest="h1", id="x", command=line, state="exited", exit_code=0,
-                             stdout=b"x" * 10, stdout_dropped=90)
+    def capped(lines: Sequence[str]) -> list[CommandResult]:
+        return [CommandResult(guest="h1", id="x", command=line, state="exited", exit_code=0,
+                              stdout=b"x" * 10, stdout_dropped=90) for line in lines]
     with pytest.raises(TransferError, match=r"larger than the output cap \(10 bytes kept, 90 "
                                             r"more\); give the experiment a larger output_cap"):
         get(capped, "h1", "/var/log/big", tmp_path / "big")
@@ -189,3 +197,32 @@ def test_exp_put_and_get_through_the_fake_dom0_are_in_the_bundle_not_its_command
     assert files[0]["bytes"] == script.stat().st_size and files[1]["bytes"] == 16
     assert files[1]["local_path"] == str(tmp_path / "results/out.txt")
     assert all(len(f["sha256"]) == 64 and f["at_virtual"] >= 0 for f in files)
+
+
+def test_an_interrupted_put_lets_its_pieces_in_flight_land_before_cleaning_up(
+        fake_xen, tmp_path, monkeypatch):
+    """Ctrl-C while the pieces are in flight: Engine._steps waits (bounded)
+    for the others to end, so put's removal of its part files comes after
+    the last write; otherwise a late piece would outlive the cleanup."""
+    topo = Topology("steps", tdf=2)
+    topo.add_link(topo.add_host("h1", ip="10.0.0.1/24"), topo.add_host("h2", ip="10.0.0.2/24"))
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    late = tmp_path / "late-piece"
+    with Experiment(topo, backend=backend, templates=None, ready_timeout=20) as exp:
+        assert exp.engine is not None
+        real_result = Engine._result
+        calls = []
+
+        def interrupted(self, handle):
+            calls.append(handle)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            return real_result(self, handle)
+        monkeypatch.setattr(Engine, "_result", interrupted)
+        steps = exp.engine._steps("h1")
+        with pytest.raises(KeyboardInterrupt):
+            steps(["true", f"sleep 1; touch {late}"])
+        assert late.exists()
+        monkeypatch.setattr(Engine, "_result", real_result)
+        assert exp["h1"].cmd("true").ok      # the channel still serves
