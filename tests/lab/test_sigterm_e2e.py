@@ -37,6 +37,24 @@ def run(exp):
 {run}"""
 
 
+def terminated_when_marked(command: str, log: str, mark: str, *, seen: str, status: str,
+                           settle_s: int = 0) -> str:
+    """Shell text: `command` in the background (output to `log`), a
+    SIGTERM to it once `mark` exists in Dom0 (10 minutes at most, or when
+    it ended first), echoing `seen` if the mark came and `status`=its exit
+    status."""
+    return f"""{command} > {log} 2>&1 &
+pid=$!
+i=0
+while [ ! -e {mark} ] && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do
+    sleep 1; i=$((i + 1))
+done
+[ -e {mark} ] && echo {seen}
+sleep {settle_s}
+kill -TERM $pid
+wait $pid
+echo {status}=$?"""
+
 # The scenario says when it is under way (a file in Dom0, where its run()
 # executes) and then waits far longer than the test, with a command left
 # running in the other guest.
@@ -56,17 +74,8 @@ snap() {{
 }}
 rm -rf {OUT} {MARK}
 snap > /tmp/sigterm-before
-selena run {SCENARIO} --out {OUT} > /tmp/selena-sigterm.log 2>&1 &
-pid=$!
-i=0
-while [ ! -e {MARK} ] && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do
-    sleep 1; i=$((i + 1))
-done
-[ -e {MARK} ] && echo scenario-under-way
-sleep 2
-kill -TERM $pid
-wait $pid
-echo run-status=$?
+{terminated_when_marked(f"selena run {SCENARIO} --out {OUT}", "/tmp/selena-sigterm.log",
+                        MARK, seen="scenario-under-way", status="run-status", settle_s=2)}
 cat /tmp/selena-sigterm.log
 # What this run created and left (another job's leftovers are not its own).
 snap > /tmp/sigterm-after
@@ -118,16 +127,8 @@ SWEEP_BODY = pair_scenario("sweepresume", 1, f"""\
 SWEEP = f"selena sweep {SWEEP_SCENARIO} --tdf 2,5 --out {SWEEP_OUT} --no-plots"
 SWEEP_SCRIPT = f"""
 rm -rf {SWEEP_OUT} {SWEEP_MARK}; touch {HOLD}
-{SWEEP} > /tmp/selena-sweep.log 2>&1 &
-pid=$!
-i=0
-while [ ! -e {SWEEP_MARK} ] && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do
-    sleep 1; i=$((i + 1))
-done
-[ -e {SWEEP_MARK} ] && echo second-run-under-way
-kill -TERM $pid
-wait $pid
-echo sweep-status=$?
+{terminated_when_marked(SWEEP, "/tmp/selena-sweep.log", SWEEP_MARK,
+                        seen="second-run-under-way", status="sweep-status")}
 cat /tmp/selena-sweep.log
 echo "guests-left=$(xl list | grep -c selena-sweepresume)"
 sha256sum {SWEEP_OUT}/runs/tdf2-r1/meta.json > /tmp/selena-sweep-kept.sha
