@@ -114,6 +114,7 @@ from selena.schedule import (
     check_events,
     links_between,
     parse_change,
+    value_text,
 )
 from selena.shaping import Placement
 from selena.shaping.guest import apply_guest_shaping
@@ -1093,7 +1094,7 @@ class Experiment:
             for warning in warnings:
                 self.progress(f"warning: {warning}")
             changed.append((link, candidate))
-        change = " ".join(f"{k}={v}" for k, v in values.items())
+        change = " ".join(f"{k}={value_text(k, v)}" for k, v in values.items())
         with self._event(f"link {a} {b}", change, _scheduled):
             for link, candidate in changed:
                 self.backend.shape_link(self.topology.name, candidate, self.progress)

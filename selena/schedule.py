@@ -172,6 +172,28 @@ def links_between(topo: Topology, a: str, b: str) -> list[Link]:
 _KEEP = object()
 
 
+def value_text(name: str, value: object) -> str:
+    """A link value as a schedule file writes it: a string as given, a
+    number (in its base unit: bit/s, seconds, a ratio) with its unit, so
+    an event from the API reads `rate=5Mbit delay=20ms loss=1%`; None is
+    `none` (no limit)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if name == "rate":
+        scale, unit = next(((s, u) for s, u in ((1e9, "Gbit"), (1e6, "Mbit"), (1e3, "kbit"))
+                            if value >= s), (1.0, "bit"))
+        return f"{value / scale:.12g}{unit}"
+    if name in ("delay", "jitter"):
+        scale, unit = next(((s, u) for s, u in ((1.0, "s"), (1e-3, "ms")) if value >= s),
+                           (1e-6, "us"))
+        return f"{value / scale:.12g}{unit}" if value else "0ms"
+    if name == "loss":
+        return f"{value * 100:.12g}%"
+    return f"{value:.12g}"
+
+
 def changed_link(link: Link, topo: Topology, *, rate: object = _KEEP, delay: object = _KEEP,
                  jitter: object = _KEEP, loss: object = _KEEP,
                  queue: object = _KEEP) -> tuple[Link, list[Problem]]:

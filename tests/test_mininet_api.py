@@ -805,7 +805,7 @@ def test_an_interfaces_config_reshapes_its_link_on_a_started_net(fake_xen, tmp_p
         (ends,) = h1.connectionsTo(h2)
         assert [e.name for e in ends] == ["h1-eth0", "h2-eth0"]
         changes = [e["change"] for e in net.exp.events]
-        assert changes == ["rate=5000000.0 delay=20ms", "rate=None loss=0.0"], changes
+        assert changes == ["rate=5Mbit delay=20ms", "rate=none loss=0%"], changes
         with pytest.raises(ArgumentError, match=r"h1-eth0.config: unknown link option "
                                                 r"speed="):
             h1.intf().config(speed=5)

@@ -157,6 +157,29 @@ def test_set_changes_exactly_that_link_through_the_backend_and_records_the_event
     assert "scheduled_s" not in event
 
 
+@pytest.mark.parametrize("values, written", [
+    ({"rate": 5e6, "delay": 0.02}, "rate=5Mbit delay=20ms"),
+    ({"rate": 1.5e9, "delay": 1e-3, "jitter": 250e-6, "loss": 0.015},
+     "rate=1.5Gbit delay=1ms jitter=250us loss=1.5%"),
+    ({"rate": 64000, "delay": 1.5, "queue": 100}, "rate=64kbit delay=1.5s queue=100"),
+    ({"rate": None, "loss": 0, "delay": 0}, "rate=none loss=0% delay=0ms"),
+    ({"delay": "7ms", "rate": "10M"}, "delay=7ms rate=10M"),               # as written
+])
+def test_an_api_change_is_recorded_as_a_schedule_line_means_the_same(values, written):
+    """Numbers from the API (Mininet's bw=5 is 5e6 bit/s) are recorded with
+    their units, as a schedule file would write them, and that text, read
+    back as a change, sets the same link values."""
+    exp = running(linear(2, tdf=10))
+    exp.link("s1", "h1").set(**values)
+    [event] = exp.events
+    assert event["change"] == written
+    applied = exp.links_between("h1", "s1")[0]
+    again = running(linear(2, tdf=10))
+    again.link("s1", "h1").set(**dict(parse_change(["link", "s1", "h1", *written.split()]).values))
+    reread = again.links_between("h1", "s1")[0]
+    for name in ("rate_bps", "delay_s", "jitter_s", "loss", "queue_packets"):
+        assert getattr(reread, name) == pytest.approx(getattr(applied, name)), name
+
 def test_a_bad_value_changes_nothing_and_names_the_link():
     exp = running(linear(2))
     with pytest.raises(ScenarioError, match=r"^link h1:eth0--s1:eth0: delay 20 s out of "
