@@ -865,3 +865,35 @@ def test_popen_and_pexec_are_mininets_on_guest_commands(fake_xen, tmp_path):
             h1.popen("true", bufsize=1)
     finally:
         net.stop()
+
+
+def test_popen_output_comes_while_the_command_runs_and_pmonitor_reads_it(fake_xen, tmp_path):
+    """p.stdout is a pipe fed as the guest writes (a line read while the
+    command still runs); communicate gives the rest; Mininet's pmonitor
+    interleaves several nodes' lines, says (None, '') when nothing came and
+    ends when every command has; a popen that is not a node's is refused."""
+    from selena.mininet.util import pmonitor
+
+    net = fake_net(fake_xen, tmp_path, tdf=4)
+    h1, h2 = net.get("h1", "h2")
+    net.start()
+    try:
+        p = h1.popen("echo first; sleep 2; echo second; echo oops >&2", shell=True)
+        assert p.stdout.readline() == b"first\n"
+        assert p.poll() is None                         # the command is still running
+        assert p.communicate() == (b"second\n", b"oops\n") and p.returncode == 0
+        popens = {h1: h1.popen("for i in 1 2 3; do echo h1-$i; sleep 0.4; done", shell=True),
+                  h2: h2.popen("sleep 1.5; echo h2-only; printf tail", shell=True)}
+        seen = list(pmonitor(popens, timeoutms=100))
+        lines = [(host.name, line) for host, line in seen if host]
+        assert [line for name, line in lines if name == "h1"] == ["h1-1\n", "h1-2\n", "h1-3\n"]
+        assert [line for name, line in lines if name == "h2"] == ["h2-only\n", "tail"]
+        assert (None, "") in seen                       # a quiet 100 ms
+        assert all(p.poll() == 0 for p in popens.values())
+        chunks = list(pmonitor({h2: h2.popen("printf abcdef", shell=True)}, readline=False,
+                               readmax=4))
+        assert [line for host, line in chunks if host] == ["abcd", "ef"]
+        with pytest.raises(ArgumentError, match=r"pmonitor: h1's 42 is not a popen of a node"):
+            list(pmonitor({h1: 42}))
+    finally:
+        net.stop()

@@ -851,15 +851,15 @@ class Controller(CommandChannel):
         return raw
 
     def _keep(self, guest: _Guest, handle: CommandHandle, stream: int, data: bytes) -> None:
-        kept = handle._out[stream]
-        room = max(0, self.output_cap - len(kept))
+        room = max(0, self.output_cap - len(handle._out[stream]))
         if len(data) <= room:
-            kept += data
+            handle._keep(stream, data)
             return
         if not any(handle._dropped):
             log.warning("guest %s: command %r passed the output cap of %d bytes; the rest "
                         "is dropped", guest.name, handle.spec.describe(), self.output_cap)
-        kept += data[:room]
+        if room:
+            handle._keep(stream, data[:room])
         handle._dropped[stream] += len(data) - room
 
     def _finish(self, guest: _Guest, handle: CommandHandle, state: CommandState) -> None:
@@ -927,8 +927,7 @@ class Controller(CommandChannel):
             handle.complete(result)
             return
         # Done now, its waiter woken at the end of the pass (_pass).
-        handle._result = result
-        handle._done.set()
+        handle._settle(result)
         rings.append(handle)
 
     def _check_alive(self, guests: list[_Guest]) -> None:

@@ -12,6 +12,7 @@ wait on the handle from any thread.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -25,6 +26,15 @@ from selena.errors import ControlError
 # dropped, and the result counts what was dropped (`yes` in a guest once put
 # 27 MB into Dom0 in 7 s).
 DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
+
+
+# Output kept and a follower's registration and end (CommandHandle.follow)
+# exclude each other, so a follower gets every byte once; one lock for every
+# handle (none to make per command), held for a bytearray append.
+_FOLLOWING = threading.Lock()
+
+# A follower of a command's output (CommandHandle.follow).
+OutputFollower = Callable[[int, bytes], None]
 
 
 def _held_lock() -> Any:
@@ -147,6 +157,7 @@ class CommandHandle:
     # socket itself); None: wait on `_done` alone.
     _waiter: Callable[[CommandHandle, float | None], bool] | None = field(
         default=None, repr=False)
+    _follower: OutputFollower | None = field(default=None, repr=False)
 
     @property
     def done(self) -> bool:
@@ -164,14 +175,69 @@ class CommandHandle:
             return self._waiter(self, timeout)
         return self._done.wait(timeout)
 
+    def follow(self, on_output: OutputFollower) -> None:
+        """Call on_output(stream, data) (stream 0: stdout, 1: stderr) with
+        the command's output as its channel keeps it: what it kept before
+        this call at once, then as it comes (a channel that collects output
+        only at the end hands it all then); at the end each stream's rest
+        and an empty `data`, its end. Called on the channel's thread, so it
+        must not block. One follower per command."""
+        with _FOLLOWING:
+            if self._follower is not None:
+                raise ControlError(f"command {self.spec.describe()!r} on {self.guest} is "
+                                   "followed already")
+            self._follower = on_output
+            for stream, kept in enumerate(self._out):
+                if kept:
+                    on_output(stream, bytes(kept))
+            if self._result is not None:
+                self._hand_rest(on_output, self._result)
+            elif self._done.is_set():       # ended without a result (a failed channel)
+                on_output(0, b"")
+                on_output(1, b"")
+
+    def _keep(self, stream: int, data: bytes) -> None:
+        """Output the channel collected while the command runs (its thread);
+        an empty piece (a guest's empty chunk) is nothing, not an end."""
+        if not data:
+            return
+        with _FOLLOWING:
+            self._out[stream] += data
+            if self._follower is not None:
+                self._follower(stream, data)
+
     def complete(self, result: CommandResult) -> None:
         """The command has ended: its channel hands over the result (once)
         and every waiter wakes."""
-        self._result = result
-        self._end()
+        self._settle(result)
+        self._ring()
+
+    def _settle(self, result: CommandResult) -> None:
+        """The result kept and the command marked done; its waiters are rung
+        by the caller (complete, or a channel's pass once it has ended every
+        command it serves)."""
+        with _FOLLOWING:
+            self._result = result
+            if self._follower is not None:
+                self._hand_rest(self._follower, result)
+        self._done.set()
+
+    def _hand_rest(self, on_output: OutputFollower, result: CommandResult) -> None:
+        """The result's output past what was kept while it ran, and the end."""
+        for stream, whole in enumerate((result.stdout, result.stderr)):
+            rest = whole[len(self._out[stream]):]
+            if rest:
+                on_output(stream, rest)
+            on_output(stream, b"")
 
     def _end(self) -> None:
-        self._done.set()
+        """Done without a result (the channel failed): waiters wake, a
+        follower hears both streams end."""
+        with _FOLLOWING:
+            if self._follower is not None and self._result is None and not self._done.is_set():
+                self._follower(0, b"")
+                self._follower(1, b"")
+            self._done.set()
         self._ring()
 
     def _ring(self) -> None:
@@ -179,6 +245,37 @@ class CommandHandle:
             self._bell.release()
         except RuntimeError:
             pass                    # rung already, and not yet heard
+
+
+class OutputRelay:
+    """A command's output handed to `on_output` as it comes, from a thread
+    of its own: the channel's follower must not block, a terminal may."""
+
+    # Real seconds stop() waits for the output still queued to be handed on.
+    FLUSH_S = 10.0
+
+    def __init__(self, handle: CommandHandle, on_output: OutputFollower):
+        self._pending: queue.SimpleQueue[tuple[int, bytes] | None] = queue.SimpleQueue()
+        self._on_output = on_output
+        self._thread = threading.Thread(target=self._run, daemon=True, name="output-relay")
+        self._thread.start()
+        handle.follow(lambda stream, data: self._pending.put((stream, data)))
+
+    def _run(self) -> None:
+        ends = 0
+        while ends < 2 and (item := self._pending.get()) is not None:
+            stream, data = item
+            if data:
+                self._on_output(stream, data)
+            else:
+                ends += 1
+
+    def stop(self) -> None:
+        """After the command's result (or an interrupt): what came before is
+        handed on (the ends are queued before a command is done), then the
+        thread ends."""
+        self._pending.put(None)
+        self._thread.join(self.FLUSH_S)
 
 
 @runtime_checkable

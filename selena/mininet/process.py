@@ -2,20 +2,23 @@
 the node's guest, started at once, as a subprocess.Popen-like object
 (poll, wait, communicate, terminate, kill, send_signal, returncode).
 
-A guest's output reaches Dom0 when the command ends (the control channel
-collects it meanwhile), so `p.stdout.read()` and `p.communicate()` wait for
-the end, as a pipe read to its end does; line by line while it runs, as
-Mininet's pmonitor reads, is not offered. No stdin: a guest command reads
-none. `timeout=` of wait and communicate is in real seconds, as
-subprocess's; the command's own limit is the experiment's (virtual)."""
+`p.stdout` and `p.stderr` are pipes in Dom0 fed with the guest's output
+as the control channel collects it (a chunk per write of the command's,
+while it runs), so they can be read line by line, polled (fileno) and
+handed to Mininet's pmonitor (selena.mininet.util); they end when the
+command does. No stdin: a guest command reads none. `timeout=` of wait and
+communicate is in real seconds, as subprocess's; the command's own limit is
+the experiment's (virtual)."""
 
 from __future__ import annotations
 
 import dataclasses
-import io
+import os
+import queue
 import shlex
 import signal as signals
-from typing import Any
+import threading
+from typing import IO, Any
 
 from selena.control.channel import CommandHandle, CommandResult
 from selena.errors import ArgumentError, ExperimentError
@@ -56,6 +59,7 @@ class Popen:
         self._handle: CommandHandle = exp.start(node, command if isinstance(command, str)
                                                 else list(command))
         self._result: CommandResult | None = None
+        self._pipes: tuple[IO[bytes], IO[bytes]] | None = None
         self.pid: int | None = None         # a guest's process: no pid of Dom0's
 
     @property
@@ -82,16 +86,36 @@ class Popen:
                                                    "(exp.put) or in the command")
         self._finish(timeout)
         assert self._result is not None
-        return self._result.stdout, self._result.stderr
+        if self._pipes is None:
+            return self._result.stdout, self._result.stderr
+        # What the pipes have not given yet, as subprocess's communicate.
+        return self._pipes[0].read(), self._pipes[1].read()
 
     @property
-    def stdout(self) -> io.BytesIO:
-        """The command's stdout, readable once it has ended (read() waits)."""
-        return io.BytesIO(self.communicate()[0])
+    def stdout(self) -> IO[bytes]:
+        """The command's stdout as it comes: a pipe (readline, iteration,
+        fileno for poll), at its end when the command has ended."""
+        return self._piped()[0]
 
     @property
-    def stderr(self) -> io.BytesIO:
-        return io.BytesIO(self.communicate()[1])
+    def stderr(self) -> IO[bytes]:
+        return self._piped()[1]
+
+    def _piped(self) -> tuple[IO[bytes], IO[bytes]]:
+        """The two pipes, made on first use (a command nobody reads costs no
+        pipes or threads): the handle's follower queues the output, a thread
+        per stream writes it (a full pipe blocks that thread, never the
+        control channel's)."""
+        if self._pipes is None:
+            ends = [os.pipe(), os.pipe()]
+            queues: list[queue.SimpleQueue[bytes]] = [queue.SimpleQueue(), queue.SimpleQueue()]
+            for name, (_, write_end), pending in zip(("stdout", "stderr"), ends, queues,
+                                                     strict=True):
+                threading.Thread(target=_feed, args=(write_end, pending), daemon=True,
+                                 name=f"popen-{self.node}-{name}").start()
+            self._pipes = (os.fdopen(ends[0][0], "rb"), os.fdopen(ends[1][0], "rb"))
+            self._handle.follow(lambda stream, data: queues[stream].put(data))
+        return self._pipes
 
     def send_signal(self, sig: int) -> None:
         if self._result is None and not self._handle.done:
@@ -131,3 +155,16 @@ def _returncode(result: CommandResult) -> int:
     if result.state == "killed" and result.signal:
         return -result.signal
     return NOT_STARTED
+
+
+def _feed(write_end: int, pending: queue.SimpleQueue[bytes]) -> None:
+    """Write a stream's output into its pipe; an empty piece is its end."""
+    try:
+        while data := pending.get():
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view):]
+    except OSError:
+        pass                    # the reader closed its end: nobody wants the rest
+    finally:
+        os.close(write_end)

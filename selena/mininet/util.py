@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import select
+from collections.abc import Iterable, Iterator, Mapping
 
 from selena.errors import ArgumentError
 from selena.mininet.log import output
@@ -76,3 +78,43 @@ def _listener(client: object, server: object) -> NodeHandle:
                                            "itself: give server= a node of the started net "
                                            "(or client= a node and server= an address in "
                                            "its net)")
+
+
+def pmonitor(popens: Mapping[object, object], timeoutms: int = 500, readline: bool = True,
+             readmax: int = 1024) -> Iterator[tuple[object, str]]:
+    """Mininet's pmonitor: from a dict of host: popen, (host, line) as each
+    line of a popen's stdout comes (its newline kept; readline=False: what
+    came, up to readmax bytes), (None, '') when nothing came in timeoutms
+    (real ms); ends when every popen's output has ended. The lines are the
+    guests' as the control channel collects them (selena.mininet.process)."""
+    poller = select.poll()
+    watched: dict[int, tuple[object, bytearray]] = {}
+    for host, popen in popens.items():
+        stdout = getattr(popen, "stdout", None)
+        if stdout is None or not hasattr(stdout, "fileno"):
+            raise ArgumentError(caller_location(), f"pmonitor: {host}'s {popen!r} is not a "
+                                                   "popen of a node (give node.popen(...))")
+        fd = stdout.fileno()
+        poller.register(fd, select.POLLIN)
+        watched[fd] = (host, bytearray())
+    while watched:
+        ready = poller.poll(timeoutms)
+        if not ready:
+            yield None, ""
+        for fd, _event in ready:
+            host, pending = watched[fd]
+            # Read the pipe itself: a buffered readline could keep a line
+            # back where poll no longer sees it.
+            data = os.read(fd, 65536)
+            pending += data
+            while pending:
+                end = pending.find(b"\n") + 1 if readline else min(len(pending), readmax)
+                if not end and data:
+                    break               # the rest of the line is still to come
+                end = end or len(pending)
+                piece = bytes(pending[:end])
+                del pending[:end]
+                yield host, piece.decode(errors="replace")
+            if not data:
+                poller.unregister(fd)
+                del watched[fd]

@@ -96,6 +96,45 @@ def test_run_gives_exit_code_output_and_timing(any_channel):
     assert not result.ok and result.summary() == "exited 3"
 
 
+def test_a_follower_gets_every_byte_once_and_each_streams_end(any_channel):
+    """handle.follow: the output as the channel keeps it (the Xenstore
+    channel while the command runs, the namespace one at its end), from
+    before the call on, then one empty piece per stream: its end."""
+    heard: list[tuple[int, bytes]] = []
+    first_line = threading.Event()
+
+    def follower(stream: int, data: bytes) -> None:
+        heard.append((stream, data))
+        if data.startswith(b"a"):
+            first_line.set()
+    handle = any_channel.submit("h1", CommandSpec(shell="echo a; sleep 1; echo b; echo c >&2"))
+    time.sleep(0.3)                 # some output kept before the follower comes
+    handle.follow(follower)
+    if isinstance(any_channel, Controller):
+        assert first_line.wait(10) and not handle.done       # while it runs
+    result = any_channel.wait(handle, 30)
+    for stream, whole in enumerate((result.stdout, result.stderr)):
+        pieces = [data for s, data in heard if s == stream]
+        assert b"".join(pieces) == whole and pieces[-1] == b"" and pieces.count(b"") == 1
+    with pytest.raises(ControlError, match="followed already"):
+        handle.follow(follower)
+
+
+def test_a_follower_after_the_end_or_of_a_failed_channel_hears_the_end():
+    handle = CommandHandle("h1", "x", CommandSpec(shell="true"), 0.0)
+    handle._keep(0, b"so far ")
+    handle._keep(0, b"")                            # a guest's empty chunk: nothing
+    handle.complete(CommandResult("h1", "x", "true", "exited", exit_code=0,
+                                  stdout=b"so far and the rest", stderr=b"e"))
+    heard: list[tuple[int, bytes]] = []
+    handle.follow(lambda stream, data: heard.append((stream, data)))
+    assert heard == [(0, b"so far "), (0, b"and the rest"), (0, b""), (1, b"e"), (1, b"")]
+    failed = CommandHandle("h1", "y", CommandSpec(shell="true"), 0.0)
+    ended: list[tuple[int, bytes]] = []
+    failed.follow(lambda stream, data: ended.append((stream, data)))
+    failed._end()                                   # the channel failed: no result
+    assert ended == [(0, b""), (1, b"")] and failed.done and failed.result is None
+
 def test_kill_ends_a_command_reported_as_a_kill(any_channel):
     handle = any_channel.submit("h1", CommandSpec(shell="sleep 30"))
     time.sleep(0.5)

@@ -2,8 +2,9 @@
 the lab's Dom0): start, pingAll, pingAllFull, h1.cmd('ping ...' % h2.IP()),
 h2.sendCmd and waitOutput (Mininet's multiping.py way), waitListening
 before and while busybox's nc listens in h2, staticArp on the started net,
-h2.popen of nc and h1.pexec sending it a line, h1.intf().config(delay=...)
-reshaping the link, stop. Its link class is
+h2.popen of nc and h1.pexec sending it a line, pmonitor reading two
+pings' lines while they run (Mininet's popenpoll.py way),
+h1.intf().config(delay=...) reshaping the link, stop. Its link class is
 custom(TCLink, delay='10ms'), whose delay goes over the link's own 5 ms,
 as in Mininet. With --forget it never
 calls net.stop(): selena stops the net at exit."""
@@ -11,7 +12,7 @@ calls net.stop(): selena stops the net at exit."""
 import sys
 
 from selena.mininet import Mininet, TCLink, Topo
-from selena.mininet.util import custom, waitListening
+from selena.mininet.util import custom, pmonitor, waitListening
 
 
 class MnPairTopo(Topo):
@@ -41,6 +42,13 @@ server = h2.popen('nc -l -p 5002')
 print('popen-listening=%r' % waitListening(h1, h2, 5002, timeout=10))
 print('pexec=%r' % (h1.pexec('echo hello | nc -w 2 %s 5002' % h2.IP(), shell=True),))
 print('popen-out=%r' % ((server.communicate(timeout=60)[0], server.returncode),))
+pings = {h1: h1.popen('ping -c3 %s' % h2.IP()), h2: h2.popen('ping -c3 %s' % h1.IP())}
+replies, while_running = 0, 0
+for host, line in pmonitor(pings, timeoutms=500):
+    if host and 'bytes from' in line:
+        replies += 1
+        while_running += pings[host].poll() is None
+print('pmonitor=%r' % ((replies, while_running > 0),))
 h1.intf().config(delay='30ms')
 print('rtts-after=%r' % [rtt[3] for _, _, rtt in net.pingAllFull()])
 if '--forget' not in sys.argv:
