@@ -17,7 +17,13 @@ from collections.abc import Iterator, Sequence
 
 from selena import transfer
 from selena.backends.base import Backend
-from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel, CommandResult
+from selena.control.interface import (
+    DEFAULT_OUTPUT_CAP,
+    CommandChannel,
+    CommandResult,
+    OutputFollower,
+    OutputRelay,
+)
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError, ExperimentError, ScenarioError
 from selena.transfer import Transfer
@@ -31,11 +37,14 @@ KILL_GRACE_S = 5.0
 
 def exec_command(backend: Backend, experiment: str, node: str, command: str, *,
                  timeout_s: float = 0.0, ready_timeout_s: float = 30.0,
-                 output_cap: int = DEFAULT_OUTPUT_CAP) -> CommandResult:
+                 output_cap: int = DEFAULT_OUTPUT_CAP,
+                 on_output: OutputFollower | None = None) -> CommandResult:
     """Run shell line `command` on `node` of deployed `experiment` and wait
     for its result. `timeout_s`: virtual seconds after which the agent kills
     it (0: none). Interrupted (Ctrl-C), the command is sent SIGTERM and given
-    KILL_GRACE_S to end, so it does not outlive the caller.
+    KILL_GRACE_S to end, so it does not outlive the caller. `on_output`
+    gets (stream, bytes) as the output comes (0: stdout, 1: stderr), all of
+    it before this returns.
 
     ExperimentError for a node the experiment does not have or a paused
     experiment; the backend's errors for an experiment it does not know;
@@ -44,7 +53,7 @@ def exec_command(backend: Backend, experiment: str, node: str, command: str, *,
     spec = CommandSpec(shell=command, timeout_ns=round(timeout_s * 1e9))
     spec.encode()                   # a bad command refused before any connection
     with _attached(backend, experiment, node, ready_timeout_s, output_cap) as channel:
-        return _waited(channel, node, [spec])[0]
+        return _waited(channel, node, [spec], on_output)[0]
 
 
 def copy_file(backend: Backend, experiment: str, src: str, dest: str, *,
@@ -96,11 +105,13 @@ def _attached(backend: Backend, experiment: str, node: str, ready_timeout_s: flo
         channel.close()
 
 
-def _waited(channel: CommandChannel, node: str,
-            specs: Sequence[CommandSpec]) -> list[CommandResult]:
-    """The commands' results, all started at once; interrupted, each still
-    running is sent SIGTERM and given KILL_GRACE_S to end."""
+def _waited(channel: CommandChannel, node: str, specs: Sequence[CommandSpec],
+            on_output: OutputFollower | None = None) -> list[CommandResult]:
+    """The commands' results, all started at once (the first one's output
+    to `on_output` as it comes); interrupted, each still running is sent
+    SIGTERM and given KILL_GRACE_S to end."""
     handles = [channel.submit(node, spec) for spec in specs]
+    relay = OutputRelay(handles[0], on_output) if on_output is not None else None
     try:
         return [channel.wait(handle) for handle in handles]
     except BaseException:
@@ -115,3 +126,6 @@ def _waited(channel: CommandChannel, node: str,
                 log.warning("%r on %s may still be running: %s", handle.spec.describe(),
                             node, exc)
         raise
+    finally:
+        if relay is not None:
+            relay.stop()

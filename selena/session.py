@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from selena import units
 from selena.control.channel import CommandResult
+from selena.control.interface import OutputFollower, OutputRelay
 from selena.errors import ScenarioError, UnitError
 from selena.model import NodeKind
 from selena.openflow import BRIDGE
@@ -154,21 +155,29 @@ class Session:
         self._running(f"cp from {node}")
         return self.exp.get(node, src, dest)
 
-    def cmd(self, node: str, command: str, timeout: float | None = None) -> CommandResult:
+    def cmd(self, node: str, command: str, timeout: float | None = None,
+            on_output: OutputFollower | None = None) -> CommandResult:
         """Run `command` (node names substituted) in `node`'s guest and wait
         (`timeout` virtual seconds, by default the experiment's). Ctrl-C
         while waiting kills the command in the guest (as mn sends SIGINT to
-        the node's shell), then goes on as KeyboardInterrupt."""
+        the node's shell), then goes on as KeyboardInterrupt. `on_output`
+        gets (stream, bytes) as the output comes (0: stdout, 1: stderr), on
+        a thread of its own, all of it before cmd returns."""
         self.node(node)
         self._running(node)
         if timeout is None:
             timeout = self.exp.command_timeout      # as exp.cmd (None there: no limit)
         handle = self.exp.start(node, self.substitute(command), timeout=timeout)
+        relay = OutputRelay(handle, on_output) if on_output is not None else None
         try:
-            return self.exp.wait(handle)
+            result = self.exp.wait(handle)
         except KeyboardInterrupt:
             self.exp.kill(handle, signal.SIGINT)
             raise
+        finally:
+            if relay is not None:
+                relay.stop()
+        return result
 
     def sh(self, command: str) -> RunResult:
         """A shell command in Dom0 (mn's `sh`), through the runner; its exit
@@ -511,3 +520,4 @@ def _json(data: bytes) -> dict | None:
 
 
 __all__ = ["PingAll", "Session", "rate_text"]
+

@@ -364,6 +364,27 @@ def test_exec_output_is_written_byte_for_byte(fake_xen, fake_backend, tmp_path, 
     assert main(["destroy", "mine"]) == 0
 
 
+def test_exec_shows_the_output_as_it_comes(fake_xen, fake_backend, tmp_path, capsys,
+                                           monkeypatch):
+    """As `docker exec` does: a line the command wrote is out before the
+    command ends, not with its result."""
+    import time
+
+    from selena.attach import exec_command
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("selena.cli.experiment.get_backend", lambda name, **kw: fake_backend)
+    assert run_cli(capsys, "deploy", _file(tmp_path, PAIR), "--wait", "0")[0] == 0
+    heard: list[tuple[float, int, bytes]] = []
+    result = exec_command(fake_backend, "mine", "a", "echo first; sleep 1.5; echo late >&2",
+                          on_output=lambda stream, data: heard.append(
+                              (time.monotonic(), stream, data)))
+    ended = time.monotonic()
+    assert [(stream, data) for _, stream, data in heard] == [(0, b"first\n"), (1, b"late\n")]
+    assert ended - heard[0][0] >= 1.2, heard
+    assert (result.stdout, result.stderr) == (b"first\n", b"late\n")
+    assert run_cli(capsys, "destroy", "mine")[0] == 0
+
 def test_exec_interrupted_ends_its_command_in_the_guest(fake_xen, fake_backend, tmp_path,
                                                         capsys, monkeypatch):
     """Ctrl-C at `selena exec` must not leave the command running in the guest."""

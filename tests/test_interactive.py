@@ -7,14 +7,18 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 
 import pytest
 from fake_runner import FakeRunner
 from fake_session import pingall_answer, running
 
+from selena.backends.xl import XlBackend
 from selena.cli import interactive
 from selena.cli.interactive import Prompt
 from selena.errors import ScenarioError
+from selena.experiment import Experiment
+from selena.model import Topology
 from selena.session import Session
 from selena.topologies import single
 
@@ -411,3 +415,38 @@ def test_nothing_is_written_to_the_history_file_when_piped(tmp_path, monkeypatch
     monkeypatch.setattr(interactive, "HISTORY", tmp_path / "history")
     pipe(session(), line + "\n")
     assert not (tmp_path / "history").exists()
+
+
+class Timed(io.StringIO):
+    """A terminal that notes when each piece was written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[tuple[float, str]] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append((time.monotonic(), text))
+        return super().write(text)
+
+
+def test_a_node_commands_output_is_shown_as_it_comes_through_the_real_channel(
+        fake_xen, tmp_path):
+    """As mn's prompt shows a ping's replies one by one: the first line is on
+    the terminal while the command still runs (the fake Dom0's xenstored
+    and the real agent: output chunks reach Dom0 as they are written); a
+    character split between two writes comes out whole; a last line
+    without a newline gets one."""
+    topo = Topology("stream", tdf=2)
+    topo.add_link(topo.add_host("h1", ip="10.0.0.1/24"), topo.add_host("h2", ip="10.0.0.2/24"))
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    out, err = Timed(), io.StringIO()
+    with Experiment(topo, backend=backend, templates=None, monitor=False,
+                    ready_timeout=20) as exp:
+        line = ("h1 sh -c 'echo first; sleep 1.5; printf \"\\342\\202\"; sleep 0.3; "
+                "printf \"\\254 last\"; echo oops >&2'\n")
+        Prompt(Session(exp), stdin=io.StringIO(line), stdout=out, stderr=err,
+               tty=False).run()
+    assert out.getvalue() == "first\n€ last\n" and err.getvalue() == "oops\n"
+    at = {text: t for t, text in out.writes}
+    assert at["\n"] - at["first\n"] >= 1.2, out.writes       # shown before the end

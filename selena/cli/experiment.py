@@ -526,15 +526,16 @@ def cmd_exec(args: argparse.Namespace) -> int:
         raise ScenarioError(f"selena exec {args.experiment} {args.node}: give the command "
                             "to run (e.g. selena exec NAME h1 ip addr)")
     backend = get_backend(args.backend)
+    streams = (sys.stdout.buffer, sys.stderr.buffer)
+
+    def show(stream: int, data: bytes) -> None:     # byte for byte, as it comes
+        streams[stream].write(data)
+        streams[stream].flush()
     try:
         result = exec_command(backend, args.experiment, args.node, " ".join(words),
-                              timeout_s=args.timeout)
+                              timeout_s=args.timeout, on_output=show)
     finally:
         backend.close()
-    sys.stdout.buffer.write(result.stdout)
-    sys.stdout.flush()
-    sys.stderr.buffer.write(result.stderr)
-    sys.stderr.flush()
     if result.state == "exited" and result.exit_code is not None and not result.lost_bytes \
             and not result.truncated:
         return result.exit_code

@@ -12,6 +12,7 @@ one, no prompt, the end of input ends the session.
 from __future__ import annotations
 
 import cmd
+import codecs
 import math
 import shlex
 import sys
@@ -400,8 +401,22 @@ class Prompt(cmd.Cmd):
     def _node_command(self, node: str, command: str) -> bool:
         if not command:
             raise SelenaError(f"{node}: want `{node} COMMAND`")
-        result = self.session.cmd(node, command)
-        self._print(result.stdout, result.stderr)
+        # The output as it comes, as mn's prompt shows a node's (a ping's
+        # replies one by one), each stream ended by a newline.
+        last = [b"\n", b"\n"]
+        streams = (self.stdout, self.err)
+        # A character may be split between two pieces.
+        decoders = [codecs.getincrementaldecoder("utf-8")(errors="replace") for _ in streams]
+
+        def show(stream: int, data: bytes) -> None:
+            self.stdout.flush()
+            streams[stream].write(decoders[stream].decode(data))
+            streams[stream].flush()
+            last[stream] = data[-1:]
+        result = self.session.cmd(node, command, on_output=show)
+        for stream, end in zip(streams, last, strict=True):
+            if end != b"\n":
+                stream.write("\n")
         if not result.ok:
             self.error(f"{node}: {result.summary()}")
         return False

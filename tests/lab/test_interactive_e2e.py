@@ -1,6 +1,7 @@
 """End to end in the lab: the selena> prompt of `selena run --topo single,2`
 (issue 30 item 4), its commands piped in as a script would: nodes, net,
-Mininet's pingall, a node command with a node name for an address, iperf
+Mininet's pingall, a node command with a node name for an address (a
+ping's replies shown one by one as they come), iperf
 (tiny-host guests have no iperf3: one line says so), a file copied into a
 guest and back out, a link taken down
 (pingall then drops everything) and brought back up (nothing dropped), a TDF
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.lab
 OUT = lab_results.out("test-interactive")
 
 SCRIPT = "\n".join([
-    "nodes", "net", "pingall", "h1 ping -c 1 h2", "iperf h1 h2",
+    "nodes", "net", "pingall", "h1 ping -c 1 h2", "h1 ping -c 3 h2", "iperf h1 h2",
     "cp /tmp/selena-pre h2:/root/", "cp h2:/root/selena-pre /tmp/selena-pre-back",
     "sh cmp /tmp/selena-pre /tmp/selena-pre-back && echo copied-back-whole",
     "link h1 s1 down", "links", "pingall", "link h1 s1 up", "pingall",
@@ -33,15 +34,20 @@ SCRIPT = "\n".join([
     "bogus", "pause", "exit"]) + "\n"
 PRE = "pingpair\nintfs\nports\n"
 POST = "sh echo the post file ran\n"
+# Passes the run's output on line by line and notes when each line came.
+STAMPER = ("python3 -c 'import sys, time; f = open(\"/tmp/selena-stamped\", \"w\"); "
+           "[(sys.stdout.write(l), sys.stdout.flush(), f.write(\"%.3f %s\" % (time.time(), l)), "
+           "f.flush()) for l in sys.stdin]'")
 
 
 def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
     result = lab.run(
         f"rm -rf {OUT}; printf '{PRE}' > /tmp/selena-pre; printf '{POST}' > /tmp/selena-post; "
-        f"printf '%s' '{SCRIPT}' | selena run --topo single,2 --link tc,delay=5ms "
+        f"{{ printf '%s' '{SCRIPT}' | selena run --topo single,2 --link tc,delay=5ms "
         "--pre /tmp/selena-pre "
-        f"--post /tmp/selena-post --out {OUT}; "
-        "echo run-status=$?; "
+        f"--post /tmp/selena-post --out {OUT} 2>&1; "
+        f"echo run-status=$?; }} | {STAMPER}; "
+        "grep ' bytes from ' /tmp/selena-stamped | sed 's/^/stamped /'; "
         "echo \"domains-after=$(xl list | grep -c '^selena-')\"; "
         "echo \"bridges-after=$(ovs-vsctl list-br | grep -c '^sl')\"",
         timeout=400)
@@ -57,6 +63,11 @@ def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
                        "*** Results: 100% dropped (0/2 received)",
                        "*** Results: 0% dropped (2/2 received)"], out
     assert "1 packets transmitted, 1 packets received" in out      # h1 ping -c 1 h2
+    # h1 ping -c 3 h2 at TDF 1: its replies, a second apart, reached the
+    # terminal one by one, not all at its end.
+    assert "3 packets transmitted, 3 packets received" in out, out
+    stamps = [float(t) for t in re.findall(r"^stamped ([\d.]+) \d+ bytes from", out, re.M)]
+    assert len(stamps) == 4 and stamps[3] - stamps[1] >= 1.5, out
     assert "/tmp/selena-pre -> h2:/root/selena-pre: 21 bytes\n" in out, out
     assert "h2:/root/selena-pre -> /tmp/selena-pre-back: 21 bytes\ncopied-back-whole\n" in out
     assert ("*** iperf: h1 has no iperf3 (template tiny-host; the tools-host template "

@@ -116,7 +116,12 @@ class FakeEngine:
         return _Handle(node, _text(command), timeout)
 
     def wait(self, handle: Any, *, check: bool = False) -> CommandResult:
-        return self._result(handle.node, handle.command, handle.timeout, record=False)
+        result = self._result(handle.node, handle.command, handle.timeout, record=False)
+        if handle.follower is not None:         # the output, then each stream's end
+            for stream, data in enumerate((result.stdout, result.stderr)):
+                for piece in (data, b""):
+                    handle.follower(stream, piece)
+        return result
 
     def kill(self, handle: Any, signal: int = 15) -> None:
         self.killed.append(handle.command)
@@ -139,6 +144,10 @@ class _Handle:
     node: str
     command: str
     timeout: float | None
+    follower: Callable[[int, bytes], None] | None = None
+
+    def follow(self, on_output: Callable[[int, bytes], None]) -> None:
+        self.follower = on_output
 
 
 def _text(command: Any) -> str:
