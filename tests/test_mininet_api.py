@@ -603,7 +603,7 @@ def test_pingpair_and_waitconnected_are_mininets_and_other_names_one_line(capsys
         net.monitor()
     with pytest.raises(ArgumentError, match=r"h1.setIP: not in selena's Mininet API \(it has "
                                             r"IP, MAC, cmd, cmdPrint, connectionsTo, intf, "
-                                            r"pexec, popen, sendCmd, sendInt, setCPUFrac, "
+                                            r"monitor, pexec, popen, sendCmd, sendInt, setCPUFrac, "
                                             r"waitOutput, waiting; "
                                             r"docs/topologies.md\)$"):
         net["h1"].setIP("10.0.0.9")
@@ -733,8 +733,8 @@ def test_set_cpu_frac_caps_a_host_before_and_after_start(fake_xen, tmp_path):
 
 
 def test_sendcmd_waitoutput_and_sendint_as_mininets_multiping_uses_them(fake_xen, tmp_path):
-    """Mininet's sendCmd/waitOutput (examples/multiping.py) and sendInt
-    were 'not in selena's Mininet API'."""
+    """Mininet's sendCmd/waitOutput (examples/multiping.py), sendInt and
+    monitor were 'not in selena's Mininet API'."""
     net = fake_net(fake_xen, tmp_path)
     net.start()
     try:
@@ -754,6 +754,12 @@ def test_sendcmd_waitoutput_and_sendint_as_mininets_multiping_uses_them(fake_xen
         h1.sendInt()
         assert h1.waitOutput() == "started\n"
         assert time.monotonic() - began < 30
+        # monitor(): what came so far, while the command runs; then the rest.
+        h2.sendCmd("echo one; sleep 1.5; echo two")
+        assert h2.monitor() == "one\n" and h2.waiting
+        assert h2.monitor(timeoutms=100) == ""          # a quiet 100 ms
+        assert h2.waitOutput() == "two\n" and not h2.waiting
+        assert h2.monitor() == ""                       # nothing sent
         # Mininet's dict-like net.
         assert len(net) == 2 and net.keys() == ["h1", "h2"]
         assert [str(v) for v in net.values()] == ["h1", "h2"]

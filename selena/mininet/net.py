@@ -26,7 +26,7 @@ from selena.errors import ArgumentError, ExperimentError, ScenarioError
 from selena.mininet import node as mn_node
 from selena.mininet.link import Link, TCLink
 from selena.mininet.log import error, output, warn
-from selena.mininet.process import Popen, argv_of
+from selena.mininet.process import Popen, SentCommand, argv_of
 from selena.mininet.topo import (
     Customized,
     Topo,
@@ -119,35 +119,49 @@ class NodeHandle:
             raise ArgumentError(caller_location(), f"{self.name}.sendCmd: {self.name} is "
                                                    "running a command already (waitOutput() "
                                                    "first)")
-        self.net.sent[self.name] = exp.start(self.name, command)
+        self.net.sent[self.name] = SentCommand(exp.start(self.name, command))
 
     @property
     def waiting(self) -> bool:
-        """A command from sendCmd has not been waited for (Mininet's waiting)."""
+        """A command from sendCmd has not ended and been read to its end
+        (Mininet's waiting)."""
         return self.name in self.net.sent
 
-    def waitOutput(self, verbose: bool = False) -> str:  # noqa: N802
-        """Wait for sendCmd's command; its output (stdout then stderr), ''
-        when none was sent, as Mininet's."""
-        handle = self.net.sent.get(self.name)
-        if handle is None:
+    def monitor(self, timeoutms: float | None = None, findPid: bool = True) -> str:  # noqa: N803
+        """What sendCmd's command printed since the last look (stdout and
+        stderr as they came, as Mininet's shell merges them), waiting up to
+        timeoutms real ms for something (None: until something comes); ''
+        when nothing did or none was sent. Once the command has ended and
+        its output is read, `waiting` is False (Mininet's monitor)."""
+        sent = self.net.sent.get(self.name)
+        if sent is None:
             return ""
-        exp = self.net._started(f"{self.name}.waitOutput")
-        try:
-            result = exp.wait(handle)
-        finally:
-            del self.net.sent[self.name]
-        text = (result.stdout + result.stderr).decode(errors="replace")
-        if verbose:
-            output(text)
+        text = sent.take(None if timeoutms is None else max(0.0, timeoutms / 1000))
+        if sent.ended:
+            try:
+                self.net._started(f"{self.name}.monitor").wait(sent.handle)   # recorded
+            finally:
+                del self.net.sent[self.name]
         return text
+
+    def waitOutput(self, verbose: bool = False) -> str:  # noqa: N802
+        """Wait for sendCmd's command; its output not read by monitor()
+        yet, '' when none was sent, as Mininet's (verbose: printed as it
+        comes)."""
+        texts = []
+        while self.waiting:
+            text = self.monitor()
+            if verbose and text:
+                output(text)
+            texts.append(text)
+        return "".join(texts)
 
     def sendInt(self, intr: str = "\x03") -> None:  # noqa: N802
         """Interrupt sendCmd's command (SIGINT, as Ctrl-C in Mininet's shell);
         waitOutput() then returns what it printed."""
-        handle = self.net.sent.get(self.name)
-        if handle is not None:
-            self.net._started(f"{self.name}.sendInt").kill(handle, signal.SIGINT)
+        sent = self.net.sent.get(self.name)
+        if sent is not None and not sent.handle.done:
+            self.net._started(f"{self.name}.sendInt").kill(sent.handle, signal.SIGINT)
 
     def popen(self, *args: object, shell: bool = False, **kwargs: object) -> Popen:
         """Start a command in the guest and return a subprocess.Popen-like
@@ -375,7 +389,7 @@ class Mininet:
         self.where = where
         self.exp: Any = None
         self.session: Any = None
-        self.sent: dict[str, Any] = {}      # node -> its sendCmd's command, until waited
+        self.sent: dict[str, SentCommand] = {}    # node -> its sendCmd's command, until read
         self.topology: Any = None
         self.built = False
         # As Mininet's: a net without a topo is built by start() (or build()),

@@ -12,6 +12,7 @@ the experiment's (virtual)."""
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import os
 import queue
@@ -146,6 +147,53 @@ class Popen:
         shown = shlex.join(self.args) if isinstance(self.args, tuple) else self.args
         return f"<Popen {self.node}: {shown}>"
 
+
+class SentCommand:
+    """A node's sendCmd command: its output queued as it comes, for
+    monitor() and waitOutput()."""
+
+    def __init__(self, handle: CommandHandle):
+        self.handle = handle
+        self._pending: queue.SimpleQueue[tuple[int, bytes]] = queue.SimpleQueue()
+        self._ends = 0
+        # A character may be split between two pieces of a stream.
+        self._decoders = [codecs.getincrementaldecoder("utf-8")(errors="replace")
+                          for _ in range(2)]
+        handle.follow(lambda stream, data: self._pending.put((stream, data)))
+
+    @property
+    def ended(self) -> bool:
+        """The command has ended and all its output was taken."""
+        return self._ends >= 2
+
+    def take(self, timeout: float | None) -> str:
+        """What came since the last take: waits up to `timeout` real seconds
+        (None: no limit) for a first piece, then takes what is queued."""
+        pieces: list[str] = []
+        first = True
+        while not self.ended:
+            try:
+                if first:
+                    stream, data = self._first(timeout)
+                else:
+                    stream, data = self._pending.get_nowait()
+            except queue.Empty:
+                break
+            first = False
+            if data:
+                pieces.append(self._decoders[stream].decode(data))
+            else:
+                self._ends += 1
+        return "".join(pieces)
+
+    def _first(self, timeout: float | None) -> tuple[int, bytes]:
+        # In slices of a second: Ctrl-C is heard between them.
+        while timeout is None:
+            try:
+                return self._pending.get(timeout=1.0)
+            except queue.Empty:
+                continue
+        return self._pending.get(timeout=timeout)
 
 def _returncode(result: CommandResult) -> int:
     """As subprocess: the exit status, or minus the signal that ended it; a

@@ -56,6 +56,8 @@ def test_a_mininet_script_starts_pings_and_stops(lab):
     assert len(re.findall(r"^popen-listening=True\r?$", out, re.M)) == 2, out
     assert out.count("pexec=('', '', 0)") == 2, out
     assert out.count("popen-out=(b'hello\\n', 0)") == 2, out
+    # monitor(): the first reply read while the ping ran, then the rest.
+    assert out.count("monitor=(True, 3)") == 2, out
     # pmonitor: both pings' three replies, some read while their ping ran.
     assert out.count("pmonitor=(6, True)") == 2, out
     # h1.intf().config(delay='30ms'): the link's round trip is now 60 ms.

@@ -2,7 +2,8 @@
 the lab's Dom0): start, pingAll, pingAllFull, h1.cmd('ping ...' % h2.IP()),
 h2.sendCmd and waitOutput (Mininet's multiping.py way), waitListening
 before and while busybox's nc listens in h2, staticArp on the started net,
-h2.popen of nc and h1.pexec sending it a line, pmonitor reading two
+h2.popen of nc and h1.pexec sending it a line, h1.monitor() reading a
+ping's first reply while it runs, pmonitor reading two
 pings' lines while they run (Mininet's popenpoll.py way),
 h1.intf().config(delay=...) reshaping the link, stop. Its link class is
 custom(TCLink, delay='10ms'), whose delay goes over the link's own 5 ms,
@@ -42,6 +43,13 @@ server = h2.popen('nc -l -p 5002')
 print('popen-listening=%r' % waitListening(h1, h2, 5002, timeout=10))
 print('pexec=%r' % (h1.pexec('echo hello | nc -w 2 %s 5002' % h2.IP(), shell=True),))
 print('popen-out=%r' % ((server.communicate(timeout=60)[0], server.returncode),))
+h1.sendCmd('ping -c3', h2.IP())
+seen = ''
+while 'bytes from' not in seen and h1.waiting:
+    seen += h1.monitor(timeoutms=5000)
+early = h1.waiting
+seen += h1.waitOutput()
+print('monitor=%r' % ((early, seen.count('bytes from')),))
 pings = {h1: h1.popen('ping -c3 %s' % h2.IP()), h2: h2.popen('ping -c3 %s' % h1.IP())}
 replies, while_running = 0, 0
 for host, line in pmonitor(pings, timeoutms=500):
