@@ -17,15 +17,10 @@ from collections.abc import Iterator, Sequence
 
 from selena import transfer
 from selena.backends.base import Backend
-from selena.control.interface import (
-    DEFAULT_OUTPUT_CAP,
-    CommandChannel,
-    CommandResult,
-    OutputFollower,
-    OutputRelay,
-)
+from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel, CommandResult
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError, ExperimentError, ScenarioError
+from selena.relay import OutputFollower, OutputRelay
 from selena.transfer import Transfer
 
 log = logging.getLogger(__name__)

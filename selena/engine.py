@@ -29,6 +29,7 @@ from selena.control.interface import CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError, ScenarioError
 from selena.metrics import Metric, make_metric
+from selena.relay import OutputFollower, OutputRelay
 from selena.transfer import Transfer
 
 if TYPE_CHECKING:
@@ -271,15 +272,23 @@ class Engine:
 
     def cmd(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
             env: dict[str, str] | None = None, cwd: str | None = None,
-            check: bool = False, origin: str = SCENARIO) -> CommandResult:
+            check: bool = False, origin: str = SCENARIO,
+            on_output: OutputFollower | None = None) -> CommandResult:
         """Run a command in `node` and wait for it. A string runs in /bin/sh; a
         list is an argv. timeout is in virtual seconds, enforced by the guest
         (default: the experiment's command_timeout; 0 or math.inf: none).
-        origin: what its record says ran it."""
+        origin: what its record says ran it. on_output: called with (stream,
+        bytes) as the output comes (0: stdout, 1: stderr; a thread of its
+        own), all of it before cmd returns; the result still holds it all."""
         if timeout is None:
             timeout = self.command_timeout
-        return self.wait(self.start(node, command, timeout=timeout, env=env, cwd=cwd,
-                                    origin=origin), check=check)
+        handle = self.start(node, command, timeout=timeout, env=env, cwd=cwd, origin=origin)
+        relay = OutputRelay(handle, on_output) if on_output is not None else None
+        try:
+            return self.wait(handle, check=check)
+        finally:
+            if relay is not None:
+                relay.stop()
 
     def start(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
               env: dict[str, str] | None = None, cwd: str | None = None,

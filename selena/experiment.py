@@ -105,6 +105,7 @@ from selena.openflow import Switches, bridge_scripts, flow_scripts
 from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, guest_shaping_script, make_plan
 from selena.provenance import run_provenance
+from selena.relay import OutputFollower
 from selena.results import BundleWriter, check_target
 from selena.runner import Runner
 from selena.schedule import (
@@ -854,10 +855,11 @@ class Experiment:
 
     def cmd(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
             env: dict[str, str] | None = None, cwd: str | None = None,
-            check: bool = False) -> CommandResult:
-        """Run a command in `node` and wait for it (see Engine.cmd)."""
+            check: bool = False, on_output: OutputFollower | None = None) -> CommandResult:
+        """Run a command in `node` and wait for it (see Engine.cmd; on_output
+        gets its output as it comes)."""
         return self._running().cmd(node, command, timeout=timeout, env=env, cwd=cwd,
-                                   check=check)
+                                   check=check, on_output=on_output)
 
     def start(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
               env: dict[str, str] | None = None, cwd: str | None = None) -> CommandHandle:

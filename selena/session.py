@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from selena import units
 from selena.control.channel import CommandResult
-from selena.control.interface import OutputFollower, OutputRelay
 from selena.errors import ScenarioError, UnitError
 from selena.model import NodeKind
 from selena.openflow import BRIDGE
+from selena.relay import OutputFollower, OutputRelay
 from selena.runner import CommandResult as RunResult
 from selena.runner import Runner
 from selena.transfer import Transfer

@@ -508,6 +508,30 @@ def test_output_past_the_cap_is_kept_short_and_the_bundle_says_so(fake_xen, tmp_
     assert info["stdout_dropped"] == 45904 and info["stdout_bytes"] == 4096
 
 
+def test_cmd_hands_on_its_output_as_it_comes_and_the_result_still_holds_it(fake_xen,
+                                                                           tmp_path):
+    """exp.cmd(..., on_output=): a line reaches the caller while the command
+    runs (a long iperf's intervals, say), within the output cap; the result
+    and the bundle keep all of it; a started command's handle.follow() alike."""
+    import time
+
+    heard: list[tuple[float, int, bytes]] = []
+    with make(fake_xen, tmp_path, output_cap=4096) as exp:
+        result = exp["h1"].cmd("echo first; sleep 1.5; echo second; head -c 5000 /dev/zero",
+                               on_output=lambda stream, data: heard.append(
+                                   (time.monotonic(), stream, data)))
+        ended = time.monotonic()
+        assert ended - heard[0][0] >= 1.2 and heard[0][1:] == (0, b"first\n"), heard
+        assert b"".join(data for _, _, data in heard) == result.stdout
+        assert len(result.stdout) == 4096 and result.stdout_dropped > 0
+        started = exp.start("h2", "echo bg; echo err >&2")
+        pieces: list[tuple[int, bytes]] = []
+        started.follow(lambda stream, data: pieces.append((stream, data)))
+        exp.wait(started)
+        assert sorted(pieces) == [(0, b""), (0, b"bg\n"), (1, b""), (1, b"err\n")]
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert meta["commands"][0]["command"].startswith("echo first")
+
 def test_a_negative_output_cap_is_refused(fake_xen, tmp_path):
     with pytest.raises(ValidationError, match="output_cap=-1: want a whole number of bytes"):
         make(fake_xen, tmp_path, output_cap=-1)

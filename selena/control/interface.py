@@ -12,7 +12,6 @@ wait on the handle from any thread.
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from selena.control.protocol import CommandSpec, CommandState, printable
 from selena.errors import ControlError
+from selena.relay import OutputFollower
 
 # What Dom0 keeps of one command's stdout, and again of its stderr: beyond it
 # chunks are still read and acknowledged (so the guest never stalls) but
@@ -32,9 +32,6 @@ DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
 # exclude each other, so a follower gets every byte once; one lock for every
 # handle (none to make per command), held for a bytearray append.
 _FOLLOWING = threading.Lock()
-
-# A follower of a command's output (CommandHandle.follow).
-OutputFollower = Callable[[int, bytes], None]
 
 
 def _held_lock() -> Any:
@@ -245,37 +242,6 @@ class CommandHandle:
             self._bell.release()
         except RuntimeError:
             pass                    # rung already, and not yet heard
-
-
-class OutputRelay:
-    """A command's output handed to `on_output` as it comes, from a thread
-    of its own: the channel's follower must not block, a terminal may."""
-
-    # Real seconds stop() waits for the output still queued to be handed on.
-    FLUSH_S = 10.0
-
-    def __init__(self, handle: CommandHandle, on_output: OutputFollower):
-        self._pending: queue.SimpleQueue[tuple[int, bytes] | None] = queue.SimpleQueue()
-        self._on_output = on_output
-        self._thread = threading.Thread(target=self._run, daemon=True, name="output-relay")
-        self._thread.start()
-        handle.follow(lambda stream, data: self._pending.put((stream, data)))
-
-    def _run(self) -> None:
-        ends = 0
-        while ends < 2 and (item := self._pending.get()) is not None:
-            stream, data = item
-            if data:
-                self._on_output(stream, data)
-            else:
-                ends += 1
-
-    def stop(self) -> None:
-        """After the command's result (or an interrupt): what came before is
-        handed on (the ends are queued before a command is done), then the
-        thread ends."""
-        self._pending.put(None)
-        self._thread.join(self.FLUSH_S)
 
 
 @runtime_checkable

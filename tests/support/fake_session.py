@@ -107,8 +107,13 @@ class FakeEngine:
         self.commands.append(("-", f"sleep {seconds:g}", None))
 
     def cmd(self, node: str, command: Any, *, timeout: float | None = None, env: Any = None,
-            cwd: Any = None, check: bool = False) -> CommandResult:
-        return self._result(node, command, timeout)
+            cwd: Any = None, check: bool = False, on_output: Any = None) -> CommandResult:
+        result = self._result(node, command, timeout)
+        if on_output is not None:
+            for stream, data in enumerate((result.stdout, result.stderr)):
+                if data:
+                    on_output(stream, data)
+        return result
 
     def start(self, node: str, command: Any, *, timeout: float | None = None, env: Any = None,
               cwd: Any = None) -> Any:

@@ -1,0 +1,54 @@
+"""A command's output handed on as it comes (CommandHandle.follow), and
+handed on from a thread of its own (OutputRelay) where the receiver may
+block: a terminal, a user's callback. Outside selena.control because
+`selena lab bench-control --baseline REV` runs this tree's engine over
+an older tree's control channel, which has none of it."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+# Called with (stream, data): 0 stdout, 1 stderr; an empty `data` is that
+# stream's end.
+OutputFollower = Callable[[int, bytes], None]
+
+
+class Followed(Protocol):
+    """What a relay needs of a command's handle."""
+
+    def follow(self, on_output: OutputFollower) -> None: ...
+
+
+class OutputRelay:
+    """A command's output handed to `on_output` as it comes, from a thread
+    of its own: the channel's follower must not block, a terminal may."""
+
+    # Real seconds stop() waits for the output still queued to be handed on.
+    FLUSH_S = 10.0
+
+    def __init__(self, handle: Followed, on_output: OutputFollower):
+        self._pending: queue.SimpleQueue[tuple[int, bytes] | None] = queue.SimpleQueue()
+        self._on_output = on_output
+        self._thread = threading.Thread(target=self._run, daemon=True, name="output-relay")
+        self._thread.start()
+        handle.follow(lambda stream, data: self._pending.put((stream, data)))
+
+    def _run(self) -> None:
+        ends = 0
+        while ends < 2 and (item := self._pending.get()) is not None:
+            stream, data = item
+            if data:
+                self._on_output(stream, data)
+            else:
+                ends += 1
+
+    def stop(self) -> None:
+        """After the command's result (or an interrupt): what came before is
+        handed on (the ends are queued before a command is done), then the
+        thread ends."""
+        self._pending.put(None)
+        self._thread.join(self.FLUSH_S)
+
