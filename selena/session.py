@@ -520,4 +520,3 @@ def _json(data: bytes) -> dict | None:
 
 
 __all__ = ["PingAll", "Session", "rate_text"]
-

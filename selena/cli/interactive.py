@@ -417,6 +417,7 @@ class Prompt(cmd.Cmd):
         for stream, end in zip(streams, last, strict=True):
             if end != b"\n":
                 stream.write("\n")
+                stream.flush()
         if not result.ok:
             self.error(f"{node}: {result.summary()}")
         return False
