@@ -30,6 +30,7 @@ from selena.openflow import BRIDGE
 from selena.relay import OutputFollower, OutputRelay
 from selena.runner import CommandResult as RunResult
 from selena.runner import Runner
+from selena.signals import SignalInterrupt
 from selena.transfer import Transfer
 
 if TYPE_CHECKING:
@@ -102,6 +103,11 @@ class PingAll:
         return lines
 
 
+# Real seconds a node command followed as it comes is given, after Ctrl-C
+# sent it SIGINT, to print its last words and end.
+INTERRUPT_GRACE_S = 5.0
+
+
 class Session:
     """Mininet-style operations on a deployed, running Experiment."""
 
@@ -171,8 +177,11 @@ class Session:
         relay = OutputRelay(handle, on_output) if on_output is not None else None
         try:
             result = self.exp.wait(handle)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             self.exp.kill(handle, signal.SIGINT)
+            if relay is not None and not isinstance(interrupt, SignalInterrupt):
+                # Its last words shown (a ping's statistics), as mn shows them.
+                handle.wait_done(INTERRUPT_GRACE_S)
             raise
         finally:
             if relay is not None:

@@ -450,3 +450,28 @@ def test_a_node_commands_output_is_shown_as_it_comes_through_the_real_channel(
     assert out.getvalue() == "first\n€ last\n" and err.getvalue() == "oops\n"
     at = {text: t for t, text in out.writes}
     assert at["\n"] - at["first\n"] >= 1.2, out.writes       # shown before the end
+
+
+def test_ctrl_c_on_a_node_command_shows_its_last_words_then_ends_it(fake_xen, tmp_path,
+                                                                      monkeypatch):
+    """As in mn, Ctrl-C on `h1 ping h2` sends SIGINT and the ping's
+    statistics are still shown: the command gets a few seconds to end."""
+    topo = Topology("lastwords", tdf=2)
+    topo.add_link(topo.add_host("h1", ip="10.0.0.1/24"), topo.add_host("h2", ip="10.0.0.2/24"))
+    backend = XlBackend(fake_xen, tmp_path / "state", xenstore=fake_xen.dom0,
+                        host_root=fake_xen.host_root)
+    heard: list[bytes] = []
+    with Experiment(topo, backend=backend, templates=None, monitor=False,
+                    ready_timeout=20) as exp:
+        net = Session(exp)
+        real_wait = exp.wait
+
+        def ctrl_c_after_a_second(handle, check=False):
+            time.sleep(1.0)
+            raise KeyboardInterrupt
+        monkeypatch.setattr(exp, "wait", ctrl_c_after_a_second)
+        with pytest.raises(KeyboardInterrupt):
+            net.cmd("h1", "trap 'echo statistics; exit 0' INT; echo started; sleep 30 & wait",
+                    on_output=lambda stream, data: heard.append(data))
+        monkeypatch.setattr(exp, "wait", real_wait)
+    assert b"".join(heard) == b"started\nstatistics\n"
