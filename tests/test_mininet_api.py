@@ -732,6 +732,36 @@ def test_set_cpu_frac_caps_a_host_before_and_after_start(fake_xen, tmp_path):
         net.stop()
 
 
+def test_cmdprint_and_a_verbose_cmd_print_the_output_as_it_comes(fake_xen, tmp_path,
+                                                                  monkeypatch):
+    """Mininet's cmdPrint and cmd(verbose=True): the output printed while
+    the command runs, and returned whole."""
+    written: list[tuple[float, str]] = []
+
+    class Terminal:
+        def write(self, text: str) -> None:
+            written.append((time.monotonic(), text))
+
+        def flush(self) -> None:
+            pass
+    net = fake_net(fake_xen, tmp_path)
+    net.start()
+    try:
+        h1 = net.get("h1")
+        monkeypatch.setattr(sys, "stdout", Terminal())
+        text = h1.cmdPrint("echo one; sleep 1.5; echo two >&2")
+        returned = time.monotonic()
+        assert text == "one\ntwo\n"
+        assert [t for _, t in written] == ["one\n", "two\n"]
+        assert returned - written[0][0] >= 1.2, written
+        written.clear()
+        assert h1.cmd("echo quiet") == "quiet\n" and written == []
+        assert h1.cmd("echo loud", verbose=True) == "loud\n"
+        assert [t for _, t in written] == ["loud\n"]
+    finally:
+        monkeypatch.undo()
+        net.stop()
+
 def test_sendcmd_waitoutput_and_sendint_as_mininets_multiping_uses_them(fake_xen, tmp_path):
     """Mininet's sendCmd/waitOutput (examples/multiping.py), sendInt and
     monitor were 'not in selena's Mininet API'."""

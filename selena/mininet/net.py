@@ -17,6 +17,7 @@ if the script forgot), and pingAll/iperf are selena.session's.
 from __future__ import annotations
 
 import atexit
+import codecs
 import signal
 import weakref
 from collections.abc import Iterator
@@ -83,6 +84,20 @@ def _missing(owner: str, name: str, have: type) -> NotInSelenaMininet:
                                                  "docs/topologies.md)")
 
 
+class _Shown:
+    """A command's output printed as it comes (Mininet's verbose): the two
+    streams merged as Mininet's shell merges them, a character split
+    between two pieces printed whole."""
+
+    def __init__(self) -> None:
+        self._decoders = [codecs.getincrementaldecoder("utf-8")(errors="replace")
+                          for _ in range(2)]
+
+    def piece(self, stream: int, data: bytes) -> None:
+        text = self._decoders[stream].decode(data)
+        if text:
+            output(text)
+
 class NodeHandle:
     """A node of a started net, as Mininet's Node: `cmd` returns the output
     (stdout then stderr) as a string, `IP()` its first address."""
@@ -94,15 +109,18 @@ class NodeHandle:
     def cmd(self, *args: object, **kwargs: object) -> str:
         """Run a shell command in the guest and return its output, as
         Mininet does (`h1.cmd('ping -c1', h2.IP())`: words joined by spaces).
-        Mininet's `verbose=` is accepted; `timeout=` is in virtual seconds."""
-        kwargs.pop("verbose", None)
+        verbose=True prints the output as it comes (Mininet's log output),
+        as cmdPrint does; `timeout=` is in virtual seconds."""
+        verbose = bool(kwargs.pop("verbose", False))
         timeout = kwargs.pop("timeout", None)
         if kwargs:
             raise ArgumentError(caller_location(), f"{self.name}.cmd: unknown option(s) "
                                                    f"{', '.join(kwargs)}")
         command = self._command(args, "cmd")
         exp = self.net._started(f"{self.name}.cmd")
-        result = exp.cmd(self.name, command, timeout=timeout)
+        shown = _Shown() if verbose else None
+        result = exp.cmd(self.name, command, timeout=timeout,
+                         on_output=shown.piece if shown else None)
         return (result.stdout + result.stderr).decode(errors="replace")
 
     def sendCmd(self, *args: object, **kwargs: object) -> None:  # noqa: N802
@@ -191,9 +209,9 @@ class NodeHandle:
         return " ".join(str(a) for a in args)
 
     def cmdPrint(self, *args: object, **kwargs: object) -> str:  # noqa: N802
-        text = self.cmd(*args, **kwargs)
-        output(text)
-        return text
+        """cmd, its output printed as it comes (Mininet's cmdPrint)."""
+        kwargs["verbose"] = True
+        return self.cmd(*args, **kwargs)
 
     def IP(self, intf: object = None) -> str | None:  # noqa: N802 - Mininet's name
         node = self.net.topology.nodes[self.name]
