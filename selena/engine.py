@@ -29,7 +29,7 @@ from selena.control.interface import CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError, ScenarioError
 from selena.metrics import Metric, make_metric
-from selena.relay import OutputFollower, OutputRelay
+from selena.relay import OutputFollower, OutputRelay, SharedRelay
 from selena.transfer import Transfer
 
 if TYPE_CHECKING:
@@ -213,8 +213,11 @@ class Engine:
                  *, crash: Callable[[str], None] | None = None,
                  switches: Switches | None = None, out_dir: Path | None = None,
                  command_timeout: float | None = DEFAULT_COMMAND_TIMEOUT_S,
-                 params: dict[str, object] | None = None, output: OutputSink | None = None):
+                 params: dict[str, object] | None = None, output: OutputSink | None = None,
+                 shown: SharedRelay | None = None):
         self.controller = controller
+        # Where every command's output goes as it comes (a run's show_output).
+        self._shown = shown
         self.domids = dict(domids)
         self.clock = clock
         self.switches = switches
@@ -292,9 +295,10 @@ class Engine:
 
     def start(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
               env: dict[str, str] | None = None, cwd: str | None = None,
-              origin: str = SCENARIO) -> CommandHandle:
+              origin: str = SCENARIO, show: bool = True) -> CommandHandle:
         """Start a command in the background; wait() or kill() it later
-        (timeout in virtual seconds; None, 0 or math.inf: none)."""
+        (timeout in virtual seconds; None, 0 or math.inf: none). show=False:
+        the run's show_output does not get its output (its caller shows it)."""
         if node not in self.domids:
             raise ScenarioError(f"no node named {node!r} in this experiment "
                                 f"(have {', '.join(sorted(self.domids))})")
@@ -313,6 +317,8 @@ class Engine:
         handle = self.controller.submit(node, spec)
         with self._lock:
             self._started[handle.id] = _Started(handle, self.now(), limit, origin)
+        if show and self._shown is not None:
+            handle.follow(self._shown.follower(node, handle.id))
         return handle
 
     def wait(self, handle: CommandHandle, *, check: bool = False) -> CommandResult:

@@ -105,7 +105,7 @@ from selena.openflow import Switches, bridge_scripts, flow_scripts
 from selena.paths import switch_profiles
 from selena.plan import TEMPLATE_ROOT, Plan, guest_shaping_script, make_plan
 from selena.provenance import run_provenance
-from selena.relay import OutputFollower
+from selena.relay import NodeOutput, OutputFollower, SharedRelay
 from selena.results import BundleWriter, check_target
 from selena.runner import Runner
 from selena.schedule import (
@@ -250,7 +250,8 @@ def _check_options(params: object, **seconds: object) -> None:
 
 
 def _check_values(*, out: object, output_cap: object, link: object, meta: object,
-                  templates: object, progress: object, flags: Mapping[str, object]) -> None:
+                  templates: object, progress: object, show_output: object,
+                  flags: Mapping[str, object]) -> None:
     """The Python API's other options, before anything is loaded or created:
     a wrong type there was a TypeError deep inside, or worse, taken as
     meant (replace="no" is true: it would destroy the experiment running
@@ -275,6 +276,9 @@ def _check_values(*, out: object, output_cap: object, link: object, meta: object
     if progress is not None and not callable(progress):
         raise ValidationError(f"progress={progress!r}: want a function of one message, "
                               "e.g. print")
+    if show_output is not None and not callable(show_output):
+        raise ValidationError(f"show_output={show_output!r}: want a function of (node, "
+                              "command id, stream, bytes), or None")
     if meta is None:
         return
     if not isinstance(meta, Mapping):
@@ -317,12 +321,13 @@ class Experiment:
                  output_cap: int = DEFAULT_OUTPUT_CAP,
                  progress: Progress | None = None, replace: bool = False,
                  finish_limit: float = FINISH_LIMIT_S, meta: Mapping[str, Any] | None = None,
-                 capture: Sequence[str | tuple[str, str]] = ()):
+                 capture: Sequence[str | tuple[str, str]] = (),
+                 show_output: NodeOutput | None = None):
         excepthook.install()    # a selena error ending the user's script is one line
         _check_options(params, monitor_interval=monitor_interval, ready_timeout=ready_timeout,
                        command_timeout=command_timeout, finish_limit=finish_limit)
         _check_values(out=out, output_cap=output_cap, link=link, meta=meta,
-                      templates=templates, progress=progress,
+                      templates=templates, progress=progress, show_output=show_output,
                       flags={"keep": keep, "warm": warm, "offloads": offloads,
                              "strict": strict, "monitor": monitor,
                              "latency_probe": latency_probe, "replace": replace})
@@ -380,6 +385,9 @@ class Experiment:
         self.adaptive_start_calibrated = False
         self._adaptive_start()
         self.output_cap = output_cap
+        # Every command's output as it comes (selena run --follow).
+        self.show_output = show_output
+        self._shown: SharedRelay | None = None
         self.monitor: Monitor | None = None
         self.fidelity: FidelityReport | None = None
         self.progress = progress or (lambda msg: log.info("%s", msg))
@@ -615,7 +623,8 @@ class Experiment:
                              switches=switches,
                              out_dir=self._writer.staging if self._writer else None,
                              command_timeout=self.command_timeout, params=self.params,
-                             output=self._writer.add if self._writer else None)
+                             output=self._writer.add if self._writer else None,
+                             shown=self._shown_relay())
         if self.monitor_enabled:
             name = self.topology.name
             # Backends that cannot capture frames are judged without the spacing check.
@@ -862,9 +871,11 @@ class Experiment:
                                    check=check, on_output=on_output)
 
     def start(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
-              env: dict[str, str] | None = None, cwd: str | None = None) -> CommandHandle:
+              env: dict[str, str] | None = None, cwd: str | None = None,
+              show: bool = True) -> CommandHandle:
         """Start a command in the background (see Engine.start)."""
-        return self._running().start(node, command, timeout=timeout, env=env, cwd=cwd)
+        return self._running().start(node, command, timeout=timeout, env=env, cwd=cwd,
+                                     show=show)
 
     def wait(self, handle: CommandHandle, *, check: bool = False) -> CommandResult:
         """Wait for a started command (see Engine.wait)."""
@@ -1295,6 +1306,9 @@ class Experiment:
                 finally:
                     self._writer = None
             self._close_controller()
+            if self._shown is not None:         # every command has ended by now
+                self._shown.stop()
+                self._shown = None
             try:
                 if self.deployment is not None and not self.keep:
                     self.backend.destroy(self.topology.name, pool=self.warm)
@@ -1316,6 +1330,11 @@ class Experiment:
         if first is not None:
             raise first
         return self.bundle
+
+    def _shown_relay(self) -> SharedRelay | None:
+        if self.show_output is not None and self._shown is None:
+            self._shown = SharedRelay(self.show_output)
+        return self._shown
 
     def _finish_engine(self, engine: Engine, end: _EndOfRun,
                        interrupted: bool) -> BaseException | None:

@@ -52,3 +52,36 @@ class OutputRelay:
         self._pending.put(None)
         self._thread.join(self.FLUSH_S)
 
+
+
+# Called with (node, command id, stream, data) for every command shown; an
+# empty `data` is that command's stream's end.
+NodeOutput = Callable[[str, str, int, bytes], None]
+
+
+class SharedRelay:
+    """Many commands' output handed to one `on_output` (a run's
+    show_output) from one thread, in the order it came."""
+
+    def __init__(self, on_output: NodeOutput):
+        self._pending: queue.SimpleQueue[tuple[str, str, int, bytes] | None] = \
+            queue.SimpleQueue()
+        self._on_output = on_output
+        self._thread = threading.Thread(target=self._run, daemon=True, name="output-shown")
+        self._thread.start()
+
+    def follower(self, node: str, command_id: str) -> OutputFollower:
+        """What a command's handle is to follow (it must not block)."""
+        def queued(stream: int, data: bytes) -> None:
+            self._pending.put((node, command_id, stream, data))
+        return queued
+
+    def _run(self) -> None:
+        while (item := self._pending.get()) is not None:
+            self._on_output(*item)
+
+    def stop(self) -> None:
+        """What came so far handed on (OutputRelay.FLUSH_S at most), then
+        the thread ends."""
+        self._pending.put(None)
+        self._thread.join(OutputRelay.FLUSH_S)

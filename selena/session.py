@@ -173,7 +173,9 @@ class Session:
         self._running(node)
         if timeout is None:
             timeout = self.exp.command_timeout      # as exp.cmd (None there: no limit)
-        handle = self.exp.start(node, self.substitute(command), timeout=timeout)
+        # Shown here, not also by the run's show_output (selena run --follow).
+        handle = self.exp.start(node, self.substitute(command), timeout=timeout,
+                                show=on_output is None)
         relay = OutputRelay(handle, on_output) if on_output is not None else None
         try:
             result = self.exp.wait(handle)

@@ -4,6 +4,7 @@ the file and line, never a traceback through selena)."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import signal
@@ -225,6 +226,38 @@ def test_run_listing2_actions_in_order_print_their_output(fake_xen, fake_backend
     assert meta["status"] == "ok"
     assert "H1$ echo two\n  two\n" in out         # what Listing-2 commands printed
 
+
+def test_run_follow_prints_every_commands_output_as_it_comes_with_its_node(
+        fake_xen, fake_backend, tmp_path, capsys, monkeypatch):
+    """selena run --follow: each line after its node's name as it comes
+    (here a line printed while the command still ran, before a later
+    command's), stderr's marked; a --pre prompt command's output once."""
+    monkeypatch.chdir(tmp_path)
+    body = (PAIR + "\ndef run(exp):\n"
+            "    exp.start('b', 'sleep 0.5; echo from b; echo oops >&2')\n"
+            "    exp.cmd('a', 'echo first; sleep 1.5; printf \"no newline\"')\n")
+    (tmp_path / "pre").write_text("a echo from the prompt\n")
+    rc, out, err = run_cli(capsys, "run", _file(tmp_path, body), "--out", "bundle", "--follow",
+                           "--pre", "pre")
+    assert rc == 0, err
+    shown = [line for line in out.splitlines() if line[:4] in ("a | ", "b | ", "b ! ")]
+    assert shown == ["a | first", "b | from b", "b ! oops", "a | no newline"], out
+    assert out.splitlines().count("from the prompt") == 1, out     # the prompt's own
+
+
+def test_followed_lines_join_pieces_keep_commands_apart_and_escape_controls():
+    from selena.cli.experiment import FollowedLines
+
+    out = io.StringIO()
+    lines = FollowedLines(out)
+    lines("h1", "c1", 0, b"par")
+    lines("h2", "c2", 0, b"other\nhalf")
+    lines("h1", "c1", 0, b"tial\r\nnext\x1b[31m\n")
+    lines("h1", "c1", 0, b"")                   # c1's stdout ended
+    lines("h2", "c2", 1, b"err\n")
+    lines("h2", "c2", 0, b"")                   # c2's: its last line, unended
+    assert out.getvalue().splitlines() == [
+        "h2 | other", "h1 | partial", "h1 | next\\x1b[31m", "h2 ! err", "h2 | half"]
 
 # -- issue 28: ownership front ends, a bad --out, SIGTERM -----------------------------
 

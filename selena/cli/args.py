@@ -235,6 +235,7 @@ def run_only_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-monitor", action="store_true")
     g.add_argument("--output-cap", type=size_arg, default=DEFAULT_OUTPUT_CAP, metavar="SIZE")
     g.add_argument("--wait", type=seconds_arg, default=120.0, metavar="SECONDS")
+    g.add_argument("--follow", action="store_true")
     capture_arg(g)
 
 

@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from selena import units
 from selena.adaptive import Policy
@@ -43,6 +43,7 @@ from selena.cli.args import (
 from selena.cli.interactive import interact
 from selena.compat import PUSH_CMD
 from selena.control.channel import DEFAULT_OUTPUT_CAP
+from selena.control.protocol import printable
 from selena.engine import Recorded
 from selena.errors import (
     CleanupError,
@@ -186,6 +187,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="bytes of each command's stdout, and of its stderr, kept in Dom0 "
                         "and the bundle (e.g. 1M; default 16M); the rest is dropped and "
                         "counted")
+    p.add_argument("--follow", action="store_true",
+                   help="print every command's output as it comes, each line after its "
+                        "node's name (`h1 | `; stderr's `h1 ! `)")
     capture_arg(p)
     p.set_defaults(func=cmd_run)
 
@@ -352,6 +356,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                   "output_cap": args.output_cap}
     if args.command_timeout is not None:
         options["command_timeout"] = args.command_timeout or None
+    if args.follow:
+        options["show_output"] = FollowedLines(sys.stdout)
     exp = _experiment(args, **options)
     events = events_of(args, exp)       # a bad line is refused before any deploy
     started = time.monotonic()
@@ -388,6 +394,35 @@ def cmd_run(args: argparse.Namespace) -> int:
             report(user_error(failure, exp.scenario.source))
         return 1
     return 0
+
+
+class FollowedLines:
+    """selena run --follow: every command's output as it comes, line by
+    line, each line after its node's name (`|` stdout, `!` stderr), its
+    control characters escaped; a command's last line without a newline
+    printed at its end."""
+
+    # Characters of one line printed; the rest is cut (and counted).
+    LINE_LIMIT = 2000
+
+    def __init__(self, out: IO[str]):
+        self.out = out
+        self._partial: dict[tuple[str, int], bytes] = {}
+
+    def __call__(self, node: str, command_id: str, stream: int, data: bytes) -> None:
+        key = (command_id, stream)
+        pending = self._partial.pop(key, b"") + data
+        *lines, rest = pending.split(b"\n")
+        if not data and rest:               # the stream's end: its last line
+            lines.append(rest)
+        elif rest:
+            self._partial[key] = rest
+        mark = "|!"[stream]
+        for line in lines:
+            shown = printable(line.rstrip(b"\r"), self.LINE_LIMIT)
+            self.out.write(f"{node} {mark} {shown}\n")
+        if lines:
+            self.out.flush()
 
 
 def tdf_timeline_line(timeline: list[dict[str, Any]]) -> str:

@@ -124,6 +124,19 @@ class CommandResult:
         return f"{self.state} ({reason}: {printable(self.detail)})" if self.detail else self.state
 
 
+class _Both:
+    """Two followers of one command, each handed every piece."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: OutputFollower, second: OutputFollower):
+        self.first = first
+        self.second = second
+
+    def __call__(self, stream: int, data: bytes) -> None:
+        self.first(stream, data)
+        self.second(stream, data)
+
 @dataclass
 class CommandHandle:
     """One submitted command: its channel completes it once, callers wait.
@@ -178,12 +191,10 @@ class CommandHandle:
         this call at once, then as it comes (a channel that collects output
         only at the end hands it all then); at the end each stream's rest
         and an empty `data`, its end. Called on the channel's thread, so it
-        must not block. One follower per command."""
+        must not block. A command may have several followers."""
         with _FOLLOWING:
-            if self._follower is not None:
-                raise ControlError(f"command {self.spec.describe()!r} on {self.guest} is "
-                                   "followed already")
-            self._follower = on_output
+            previous = self._follower
+            self._follower = on_output if previous is None else _Both(previous, on_output)
             for stream, kept in enumerate(self._out):
                 if kept:
                     on_output(stream, bytes(kept))

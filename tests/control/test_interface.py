@@ -116,8 +116,12 @@ def test_a_follower_gets_every_byte_once_and_each_streams_end(any_channel):
     for stream, whole in enumerate((result.stdout, result.stderr)):
         pieces = [data for s, data in heard if s == stream]
         assert b"".join(pieces) == whole and pieces[-1] == b"" and pieces.count(b"") == 1
-    with pytest.raises(ControlError, match="followed already"):
-        handle.follow(follower)
+    # A second follower, after the end: it gets it all too, the first nothing more.
+    before = len(heard)
+    again: list[tuple[int, bytes]] = []
+    handle.follow(lambda stream, data: again.append((stream, data)))
+    assert len(heard) == before
+    assert b"".join(d for s, d in again if s == 0) == result.stdout and again[-1] == (1, b"")
 
 
 def test_a_follower_after_the_end_or_of_a_failed_channel_hears_the_end():
@@ -129,6 +133,16 @@ def test_a_follower_after_the_end_or_of_a_failed_channel_hears_the_end():
     heard: list[tuple[int, bytes]] = []
     handle.follow(lambda stream, data: heard.append((stream, data)))
     assert heard == [(0, b"so far "), (0, b"and the rest"), (0, b""), (1, b"e"), (1, b"")]
+    # Two followers while it runs (a run's --follow and a popen's pipes).
+    both = CommandHandle("h1", "z", CommandSpec(shell="true"), 0.0)
+    first: list[bytes] = []
+    second: list[bytes] = []
+    both.follow(lambda stream, data: first.append(data))
+    both._keep(0, b"a")
+    both.follow(lambda stream, data: second.append(data))
+    both._keep(0, b"b")
+    both.complete(CommandResult("h1", "z", "true", "exited", exit_code=0, stdout=b"ab"))
+    assert first == [b"a", b"b", b"", b""] and second == [b"a", b"b", b"", b""]
     failed = CommandHandle("h1", "y", CommandSpec(shell="true"), 0.0)
     ended: list[tuple[int, bytes]] = []
     failed.follow(lambda stream, data: ended.append((stream, data)))

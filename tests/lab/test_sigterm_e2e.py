@@ -74,7 +74,8 @@ snap() {{
 }}
 rm -rf {OUT} {MARK}
 snap > /tmp/sigterm-before
-{terminated_when_marked(f"selena run {SCENARIO} --out {OUT}", "/tmp/selena-sigterm.log",
+{terminated_when_marked(f"selena run {SCENARIO} --out {OUT} --follow",
+                        "/tmp/selena-sigterm.log",
                         MARK, seen="scenario-under-way", status="run-status", settle_s=2)}
 cat /tmp/selena-sigterm.log
 # What this run created and left (another job's leftovers are not its own).
@@ -98,6 +99,7 @@ def test_sigterm_mid_scenario_tears_down_and_records_it(lab):
     assert "scenario-under-way" in out, out
     assert "run-status=143" in out, out                    # 128 + SIGTERM
     assert "selena: interrupted by SIGTERM" in out and "Traceback" not in out, out
+    assert "h1 | under-way" in out, out                    # --follow
     assert "dom0-as-before" in out, out     # bridges, links, vif qdiscs, domains
     for left in ("guests-left", "state-files-left", "staging-left"):
         assert f"{left}=0" in out, out

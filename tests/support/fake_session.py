@@ -116,7 +116,7 @@ class FakeEngine:
         return result
 
     def start(self, node: str, command: Any, *, timeout: float | None = None, env: Any = None,
-              cwd: Any = None) -> Any:
+              cwd: Any = None, show: bool = True) -> Any:
         self.commands.append((node, f"start {_text(command)}", timeout))
         return _Handle(node, _text(command), timeout)
 
