@@ -108,7 +108,7 @@ def _waited(channel: CommandChannel, node: str, specs: Sequence[CommandSpec],
     handles = [channel.submit(node, spec) for spec in specs]
     relay = OutputRelay(handles[0], on_output) if on_output is not None else None
     try:
-        return [channel.wait(handle) for handle in handles]
+        results = [channel.wait(handle) for handle in handles]
     except BaseException:
         for handle in handles:
             if handle.done:
@@ -124,3 +124,6 @@ def _waited(channel: CommandChannel, node: str, specs: Sequence[CommandSpec],
     finally:
         if relay is not None:
             relay.stop()
+    if relay is not None:
+        relay.check()
+    return results

@@ -288,10 +288,13 @@ class Engine:
         handle = self.start(node, command, timeout=timeout, env=env, cwd=cwd, origin=origin)
         relay = OutputRelay(handle, on_output) if on_output is not None else None
         try:
-            return self.wait(handle, check=check)
+            result = self.wait(handle, check=check)
         finally:
             if relay is not None:
                 relay.stop()
+        if relay is not None:
+            relay.check()
+        return result
 
     def start(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
               env: dict[str, str] | None = None, cwd: str | None = None,

@@ -1,15 +1,19 @@
-"""A command's output handed on as it comes (CommandHandle.follow), and
-handed on from a thread of its own (OutputRelay) where the receiver may
-block: a terminal, a user's callback. Outside selena.control because
+"""A command's output handed on as it comes (CommandHandle.follow), from a
+thread of its own where the receiver may block (a terminal, a user's
+callback): one command's (OutputRelay), or every command's of a run
+(SharedRelay, `selena run --follow`). Outside selena.control because
 `selena lab bench-control --baseline REV` runs this tree's engine over
 an older tree's control channel, which has none of it."""
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
 from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 # Called with (stream, data): 0 stdout, 1 stderr; an empty `data` is that
 # stream's end.
@@ -32,6 +36,8 @@ class OutputRelay:
     def __init__(self, handle: Followed, on_output: OutputFollower):
         self._pending: queue.SimpleQueue[tuple[int, bytes] | None] = queue.SimpleQueue()
         self._on_output = on_output
+        # What on_output raised: it gets nothing more, the caller gets it (check).
+        self.error: Exception | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="output-relay")
         self._thread.start()
         handle.follow(lambda stream, data: self._pending.put((stream, data)))
@@ -40,10 +46,13 @@ class OutputRelay:
         ends = 0
         while ends < 2 and (item := self._pending.get()) is not None:
             stream, data = item
-            if data:
-                self._on_output(stream, data)
-            else:
+            if not data:
                 ends += 1
+            elif self.error is None:
+                try:
+                    self._on_output(stream, data)
+                except Exception as exc:  # noqa: BLE001 - handed to the caller by check()
+                    self.error = exc
 
     def stop(self) -> None:
         """After the command's result (or an interrupt): what came before is
@@ -51,6 +60,12 @@ class OutputRelay:
         thread ends."""
         self._pending.put(None)
         self._thread.join(self.FLUSH_S)
+
+    def check(self) -> None:
+        """After stop(): what on_output raised, raised here, in the caller's
+        thread."""
+        if self.error is not None:
+            raise self.error
 
 
 
@@ -77,8 +92,17 @@ class SharedRelay:
         return queued
 
     def _run(self) -> None:
+        failed = False
         while (item := self._pending.get()) is not None:
-            self._on_output(*item)
+            if failed:
+                continue                # drained: the followers must never block
+            try:
+                self._on_output(*item)
+            except Exception as exc:  # noqa: BLE001 - the run goes on; said once
+                failed = True
+                log.error("showing the commands' output failed (%s: %s); the rest of the "
+                          "run's output is not shown (the bundle keeps it)",
+                          type(exc).__name__, exc)
 
     def stop(self) -> None:
         """What came so far handed on (OutputRelay.FLUSH_S at most), then

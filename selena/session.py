@@ -188,6 +188,8 @@ class Session:
         finally:
             if relay is not None:
                 relay.stop()
+        if relay is not None:
+            relay.check()
         return result
 
     def sh(self, command: str) -> RunResult:

@@ -532,6 +532,31 @@ def test_cmd_hands_on_its_output_as_it_comes_and_the_result_still_holds_it(fake_
     meta = json.loads((tmp_path / "out/meta.json").read_text())
     assert meta["commands"][0]["command"].startswith("echo first")
 
+def test_a_failing_output_callback_is_the_callers_error_or_said_once_for_a_run(
+        fake_xen, tmp_path, caplog):
+    """on_output raising: exp.cmd raises it once the command has ended (the
+    command is recorded); a run's show_output raising: said once in the log,
+    the run goes on and its bundle keeps every output."""
+    calls = []
+
+    def broken(*args):
+        calls.append(args)
+        raise OSError("the terminal went away")
+    with make(fake_xen, tmp_path, show_output=broken) as exp:
+        with pytest.raises(OSError, match="the terminal went away"):
+            exp.cmd("h1", "echo one; echo two", on_output=broken)
+        assert exp.cmd("h2", "echo still runs").stdout == b"still runs\n"
+    shown = [c for c in calls if len(c) == 4]
+    assert len(shown) == 1 and len(calls) == 2          # each callback once, then no more
+    assert caplog.text.count("showing the commands' output failed (OSError: the terminal "
+                             "went away)") == 1
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert [c["command"] for c in meta["commands"]] == ["echo one; echo two",
+                                                         "echo still runs"]
+    with pytest.raises(ValidationError, match=r"show_output=5: want a function of \(node, "
+                                              r"command id, stream, bytes\), or None"):
+        make(fake_xen, tmp_path, show_output=5)
+
 def test_a_negative_output_cap_is_refused(fake_xen, tmp_path):
     with pytest.raises(ValidationError, match="output_cap=-1: want a whole number of bytes"):
         make(fake_xen, tmp_path, output_cap=-1)
