@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from line_stamps import stamper
 
 pytestmark = pytest.mark.lab
 
@@ -26,6 +27,9 @@ for tdf in 10 1; do
         # Into a node of the deployed experiment, from another process.
         selena exec twohosts h1 ping -c 1 -W 5 10.0.0.2; echo "exec-ping-rc=$?"
         selena exec twohosts h2 'echo to-stderr >&2; exit 7'; echo "exec-exit-rc=$?"
+        # Its output as it comes: 0.2 virtual s apart are 2 real s at TDF 10.
+        selena exec twohosts h1 'echo first; sleep 0.2; echo second' | STAMPER
+        sed 's/^/exec-stamped /' /tmp/selena-exec-stamped
         selena pause twohosts && selena status | head -1
         selena exec twohosts h1 true; echo "exec-paused-rc=$?"
         selena resume twohosts
@@ -47,7 +51,7 @@ for tdf in 10 1; do
     diff /tmp/before /tmp/after && echo "dom0-restored-after-tdf-$tdf"
 done
 ovs-vsctl br-exists foreign0 && echo foreign-bridge-kept
-"""
+""".replace("STAMPER", stamper("/tmp/selena-exec-stamped"))
 
 
 def _virtual_apart_ns(out: str, tdf: int) -> int:
@@ -71,6 +75,10 @@ def test_deploy_two_hosts_at_tdf_10_and_1_then_clean_restores_dom0(lab):
     assert len(re.findall(r"^selena-twohosts-h[12]\s+\d+\s+32\s", out, re.M)) == 4
     assert "tdf-of-h1=10" in out and "tdf-of-h1=1" in out
     assert "multi-set-rc=1" in out and "multi-set-h1=3 h2=10" in out, out
+    # selena exec wrote each line as it came, not both at the command's end.
+    stamps = dict((line, float(t)) for t, line in
+                  re.findall(r"^exec-stamped ([\d.]+) (first|second)$", out, re.M))
+    assert stamps.keys() == {"first", "second"} and stamps["second"] - stamps["first"] >= 1.5, out
     assert "set 1 of 3 domain(s) before domain 0" in out and "keep real time" in out
     assert "align-running-rc=1" in out and "align-running-h2=10" in out, out
     assert "only a domain that has never run can be" in out, out

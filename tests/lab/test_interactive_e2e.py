@@ -18,6 +18,7 @@ import re
 import lab_results
 import pytest
 from lab_stats import check
+from line_stamps import stamper
 
 from selena.paths import project_root
 
@@ -35,9 +36,7 @@ SCRIPT = "\n".join([
 PRE = "pingpair\nintfs\nports\n"
 POST = "sh echo the post file ran\n"
 # Passes the run's output on line by line and notes when each line came.
-STAMPER = ("python3 -c 'import sys, time; f = open(\"/tmp/selena-stamped\", \"w\"); "
-           "[(sys.stdout.write(l), sys.stdout.flush(), f.write(\"%.3f %s\" % (time.time(), l)), "
-           "f.flush()) for l in sys.stdin]'")
+STAMPER = stamper("/tmp/selena-stamped")
 
 
 def test_the_prompt_drives_a_running_topology_then_the_run_ends_cleanly(lab):
