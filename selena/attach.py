@@ -20,7 +20,7 @@ from selena.backends.base import Backend
 from selena.control.interface import DEFAULT_OUTPUT_CAP, CommandChannel, CommandResult
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError, ExperimentError, ScenarioError
-from selena.relay import OutputFollower, OutputRelay
+from selena.relay import OutputFollower, relayed
 from selena.transfer import Transfer
 
 log = logging.getLogger(__name__)
@@ -106,24 +106,18 @@ def _waited(channel: CommandChannel, node: str, specs: Sequence[CommandSpec],
     to `on_output` as it comes); interrupted, each still running is sent
     SIGTERM and given KILL_GRACE_S to end."""
     handles = [channel.submit(node, spec) for spec in specs]
-    relay = OutputRelay(handles[0], on_output) if on_output is not None else None
-    try:
-        results = [channel.wait(handle) for handle in handles]
-    except BaseException:
-        for handle in handles:
-            if handle.done:
-                continue
-            log.info("ending %r on %s: interrupted", handle.spec.describe(), node)
-            try:
-                channel.kill(handle)
-                channel.wait(handle, timeout=KILL_GRACE_S)
-            except ControlError as exc:
-                log.warning("%r on %s may still be running: %s", handle.spec.describe(),
-                            node, exc)
-        raise
-    finally:
-        if relay is not None:
-            relay.stop()
-    if relay is not None:
-        relay.check()
-    return results
+    with relayed(handles[0], on_output):
+        try:
+            return [channel.wait(handle) for handle in handles]
+        except BaseException:
+            for handle in handles:
+                if handle.done:
+                    continue
+                log.info("ending %r on %s: interrupted", handle.spec.describe(), node)
+                try:
+                    channel.kill(handle)
+                    channel.wait(handle, timeout=KILL_GRACE_S)
+                except ControlError as exc:
+                    log.warning("%r on %s may still be running: %s",
+                                handle.spec.describe(), node, exc)
+            raise

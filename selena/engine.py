@@ -29,7 +29,7 @@ from selena.control.interface import CommandChannel
 from selena.control.protocol import CommandSpec
 from selena.errors import ControlError, ScenarioError
 from selena.metrics import Metric, make_metric
-from selena.relay import OutputFollower, OutputRelay, SharedRelay
+from selena.relay import OutputFollower, SharedRelay, relayed
 from selena.transfer import Transfer
 
 if TYPE_CHECKING:
@@ -286,15 +286,8 @@ class Engine:
         if timeout is None:
             timeout = self.command_timeout
         handle = self.start(node, command, timeout=timeout, env=env, cwd=cwd, origin=origin)
-        relay = OutputRelay(handle, on_output) if on_output is not None else None
-        try:
-            result = self.wait(handle, check=check)
-        finally:
-            if relay is not None:
-                relay.stop()
-        if relay is not None:
-            relay.check()
-        return result
+        with relayed(handle, on_output):
+            return self.wait(handle, check=check)
 
     def start(self, node: str, command: str | Sequence[str], *, timeout: float | None = None,
               env: dict[str, str] | None = None, cwd: str | None = None,

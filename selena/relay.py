@@ -7,10 +7,12 @@ an older tree's control channel, which has none of it."""
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 log = logging.getLogger(__name__)
@@ -19,6 +21,18 @@ log = logging.getLogger(__name__)
 # stream's end.
 OutputFollower = Callable[[int, bytes], None]
 
+
+class TextPieces:
+    """A command's output pieces as text, each stream decoded on its own
+    (UTF-8, bad bytes replaced): a character split between two pieces
+    comes out whole, with the second."""
+
+    def __init__(self) -> None:
+        self._decoders = [codecs.getincrementaldecoder("utf-8")(errors="replace")
+                          for _ in range(2)]
+
+    def text(self, stream: int, data: bytes) -> str:
+        return self._decoders[stream].decode(data)
 
 class Followed(Protocol):
     """What a relay needs of a command's handle."""
@@ -68,6 +82,22 @@ class OutputRelay:
             raise self.error
 
 
+
+
+@contextlib.contextmanager
+def relayed(handle: Followed, on_output: OutputFollower | None) -> Iterator[None]:
+    """While the caller waits for `handle`: its output to `on_output` as it
+    comes (None: nowhere); all of it handed on by the end of the block, and
+    what on_output raised raised then, unless the block raised first."""
+    if on_output is None:
+        yield
+        return
+    relay = OutputRelay(handle, on_output)
+    try:
+        yield
+    finally:
+        relay.stop()
+    relay.check()
 
 # Called with (node, command id, stream, data) for every command shown; an
 # empty `data` is that command's stream's end.

@@ -27,7 +27,7 @@ from selena.control.channel import CommandResult
 from selena.errors import ScenarioError, UnitError
 from selena.model import NodeKind
 from selena.openflow import BRIDGE
-from selena.relay import OutputFollower, OutputRelay
+from selena.relay import OutputFollower, relayed
 from selena.runner import CommandResult as RunResult
 from selena.runner import Runner
 from selena.signals import SignalInterrupt
@@ -176,21 +176,15 @@ class Session:
         # Shown here, not also by the run's show_output (selena run --follow).
         handle = self.exp.start(node, self.substitute(command), timeout=timeout,
                                 show=on_output is None)
-        relay = OutputRelay(handle, on_output) if on_output is not None else None
-        try:
-            result = self.exp.wait(handle)
-        except KeyboardInterrupt as interrupt:
-            self.exp.kill(handle, signal.SIGINT)
-            if relay is not None and not isinstance(interrupt, SignalInterrupt):
-                # Its last words shown (a ping's statistics), as mn shows them.
-                handle.wait_done(INTERRUPT_GRACE_S)
-            raise
-        finally:
-            if relay is not None:
-                relay.stop()
-        if relay is not None:
-            relay.check()
-        return result
+        with relayed(handle, on_output):
+            try:
+                return self.exp.wait(handle)
+            except KeyboardInterrupt as interrupt:
+                self.exp.kill(handle, signal.SIGINT)
+                if on_output is not None and not isinstance(interrupt, SignalInterrupt):
+                    # Its last words shown (a ping's statistics), as mn shows them.
+                    handle.wait_done(INTERRUPT_GRACE_S)
+                raise
 
     def sh(self, command: str) -> RunResult:
         """A shell command in Dom0 (mn's `sh`), through the runner; its exit

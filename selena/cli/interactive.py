@@ -12,7 +12,6 @@ one, no prompt, the end of input ends the session.
 from __future__ import annotations
 
 import cmd
-import codecs
 import math
 import shlex
 import sys
@@ -26,6 +25,7 @@ from selena.attach import guest_side
 from selena.errors import ScenarioError, SelenaError, UnitError
 from selena.experiment import SignalInterrupt
 from selena.model.cpus import checked_share
+from selena.relay import TextPieces
 from selena.session import PING_HEADER, Session, udp_rate
 
 HISTORY = Path("~/.selena_history")
@@ -405,12 +405,11 @@ class Prompt(cmd.Cmd):
         # replies one by one), each stream ended by a newline.
         last = [b"\n", b"\n"]
         streams = (self.stdout, self.err)
-        # A character may be split between two pieces.
-        decoders = [codecs.getincrementaldecoder("utf-8")(errors="replace") for _ in streams]
+        texts = TextPieces()
 
         def show(stream: int, data: bytes) -> None:
             self.stdout.flush()
-            streams[stream].write(decoders[stream].decode(data))
+            streams[stream].write(texts.text(stream, data))
             streams[stream].flush()
             last[stream] = data[-1:]
         result = self.session.cmd(node, command, on_output=show)

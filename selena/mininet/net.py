@@ -17,7 +17,6 @@ if the script forgot), and pingAll/iperf are selena.session's.
 from __future__ import annotations
 
 import atexit
-import codecs
 import signal
 import weakref
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from selena.mininet.topo import (
 )
 from selena.model import caller_location
 from selena.model.cpus import checked_share
+from selena.relay import OutputFollower, TextPieces
 
 # Mininet's constructor options that selena cannot honour without changing
 # what the script means: refused, one line each, with what to do instead.
@@ -84,19 +84,17 @@ def _missing(owner: str, name: str, have: type) -> NotInSelenaMininet:
                                                  "docs/topologies.md)")
 
 
-class _Shown:
-    """A command's output printed as it comes (Mininet's verbose): the two
-    streams merged as Mininet's shell merges them, a character split
-    between two pieces printed whole."""
+def _printer() -> OutputFollower:
+    """A command's output printed as it comes (Mininet's verbose), the two
+    streams merged as Mininet's shell merges them."""
+    texts = TextPieces()
 
-    def __init__(self) -> None:
-        self._decoders = [codecs.getincrementaldecoder("utf-8")(errors="replace")
-                          for _ in range(2)]
-
-    def piece(self, stream: int, data: bytes) -> None:
-        text = self._decoders[stream].decode(data)
+    def show(stream: int, data: bytes) -> None:
+        text = texts.text(stream, data)
         if text:
             output(text)
+    return show
+
 
 class NodeHandle:
     """A node of a started net, as Mininet's Node: `cmd` returns the output
@@ -118,9 +116,8 @@ class NodeHandle:
                                                    f"{', '.join(kwargs)}")
         command = self._command(args, "cmd")
         exp = self.net._started(f"{self.name}.cmd")
-        shown = _Shown() if verbose else None
         result = exp.cmd(self.name, command, timeout=timeout,
-                         on_output=shown.piece if shown else None)
+                         on_output=_printer() if verbose else None)
         return (result.stdout + result.stderr).decode(errors="replace")
 
     def sendCmd(self, *args: object, **kwargs: object) -> None:  # noqa: N802

@@ -12,7 +12,6 @@ the experiment's (virtual)."""
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
 import os
 import queue
@@ -24,6 +23,7 @@ from typing import IO, Any
 from selena.control.channel import CommandHandle, CommandResult
 from selena.errors import ArgumentError, ExperimentError
 from selena.model import caller_location
+from selena.relay import TextPieces
 
 # subprocess's code for a program that could not be started (a shell's 127).
 NOT_STARTED = 127
@@ -156,9 +156,7 @@ class SentCommand:
         self.handle = handle
         self._pending: queue.SimpleQueue[tuple[int, bytes]] = queue.SimpleQueue()
         self._ends = 0
-        # A character may be split between two pieces of a stream.
-        self._decoders = [codecs.getincrementaldecoder("utf-8")(errors="replace")
-                          for _ in range(2)]
+        self._texts = TextPieces()
         handle.follow(lambda stream, data: self._pending.put((stream, data)))
 
     @property
@@ -181,7 +179,7 @@ class SentCommand:
                 break
             first = False
             if data:
-                pieces.append(self._decoders[stream].decode(data))
+                pieces.append(self._texts.text(stream, data))
             else:
                 self._ends += 1
         return "".join(pieces)
