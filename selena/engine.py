@@ -286,6 +286,8 @@ class Engine:
         if timeout is None:
             timeout = self.command_timeout
         handle = self.start(node, command, timeout=timeout, env=env, cwd=cwd, origin=origin)
+        if on_output is None:       # the common case, without a context manager's cost
+            return self.wait(handle, check=check)
         with relayed(handle, on_output):
             return self.wait(handle, check=check)
 
