@@ -82,8 +82,6 @@ class OutputRelay:
             raise self.error
 
 
-
-
 @contextlib.contextmanager
 def relayed(handle: Followed, on_output: OutputFollower | None) -> Iterator[None]:
     """While the caller waits for `handle`: its output to `on_output` as it
